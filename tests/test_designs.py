@@ -1,0 +1,317 @@
+"""Tests for planner.designs (SPEC.md §5)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.designs import (
+    DesignChoice,
+    choose_design,
+    depth_first,
+    joint_strata,
+    modal_strata,
+    proportional_allocation,
+    random_subsets,
+    seq_coverage,
+    seq_refined,
+    shared_panel,
+    strat,
+    stratum_entropy,
+)
+
+RATERS = ["r2", "r3", "r4"]
+
+
+def prefix_deviation(strata: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per stratum, the largest |count in prefix t - t * share| over all prefixes t."""
+    labels = strata[order]
+    codes = np.unique(labels)
+    cum = np.cumsum(labels[:, None] == codes, axis=0)
+    t = np.arange(1, labels.size + 1)[:, None]
+    return np.abs(cum - t * cum[-1] / labels.size).max(axis=0)
+
+
+def check_lists(lists: dict, raters: list, n_items: int, m: int) -> None:
+    assert list(lists) == raters
+    for items in lists.values():
+        assert items.dtype == np.int64
+        assert items.size == m
+        assert np.unique(items).size == m
+        assert items.min() >= 0 and items.max() < n_items
+
+
+strata_and_m = st.integers(2, 5).flatmap(
+    lambda n_strata: st.lists(st.integers(0, n_strata - 1), min_size=2, max_size=300).flatmap(
+        lambda s: st.tuples(st.just(np.array(s)), st.integers(1, len(s)), st.integers(0, 2**32 - 1))
+    )
+)
+
+
+# --- proportional allocation -------------------------------------------------------------
+
+
+def test_allocation_hand_computed():
+    # shares 7 * (.5, .3, .2) = 3.5, 2.1, 1.4: floors 3, 2, 1 and the one left goes to .5
+    assert proportional_allocation([50, 30, 20], 7).tolist() == [4, 2, 1]
+    # equal remainders .5, .5 with one item left: tie to the lower stratum index
+    assert proportional_allocation([1, 1], 1).tolist() == [1, 0]
+    # min_per_stratum lifts the rare strata, the rest is shared by the large one
+    assert proportional_allocation([90, 9, 1], 10, min_per_stratum=2).tolist() == [7, 2, 1]
+    # batched: one row per problem, one total per row
+    assert proportional_allocation([[5, 5], [9, 1]], [4, 5]).tolist() == [[2, 2], [5, 0]]
+
+
+def test_allocation_rejects_bad_input():
+    with pytest.raises(ValueError, match="too small"):
+        proportional_allocation([5, 5, 5], 2, min_per_stratum=1)
+    with pytest.raises(ValueError, match="m must lie between"):
+        proportional_allocation([5, 5], 11)
+    with pytest.raises(ValueError, match="non-negative stratum sizes"):
+        proportional_allocation([-1, 5], 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 200), min_size=1, max_size=6).filter(lambda s: sum(s) > 0),
+    frac=st.floats(0, 1),
+    minimum=st.integers(0, 5),
+)
+def test_allocation_properties(sizes, frac, minimum):
+    m = int(round(frac * sum(sizes)))
+    floors = np.minimum(minimum, sizes)
+    if floors.sum() > m:
+        return
+    alloc = proportional_allocation(sizes, m, min_per_stratum=minimum)
+    assert alloc.sum() == m
+    assert np.all(alloc <= sizes) and np.all(alloc >= floors)
+    if minimum == 0:
+        share = m * np.asarray(sizes) / sum(sizes)
+        assert np.all(np.abs(alloc - share) < 1)
+
+
+# --- strat ------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(strata_and_m)
+def test_strat_matches_proportions_within_one_item(case):
+    s, m, seed = case
+    lists = strat(s, m, raters=RATERS, rng=seed)
+    check_lists(lists, RATERS, s.size, m)
+    panel = lists["r2"]
+    for items in lists.values():
+        assert np.array_equal(items, panel)
+    sizes = np.bincount(s)
+    got = np.bincount(s[panel], minlength=sizes.size)
+    assert np.all(np.abs(got - m * sizes / s.size) < 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(strata_and_m)
+def test_every_prefix_is_near_proportional(case):
+    # With w = the stratum's share of the list and S strata, the interleaving keeps every
+    # prefix within (1 + (S - 2) w) / 2 items of proportional: within one item for S <= 3.
+    s, m, seed = case
+    panel = strat(s, m, raters=["a"], rng=seed)["a"]
+    labels = s[panel]
+    n_strata = np.unique(labels).size
+    w = np.unique(labels, return_counts=True)[1] / m
+    bound = (1 + max(n_strata - 2, 0) * w) / 2
+    assert np.all(prefix_deviation(s, panel) <= bound + 1e-9)
+    if n_strata <= 3:
+        assert np.all(prefix_deviation(s, panel) <= 1)
+
+
+def test_strat_prefix_of_skewed_panel_is_interleaved():
+    s = np.array([0] * 80 + [1] * 20)
+    panel = strat(s, 50, raters=["a"], rng=3)["a"]
+    # 40 of stratum 0 and 10 of stratum 1: each block of 5 holds exactly one stratum-1 item
+    assert (s[panel].reshape(10, 5).sum(axis=1) == 1).all()
+
+
+def test_strat_min_per_stratum_and_validation():
+    s = np.array([0] * 97 + [1] * 2 + [2])
+    panel = strat(s, 10, raters=["a"], min_per_stratum=1, rng=0)["a"]
+    assert np.bincount(s[panel]).tolist() == [8, 1, 1]
+    with pytest.raises(ValueError, match="strata must lie in 0..1"):
+        strat(s, 10, raters=["a"], n_labels=2)
+    with pytest.raises(ValueError, match="m must lie in 1..100"):
+        strat(s, 101, raters=["a"])
+    with pytest.raises(ValueError, match="sequence of rater ids"):
+        strat(s, 10, raters="a")
+    with pytest.raises(ValueError, match="unique"):
+        strat(s, 10, raters=["a", "a"])
+
+
+def test_designs_are_reproducible_from_rng():
+    s = np.arange(200) % 3
+    assert np.array_equal(strat(s, 30, raters=["a"], rng=7)["a"], strat(s, 30, raters=["a"], rng=7)["a"])
+    assert not np.array_equal(strat(s, 30, raters=["a"], rng=7)["a"], strat(s, 30, raters=["a"], rng=8)["a"])
+
+
+# --- baselines ---------------------------------------------------------------------------
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 300), frac=st.floats(0.01, 1), seed=st.integers(0, 2**32 - 1))
+def test_baselines_return_valid_lists(n, frac, seed):
+    m = max(1, int(frac * n))
+    check_lists(random_subsets(n, m, raters=RATERS, rng=seed), RATERS, n, m)
+    check_lists(shared_panel(n, m, raters=RATERS, rng=seed), RATERS, n, m)
+    lists = depth_first(n, m, raters=RATERS)
+    check_lists(lists, RATERS, n, m)
+    assert lists["r3"].tolist() == list(range(m))
+
+
+def test_random_subsets_fragment_overlap():
+    # SPEC.md §5: two independent subsets share m^2 / n items on average (hypergeometric)
+    n, m, reps = 400, 100, 300
+    shared = [
+        np.intersect1d(*random_subsets(n, m, raters=["a", "b"], rng=seed).values()).size
+        for seed in range(reps)
+    ]
+    sd = np.sqrt(m * (m / n) * (1 - m / n) * (n - m) / (n - 1))
+    assert abs(np.mean(shared) - m * m / n) < 4 * sd / np.sqrt(reps)
+
+
+# --- sequential designs ------------------------------------------------------------------
+
+
+def test_modal_strata_hand_computed():
+    codes = np.array([[0, 1, 1], [0, 1, -1], [2, 1, 1], [1, 0, 2], [-1, -1, -1]])
+    # mode 1; tie -> primary 0; mode 1 over primary 2; three-way tie -> primary 1; no label
+    assert modal_strata(codes, primary=0, n_labels=3).tolist() == [1, 0, 1, 1, 3]
+    assert modal_strata(codes, primary=1, n_labels=3).tolist() == [1, 1, 1, 0, 3]
+
+
+def test_seq_refined_stratifies_on_labels_in_hand():
+    rng = np.random.default_rng(0)
+    primary = rng.integers(0, 2, 300)
+    second = np.where(rng.random(300) < 0.3, rng.integers(0, 2, 300), -1)
+    third = np.where(rng.random(300) < 0.3, rng.integers(0, 2, 300), -1)
+    codes = np.stack([primary, second, third], axis=1)
+    s = modal_strata(codes, primary=0, n_labels=2)
+    lists = seq_refined(codes, 60, primary=0, raters=["r4", "r5"], n_labels=2, rng=1)
+    check_lists(lists, ["r4", "r5"], 300, 60)
+    share = 60 * np.bincount(s) / 300
+    for items in lists.values():
+        assert np.all(np.abs(np.bincount(s[items], minlength=2) - share) < 1)
+        assert np.all(prefix_deviation(s, items) <= 1)
+    assert not np.array_equal(np.sort(lists["r4"]), np.sort(lists["r5"]))
+
+
+def pairwise_overlaps(lists: dict) -> np.ndarray:
+    return np.array([np.intersect1d(a, b).size for a, b in itertools.combinations(lists.values(), 2)])
+
+
+def test_seq_coverage_equalises_overlap_better_than_seq_refined():
+    rng = np.random.default_rng(5)
+    n, m = 600, 120
+    codes = rng.integers(0, 3, n)[:, None]
+    raters = ["r2", "r3", "r4", "r5"]
+    coverage_spread, refined_spread = [], []
+    for seed in range(20):
+        cov = seq_coverage(codes, m, primary=0, raters=raters, n_labels=3, rng=seed)
+        ref = seq_refined(codes, m, primary=0, raters=raters, n_labels=3, rng=seed)
+        check_lists(cov, raters, n, m)
+        # per-item coverage: 4 * 120 = 480 < 600 assignments, so no item is given twice
+        assert np.bincount(np.concatenate(list(cov.values())), minlength=n).max() == 1
+        coverage_spread.append(np.ptp(pairwise_overlaps(cov)))
+        refined_spread.append(np.ptp(pairwise_overlaps(ref)))
+    assert max(coverage_spread) == 0
+    assert min(refined_spread) > 0
+
+
+def test_seq_coverage_evens_item_coverage_when_items_must_repeat():
+    rng = np.random.default_rng(6)
+    n, m = 100, 70
+    codes = rng.integers(0, 2, n)[:, None]
+    raters = ["r2", "r3", "r4"]
+    cov = seq_coverage(codes, m, primary=0, raters=raters, n_labels=2, rng=0)
+    ref = seq_refined(codes, m, primary=0, raters=raters, n_labels=2, rng=0)
+    counts_cov = np.bincount(np.concatenate(list(cov.values())), minlength=n)
+    counts_ref = np.bincount(np.concatenate(list(ref.values())), minlength=n)
+    # 210 assignments over 100 items: coverage never gives an item a third rater while
+    # items of the same stratum still have one; refined draws independently
+    assert np.ptp(counts_cov) <= 2 and counts_cov.var() < counts_ref.var()
+    s = codes[:, 0]
+    for stratum in (0, 1):
+        assert np.ptp(counts_cov[s == stratum]) <= 1
+
+
+def test_seq_coverage_one_rater_at_task_start():
+    codes = np.array([[0, 1], [0, -1], [1, 1], [1, -1], [0, -1], [1, -1]])
+    # the service passes its own assignment counts, e.g. an item assigned but not labeled
+    coverage = np.array([1, 0, 1, 1, 2, 0])
+    lists = seq_coverage(codes, 2, primary=0, raters=["new"], n_labels=2, coverage=coverage, rng=0)
+    # stratum 0 = items 0, 1, 4 -> least covered is item 1; stratum 1 = 2, 3, 5 -> item 5
+    assert sorted(lists["new"].tolist()) == [1, 5]
+    with pytest.raises(ValueError, match="coverage must be one integer count per item"):
+        seq_coverage(codes, 2, primary=0, raters=["new"], n_labels=2, coverage=[1, 2])
+    with pytest.raises(ValueError, match="primary must be a column index"):
+        seq_coverage(codes, 2, primary=2, raters=["new"], n_labels=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(3, 120),
+    n_cols=st.integers(1, 4),
+    frac=st.floats(0.01, 1),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_seq_designs_never_duplicate(n, n_cols, frac, seed):
+    rng = np.random.default_rng(seed)
+    codes = np.where(rng.random((n, n_cols)) < 0.6, rng.integers(0, 3, (n, n_cols)), -1)
+    codes[:, 0] = rng.integers(0, 3, n)
+    m = max(1, int(frac * n))
+    check_lists(seq_refined(codes, m, primary=0, raters=RATERS, n_labels=3, rng=seed), RATERS, n, m)
+    check_lists(seq_coverage(codes, m, primary=0, raters=RATERS, n_labels=3, rng=seed), RATERS, n, m)
+
+
+# --- entropy and choice ------------------------------------------------------------------
+
+
+def test_stratum_entropy_hand_computed():
+    assert stratum_entropy([0, 1, 2, 3], n_labels=4) == pytest.approx(2.0)
+    # -(.9 log2 .9 + .1 log2 .1) = 0.46900
+    assert stratum_entropy([0] * 9 + [1], n_labels=2) == pytest.approx(0.4689955936)
+    assert stratum_entropy([1, 1, -1], n_labels=2) == 0.0
+    assert np.isnan(stratum_entropy([-1, -1], n_labels=2))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=100), st.permutations(range(4)))
+def test_stratum_entropy_bounds_and_relabelling(codes, perm):
+    h = stratum_entropy(codes, n_labels=4)
+    assert 0 <= h <= 2 + 1e-12
+    assert stratum_entropy(np.asarray(perm)[codes], n_labels=4) == pytest.approx(h)
+
+
+def test_choose_design_threshold_and_warnings():
+    balanced = choose_design([0, 1, 2] * 40, n_labels=3)
+    assert isinstance(balanced, DesignChoice)
+    assert balanced.design == "strat" and balanced.warnings == ()
+    assert balanced.entropy == pytest.approx(np.log2(3))
+    skewed = choose_design([0] * 93 + [1] * 7, n_labels=2)
+    assert skewed.design == "seq-coverage" and "0.5 bits" in skewed.reason
+    clusters = np.repeat([0, 1, 2, 3, 4, 5], [40, 30, 20, 4, 3, 3])
+    clustered = choose_design([0, 1] * 50, n_labels=2, features=clusters)
+    assert len(clustered.warnings) == 1 and "90%" in clustered.warnings[0]
+    spread = choose_design([0, 1] * 50, n_labels=2, features=np.arange(100) % 10)
+    assert spread.warnings == ()
+    with pytest.raises(ValueError, match="features must have shape"):
+        choose_design([0, 1] * 50, n_labels=2, features=np.arange(7))
+
+
+def test_joint_strata_crosses_features():
+    label = np.array([0, 0, 1, 1, 0])
+    topic = np.array(["a", "b", "a", "a", "b"])
+    joint = joint_strata(label, topic)
+    assert joint.tolist() == [0, 1, 2, 2, 1]
+    panel = strat(joint, 3, raters=["a"], rng=0)["a"]
+    assert np.unique(joint[panel]).size == 3
