@@ -1,0 +1,33 @@
+"""Alembic environment: the database URL comes from the service settings (or the caller)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from service.db import make_engine
+from service.models import Base
+from service.settings import get_settings
+
+config = context.config
+
+
+def run_migrations() -> None:
+    """Migrate the configured database; ``render_as_batch`` lets ALTERs run on SQLite too."""
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+        return
+    url = config.get_main_option("sqlalchemy.url") or get_settings().database_url
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        _run(conn)
+    engine.dispose()
+
+
+def _run(connection) -> None:  # type: ignore[no-untyped-def]
+    context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+run_migrations()

@@ -1,0 +1,69 @@
+"""The application factory: settings, database, error handling, routers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from sqlalchemy.exc import IntegrityError
+
+from service.auth import ensure_admin_key
+from service.db import make_engine, make_sessionmaker, session_scope
+from service.errors import install_error_handlers
+from service.limits import BodySizeLimit
+from service.routes import health, items, labels, projects, raters
+from service.schemas import ItemIn, LabelIn
+from service.settings import Settings, get_settings
+
+log = logging.getLogger("annoplan")
+
+DESCRIPTION = """\
+Plan, collect and re-estimate the human overlap needed to validate an LLM judge against
+human annotators. Authenticate with `Authorization: Bearer <api key>`. Errors have the body
+`{"error": "<code>", "detail": "<sentence>"}`. See SPEC.md for the statistics.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A configured application; the engine is built at startup, not at import."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.sessions = make_sessionmaker(engine)
+        secret = None
+        try:
+            with session_scope(app.state.sessions, write=True) as session:
+                secret = ensure_admin_key(session, settings.admin_key)
+        except IntegrityError:  # another worker registered the same admin key first
+            pass
+        if secret:
+            print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
+        yield
+        engine.dispose()
+
+    app = FastAPI(title="annoplan", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    install_error_handlers(app)
+    for module in (health, projects, items, raters, labels):
+        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (ItemIn, LabelIn):
+                schema["components"]["schemas"][model.__name__] = model.model_json_schema()
+            schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

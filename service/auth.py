@@ -1,0 +1,92 @@
+"""API keys: generation, hashing (only the hash is stored), lookup and the admin bootstrap."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.errors import Unauthorized
+from service.models import ApiKey, new_public_id
+
+ROLES = ("admin", "pm", "annotator", "viewer")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's id, role and scope."""
+
+    key_id: str
+    role: str
+    project_id: str | None
+    rater_id: int | None
+
+
+def new_secret() -> str:
+    """A fresh API key secret (shown once, never stored)."""
+    return "ak_" + secrets.token_urlsafe(32)
+
+
+def key_hash(secret: str) -> str:
+    """The stored form of a key: SHA-256 of the secret (keys are random, so no salt is needed)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_key(
+    session: Session,
+    *,
+    role: str,
+    project_id: str | None = None,
+    rater_id: int | None = None,
+    name: str | None = None,
+    secret: str | None = None,
+) -> tuple[ApiKey, str]:
+    """Add a key row and return it with its secret."""
+    secret = secret or new_secret()
+    row = ApiKey(
+        id=new_public_id("k"),
+        key_hash=key_hash(secret),
+        role=role,
+        project_id=project_id,
+        rater_id=rater_id,
+        name=name,
+    )
+    session.add(row)
+    session.flush()
+    return row, secret
+
+
+def principal_for(session: Session, authorization: str | None) -> Principal:
+    """The principal behind an ``Authorization: Bearer`` header, or 401."""
+    if not authorization:
+        raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <api key>'")
+    scheme, _, secret = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Unauthorized("Authorization must be 'Bearer <api key>'")
+    row = session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash(secret.strip())))
+    if row is None or row.revoked_at is not None:
+        raise Unauthorized("unknown or revoked API key")
+    return Principal(row.id, row.role, row.project_id, row.rater_id)
+
+
+def ensure_admin_key(session: Session, configured: str | None) -> str | None:
+    """Make sure an admin key exists; return a newly generated secret to print, else None.
+
+    A configured ``ANNOPLAN_ADMIN_KEY`` is registered (once). Without one, a key is generated
+    only when no admin key exists yet.
+    """
+    if configured:
+        if session.scalar(select(ApiKey.id).where(ApiKey.key_hash == key_hash(configured))):
+            return None
+        create_key(session, role="admin", name="ANNOPLAN_ADMIN_KEY", secret=configured)
+        return None
+    has_admin = session.scalar(
+        select(ApiKey.id).where(ApiKey.role == "admin", ApiKey.revoked_at.is_(None)).limit(1)
+    )
+    if has_admin:
+        return None
+    _, secret = create_key(session, role="admin", name="generated at first start")
+    return secret

@@ -1,0 +1,60 @@
+"""Engine and session factory: SQLite (WAL, foreign keys, busy timeout) or PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+
+# Execution option marking a unit of work that will write: on SQLite it takes the write lock
+# at BEGIN, so concurrent writers queue on the busy timeout instead of failing mid-transaction.
+WRITE_OPTION = "annoplan_write"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite connections get WAL, foreign keys and a busy timeout."""
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        # Let SQLAlchemy issue BEGIN itself so that BEGIN IMMEDIATE takes the write lock up front.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        write = conn.get_execution_options().get(WRITE_OPTION)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that keep loaded objects usable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error."""
+    with factory() as session:
+        if write:
+            session.connection(execution_options={WRITE_OPTION: True})
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

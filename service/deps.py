@@ -1,0 +1,71 @@
+"""Request dependencies: database sessions, the calling principal, and scoped project access."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from sqlalchemy.orm import Session
+
+from service.auth import Principal, principal_for
+from service.db import session_scope
+from service.errors import Forbidden, NotFound
+from service.models import Project
+from service.settings import Settings
+
+
+def _read_session(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.sessions) as session:
+        yield session
+
+
+def _write_session(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.sessions, write=True) as session:
+        yield session
+
+
+ReadSession = Annotated[Session, Depends(_read_session)]
+WriteSession = Annotated[Session, Depends(_write_session)]
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+def _principal(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Principal:
+    with request.app.state.sessions() as session:
+        return principal_for(session, authorization)
+
+
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+
+
+def require_role(principal: Principal, *roles: str) -> None:
+    """403 unless the principal's role is one of ``roles``."""
+    if principal.role not in roles:
+        allowed = ", ".join(roles)
+        raise Forbidden(f"this action needs one of the roles: {allowed}; your key is {principal.role}")
+
+
+def visible_project(session: Session, principal: Principal, pid: str) -> Project:
+    """The project if it exists and the key may see it; otherwise 404 (its existence stays hidden)."""
+    project = session.get(Project, pid)
+    if project is None or (principal.role != "admin" and principal.project_id != pid):
+        raise NotFound(f"project {pid!r} not found")
+    return project
+
+
+def project_for(
+    session: Session, principal: Principal, pid: str, *roles: str
+) -> Project:
+    """The visible project, after checking the principal holds one of ``roles``."""
+    project = visible_project(session, principal, pid)
+    require_role(principal, *roles)
+    return project

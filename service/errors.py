@@ -1,0 +1,126 @@
+"""One error hierarchy and the handlers that render it as ``{"error", "detail"}``."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("annoplan")
+
+
+class AppError(Exception):
+    """An error a client caused or must know about; rendered with its status and code."""
+
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, detail: str, *, code: str | None = None, fields: list[Any] | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+        self.fields = fields
+
+
+class Unauthorized(AppError):
+    status_code = 401
+    code = "unauthorized"
+
+
+class Forbidden(AppError):
+    status_code = 403
+    code = "forbidden"
+
+
+class NotFound(AppError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(AppError):
+    status_code = 409
+    code = "conflict"
+
+
+class TooLarge(AppError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(AppError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
+class Invalid(AppError):
+    status_code = 422
+    code = "invalid"
+
+
+class ErrorBody(BaseModel):
+    """The error document, as documented in OpenAPI."""
+
+    error: str
+    detail: str
+    fields: list[dict[str, Any]] | None = None
+
+
+def error_body(code: str, detail: str, fields: list[Any] | None = None) -> dict[str, Any]:
+    """The stable error document of API.md."""
+    body: dict[str, Any] = {"error": code, "detail": detail}
+    if fields:
+        body["fields"] = fields
+    return body
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries documenting the error body for each status."""
+    return {
+        s: {"model": ErrorBody, "description": HTTPStatus(s).phrase} for s in statuses
+    }
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every failure through the one error body."""
+
+    @app.exception_handler(AppError)
+    async def _app_error(_: Request, exc: AppError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse(
+            error_body(exc.code, exc.detail, exc.fields), exc.status_code, headers=headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        first = fields[0] if fields else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"])
+        return JSONResponse(
+            error_body("validation_error", f"{where}: {first['msg']}", fields), 422
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
+        return JSONResponse(
+            error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(
+            error_body("internal_error", "an unexpected error occurred; it has been logged"), 500
+        )
+
+

@@ -1,0 +1,68 @@
+"""Corpus writes and reads: bulk upsert of items by external id."""
+
+from __future__ import annotations
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session
+
+from service.errors import Invalid
+from service.models import Item, Project, Rater
+from service.schemas import ItemIn, ItemsUpserted
+from service.sql import chunks
+
+
+def ids_by_external(
+    session: Session, model: type[Item] | type[Rater], project_id: str, external_ids: list[str]
+) -> dict[str, int]:
+    """Map external ids of one project to internal ids (unknown ids are absent)."""
+    found: dict[str, int] = {}
+    for part in chunks(external_ids):
+        rows = session.execute(
+            select(model.external_id, model.id).where(
+                model.project_id == project_id, model.external_id.in_(part)
+            )
+        )
+        found.update((ext, iid) for ext, iid in rows)
+    return found
+
+
+def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> ItemsUpserted:
+    """Create new items, update changed ones, count the unchanged; positions follow upload order."""
+    wanted: dict[str, ItemIn] = {}
+    for n, row in enumerate(rows, start=1):
+        prior = wanted.get(row.external_id)
+        if prior is not None and prior != row:
+            raise Invalid(f"row {n}: item {row.external_id!r} appears twice with different content")
+        wanted[row.external_id] = row
+    existing: dict[str, tuple[int, dict, str | None]] = {}
+    for part in chunks(list(wanted)):
+        for ext, iid, features, text in session.execute(
+            select(Item.external_id, Item.id, Item.features, Item.text).where(
+                Item.project_id == project.id, Item.external_id.in_(part)
+            )
+        ):
+            existing[ext] = (iid, features, text)
+    new = [r for ext, r in wanted.items() if ext not in existing]
+    changed = [
+        {"id": existing[ext][0], "features": r.features, "text": r.text}
+        for ext, r in wanted.items()
+        if ext in existing and (existing[ext][1], existing[ext][2]) != (r.features, r.text)
+    ]
+    if new:
+        start = session.execute(
+            update(Project)
+            .where(Project.id == project.id)
+            .values(item_count=Project.item_count + len(new))
+            .returning(Project.item_count)
+        ).scalar_one() - len(new)
+        session.execute(
+            insert(Item),
+            [
+                {"project_id": project.id, "external_id": r.external_id, "position": start + i,
+                 "features": r.features, "text": r.text}
+                for i, r in enumerate(new)
+            ],
+        )
+    if changed:
+        session.execute(update(Item), changed)
+    return ItemsUpserted(created=len(new), updated=len(changed), unchanged=len(wanted) - len(new) - len(changed))

@@ -1,0 +1,163 @@
+"""Label events: validated, de-duplicated, append-only writes with a per-project sequence."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, insert, select, update
+from sqlalchemy.orm import Session
+
+from service.auth import Principal
+from service.errors import Forbidden, Invalid
+from service.item_store import ids_by_external
+from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
+from service.schemas import LabelIn, LabelsAccepted
+from service.sql import chunks, upsert
+
+CANNOT_ASSESS = "CANNOT_ASSESS"
+INVALID = "INVALID"
+
+
+def _criterion(project: Project, row: LabelIn, n: int) -> str:
+    if row.criterion is None:
+        if len(project.criteria) == 1:
+            return project.criteria[0]
+        raise Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
+    if row.criterion not in project.criteria:
+        raise Invalid(f"row {n}: unknown criterion {row.criterion!r}; the project has {project.criteria}")
+    return row.criterion
+
+
+def _check_value(project: Project, value: str, kind: str, n: int) -> None:
+    if value in project.labels:
+        return
+    if value == CANNOT_ASSESS:
+        if project.allow_abstain:
+            return
+        raise Invalid(f"row {n}: CANNOT_ASSESS is not allowed in this project (allow_abstain is false)")
+    if value == INVALID:
+        if kind == "judge":
+            return
+        raise Invalid(f"row {n}: INVALID is only accepted from judges, not from a {kind} rater")
+    raise Invalid(f"row {n}: unknown label {value!r}; the project's labels are {project.labels}")
+
+
+def write_labels(
+    session: Session, project: Project, principal: Principal, rows: list[LabelIn]
+) -> LabelsAccepted:
+    """Append one event per changed cell; identical resubmissions are counted, not written.
+
+    All-or-nothing: any bad row raises before anything is written.
+    """
+    item_ids = ids_by_external(session, Item, project.id, sorted({r.item for r in rows}))
+    raters = {
+        ext: (rid, kind)
+        for ext, rid, kind in session.execute(
+            select(Rater.external_id, Rater.id, Rater.kind).where(Rater.project_id == project.id)
+        )
+    }
+    cells: dict[tuple[int, int, str], tuple[str, str | None, int]] = {}
+    duplicates = 0
+    for n, row in enumerate(rows, start=1):
+        rater = raters.get(row.rater)
+        if rater is None:
+            raise Invalid(f"row {n}: unknown rater {row.rater!r} in this project")
+        if principal.role == "annotator" and rater[0] != principal.rater_id:
+            raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
+        item = item_ids.get(row.item)
+        if item is None:
+            raise Invalid(f"row {n}: unknown item {row.item!r} in this project")
+        _check_value(project, row.value, rater[1], n)
+        cell = (item, rater[0], _criterion(project, row, n))
+        prior = cells.get(cell)
+        if prior is not None:
+            if prior[0] != row.value:
+                raise Invalid(
+                    f"rows {prior[2]} and {n} give different values for item {row.item!r}, "
+                    f"rater {row.rater!r}: {prior[0]!r} and {row.value!r}"
+                )
+            duplicates += 1
+            continue
+        cells[cell] = (row.value, row.batch, n)
+    if any(batch is not None for _, batch, _ in cells.values()):
+        _check_batches(session, project, cells)
+    current = _current_values(session, project.id, cells)
+    fresh = [(cell, value, batch) for cell, (value, batch, _) in cells.items() if current.get(cell) != value]
+    duplicates += len(cells) - len(fresh)
+    last_seq = project.label_seq
+    if fresh:
+        last_seq = session.execute(
+            update(Project)
+            .where(Project.id == project.id)
+            .values(label_seq=Project.label_seq + len(fresh))
+            .returning(Project.label_seq)
+        ).scalar_one()
+        _append(session, project.id, fresh, last_seq - len(fresh) + 1, utcnow())
+    return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
+
+
+def _check_batches(session: Session, project: Project, cells: dict) -> None:
+    """Every batch named must exist in this project and belong to the row's rater."""
+    named = sorted({batch for _, batch, _ in cells.values() if batch is not None})
+    owners = {
+        bid: rid
+        for bid, rid in session.execute(
+            select(Batch.id, Batch.rater_id).where(Batch.project_id == project.id, Batch.id.in_(named))
+        )
+    }
+    for (_, rater_id, _), (_, batch, n) in cells.items():
+        if batch is not None and owners.get(batch) != rater_id:
+            raise Invalid(f"row {n}: batch {batch!r} is not a batch of this rater in this project")
+
+
+def _current_values(session: Session, project_id: str, cells: dict) -> dict[tuple[int, int, str], str]:
+    rater_ids = sorted({r for _, r, _ in cells})
+    item_ids = sorted({i for i, _, _ in cells})
+    stmt = select(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion, CurrentLabel.value).where(
+        CurrentLabel.project_id == project_id, CurrentLabel.rater_id.in_(rater_ids)
+    )
+    if len(item_ids) <= 5_000:
+        stmt = stmt.where(CurrentLabel.item_id.in_(item_ids))
+    return {(i, r, c): v for i, r, c, v in session.execute(stmt)}
+
+
+def _append(session: Session, project_id: str, fresh: list, first_seq: int, now: datetime) -> None:
+    events = [
+        {"project_id": project_id, "seq": first_seq + k, "item_id": cell[0], "rater_id": cell[1],
+         "criterion": cell[2], "value": value, "batch_id": batch, "created_at": now}
+        for k, (cell, value, batch) in enumerate(fresh)
+    ]
+    session.execute(insert(LabelEvent), events)
+    current = [
+        {"item_id": e["item_id"], "rater_id": e["rater_id"], "criterion": e["criterion"],
+         "project_id": project_id, "value": e["value"], "seq": e["seq"]}
+        for e in events
+    ]
+    stmt = upsert(session, CurrentLabel.__table__, ["item_id", "rater_id", "criterion"])
+    for part in chunks(current):
+        session.execute(stmt, list(part))
+
+
+def export_query(
+    project_id: str, *, history: bool, rater_id: int | None, criterion: str | None, since_seq: int
+) -> Select[Any]:
+    """Rows ``(item, rater, criterion, value, seq, batch, created_at)`` ordered by ``seq``."""
+    src = LabelEvent if history else CurrentLabel
+    created = LabelEvent.created_at
+    stmt = (
+        select(Item.external_id, Rater.external_id, src.criterion, src.value, src.seq, LabelEvent.batch_id, created)
+        .join(Item, Item.id == src.item_id)
+        .join(Rater, Rater.id == src.rater_id)
+        .where(src.project_id == project_id, src.seq > since_seq)
+        .order_by(src.seq)
+    )
+    if not history:
+        stmt = stmt.join(
+            LabelEvent, (LabelEvent.project_id == src.project_id) & (LabelEvent.seq == src.seq)
+        )
+    if rater_id is not None:
+        stmt = stmt.where(src.rater_id == rater_id)
+    if criterion is not None:
+        stmt = stmt.where(src.criterion == criterion)
+    return stmt

@@ -1,0 +1,54 @@
+"""Cursor pagination: ``?limit=`` and an opaque ``?cursor=`` carrying the last key seen."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+
+from service.errors import Invalid
+from service.settings import Settings
+
+
+def encode_cursor(last: int) -> str:
+    """The opaque cursor after the row with key ``last``."""
+    return base64.urlsafe_b64encode(f"k{last}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int | None:
+    """The key a cursor carries; 422 for a cursor this service did not issue."""
+    if cursor is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if raw.startswith("k"):
+            return int(raw[1:])
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise Invalid("cursor is not one this service issued", code="invalid_cursor")
+
+
+class PageParams:
+    """``limit`` (default 100, max from settings) and the decoded ``cursor``."""
+
+    def __init__(
+        self,
+        limit: Annotated[int, Query(ge=1, description="Rows per page (default 100, max 1000).")] = 100,
+        cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.")] = None,
+    ):
+        self.limit = limit
+        self.after = decode_cursor(cursor)
+
+    def checked(self, settings: Settings) -> PageParams:
+        """Self, after the configured page-size limit is enforced (422 past it)."""
+        if self.limit > settings.max_page_size:
+            raise Invalid(f"limit must be at most {settings.max_page_size}", code="limit_too_large")
+        return self
+
+
+def _page(params: Annotated[PageParams, Depends()], request: Request) -> PageParams:
+    return params.checked(request.app.state.settings)
+
+
+PageDep = Annotated[PageParams, Depends(_page)]

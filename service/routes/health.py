@@ -1,0 +1,23 @@
+"""Liveness and database reachability."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from service.schemas import Health
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+def healthz(request: Request) -> JSONResponse:
+    """Liveness, and whether the database answers (503 when it does not). No key needed."""
+    try:
+        with request.app.state.sessions() as session:
+            session.execute(text("SELECT 1"))
+    except SQLAlchemyError:
+        return JSONResponse({"status": "degraded", "database": "unreachable"}, 503)
+    return JSONResponse({"status": "ok", "database": "ok"})

@@ -1,0 +1,109 @@
+"""Labels: append-only bulk writes and the export of current labels or their history."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from sqlalchemy import select
+
+from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.errors import Invalid, error_responses
+from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.label_store import export_query, write_labels
+from service.models import Rater
+from service.pagination import PageDep, encode_cursor
+from service.routes.projects import ProjectId
+from service.schemas import LabelIn, LabelRow, LabelsAccepted, Page
+from service.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
+
+router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
+EXPORT_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at")
+
+
+@router.post(
+    "",
+    response_model=LabelsAccepted,
+    openapi_extra=bulk_body_doc(LabelIn),
+    responses=error_responses(401, 403, 404, 409, 413, 415, 422),
+)
+def post_labels(
+    pid: ProjectId, request: Request, body: RawBody, session: WriteSession, principal: PrincipalDep,
+    settings: SettingsDep, content_type: ContentType = None, idem: IdempotencyKey = None,
+) -> JSONResponse:
+    """Append label events in bulk: JSON array, NDJSON or CSV; all-or-nothing.
+
+    A row equal to its cell's current label counts as a duplicate and writes nothing; a
+    different value for a labelled cell is a correction (a new event). Values are the
+    project's labels, `CANNOT_ASSESS` (when the project allows abstention) or `INVALID`
+    (judges only). An annotator key may only write its own rater.
+    """
+    project = project_for(session, principal, pid, "admin", "pm", "annotator")
+    rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
+    return idempotent_write(
+        session, principal, idem, request_fingerprint(request, body),
+        lambda: (200, write_labels(session, project, principal, rows)),
+    )
+
+
+@router.get(
+    "",
+    response_model=Page[LabelRow],
+    responses={
+        **error_responses(401, 403, 404, 422),
+        200: {"content": {"application/x-ndjson": {}, "text/csv": {}}, "description": "Labels"},
+    },
+)
+def export_labels(
+    pid: ProjectId,
+    session: ReadSession,
+    principal: PrincipalDep,
+    page: PageDep,
+    history: Annotated[bool, Query(description="Every event instead of the current labels.")] = False,
+    rater: Annotated[str | None, Query(description="Only this rater (external id).")] = None,
+    criterion: Annotated[str | None, Query()] = None,
+    since_seq: Annotated[int, Query(ge=0, description="Only events after this sequence number.")] = 0,
+    format: Annotated[Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")] = "json",
+) -> Page[LabelRow] | StreamingResponse:
+    """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`."""
+    project = project_for(session, principal, pid, "admin", "pm")
+    rater_id = None
+    if rater is not None:
+        rater_id = session.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.external_id == rater))
+        if rater_id is None:
+            raise Invalid(f"unknown rater {rater!r} in this project")
+    if criterion is not None and criterion not in project.criteria:
+        raise Invalid(f"unknown criterion {criterion!r}; the project has {project.criteria}")
+    stmt = export_query(pid, history=history, rater_id=rater_id, criterion=criterion, since_seq=max(since_seq, page.after or 0))
+    if format == "json":
+        rows = [LabelRow(**dict(zip(EXPORT_COLUMNS, r, strict=True))) for r in session.execute(stmt.limit(page.limit + 1))]
+        more = len(rows) > page.limit
+        rows = rows[: page.limit]
+        return Page(items=rows, next_cursor=encode_cursor(rows[-1].seq) if more else None)
+    rows = session.execute(stmt).all()
+    media = "application/x-ndjson" if format == "ndjson" else "text/csv"
+    return StreamingResponse(_ndjson(rows) if format == "ndjson" else _csv(rows), media_type=media)
+
+
+def _ndjson(rows: list) -> Iterator[bytes]:
+    for r in rows:
+        yield orjson.dumps(dict(zip(EXPORT_COLUMNS, r, strict=True))) + b"\n"
+
+
+def _csv(rows: list) -> Iterator[str]:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(EXPORT_COLUMNS)
+    for start in range(0, len(rows), 1000):
+        writer.writerows(
+            [*r[:6], r[6].isoformat() if r[6] else ""] for r in rows[start : start + 1000]
+        )
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    yield buf.getvalue()

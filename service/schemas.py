@@ -1,0 +1,194 @@
+"""Request and response bodies (pydantic), kept apart from the ORM models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+SPECIAL_VALUES = ("CANNOT_ASSESS", "INVALID")
+Scale = Literal["nominal", "ordinal", "interval"]
+Role = Literal["admin", "pm", "annotator", "viewer"]
+RaterKind = Literal["judge", "primary", "human"]
+
+T = TypeVar("T")
+
+
+def _distinct_names(names: list[str]) -> list[str]:
+    if any(not n or len(n) > 200 for n in names):
+        raise ValueError("names must be non-empty strings of at most 200 characters")
+    if len(set(names)) != len(names):
+        raise ValueError("names must be distinct")
+    return names
+
+
+def _no_special_values(labels: list[str]) -> list[str]:
+    clash = sorted(set(labels) & set(SPECIAL_VALUES))
+    if clash:
+        raise ValueError(f"{', '.join(clash)} is reserved and cannot be a label")
+    return labels
+
+
+Criteria = Annotated[
+    list[str], Field(min_length=1, max_length=100), AfterValidator(_distinct_names)
+]
+Labels = Annotated[
+    list[str],
+    Field(min_length=2, max_length=100, description="Ordered label set."),
+    AfterValidator(_distinct_names),
+    AfterValidator(_no_special_values),
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DecisionSettings(Strict):
+    """How the judge is validated (SPEC.md §3); defaults are SPEC.md's."""
+
+    coefficient: Literal["po", "kappa", "alpha", "ac1"] = "po"
+    rule: Literal["margin", "alt-test"] = "margin"
+    epsilon: float | None = Field(
+        None, ge=0, le=1, description="Margin; defaults to 0.05 (margin) or 0.2 (alt-test)."
+    )
+    alpha_sig: float = Field(0.05, gt=0, lt=1)
+    omega_threshold: float = Field(0.5, ge=0, le=1)
+    q: float = Field(0.05, gt=0, lt=1)
+    inconclusive_level: float = Field(0.2, gt=0, lt=1)
+
+    def resolved_epsilon(self) -> float:
+        """The margin in force: the declared one or the rule's default."""
+        if self.epsilon is not None:
+            return self.epsilon
+        return 0.2 if self.rule == "alt-test" else 0.05
+
+
+class TargetSettings(Strict):
+    delta: float = Field(0.05, gt=0, lt=1, description="Precision target of the human-pool score.")
+
+
+class ProjectCreate(Strict):
+    name: str = Field(min_length=1, max_length=200)
+    labels: Labels
+    scale: Scale = "nominal"
+    criteria: Criteria = Field(default_factory=lambda: ["default"])
+    allow_abstain: bool = False
+    decision: DecisionSettings = Field(default_factory=DecisionSettings)
+    target: TargetSettings = Field(default_factory=TargetSettings)
+
+
+class ProjectPatch(Strict):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    labels: Labels | None = None
+    scale: Scale | None = None
+    criteria: Criteria | None = None
+    allow_abstain: bool | None = None
+    decision: DecisionSettings | None = None
+    target: TargetSettings | None = None
+
+
+
+class ProjectRead(BaseModel):
+    id: str
+    name: str
+    labels: list[str]
+    scale: Scale
+    criteria: list[str]
+    allow_abstain: bool
+    decision: DecisionSettings
+    target: TargetSettings
+    label_seq: int
+    n_items: int
+    created_at: datetime
+
+
+class KeyCreate(Strict):
+    role: Role
+    rater: str | None = Field(None, description="External id of the rater (annotator keys only).")
+    name: str | None = Field(None, max_length=200)
+
+    @model_validator(mode="after")
+    def _rater_only_for_annotators(self) -> KeyCreate:
+        if self.role == "annotator" and not self.rater:
+            raise ValueError("an annotator key needs 'rater' (the rater's external_id)")
+        if self.role != "annotator" and self.rater:
+            raise ValueError("'rater' is only for annotator keys")
+        return self
+
+
+class KeyCreated(BaseModel):
+    id: str
+    role: Role
+    project: str | None
+    rater: str | None
+    key: str = Field(description="The secret; shown once, only its hash is stored.")
+
+
+class ItemIn(Strict):
+    external_id: str = Field(min_length=1, max_length=200)
+    features: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    text: str | None = None
+
+
+class ItemRead(BaseModel):
+    id: str
+    external_id: str
+    position: int
+    features: dict[str, Any]
+    text: str | None
+
+
+class ItemsUpserted(BaseModel):
+    created: int
+    updated: int
+    unchanged: int
+
+
+class RaterCreate(Strict):
+    external_id: str = Field(min_length=1, max_length=200)
+    kind: RaterKind
+    name: str | None = Field(None, max_length=200)
+
+
+class RaterRead(BaseModel):
+    id: str
+    external_id: str
+    kind: RaterKind
+    name: str | None = None
+    n_labels: int
+
+
+class LabelIn(Strict):
+    item: str = Field(min_length=1, max_length=200)
+    rater: str = Field(min_length=1, max_length=200)
+    criterion: str | None = None
+    value: str = Field(min_length=1, max_length=200)
+    batch: str | None = None
+
+
+class LabelsAccepted(BaseModel):
+    accepted: int = Field(description="New label events written (first labels and corrections).")
+    duplicates: int = Field(description="Rows equal to the cell's current label; nothing written.")
+    label_seq: int = Field(description="The project's last label event after this write.")
+
+
+class LabelRow(BaseModel):
+    item: str
+    rater: str
+    criterion: str
+    value: str
+    seq: int
+    batch: str | None
+    created_at: datetime | None = None
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: Literal["ok", "unreachable"]

@@ -1,0 +1,34 @@
+"""Service configuration read from ``ANNOPLAN_*`` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything the service can be told from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="ANNOPLAN_", extra="ignore")
+
+    database_url: str = "sqlite:///./annoplan.db"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    admin_key: str | None = None
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_rows: int = Field(100_000, ge=1)
+    max_batch_size: int = Field(1_000, ge=1)
+    max_page_size: int = Field(1_000, ge=1)
+    lease_seconds: int = Field(2 * 3600, ge=1)
+    simulation_sync_limit: int = Field(200_000, ge=0)
+    simulation_max_work: int = Field(50_000_000, ge=1)
+    simulation_workers: int = Field(1, ge=1)
+    bootstrap_resamples: int = Field(1_000, ge=0)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()

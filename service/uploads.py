@@ -1,0 +1,131 @@
+"""Bulk request bodies: a JSON array, NDJSON or CSV, parsed and validated row by row."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Annotated, Any, TypeVar
+
+import orjson
+from fastapi import Depends, Header, Request
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from service.errors import Invalid, TooLarge, UnsupportedMediaType
+
+M = TypeVar("M", bound=BaseModel)
+
+JSON_TYPES = ("application/json",)
+NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl")
+CSV_TYPES = ("text/csv",)
+
+
+async def _raw_body(request: Request) -> bytes:
+    return await request.body()
+
+
+RawBody = Annotated[bytes, Depends(_raw_body)]
+ContentType = Annotated[str | None, Header(include_in_schema=False)]
+
+
+def _records(body: bytes, content_type: str | None) -> list[Any]:
+    media = (content_type or "application/json").split(";")[0].strip().lower()
+    if media in JSON_TYPES:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise Invalid(f"body is not valid JSON: {exc}", code="malformed_body") from None
+        if not isinstance(data, list):
+            raise Invalid("body must be a JSON array of objects", code="malformed_body")
+        return data
+    if media in NDJSON_TYPES:
+        rows = []
+        for lineno, line in enumerate(body.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(orjson.loads(line))
+                except orjson.JSONDecodeError as exc:
+                    raise Invalid(f"line {lineno}: not valid JSON: {exc}", code="malformed_body") from None
+        return rows
+    if media in CSV_TYPES:
+        return _csv_records(body)
+    raise UnsupportedMediaType(
+        f"content type {media!r} is not accepted; send application/json (an array), "
+        "application/x-ndjson or text/csv"
+    )
+
+
+def _csv_records(body: bytes) -> list[dict[str, str]]:
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Invalid("CSV body must be UTF-8 text", code="malformed_body") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader, None)
+        if not header:
+            return []
+        names = [h.strip() for h in header]
+        if len(set(names)) != len(names) or not all(names):
+            raise Invalid("CSV line 1: header names must be non-empty and distinct", code="malformed_body")
+        rows = []
+        for fields in reader:
+            if not fields or fields == [""]:
+                continue
+            if len(fields) != len(names):
+                raise Invalid(
+                    f"CSV line {reader.line_num}: expected {len(names)} fields, got {len(fields)}",
+                    code="malformed_body",
+                )
+            rows.append({k: v for k, v in zip(names, fields, strict=True) if v != ""})
+        return rows
+    except csv.Error as exc:
+        raise Invalid(f"CSV line {reader.line_num}: {exc}", code="malformed_body") from None
+
+
+def parse_rows(
+    body: bytes, content_type: str | None, model: type[M], *, max_rows: int, csv_extra: str | None = None
+) -> list[M]:
+    """Validated rows of ``model`` from a bulk body; 413 past ``max_rows``, 422 naming the bad row.
+
+    ``csv_extra`` names the field that collects CSV columns the model does not know
+    (items put them in ``features``).
+    """
+    records = _records(body, content_type)
+    if len(records) > max_rows:
+        raise TooLarge(f"{len(records)} rows in one request; the limit is {max_rows}", code="too_many_rows")
+    if csv_extra and content_type and content_type.split(";")[0].strip().lower() in CSV_TYPES:
+        known = set(model.model_fields)
+        records = [
+            {**{k: v for k, v in r.items() if k in known},
+             csv_extra: {k: v for k, v in r.items() if k not in known}}
+            for r in records
+        ]
+    try:
+        return TypeAdapter(list[model]).validate_python(records)  # type: ignore[valid-type]
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        first = errors[0]
+        loc = list(first["loc"])
+        row = loc[0] if loc and isinstance(loc[0], int) else None
+        where = f"row {row + 1}" if row is not None else "body"
+        field = ".".join(str(p) for p in loc[1:])
+        fields = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors[:50]]
+        raise Invalid(f"{where}: {field + ': ' if field else ''}{first['msg']}", code="validation_error", fields=fields) from None
+
+
+def bulk_body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI ``requestBody`` for a bulk endpoint accepting JSON, NDJSON and CSV.
+
+    The app registers ``model`` under ``components/schemas`` (see ``service.app``).
+    """
+    item_schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"type": "array", "items": item_schema}},
+                "application/x-ndjson": {"schema": {"type": "string", "description": "one JSON object per line"}},
+                "text/csv": {"schema": {"type": "string", "description": "header row, then one row per record"}},
+            },
+        },
+    }

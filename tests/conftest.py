@@ -1,0 +1,85 @@
+"""Fixtures: a freshly migrated database per test (SQLite, or PostgreSQL when
+``ANNOPLAN_TEST_DATABASE_URL`` is set) and an authenticated client of the real app."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from service.app import create_app
+from service.db import make_engine
+from service.models import Base
+from service.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_KEY = "ak_test_admin_key"
+PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic config for ``url`` using the project's migrations."""
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def template_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A database migrated to head once per run (SQLite file template, or the PostgreSQL DB)."""
+    if PG_URL:
+        command.downgrade(alembic_config(PG_URL), "base")
+        command.upgrade(alembic_config(PG_URL), "head")
+        return PG_URL
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    url = f"sqlite:///{path}"
+    command.upgrade(alembic_config(url), "head")
+    return url
+
+
+@pytest.fixture
+def database_url(template_url: str, tmp_path: Path) -> str:
+    """A fresh, migrated database for one test."""
+    if PG_URL:
+        engine = make_engine(PG_URL)
+        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        with engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        engine.dispose()
+        return PG_URL
+    path = tmp_path / "test.db"
+    shutil.copyfile(template_url.removeprefix("sqlite:///"), path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, admin_key=ADMIN_KEY)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    """A client of the real app, authenticated as admin."""
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        yield c
+
+
+@pytest.fixture
+def project(client: TestClient) -> dict:
+    """A binary project with a judge, a primary and two secondary humans, and 20 items."""
+    p = client.post("/projects", json={"name": "demo", "labels": ["pass", "fail"]}).json()
+    pid = p["id"]
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    items = [{"external_id": f"i{i}", "features": {"topic": "a" if i % 2 else "b"}} for i in range(20)]
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
+    return p
