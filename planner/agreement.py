@@ -1,49 +1,60 @@
 """Agreement coefficients on sparse label matrices, with intervals (SPEC.md §2).
 
-Codes are integer arrays: ``a``/``b`` of shape ``(n_items,)`` for two raters, ``codes`` of
-shape ``(n_items, n_raters)`` for several; values ``0..n_labels-1`` in the project's label
-order and ``-1`` (``planner.codes.MISSING``) for a cell that was not labeled. Every
-coefficient returns a frozen result with ``statistic``, ``n_items`` (items used),
-``defined``, ``reason`` (why undefined; ``""`` when defined) and
-``confidence_interval(...)``. An undefined coefficient has ``statistic`` NaN, never 0.
+Codes are integers ``0..n_labels-1`` in the project's label order, ``-1``
+(``planner.codes.MISSING``) for a cell that was not labeled: ``a``/``b`` of shape
+``(n_items,)`` for two raters, ``codes`` of shape ``(n_items, n_raters)`` for several.
+``n_labels`` is always passed, never inferred (unused categories change chance agreement).
 
-Bootstrap intervals resample items: items are grouped into distinct patterns (a table
-cell, a vector of category counts, a row of codes) and one replicate is a multinomial
-draw of pattern multiplicities, so a replicate is a weighted sum over a few patterns.
+Every coefficient returns a frozen result with ``statistic``, ``n_items`` (items used),
+``defined``, ``reason`` (why undefined, ``""`` when defined) and
+``confidence_interval(level=0.95, *, method, n_resamples=1000, rng=None)``. Undefined is
+``defined=False`` with ``statistic`` NaN, never 0. The bootstrap resamples items: items are
+grouped into distinct patterns (a table cell, a vector of category counts, a row of codes)
+and a replicate is a multinomial draw of pattern multiplicities, so it costs a weighted sum
+over patterns, never a pass over items.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import numpy as np
+from scipy import sparse
 from scipy.special import ndtri
 
 from planner.codes import check_codes
 from planner.intervals import ConfidenceInterval, percentile_interval
+from planner.tables import (
+    Level,
+    ac1_terms,
+    agreement_weights,
+    alpha_terms,
+    distinct_rows,
+    fce_variance,
+    fleiss_terms,
+    item_counts,
+    kappa_terms,
+    pabak_terms,
+    pair_table,
+    percent_terms,
+    phi_terms,
+    scott_terms,
+)
 
 Weights = Literal["linear", "quadratic"] | None
 Method = Literal["bootstrap", "delta"]
+Scale = Literal["nominal", "ordinal", "interval"]
+Rng = int | np.random.Generator | None
 
-_CHUNK_CELLS = 2_000_000  # resample weights held at once (n_resamples x n_patterns)
+_CHUNK_CELLS = 2_000_000  # bootstrap weights held at once (resamples x patterns)
+_NO_COMMON = "no item labeled by both raters"
+_NO_PAIRABLE = "no item has two or more ratings"
 
 
 # --------------------------------------------------------------------------- resampling
-
-
-def _patterns(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a non-negative int array ``(n, k)`` and the count of each."""
-    if rows.shape[0] == 0:
-        return rows, np.zeros(0, dtype=np.int64)
-    base = int(rows.max()) + 1
-    if rows.shape[1] * np.log2(max(base, 2)) < 62:
-        keys = rows @ (base ** np.arange(rows.shape[1], dtype=np.int64))
-        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-        return rows[first], counts
-    distinct, counts = np.unique(rows, axis=0, return_counts=True)
-    return distinct, counts
 
 
 def _bootstrap(
@@ -52,22 +63,31 @@ def _bootstrap(
     n_resamples: int,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """``statistic(weights)`` on multinomial resamples of items grouped by pattern.
+    """``statistic(weights)`` on item resamples, ``weights`` ``(B, n_patterns)`` (SPEC.md §2, "Intervals").
 
-    ``counts[u]`` items share pattern ``u``; resampling the ``sum(counts)`` items with
-    replacement gives pattern multiplicities ``Multinomial(sum(counts), counts/sum)``.
+    ``counts[u]`` items share pattern ``u``; drawing the ``sum(counts)`` items with
+    replacement gives pattern multiplicities ``Multinomial(sum(counts), counts / sum)``.
     """
     total = int(round(float(np.sum(counts))))
-    pvals = np.asarray(counts, dtype=float) / total
+    pvals = np.asarray(counts, dtype=float) / np.sum(counts)
     chunk = max(1, _CHUNK_CELLS // max(1, pvals.size))
     parts = [
-        statistic(rng.multinomial(total, pvals, size=min(chunk, n_resamples - start)))
+        statistic(rng.multinomial(total, pvals, size=min(chunk, n_resamples - start)).astype(float))
         for start in range(0, n_resamples, chunk)
     ]
     return np.concatenate(parts)
 
 
-# --------------------------------------------------------------------------- results
+def _pattern_replicates(
+    rows: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> Callable[[int, np.random.Generator], np.ndarray]:
+    """Bootstrap replicates of ``statistic(distinct_rows, weights)`` over the items in ``rows``."""
+
+    def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+        distinct, multiplicity = distinct_rows(rows)
+        return _bootstrap(partial(statistic, distinct), multiplicity, n_resamples, rng)
+
+    return replicates
 
 
 def _check_interval_options(level: float, method: str, n_resamples: int) -> None:
@@ -79,14 +99,14 @@ def _check_interval_options(level: float, method: str, n_resamples: int) -> None
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
 
 
+# --------------------------------------------------------------------------- results
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgreementResult:
-    """An agreement coefficient and the items it used (SPEC.md §2).
+    """A coefficient, the number of items it used, and whether it is defined (SPEC.md §2)."""
 
-    ``confidence_interval`` resamples items (percentile bootstrap, SPEC.md §2,
-    "Intervals"); ``method="delta"`` is available where an analytic variance exists.
-    """
-
+    coefficient: str
     statistic: float
     n_items: int
     defined: bool
@@ -96,7 +116,7 @@ class AgreementResult:
     )
 
     def _standard_error(self) -> float:
-        raise ValueError(f"no analytic variance for {type(self).__name__}; use method='bootstrap'")
+        raise ValueError(f"no analytic variance for {self.coefficient}; use method='bootstrap'")
 
     def confidence_interval(
         self,
@@ -104,19 +124,23 @@ class AgreementResult:
         *,
         method: Method = "bootstrap",
         n_resamples: int = 1000,
-        rng: int | np.random.Generator | None = None,
+        rng: Rng = None,
     ) -> ConfidenceInterval:
-        """Two-sided interval: item bootstrap percentiles, or statistic +- z * SE (delta)."""
+        """Percentile item bootstrap, or ``statistic +- z SE`` (delta) (SPEC.md §2, "Intervals").
+
+        Both ends are NaN when the statistic is undefined.
+        """
         _check_interval_options(level, method, n_resamples)
         if method == "delta":
             se = self._standard_error()
-            if not (self.defined and np.isfinite(se)):
+            if not self.defined:
                 return ConfidenceInterval(np.nan, np.nan)
             half = float(ndtri(0.5 + level / 2.0)) * se
             return ConfidenceInterval(self.statistic - half, self.statistic + half)
         if not self.defined:
             return ConfidenceInterval(np.nan, np.nan)
-        return percentile_interval(self._replicates(n_resamples, np.random.default_rng(rng)), level)
+        replicates = self._replicates(n_resamples, np.random.default_rng(rng))
+        return percentile_interval(replicates, level)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,11 +148,10 @@ class KappaResult(AgreementResult):
     """Chance-corrected agreement of two raters from their ``L x L`` table (SPEC.md §2).
 
     ``p_o``/``p_e`` are the (weighted) observed and chance agreement; ``variance`` and
-    ``standard_error`` are the large-sample Fleiss–Cohen–Everitt (1969) values where one
-    exists (Cohen's kappa, PABAK), else NaN. ``table`` holds the counts (rows rater 1).
+    ``standard_error`` the large-sample variance where one exists (Fleiss–Cohen–Everitt
+    1969 for Cohen's kappa, binomial for PABAK), else NaN. ``table``: counts, rows rater 1.
     """
 
-    coefficient: str
     p_o: float
     p_e: float
     variance: float
@@ -137,7 +160,7 @@ class KappaResult(AgreementResult):
     table: np.ndarray = field(repr=False, compare=False)
 
     def _standard_error(self) -> float:
-        if np.isnan(self.standard_error) and self.defined:
+        if self.coefficient == "scott_pi":
             return super()._standard_error()
         return self.standard_error
 
@@ -147,64 +170,123 @@ class KappaResult(AgreementResult):
         *,
         method: Method = "delta",
         n_resamples: int = 1000,
-        rng: int | np.random.Generator | None = None,
+        rng: Rng = None,
     ) -> ConfidenceInterval:
-        """Delta-method interval by default (FCE 1969 SE); ``"bootstrap"`` resamples items."""
-        return super().confidence_interval(
-            level, method=method, n_resamples=n_resamples, rng=rng
-        )
+        """Delta-method interval by default; ``"bootstrap"`` resamples the common items."""
+        return super().confidence_interval(level, method=method, n_resamples=n_resamples, rng=rng)
 
 
-# --------------------------------------------------------------------------- kappa
+@dataclass(frozen=True, kw_only=True)
+class ChanceCorrectedResult(AgreementResult):
+    """A multi-rater chance-corrected coefficient with its ``p_o`` and ``p_e`` (SPEC.md §2)."""
+
+    p_o: float
+    p_e: float
 
 
-def _agreement_weights(n_labels: int, weights: Weights) -> np.ndarray:
-    """Agreement weights ``1 - w_ab``: Cohen 1968 linear / quadratic (SPEC.md §2)."""
-    if weights not in (None, "linear", "quadratic"):
-        raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
-    if weights is None:
-        return np.eye(n_labels)
-    gap = np.abs(np.subtract.outer(np.arange(n_labels), np.arange(n_labels))) / (n_labels - 1)
-    return 1.0 - (gap if weights == "linear" else gap**2)
+@dataclass(frozen=True, kw_only=True)
+class AlphaResult(AgreementResult):
+    """Krippendorff's alpha with ``D_o``, ``D_e`` and ``n_values`` pairable values (SPEC.md §2).
 
-
-def _kappa_terms(tables: np.ndarray, agree: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Kappa, p_o, p_e, row and column marginals of tables ``(B, L, L)`` (SPEC.md §2).
-
-    A replicate whose table is empty or has a one-category marginal gets kappa NaN.
+    ``n_items`` counts the pairable units (two or more values).
     """
-    total = tables.sum(axis=(1, 2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = tables / total[:, None, None]
-        rows, cols = p.sum(axis=2), p.sum(axis=1)
-        p_o = np.einsum("bij,ij->b", p, agree)
-        p_e = np.einsum("bi,ij,bj->b", rows, agree, cols)
-        kappa = (p_o - p_e) / (1.0 - p_e)
-    degenerate = (total == 0) | (rows.max(axis=1) == 1.0) | (cols.max(axis=1) == 1.0)
-    kappa[degenerate] = np.nan
-    return kappa, p_o, p_e, rows, cols
+
+    level: Level
+    d_o: float
+    d_e: float
+    n_values: int
 
 
-def _fce_variance(p: np.ndarray, agree: np.ndarray, p_o: float, p_e: float, n: int) -> float:
-    """Fleiss, Cohen & Everitt (1969) large-sample variance of (weighted) kappa (SPEC.md §2)."""
-    rows, cols = p.sum(axis=1), p.sum(axis=0)
-    row_mean = agree @ cols  # wbar_i. = sum_j p_.j w_ij
-    col_mean = rows @ agree  # wbar_.j = sum_i p_i. w_ij
-    g = agree * (1.0 - p_e) - np.add.outer(row_mean, col_mean) * (1.0 - p_o)
-    spread = np.sum(p * g**2) - (p_o * p_e - 2.0 * p_e + p_o) ** 2
-    return float(max(spread, 0.0) / (n * (1.0 - p_e) ** 4))
+@dataclass(frozen=True, kw_only=True)
+class BinaryAssociationResult(AgreementResult):
+    """Phi of two binary raters, both positive rates and the 2x2 table (SPEC.md §2).
+
+    On binary data phi equals Pearson r, Spearman rho, Kendall tau_b and MCC.
+    """
+
+    positive_rate_a: float
+    positive_rate_b: float
+    table: np.ndarray = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeanKappaResult(AgreementResult):
+    """Overlap-weighted mean of the defined pairwise Cohen's kappas (SPEC.md §2).
+
+    ``n_items`` counts items with two or more ratings; ``n_pairs`` the defined pairs.
+    """
+
+    n_pairs: int
+    weights: Weights
+
+
+@dataclass(frozen=True)
+class PairwiseResult:
+    """A two-rater coefficient over every rater pair (SPEC.md §2).
+
+    ``statistic``, ``n_items`` (overlap of the pair), ``defined`` and ``reason`` are
+    ``(n_raters, n_raters)`` arrays, symmetric; on the diagonal ``n_items`` is the number
+    of items the rater labeled and the statistic is undefined. ``results[(j, k)]``
+    (``j < k``) is the full result of a pair.
+    """
+
+    coefficient: str
+    statistic: np.ndarray
+    n_items: np.ndarray
+    defined: np.ndarray
+    reason: np.ndarray
+    results: dict[tuple[int, int], AgreementResult] = field(repr=False, compare=False)
+
+    def confidence_interval(
+        self,
+        level: float = 0.95,
+        *,
+        method: Method = "bootstrap",
+        n_resamples: int = 1000,
+        rng: Rng = None,
+    ) -> dict[tuple[int, int], ConfidenceInterval]:
+        """The interval of every pair ``(j, k)``, ``j < k``; each pair resamples its common items."""
+        gen = np.random.default_rng(rng)
+        return {
+            pair: result.confidence_interval(level, method=method, n_resamples=n_resamples, rng=gen)
+            for pair, result in self.results.items()
+        }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A reported number: its result and the interval computed for it (SPEC.md §2, "Intervals")."""
+
+    result: AgreementResult
+    interval: ConfidenceInterval
+    method: Method
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form: NaN becomes ``None``."""
+        value = self.result.statistic
+        return {
+            "coefficient": self.result.coefficient,
+            "statistic": None if np.isnan(value) else float(value),
+            "n_items": int(self.result.n_items),
+            "defined": bool(self.result.defined),
+            "reason": self.result.reason,
+            "interval": self.interval.as_list(),
+            "interval_method": self.method,
+        }
+
+
+# --------------------------------------------------------------------------- two raters
 
 
 def _table_iv(table: object, n_items: int | None) -> tuple[np.ndarray, int]:
-    """Validate a square contingency table; return it as floats and the item count."""
+    """Validate a square contingency table; return it as floats and its number of items."""
     arr = np.asarray(table, dtype=float)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
         raise ValueError(f"table must be a square L x L array with L >= 2, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError("table entries must be finite and non-negative")
-    whole = bool(np.all(arr == np.round(arr)))
     if n_items is None:
-        if not whole:
+        if not np.all(arr == np.round(arr)):
             raise ValueError(
                 "table has fractional entries (proportions); pass n_items= "
                 "(the number of items they come from)"
@@ -215,14 +297,72 @@ def _table_iv(table: object, n_items: int | None) -> tuple[np.ndarray, int]:
     return arr, int(n_items)
 
 
-def _undefined_kappa_reason(table: np.ndarray) -> str:
+def _weights_iv(weights: object) -> None:
+    if weights not in (None, "linear", "quadratic"):
+        raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
+
+
+def _pair_iv(a: object, b: object, n_labels: int) -> np.ndarray:
+    """Validate two raters' codes; return the ``L x L`` table of their common items."""
+    a_arr = check_codes(a, n_labels, ndim=1)
+    b_arr = check_codes(b, n_labels, ndim=1)
+    if a_arr.shape != b_arr.shape:
+        raise ValueError(f"a and b must have the same length, got {a_arr.size} and {b_arr.size}")
+    common = (a_arr >= 0) & (b_arr >= 0)
+    return pair_table(a_arr[common], b_arr[common], n_labels)
+
+
+def _table_replicates(
+    table: np.ndarray, n_items: int, statistic: Callable[[np.ndarray], np.ndarray]
+) -> Callable[[int, np.random.Generator], np.ndarray]:
+    """Bootstrap replicates over the common items: a multinomial draw of the table's cells."""
+    n_labels = table.shape[0]
+
+    def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+        cells = table.ravel() / table.sum() * n_items
+        return _bootstrap(
+            lambda w: statistic(w.reshape(-1, n_labels, n_labels)), cells, n_resamples, rng
+        )
+
+    return replicates
+
+
+def _kappa_reason(table: np.ndarray) -> str:
     if table.sum() == 0:
-        return "no item labeled by both raters"
-    if np.count_nonzero(table.sum(axis=1)) == 1:
-        return "rater 1 used a single category on the common items (kappa would be 0 whatever rater 2 did)"
-    if np.count_nonzero(table.sum(axis=0)) == 1:
-        return "rater 2 used a single category on the common items (kappa would be 0 whatever rater 1 did)"
+        return _NO_COMMON
+    for rater, margin in (("rater 1", table.sum(axis=1)), ("rater 2", table.sum(axis=0))):
+        if np.count_nonzero(margin) == 1:
+            return f"{rater} used a single category on the common items (kappa would be 0 whatever the other did)"
     return ""
+
+
+def _table_result(
+    table: np.ndarray,
+    n_items: int,
+    *,
+    coefficient: str,
+    terms: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+    reason: str,
+    variance: Callable[[float, float], float] | None = None,
+    weights: Weights = None,
+) -> KappaResult:
+    """A two-rater result from its table; ``variance(p_o, p_e)`` where one exists."""
+    statistic, p_o, p_e = (float(x[0]) for x in terms(table[None]))
+    var = variance(p_o, p_e) if variance is not None and not reason and n_items else np.nan
+    return KappaResult(
+        coefficient=coefficient,
+        statistic=np.nan if reason else statistic,
+        n_items=n_items,
+        defined=not reason,
+        reason=reason,
+        p_o=p_o,
+        p_e=p_e,
+        variance=var,
+        standard_error=float(np.sqrt(var)),
+        weights=weights,
+        table=table,
+        _replicates=_table_replicates(table, n_items, lambda t: terms(t)[0]),
+    )
 
 
 def kappa_from_table(
@@ -233,8 +373,8 @@ def kappa_from_table(
     ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_o = sum_ab v_ab p_ab`` and
     ``p_e = sum_ab v_ab p_a. p_.b``, ``v_ab`` the agreement weight: ``1[a=b]`` (Cohen
     1960), ``1 - |a-b|/(L-1)`` (linear) or ``1 - (a-b)^2/(L-1)^2`` (quadratic; Cohen
-    1968). The variance is Fleiss, Cohen & Everitt (1969), weighted form. ``table`` holds
-    counts, or proportions together with ``n_items``. A rater with a single category on
+    1968). Variance: Fleiss, Cohen & Everitt (1969), general weighted form. ``table``
+    holds counts, or proportions together with ``n_items``. A rater with one category on
     the common items makes kappa undefined (it would be 0 whatever the other rater did).
 
     >>> r = kappa_from_table([[91, 4], [4, 1]])
@@ -246,64 +386,501 @@ def kappa_from_table(
     >>> kappa_from_table([[5, 0], [3, 0]]).defined
     False
     """
+    _weights_iv(weights)
     arr, n = _table_iv(table, n_items)
-    n_labels = arr.shape[0]
-    agree = _agreement_weights(n_labels, weights)
-    kappa, p_o, p_e, _, _ = _kappa_terms(arr[None], agree)
-    reason = _undefined_kappa_reason(arr)
-    if reason or n == 0:
-        variance = np.nan
-    else:
-        variance = _fce_variance(arr / arr.sum(), agree, float(p_o[0]), float(p_e[0]), n)
-    cells = arr.ravel()
-
-    def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-        def statistic(w: np.ndarray) -> np.ndarray:
-            return _kappa_terms(w.reshape(-1, n_labels, n_labels).astype(float), agree)[0]
-
-        return _bootstrap(statistic, cells / cells.sum() * n, n_resamples, rng)
-
-    return KappaResult(
-        coefficient="cohen_kappa" if weights is None else f"cohen_kappa_{weights}",
-        statistic=float(kappa[0]) if not reason else np.nan,
-        n_items=n,
-        defined=not reason,
-        reason=reason,
-        p_o=float(p_o[0]) if n else np.nan,
-        p_e=float(p_e[0]) if n else np.nan,
-        variance=variance,
-        standard_error=float(np.sqrt(variance)),
+    agree = agreement_weights(arr.shape[0], weights)
+    p = arr / arr.sum() if arr.sum() else arr
+    return _table_result(
+        arr,
+        n,
+        coefficient="cohen_kappa",
+        terms=partial(kappa_terms, agree=agree),
+        reason=_kappa_reason(arr),
+        variance=lambda p_o, p_e: fce_variance(p, agree, p_o, p_e, n),
         weights=weights,
-        table=arr,
-        _replicates=replicates,
     )
-
-
-def _pair_iv(a: object, b: object, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Validate two raters' code vectors; return the codes on their common items."""
-    a_arr = check_codes(a, n_labels, ndim=1)
-    b_arr = check_codes(b, n_labels, ndim=1)
-    if a_arr.shape != b_arr.shape:
-        raise ValueError(f"a and b must have the same length, got {a_arr.size} and {b_arr.size}")
-    common = (a_arr >= 0) & (b_arr >= 0)
-    return a_arr[common], b_arr[common]
-
-
-def _pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
-    """``L x L`` counts of the common items, rows ``a`` (SPEC.md §2)."""
-    return np.bincount(a * n_labels + b, minlength=n_labels**2).reshape(n_labels, n_labels)
 
 
 def cohen_kappa(a: object, b: object, *, n_labels: int, weights: Weights = None) -> KappaResult:
     """Cohen's (weighted) kappa of two raters on their common items (SPEC.md §2, Cohen's kappa).
 
-    ``a``, ``b``: codes of shape ``(n_items,)``, ``-1`` for missing; the table of the
-    items both labeled goes to :func:`kappa_from_table`.
+    The table of the items both labeled goes to :func:`kappa_from_table`.
 
-    >>> r = cohen_kappa([0, 1, 2, 3], [1, 2, 3, 4], n_labels=5, weights="linear")
+    >>> r = cohen_kappa([0, 1, 2, 3, -1], [1, 2, 3, 4, 0], n_labels=5, weights="linear")
     >>> round(r.statistic, 6), r.n_items
     (0.333333, 4)
     """
-    a_c, b_c = _pair_iv(a, b, n_labels)
-    _agreement_weights(n_labels, weights)
-    return kappa_from_table(_pair_table(a_c, b_c, n_labels), weights=weights)
+    _weights_iv(weights)
+    return kappa_from_table(_pair_iv(a, b, n_labels), weights=weights)
+
+
+def _scott_reason(table: np.ndarray) -> str:
+    if table.sum() == 0:
+        return _NO_COMMON
+    if np.count_nonzero(table.sum(axis=0) + table.sum(axis=1)) == 1:
+        return "both raters used the same single category (chance agreement is 1)"
+    return ""
+
+
+def _scott_from_table(table: np.ndarray) -> KappaResult:
+    return _table_result(
+        table, int(table.sum()), coefficient="scott_pi", terms=scott_terms, reason=_scott_reason(table)
+    )
+
+
+def scott_pi(a: object, b: object, *, n_labels: int) -> KappaResult:
+    """Scott's pi: kappa with the pooled-marginal chance term ``sum_l pbar_l^2`` (SPEC.md §2).
+
+    No analytic variance here: use ``confidence_interval(method="bootstrap")``.
+
+    >>> round(scott_pi([0, 0, 1, 1, 1], [0, 1, 1, 1, 1], n_labels=2).statistic, 4)
+    0.5238
+    """
+    return _scott_from_table(_pair_iv(a, b, n_labels))
+
+
+def _pabak_from_table(table: np.ndarray) -> KappaResult:
+    n_items, n_labels = int(table.sum()), table.shape[0]
+    return _table_result(
+        table,
+        n_items,
+        coefficient="pabak",
+        terms=pabak_terms,
+        reason="" if n_items else _NO_COMMON,
+        variance=lambda p_o, _: (n_labels / (n_labels - 1)) ** 2 * p_o * (1 - p_o) / n_items,
+    )
+
+
+def pabak(a: object, b: object, *, n_labels: int) -> KappaResult:
+    """Prevalence- and bias-adjusted kappa ``(L p_o - 1)/(L - 1)`` (SPEC.md §2, Byrt et al. 1993).
+
+    ``p_e = 1/L``; variance ``(L/(L-1))^2 p_o (1 - p_o) / n`` (binomial ``p_o``).
+
+    >>> round(pabak([1] * 92 + [0] * 8, [1] * 92 + [1] * 8, n_labels=2).statistic, 2)
+    0.84
+    """
+    return _pabak_from_table(_pair_iv(a, b, n_labels))
+
+
+def _percent_from_table(table: np.ndarray) -> AgreementResult:
+    n_items = int(table.sum())
+
+    def statistic(tables: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.trace(tables, axis1=1, axis2=2) / tables.sum(axis=(1, 2))
+
+    return AgreementResult(
+        coefficient="percent_agreement",
+        statistic=float(statistic(table[None])[0]) if n_items else np.nan,
+        n_items=n_items,
+        defined=n_items > 0,
+        reason="" if n_items else _NO_COMMON,
+        _replicates=_table_replicates(table, n_items, statistic),
+    )
+
+
+def binary_association(a: object, b: object) -> BinaryAssociationResult:
+    """Phi of two binary raters (codes 0/1, 1 = positive) on their common items (SPEC.md §2).
+
+    Phi equals Pearson r, Spearman rho, Kendall tau_b and MCC on binary data; it is
+    undefined when either rater is constant on the common items. Report both raters'
+    positive rates next to kappa (kappa paradox).
+
+    >>> r = binary_association([1, 1, 0, 0, 1, -1], [1, 0, 0, 0, 1, 1])
+    >>> round(r.statistic, 4), round(r.positive_rate_a, 2), round(r.positive_rate_b, 2)
+    (0.6667, 0.6, 0.4)
+    """
+    table = _pair_iv(a, b, 2)
+    n_items = int(table.sum())
+    phi, pos_a, pos_b = (float(x[0]) for x in phi_terms(table[None]))
+    if n_items == 0:
+        reason = _NO_COMMON
+    elif np.isnan(phi):
+        reason = "a rater used a single category on the common items (phi has zero variance)"
+    else:
+        reason = ""
+    return BinaryAssociationResult(
+        coefficient="phi",
+        statistic=phi,
+        n_items=n_items,
+        defined=not reason,
+        reason=reason,
+        positive_rate_a=pos_a,
+        positive_rate_b=pos_b,
+        table=table,
+        _replicates=_table_replicates(table, n_items, lambda t: phi_terms(t)[0]),
+    )
+
+
+# --------------------------------------------------------------------------- several raters
+
+
+def _codes_iv(codes: object, n_labels: int) -> np.ndarray:
+    return check_codes(codes, n_labels, ndim=2)
+
+
+def _counts_result(
+    counts: np.ndarray,
+    *,
+    coefficient: str,
+    terms: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]],
+    reason: str,
+) -> ChanceCorrectedResult:
+    """A multi-rater result from per-item category counts of the items it uses."""
+    if reason:
+        statistic = p_o = p_e = np.nan
+    else:
+        statistic, p_o, p_e = (float(x[0]) for x in terms(counts, np.ones((1, counts.shape[0]))))
+    return ChanceCorrectedResult(
+        coefficient=coefficient,
+        statistic=statistic,
+        n_items=counts.shape[0],
+        defined=not reason,
+        reason=reason,
+        p_o=p_o,
+        p_e=p_e,
+        _replicates=_pattern_replicates(counts, lambda c, w: terms(c, w)[0]),
+    )
+
+
+def _percent_from_counts(counts: np.ndarray) -> AgreementResult:
+    pairable = counts[counts.sum(axis=1) >= 2]
+    n_items = pairable.shape[0]
+    return AgreementResult(
+        coefficient="percent_agreement",
+        statistic=float(percent_terms(pairable, np.ones((1, n_items)))[0]) if n_items else np.nan,
+        n_items=n_items,
+        defined=n_items > 0,
+        reason="" if n_items else _NO_PAIRABLE,
+        _replicates=_pattern_replicates(pairable, percent_terms),
+    )
+
+
+def percent_agreement(codes: object, *, n_labels: int | None = None) -> AgreementResult:
+    """Observed agreement ``p_o`` of several raters (SPEC.md §2, observed agreement).
+
+    Per item with ``r_i >= 2`` ratings, the share of agreeing rating pairs
+    ``sum_l r_il (r_il - 1) / (r_i (r_i - 1))``, averaged over those items; with two
+    raters, the share of common items with equal labels. ``n_labels`` only validates.
+
+    >>> round(percent_agreement([[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]]).statistic, 6)
+    0.583333
+    """
+    arr = np.asarray(codes)
+    if n_labels is None:
+        n_labels = max(2, int(arr.max()) + 1) if arr.size else 2
+    arr = _codes_iv(arr, n_labels)
+    return _percent_from_counts(item_counts(arr, n_labels))
+
+
+def _ac1_from_counts(counts: np.ndarray) -> ChanceCorrectedResult:
+    rated = counts[counts.sum(axis=1) >= 1]
+    pairable = bool(np.any(rated.sum(axis=1) >= 2))
+    return _counts_result(
+        rated, coefficient="gwet_ac1", terms=ac1_terms, reason="" if pairable else _NO_PAIRABLE
+    )
+
+
+def gwet_ac1(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
+    """Gwet's AC1, multi-rater with missing ratings (SPEC.md §2, Gwet 2008 and handbook).
+
+    ``p_o``: mean over items with ``r_i >= 2`` of ``sum_l r_il (r_il - 1)/(r_i (r_i - 1))``;
+    ``pbar_l``: mean over items with ``r_i >= 1`` of ``r_il / r_i``;
+    ``p_e = (1/(L-1)) sum_l pbar_l (1 - pbar_l)``; AC1 ``= (p_o - p_e)/(1 - p_e)``.
+    ``n_items`` counts the items with at least one rating (they all enter ``pbar``).
+
+    >>> codes = [[1, 1]] * 91 + [[1, 0]] * 4 + [[0, 1]] * 4 + [[0, 0]]
+    >>> round(gwet_ac1(codes, n_labels=2).statistic, 3)
+    0.912
+    """
+    return _ac1_from_counts(item_counts(_codes_iv(codes, n_labels), n_labels))
+
+
+def _fleiss_from_counts(counts: np.ndarray) -> ChanceCorrectedResult:
+    rated = counts[counts.sum(axis=1) >= 1]
+    per_item = np.unique(rated.sum(axis=1))
+    if per_item.size > 1:
+        raise ValueError(
+            "fleiss_kappa needs the same number of ratings on every rated item; found "
+            f"{per_item.min()} to {per_item.max()} (pass the complete rows, or use "
+            "krippendorff_alpha or gwet_ac1)"
+        )
+    if per_item.size and per_item[0] < 2:
+        raise ValueError("fleiss_kappa needs at least 2 ratings per item")
+    if rated.shape[0] == 0:
+        reason = _NO_PAIRABLE
+    elif np.count_nonzero(rated.sum(axis=0)) == 1:
+        reason = "all ratings are in one category (chance agreement is 1)"
+    else:
+        reason = ""
+    return _counts_result(rated, coefficient="fleiss_kappa", terms=fleiss_terms, reason=reason)
+
+
+def fleiss_kappa(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
+    """Fleiss' kappa: items with a fixed number ``m`` of ratings (SPEC.md §2, Fleiss 1971).
+
+    ``Pbar`` = mean over items of ``(sum_l r_il^2 - m)/(m (m - 1))``, chance term
+    ``sum_l pbar_l^2`` with ``pbar_l`` the pooled share of category ``l``. Items with no
+    rating are skipped; the others must all have ``m >= 2`` ratings (which raters gave
+    them may vary).
+
+    >>> round(fleiss_kappa([[0, 0, 0], [0, 1, 0], [1, 1, 1], [0, 1, 1]], n_labels=2).statistic, 6)
+    0.333333
+    """
+    return _fleiss_from_counts(item_counts(_codes_iv(codes, n_labels), n_labels))
+
+
+def _values_iv(level: str, values: object, n_labels: int) -> np.ndarray:
+    if level not in ("nominal", "ordinal", "interval", "ratio"):
+        raise ValueError(
+            f"level must be 'nominal', 'ordinal', 'interval' or 'ratio', got {level!r}"
+        )
+    if values is None:
+        return np.arange(n_labels, dtype=float)
+    if level in ("nominal", "ordinal"):
+        raise ValueError("values= applies to level 'interval' or 'ratio' only")
+    arr = np.asarray(values, dtype=float)
+    if arr.shape != (n_labels,) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"values must be {n_labels} finite numbers, one per code")
+    if level == "ratio" and np.any(arr < 0):
+        raise ValueError("ratio values must be non-negative")
+    return arr
+
+
+def _alpha_from_counts(counts: np.ndarray, level: Level, values: np.ndarray) -> AlphaResult:
+    pairable = counts[counts.sum(axis=1) >= 2]
+
+    def statistic(c: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return alpha_terms(c, w, level, values)[0]
+
+    alpha, d_o, d_e, n_values = (
+        float(x[0]) for x in alpha_terms(pairable, np.ones((1, pairable.shape[0])), level, values)
+    )
+    if pairable.shape[0] == 0:
+        reason = _NO_PAIRABLE
+    elif not d_e > 0:
+        reason = "expected disagreement D_e is 0 (all pairable values are equal)"
+    else:
+        reason = ""
+    return AlphaResult(
+        coefficient="krippendorff_alpha",
+        statistic=np.nan if reason else alpha,
+        n_items=pairable.shape[0],
+        defined=not reason,
+        reason=reason,
+        level=level,
+        d_o=d_o,
+        d_e=d_e,
+        n_values=int(round(n_values)),
+        _replicates=_pattern_replicates(pairable, statistic),
+    )
+
+
+def krippendorff_alpha(
+    codes: object, *, n_labels: int, level: Level = "nominal", values: object = None
+) -> AlphaResult:
+    """Krippendorff's alpha ``1 - D_o/D_e`` via the coincidence matrix (SPEC.md §2).
+
+    Units with one value are dropped. Metrics: nominal ``1[c!=k]``, ordinal
+    ``(sum_{g=c..k} n_g - (n_c + n_k)/2)^2`` over codes in order, interval
+    ``(v_c - v_k)^2`` and ratio ``((v_c - v_k)/(v_c + v_k))^2`` on ``values`` (the number
+    each code stands for; default ``0..L-1``).
+
+    >>> codes = [[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]]
+    >>> round(krippendorff_alpha(codes, n_labels=2).statistic, 6)
+    0.333333
+    """
+    arr = _codes_iv(codes, n_labels)
+    return _alpha_from_counts(item_counts(arr, n_labels), level, _values_iv(level, values, n_labels))
+
+
+# --------------------------------------------------------------------------- rater pairs
+
+
+def _pair_tables(codes: np.ndarray, n_labels: int) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Every rater pair ``j < k`` and its common-item table, ``(n_pairs, L, L)``.
+
+    Each pair scans only the items of its sparser rater.
+    """
+    n_raters = codes.shape[1]
+    observed = [np.flatnonzero(column >= 0) for column in codes.T]
+    pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
+    tables = np.empty((len(pairs), n_labels, n_labels), dtype=np.int64)
+    for index, (j, k) in enumerate(pairs):
+        sparser, other = (j, k) if observed[j].size <= observed[k].size else (k, j)
+        items = observed[sparser]
+        items = items[codes[items, other] >= 0]
+        tables[index] = pair_table(codes[items, j], codes[items, k], n_labels)
+    return pairs, tables
+
+
+_PAIR_COEFFICIENTS: dict[str, Callable[..., AgreementResult]] = {
+    "cohen_kappa": kappa_from_table,
+    "scott_pi": _scott_from_table,
+    "pabak": _pabak_from_table,
+    "percent_agreement": _percent_from_table,
+}
+
+
+def pairwise(
+    codes: object,
+    *,
+    n_labels: int,
+    coefficient: Literal["cohen_kappa", "scott_pi", "pabak", "percent_agreement"] = "cohen_kappa",
+    weights: Weights = None,
+) -> PairwiseResult:
+    """A two-rater coefficient over all rater pairs, with each pair's overlap (SPEC.md §2).
+
+    ``weights`` applies to ``coefficient="cohen_kappa"`` only.
+
+    >>> codes = [[0, 0, 1], [1, 1, -1], [0, 1, 1], [1, 1, 0]]
+    >>> r = pairwise(codes, n_labels=2, coefficient="percent_agreement")
+    >>> float(r.statistic[0, 1]), int(r.n_items[0, 2]), int(r.n_items[2, 2])
+    (0.75, 3, 3)
+    """
+    if coefficient not in _PAIR_COEFFICIENTS:
+        raise ValueError(f"coefficient must be one of {sorted(_PAIR_COEFFICIENTS)}, got {coefficient!r}")
+    _weights_iv(weights)
+    if weights is not None and coefficient != "cohen_kappa":
+        raise ValueError("weights= applies to coefficient='cohen_kappa' only")
+    arr = _codes_iv(codes, n_labels)
+    pairs, tables = _pair_tables(arr, n_labels)
+    build = _PAIR_COEFFICIENTS[coefficient]
+    if coefficient == "cohen_kappa":
+        build = partial(kappa_from_table, weights=weights)
+    results = {pair: build(table) for pair, table in zip(pairs, tables)}
+    n_raters = arr.shape[1]
+    statistic = np.full((n_raters, n_raters), np.nan)
+    n_items = np.diag((arr >= 0).sum(axis=0))
+    defined = np.zeros((n_raters, n_raters), dtype=bool)
+    reason = np.full((n_raters, n_raters), "same rater", dtype=object)
+    for (j, k), result in results.items():
+        for row, col in ((j, k), (k, j)):
+            statistic[row, col] = result.statistic
+            n_items[row, col] = result.n_items
+            defined[row, col] = result.defined
+            reason[row, col] = result.reason
+    return PairwiseResult(coefficient, statistic, n_items, defined, reason, results)
+
+
+def _mean_kappa_terms(
+    rows: np.ndarray, weights: np.ndarray, *, n_labels: int, agree: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Overlap-weighted mean of defined pairwise kappas, and the defined-pair count.
+
+    ``rows``: distinct rows of codes; ``weights`` ``(B, n_rows)``. Pair tables of every
+    replicate come from one sparse product (rows x (pair, cell) indicator).
+    """
+    n_raters = rows.shape[1]
+    pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
+    cells = n_labels**2
+    row_ids, col_ids = [], []
+    for index, (j, k) in enumerate(pairs):
+        both = np.flatnonzero((rows[:, j] >= 0) & (rows[:, k] >= 0))
+        row_ids.append(both)
+        col_ids.append(index * cells + rows[both, j] * n_labels + rows[both, k])
+    row_index, col_index = np.concatenate(row_ids), np.concatenate(col_ids)
+    indicator = sparse.csr_matrix(
+        (np.ones(row_index.size), (row_index, col_index)), shape=(rows.shape[0], len(pairs) * cells)
+    )
+    tables = np.asarray((indicator.T @ weights.T).T).reshape(-1, n_labels, n_labels)
+    kappa = kappa_terms(tables, agree)[0].reshape(weights.shape[0], len(pairs))
+    overlap = tables.sum(axis=(1, 2)).reshape(weights.shape[0], len(pairs))
+    usable = np.isfinite(kappa)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(usable, kappa * overlap, 0.0).sum(axis=1) / np.where(usable, overlap, 0).sum(axis=1)
+    return mean, usable.sum(axis=1)
+
+
+def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -> MeanKappaResult:
+    pairable = codes[(codes >= 0).sum(axis=1) >= 2]
+    agree = agreement_weights(n_labels, weights)
+    pairs, tables = _pair_tables(pairable, n_labels)
+    kappa = kappa_terms(tables.astype(float), agree)[0]
+    usable = np.isfinite(kappa)
+    overlap = tables.sum(axis=(1, 2))
+    n_pairs = int(usable.sum())
+    if pairable.shape[0] == 0:
+        reason = "no two raters labeled a common item"
+    elif n_pairs == 0:
+        reason = "no rater pair has a defined kappa (each pair lacks common items or has a one-category rater)"
+    else:
+        reason = ""
+    statistic = float(np.sum(kappa[usable] * overlap[usable]) / np.sum(overlap[usable])) if n_pairs else np.nan
+    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agree)
+    return MeanKappaResult(
+        coefficient="mean_pairwise_kappa",
+        statistic=statistic,
+        n_items=pairable.shape[0],
+        defined=not reason,
+        reason=reason,
+        n_pairs=n_pairs,
+        weights=weights,
+        _replicates=_pattern_replicates(pairable, lambda r, w: terms(r, w)[0]),
+    )
+
+
+def mean_pairwise_kappa(codes: object, *, n_labels: int, weights: Weights = None) -> MeanKappaResult:
+    """Overlap-weighted mean of pairwise Cohen's kappa over all rater pairs (SPEC.md §2).
+
+    ``sum_jk m_jk kappa_jk / sum_jk m_jk`` over the pairs whose kappa is defined
+    (``m_jk`` = common items); undefined pairs are left out, never averaged in as 0.
+    The bootstrap resamples whole items, so all pairs move together.
+
+    >>> codes = [[0, 0, 1], [1, 1, -1], [0, 1, 1], [1, 1, 0]]
+    >>> r = mean_pairwise_kappa(codes, n_labels=2)
+    >>> round(r.statistic, 4), r.n_pairs
+    (-0.19, 3)
+    """
+    _weights_iv(weights)
+    return _mean_kappa_from_codes(_codes_iv(codes, n_labels), n_labels, weights)
+
+
+_SCALE_WEIGHTS: dict[str, Weights] = {"nominal": None, "ordinal": "linear", "interval": "quadratic"}
+
+
+def summary_table(
+    codes: object,
+    *,
+    n_labels: int,
+    scale: Scale = "nominal",
+    values: object = None,
+    level: float = 0.95,
+    n_resamples: int = 1000,
+    rng: Rng = None,
+) -> dict[str, Estimate]:
+    """The agreement figures reported for a whole matrix, each with a bootstrap interval (SPEC.md §2).
+
+    Keys: ``"po"`` (:func:`percent_agreement`), ``"kappa"`` (:func:`mean_pairwise_kappa`:
+    overlap-weighted mean of pairwise Cohen's kappa; unweighted for ``scale="nominal"``,
+    linear weights for ``"ordinal"``, quadratic for ``"interval"``, on code positions),
+    ``"alpha"`` (:func:`krippendorff_alpha` at the scale's level; ``values`` for
+    ``"interval"`` only) and ``"ac1"`` (:func:`gwet_ac1`). Intervals are percentile item
+    bootstraps at ``level``; undefined figures get a NaN interval.
+
+    >>> codes = [[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]]
+    >>> table = summary_table(codes, n_labels=2, n_resamples=200, rng=0)
+    >>> sorted(table), round(table["alpha"].result.statistic, 6)
+    (['ac1', 'alpha', 'kappa', 'po'], 0.333333)
+    """
+    if scale not in _SCALE_WEIGHTS:
+        raise ValueError(f"scale must be 'nominal', 'ordinal' or 'interval', got {scale!r}")
+    _check_interval_options(level, "bootstrap", n_resamples)
+    alpha_values = _values_iv(scale, values, n_labels)
+    arr = _codes_iv(codes, n_labels)
+    counts = item_counts(arr, n_labels)
+    results = {
+        "po": _percent_from_counts(counts),
+        "kappa": _mean_kappa_from_codes(arr, n_labels, _SCALE_WEIGHTS[scale]),
+        "alpha": _alpha_from_counts(counts, scale, alpha_values),
+        "ac1": _ac1_from_counts(counts),
+    }
+    gen = np.random.default_rng(rng)
+    return {
+        key: Estimate(
+            result,
+            result.confidence_interval(level, method="bootstrap", n_resamples=n_resamples, rng=gen),
+            "bootstrap",
+        )
+        for key, result in results.items()
+    }

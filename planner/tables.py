@@ -1,0 +1,206 @@
+"""Count tables and the vectorised formulas of SPEC.md §2 behind ``planner.agreement``.
+
+Every ``*_terms`` function evaluates a coefficient on a batch of ``B`` replicates at once:
+either ``B`` contingency tables ``(B, L, L)``, or per-item category counts ``(U, L)``
+(one row per distinct item pattern) with item weights ``(B, U)`` (pattern multiplicities
+of a bootstrap replicate; all ones for the point estimate). A replicate where the
+coefficient is undefined gets NaN. No array of shape ``(n_items, L, L)`` is ever built.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+
+
+def item_counts(codes: np.ndarray, n_labels: int) -> np.ndarray:
+    """Per-item category counts ``(n_items, L)`` of codes ``(n_items, n_raters)``, -1 skipped."""
+    n_items = codes.shape[0]
+    counts = np.zeros((n_items, n_labels + 1), dtype=np.int64)
+    rows = np.arange(n_items)
+    for column in codes.T:  # loop over raters (few), vectorised over items
+        counts[rows, column + 1] += 1
+    return counts[:, 1:]
+
+
+def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
+    """``L x L`` counts of paired codes, rows ``a`` (no missing codes allowed here)."""
+    return np.bincount(a * n_labels + b, minlength=n_labels**2).reshape(n_labels, n_labels)
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an int array ``(n, k)`` with values >= -1, and how often each occurs."""
+    if rows.shape[0] == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    shifted = rows + 1
+    base = int(shifted.max()) + 1
+    if rows.shape[1] * np.log2(max(base, 2)) < 62:
+        keys = shifted @ (base ** np.arange(rows.shape[1], dtype=np.int64))
+        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        return rows[first], counts
+    return np.unique(rows, axis=0, return_counts=True)
+
+
+def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
+    """Agreement weights ``1 - w_ab``, ``w`` linear or quadratic (SPEC.md §2, Cohen 1968)."""
+    if weights is None:
+        return np.eye(n_labels)
+    gap = np.abs(np.subtract.outer(np.arange(n_labels), np.arange(n_labels))) / (n_labels - 1)
+    return 1.0 - (gap if weights == "linear" else gap**2)
+
+
+def _proportions(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    total = tables.sum(axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return tables / total[:, None, None], total
+
+
+def kappa_terms(tables: np.ndarray, agree: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Cohen's (weighted) kappa, ``p_o``, ``p_e`` of tables ``(B, L, L)`` (SPEC.md §2).
+
+    NaN when the table is empty or a rater used one category (kappa is then 0 whatever
+    the other rater did).
+    """
+    p, total = _proportions(tables)
+    rows, cols = p.sum(axis=2), p.sum(axis=1)
+    p_o = np.einsum("bij,ij->b", p, agree)
+    p_e = np.einsum("bi,ij,bj->b", rows, agree, cols)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = (p_o - p_e) / (1.0 - p_e)
+    kappa[(total == 0) | (rows.max(axis=1) == 1.0) | (cols.max(axis=1) == 1.0)] = np.nan
+    return kappa, p_o, p_e
+
+
+def fce_variance(p: np.ndarray, agree: np.ndarray, p_o: float, p_e: float, n: int) -> float:
+    """Fleiss, Cohen & Everitt (1969) variance of (weighted) kappa (SPEC.md §2, Cohen's kappa)."""
+    rows, cols = p.sum(axis=1), p.sum(axis=0)
+    row_mean = agree @ cols  # wbar_i. = sum_j p_.j w_ij
+    col_mean = rows @ agree  # wbar_.j = sum_i p_i. w_ij
+    g = agree * (1.0 - p_e) - np.add.outer(row_mean, col_mean) * (1.0 - p_o)
+    spread = np.sum(p * g**2) - (p_o * p_e - 2.0 * p_e + p_o) ** 2
+    return float(max(spread, 0.0) / (n * (1.0 - p_e) ** 4))
+
+
+def scott_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Scott's pi, ``p_o``, ``p_e = sum pbar^2`` with pooled marginals (SPEC.md §2)."""
+    p, total = _proportions(tables)
+    pooled = (p.sum(axis=2) + p.sum(axis=1)) / 2.0
+    p_o = np.trace(p, axis1=1, axis2=2)
+    p_e = np.sum(pooled**2, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pi = (p_o - p_e) / (1.0 - p_e)
+    pi[(total == 0) | (pooled.max(axis=1) == 1.0)] = np.nan
+    return pi, p_o, p_e
+
+
+def pabak_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
+    """PABAK ``(L p_o - 1)/(L - 1)``, ``p_o``, ``p_e = 1/L`` (SPEC.md §2, Byrt et al. 1993)."""
+    n_labels = tables.shape[1]
+    p, _ = _proportions(tables)
+    p_o = np.trace(p, axis1=1, axis2=2)
+    return (n_labels * p_o - 1.0) / (n_labels - 1.0), p_o, np.full_like(p_o, 1.0 / n_labels)
+
+
+def phi_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Phi of 2x2 tables, and both raters' positive rates (SPEC.md §2, binary verdicts)."""
+    p, _ = _proportions(tables)
+    pos_a, pos_b = p[:, 1, :].sum(axis=1), p[:, :, 1].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        phi = (p[:, 1, 1] - pos_a * pos_b) / np.sqrt(pos_a * (1 - pos_a) * pos_b * (1 - pos_b))
+    phi[~np.isfinite(phi)] = np.nan
+    return phi, pos_a, pos_b
+
+
+def percent_terms(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Mean over items with >= 2 ratings of the share of agreeing rating pairs (SPEC.md §2)."""
+    rated = counts.sum(axis=1)
+    pairable = rated >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(pairable, (counts * (counts - 1)).sum(axis=1) / (rated * (rated - 1)), 0.0)
+        return (weights @ share) / (weights @ pairable.astype(float))
+
+
+def ac1_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Gwet's AC1, ``p_o``, ``p_e``, multi-rater form with missing ratings (SPEC.md §2)."""
+    n_labels = counts.shape[1]
+    rated = counts.sum(axis=1)
+    p_o = percent_terms(counts, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = counts / rated[:, None]
+        pbar = (weights @ shares) / (weights @ (rated >= 1).astype(float))[:, None]
+        p_e = np.sum(pbar * (1.0 - pbar), axis=1) / (n_labels - 1)
+        return (p_o - p_e) / (1.0 - p_e), p_o, p_e
+
+
+def fleiss_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Fleiss' kappa, ``Pbar``, ``Pbar_e``; every item has the same number of ratings (SPEC.md §2)."""
+    per_item = int(counts[0].sum())
+    agreement = ((counts**2).sum(axis=1) - per_item) / (per_item * (per_item - 1))
+    n_items = weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_o = (weights @ agreement) / n_items
+        shares = (weights @ counts) / (n_items * per_item)[:, None]
+        p_e = np.sum(shares**2, axis=1)
+        kappa = (p_o - p_e) / (1.0 - p_e)
+    kappa[(n_items == 0) | (shares.max(axis=1) == 1.0)] = np.nan
+    return kappa, p_o, p_e
+
+
+def coincidences(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Coincidence matrices ``(B, L, L)`` (SPEC.md §2, Krippendorff's alpha).
+
+    Unit ``u`` with ``n_u >= 2`` values adds ``(n_uc n_uk - 1[c=k] n_uc) / (n_u - 1)``;
+    ``counts`` must hold pairable units only.
+    """
+    n_labels = counts.shape[1]
+    scaled = weights / (counts.sum(axis=1) - 1)
+    out = np.empty((weights.shape[0], n_labels, n_labels))
+    for c in range(n_labels):  # L matrix products; never a (units, L, L) array
+        out[:, c, :] = (scaled * counts[:, c]) @ counts
+    out[:, np.arange(n_labels), np.arange(n_labels)] -= scaled @ counts
+    return out
+
+
+def distances(level: Level, values: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Squared distances ``delta_ck`` ``(B, L, L)`` of Krippendorff's metrics (SPEC.md §2).
+
+    ``totals`` ``(B, L)`` are the pairable value counts ``n_c`` the ordinal metric uses.
+    """
+    n_labels = values.size
+    if level == "nominal":
+        return (1.0 - np.eye(n_labels))[None]
+    gap = np.subtract.outer(values, values)
+    if level == "interval":
+        return (gap**2)[None]
+    if level == "ratio":
+        total = np.add.outer(values, values)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(gap == 0, 0.0, (gap / total) ** 2)[None]
+    index = np.arange(n_labels)
+    low, high = np.minimum.outer(index, index), np.maximum.outer(index, index)
+    cumulative = np.cumsum(totals, axis=1)
+    between = cumulative[:, high] - cumulative[:, low] + totals[:, low]
+    return (between - (totals[:, :, None] + totals[:, None, :]) / 2.0) ** 2
+
+
+def alpha_terms(
+    counts: np.ndarray, weights: np.ndarray, level: Level, values: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Krippendorff's alpha ``1 - D_o/D_e``, ``D_o``, ``D_e``, ``N`` (SPEC.md §2).
+
+    ``counts``: pairable units only. NaN when no unit is pairable or ``D_e = 0``.
+    """
+    observed = coincidences(counts, weights)
+    totals = weights @ counts  # n_c: each pairable value counted once
+    n_values = totals.sum(axis=1)
+    delta = distances(level, values, totals)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d_o = np.sum(delta * observed, axis=(1, 2)) / n_values
+        expected = np.einsum("bck,bc,bk->b", np.broadcast_to(delta, observed.shape), totals, totals)
+        d_e = expected / (n_values * (n_values - 1))
+        alpha = 1.0 - d_o / d_e
+    alpha[~(d_e > 0)] = np.nan
+    return alpha, d_o, d_e, n_values
