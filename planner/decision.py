@@ -214,6 +214,11 @@ def _pool_counts(rows: np.ndarray, n_judges: int, n_labels: int) -> _PoolCounts:
 # --------------------------------------------------------------------------- per-item features
 
 
+def _flat(x: np.ndarray) -> np.ndarray:
+    """``(G, ...)`` as float ``(G, prod(...))``, also for ``G = 0``."""
+    return x.reshape(x.shape[0], int(np.prod(x.shape[1:]))).astype(float)
+
+
 def _po_features(rows: np.ndarray, n_judges: int, n_labels: int, rule: str) -> np.ndarray:
     """Per-item sums for ``F = p_o`` (SPEC.md §3): ``[m_k, S(r_k), judge terms]``.
 
@@ -227,12 +232,11 @@ def _po_features(rows: np.ndarray, n_judges: int, n_labels: int, rule: str) -> n
     n_rows = rows.shape[0]
     if rule == "margin":
         judge = pc.judge_agree / size[:, None, :]
-        return np.hstack([m, human, judge.reshape(n_rows, -1)])
+        return np.hstack([m, human, _flat(judge)])
     obs = pc.observed[:, None, :]
     w_f = obs & (pc.judge_agree >= pc.human_agree[:, None, :])
     diff = np.where(obs, np.sign(pc.human_agree[:, None, :] - pc.judge_agree), 0)
-    parts = [m, human] + [x.reshape(n_rows, -1).astype(float) for x in (w_f, diff, diff != 0)]
-    return np.hstack(parts)
+    return np.hstack([m, human] + [_flat(x) for x in (w_f, diff, diff != 0)])
 
 
 def _ratio_features(rows: np.ndarray, n_judges: int, n_labels: int) -> np.ndarray:
@@ -254,7 +258,7 @@ def _ratio_features(rows: np.ndarray, n_judges: int, n_labels: int) -> np.ndarra
     judge_same = pair[:, None] & (judge_codes[:, :, None, None] == human_codes[:, None, None, :])
     judge_margins = pair[:, None, :, :, None] & judge_hot[:, :, None, None, :]
     parts = (observed, human_same, human_margins, judge_same, judge_margins)
-    return np.hstack([x.reshape(n_rows, -1).astype(float) for x in parts])
+    return np.hstack([_flat(x) for x in parts])
 
 
 def _item_features(
