@@ -1,0 +1,659 @@
+"""Monte Carlo check of an overlap plan: synthetic matrices, design masks, §3 replayed (SPEC.md §6).
+
+Everything is vectorised across trials: arrays carry a leading ``trials`` axis, shapes
+``(trials, n_items, n_raters)``; humans first (column 0 = the primary, who labels every
+item), judges in a separate array. The loops that remain run over raters and grid
+points, never over items or trials.
+
+Per trial the simulator computes, on the sparse matrix (the design's mask) and on the
+dense one (every human labels every item):
+
+- the **human-pool score**: the mean over the ``K`` humans of ``S_F(r_k; H_k)``
+  (SPEC.md §3), undefined terms left out (never counted as 0);
+- per judge and held-out human, ``d_k = S_F(judge; H_k) - S_F(r_k; H_k)``; the rater is
+  won when ``d_k >= -epsilon`` (``rule="margin"``), ``omega`` is the share of won raters
+  among those with a defined ``d_k``, and the judge passes when ``omega >= omega_star``.
+  A sparse decision with no defined ``d_k`` counts as a rejection.
+
+``S_F`` for ``po`` is the per-item averaged agreement with the pool over ``O_k``; for the
+ratio coefficients (``kappa``, ``alpha``, nominal) it is ``F`` between ``x`` and each pool
+member on their common items of ``O_k``, averaged with weights equal to those common
+counts, undefined pairs left out (SPEC.md §2-§3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from planner.codes import check_codes
+from planner.designs import proportional_allocation
+
+COEFFICIENTS = ("po", "kappa", "alpha")
+DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
+RULES = ("margin",)
+TOLERANCE = 1e-12
+"""Slack on the ``d_k >= -epsilon`` and ``omega >= omega_star`` comparisons (float rounding)."""
+
+
+@dataclass(frozen=True)
+class SimulationCell:
+    """Metrics of one grid point over ``trials`` trials (SPEC.md §6).
+
+    ``bias``/``std`` are the mean and standard deviation of sparse-minus-dense human-pool
+    score over the trials where the sparse score is defined (``undefined`` counts the
+    others); ``reliability`` is the share of all trials with ``|sparse - dense| <= delta``
+    (an undefined score is not reliable). ``false_rejection`` is the share of sparse
+    rejections among (trial, judge) pairs that pass densely, ``false_approval`` the share
+    of sparse passes among those that fail densely (NaN when there are none),
+    ``wrong_decision`` the share of pairs whose sparse and dense decisions differ, and
+    ``rater_false_rejection`` the share of held-out humans lost sparsely among those won
+    densely (SPEC.md §4, item 1). ``m`` is the number of items per secondary human.
+    """
+
+    rho: float
+    design: str
+    coefficient: str
+    p_h: float | tuple[float, ...] | None
+    m: int
+    bias: float
+    std: float
+    reliability: float
+    false_rejection: float
+    false_approval: float
+    wrong_decision: float
+    rater_false_rejection: float
+    undefined: int
+    trials: int
+
+    def as_dict(self) -> dict[str, object]:
+        """The cell as plain JSON values (NaN -> None, tuples -> lists)."""
+        return {key: _plain(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """All grid cells of a simulation or replay, with the settings that produced them."""
+
+    cells: tuple[SimulationCell, ...]
+    n_items: int
+    n_humans: int
+    n_labels: int
+    rule: str
+    epsilon: float
+    delta: float
+    omega_star: float
+
+    def min_rho(
+        self,
+        alpha_sig: float = 0.05,
+        *,
+        design: str | None = None,
+        coefficient: str | None = None,
+        p_h: float | tuple[float, ...] | None = None,
+    ) -> float | None:
+        """Smallest ``rho`` whose reliability reaches ``1 - alpha_sig`` (SPEC.md §6); None if none does.
+
+        When the grid holds several designs, coefficients or ``p_h`` values, name the one
+        curve to read with ``design``, ``coefficient`` and ``p_h``.
+        """
+        if not 0.0 < alpha_sig < 1.0:
+            raise ValueError(f"alpha_sig must be in (0, 1), got {alpha_sig!r}")
+        wanted = {"design": design, "coefficient": coefficient, "p_h": _grid_value(p_h)}
+        cells = [
+            c for c in self.cells
+            if all(v is None or getattr(c, k) == v for k, v in wanted.items())
+        ]
+        if not cells:
+            raise ValueError(f"no cell matches design={design!r}, coefficient={coefficient!r}, p_h={p_h!r}")
+        curves = {(c.design, c.coefficient, c.p_h) for c in cells}
+        if len(curves) > 1:
+            raise ValueError(
+                "the grid holds several curves; name design=, coefficient= and p_h= to pick one"
+            )
+        reached = [c.rho for c in cells if c.reliability >= 1.0 - alpha_sig]
+        return min(reached) if reached else None
+
+    def as_dict(self) -> dict[str, object]:
+        """The result as plain JSON values."""
+        out = {key: _plain(value) for key, value in asdict(self).items() if key != "cells"}
+        out["cells"] = [c.as_dict() for c in self.cells]
+        return out
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _grid_value(value: object) -> float | tuple[float, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float, np.number)):
+        return float(value)
+    return tuple(float(v) for v in value)
+
+
+# --- generator --------------------------------------------------------------------------
+
+
+def synthetic_codes(
+    n_items: int,
+    *,
+    n_labels: int,
+    accuracies: Sequence[float],
+    prevalence: Sequence[float] | None = None,
+    clusters: int | None = None,
+    cluster_difficulty: float = 0.5,
+    trials: int = 1,
+    rng: object = None,
+) -> np.ndarray:
+    """Synthetic dense label codes, shape ``(trials, n_items, n_raters)`` (SPEC.md §6, generator).
+
+    True labels ``t_i ~ prevalence`` (uniform by default); rater ``r`` reports ``t_i`` with
+    probability ``accuracies[r]``, otherwise a uniformly chosen other label (symmetric
+    noise channel). With ``clusters = G``, items form ``G`` contiguous blocks in corpus
+    order; each block draws a difficulty ``d ~ U(0, cluster_difficulty)`` per trial that
+    pulls every rater's accuracy toward chance: ``1/L + (p - 1/L)(1 - d)``.
+
+    >>> codes = synthetic_codes(4, n_labels=3, accuracies=[1.0, 1.0], trials=2, rng=0)
+    >>> codes.shape, bool((codes[..., 0] == codes[..., 1]).all())
+    ((2, 4, 2), True)
+    """
+    n_items = _positive_int(n_items, "n_items")
+    trials = _positive_int(trials, "trials")
+    n_labels = _labels(n_labels)
+    acc = np.asarray(accuracies, dtype=float)
+    if acc.ndim != 1 or acc.size == 0 or np.any((acc < 0) | (acc > 1)):
+        raise ValueError("accuracies must be a non-empty list of probabilities in [0, 1]")
+    share = _prevalence(prevalence, n_labels)
+    gen = np.random.default_rng(rng)
+    truth = np.minimum(np.searchsorted(np.cumsum(share), gen.random((trials, n_items)), side="right"), n_labels - 1)
+    p = np.broadcast_to(acc, (trials, n_items, acc.size))
+    if clusters is not None:
+        clusters = _positive_int(clusters, "clusters")
+        if clusters > n_items:
+            raise ValueError(f"clusters must be at most n_items={n_items}, got {clusters}")
+        if not 0.0 <= cluster_difficulty <= 1.0:
+            raise ValueError(f"cluster_difficulty must be in [0, 1], got {cluster_difficulty!r}")
+        block = np.repeat(np.arange(clusters), [len(b) for b in np.array_split(np.arange(n_items), clusters)])
+        difficulty = gen.uniform(0.0, cluster_difficulty, (trials, clusters))[:, block]
+        p = 1.0 / n_labels + (p - 1.0 / n_labels) * (1.0 - difficulty)[..., None]
+    correct = gen.random(p.shape) < p
+    other = (truth[..., None] + 1 + gen.integers(0, n_labels - 1, p.shape)) % n_labels
+    return np.where(correct, truth[..., None], other)
+
+
+# --- design masks, vectorised across trials ---------------------------------------------
+
+
+def _stratified_mask(
+    strata: np.ndarray, n_strata: int, m: int, priority: np.ndarray | None, rng: np.random.Generator
+) -> np.ndarray:
+    """Per trial, ``m`` items allocated proportionally across strata (SPEC.md §5): inside a
+    stratum the lowest ``priority`` first, ties at random. ``strata`` has shape ``(T, n)``."""
+    trials, n_items = strata.shape
+    sizes = np.bincount(
+        (np.arange(trials)[:, None] * n_strata + strata).ravel(), minlength=trials * n_strata
+    ).reshape(trials, n_strata)
+    quota = proportional_allocation(sizes, m)
+    key = rng.random((trials, n_items))
+    if priority is not None:
+        key = key + priority
+    order = np.argsort(strata * (n_items + 2.0) + key, axis=1)
+    sorted_strata = np.take_along_axis(strata, order, axis=1)
+    starts = np.cumsum(sizes, axis=1) - sizes
+    rank = np.arange(n_items) - np.take_along_axis(starts, sorted_strata, axis=1)
+    chosen = rank < np.take_along_axis(quota, sorted_strata, axis=1)
+    mask = np.zeros((trials, n_items), dtype=bool)
+    np.put_along_axis(mask, order, chosen, axis=1)
+    return mask
+
+
+def _modal_strata(humans: np.ndarray, mask: np.ndarray, n_labels: int) -> np.ndarray:
+    """Per trial and item, the mode of the labels in hand, ties to the primary's (SPEC.md §5)."""
+    one_hot = humans[..., None] == np.arange(n_labels)
+    counts = (one_hot & mask[..., None]).sum(axis=2)
+    top = counts.max(axis=2)
+    primary = humans[..., 0]
+    tie = np.take_along_axis(counts, primary[..., None], axis=2)[..., 0] == top
+    return np.where(tie, primary, counts.argmax(axis=2))
+
+
+def _design_mask(
+    design: str, humans: np.ndarray, m: int, n_labels: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Observation mask ``(T, n, K)`` of a design: the primary sees every item (SPEC.md §5)."""
+    trials, n_items, n_humans = humans.shape
+    mask = np.zeros(humans.shape, dtype=bool)
+    mask[..., 0] = True
+    flat = np.zeros((trials, n_items), dtype=np.int64)
+    if design == "depth-first":
+        mask[:, :m, 1:] = True
+    elif design == "shared-panel":
+        mask[..., 1:] = _stratified_mask(flat, 1, m, None, rng)[..., None]
+    elif design == "strat":
+        mask[..., 1:] = _stratified_mask(humans[..., 0], n_labels, m, None, rng)[..., None]
+    elif design == "random":
+        for k in range(1, n_humans):
+            mask[..., k] = _stratified_mask(flat, 1, m, None, rng)
+    else:
+        for k in range(1, n_humans):
+            strata = _modal_strata(humans, mask, n_labels)
+            coverage = mask[..., 1:].sum(axis=2) if design == "seq-coverage" else None
+            mask[..., k] = _stratified_mask(strata, n_labels, m, coverage, rng)
+    return mask
+
+
+# --- agreement with the held-in pool, vectorised across trials --------------------------
+
+
+def _confusions(x: np.ndarray, y: np.ndarray, used: np.ndarray, n_labels: int) -> np.ndarray:
+    """Per trial, the ``L x L`` table of ``(x, y)`` over the items in ``used``; shape ``(T, L, L)``."""
+    trials = used.shape[0]
+    cell = (np.arange(trials)[:, None] * n_labels + x) * n_labels + y
+    counts = np.bincount(cell[used], minlength=trials * n_labels * n_labels)
+    return counts.reshape(trials, n_labels, n_labels)
+
+
+def _ratio_coefficient(table: np.ndarray, coefficient: str) -> tuple[np.ndarray, np.ndarray]:
+    """Cohen's kappa or nominal Krippendorff's alpha of two raters from their tables (SPEC.md §2).
+
+    Returns ``(value, defined)``; undefined (zero chance-disagreement) values are NaN.
+    """
+    c = table.sum(axis=(1, 2)).astype(float)
+    agree = np.trace(table, axis1=1, axis2=2).astype(float)
+    rows, cols = table.sum(axis=2), table.sum(axis=1)
+    if coefficient == "kappa":
+        chance = (rows * cols).sum(axis=1).astype(float)
+        numerator, denominator = c * agree - chance, c * c - chance
+    else:
+        pooled = rows + cols
+        n_values = 2.0 * c
+        expected = n_values * n_values - (pooled * pooled).sum(axis=1)
+        numerator = expected - 2.0 * (c - agree) * (n_values - 1.0)
+        denominator = expected
+    defined = denominator > 0
+    value = np.divide(numerator, denominator, out=np.full(c.shape, np.nan), where=defined)
+    return value, defined
+
+
+def _pool_score(
+    x: np.ndarray, humans: np.ndarray, mask: np.ndarray, k: int, coefficient: str, n_labels: int
+) -> np.ndarray:
+    """``S_F(x; H_k)`` per trial on the items ``O_k`` (SPEC.md §3); NaN where undefined."""
+    pool = [j for j in range(humans.shape[2]) if j != k]
+    seen = mask[..., pool]
+    items = mask[..., k] & seen.any(axis=2)
+    if coefficient == "po":
+        agree = ((humans[..., pool] == x[..., None]) & seen).sum(axis=2)
+        per_item = np.divide(agree, seen.sum(axis=2), out=np.zeros(agree.shape), where=items)
+        used = items.sum(axis=1)
+        return np.divide(per_item.sum(axis=1), used, out=np.full(used.shape, np.nan), where=used > 0)
+    weighted = np.zeros(humans.shape[0])
+    weight = np.zeros(humans.shape[0])
+    for j in pool:
+        common = items & mask[..., j]
+        value, defined = _ratio_coefficient(_confusions(x, humans[..., j], common, n_labels), coefficient)
+        count = common.sum(axis=1)
+        weighted += np.where(defined, count * np.nan_to_num(value), 0.0)
+        weight += np.where(defined, count, 0)
+    return np.divide(weighted, weight, out=np.full(weight.shape, np.nan), where=weight > 0)
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    score: np.ndarray  # (T,) human-pool score
+    d: np.ndarray  # (T, J, K) d_k, NaN where undefined
+    won: np.ndarray  # (T, J, K) rater won by the judge
+    defined: np.ndarray  # (T, J, K) d_k defined
+    passed: np.ndarray  # (T, J) judge decision
+
+
+def _evaluate(
+    humans: np.ndarray,
+    judges: np.ndarray,
+    mask: np.ndarray,
+    *,
+    coefficient: str,
+    n_labels: int,
+    epsilon: float,
+    omega_star: float,
+) -> _Evaluation:
+    """Human-pool score and margin-rule decisions per trial (SPEC.md §3 and §6)."""
+    n_humans = humans.shape[2]
+    own = np.stack(
+        [_pool_score(humans[..., k], humans, mask, k, coefficient, n_labels) for k in range(n_humans)],
+        axis=1,
+    )
+    finite = np.isfinite(own)
+    n_defined = finite.sum(axis=1)
+    score = np.divide(
+        np.where(finite, own, 0.0).sum(axis=1), n_defined, out=np.full(n_defined.shape, np.nan), where=n_defined > 0
+    )
+    judge = np.stack(
+        [
+            np.stack([_pool_score(judges[..., j], humans, mask, k, coefficient, n_labels) for k in range(n_humans)], axis=1)
+            for j in range(judges.shape[2])
+        ],
+        axis=1,
+    )
+    d = judge - own[:, None, :]
+    defined = np.isfinite(d)
+    won = defined & (np.nan_to_num(d, nan=-np.inf) >= -epsilon - TOLERANCE)
+    counted = defined.sum(axis=2)
+    omega = np.divide(won.sum(axis=2), counted, out=np.zeros(counted.shape), where=counted > 0)
+    passed = (counted > 0) & (omega >= omega_star - TOLERANCE)
+    return _Evaluation(score, d, won, defined, passed)
+
+
+def _share(flags: np.ndarray, among: np.ndarray) -> float:
+    total = int(among.sum())
+    return float(flags[among].sum() / total) if total else float("nan")
+
+
+def _cell(
+    sparse: _Evaluation, dense: _Evaluation, *, delta: float, rho: float, design: str,
+    coefficient: str, p_h: float | tuple[float, ...] | None, m: int,
+) -> SimulationCell:
+    """Bias, std, reliability and decision error rates of one grid point (SPEC.md §6)."""
+    diff = sparse.score - dense.score
+    ok = np.isfinite(diff)
+    trials = diff.size
+    bias = float(diff[ok].mean()) if ok.any() else float("nan")
+    std = float(diff[ok].std(ddof=1)) if ok.sum() > 1 else float("nan")
+    dense_passed = np.broadcast_to(dense.passed, sparse.passed.shape)
+    dense_won = np.broadcast_to(dense.won, sparse.won.shape)
+    return SimulationCell(
+        rho=float(rho),
+        design=design,
+        coefficient=coefficient,
+        p_h=p_h,
+        m=int(m),
+        bias=bias,
+        std=std,
+        reliability=float((np.abs(np.where(ok, diff, np.inf)) <= delta).mean()),
+        false_rejection=_share(~sparse.passed, dense_passed),
+        false_approval=_share(sparse.passed, ~dense_passed),
+        wrong_decision=float((sparse.passed != dense_passed).mean()),
+        rater_false_rejection=_share(~sparse.won, dense_won),
+        undefined=int(trials - ok.sum()),
+        trials=int(trials),
+    )
+
+
+# --- input validation -------------------------------------------------------------------
+
+
+def _positive_int(value: object, name: str) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _labels(n_labels: object) -> int:
+    if not isinstance(n_labels, (int, np.integer)) or isinstance(n_labels, bool) or n_labels < 2:
+        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    return int(n_labels)
+
+
+def _prevalence(prevalence: Sequence[float] | None, n_labels: int) -> np.ndarray:
+    if prevalence is None:
+        return np.full(n_labels, 1.0 / n_labels)
+    share = np.asarray(prevalence, dtype=float)
+    if share.shape != (n_labels,) or np.any(share < 0) or not np.isclose(share.sum(), 1.0):
+        raise ValueError(f"prevalence must be {n_labels} non-negative shares summing to 1")
+    return share
+
+
+def _choices(value: object, allowed: tuple[str, ...], name: str) -> list[str]:
+    items = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    if not items:
+        raise ValueError(f"{name} must name at least one of {', '.join(allowed)}")
+    for item in items:
+        if item not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {item!r}")
+    return items
+
+
+def _rhos(rho: object, n_items: int) -> list[tuple[float, int]]:
+    values = [rho] if isinstance(rho, (int, float, np.number)) else list(rho)  # type: ignore[call-overload]
+    if not values:
+        raise ValueError("rho must hold at least one overlap rate")
+    out = []
+    for value in values:
+        if not isinstance(value, (int, float, np.number)) or not 0.0 < value <= 1.0:
+            raise ValueError(f"rho must be overlap rates in (0, 1], got {value!r}")
+        m = int(round(float(value) * n_items))
+        if m < 1:
+            raise ValueError(f"rho={value} gives no item per secondary with n_items={n_items}")
+        out.append((float(value), m))
+    return out
+
+
+def _probability(value: object, name: str) -> float:
+    if not isinstance(value, (int, float, np.number)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _accuracy_grid(p_h: object, n_humans: int) -> list[float | tuple[float, ...]]:
+    values = [p_h] if isinstance(p_h, (int, float, np.number)) else list(p_h)  # type: ignore[call-overload]
+    if not values:
+        raise ValueError("p_h must hold at least one human accuracy")
+    grid: list[float | tuple[float, ...]] = []
+    for value in values:
+        if isinstance(value, (int, float, np.number)):
+            grid.append(_probability(value, "p_h"))
+        else:
+            per_rater = tuple(_probability(v, "p_h") for v in value)
+            if len(per_rater) != n_humans:
+                raise ValueError(f"rater-specific p_h needs {n_humans} accuracies, got {len(per_rater)}")
+            grid.append(per_rater)
+    return grid
+
+
+def _settings(rule: str, epsilon: float, delta: float, omega_star: float) -> None:
+    _choices(rule, RULES, "rule")
+    if not isinstance(rule, str):
+        raise ValueError("rule must be one rule name")
+    _probability(epsilon, "epsilon")
+    _probability(delta, "delta")
+    _probability(omega_star, "omega_star")
+
+
+# --- public entry points ----------------------------------------------------------------
+
+
+def _run_grid(
+    humans: np.ndarray,
+    judges: np.ndarray,
+    *,
+    dense: dict[str, _Evaluation],
+    rhos: list[tuple[float, int]],
+    designs: list[str],
+    coefficients: list[str],
+    p_h: float | tuple[float, ...] | None,
+    n_labels: int,
+    epsilon: float,
+    delta: float,
+    omega_star: float,
+    rng: np.random.Generator,
+    tick: Callable[[], None],
+) -> list[SimulationCell]:
+    cells = []
+    for design in designs:
+        for rho, m in rhos:
+            mask = _design_mask(design, humans, m, n_labels, rng)
+            for coefficient in coefficients:
+                sparse = _evaluate(
+                    humans, judges, mask, coefficient=coefficient, n_labels=n_labels,
+                    epsilon=epsilon, omega_star=omega_star,
+                )
+                cells.append(
+                    _cell(sparse, dense[coefficient], delta=delta, rho=rho, design=design,
+                          coefficient=coefficient, p_h=p_h, m=m)
+                )
+                tick()
+    return cells
+
+
+def _progress_ticker(progress: Callable[[int, int], None] | None, total: int) -> Callable[[], None]:
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    return tick
+
+
+def simulate(
+    *,
+    n_items: int,
+    n_humans: int,
+    n_labels: int,
+    p_h: float | Sequence[float | Sequence[float]],
+    p_j: float | Sequence[float],
+    prevalence: Sequence[float] | None = None,
+    rho: float | Sequence[float],
+    design: str | Sequence[str],
+    coefficient: str | Sequence[str] = "po",
+    rule: str = "margin",
+    epsilon: float = 0.05,
+    delta: float = 0.05,
+    omega_star: float = 0.5,
+    trials: int = 300,
+    clusters: int | None = None,
+    cluster_difficulty: float = 0.5,
+    rng: object = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """Simulate designs and overlap rates on synthetic matrices (SPEC.md §6).
+
+    ``rho`` (items per secondary human = ``round(rho * n_items)``), ``design`` (one of
+    ``DESIGNS``), ``coefficient`` (``po``, ``kappa``, ``alpha``) and ``p_h`` may be lists:
+    one cell per combination. A ``p_h`` entry may itself be a list of ``n_humans``
+    rater-specific accuracies; ``p_j`` is one accuracy per judge. Within one ``p_h`` the
+    same synthetic matrices serve every design, ``rho`` and coefficient (common random
+    numbers), so differences between cells are not drawing noise. ``progress(done,
+    total)`` is called after each cell.
+
+    >>> result = simulate(n_items=200, n_humans=3, n_labels=2, p_h=0.9, p_j=0.9,
+    ...                   rho=[0.1, 1.0], design="random", trials=20, rng=0)
+    >>> [(c.rho, c.m) for c in result.cells], result.cells[1].std
+    ([(0.1, 20), (1.0, 200)], 0.0)
+    """
+    n_items = _positive_int(n_items, "n_items")
+    n_humans = _positive_int(n_humans, "n_humans")
+    if n_humans < 2:
+        raise ValueError("n_humans must be at least 2 (each held-out human needs a pool)")
+    n_labels = _labels(n_labels)
+    trials = _positive_int(trials, "trials")
+    grid = _accuracy_grid(p_h, n_humans)
+    judge_acc = [p_j] if isinstance(p_j, (int, float, np.number)) else list(p_j)
+    if not judge_acc:
+        raise ValueError("p_j must hold at least one judge accuracy")
+    judge_acc = [_probability(v, "p_j") for v in judge_acc]
+    _prevalence(prevalence, n_labels)
+    rhos = _rhos(rho, n_items)
+    designs = _choices(design, DESIGNS, "design")
+    coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
+    _settings(rule, epsilon, delta, omega_star)
+    gen = np.random.default_rng(rng)
+    tick = _progress_ticker(progress, len(grid) * len(rhos) * len(designs) * len(coefficients))
+    cells: list[SimulationCell] = []
+    for accuracy in grid:
+        human_acc = [accuracy] * n_humans if isinstance(accuracy, float) else list(accuracy)
+        codes = synthetic_codes(
+            n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
+            clusters=clusters, cluster_difficulty=cluster_difficulty, trials=trials, rng=gen,
+        )
+        humans, judges = codes[..., :n_humans], codes[..., n_humans:]
+        full = np.ones(humans.shape, dtype=bool)
+        dense = {
+            c: _evaluate(humans, judges, full, coefficient=c, n_labels=n_labels,
+                         epsilon=epsilon, omega_star=omega_star)
+            for c in coefficients
+        }
+        cells += _run_grid(
+            humans, judges, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
+            p_h=accuracy, n_labels=n_labels, epsilon=epsilon, delta=delta,
+            omega_star=omega_star, rng=gen, tick=tick,
+        )
+    return SimulationResult(tuple(cells), n_items, n_humans, n_labels, rule, float(epsilon), float(delta), float(omega_star))
+
+
+def replay(
+    codes: object,
+    *,
+    judges: object,
+    n_labels: int,
+    rho: float | Sequence[float],
+    design: str | Sequence[str],
+    coefficient: str | Sequence[str] = "po",
+    primary: int = 0,
+    rule: str = "margin",
+    epsilon: float = 0.05,
+    delta: float = 0.05,
+    omega_star: float = 0.5,
+    trials: int = 300,
+    rng: object = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationResult:
+    """The metrics of ``simulate`` on a real dense matrix, subsampling its mask (SPEC.md §6).
+
+    ``codes`` holds the humans' labels, shape ``(n_items, n_humans)``, complete (no
+    ``-1``); ``primary`` is the column of the primary, who keeps every item. ``judges``
+    holds one column per judge, shape ``(n_items,)`` or ``(n_items, n_judges)``. The
+    dense reference is the matrix itself; each trial draws a fresh mask with the design.
+
+    >>> humans = np.array([[0, 0, 0], [1, 1, 0], [0, 0, 0], [1, 1, 1]] * 10)
+    >>> result = replay(humans, judges=humans[:, 0], n_labels=2, rho=1.0, design="strat", trials=3)
+    >>> result.cells[0].bias, result.cells[0].wrong_decision
+    (0.0, 0.0)
+    """
+    humans = check_codes(codes, n_labels)
+    n_items, n_humans = humans.shape
+    if n_items == 0 or n_humans < 2:
+        raise ValueError(f"codes must hold at least one item and two humans, got shape {humans.shape}")
+    if np.any(humans < 0):
+        raise ValueError("codes must be a dense matrix (no -1): replay subsamples it")
+    judge_codes = np.asarray(judges)
+    if judge_codes.ndim == 1:
+        judge_codes = judge_codes[:, None]
+    judge_codes = check_codes(judge_codes, n_labels)
+    if judge_codes.shape[0] != n_items or judge_codes.shape[1] == 0 or np.any(judge_codes < 0):
+        raise ValueError(f"judges must be complete codes with {n_items} rows, got shape {np.shape(judges)}")
+    if not isinstance(primary, (int, np.integer)) or not 0 <= primary < n_humans:
+        raise ValueError(f"primary must be a column index in 0..{n_humans - 1}, got {primary!r}")
+    trials = _positive_int(trials, "trials")
+    rhos = _rhos(rho, n_items)
+    designs = _choices(design, DESIGNS, "design")
+    coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
+    _settings(rule, epsilon, delta, omega_star)
+    order = [primary] + [k for k in range(n_humans) if k != primary]
+    humans = np.broadcast_to(humans[:, order], (trials, n_items, n_humans))
+    judge_codes = np.broadcast_to(judge_codes, (trials,) + judge_codes.shape)
+    one = (slice(0, 1),)
+    full = np.ones((1, n_items, n_humans), dtype=bool)
+    dense = {
+        c: _evaluate(humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels,
+                     epsilon=epsilon, omega_star=omega_star)
+        for c in coefficients
+    }
+    tick = _progress_ticker(progress, len(rhos) * len(designs) * len(coefficients))
+    cells = _run_grid(
+        humans, judge_codes, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
+        p_h=None, n_labels=n_labels, epsilon=epsilon, delta=delta, omega_star=omega_star,
+        rng=np.random.default_rng(rng), tick=tick,
+    )
+    return SimulationResult(tuple(cells), n_items, n_humans, n_labels, rule, float(epsilon), float(delta), float(omega_star))
