@@ -1,0 +1,544 @@
+"""Issue 2 item 5: every bad input gets its documented 4xx, the one error body, and writes nothing.
+
+A snapshot of everything the API shows (projects, items, raters, current labels and their
+history) plus the row count of every table is taken before the bad requests; after each one
+the snapshot must be identical. Cases of one kind share a database and run as subtests, so
+the set stays fast while each case is still reported by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+from service.app import create_app
+from service.db import make_engine
+from service.models import Base
+from service.settings import Settings
+
+ADMIN_KEY = "ak_test_admin_key"  # the key tests/conftest.py registers
+GOOD = [
+    {"item": "i5", "rater": "judge", "value": "pass"},
+    {"item": "i5", "rater": "prim", "value": "fail"},
+]
+TAIL = [
+    {"item": "i6", "rater": "judge", "value": "fail"},
+    {"item": "i6", "rater": "h2", "value": "pass"},
+]
+
+
+def table_rows(engine: Engine) -> dict[str, int]:
+    """Row count of every table of the schema, read straight from the database."""
+    with engine.connect() as conn:
+        return {
+            t.name: conn.execute(select(func.count()).select_from(t)).scalar_one()
+            for t in Base.metadata.sorted_tables
+        }
+
+
+def snapshot(client: TestClient, engine: Engine) -> dict:
+    """Everything observable about the stored data, through the API and by table counts."""
+
+    def get(path: str, **params: object) -> dict:
+        r = client.get(path, params={"limit": 1000, **params})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    state: dict = {"tables": table_rows(engine), "projects": get("/projects")}
+    for p in state["projects"]["items"]:
+        pid = p["id"]
+        state[pid] = {
+            "items": get(f"/projects/{pid}/items"),
+            "raters": get(f"/projects/{pid}/raters"),
+            "current": get(f"/projects/{pid}/labels"),
+            "history": get(f"/projects/{pid}/labels", history="true"),
+        }
+    return state
+
+
+class Unchanged:
+    """Checks that the database still equals the snapshot taken at construction."""
+
+    def __init__(self, client: TestClient, engine: Engine):
+        self.client = client
+        self.engine = engine
+        self.before = snapshot(client, engine)
+
+    def check(self) -> None:
+        after = snapshot(self.client, self.engine)
+        changed, self.before = after != self.before, after  # later cases compare to the new state
+        assert not changed, "the database changed"
+
+
+def assert_error(r, status: int, code: str | None = None, *, mentions: tuple[str, ...] = ()) -> dict:
+    """The response has ``status`` and the documented error body; return the body."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) <= {"error", "detail", "fields"} and {"error", "detail"} <= set(body), body
+    assert re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", body["error"]), body
+    assert isinstance(body["detail"], str) and len(body["detail"]) > 5, body
+    if code is not None:
+        assert body["error"] == code, body
+    for word in mentions:
+        assert word in body["detail"], (word, body)
+    return body
+
+
+@pytest.fixture
+def labelled(client: TestClient, project: dict) -> dict:
+    """The conftest project with ten labels already stored, so 'unchanged' has content."""
+    pid = project["id"]
+    rows = [{"item": f"i{i}", "rater": r, "value": "pass" if i % 2 else "fail"} for i in range(5) for r in ("judge", "prim")]
+    r = client.post(f"/projects/{pid}/labels", json=rows)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 10, "duplicates": 0, "label_seq": 10}
+    return project
+
+
+@pytest.fixture
+def other_project(client: TestClient, labelled: dict) -> dict:
+    """A second project with its own rater and item, to be referenced from the first."""
+    p = client.post("/projects", json={"name": "other", "labels": ["pass", "fail"]}).json()
+    assert client.post(f"/projects/{p['id']}/raters", json={"external_id": "judge2", "kind": "judge"}).status_code == 201
+    assert client.post(f"/projects/{p['id']}/items", json=[{"external_id": "only2"}]).status_code == 200
+    return p
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """A second engine on the test database, to count rows behind the API's back."""
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def unchanged(client: TestClient, engine: Engine, other_project: dict) -> Unchanged:
+    return Unchanged(client, engine)
+
+
+def small_client(database_url: str, **limits: int) -> TestClient:
+    """A client of an app over the same database with tighter limits."""
+    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, **limits)
+    c = TestClient(create_app(settings), raise_server_exceptions=False)
+    c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+    return c
+
+
+def test_the_snapshot_sees_every_kind_of_write(client, labelled, unchanged, subtests):
+    """Control for every check below: a write of each kind does change the snapshot."""
+    pid = labelled["id"]
+    writes = [
+        ("label", lambda: client.post(f"/projects/{pid}/labels", json=GOOD[:1])),
+        ("correction", lambda: client.post(f"/projects/{pid}/labels", json=[{**GOOD[0], "value": "fail"}])),
+        ("item", lambda: client.post(f"/projects/{pid}/items", json=[{"external_id": "new"}])),
+        ("item-update", lambda: client.post(f"/projects/{pid}/items", json=[{"external_id": "new", "text": "t"}])),
+        ("rater", lambda: client.post(f"/projects/{pid}/raters", json={"external_id": "h9", "kind": "human"})),
+        ("rename", lambda: client.patch(f"/projects/{pid}", json={"name": "renamed"})),
+        ("idempotency-record", lambda: client.post(f"/projects/{pid}/items", json=[], headers={"Idempotency-Key": "k"})),
+    ]
+    for name, write in writes:
+        with subtests.test(msg=name):
+            assert write().status_code in (200, 201)
+            with pytest.raises(AssertionError, match="the database changed"):
+                unchanged.check()
+
+
+# --- labels: one bad row in the middle of a good payload writes nothing -------------------
+
+BAD_ROWS = [
+    ("value-not-a-label", {"item": "i5", "rater": "h2", "value": "maybe"}, "invalid", ("row 3", "maybe")),
+    ("label-case-differs", {"item": "i5", "rater": "h2", "value": "Pass"}, "invalid", ("row 3", "Pass")),
+    ("abstain-not-allowed", {"item": "i5", "rater": "h2", "value": "CANNOT_ASSESS"}, "invalid", ("row 3", "CANNOT_ASSESS")),
+    ("abstain-not-allowed-judge", {"item": "i5", "rater": "judge", "value": "CANNOT_ASSESS"}, "invalid", ("row 3", "CANNOT_ASSESS")),
+    ("invalid-from-human", {"item": "i5", "rater": "h2", "value": "INVALID"}, "invalid", ("row 3", "INVALID")),
+    ("invalid-from-primary", {"item": "i7", "rater": "prim", "value": "INVALID"}, "invalid", ("row 3", "INVALID")),
+    ("unknown-item", {"item": "nope", "rater": "h2", "value": "pass"}, "invalid", ("row 3", "nope")),
+    ("unknown-rater", {"item": "i5", "rater": "ghost", "value": "pass"}, "invalid", ("row 3", "ghost")),
+    ("item-of-other-project", {"item": "only2", "rater": "h2", "value": "pass"}, "invalid", ("row 3", "only2")),
+    ("rater-of-other-project", {"item": "i5", "rater": "judge2", "value": "pass"}, "invalid", ("row 3", "judge2")),
+    ("unknown-criterion", {"item": "i5", "rater": "h2", "criterion": "style", "value": "pass"}, "invalid", ("row 3", "style")),
+    ("unknown-batch", {"item": "i5", "rater": "h2", "value": "pass", "batch": "b_nope"}, "invalid", ("row 3", "b_nope")),
+    ("missing-value", {"item": "i5", "rater": "h2"}, "validation_error", ("row 3", "value")),
+    ("unknown-field", {"item": "i5", "rater": "h2", "value": "pass", "score": 1}, "validation_error", ("row 3", "score")),
+    ("value-not-a-string", {"item": "i5", "rater": "h2", "value": 1}, "validation_error", ("row 3",)),
+    ("empty-item", {"item": "", "rater": "h2", "value": "pass"}, "validation_error", ("row 3",)),
+    ("row-not-an-object", ["i5", "h2", "pass"], "validation_error", ("row 3",)),
+]
+
+
+def test_bad_label_row_in_a_good_payload_writes_nothing(client, labelled, unchanged, subtests):
+    for name, bad, code, mentions in BAD_ROWS:
+        with subtests.test(msg=name):
+            r = client.post(f"/projects/{labelled['id']}/labels", json=[*GOOD, bad, *TAIL])
+            assert_error(r, 422, code, mentions=mentions)
+            unchanged.check()
+
+
+def test_bad_label_row_in_ndjson_and_csv_writes_nothing(client, labelled, unchanged, subtests):
+    pid = labelled["id"]
+    rows = [*GOOD, {"item": "i5", "rater": "h2", "value": "maybe"}, *TAIL]
+    ndjson = "".join(json.dumps(r) + "\n" for r in rows)
+    csv_body = "item,rater,value\n" + "".join(f"{r['item']},{r['rater']},{r['value']}\n" for r in rows)
+    for media, body in [("application/x-ndjson", ndjson), ("text/csv", csv_body)]:
+        with subtests.test(msg=media):
+            r = client.post(f"/projects/{pid}/labels", content=body, headers={"content-type": media})
+            assert_error(r, 422, "invalid", mentions=("row 3", "maybe"))
+            unchanged.check()
+
+
+def test_the_good_rows_alone_are_accepted(client, labelled):
+    """Control for the tests above: without the bad row the same payload is written."""
+    r = client.post(f"/projects/{labelled['id']}/labels", json=[*GOOD, *TAIL])
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 4, "duplicates": 0, "label_seq": 14}
+
+
+def test_conflicting_duplicates_in_one_payload(client, labelled, unchanged, subtests):
+    pid = labelled["id"]
+    with subtests.test(msg="json"):
+        rows = [*GOOD, {"item": "i5", "rater": "judge", "value": "fail"}, *TAIL]
+        body = assert_error(client.post(f"/projects/{pid}/labels", json=rows), 422, "invalid")
+        assert re.search(r"\b1\b.*\b3\b", body["detail"]), body  # names both rows
+        assert "i5" in body["detail"] and "judge" in body["detail"]
+        unchanged.check()
+    with subtests.test(msg="csv"):
+        csv_body = "item,rater,value\ni5,judge,pass\ni6,h2,pass\ni5,judge,fail\n"
+        r = client.post(f"/projects/{pid}/labels", content=csv_body, headers={"content-type": "text/csv"})
+        assert_error(r, 422, "invalid", mentions=("i5",))
+        unchanged.check()
+    with subtests.test(msg="same-value-then-conflict"):
+        rows = [*GOOD, GOOD[0], {"item": "i5", "rater": "judge", "value": "fail"}]
+        assert_error(client.post(f"/projects/{pid}/labels", json=rows), 422, "invalid")
+        unchanged.check()
+
+
+def test_identical_duplicates_in_one_payload_are_not_conflicts(client, labelled):
+    """Control: the same cell twice with the same value is counted once, not rejected."""
+    r = client.post(f"/projects/{labelled['id']}/labels", json=[*GOOD, GOOD[0]])
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 2, "duplicates": 1, "label_seq": 12}
+
+
+def test_invalid_from_a_judge_is_accepted(client, labelled):
+    """Control for the value cases: INVALID is always accepted from judges."""
+    r = client.post(f"/projects/{labelled['id']}/labels", json=[{"item": "i9", "rater": "judge", "value": "INVALID"}])
+    assert r.status_code == 200, r.text
+    assert r.json()["accepted"] == 1
+
+
+def test_writes_to_an_unknown_project_are_404(client, labelled, unchanged, subtests):
+    for path, body in [("labels", GOOD), ("items", [{"external_id": "x"}]), ("raters", {"external_id": "x", "kind": "human"})]:
+        with subtests.test(msg=path):
+            assert_error(client.post(f"/projects/p_nope/{path}", json=body), 404, "not_found")
+            unchanged.check()
+    with subtests.test(msg="patch"):
+        assert_error(client.patch("/projects/p_nope", json={"name": "x"}), 404, "not_found")
+
+
+# --- malformed bodies ---------------------------------------------------------------------
+
+MALFORMED = [
+    ("json-truncated", "application/json", b'[{"item": "i5", "rater": "judge", "value": "pass"},', ()),
+    ("json-object-not-array", "application/json", b'{"item": "i5", "rater": "judge", "value": "pass"}', ("array",)),
+    ("json-not-utf8", "application/json", b"\xff\xfe", ()),
+    ("json-empty-body", "application/json", b"", ()),
+    (
+        "ndjson-bad-line",
+        "application/x-ndjson",
+        b'{"item": "i5", "rater": "judge", "value": "pass"}\n{"item": "i6", "rater": "judge", "value": "pass"}\n'
+        b'{"item": "i7", "rater": "judge", "value": pass}\n{"item": "i8", "rater": "judge", "value": "pass"}\n',
+        ("line 3",),
+    ),
+    ("csv-too-many-fields", "text/csv", b"item,rater,value\ni5,judge,pass\ni6,judge,fail,extra\ni7,judge,pass\n", ("line 3",)),
+    ("csv-too-few-fields", "text/csv", b"item,rater,value\ni5,judge,pass\ni6,judge,pass\ni7,judge\n", ("line 4",)),
+    ("csv-unclosed-quote", "text/csv", b'item,rater,value\ni5,judge,pass\ni6,"judge,pass\n', ("line",)),
+    ("csv-duplicate-header", "text/csv", b"item,item,value\ni5,judge,pass\n", ("line 1",)),
+    ("csv-not-utf8", "text/csv", b"item,rater,value\ni5,judge,\xff\n", ("UTF-8",)),
+]
+
+
+def test_malformed_label_body_is_422_and_names_the_line(client, labelled, unchanged, subtests):
+    for name, media, body, mentions in MALFORMED:
+        with subtests.test(msg=name):
+            r = client.post(f"/projects/{labelled['id']}/labels", content=body, headers={"content-type": media})
+            assert_error(r, 422, "malformed_body", mentions=mentions)
+            unchanged.check()
+
+
+def test_csv_row_failing_validation_names_the_row(client, labelled, unchanged):
+    body = "item,rater,value\ni5,judge,pass\ni6,judge,pass\ni7,judge,perhaps\n"
+    r = client.post(f"/projects/{labelled['id']}/labels", content=body, headers={"content-type": "text/csv"})
+    assert_error(r, 422, "invalid", mentions=("row 3", "perhaps"))
+    unchanged.check()
+
+
+def test_malformed_item_body_is_422(client, labelled, unchanged, subtests):
+    cases = [
+        ("csv", "text/csv", b"external_id,topic\nx1,a\nx2,b,c\n", ("line 3",)),
+        ("ndjson", "application/x-ndjson", b'{"external_id": "x1"}\n{"external_id": \n', ("line 2",)),
+        ("json", "application/json", b'[{"external_id": "x1"}, {"external_id": "x2"', ()),
+    ]
+    for name, media, body, mentions in cases:
+        with subtests.test(msg=name):
+            r = client.post(f"/projects/{labelled['id']}/items", content=body, headers={"content-type": media})
+            assert_error(r, 422, "malformed_body", mentions=mentions)
+            unchanged.check()
+
+
+def test_bad_item_rows_write_nothing(client, labelled, unchanged, subtests):
+    cases = [
+        ("nested-feature", [{"external_id": "x1"}, {"external_id": "x2", "features": {"a": {"nested": 1}}}], ("row 2",)),
+        ("no-external-id", [{"external_id": "x1"}, {"id": "x2"}], ("row 2",)),
+        ("conflicting-duplicate", [{"external_id": "x1", "text": "a"}, {"external_id": "x1", "text": "b"}], ("x1",)),
+        ("unknown-field", [{"external_id": "i0", "features": {"topic": "changed"}}, {"external_id": "x2", "colour": "red"}], ("row 2",)),
+    ]
+    for name, rows, mentions in cases:
+        with subtests.test(msg=name):
+            r = client.post(f"/projects/{labelled['id']}/items", json=rows)
+            body = assert_error(r, 422, mentions=mentions)
+            assert body["error"] in {"invalid", "validation_error"}
+            unchanged.check()
+
+
+def test_wrong_content_type_is_415(client, labelled, unchanged, subtests):
+    body = b'[{"item": "i5", "rater": "judge", "value": "pass", "external_id": "x"}]'
+    for endpoint in ("items", "labels"):
+        for media in ("text/plain", "application/xml", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded"):
+            with subtests.test(msg=f"{endpoint} {media}"):
+                r = client.post(f"/projects/{labelled['id']}/{endpoint}", content=body, headers={"content-type": media})
+                assert_error(r, 415, "unsupported_media_type")
+                unchanged.check()
+
+
+# --- size limits --------------------------------------------------------------------------
+
+def test_body_over_the_size_limit_is_413(client, labelled, unchanged, database_url, subtests):
+    rows = [{"item": f"i{i % 20}", "rater": "h3", "value": "pass"} for i in range(60)]
+    payload = json.dumps(rows).encode()
+    assert len(payload) > 2048
+    pid = labelled["id"]
+    with small_client(database_url, max_body_bytes=2048) as small:
+        with subtests.test(msg="content-length"):
+            r = small.post(f"/projects/{pid}/labels", content=payload, headers={"content-type": "application/json"})
+            assert_error(r, 413, "payload_too_large", mentions=("2048",))
+            unchanged.check()
+        with subtests.test(msg="chunked, no content-length"):
+            chunks = (payload[k : k + 512] for k in range(0, len(payload), 512))
+            r = small.post(f"/projects/{pid}/labels", content=chunks, headers={"content-type": "application/json"})
+            assert_error(r, 413, "payload_too_large")
+            unchanged.check()
+        with subtests.test(msg="items csv"):
+            csv_body = ("external_id,topic\n" + "".join(f"n{i},a\n" for i in range(500))).encode()
+            assert len(csv_body) > 2048
+            r = small.post(f"/projects/{pid}/items", content=csv_body, headers={"content-type": "text/csv"})
+            assert_error(r, 413, "payload_too_large")
+            unchanged.check()
+        with subtests.test(msg="control: a small body passes the same app"):
+            r = small.post(f"/projects/{pid}/labels", json=rows[:2])
+            assert r.status_code == 200, r.text
+            assert r.json()["accepted"] == 2
+
+
+def test_too_many_rows_is_413(client, labelled, unchanged, database_url, subtests):
+    pid = labelled["id"]
+    with small_client(database_url, max_rows=5) as small:
+        with subtests.test(msg="labels json"):
+            rows = [{"item": f"i{i}", "rater": "h3", "value": "pass"} for i in range(6)]
+            assert_error(small.post(f"/projects/{pid}/labels", json=rows), 413, mentions=("6", "5"))
+            unchanged.check()
+        with subtests.test(msg="items ndjson"):
+            items = "".join(f'{{"external_id": "n{i}"}}\n' for i in range(6))
+            r = small.post(f"/projects/{pid}/items", content=items, headers={"content-type": "application/x-ndjson"})
+            assert_error(r, 413, mentions=("6", "5"))
+            unchanged.check()
+        with subtests.test(msg="control: exactly max_rows rows are accepted"):
+            rows = [{"item": f"i{i}", "rater": "h3", "value": "pass"} for i in range(5)]
+            r = small.post(f"/projects/{pid}/labels", json=rows)
+            assert r.status_code == 200, r.text
+            assert r.json()["accepted"] == 5
+
+
+# --- raters and project settings ----------------------------------------------------------
+
+def test_bad_raters_are_rejected(client, labelled, unchanged, subtests):
+    pid = labelled["id"]
+    cases = [
+        ("second-primary", {"external_id": "prim2", "kind": "primary"}, 409, "primary_exists", ()),
+        ("duplicate-external-id", {"external_id": "h2", "kind": "human"}, 409, None, ("h2",)),
+        ("duplicate-primary-id", {"external_id": "prim", "kind": "primary"}, 409, None, ()),
+        ("unknown-kind", {"external_id": "h9", "kind": "expert"}, 422, "validation_error", ()),
+        ("empty-id", {"external_id": "", "kind": "human"}, 422, "validation_error", ()),
+        ("no-id", {"kind": "human"}, 422, "validation_error", ()),
+    ]
+    for name, body, status, code, mentions in cases:
+        with subtests.test(msg=name):
+            assert_error(client.post(f"/projects/{pid}/raters", json=body), status, code, mentions=mentions)
+            unchanged.check()
+
+
+def test_primary_in_another_project_is_allowed(client, labelled, other_project):
+    """Control: the one-primary rule is per project."""
+    r = client.post(f"/projects/{other_project['id']}/raters", json={"external_id": "prim", "kind": "primary"})
+    assert r.status_code == 201, r.text
+
+
+def test_frozen_settings_cannot_change_once_labels_exist(client, labelled, unchanged, subtests):
+    cases = [
+        ("reorder-labels", {"labels": ["fail", "pass"]}),
+        ("add-label", {"labels": ["pass", "fail", "unsure"]}),
+        ("scale", {"scale": "ordinal"}),
+        ("criteria", {"criteria": ["default", "style"]}),
+        ("rename-with-labels", {"name": "renamed", "labels": ["pass", "meh"]}),
+    ]
+    for name, change in cases:
+        with subtests.test(msg=name):
+            assert_error(client.patch(f"/projects/{labelled['id']}", json=change), 409, "labels_exist")
+            unchanged.check()
+
+
+def test_renaming_is_allowed_after_labels_exist(client, labelled):
+    pid = labelled["id"]
+    before = client.get(f"/projects/{pid}").json()
+    r = client.patch(f"/projects/{pid}", json={"name": "renamed", "labels": ["pass", "fail"], "scale": "nominal"})
+    assert r.status_code == 200, r.text
+    after = client.get(f"/projects/{pid}").json()
+    assert after == {**before, "name": "renamed"}
+
+
+def test_labels_and_scale_can_change_before_labels_exist(client, project):
+    """Control for the 409: the same change is accepted while no label is stored."""
+    pid = project["id"]
+    r = client.patch(f"/projects/{pid}", json={"labels": ["fail", "pass", "unsure"], "scale": "ordinal"})
+    assert r.status_code == 200, r.text
+    assert client.get(f"/projects/{pid}").json()["labels"] == ["fail", "pass", "unsure"]
+
+
+def test_invalid_project_settings_are_422(client, labelled, unchanged, subtests):
+    patches = [
+        ("one-label", {"labels": ["pass"]}),
+        ("repeated-label", {"labels": ["pass", "pass"]}),
+        ("reserved-label", {"labels": ["pass", "INVALID"]}),
+        ("unknown-scale", {"scale": "ratio"}),
+        ("null-setting", {"allow_abstain": None}),
+        ("null-then-valid", {"name": "renamed", "allow_abstain": None}),
+        ("unknown-coefficient", {"decision": {"coefficient": "tau"}}),
+        ("unknown-field", {"colour": "red"}),
+    ]
+    for name, change in patches:
+        with subtests.test(msg=f"patch {name}"):
+            assert_error(client.patch(f"/projects/{labelled['id']}", json=change), 422)
+            unchanged.check()
+    creates = [
+        ("one-label", {"name": "x", "labels": ["a"]}),
+        ("reserved-label", {"name": "x", "labels": ["a", "CANNOT_ASSESS"]}),
+        ("no-criteria", {"name": "x", "labels": ["a", "b"], "criteria": []}),
+        ("delta-out-of-range", {"name": "x", "labels": ["a", "b"], "target": {"delta": 2}}),
+        ("no-name", {"labels": ["a", "b"]}),
+    ]
+    for name, body in creates:
+        with subtests.test(msg=f"create {name}"):
+            assert_error(client.post("/projects", json=body), 422, "validation_error")
+            unchanged.check()
+
+
+# --- reads: filters and pagination --------------------------------------------------------
+
+def test_bad_export_filters_are_422(client, labelled, unchanged, subtests):
+    cases = [
+        ("unknown-criterion", {"criterion": "style"}, "invalid"),
+        ("unknown-rater", {"rater": "ghost"}, "invalid"),
+        ("rater-of-other-project", {"rater": "judge2"}, "invalid"),
+        ("negative-since", {"since_seq": -1}, "validation_error"),
+        ("unknown-format", {"format": "xml"}, "validation_error"),
+        ("bad-bool", {"history": "perhaps"}, "validation_error"),
+    ]
+    for name, params, code in cases:
+        with subtests.test(msg=name):
+            assert_error(client.get(f"/projects/{labelled['id']}/labels", params=params), 422, code)
+    unchanged.check()
+
+
+LISTS = ["/projects", "/projects/{pid}/items", "/projects/{pid}/raters", "/projects/{pid}/labels"]
+
+
+def test_limit_over_the_max_page_size_is_422(client, labelled, subtests):
+    for path in LISTS:
+        with subtests.test(msg=path):
+            url = path.format(pid=labelled["id"])
+            assert_error(client.get(url, params={"limit": 1001}), 422, "limit_too_large", mentions=("1000",))
+            assert_error(client.get(url, params={"limit": 0}), 422, "validation_error")
+            assert_error(client.get(url, params={"limit": "ten"}), 422, "validation_error")
+            assert client.get(url, params={"limit": 1000}).status_code == 200
+
+
+def test_limit_follows_the_configured_max_page_size(labelled, database_url):
+    with small_client(database_url, max_page_size=10) as small:
+        url = f"/projects/{labelled['id']}/items"
+        assert_error(small.get(url, params={"limit": 11}), 422, "limit_too_large", mentions=("10",))
+        assert small.get(url, params={"limit": 10}).status_code == 200
+
+
+def test_bad_cursor_is_422(client, labelled, subtests):
+    for path in LISTS:
+        for cursor in ["!!!", "bm90IGEgY3Vyc29y", "a2FiYw", "\u00e9t\u00e9", "%", "a"]:
+            with subtests.test(msg=f"{path} {cursor}"):
+                r = client.get(path.format(pid=labelled["id"]), params={"cursor": cursor})
+                assert_error(r, 422, "invalid_cursor")
+
+
+# --- authentication -----------------------------------------------------------------------
+
+AUTH_CASES = [
+    ("missing", None),
+    ("unknown-key", "Bearer ak_not_a_key"),
+    ("wrong-scheme", f"Basic {ADMIN_KEY}"),
+    ("empty-key", "Bearer "),
+    ("no-scheme", ADMIN_KEY),
+]
+
+ENDPOINTS = [
+    ("GET", "/projects", None),
+    ("POST", "/projects", {"name": "x", "labels": ["a", "b"]}),
+    ("GET", "/projects/{pid}", None),
+    ("PATCH", "/projects/{pid}", {"name": "stolen"}),
+    ("POST", "/projects/{pid}/keys", {"role": "pm"}),
+    ("GET", "/projects/{pid}/items", None),
+    ("POST", "/projects/{pid}/items", [{"external_id": "x"}]),
+    ("GET", "/projects/{pid}/raters", None),
+    ("POST", "/projects/{pid}/raters", {"external_id": "h9", "kind": "human"}),
+    ("GET", "/projects/{pid}/labels", None),
+    ("POST", "/projects/{pid}/labels", GOOD),
+]
+
+
+def test_missing_or_invalid_key_is_401_everywhere(client, labelled, unchanged, subtests):
+    with TestClient(client.app, raise_server_exceptions=False) as anon:
+        assert "authorization" not in anon.headers
+        for name, authorization in AUTH_CASES:
+            headers = {"Authorization": authorization} if authorization is not None else {}
+            with subtests.test(msg=name):
+                for method, path, body in ENDPOINTS:
+                    r = anon.request(method, path.format(pid=labelled["id"]), json=body, headers=headers)
+                    assert_error(r, 401, "unauthorized")
+                    assert r.headers.get("www-authenticate", "").lower().startswith("bearer"), (method, path)
+        unchanged.check()
+        assert anon.get("/healthz").status_code == 200  # the one open endpoint
+
+
+def test_revoked_key_is_401(client, labelled, engine):
+    pid = labelled["id"]
+    made = client.post(f"/projects/{pid}/keys", json={"role": "pm"})
+    assert made.status_code == 201, made.text
+    secret, kid = made.json()["key"], made.json()["id"]
+    assert client.get(f"/projects/{pid}", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+    assert client.delete(f"/projects/{pid}/keys/{kid}").status_code == 204
+    guard = Unchanged(client, engine)
+    r = client.post(f"/projects/{pid}/labels", json=GOOD, headers={"Authorization": f"Bearer {secret}"})
+    assert_error(r, 401, "unauthorized")
+    guard.check()
