@@ -32,10 +32,10 @@ from planner.tables import (
     ac1_terms,
     agreement_weights,
     alpha_terms,
+    count_patterns,
     distinct_rows,
     fce_variance,
     fleiss_terms,
-    item_counts,
     kappa_terms,
     pabak_terms,
     pair_table,
@@ -79,13 +79,14 @@ def _bootstrap(
 
 
 def _pattern_replicates(
-    rows: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    patterns: np.ndarray,
+    frequency: np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> Callable[[int, np.random.Generator], np.ndarray]:
-    """Bootstrap replicates of ``statistic(distinct_rows, weights)`` over the items in ``rows``."""
+    """Bootstrap replicates of ``statistic(patterns, weights)``; ``frequency[u]`` items have pattern ``u``."""
 
     def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-        distinct, multiplicity = distinct_rows(rows)
-        return _bootstrap(partial(statistic, distinct), multiplicity, n_resamples, rng)
+        return _bootstrap(partial(statistic, patterns), frequency, n_resamples, rng)
 
     return replicates
 
@@ -519,40 +520,48 @@ def _codes_iv(codes: object, n_labels: int) -> np.ndarray:
     return check_codes(codes, n_labels, ndim=2)
 
 
+def _with_ratings(counts: np.ndarray, frequency: np.ndarray, least: int) -> tuple[np.ndarray, ...]:
+    """The count patterns of items with at least ``least`` ratings, and their frequencies."""
+    keep = counts.sum(axis=1) >= least
+    return counts[keep], frequency[keep]
+
+
 def _counts_result(
     counts: np.ndarray,
+    frequency: np.ndarray,
     *,
     coefficient: str,
     terms: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]],
     reason: str,
 ) -> ChanceCorrectedResult:
-    """A multi-rater result from per-item category counts of the items it uses."""
+    """A multi-rater result from the count patterns of the items it uses."""
     if reason:
         statistic = p_o = p_e = np.nan
     else:
-        statistic, p_o, p_e = (float(x[0]) for x in terms(counts, np.ones((1, counts.shape[0]))))
+        statistic, p_o, p_e = (float(x[0]) for x in terms(counts, frequency[None].astype(float)))
     return ChanceCorrectedResult(
         coefficient=coefficient,
         statistic=statistic,
-        n_items=counts.shape[0],
+        n_items=int(frequency.sum()),
         defined=not reason,
         reason=reason,
         p_o=p_o,
         p_e=p_e,
-        _replicates=_pattern_replicates(counts, lambda c, w: terms(c, w)[0]),
+        _replicates=_pattern_replicates(counts, frequency, lambda c, w: terms(c, w)[0]),
     )
 
 
-def _percent_from_counts(counts: np.ndarray) -> AgreementResult:
-    pairable = counts[counts.sum(axis=1) >= 2]
-    n_items = pairable.shape[0]
+def _percent_from_counts(counts: np.ndarray, frequency: np.ndarray) -> AgreementResult:
+    pairable, frequency = _with_ratings(counts, frequency, 2)
+    n_items = int(frequency.sum())
+    statistic = percent_terms(pairable, frequency[None].astype(float))[0] if n_items else np.nan
     return AgreementResult(
         coefficient="percent_agreement",
-        statistic=float(percent_terms(pairable, np.ones((1, n_items)))[0]) if n_items else np.nan,
+        statistic=float(statistic),
         n_items=n_items,
         defined=n_items > 0,
         reason="" if n_items else _NO_PAIRABLE,
-        _replicates=_pattern_replicates(pairable, percent_terms),
+        _replicates=_pattern_replicates(pairable, frequency, percent_terms),
     )
 
 
@@ -570,14 +579,18 @@ def percent_agreement(codes: object, *, n_labels: int | None = None) -> Agreemen
     if n_labels is None:
         n_labels = max(2, int(arr.max()) + 1) if arr.size else 2
     arr = _codes_iv(arr, n_labels)
-    return _percent_from_counts(item_counts(arr, n_labels))
+    return _percent_from_counts(*count_patterns(arr, n_labels))
 
 
-def _ac1_from_counts(counts: np.ndarray) -> ChanceCorrectedResult:
-    rated = counts[counts.sum(axis=1) >= 1]
+def _ac1_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorrectedResult:
+    rated, frequency = _with_ratings(counts, frequency, 1)
     pairable = bool(np.any(rated.sum(axis=1) >= 2))
     return _counts_result(
-        rated, coefficient="gwet_ac1", terms=ac1_terms, reason="" if pairable else _NO_PAIRABLE
+        rated,
+        frequency,
+        coefficient="gwet_ac1",
+        terms=ac1_terms,
+        reason="" if pairable else _NO_PAIRABLE,
     )
 
 
@@ -593,11 +606,11 @@ def gwet_ac1(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
     >>> round(gwet_ac1(codes, n_labels=2).statistic, 3)
     0.912
     """
-    return _ac1_from_counts(item_counts(_codes_iv(codes, n_labels), n_labels))
+    return _ac1_from_counts(*count_patterns(_codes_iv(codes, n_labels), n_labels))
 
 
-def _fleiss_from_counts(counts: np.ndarray) -> ChanceCorrectedResult:
-    rated = counts[counts.sum(axis=1) >= 1]
+def _fleiss_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorrectedResult:
+    rated, frequency = _with_ratings(counts, frequency, 1)
     per_item = np.unique(rated.sum(axis=1))
     if per_item.size > 1:
         raise ValueError(
@@ -613,7 +626,9 @@ def _fleiss_from_counts(counts: np.ndarray) -> ChanceCorrectedResult:
         reason = "all ratings are in one category (chance agreement is 1)"
     else:
         reason = ""
-    return _counts_result(rated, coefficient="fleiss_kappa", terms=fleiss_terms, reason=reason)
+    return _counts_result(
+        rated, frequency, coefficient="fleiss_kappa", terms=fleiss_terms, reason=reason
+    )
 
 
 def fleiss_kappa(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
@@ -627,7 +642,7 @@ def fleiss_kappa(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
     >>> round(fleiss_kappa([[0, 0, 0], [0, 1, 0], [1, 1, 1], [0, 1, 1]], n_labels=2).statistic, 6)
     0.333333
     """
-    return _fleiss_from_counts(item_counts(_codes_iv(codes, n_labels), n_labels))
+    return _fleiss_from_counts(*count_patterns(_codes_iv(codes, n_labels), n_labels))
 
 
 def _values_iv(level: str, values: object, n_labels: int) -> np.ndarray:
@@ -647,14 +662,16 @@ def _values_iv(level: str, values: object, n_labels: int) -> np.ndarray:
     return arr
 
 
-def _alpha_from_counts(counts: np.ndarray, level: Level, values: np.ndarray) -> AlphaResult:
-    pairable = counts[counts.sum(axis=1) >= 2]
+def _alpha_from_counts(
+    counts: np.ndarray, frequency: np.ndarray, level: Level, values: np.ndarray
+) -> AlphaResult:
+    pairable, frequency = _with_ratings(counts, frequency, 2)
 
     def statistic(c: np.ndarray, w: np.ndarray) -> np.ndarray:
         return alpha_terms(c, w, level, values)[0]
 
     alpha, d_o, d_e, n_values = (
-        float(x[0]) for x in alpha_terms(pairable, np.ones((1, pairable.shape[0])), level, values)
+        float(x[0]) for x in alpha_terms(pairable, frequency[None].astype(float), level, values)
     )
     if pairable.shape[0] == 0:
         reason = _NO_PAIRABLE
@@ -665,14 +682,14 @@ def _alpha_from_counts(counts: np.ndarray, level: Level, values: np.ndarray) -> 
     return AlphaResult(
         coefficient="krippendorff_alpha",
         statistic=np.nan if reason else alpha,
-        n_items=pairable.shape[0],
+        n_items=int(frequency.sum()),
         defined=not reason,
         reason=reason,
         level=level,
         d_o=d_o,
         d_e=d_e,
         n_values=int(round(n_values)),
-        _replicates=_pattern_replicates(pairable, statistic),
+        _replicates=_pattern_replicates(pairable, frequency, statistic),
     )
 
 
@@ -691,27 +708,36 @@ def krippendorff_alpha(
     0.333333
     """
     arr = _codes_iv(codes, n_labels)
-    return _alpha_from_counts(item_counts(arr, n_labels), level, _values_iv(level, values, n_labels))
+    values_arr = _values_iv(level, values, n_labels)
+    return _alpha_from_counts(*count_patterns(arr, n_labels), level, values_arr)
 
 
 # --------------------------------------------------------------------------- rater pairs
 
 
-def _pair_tables(codes: np.ndarray, n_labels: int) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """Every rater pair ``j < k`` and its common-item table, ``(n_pairs, L, L)``.
+def _pair_indicator(rows: np.ndarray, n_labels: int) -> tuple[list[tuple[int, int]], sparse.csr_matrix]:
+    """Rater pairs ``j < k`` and the 0/1 matrix ``(n_rows, n_pairs * L^2)`` of each row's pair cells.
 
-    Each pair scans only the items of its sparser rater.
+    ``weights @ indicator`` gives the common-item tables of every pair at once.
     """
-    n_raters = codes.shape[1]
-    observed = [np.flatnonzero(column >= 0) for column in codes.T]
+    n_raters, cells = rows.shape[1], n_labels**2
     pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
-    tables = np.empty((len(pairs), n_labels, n_labels), dtype=np.int64)
+    row_ids, col_ids = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for index, (j, k) in enumerate(pairs):
-        sparser, other = (j, k) if observed[j].size <= observed[k].size else (k, j)
-        items = observed[sparser]
-        items = items[codes[items, other] >= 0]
-        tables[index] = pair_table(codes[items, j], codes[items, k], n_labels)
-    return pairs, tables
+        both = np.flatnonzero((rows[:, j] >= 0) & (rows[:, k] >= 0))
+        row_ids.append(both)
+        col_ids.append(index * cells + rows[both, j] * n_labels + rows[both, k])
+    row_index, col_index = np.concatenate(row_ids), np.concatenate(col_ids)
+    indicator = sparse.csr_matrix(
+        (np.ones(row_index.size), (row_index, col_index)), shape=(rows.shape[0], len(pairs) * cells)
+    )
+    return pairs, indicator
+
+
+def _pair_tables(indicator: sparse.csr_matrix, weights: np.ndarray, n_labels: int) -> np.ndarray:
+    """Pair tables ``(B, n_pairs, L, L)`` for row weights ``(B, n_rows)``."""
+    tables = np.asarray((indicator.T @ weights.T).T)
+    return tables.reshape(weights.shape[0], indicator.shape[1] // n_labels**2, n_labels, n_labels)
 
 
 _PAIR_COEFFICIENTS: dict[str, Callable[..., AgreementResult]] = {
@@ -744,14 +770,21 @@ def pairwise(
     if weights is not None and coefficient != "cohen_kappa":
         raise ValueError("weights= applies to coefficient='cohen_kappa' only")
     arr = _codes_iv(codes, n_labels)
-    pairs, tables = _pair_tables(arr, n_labels)
+    rows, frequency = distinct_rows(arr, n_labels)
+    n_raters = arr.shape[1]
+    pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
+    tables = []
+    for j, k in pairs:
+        both = (rows[:, j] >= 0) & (rows[:, k] >= 0)
+        cells = rows[both, j] * n_labels + rows[both, k]
+        table = np.bincount(cells, weights=frequency[both], minlength=n_labels**2)
+        tables.append(table.astype(np.int64).reshape(n_labels, n_labels))
     build = _PAIR_COEFFICIENTS[coefficient]
     if coefficient == "cohen_kappa":
         build = partial(kappa_from_table, weights=weights)
     results = {pair: build(table) for pair, table in zip(pairs, tables)}
-    n_raters = arr.shape[1]
     statistic = np.full((n_raters, n_raters), np.nan)
-    n_items = np.diag((arr >= 0).sum(axis=0))
+    n_items = np.diag(frequency @ (rows >= 0))
     defined = np.zeros((n_raters, n_raters), dtype=bool)
     reason = np.full((n_raters, n_raters), "same rater", dtype=object)
     for (j, k), result in results.items():
@@ -764,59 +797,47 @@ def pairwise(
 
 
 def _mean_kappa_terms(
-    rows: np.ndarray, weights: np.ndarray, *, n_labels: int, agree: np.ndarray
+    indicator: sparse.csr_matrix, weights: np.ndarray, *, n_labels: int, agree: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Overlap-weighted mean of defined pairwise kappas, and the defined-pair count.
+    """Overlap-weighted mean of the defined pairwise kappas, and how many pairs are defined.
 
-    ``rows``: distinct rows of codes; ``weights`` ``(B, n_rows)``. Pair tables of every
-    replicate come from one sparse product (rows x (pair, cell) indicator).
+    ``weights`` ``(B, n_rows)`` weigh the distinct code rows behind ``indicator``.
     """
-    n_raters = rows.shape[1]
-    pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
-    cells = n_labels**2
-    row_ids, col_ids = [], []
-    for index, (j, k) in enumerate(pairs):
-        both = np.flatnonzero((rows[:, j] >= 0) & (rows[:, k] >= 0))
-        row_ids.append(both)
-        col_ids.append(index * cells + rows[both, j] * n_labels + rows[both, k])
-    row_index, col_index = np.concatenate(row_ids), np.concatenate(col_ids)
-    indicator = sparse.csr_matrix(
-        (np.ones(row_index.size), (row_index, col_index)), shape=(rows.shape[0], len(pairs) * cells)
-    )
-    tables = np.asarray((indicator.T @ weights.T).T).reshape(-1, n_labels, n_labels)
-    kappa = kappa_terms(tables, agree)[0].reshape(weights.shape[0], len(pairs))
-    overlap = tables.sum(axis=(1, 2)).reshape(weights.shape[0], len(pairs))
+    tables = _pair_tables(indicator, weights, n_labels)
+    batch, n_pairs = tables.shape[:2]
+    kappa = kappa_terms(tables.reshape(-1, n_labels, n_labels), agree)[0].reshape(batch, n_pairs)
+    overlap = tables.sum(axis=(2, 3))
     usable = np.isfinite(kappa)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(usable, kappa * overlap, 0.0).sum(axis=1) / np.where(usable, overlap, 0).sum(axis=1)
-    return mean, usable.sum(axis=1)
+        total = np.where(usable, overlap, 0.0).sum(axis=1)
+        return np.where(usable, kappa * overlap, 0.0).sum(axis=1) / total, usable.sum(axis=1)
 
 
 def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -> MeanKappaResult:
-    pairable = codes[(codes >= 0).sum(axis=1) >= 2]
-    agree = agreement_weights(n_labels, weights)
-    pairs, tables = _pair_tables(pairable, n_labels)
-    kappa = kappa_terms(tables.astype(float), agree)[0]
-    usable = np.isfinite(kappa)
-    overlap = tables.sum(axis=(1, 2))
-    n_pairs = int(usable.sum())
-    if pairable.shape[0] == 0:
+    rows, frequency = distinct_rows(codes, n_labels)
+    pairable = (rows >= 0).sum(axis=1) >= 2
+    rows, frequency = rows[pairable], frequency[pairable]
+    _, indicator = _pair_indicator(rows, n_labels)
+    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agreement_weights(n_labels, weights))
+    if rows.shape[0]:
+        mean, n_pairs = (x[0] for x in terms(indicator, frequency[None].astype(float)))
+    else:
+        mean, n_pairs = np.nan, 0
+    if rows.shape[0] == 0:
         reason = "no two raters labeled a common item"
     elif n_pairs == 0:
         reason = "no rater pair has a defined kappa (each pair lacks common items or has a one-category rater)"
     else:
         reason = ""
-    statistic = float(np.sum(kappa[usable] * overlap[usable]) / np.sum(overlap[usable])) if n_pairs else np.nan
-    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agree)
     return MeanKappaResult(
         coefficient="mean_pairwise_kappa",
-        statistic=statistic,
-        n_items=pairable.shape[0],
+        statistic=float(mean),
+        n_items=int(frequency.sum()),
         defined=not reason,
         reason=reason,
-        n_pairs=n_pairs,
+        n_pairs=int(n_pairs),
         weights=weights,
-        _replicates=_pattern_replicates(pairable, lambda r, w: terms(r, w)[0]),
+        _replicates=_pattern_replicates(indicator, frequency, lambda m, w: terms(m, w)[0]),
     )
 
 
@@ -868,12 +889,12 @@ def summary_table(
     _check_interval_options(level, "bootstrap", n_resamples)
     alpha_values = _values_iv(scale, values, n_labels)
     arr = _codes_iv(codes, n_labels)
-    counts = item_counts(arr, n_labels)
+    counts, frequency = count_patterns(arr, n_labels)
     results = {
-        "po": _percent_from_counts(counts),
+        "po": _percent_from_counts(counts, frequency),
         "kappa": _mean_kappa_from_codes(arr, n_labels, _SCALE_WEIGHTS[scale]),
-        "alpha": _alpha_from_counts(counts, scale, alpha_values),
-        "ac1": _ac1_from_counts(counts),
+        "alpha": _alpha_from_counts(counts, frequency, scale, alpha_values),
+        "ac1": _ac1_from_counts(counts, frequency),
     }
     gen = np.random.default_rng(rng)
     return {

@@ -26,22 +26,51 @@ def item_counts(codes: np.ndarray, n_labels: int) -> np.ndarray:
     return counts[:, 1:]
 
 
+def _distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct non-negative int keys and their frequencies (bincount when the range is small)."""
+    if keys.size and keys.max() < 4 * keys.size + 2**16:
+        frequency = np.bincount(keys)
+        distinct = np.flatnonzero(frequency)
+        return distinct, frequency[distinct]
+    return np.unique(keys, return_counts=True)
+
+
+def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct per-item count vectors ``(U, L)`` of codes ``(n_items, n_raters)`` and their frequencies.
+
+    An item's counts are read as the digits of one integer in base ``n_raters + 1``
+    (a table lookup and a row sum over the codes), so grouping costs one pass over the
+    matrix.
+    """
+    n_items, n_raters = codes.shape
+    base = n_raters + 1
+    if n_items == 0 or n_labels * np.log2(base) >= 62:  # keys must fit in int64
+        return distinct_rows(item_counts(codes, n_labels), n_raters)
+    place = np.append(np.int64(base) ** np.arange(n_labels, dtype=np.int64), 0)  # -1 picks 0
+    keys = np.einsum("ij->i", place[codes])
+    distinct, frequency = _distinct_keys(keys)
+    return distinct[:, None] // place[:-1] % base, frequency
+
+
 def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
     """``L x L`` counts of paired codes, rows ``a`` (no missing codes allowed here)."""
     return np.bincount(a * n_labels + b, minlength=n_labels**2).reshape(n_labels, n_labels)
 
 
-def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an int array ``(n, k)`` with values >= -1, and how often each occurs."""
+def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an int array ``(n, k)`` with values in ``-1..n_values-1``, and their frequencies.
+
+    A row is read as one integer in base ``n_values + 1`` when that fits in int64.
+    """
     if rows.shape[0] == 0:
         return rows, np.zeros(0, dtype=np.int64)
-    shifted = rows + 1
-    base = int(shifted.max()) + 1
-    if rows.shape[1] * np.log2(max(base, 2)) < 62:
-        keys = shifted @ (base ** np.arange(rows.shape[1], dtype=np.int64))
-        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-        return rows[first], counts
-    return np.unique(rows, axis=0, return_counts=True)
+    base = (int(rows.max()) if n_values is None else n_values) + 2
+    if rows.shape[1] * np.log2(base) >= 62:
+        return np.unique(rows, axis=0, return_counts=True)
+    digits = np.int64(base) ** np.arange(rows.shape[1], dtype=np.int64)
+    keys = np.einsum("ij,j->i", rows, digits) + digits.sum()  # digits of rows + 1
+    distinct, frequency = _distinct_keys(keys)
+    return distinct[:, None] // digits % base - 1, frequency
 
 
 def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
