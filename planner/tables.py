@@ -81,10 +81,14 @@ def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
     return 1.0 - (gap if weights == "linear" else gap**2)
 
 
-def _proportions(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    total = tables.sum(axis=(1, 2))
+def _proportions(tables: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return tables / total[:, None, None], total
+        return tables / tables.sum(axis=(1, 2))[:, None, None]
+
+
+def _one_category(margins: np.ndarray) -> np.ndarray:
+    """Whether each row of ``margins`` ``(B, L)`` has at most one non-zero category (exact)."""
+    return np.count_nonzero(margins, axis=1) <= 1
 
 
 def kappa_terms(tables: np.ndarray, agree: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -93,13 +97,13 @@ def kappa_terms(tables: np.ndarray, agree: np.ndarray) -> tuple[np.ndarray, ...]
     NaN when the table is empty or a rater used one category (kappa is then 0 whatever
     the other rater did).
     """
-    p, total = _proportions(tables)
+    p = _proportions(tables)
     rows, cols = p.sum(axis=2), p.sum(axis=1)
     p_o = np.einsum("bij,ij->b", p, agree)
     p_e = np.einsum("bi,ij,bj->b", rows, agree, cols)
     with np.errstate(invalid="ignore", divide="ignore"):
         kappa = (p_o - p_e) / (1.0 - p_e)
-    kappa[(total == 0) | (rows.max(axis=1) == 1.0) | (cols.max(axis=1) == 1.0)] = np.nan
+    kappa[_one_category(tables.sum(axis=2)) | _one_category(tables.sum(axis=1))] = np.nan
     return kappa, p_o, p_e
 
 
@@ -115,31 +119,31 @@ def fce_variance(p: np.ndarray, agree: np.ndarray, p_o: float, p_e: float, n: in
 
 def scott_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
     """Scott's pi, ``p_o``, ``p_e = sum pbar^2`` with pooled marginals (SPEC.md §2)."""
-    p, total = _proportions(tables)
+    p = _proportions(tables)
     pooled = (p.sum(axis=2) + p.sum(axis=1)) / 2.0
     p_o = np.trace(p, axis1=1, axis2=2)
     p_e = np.sum(pooled**2, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         pi = (p_o - p_e) / (1.0 - p_e)
-    pi[(total == 0) | (pooled.max(axis=1) == 1.0)] = np.nan
+    pi[_one_category(tables.sum(axis=2) + tables.sum(axis=1))] = np.nan
     return pi, p_o, p_e
 
 
 def pabak_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
     """PABAK ``(L p_o - 1)/(L - 1)``, ``p_o``, ``p_e = 1/L`` (SPEC.md §2, Byrt et al. 1993)."""
     n_labels = tables.shape[1]
-    p, _ = _proportions(tables)
+    p = _proportions(tables)
     p_o = np.trace(p, axis1=1, axis2=2)
     return (n_labels * p_o - 1.0) / (n_labels - 1.0), p_o, np.full_like(p_o, 1.0 / n_labels)
 
 
 def phi_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
     """Phi of 2x2 tables, and both raters' positive rates (SPEC.md §2, binary verdicts)."""
-    p, _ = _proportions(tables)
+    p = _proportions(tables)
     pos_a, pos_b = p[:, 1, :].sum(axis=1), p[:, :, 1].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         phi = (p[:, 1, 1] - pos_a * pos_b) / np.sqrt(pos_a * (1 - pos_a) * pos_b * (1 - pos_b))
-    phi[~np.isfinite(phi)] = np.nan
+    phi[_one_category(tables.sum(axis=2)) | _one_category(tables.sum(axis=1))] = np.nan
     return phi, pos_a, pos_b
 
 
@@ -174,7 +178,7 @@ def fleiss_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, .
         shares = (weights @ counts) / (n_items * per_item)[:, None]
         p_e = np.sum(shares**2, axis=1)
         kappa = (p_o - p_e) / (1.0 - p_e)
-    kappa[(n_items == 0) | (shares.max(axis=1) == 1.0)] = np.nan
+    kappa[_one_category(weights @ counts)] = np.nan
     return kappa, p_o, p_e
 
 

@@ -1,14 +1,22 @@
-"""Cohen's kappa and the table-level API: SPEC.md §2 worked examples and cross-checks."""
+"""Two-rater coefficients (kappa, Scott's pi, PABAK, phi): SPEC.md §2 examples and cross-checks."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import norm
-from sklearn.metrics import cohen_kappa_score
+from scipy.stats import kendalltau, norm, pearsonr, spearmanr
+from sklearn.metrics import cohen_kappa_score, matthews_corrcoef
 from statsmodels.stats.inter_rater import cohens_kappa as sm_cohens_kappa
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-from planner.agreement import cohen_kappa, kappa_from_table
+from planner.agreement import (
+    binary_association,
+    cohen_kappa,
+    gwet_ac1,
+    kappa_from_table,
+    pabak,
+    scott_pi,
+)
 
 SPEC_3X3 = np.array([[20, 5, 1], [6, 30, 7], [2, 8, 21]])
 
@@ -174,3 +182,95 @@ def test_pair_validation_messages() -> None:
         cohen_kappa([0, 2], [0, 1], n_labels=2)
     with pytest.raises(ValueError, match="level must be in"):
         kappa_from_table(SPEC_3X3).confidence_interval(1.5)
+
+
+# ---------------------------------------------------------------- Scott's pi, PABAK, phi
+
+
+def codes_from_table(table: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Two raters' code vectors reproducing a count table (rows rater a)."""
+    table_arr = np.asarray(table)
+    cells = np.repeat(np.arange(table_arr.size), table_arr.ravel())
+    return cells // len(table_arr), cells % len(table_arr)
+
+
+def test_spec_2x2_pabak_and_ac1_from_codes() -> None:
+    a, b = codes_from_table([[91, 4], [4, 1]])
+    assert pabak(a, b, n_labels=2).statistic == pytest.approx(0.84)
+    assert round(gwet_ac1(np.column_stack([a, b]), n_labels=2).statistic, 3) == 0.912
+    assert cohen_kappa(a, b, n_labels=2).statistic == pytest.approx(0.015 / 0.095)
+
+
+def test_scott_pi_by_hand_and_against_statsmodels_fleiss_with_two_raters() -> None:
+    a, b = codes_from_table([[20, 5, 1], [6, 30, 7], [2, 8, 21]])
+    pooled = (np.array([26, 43, 31]) + np.array([28, 43, 29])) / 200
+    expected = (0.71 - np.sum(pooled**2)) / (1 - np.sum(pooled**2))
+    result = scott_pi(a, b, n_labels=3)
+    assert result.statistic == pytest.approx(expected)
+    assert result.p_e == pytest.approx(np.sum(pooled**2))
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n_labels = int(rng.integers(2, 6))
+        a = rng.integers(0, n_labels, size=50)
+        b = np.where(rng.random(50) < 0.5, a, rng.integers(0, n_labels, size=50))
+        counts = np.stack([np.bincount([x, y], minlength=n_labels) for x, y in zip(a, b)])
+        assert scott_pi(a, b, n_labels=n_labels).statistic == pytest.approx(
+            sm_fleiss_kappa(counts), rel=1e-10
+        )
+
+
+def test_pabak_variance_is_binomial() -> None:
+    a, b = codes_from_table([[40, 10, 0], [5, 30, 5], [0, 5, 5]])
+    r = pabak(a, b, n_labels=3)
+    p_o = 0.75
+    assert r.statistic == pytest.approx((3 * p_o - 1) / 2)
+    assert r.standard_error == pytest.approx(1.5 * np.sqrt(p_o * (1 - p_o) / 100))
+    assert r.p_e == pytest.approx(1 / 3)
+
+
+def test_phi_equals_pearson_spearman_kendall_and_mcc() -> None:
+    rng = np.random.default_rng(9)
+    for _ in range(25):
+        a = (rng.random(80) < rng.uniform(0.1, 0.9)).astype(int)
+        b = np.where(rng.random(80) < 0.7, a, 1 - a)
+        a[rng.random(80) < 0.1] = -1
+        common = (a >= 0) & (b >= 0)
+        r = binary_association(a, b)
+        x, y = a[common], b[common]
+        assert r.n_items == common.sum()
+        assert r.statistic == pytest.approx(pearsonr(x, y)[0], abs=1e-12)
+        assert r.statistic == pytest.approx(spearmanr(x, y)[0], abs=1e-12)
+        assert r.statistic == pytest.approx(kendalltau(x, y)[0], abs=1e-12)
+        assert r.statistic == pytest.approx(matthews_corrcoef(x, y), abs=1e-12)
+        assert r.positive_rate_a == pytest.approx(x.mean())
+        assert r.positive_rate_b == pytest.approx(y.mean())
+        np.testing.assert_array_equal(r.table, [[np.sum((x == i) & (y == j)) for j in (0, 1)] for i in (0, 1)])
+
+
+def test_kappa_paradox_positive_rates_reported() -> None:
+    a, b = codes_from_table([[1, 4], [4, 91]])
+    r = binary_association(a, b)
+    assert (r.positive_rate_a, r.positive_rate_b) == (pytest.approx(0.95), pytest.approx(0.95))
+    assert r.statistic == pytest.approx(cohen_kappa(a, b, n_labels=2).statistic)  # equal margins
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "fragment"),
+    [
+        ([1, 1, 1], [0, 1, 1], "single category"),
+        ([-1, 1, -1], [0, -1, 1], "no item labeled by both raters"),
+    ],
+)
+def test_phi_undefined(a: list[int], b: list[int], fragment: str) -> None:
+    r = binary_association(a, b)
+    assert not r.defined and np.isnan(r.statistic) and fragment in r.reason
+
+
+def test_scott_and_pabak_undefined_cases() -> None:
+    same = scott_pi([1, 1, 1], [1, 1, 1], n_labels=3)
+    assert not same.defined and "same single category" in same.reason
+    assert scott_pi([1, 1, 1], [1, 0, 1], n_labels=3).defined  # one constant rater: pooled varies
+    empty = pabak([0, -1], [-1, 1], n_labels=2)
+    assert not empty.defined and np.isnan(empty.statistic) and empty.reason == "no item labeled by both raters"
+    with pytest.raises(ValueError, match="no analytic variance for scott_pi"):
+        scott_pi([0, 1, 1], [0, 1, 0], n_labels=2).confidence_interval()
