@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+import threading
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,9 +19,13 @@ def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite connections get WAL, foreign keys and a busy timeout."""
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    # Pools cover the server's worker threads, so no request ever waits for a connection
+    # while another holds a lock it needs.
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=10, max_overflow=60
+    )
 
     @event.listens_for(engine, "connect")
     def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -33,10 +38,28 @@ def make_engine(url: str) -> Engine:
         cur.execute("PRAGMA synchronous=FULL")
         cur.close()
 
+    # SQLite allows one writer at a time. Writers of this process queue on a lock that hands
+    # over at once, rather than on SQLite's busy handler, which polls with growing sleeps.
+    writer = threading.Lock()
+
     @event.listens_for(engine, "begin")
     def _sqlite_begin(conn) -> None:  # type: ignore[no-untyped-def]
-        write = conn.get_execution_options().get(WRITE_OPTION)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if not conn.get_execution_options().get(WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN")
+            return
+        writer.acquire()
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            writer.release()
+            raise
+        conn.info["holds_writer_lock"] = True
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _sqlite_end(conn) -> None:  # type: ignore[no-untyped-def]
+        if conn.info.pop("holds_writer_lock", False):
+            writer.release()
 
     return engine
 
@@ -48,10 +71,13 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 
 @contextmanager
 def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on any error."""
-    with factory() as session:
-        if write:
-            session.connection(execution_options={WRITE_OPTION: True})
+    """One unit of work: commit on success, roll back on any error.
+
+    A write unit begins (and on SQLite takes the write lock) at its first statement, not
+    before, so the lock is held only while the work runs.
+    """
+    bind = factory.kw["bind"]
+    with factory(bind=bind.execution_options(**{WRITE_OPTION: True})) if write else factory() as session:
         try:
             yield session
             session.commit()

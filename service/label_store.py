@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, insert, select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
@@ -13,34 +13,32 @@ from service.errors import Forbidden, Invalid
 from service.item_store import ids_by_external
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
 from service.schemas import LabelIn, LabelsAccepted
-from service.sql import chunks, upsert
+from service.sql import db_value, insert_many
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
 
 
-def _criterion(project: Project, row: LabelIn, n: int) -> str:
-    if row.criterion is None:
-        if len(project.criteria) == 1:
-            return project.criteria[0]
-        raise Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
-    if row.criterion not in project.criteria:
-        raise Invalid(f"row {n}: unknown criterion {row.criterion!r}; the project has {project.criteria}")
-    return row.criterion
+def _allowed_values(project: Project, kind: str) -> frozenset[str]:
+    """The values a rater of ``kind`` may write in ``project``."""
+    extra = {CANNOT_ASSESS} if project.allow_abstain else set()
+    if kind == "judge":
+        extra.add(INVALID)
+    return frozenset(project.labels) | extra
 
 
-def _check_value(project: Project, value: str, kind: str, n: int) -> None:
-    if value in project.labels:
-        return
+def _value_error(project: Project, value: str, kind: str, n: int) -> Invalid:
     if value == CANNOT_ASSESS:
-        if project.allow_abstain:
-            return
-        raise Invalid(f"row {n}: CANNOT_ASSESS is not allowed in this project (allow_abstain is false)")
+        return Invalid(f"row {n}: CANNOT_ASSESS is not allowed in this project (allow_abstain is false)")
     if value == INVALID:
-        if kind == "judge":
-            return
-        raise Invalid(f"row {n}: INVALID is only accepted from judges, not from a {kind} rater")
-    raise Invalid(f"row {n}: unknown label {value!r}; the project's labels are {project.labels}")
+        return Invalid(f"row {n}: INVALID is only accepted from judges, not from a {kind} rater")
+    return Invalid(f"row {n}: unknown label {value!r}; the project's labels are {project.labels}")
+
+
+def _criterion_error(project: Project, criterion: str | None, n: int) -> Invalid:
+    if criterion is None:
+        return Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
+    return Invalid(f"row {n}: unknown criterion {criterion!r}; the project has {project.criteria}")
 
 
 def write_labels(
@@ -52,11 +50,13 @@ def write_labels(
     """
     item_ids = ids_by_external(session, Item, project.id, sorted({r.item for r in rows}))
     raters = {
-        ext: (rid, kind)
+        ext: (rid, kind, _allowed_values(project, kind))
         for ext, rid, kind in session.execute(
             select(Rater.external_id, Rater.id, Rater.kind).where(Rater.project_id == project.id)
         )
     }
+    criteria = set(project.criteria)
+    default_criterion = project.criteria[0] if len(criteria) == 1 else None
     cells: dict[tuple[int, int, str], tuple[str, str | None, int]] = {}
     duplicates = 0
     for n, row in enumerate(rows, start=1):
@@ -68,8 +68,12 @@ def write_labels(
         item = item_ids.get(row.item)
         if item is None:
             raise Invalid(f"row {n}: unknown item {row.item!r} in this project")
-        _check_value(project, row.value, rater[1], n)
-        cell = (item, rater[0], _criterion(project, row, n))
+        if row.value not in rater[2]:
+            raise _value_error(project, row.value, rater[1], n)
+        criterion = row.criterion or default_criterion
+        if criterion not in criteria:
+            raise _criterion_error(project, row.criterion, n)
+        cell = (item, rater[0], criterion)
         prior = cells.get(cell)
         if prior is not None:
             if prior[0] != row.value:
@@ -123,20 +127,21 @@ def _current_values(session: Session, project_id: str, cells: dict) -> dict[tupl
 
 
 def _append(session: Session, project_id: str, fresh: list, first_seq: int, now: datetime) -> None:
+    stamp = db_value(session, LabelEvent.__table__.c.created_at, now)
     events = [
-        {"project_id": project_id, "seq": first_seq + k, "item_id": cell[0], "rater_id": cell[1],
-         "criterion": cell[2], "value": value, "batch_id": batch, "created_at": now}
-        for k, (cell, value, batch) in enumerate(fresh)
+        (project_id, first_seq + k, item, rater, criterion, value, batch, stamp)
+        for k, ((item, rater, criterion), value, batch) in enumerate(fresh)
     ]
-    session.execute(insert(LabelEvent), events)
-    current = [
-        {"item_id": e["item_id"], "rater_id": e["rater_id"], "criterion": e["criterion"],
-         "project_id": project_id, "value": e["value"], "seq": e["seq"]}
-        for e in events
-    ]
-    stmt = upsert(session, CurrentLabel.__table__, ["item_id", "rater_id", "criterion"])
-    for part in chunks(current):
-        session.execute(stmt, list(part))
+    insert_many(
+        session, LabelEvent.__table__,
+        ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at"), events,
+    )
+    insert_many(
+        session, CurrentLabel.__table__,
+        ("item_id", "rater_id", "criterion", "project_id", "value", "seq"),
+        [(e[2], e[3], e[4], project_id, e[5], e[1]) for e in events],
+        on_conflict=("item_id", "rater_id", "criterion"),
+    )
 
 
 def export_query(

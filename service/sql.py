@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Table
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Column, Table
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.dml import Insert
 
 T = TypeVar("T")
 
@@ -22,10 +20,34 @@ def chunks(values: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
         yield values[start : start + size]
 
 
-def upsert(session: Session, table: Table, keys: Iterable[str]) -> Insert:
-    """``INSERT ... ON CONFLICT (keys) DO UPDATE`` of every other column, for this dialect."""
-    dialect = session.get_bind().dialect.name
-    stmt: Any = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
-    keys = list(keys)
-    updates = {c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys}
-    return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
+def db_value(session: Session, column: Column[Any], value: Any) -> Any:
+    """``value`` as the driver stores it in ``column`` (e.g. SQLite's timestamp text)."""
+    dialect = session.get_bind().dialect
+    process = column.type.dialect_impl(dialect).bind_processor(dialect)
+    return process(value) if process else value
+
+
+def insert_many(
+    session: Session,
+    table: Table,
+    columns: Sequence[str],
+    rows: list[tuple[Any, ...]],
+    *,
+    on_conflict: Sequence[str] = (),
+) -> None:
+    """Bulk ``INSERT`` through the driver's executemany, with no per-row ORM work.
+
+    With ``on_conflict`` (the key columns) an existing row gets the other columns' new values
+    (``ON CONFLICT ... DO UPDATE``: the same syntax on SQLite and PostgreSQL). Values must be
+    driver-ready (see :func:`db_value`).
+    """
+    if not rows:
+        return
+    conn = session.connection()
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
+    if on_conflict:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in on_conflict)
+        sql += f" ON CONFLICT ({', '.join(on_conflict)}) DO UPDATE SET {updates}"
+    for part in chunks(rows, 20_000):
+        conn.exec_driver_sql(sql, list(part))

@@ -33,8 +33,8 @@ def post_items(
 
     All-or-nothing: one bad row rejects the request and nothing is written.
     """
-    project = project_for(session, principal, pid, "admin", "pm")
     rows = parse_rows(body, content_type, ItemIn, max_rows=settings.max_rows, csv_extra="features")
+    project = project_for(session, principal, pid, "admin", "pm")
     return idempotent_write(
         session, principal, idem, request_fingerprint(request, body),
         lambda: (200, upsert_items(session, project, rows)),

@@ -43,8 +43,8 @@ def post_labels(
     project's labels, `CANNOT_ASSESS` (when the project allows abstention) or `INVALID`
     (judges only). An annotator key may only write its own rater.
     """
-    project = project_for(session, principal, pid, "admin", "pm", "annotator")
     rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
+    project = project_for(session, principal, pid, "admin", "pm", "annotator")
     return idempotent_write(
         session, principal, idem, request_fingerprint(request, body),
         lambda: (200, write_labels(session, project, principal, rows)),
