@@ -14,7 +14,19 @@ from service.auth import ensure_admin_key
 from service.db import make_engine, make_sessionmaker, session_scope
 from service.errors import install_error_handlers
 from service.limits import BodySizeLimit
-from service.routes import health, items, labels, projects, raters
+from service.routes import (
+    agreement,
+    batches,
+    health,
+    items,
+    labels,
+    plans,
+    projects,
+    raters,
+    reliability,
+    report,
+    simulations,
+)
 from service.schemas import ItemIn, LabelIn
 from service.settings import Settings, get_settings
 
@@ -50,7 +62,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="annoplan", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (health, projects, items, raters, labels):
+    for module in (
+        health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
+    ):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
 

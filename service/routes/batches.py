@@ -1,0 +1,7 @@
+"""Placeholder router; filled in by its own change."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["batches"])
