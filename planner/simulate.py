@@ -1,9 +1,11 @@
 """Monte Carlo check of an overlap plan: synthetic matrices, design masks, §3 replayed (SPEC.md §6).
 
-Everything is vectorised across trials: arrays carry a leading ``trials`` axis, shapes
-``(trials, n_items, n_raters)``; humans first (column 0 = the primary, who labels every
-item), judges in a separate array. The loops that remain run over raters and grid
-points, never over items or trials.
+Everything is vectorised across trials. ``synthetic_codes`` returns ``(trials, n_items,
+n_raters)``; inside, arrays are rater-major, ``(n_raters, trials, n_items)``, so each
+rater's labels are one contiguous ``(trials, n_items)`` block: humans (row 0 = the
+primary, who labels every item), judges in a separate array, masks like the humans.
+The loops that remain run over raters, labels and grid points, never over items or
+trials.
 
 Per trial the simulator computes, on the sparse matrix (the design's mask) and on the
 dense one (every human labels every item):
@@ -186,11 +188,17 @@ def synthetic_codes(
         difficulty = gen.uniform(0.0, cluster_difficulty, (trials, clusters))[:, block]
         p = 1.0 / n_labels + (p - 1.0 / n_labels) * (1.0 - difficulty)[..., None]
     correct = gen.random(p.shape) < p
-    other = (truth[..., None] + 1 + gen.integers(0, n_labels - 1, p.shape)) % n_labels
-    return np.where(correct, truth[..., None], other)
+    shift = 1 + gen.integers(0, n_labels - 1, p.shape, dtype=np.int16)
+    return np.where(correct, truth[..., None], (truth[..., None] + shift) % n_labels)
 
 
 # --- design masks, vectorised across trials ---------------------------------------------
+
+
+def _uniform_mask(shape: tuple[int, int], m: int, rng: np.random.Generator) -> np.ndarray:
+    """Per trial, a uniform random subset of ``m`` items: the ``m`` smallest of i.i.d. keys."""
+    key = rng.random(shape)
+    return key <= np.partition(key, m - 1, axis=1)[:, m - 1 : m]
 
 
 def _stratified_mask(
@@ -218,36 +226,34 @@ def _stratified_mask(
 
 def _modal_strata(humans: np.ndarray, mask: np.ndarray, n_labels: int) -> np.ndarray:
     """Per trial and item, the mode of the labels in hand, ties to the primary's (SPEC.md §5)."""
-    one_hot = humans[..., None] == np.arange(n_labels)
-    counts = (one_hot & mask[..., None]).sum(axis=2)
-    top = counts.max(axis=2)
-    primary = humans[..., 0]
-    tie = np.take_along_axis(counts, primary[..., None], axis=2)[..., 0] == top
-    return np.where(tie, primary, counts.argmax(axis=2))
+    counts = np.stack([((humans == label) & mask).sum(axis=0) for label in range(n_labels)], axis=-1)
+    top = counts.max(axis=-1)
+    primary = humans[0]
+    tie = np.take_along_axis(counts, primary[..., None], axis=-1)[..., 0] == top
+    return np.where(tie, primary, counts.argmax(axis=-1))
 
 
 def _design_mask(
     design: str, humans: np.ndarray, m: int, n_labels: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Observation mask ``(T, n, K)`` of a design: the primary sees every item (SPEC.md §5)."""
-    trials, n_items, n_humans = humans.shape
+    """Observation mask ``(K, T, n)`` of a design: the primary sees every item (SPEC.md §5)."""
+    n_humans, trials, n_items = humans.shape
     mask = np.zeros(humans.shape, dtype=bool)
-    mask[..., 0] = True
-    flat = np.zeros((trials, n_items), dtype=np.int64)
+    mask[0] = True
     if design == "depth-first":
-        mask[:, :m, 1:] = True
+        mask[1:, :, :m] = True
     elif design == "shared-panel":
-        mask[..., 1:] = _stratified_mask(flat, 1, m, None, rng)[..., None]
+        mask[1:] = _uniform_mask((trials, n_items), m, rng)
     elif design == "strat":
-        mask[..., 1:] = _stratified_mask(humans[..., 0], n_labels, m, None, rng)[..., None]
+        mask[1:] = _stratified_mask(humans[0], n_labels, m, None, rng)
     elif design == "random":
         for k in range(1, n_humans):
-            mask[..., k] = _stratified_mask(flat, 1, m, None, rng)
+            mask[k] = _uniform_mask((trials, n_items), m, rng)
     else:
         for k in range(1, n_humans):
             strata = _modal_strata(humans, mask, n_labels)
-            coverage = mask[..., 1:].sum(axis=2) if design == "seq-coverage" else None
-            mask[..., k] = _stratified_mask(strata, n_labels, m, coverage, rng)
+            coverage = mask[1:].sum(axis=0) if design == "seq-coverage" else None
+            mask[k] = _stratified_mask(strata, n_labels, m, coverage, rng)
     return mask
 
 
@@ -284,27 +290,78 @@ def _ratio_coefficient(table: np.ndarray, coefficient: str) -> tuple[np.ndarray,
     return value, defined
 
 
-def _pool_score(
+def _po_scores(
+    humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``S_po(r_k; H_k)`` ``(T, K)`` and ``S_po(j; H_k)`` ``(T, J, K)`` (SPEC.md §2-§3).
+
+    Per item, ``r_k``'s pool has ``n_obs - 1`` members (``n_obs`` observed humans); the
+    per-item agreement of ``x`` is the count of observed pool members equal to ``x``
+    divided by that size, averaged over ``O_k`` (``r_k`` and >= 1 pool member observed).
+    """
+    n_humans = humans.shape[0]
+    pool = mask.sum(axis=0, dtype=np.int16) - 1  # pool size when r_k is observed
+    table = np.zeros(n_humans)
+    table[1:] = 1.0 / np.arange(1, n_humans)
+    inverse = np.take(table, pool, mode="clip")  # 1/|pool|, 0 without a pool member
+    used = np.count_nonzero(mask & (pool > 0), axis=2).T  # (T, K) items in O_k
+    own = np.zeros(used.shape)
+    for a in range(n_humans):
+        for b in range(a + 1, n_humans):
+            # items where r_a and r_b both labeled and agree, each weighted 1/|pool|: the
+            # pair's share in S(r_a; H_a) and in S(r_b; H_b) alike
+            pair = np.einsum("tn,tn->t", (humans[a] == humans[b]) & mask[a] & mask[b], inverse)
+            own[:, a] += pair
+            own[:, b] += pair
+    judge = np.empty((used.shape[0], judges.shape[0], n_humans))
+    for j, x in enumerate(judges):
+        hits = (x == humans) & mask  # (K, T, n)
+        per_item = hits.sum(axis=0, dtype=np.int16) * inverse
+        for k in range(n_humans):
+            judge[:, j, k] = np.einsum("tn,tn->t", mask[k], per_item) - np.einsum("tn,tn->t", hits[k], inverse)
+    scale = np.where(used > 0, used, np.nan)
+    return own / scale, judge / scale[:, None, :]
+
+
+def _ratio_score(
     x: np.ndarray, humans: np.ndarray, mask: np.ndarray, k: int, coefficient: str, n_labels: int
 ) -> np.ndarray:
-    """``S_F(x; H_k)`` per trial on the items ``O_k`` (SPEC.md §3); NaN where undefined."""
-    pool = [j for j in range(humans.shape[2]) if j != k]
-    seen = mask[..., pool]
-    items = mask[..., k] & seen.any(axis=2)
-    if coefficient == "po":
-        agree = ((humans[..., pool] == x[..., None]) & seen).sum(axis=2)
-        per_item = np.divide(agree, seen.sum(axis=2), out=np.zeros(agree.shape), where=items)
-        used = items.sum(axis=1)
-        return np.divide(per_item.sum(axis=1), used, out=np.full(used.shape, np.nan), where=used > 0)
-    weighted = np.zeros(humans.shape[0])
-    weight = np.zeros(humans.shape[0])
+    """``S_F(x; H_k)`` per trial for a ratio coefficient (SPEC.md §3); NaN where undefined.
+
+    ``F`` between ``x`` and each pool member on their common items of ``O_k``, averaged
+    with weights equal to the common counts; undefined pairs are left out.
+    """
+    pool = [j for j in range(humans.shape[0]) if j != k]
+    items = mask[k] & mask[pool].any(axis=0)
+    weighted = np.zeros(humans.shape[1])
+    weight = np.zeros(humans.shape[1])
     for j in pool:
-        common = items & mask[..., j]
-        value, defined = _ratio_coefficient(_confusions(x, humans[..., j], common, n_labels), coefficient)
+        common = items & mask[j]
+        value, defined = _ratio_coefficient(_confusions(x, humans[j], common, n_labels), coefficient)
         count = common.sum(axis=1)
         weighted += np.where(defined, count * np.nan_to_num(value), 0.0)
         weight += np.where(defined, count, 0)
     return np.divide(weighted, weight, out=np.full(weight.shape, np.nan), where=weight > 0)
+
+
+def _pool_scores(
+    humans: np.ndarray, judges: np.ndarray, mask: np.ndarray, coefficient: str, n_labels: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``S_F(r_k; H_k)`` ``(T, K)`` and ``S_F(j; H_k)`` ``(T, J, K)`` for every held-out human."""
+    if coefficient == "po":
+        return _po_scores(humans, judges, mask)
+    n_humans = humans.shape[0]
+    own = np.stack(
+        [_ratio_score(humans[k], humans, mask, k, coefficient, n_labels) for k in range(n_humans)], axis=1
+    )
+    judge = np.stack(
+        [
+            np.stack([_ratio_score(x, humans, mask, k, coefficient, n_labels) for k in range(n_humans)], axis=1)
+            for x in judges
+        ],
+        axis=1,
+    )
+    return own, judge
 
 
 @dataclass(frozen=True)
@@ -327,22 +384,11 @@ def _evaluate(
     omega_star: float,
 ) -> _Evaluation:
     """Human-pool score and margin-rule decisions per trial (SPEC.md §3 and §6)."""
-    n_humans = humans.shape[2]
-    own = np.stack(
-        [_pool_score(humans[..., k], humans, mask, k, coefficient, n_labels) for k in range(n_humans)],
-        axis=1,
-    )
+    own, judge = _pool_scores(humans, judges, mask, coefficient, n_labels)
     finite = np.isfinite(own)
     n_defined = finite.sum(axis=1)
     score = np.divide(
         np.where(finite, own, 0.0).sum(axis=1), n_defined, out=np.full(n_defined.shape, np.nan), where=n_defined > 0
-    )
-    judge = np.stack(
-        [
-            np.stack([_pool_score(judges[..., j], humans, mask, k, coefficient, n_labels) for k in range(n_humans)], axis=1)
-            for j in range(judges.shape[2])
-        ],
-        axis=1,
     )
     d = judge - own[:, None, :]
     defined = np.isfinite(d)
@@ -401,6 +447,11 @@ def _labels(n_labels: object) -> int:
     if not isinstance(n_labels, (int, np.integer)) or isinstance(n_labels, bool) or n_labels < 2:
         raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
     return int(n_labels)
+
+
+def _code_type(n_labels: int) -> type:
+    """The smallest integer type for codes ``0..n_labels-1`` (comparisons run on it)."""
+    return np.int8 if n_labels <= 127 else np.int16 if n_labels <= 32767 else np.int64
 
 
 def _prevalence(prevalence: Sequence[float] | None, n_labels: int) -> np.ndarray:
@@ -577,7 +628,8 @@ def simulate(
             n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
             clusters=clusters, cluster_difficulty=cluster_difficulty, trials=trials, rng=gen,
         )
-        humans, judges = codes[..., :n_humans], codes[..., n_humans:]
+        by_rater = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=_code_type(n_labels))
+        humans, judges = by_rater[:n_humans], by_rater[n_humans:]
         full = np.ones(humans.shape, dtype=bool)
         dense = {
             c: _evaluate(humans, judges, full, coefficient=c, n_labels=n_labels,
@@ -641,10 +693,11 @@ def replay(
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
     _settings(rule, epsilon, delta, omega_star)
     order = [primary] + [k for k in range(n_humans) if k != primary]
-    humans = np.broadcast_to(humans[:, order], (trials, n_items, n_humans))
-    judge_codes = np.broadcast_to(judge_codes, (trials,) + judge_codes.shape)
-    one = (slice(0, 1),)
-    full = np.ones((1, n_items, n_humans), dtype=bool)
+    small = _code_type(n_labels)
+    humans = np.broadcast_to(humans[:, order].T[:, None, :].astype(small), (n_humans, trials, n_items))
+    judge_codes = np.broadcast_to(judge_codes.T[:, None, :].astype(small), (judge_codes.shape[1], trials, n_items))
+    one = (slice(None), slice(0, 1))
+    full = np.ones((n_humans, 1, n_items), dtype=bool)
     dense = {
         c: _evaluate(humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels,
                      epsilon=epsilon, omega_star=omega_star)
