@@ -49,7 +49,7 @@ Method = Literal["bootstrap", "delta"]
 Scale = Literal["nominal", "ordinal", "interval"]
 Rng = int | np.random.Generator | None
 
-_CHUNK_CELLS = 2_000_000  # bootstrap weights held at once (resamples x patterns)
+_CHUNK_CELLS = 500_000  # bootstrap array cells held at once (resamples x patterns)
 _NO_COMMON = "no item labeled by both raters"
 _NO_PAIRABLE = "no item has two or more ratings"
 
@@ -62,15 +62,19 @@ def _bootstrap(
     counts: np.ndarray,
     n_resamples: int,
     rng: np.random.Generator,
+    *,
+    width: int = 0,
 ) -> np.ndarray:
     """``statistic(weights)`` on item resamples, ``weights`` ``(B, n_patterns)`` (SPEC.md §2, "Intervals").
 
     ``counts[u]`` items share pattern ``u``; drawing the ``sum(counts)`` items with
     replacement gives pattern multiplicities ``Multinomial(sum(counts), counts / sum)``.
+    Resamples go in blocks of at most ``_CHUNK_CELLS`` cells of ``max(n_patterns, width)``
+    (``width``: the statistic's own per-replicate array size).
     """
     total = int(round(float(np.sum(counts))))
     pvals = np.asarray(counts, dtype=float) / np.sum(counts)
-    chunk = max(1, _CHUNK_CELLS // max(1, pvals.size))
+    chunk = max(1, _CHUNK_CELLS // max(1, pvals.size, width))
     parts = [
         statistic(rng.multinomial(total, pvals, size=min(chunk, n_resamples - start)).astype(float))
         for start in range(0, n_resamples, chunk)
@@ -79,14 +83,16 @@ def _bootstrap(
 
 
 def _pattern_replicates(
-    patterns: np.ndarray,
+    patterns: np.ndarray | sparse.csr_matrix,
     frequency: np.ndarray,
     statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> Callable[[int, np.random.Generator], np.ndarray]:
     """Bootstrap replicates of ``statistic(patterns, weights)``; ``frequency[u]`` items have pattern ``u``."""
 
     def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-        return _bootstrap(partial(statistic, patterns), frequency, n_resamples, rng)
+        return _bootstrap(
+            partial(statistic, patterns), frequency, n_resamples, rng, width=patterns.shape[1]
+        )
 
     return replicates
 
@@ -523,6 +529,8 @@ def _codes_iv(codes: object, n_labels: int) -> np.ndarray:
 def _with_ratings(counts: np.ndarray, frequency: np.ndarray, least: int) -> tuple[np.ndarray, ...]:
     """The count patterns of items with at least ``least`` ratings, and their frequencies."""
     keep = counts.sum(axis=1) >= least
+    if keep.all():  # the usual case: share the arrays, no copy
+        return counts, frequency
     return counts[keep], frequency[keep]
 
 

@@ -38,17 +38,17 @@ def _distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct per-item count vectors ``(U, L)`` of codes ``(n_items, n_raters)`` and their frequencies.
 
-    An item's counts are read as the digits of one integer in base ``n_raters + 1``
-    (a table lookup and a row sum over the codes), so grouping costs one pass over the
-    matrix.
+    An item's counts are read as the digits of one integer in base ``n_raters + 1`` (a
+    table lookup and a row sum: one pass over the matrix). When that integer would not fit
+    in int64 (many labels), items are grouped by their sorted codes (the same multiset of
+    labels), which keeps memory at the size of ``codes``.
     """
-    n_items, n_raters = codes.shape
-    base = n_raters + 1
-    if n_items == 0 or n_labels * np.log2(base) >= 62:  # keys must fit in int64
-        return distinct_rows(item_counts(codes, n_labels), n_raters)
+    base = codes.shape[1] + 1
+    if n_labels * np.log2(base) >= 62:
+        multisets, frequency = distinct_rows(np.sort(codes, axis=1), n_labels)
+        return item_counts(multisets, n_labels), frequency
     place = np.append(np.int64(base) ** np.arange(n_labels, dtype=np.int64), 0)  # -1 picks 0
-    keys = np.einsum("ij->i", place[codes])
-    distinct, frequency = _distinct_keys(keys)
+    distinct, frequency = _distinct_keys(np.einsum("ij->i", place[codes]))
     return distinct[:, None] // place[:-1] % base, frequency
 
 

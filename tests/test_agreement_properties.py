@@ -1,0 +1,256 @@
+"""Properties of the agreement coefficients (hypothesis), the item bootstrap, and memory use."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+
+import krippendorff
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+from planner.agreement import (
+    AgreementResult,
+    binary_association,
+    cohen_kappa,
+    fleiss_kappa,
+    gwet_ac1,
+    krippendorff_alpha,
+    mean_pairwise_kappa,
+    pabak,
+    pairwise,
+    percent_agreement,
+    scott_pi,
+    summary_table,
+)
+
+PROPERTY = settings(max_examples=60, deadline=None)
+
+
+@st.composite
+def code_matrices(draw: st.DrawFn, *, missing: bool = True, min_raters: int = 2) -> tuple[np.ndarray, int]:
+    """A code matrix ``(n_items, n_raters)`` with its ``n_labels``; -1 cells when ``missing``."""
+    n_labels = draw(st.integers(2, 5))
+    n_items = draw(st.integers(1, 25))
+    n_raters = draw(st.integers(min_raters, 5))
+    low = -1 if missing else 0
+    cells = draw(st.lists(st.integers(low, n_labels - 1), min_size=n_items * n_raters, max_size=n_items * n_raters))
+    return np.array(cells, dtype=np.int64).reshape(n_items, n_raters), n_labels
+
+
+def multi_rater(codes: np.ndarray, n_labels: int) -> dict[str, AgreementResult]:
+    return {
+        "percent": percent_agreement(codes, n_labels=n_labels),
+        "ac1": gwet_ac1(codes, n_labels=n_labels),
+        "alpha_nominal": krippendorff_alpha(codes, n_labels=n_labels),
+        "alpha_ordinal": krippendorff_alpha(codes, n_labels=n_labels, level="ordinal"),
+        "alpha_interval": krippendorff_alpha(codes, n_labels=n_labels, level="interval"),
+        "alpha_ratio": krippendorff_alpha(codes, n_labels=n_labels, level="ratio", values=np.arange(1.0, n_labels + 1)),
+        "mean_kappa": mean_pairwise_kappa(codes, n_labels=n_labels),
+        "mean_kappa_quadratic": mean_pairwise_kappa(codes, n_labels=n_labels, weights="quadratic"),
+    }
+
+
+def two_rater(a: np.ndarray, b: np.ndarray, n_labels: int) -> dict[str, AgreementResult]:
+    return {
+        "kappa": cohen_kappa(a, b, n_labels=n_labels),
+        "kappa_linear": cohen_kappa(a, b, n_labels=n_labels, weights="linear"),
+        "kappa_quadratic": cohen_kappa(a, b, n_labels=n_labels, weights="quadratic"),
+        "scott": scott_pi(a, b, n_labels=n_labels),
+        "pabak": pabak(a, b, n_labels=n_labels),
+    }
+
+
+def assert_same(first: dict[str, AgreementResult], second: dict[str, AgreementResult]) -> None:
+    for key in first:
+        assert first[key].n_items == second[key].n_items, key
+        assert first[key].defined == second[key].defined, key
+        np.testing.assert_allclose(first[key].statistic, second[key].statistic, rtol=1e-9, atol=1e-12, err_msg=key)
+
+
+# ---------------------------------------------------------------- symmetry and invariance
+
+
+@PROPERTY
+@given(code_matrices(min_raters=2))
+def test_two_rater_coefficients_are_symmetric_in_the_raters(data: tuple[np.ndarray, int]) -> None:
+    codes, n_labels = data
+    a, b = codes[:, 0], codes[:, 1]
+    assert_same(two_rater(a, b, n_labels), two_rater(b, a, n_labels))
+    binary_a, binary_b = np.minimum(a, 1), np.minimum(b, 1)
+    forward, backward = binary_association(binary_a, binary_b), binary_association(binary_b, binary_a)
+    np.testing.assert_allclose(forward.statistic, backward.statistic, rtol=1e-12)
+    np.testing.assert_array_equal(
+        [forward.positive_rate_a, forward.positive_rate_b], [backward.positive_rate_b, backward.positive_rate_a]
+    )
+
+
+@PROPERTY
+@given(code_matrices(), st.randoms(use_true_random=False))
+def test_invariant_to_item_and_rater_permutations(data: tuple[np.ndarray, int], random) -> None:  # noqa: ANN001
+    codes, n_labels = data
+    items = list(range(codes.shape[0]))
+    raters = list(range(codes.shape[1]))
+    random.shuffle(items)
+    random.shuffle(raters)
+    assert_same(multi_rater(codes, n_labels), multi_rater(codes[items][:, raters], n_labels))
+    shuffled = pairwise(codes[:, raters], n_labels=n_labels)
+    original = pairwise(codes, n_labels=n_labels)
+    np.testing.assert_array_equal(shuffled.n_items, original.n_items[np.ix_(raters, raters)])
+    np.testing.assert_allclose(shuffled.statistic, original.statistic[np.ix_(raters, raters)], rtol=1e-12)
+
+
+@PROPERTY
+@given(code_matrices(), st.integers(0, 4), st.integers(0, 2))
+def test_missing_padding_changes_nothing(data: tuple[np.ndarray, int], extra_items: int, extra_raters: int) -> None:
+    """Sparse form = dense form: unlabeled items and raters who labeled nothing do not count."""
+    codes, n_labels = data
+    padded = np.full((codes.shape[0] + extra_items, codes.shape[1] + extra_raters), -1)
+    padded[: codes.shape[0], : codes.shape[1]] = codes
+    assert_same(multi_rater(codes, n_labels), multi_rater(padded, n_labels))
+
+
+@PROPERTY
+@given(code_matrices(missing=False))
+def test_dense_matrices_reduce_to_the_textbook_forms(data: tuple[np.ndarray, int]) -> None:
+    codes, n_labels = data
+    counts = np.stack([np.bincount(row, minlength=n_labels) for row in codes])
+    fleiss = fleiss_kappa(codes, n_labels=n_labels)
+    if fleiss.defined:
+        assert fleiss.statistic == pytest.approx(sm_fleiss_kappa(counts), rel=1e-9, abs=1e-12)
+    alpha = krippendorff_alpha(codes, n_labels=n_labels)
+    if alpha.defined:
+        expected = krippendorff.alpha(
+            codes.T.astype(float), level_of_measurement="nominal", value_domain=np.arange(n_labels)
+        )
+        assert alpha.statistic == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    share = np.mean([np.sum(c * (c - 1)) / (codes.shape[1] * (codes.shape[1] - 1)) for c in counts])
+    assert percent_agreement(codes, n_labels=n_labels).statistic == pytest.approx(share)
+
+
+# ---------------------------------------------------------------- bounds and undefined cases
+
+
+@PROPERTY
+@given(code_matrices())
+def test_bounds_and_undefined_is_nan_with_a_reason(data: tuple[np.ndarray, int]) -> None:
+    codes, n_labels = data
+    results = {**multi_rater(codes, n_labels), **two_rater(codes[:, 0], codes[:, 1], n_labels)}
+    for key, result in results.items():
+        assert np.isnan(result.statistic) == (not result.defined), key
+        assert bool(result.reason) == (not result.defined), key
+        if result.defined:
+            assert result.statistic <= 1.0 + 1e-12, key
+    assert -1.0 - 1e-12 <= results["pabak"].statistic <= 1.0 + 1e-12 or not results["pabak"].defined
+    assert 0.0 <= results["percent"].statistic <= 1.0 or not results["percent"].defined
+    phi = binary_association(np.minimum(codes[:, 0], 1), np.minimum(codes[:, 1], 1))
+    assert not phi.defined or -1.0 - 1e-12 <= phi.statistic <= 1.0 + 1e-12
+
+
+@PROPERTY
+@given(code_matrices(missing=False), st.integers(0, 4))
+def test_a_constant_rater_makes_kappa_undefined_never_zero(data: tuple[np.ndarray, int], label: int) -> None:
+    codes, n_labels = data
+    constant = np.full(codes.shape[0], label % n_labels)
+    for weights in (None, "linear", "quadratic"):
+        result = cohen_kappa(codes[:, 0], constant, n_labels=n_labels, weights=weights)
+        assert not result.defined and np.isnan(result.statistic) and "single category" in result.reason
+
+
+@PROPERTY
+@given(code_matrices())
+def test_no_pairable_item_is_detected(data: tuple[np.ndarray, int]) -> None:
+    codes, n_labels = data
+    single = np.full_like(codes, -1)
+    single[np.arange(codes.shape[0]), np.arange(codes.shape[0]) % codes.shape[1]] = np.maximum(codes[:, 0], 0)
+    for key, result in multi_rater(single, n_labels).items():
+        assert not result.defined and np.isnan(result.statistic), key
+        assert result.n_items == (codes.shape[0] if key == "ac1" else 0), key  # AC1 counts rated items
+
+
+# ---------------------------------------------------------------- the item bootstrap
+
+
+def naive_item_bootstrap(
+    codes: np.ndarray, statistic: Callable[[np.ndarray], float], n_resamples: int, seed: int
+) -> np.ndarray:
+    """Resample whole rows with replacement, one replicate at a time (the textbook loop)."""
+    rng = np.random.default_rng(seed)
+    return np.array([statistic(codes[rng.integers(0, len(codes), len(codes))]) for _ in range(n_resamples)])
+
+
+@pytest.mark.parametrize(
+    "coefficient",
+    [
+        lambda c: krippendorff_alpha(c, n_labels=3),
+        lambda c: krippendorff_alpha(c, n_labels=3, level="ordinal"),
+        lambda c: gwet_ac1(c, n_labels=3),
+        lambda c: mean_pairwise_kappa(c, n_labels=3),
+        lambda c: percent_agreement(c, n_labels=3),
+    ],
+)
+def test_pattern_bootstrap_is_the_item_bootstrap(coefficient: Callable[[np.ndarray], AgreementResult]) -> None:
+    rng = np.random.default_rng(31)
+    truth = rng.integers(0, 3, 60)
+    codes = np.where(rng.random((60, 4)) < 0.7, truth[:, None], rng.integers(0, 3, (60, 4)))
+    codes[:, 2:][rng.random((60, 2)) < 0.5] = -1  # every item keeps >= 2 ratings
+    naive = naive_item_bootstrap(codes, lambda c: coefficient(c).statistic, 1500, seed=5)
+    naive = naive[np.isfinite(naive)]
+    ours = coefficient(codes).confidence_interval(0.9, n_resamples=3000, rng=7)
+    low, high = np.quantile(naive, [0.05, 0.95])
+    spread = high - low
+    assert ours.low == pytest.approx(low, abs=0.08 * spread)
+    assert ours.high == pytest.approx(high, abs=0.08 * spread)
+
+
+def test_bootstrap_reproducible_and_accepts_generators() -> None:
+    codes = np.array([[0, 0, 1], [1, 1, 1], [2, 2, 1], [0, 1, -1], [2, 2, 2], [1, 1, 0]] * 5)
+    result = krippendorff_alpha(codes, n_labels=3)
+    first = result.confidence_interval(n_resamples=200, rng=11)
+    assert first == result.confidence_interval(n_resamples=200, rng=11)
+    assert first == result.confidence_interval(n_resamples=200, rng=np.random.default_rng(11))
+    assert first.low <= result.statistic <= first.high
+    narrow = result.confidence_interval(0.5, n_resamples=200, rng=11)
+    assert first.low <= narrow.low <= narrow.high <= first.high
+
+
+def test_bootstrap_chunks_give_the_same_replicates_as_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.agreement as agreement
+
+    rng = np.random.default_rng(2)
+    codes = rng.integers(-1, 4, size=(300, 5))
+    result = agreement.mean_pairwise_kappa(codes, n_labels=4)
+    whole = result.confidence_interval(n_resamples=64, rng=3)
+    monkeypatch.setattr(agreement, "_CHUNK_CELLS", 1)  # one resample per block
+    assert result.confidence_interval(n_resamples=64, rng=3) == whole
+
+
+# ---------------------------------------------------------------- memory
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: krippendorff_alpha(c, n_labels=40).confidence_interval(n_resamples=20, rng=0),
+        lambda c: krippendorff_alpha(c, n_labels=40, level="ordinal").confidence_interval(n_resamples=20, rng=0),
+        lambda c: gwet_ac1(c, n_labels=40).confidence_interval(n_resamples=20, rng=0),
+        lambda c: pairwise(c, n_labels=40),
+        lambda c: mean_pairwise_kappa(c, n_labels=40).confidence_interval(n_resamples=20, rng=0),
+        lambda c: summary_table(c, n_labels=40, n_resamples=20, rng=0),
+    ],
+)
+def test_peak_memory_stays_far_below_an_items_by_labels_squared_array(call: Callable[[np.ndarray], object]) -> None:
+    """No array of size n x L x L or n x R x R: peak memory is under half of the smaller one."""
+    rng = np.random.default_rng(0)
+    n_items, n_raters, n_labels = 20_000, 16, 40
+    codes = rng.integers(0, n_labels, size=(n_items, n_raters))
+    codes[:, 2:][rng.random((n_items, n_raters - 2)) < 0.9] = -1
+    forbidden = min(n_items * n_labels * n_labels, n_items * n_raters * n_raters) * 8
+    tracemalloc.start()
+    call(codes)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < forbidden / 2, (peak, forbidden)
