@@ -29,7 +29,8 @@ DECISIONS = ("pass", "reject", "inconclusive", "insufficient_data")
 _DEFAULT_EPSILON = {"margin": 0.05, "alt-test": 0.2}
 _DEFAULT_MIN_ITEMS = {"margin": 1, "alt-test": 30}
 _CHUNK_CELLS = 2_000_000  # resample weights held at once (replicates x patterns)
-_TAIL_COUNT = 4  # patterns this rare are resampled by drawing items, not by binomials
+_TAIL_COUNT = 10  # patterns this rare are resampled by drawing items, not by binomials
+_MAX_FEATURE_CELLS = 50_000_000  # per-pattern sums held at once (400 MB of float64)
 _TOLERANCE = 1e-12  # d_k >= -epsilon is decided up to float rounding of a ratio
 
 
@@ -163,11 +164,18 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _distinct_features(
     features: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Merge patterns with identical per-item quantities, summing their counts."""
+    """Merge patterns with identical per-item quantities, summing their counts.
+
+    Rows are matched on a weighted row sum and the match is checked exactly; a collision
+    (never seen in practice) falls back to sorting whole rows.
+    """
     if features.shape[0] == 0:
         return features, counts
-    distinct, inverse = np.unique(features, axis=0, return_inverse=True)
-    return distinct, np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
+    key = np.sum(features * np.sqrt(np.arange(features.shape[1]) + 2.0), axis=1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if not np.array_equal(features[first][inverse], features):
+        _, first, inverse = np.unique(features, axis=0, return_index=True, return_inverse=True)
+    return features[first], np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
 
 
 def _overlap_rows(
@@ -279,19 +287,36 @@ def _bootstrap_sums(
     n_items: int,
     n_resamples: int,
     rng: np.random.Generator,
+    *,
+    owners: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Feature sums ``(n_resamples, P)`` over item resamples (SPEC.md §2, "Intervals").
 
     Resampling ``n_items`` items puts ``Binomial(n_items, n_kept/n_items)`` draws on the
     kept items; those split multinomially over patterns. Common patterns get their
     multiplicities by binomial splitting, rare ones by drawing items, which is the same
-    multinomial at a lower cost.
+    multinomial at a lower cost. ``owners = (column_owner (P,), row_has_owner (G, K))``
+    says column ``c`` is zero on rows without owner ``column_owner[c]`` (held-out human
+    ``k`` and ``O_k``), so each owner's columns are summed over its rows only. Products
+    run in float32 below 2^24 items: integer sums stay exact, fractional ones (p_o
+    agreement shares) carry a relative error of order 1e-5 at 1e5 items, far below the
+    resampling noise.
     """
     n_patterns = counts.size
     sums = np.zeros((n_resamples, features.shape[1]))
     n_kept = int(counts.sum())
     if n_kept == 0:
         return sums
+    precision = np.float32 if n_items < 2**24 else np.float64
+    if owners is None:
+        column_owner, row_has_owner = np.zeros(features.shape[1], int), np.ones((n_patterns, 1), bool)
+    else:
+        column_owner, row_has_owner = owners
+    groups = []
+    for owner in np.unique(column_owner):
+        rows = np.flatnonzero(row_has_owner[:, owner])
+        columns = np.flatnonzero(column_owner == owner)
+        groups.append((rows, columns, features[np.ix_(rows, columns)].astype(precision)))
     on_kept = rng.binomial(n_items, n_kept / n_items, size=n_resamples)
     common = counts > _TAIL_COUNT
     n_common = int(counts[common].sum())
@@ -303,17 +328,15 @@ def _bootstrap_sums(
     step = max(1, _CHUNK_CELLS // n_patterns)
     for start in range(0, n_resamples, step):
         stop = min(start + step, n_resamples)
-        rows = stop - start
-        weights = np.zeros((rows, n_patterns))
-        if rare_items.size:
-            draws = rare_items[rng.integers(0, rare_items.size, size=int(on_rare[start:stop].sum()))]
-            replicate = np.repeat(np.arange(rows), on_rare[start:stop])
-            weights += np.bincount(
-                replicate * n_patterns + draws, minlength=rows * n_patterns
-            ).reshape(rows, n_patterns)
+        weights = np.zeros((stop - start, n_patterns), dtype=precision)
         if common_idx.size:
-            weights[:, common_idx] += rng.multinomial(on_common[start:stop], common_p)
-        sums[start:stop] = weights @ features
+            weights[:, common_idx] = rng.multinomial(on_common[start:stop], common_p)
+        for row, n_draws in zip(weights, on_rare[start:stop]):
+            if rare_items.size:
+                picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
+                row += np.bincount(rare_items[picks], minlength=n_patterns)
+        for rows, columns, block in groups:
+            sums[start:stop, columns] = weights[:, rows] @ block
     return sums
 
 
@@ -521,10 +544,23 @@ def _replicated_stats(
 ) -> tuple[_RaterStats, _RaterStats]:
     """Point statistics (batch of one) and bootstrap replicates, humans in column order."""
     rows, counts = _overlap_rows(codes, judges, humans)
+    j, k, l_ = len(judges), len(humans), n_labels
+    width = 2 * k + (j * k if rule == "margin" else 3 * j * k)
+    if coefficient != "po":
+        width = k + (j + 1) * k * k * (l_ + 1)
+    if rows.shape[0] * width > _MAX_FEATURE_CELLS:
+        raise ValueError(
+            f"{rows.shape[0]} distinct item patterns x {width} sums per item is too large for "
+            f"coefficient={coefficient!r}; use coefficient='po' or fewer judges at once"
+        )
     features = _item_features(rows, len(judges), n_labels, rule, coefficient)
-    features, counts = _distinct_features(features, counts)
+    if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
+        features, counts = _distinct_features(features, counts)
     point = counts @ features
-    replicates = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
+    owners = None
+    if coefficient == "po":  # every p_o column belongs to one held-out human (last axis)
+        owners = (np.arange(features.shape[1]) % k, features[:, :k] > 0)
+    replicates = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng, owners=owners)
     shape = (len(judges), len(humans), n_labels, rule, coefficient, epsilon)
     return _rater_stats(point[None, :], *shape), _rater_stats(replicates, *shape)
 
@@ -586,6 +622,8 @@ def validate_judge(
     >>> [round(r.p_value, 5) for r in v.raters], [r.won for r in v.raters], round(v.omega, 4)
     ([0.32693, 0.03359, 0.00258], [False, False, True], 0.3333)
     """
+    if not isinstance(judge, (int, np.integer)):
+        raise ValueError(f"judge must be a single column index, got {judge!r}")
     codes, judges, humans, epsilon, min_items = _decision_iv(
         codes, judge, humans, n_labels, rule, coefficient, epsilon, min_items, q, n_resamples, level,
         judges_name="judge",
@@ -633,7 +671,9 @@ def validate_judge(
         decision, reason = ("pass" if passed else "reject"), ""
         if np.isclose(omega, omega_threshold):
             decision, reason = "inconclusive", f"omega sits at the threshold {omega_threshold}"
-        elif not p_opposite <= inconclusive_level:
+        elif np.isnan(p_opposite):
+            decision, reason = "inconclusive", "no bootstrap resample leaves a usable human"
+        elif p_opposite > inconclusive_level:
             decision = "inconclusive"
             reason = f"bootstrap probability of the opposite decision {p_opposite:.3f} > {inconclusive_level}"
     return Validation(
