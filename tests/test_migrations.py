@@ -1,0 +1,206 @@
+"""Issue 2 item 6: the migrations upgrade, downgrade and upgrade again on a fresh database, and
+the ORM models match what they build.
+
+Runs on a SQLite file in tmp_path, or on ``ANNOPLAN_TEST_DATABASE_URL`` when set. That
+PostgreSQL database is shared with the other tests' fixtures, so every test here leaves it
+migrated to head.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from conftest import alembic_config
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, insert, inspect, select
+from sqlalchemy.exc import IntegrityError
+
+from service.app import create_app
+from service.db import make_engine
+from service.models import Base, Project, Rater
+from service.settings import Settings
+
+PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
+ADMIN_KEY = "ak_migration_test_key"
+
+
+@pytest.fixture
+def fresh_url(tmp_path: Path) -> Iterator[str]:
+    """An empty database (SQLite), or the PostgreSQL test database, left at head afterwards."""
+    if not PG_URL:
+        yield f"sqlite:///{tmp_path / 'migrations.db'}"
+        return
+    command.downgrade(alembic_config(PG_URL), "base")
+    try:
+        yield PG_URL
+    finally:
+        command.upgrade(alembic_config(PG_URL), "head")
+
+
+@pytest.fixture
+def engine(fresh_url: str) -> Iterator[Engine]:
+    engine = make_engine(fresh_url)
+    yield engine
+    engine.dispose()
+
+
+def schema(engine: Engine) -> dict:
+    """The reflected schema: columns, keys, foreign keys (with ON DELETE), indexes and their predicates."""
+    insp = inspect(engine)
+    out = {}
+    for table in sorted(insp.get_table_names()):
+        if table == "alembic_version":
+            continue
+        out[table] = {
+            "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(table)],
+            "pk": insp.get_pk_constraint(table)["constrained_columns"],
+            "fks": sorted(
+                (f["name"], tuple(f["constrained_columns"]), f["referred_table"], tuple(f["referred_columns"]),
+                 (f.get("options") or {}).get("ondelete"))
+                for f in insp.get_foreign_keys(table)
+            ),
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"]),
+                 str((i.get("dialect_options") or {}).get(f"{engine.dialect.name}_where")))
+                for i in insp.get_indexes(table)
+            ),
+            "uniques": sorted((u["name"], tuple(u["column_names"])) for u in insp.get_unique_constraints(table)),
+        }
+    return out
+
+
+def revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def model_diffs(engine: Engine) -> list:
+    """What autogenerate would add to a new migration: nothing when models and migrations agree."""
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+        return compare_metadata(ctx, Base.metadata)
+
+
+def test_one_linear_history():
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    assert len(script.get_heads()) == 1
+    assert len(script.get_bases()) == 1
+    for rev in script.walk_revisions():
+        assert rev.doc and rev.doc.strip(), f"revision {rev.revision} has no message"
+
+
+def test_upgrade_downgrade_upgrade(fresh_url, engine):
+    cfg = alembic_config(fresh_url)
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    command.upgrade(cfg, "head")
+    assert revision(engine) == head
+    first = schema(engine)
+    assert set(first) == set(Base.metadata.tables)
+    command.downgrade(cfg, "base")
+    assert revision(engine) is None
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
+    command.upgrade(cfg, "head")
+    assert revision(engine) == head
+    assert schema(engine) == first
+
+
+def test_each_revision_steps_up_and_down(fresh_url, engine):
+    cfg = alembic_config(fresh_url)
+    script = ScriptDirectory.from_config(cfg)
+    order = [rev.revision for rev in reversed(list(script.walk_revisions()))]
+    for rev in order:
+        command.upgrade(cfg, "+1")
+        assert revision(engine) == rev
+    for rev in reversed(order):
+        assert revision(engine) == rev
+        command.downgrade(cfg, "-1")
+    assert revision(engine) is None
+    command.upgrade(cfg, "head")
+
+
+def test_models_match_the_migrations(fresh_url, engine):
+    command.upgrade(alembic_config(fresh_url), "head")
+    assert model_diffs(engine) == []
+
+
+def test_model_comparison_can_see_a_drift(fresh_url, engine):
+    """Control for the test above: a schema one index short is reported."""
+    command.upgrade(alembic_config(fresh_url), "head")
+    (index,) = [i for i in Base.metadata.tables["label_events"].indexes if i.name == "ix_label_events_cell"]
+    with engine.begin() as conn:
+        index.drop(conn)
+    try:
+        diffs = model_diffs(engine)
+    finally:
+        with engine.begin() as conn:
+            index.create(conn)  # leave a shared PostgreSQL database as migrated
+    assert any(d[0] == "add_index" and d[1].name == "ix_label_events_cell" for d in diffs), diffs
+    assert model_diffs(engine) == []
+
+
+@pytest.mark.skipif(bool(PG_URL), reason="compares with metadata.create_all on a second SQLite file")
+def test_migrated_schema_equals_the_models_create_all(fresh_url, engine, tmp_path):
+    """Stricter than autogenerate: also ON DELETE actions and partial-index predicates."""
+    command.upgrade(alembic_config(fresh_url), "head")
+    direct = create_engine(f"sqlite:///{tmp_path / 'create_all.db'}")
+    Base.metadata.create_all(direct)
+    try:
+        assert schema(engine) == schema(direct)
+    finally:
+        direct.dispose()
+
+
+def test_at_most_one_primary_is_enforced_by_the_schema(fresh_url, engine):
+    """The migration's partial unique index, not only the endpoint, keeps one primary per project."""
+    command.upgrade(alembic_config(fresh_url), "head")
+    common = {"labels": ["a", "b"], "scale": "nominal", "criteria": ["default"], "allow_abstain": False,
+              "decision": {}, "target": {}, "label_seq": 0, "item_count": 0}
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [{"id": "p1", "name": "one", **common}, {"id": "p2", "name": "two", **common}])
+        conn.execute(insert(Rater), [
+            {"project_id": "p1", "external_id": "prim", "kind": "primary"},
+            {"project_id": "p1", "external_id": "h1", "kind": "human"},
+            {"project_id": "p1", "external_id": "h2", "kind": "human"},
+            {"project_id": "p2", "external_id": "prim", "kind": "primary"},
+        ])
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(insert(Rater), [{"project_id": "p1", "external_id": "prim2", "kind": "primary"}])
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(insert(Rater), [{"project_id": "p1", "external_id": "h1", "kind": "judge"}])
+    with engine.connect() as conn:
+        assert conn.execute(select(Rater.external_id).where(Rater.project_id == "p1").order_by(Rater.id)).scalars().all() == ["prim", "h1", "h2"]
+
+
+def test_downgrade_with_data_and_upgrade_to_an_empty_working_database(fresh_url, engine):
+    """A populated database downgrades cleanly, and the re-upgraded one serves the app from scratch."""
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "head")
+    settings = Settings(database_url=fresh_url, admin_key=ADMIN_KEY)
+
+    def session_client() -> TestClient:
+        c = TestClient(create_app(settings), raise_server_exceptions=False)
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        return c
+
+    with session_client() as c:
+        pid = c.post("/projects", json={"name": "m", "labels": ["a", "b"]}).json()["id"]
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": "j", "kind": "judge"}).status_code == 201
+        assert c.post(f"/projects/{pid}/items", json=[{"external_id": "x"}]).status_code == 200
+        r = c.post(f"/projects/{pid}/labels", json=[{"item": "x", "rater": "j", "value": "a"}], headers={"Idempotency-Key": "m"})
+        assert r.status_code == 200, r.text
+        assert c.post(f"/projects/{pid}/keys", json={"role": "pm"}).status_code == 201
+    engine.dispose()  # release pooled connections before DDL
+    command.downgrade(cfg, "base")
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
+    command.upgrade(cfg, "head")
+    with session_client() as c:
+        assert c.get("/healthz").json() == {"status": "ok", "database": "ok"}
+        assert c.get("/projects").json() == {"items": [], "next_cursor": None}
+        assert c.post("/projects", json={"name": "again", "labels": ["a", "b"]}).status_code == 201
