@@ -65,7 +65,7 @@ def _bootstrap(
     *,
     width: int = 0,
 ) -> np.ndarray:
-    """``statistic(weights)`` on item resamples, ``weights`` ``(B, n_patterns)`` (SPEC.md §2, "Intervals").
+    """``statistic(weights)`` on item resamples, weights ``(B, n_patterns)`` (SPEC.md §2).
 
     ``counts[u]`` items share pattern ``u``; drawing the ``sum(counts)`` items with
     replacement gives pattern multiplicities ``Multinomial(sum(counts), counts / sum)``.
@@ -87,7 +87,7 @@ def _pattern_replicates(
     frequency: np.ndarray,
     statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> Callable[[int, np.random.Generator], np.ndarray]:
-    """Bootstrap replicates of ``statistic(patterns, weights)``; ``frequency[u]`` items have pattern ``u``."""
+    """Item-bootstrap replicates of ``statistic(patterns, weights)`` (SPEC.md §2, Intervals)."""
 
     def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
         return _bootstrap(
@@ -167,7 +167,7 @@ class KappaResult(AgreementResult):
     table: np.ndarray = field(repr=False, compare=False)
 
     def _standard_error(self) -> float:
-        if self.coefficient == "scott_pi":
+        if self.coefficient not in ("cohen_kappa", "pabak"):
             return super()._standard_error()
         return self.standard_error
 
@@ -227,7 +227,7 @@ class MeanKappaResult(AgreementResult):
     weights: Weights
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PairwiseResult:
     """A two-rater coefficient over every rater pair (SPEC.md §2).
 
@@ -252,7 +252,7 @@ class PairwiseResult:
         n_resamples: int = 1000,
         rng: Rng = None,
     ) -> dict[tuple[int, int], ConfidenceInterval]:
-        """The interval of every pair ``(j, k)``, ``j < k``; each pair resamples its common items."""
+        """The interval of every pair ``(j, k)``, ``j < k``; a pair resamples its common items."""
         gen = np.random.default_rng(rng)
         return {
             pair: result.confidence_interval(level, method=method, n_resamples=n_resamples, rng=gen)
@@ -339,7 +339,10 @@ def _kappa_reason(table: np.ndarray) -> str:
         return _NO_COMMON
     for rater, margin in (("rater 1", table.sum(axis=1)), ("rater 2", table.sum(axis=0))):
         if np.count_nonzero(margin) == 1:
-            return f"{rater} used a single category on the common items (kappa would be 0 whatever the other did)"
+            return (
+                f"{rater} used a single category on the common items "
+                "(kappa would be 0 whatever the other did)"
+            )
     return ""
 
 
@@ -431,7 +434,11 @@ def _scott_reason(table: np.ndarray) -> str:
 
 def _scott_from_table(table: np.ndarray) -> KappaResult:
     return _table_result(
-        table, int(table.sum()), coefficient="scott_pi", terms=scott_terms, reason=_scott_reason(table)
+        table,
+        int(table.sum()),
+        coefficient="scott_pi",
+        terms=scott_terms,
+        reason=_scott_reason(table),
     )
 
 
@@ -723,8 +730,8 @@ def krippendorff_alpha(
 # --------------------------------------------------------------------------- rater pairs
 
 
-def _pair_indicator(rows: np.ndarray, n_labels: int) -> tuple[list[tuple[int, int]], sparse.csr_matrix]:
-    """Rater pairs ``j < k`` and the 0/1 matrix ``(n_rows, n_pairs * L^2)`` of each row's pair cells.
+def _pair_indicator(rows: np.ndarray, n_labels: int) -> sparse.csr_matrix:
+    """0/1 matrix ``(n_rows, n_pairs * L^2)``: the table cell of each rater pair ``j < k`` per row.
 
     ``weights @ indicator`` gives the common-item tables of every pair at once.
     """
@@ -739,7 +746,7 @@ def _pair_indicator(rows: np.ndarray, n_labels: int) -> tuple[list[tuple[int, in
     indicator = sparse.csr_matrix(
         (np.ones(row_index.size), (row_index, col_index)), shape=(rows.shape[0], len(pairs) * cells)
     )
-    return pairs, indicator
+    return indicator
 
 
 def _pair_tables(indicator: sparse.csr_matrix, weights: np.ndarray, n_labels: int) -> np.ndarray:
@@ -773,7 +780,9 @@ def pairwise(
     (0.75, 3, 3)
     """
     if coefficient not in _PAIR_COEFFICIENTS:
-        raise ValueError(f"coefficient must be one of {sorted(_PAIR_COEFFICIENTS)}, got {coefficient!r}")
+        raise ValueError(
+            f"coefficient must be one of {sorted(_PAIR_COEFFICIENTS)}, got {coefficient!r}"
+        )
     _weights_iv(weights)
     if weights is not None and coefficient != "cohen_kappa":
         raise ValueError("weights= applies to coefficient='cohen_kappa' only")
@@ -825,8 +834,9 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
     rows, frequency = distinct_rows(codes, n_labels)
     pairable = (rows >= 0).sum(axis=1) >= 2
     rows, frequency = rows[pairable], frequency[pairable]
-    _, indicator = _pair_indicator(rows, n_labels)
-    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agreement_weights(n_labels, weights))
+    indicator = _pair_indicator(rows, n_labels)
+    agree = agreement_weights(n_labels, weights)
+    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agree)
     if rows.shape[0]:
         mean, n_pairs = (x[0] for x in terms(indicator, frequency[None].astype(float)))
     else:
@@ -834,7 +844,10 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
     if rows.shape[0] == 0:
         reason = "no two raters labeled a common item"
     elif n_pairs == 0:
-        reason = "no rater pair has a defined kappa (each pair lacks common items or has a one-category rater)"
+        reason = (
+            "no rater pair has a defined kappa "
+            "(each pair lacks common items or has a one-category rater)"
+        )
     else:
         reason = ""
     return MeanKappaResult(
@@ -849,7 +862,9 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
     )
 
 
-def mean_pairwise_kappa(codes: object, *, n_labels: int, weights: Weights = None) -> MeanKappaResult:
+def mean_pairwise_kappa(
+    codes: object, *, n_labels: int, weights: Weights = None
+) -> MeanKappaResult:
     """Overlap-weighted mean of pairwise Cohen's kappa over all rater pairs (SPEC.md §2).
 
     ``sum_jk m_jk kappa_jk / sum_jk m_jk`` over the pairs whose kappa is defined
@@ -878,7 +893,7 @@ def summary_table(
     n_resamples: int = 1000,
     rng: Rng = None,
 ) -> dict[str, Estimate]:
-    """The agreement figures reported for a whole matrix, each with a bootstrap interval (SPEC.md §2).
+    """The agreement figures reported for a whole matrix, with bootstrap intervals (SPEC.md §2).
 
     Keys: ``"po"`` (:func:`percent_agreement`), ``"kappa"`` (:func:`mean_pairwise_kappa`:
     overlap-weighted mean of pairwise Cohen's kappa; unweighted for ``scale="nominal"``,

@@ -36,7 +36,7 @@ def _distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct per-item count vectors ``(U, L)`` of codes ``(n_items, n_raters)`` and their frequencies.
+    """Distinct per-item count vectors ``(U, L)`` of ``codes (n_items, n_raters)``, and frequencies.
 
     An item's counts are read as the digits of one integer in base ``n_raters + 1`` (a
     table lookup and a row sum: one pass over the matrix). When that integer would not fit
@@ -58,7 +58,7 @@ def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
 
 
 def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an int array ``(n, k)`` with values in ``-1..n_values-1``, and their frequencies.
+    """Distinct rows of an int array ``(n, k)`` with values ``-1..n_values-1``, and frequencies.
 
     A row is read as one integer in base ``n_values + 1`` when that fits in int64.
     """
@@ -169,7 +169,7 @@ def ac1_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]
 
 
 def fleiss_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Fleiss' kappa, ``Pbar``, ``Pbar_e``; every item has the same number of ratings (SPEC.md §2)."""
+    """Fleiss' kappa, ``Pbar``, ``Pbar_e``; items share one number of ratings (SPEC.md §2)."""
     per_item = int(counts[0].sum())
     agreement = ((counts**2).sum(axis=1) - per_item) / (per_item * (per_item - 1))
     n_items = weights.sum(axis=1)
