@@ -27,6 +27,7 @@ from service.routes import (
     report,
     simulations,
 )
+from service.reliability import DocumentCache
 from service.schemas import ItemIn, LabelIn
 from service.settings import Settings, get_settings
 
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="annoplan", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.documents = DocumentCache()
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,

@@ -192,3 +192,72 @@ class Page(BaseModel, Generic[T]):
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: Literal["ok", "unreachable"]
+
+
+Design = Literal["auto", "strat", "seq-refined", "seq-coverage", "random", "depth-first"]
+
+
+class PlanCreate(Strict):
+    """What to plan for and from what (SPEC.md §4–5)."""
+
+    purpose: Literal["certify", "rank"] = "certify"
+    source: Literal["prior", "pilot"] = "prior"
+    p_h: float | None = Field(None, gt=0, lt=1, description="Prior human accuracy (source=prior).")
+    p_j: float | None = Field(None, gt=0, lt=1, description="Prior judge accuracy (source=prior).")
+    n_raters: int | None = Field(
+        None, ge=2, le=100, description="K humans, primary included; default: the project's humans (at least 2)."
+    )
+    n_judges: int | None = Field(None, ge=2, le=100, description="Judges to rank (purpose=rank).")
+    delta_min: float | None = Field(None, gt=0, lt=1, description="Smallest judge margin to resolve (purpose=rank).")
+    design: Design = "auto"
+    m: int | None = Field(None, ge=1, description="Override the recipe's overlap per secondary annotator.")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the item draw; random when absent.")
+
+    @model_validator(mode="after")
+    def _needs(self) -> PlanCreate:
+        if self.source == "prior" and (self.p_h is None or self.p_j is None):
+            raise ValueError("source 'prior' needs p_h and p_j")
+        if self.purpose == "rank" and self.delta_min is None:
+            raise ValueError("purpose 'rank' needs delta_min")
+        return self
+
+
+class PlanRead(BaseModel):
+    id: str
+    purpose: str
+    source: str
+    design: str
+    seed: int
+    m: int | None
+    label_seq: int
+    created_at: datetime
+    recipe: dict[str, Any]
+    progress: dict[str, Any] | None = None
+
+
+class BatchCreate(Strict):
+    rater: str | None = Field(None, description="External id of the rater; implied for annotator keys.")
+    size: int = Field(50, ge=1, description="Items wanted (at most the configured batch limit, default 1000).")
+
+
+class BatchRead(BaseModel):
+    id: str | None
+    rater: str
+    items: list[str]
+    design: str
+    expires_at: datetime | None
+    done: bool = False
+    remaining: int = Field(description="Planned items of this rater still unlabeled, held or not.")
+
+
+class BatchStatus(BaseModel):
+    id: str
+    rater: str
+    items: list[str]
+    design: str
+    created_at: datetime
+    expires_at: datetime
+    released: bool
+    expired: bool
+    labeled: int
+    unlabeled: list[str]

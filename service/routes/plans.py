@@ -1,7 +1,56 @@
-"""Placeholder router; filled in by its own change."""
+"""Plans: the overlap recipe and design in force for a project."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
-router = APIRouter(tags=["plans"])
+from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.errors import NotFound, error_responses
+from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.models import Plan
+from service.planning import create_plan, current_plan
+from service.reliability import plan_progress
+from service.routes.projects import ProjectId
+from service.schemas import PlanCreate, PlanRead
+
+router = APIRouter(prefix="/projects/{pid}/plan", tags=["plans"])
+
+
+def plan_read(plan: Plan, progress: dict | None = None) -> PlanRead:
+    """The public view of a plan."""
+    return PlanRead(
+        id=plan.id, purpose=plan.purpose, source=plan.source, design=plan.design, seed=plan.seed, m=plan.m,
+        label_seq=plan.label_seq, created_at=plan.created_at, recipe=plan.recipe, progress=progress,
+    )
+
+
+@router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422))
+def post_plan(
+    pid: ProjectId, body: PlanCreate, request: Request, session: WriteSession, principal: PrincipalDep,
+    settings: SettingsDep, idem: IdempotencyKey = None,
+) -> JSONResponse:
+    """Compute and store the plan in force (SPEC.md §4–5): recipe, design and per-rater lists.
+
+    `source=prior` plans from `p_h`, `p_j`; `source=pilot` from the overlap in hand. The
+    design `auto` picks Strat or Seq-Coverage from the primary's stratum entropy. Lists of
+    secondaries are drawn now (sequential designs: at each rater's first batch), seeded and
+    stored; re-planning keeps labels and items already assigned.
+    """
+    project = project_for(session, principal, pid, "admin", "pm")
+
+    def write() -> tuple[int, PlanRead]:
+        plan, _ = create_plan(session, project, body, n_resamples=min(settings.bootstrap_resamples, 500))
+        return 201, plan_read(plan, plan_progress(session, project, plan))
+
+    return idempotent_write(session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write)
+
+
+@router.get("", response_model=PlanRead, responses=error_responses(401, 403, 404))
+def get_plan(pid: ProjectId, session: ReadSession, principal: PrincipalDep) -> PlanRead:
+    """The plan in force and its progress (404 when there is none yet)."""
+    project = project_for(session, principal, pid, "admin", "pm", "viewer")
+    plan = current_plan(session, pid)
+    if plan is None:
+        raise NotFound("this project has no plan yet", code="no_plan")
+    return plan_read(plan, plan_progress(session, project, plan))

@@ -1,7 +1,66 @@
-"""Placeholder router; filled in by its own change."""
+"""Live reliability status and judge ranking, for dashboards that poll."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from collections.abc import Callable
+from typing import Annotated, Any
 
-router = APIRouter(tags=["reliability"])
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
+from service.errors import Invalid, error_responses
+from service.models import Project
+from service.planning import current_plan
+from service.reliability import document_key, ranking_document, reliability_document
+from service.routes.projects import ProjectId
+
+router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
+Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
+IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
+CACHE_HEADERS = {"Cache-Control": "no-cache"}
+
+
+def _cached(
+    request: Request, session: Any, project: Project, criterion: str | None, if_none_match: str | None, kind: str,
+    build: Callable[[str], dict[str, Any]],
+) -> Response:
+    name = criterion or project.criteria[0]
+    if name not in project.criteria:
+        raise Invalid(f"unknown criterion {name!r}; the project has {project.criteria}")
+    etag = document_key(project, current_plan(session, project.id), name, kind)
+    headers = {**CACHE_HEADERS, "ETag": etag}
+    if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
+        return Response(status_code=304, headers=headers)
+    cache = request.app.state.documents
+    doc = cache.get(etag)
+    if doc is None:
+        doc = build(name)
+        cache.put(etag, doc)
+    return JSONResponse(doc, headers=headers)
+
+
+@router.get("/reliability", responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
+def get_reliability(
+    pid: ProjectId, request: Request, session: ReadSession, principal: PrincipalDep, settings: SettingsDep,
+    criterion: Criterion = None, if_none_match: IfNoneMatch = None,
+) -> Response:
+    """The live status: decision, omega, per-rater margins with intervals, human-pool score,
+    coefficients, plan progress and the recipe re-estimated from the labels in hand.
+
+    Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`.
+    """
+    project = project_for(session, principal, pid, "admin", "pm", "viewer")
+    return _cached(request, session, project, criterion, if_none_match, "reliability",
+                   lambda name: reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples))
+
+
+@router.get("/ranking", responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
+def get_ranking(
+    pid: ProjectId, request: Request, session: ReadSession, principal: PrincipalDep, settings: SettingsDep,
+    criterion: Criterion = None, if_none_match: IfNoneMatch = None,
+) -> Response:
+    """Judges ranked by score, with pairwise margins, top-1 probabilities and the flip rate."""
+    project = project_for(session, principal, pid, "admin", "pm", "viewer")
+    return _cached(request, session, project, criterion, if_none_match, "ranking",
+                   lambda name: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples))

@@ -1,0 +1,124 @@
+"""Batches: leases of a rater's next planned items, safe under concurrent requests."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from service.auth import Principal
+from service.errors import Conflict, Forbidden, Invalid, NotFound
+from service.models import Assignment, Batch, CurrentLabel, Item, Project, Rater, new_public_id, utcnow
+from service.planning import current_plan, ensure_assignments
+from service.schemas import BatchCreate, BatchRead, BatchStatus
+
+
+def _labeled():
+    """True for an assignment whose rater has labeled its item (any criterion)."""
+    return exists().where(CurrentLabel.item_id == Assignment.item_id, CurrentLabel.rater_id == Assignment.rater_id)
+
+
+def batch_rater(session: Session, project: Project, principal: Principal, requested: str | None) -> Rater:
+    """The rater a batch request is for: the annotator's own, or the one a PM names."""
+    if principal.role == "annotator":
+        rater = session.get(Rater, principal.rater_id)
+        assert rater is not None
+        if requested is not None and requested != rater.external_id:
+            raise Forbidden("an annotator key may only request batches for its own rater")
+        return rater
+    if requested is None:
+        raise Invalid("'rater' is required (the external id of the rater the batch is for)")
+    rater = session.scalar(select(Rater).where(Rater.project_id == project.id, Rater.external_id == requested))
+    if rater is None:
+        raise Invalid(f"unknown rater {requested!r} in this project")
+    return rater
+
+
+def issue_batch(
+    session: Session, project: Project, principal: Principal, body: BatchCreate, *, lease_seconds: int, max_size: int
+) -> BatchRead:
+    """Lease the rater's next planned items it has not labeled and that no live batch holds.
+
+    The rater's row is locked first (PostgreSQL; SQLite serialises writers anyway), so
+    parallel requests for one rater queue, while requests for different raters proceed.
+    """
+    if body.size > max_size:
+        raise Invalid(f"size must be at most {max_size}", code="batch_too_large")
+    rater = batch_rater(session, project, principal, body.rater)
+    session.execute(select(Rater.id).where(Rater.id == rater.id).with_for_update())
+    plan = current_plan(session, project.id)
+    if plan is None:
+        raise Conflict("this project has no plan yet: POST /projects/{pid}/plan first", code="no_plan")
+    ensure_assignments(session, plan, rater)
+    now = utcnow()
+    open_items = select(Assignment).where(Assignment.rater_id == rater.id, ~_labeled())
+    remaining = session.scalar(select(func.count()).select_from(open_items.subquery())) or 0
+    free = or_(Assignment.lease_expires_at.is_(None), Assignment.lease_expires_at < now)
+    chosen = session.execute(
+        select(Assignment.id, Item.external_id)
+        .join(Item, Item.id == Assignment.item_id)
+        .where(Assignment.rater_id == rater.id, ~_labeled(), free)
+        .order_by(Assignment.position)
+        .limit(body.size)
+        .with_for_update(of=Assignment, skip_locked=True)
+    ).all()
+    if not chosen:
+        return BatchRead(id=None, rater=rater.external_id, items=[], design=plan.design, expires_at=None,
+                         done=remaining == 0, remaining=remaining)
+    batch = Batch(
+        id=new_public_id("b"), project_id=project.id, rater_id=rater.id, plan_id=plan.id, design=plan.design,
+        items=[ext for _, ext in chosen], expires_at=now + timedelta(seconds=lease_seconds),
+    )
+    session.add(batch)
+    session.flush()
+    session.execute(
+        update(Assignment)
+        .where(Assignment.id.in_([aid for aid, _ in chosen]))
+        .values(batch_id=batch.id, lease_expires_at=batch.expires_at)
+    )
+    return BatchRead(id=batch.id, rater=rater.external_id, items=batch.items, design=plan.design,
+                     expires_at=batch.expires_at, done=False, remaining=remaining)
+
+
+def visible_batch(session: Session, project: Project, principal: Principal, bid: str) -> Batch:
+    """The batch if it is in this project and the caller is a PM/admin or its annotator; else 404."""
+    batch = session.get(Batch, bid)
+    if batch is None or batch.project_id != project.id or (
+        principal.role == "annotator" and batch.rater_id != principal.rater_id
+    ):
+        raise NotFound(f"batch {bid!r} not found")
+    return batch
+
+
+def batch_status(session: Session, batch: Batch) -> BatchStatus:
+    """Where a batch stands: which of its items are labeled, and whether its lease still holds."""
+    rater = session.get(Rater, batch.rater_id)
+    assert rater is not None
+    labeled = {
+        ext for (ext,) in session.execute(
+            select(Item.external_id)
+            .join(CurrentLabel, CurrentLabel.item_id == Item.id)
+            .where(CurrentLabel.rater_id == batch.rater_id, Item.project_id == batch.project_id,
+                   Item.external_id.in_(batch.items))
+        )
+    }
+    return BatchStatus(
+        id=batch.id, rater=rater.external_id, items=batch.items, design=batch.design, created_at=batch.created_at,
+        expires_at=batch.expires_at, released=batch.released_at is not None,
+        expired=batch.expires_at <= utcnow(), labeled=len(labeled),
+        unlabeled=[i for i in batch.items if i not in labeled],
+    )
+
+
+def release_batch(session: Session, batch: Batch) -> BatchStatus:
+    """End the lease now: the batch's unlabeled items go back to the rater's queue."""
+    if batch.released_at is None:
+        batch.released_at = utcnow()
+        session.execute(
+            update(Assignment)
+            .where(Assignment.batch_id == batch.id, ~_labeled())
+            .values(batch_id=None, lease_expires_at=None)
+        )
+        session.flush()
+    return batch_status(session, batch)

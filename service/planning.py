@@ -1,0 +1,215 @@
+"""Plans: the overlap recipe from priors or the pilot in hand, the design, and per-rater lists."""
+
+from __future__ import annotations
+
+import secrets
+import zlib
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from planner.designs import choose_design, depth_first, random_subsets, seq_coverage, seq_refined, strat
+from planner.recipes import Recipe, certify_recipe, pilot_moments, prior_moments, rank_recipe
+from service.errors import Conflict, Invalid
+from service.matrix import LabelMatrix, load_matrix
+from service.models import Assignment, Plan, Project, Rater, new_public_id
+from service.schemas import DecisionSettings, PlanCreate
+from service.sql import insert_many
+
+SEQUENTIAL = ("seq-refined", "seq-coverage")
+
+
+def current_plan(session: Session, project_id: str) -> Plan | None:
+    """The plan in force: the project's newest."""
+    return session.scalar(
+        select(Plan).where(Plan.project_id == project_id).order_by(Plan.created_at.desc(), Plan.id.desc()).limit(1)
+    )
+
+
+def _moments(body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, n_resamples: int) -> dict[str, Any]:
+    if body.source == "prior":
+        assert body.p_h is not None and body.p_j is not None
+        mu_d, sigma0_sq = prior_moments(body.p_h, body.p_j, n_labels=matrix.n_labels)
+        note = "symmetric noise channel, one held-in label (SPEC.md §4)"
+        if decision.rule == "alt-test":
+            note += "; with one held-in label W_f - W_h equals xi, so these are also the alt-test moments"
+        return {"source": "prior", "p_h": body.p_h, "p_j": body.p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq, "note": note}
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    if not judges or len(humans) < 2:
+        raise Conflict("a pilot plan needs a judge and at least two human raters with labels", code="no_pilot")
+    pilot = pilot_moments(
+        matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
+        n_resamples=n_resamples, rng=0,
+    )
+    if not np.isfinite(pilot.mu_d) or not np.isfinite(pilot.sigma0_sq):
+        raise Conflict("no overlap in hand yet: a pilot plan needs items labeled by the judge and two humans",
+                       code="no_pilot")
+    return {
+        "source": "pilot", "mu_d": pilot.mu_d, "sigma0_sq": pilot.sigma0_sq,
+        "mu_d_ci": pilot.mu_d_ci.as_list(), "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(),
+        "m_pilot": pilot.m, "n_raters_pilot": pilot.n_raters,
+        "note": "plug-in estimates from the labels in hand; their uncertainty is the interval",
+    }
+
+
+def recipe_dict(recipe: Recipe) -> dict[str, Any]:
+    """A recipe as JSON: overlap, budget and the error curve."""
+    plan = recipe.plan
+    return {
+        "goal": recipe.goal, "rule": recipe.rule, "m": recipe.m, "feasible": recipe.feasible,
+        "reason": recipe.reason, "alpha_sig": recipe.alpha_sig,
+        "rho": plan.rho if plan else None,
+        "per_rater": list(plan.per_rater) if plan else None,
+        "total_human_labels": plan.total_labels if plan else None,
+        "false_rejection_curve": [{"m": m, "rate": r} for m, r in zip(recipe.m_grid, recipe.fr_rate, strict=True)],
+    }
+
+
+def _strata(matrix: LabelMatrix) -> np.ndarray:
+    """Per item, the primary's label, or an extra stratum ``L`` where it has none yet."""
+    primary = matrix.columns("primary")
+    if not primary:
+        return np.full(matrix.raw.shape[0], matrix.n_labels, dtype=np.int64)
+    codes = matrix.codes[:, primary[0]]
+    return np.where(codes < 0, matrix.n_labels, codes)
+
+
+def _design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float | None, str, list[str]]:
+    strata = _strata(matrix)
+    observed = strata[strata < matrix.n_labels]
+    if body.design != "auto":
+        entropy = None
+        if observed.size:
+            entropy = choose_design(observed, n_labels=matrix.n_labels).entropy
+        return body.design, entropy, "chosen by the request", []
+    if observed.size == 0:
+        return "strat", None, "no primary labels yet: a shared panel drawn uniformly (Strat with one stratum)", []
+    choice = choose_design(observed, n_labels=matrix.n_labels)
+    return choice.design, choice.entropy, choice.reason, list(choice.warnings)
+
+
+def create_plan(
+    session: Session, project: Project, body: PlanCreate, *, n_resamples: int
+) -> tuple[Plan, dict[str, Any]]:
+    """Compute and store the plan in force; lists of existing secondaries are drawn now (non-sequential designs)."""
+    decision = DecisionSettings(**project.decision)
+    matrix = load_matrix(session, project, project.criteria[0])
+    n_items = matrix.raw.shape[0]
+    if n_items == 0:
+        raise Conflict("the project has no items to plan for; upload items first", code="no_items")
+    humans = matrix.columns("primary", "human")
+    n_humans = body.n_raters or max(len(humans), 2)
+    moments = _moments(body, matrix, decision, n_resamples)
+    if body.purpose == "certify":
+        recipe = certify_recipe(
+            moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans, rule=decision.rule,
+            epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, q=decision.q,
+        )
+    else:
+        n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
+        assert body.delta_min is not None
+        recipe = rank_recipe(
+            moments["sigma0_sq"], body.delta_min, n_items=n_items, n_humans=n_humans, n_judges=n_judges,
+            alpha_sig=decision.alpha_sig,
+        )
+    m = body.m if body.m is not None else recipe.m
+    notes = []
+    if m is not None and m > n_items:
+        notes.append(f"the recipe asks for {m} overlap items but the corpus has {n_items}: every item is planned")
+        m = n_items
+    design, entropy, why, warnings = _design(body, matrix)
+    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
+    document = {
+        **recipe_dict(recipe), "m_planned": m, "n_items": n_items, "n_humans": n_humans,
+        "moments": moments, "design": design, "design_reason": why, "stratum_entropy": entropy,
+        "warnings": warnings + notes, "purpose": body.purpose,
+    }
+    panel: list[int] = []
+    if m is not None and design == "strat":
+        panel = matrix.item_ids[strat(_strata(matrix), m, raters=["panel"], rng=seed)["panel"]].tolist()
+    plan = Plan(
+        id=new_public_id("plan"), project_id=project.id, purpose=body.purpose, source=body.source,
+        design=design, seed=seed, m=m, params={**body.model_dump(), "panel": panel}, recipe=document,
+        label_seq=project.label_seq,
+    )
+    session.add(plan)
+    session.flush()
+    if m is not None and design not in SEQUENTIAL:
+        for rater in session.scalars(select(Rater).where(Rater.project_id == project.id, Rater.kind == "human")):
+            ensure_assignments(session, plan, rater, matrix)
+    return plan, document
+
+
+def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix) -> np.ndarray:
+    """Item ids of ``rater``'s list under ``plan``, in labeling order."""
+    n_items = matrix.raw.shape[0]
+    if rater.kind == "primary":
+        return matrix.item_ids
+    m = min(plan.m or 0, n_items)
+    if m == 0:
+        return matrix.item_ids[:0]
+    rater_seed = [plan.seed, zlib.crc32(rater.external_id.encode())]
+    if plan.design == "strat":
+        return np.asarray(plan.params["panel"], dtype=np.int64)
+    if plan.design == "random":
+        index = random_subsets(n_items, m, raters=[0], rng=rater_seed)[0]
+    elif plan.design == "depth-first":
+        index = depth_first(n_items, m, raters=[0])[0]
+    else:
+        primary = matrix.columns("primary")
+        if not primary:
+            raise Conflict("sequential designs stratify on labels in hand: add the primary rater and its labels first",
+                           code="no_primary")
+        in_hand = [primary[0]] + [k for k in matrix.columns("human") if (matrix.codes[:, k] >= 0).any()]
+        codes = matrix.codes[:, in_hand]
+        if plan.design == "seq-refined":
+            index = seq_refined(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels, rng=rater_seed)[0]
+        else:
+            index = seq_coverage(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels,
+                                 coverage=_coverage(session, plan.project_id, matrix), rng=rater_seed)[0]
+    return matrix.item_ids[index]
+
+
+def _coverage(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
+    """Per item (matrix order), how many secondaries have been assigned it."""
+    counts = {
+        item: n for item, n in session.execute(
+            select(Assignment.item_id, func.count())
+            .join(Rater, Rater.id == Assignment.rater_id)
+            .where(Assignment.project_id == project_id, Rater.kind == "human")
+            .group_by(Assignment.item_id)
+        )
+    }
+    return np.fromiter((counts.get(int(i), 0) for i in matrix.item_ids), np.int64, matrix.item_ids.size)
+
+
+def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix | None = None) -> None:
+    """Give ``rater`` its list under ``plan``: items already assigned stay; new ones are appended.
+
+    The primary's list is the whole corpus; a secondary's holds ``plan.m`` items. A list
+    already that long is left alone, so this is cheap on every batch request.
+    """
+    if rater.kind == "judge":
+        raise Invalid("judges label every item themselves; they get no batches")
+    project = session.get(Project, plan.project_id)
+    assert project is not None
+    target = project.item_count if rater.kind == "primary" else min(plan.m or 0, project.item_count)
+    held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
+    if held >= target:
+        return
+    matrix = matrix or load_matrix(session, project, project.criteria[0])
+    existing = {
+        item: pos for item, pos in session.execute(
+            select(Assignment.item_id, Assignment.position).where(Assignment.rater_id == rater.id)
+        )
+    }
+    planned = [int(i) for i in _planned_items(session, plan, rater, matrix) if int(i) not in existing]
+    planned = planned[: max(0, target - len(existing))]
+    start = max(existing.values(), default=-1) + 1
+    insert_many(
+        session, Assignment.__table__,
+        ("project_id", "rater_id", "item_id", "plan_id", "position"),
+        [(plan.project_id, rater.id, item, plan.id, start + k) for k, item in enumerate(planned)],
+    )

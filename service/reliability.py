@@ -1,0 +1,199 @@
+"""The live reliability document and the judge ranking, cached by the project's label sequence."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from planner.agreement import summary_table
+from planner.decision import Validation, rank_judges, validate_judge
+from planner.recipes import certify_recipe, pilot_moments
+from service.matrix import LabelMatrix, load_matrix
+from service.models import Assignment, CurrentLabel, Plan, Project, Rater
+from service.planning import current_plan
+from service.schemas import DecisionSettings
+
+PROTOCOL_NOTE = (
+    "CANNOT_ASSESS and INVALID are excluded (pairs where either side abstains are dropped); "
+    "intervals are percentile bootstraps over items"
+)
+
+
+def num(x: float | None) -> float | None:
+    """A JSON number: NaN and infinities become null."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def document_key(project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
+    """What a document depends on: labels (``label_seq``), settings, plan and criterion — its ETag."""
+    raw = f"{kind}|{project.id}|{project.label_seq}|{criterion}|{sorted(project.decision.items())}|{plan.id if plan else ''}"
+    return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
+
+
+class DocumentCache:
+    """A small thread-safe LRU of computed documents keyed by :func:`document_key`."""
+
+    def __init__(self, size: int = 64):
+        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            doc = self._items.get(key)
+            if doc is not None:
+                self._items.move_to_end(key)
+            return doc
+
+    def put(self, key: str, doc: dict[str, Any]) -> None:
+        with self._lock:
+            self._items[key] = doc
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any]:
+    return {
+        "judge": matrix.raters[judge].external_id,
+        "decision": v.decision, "reason": v.reason, "omega": num(v.omega), "omega_threshold": v.omega_threshold,
+        "p_opposite": num(v.p_opposite), "rule": v.rule, "coefficient": v.coefficient, "epsilon": v.epsilon,
+        "raters": [
+            {
+                "rater": matrix.raters[r.rater].external_id, "m": r.m, "d": num(r.d),
+                "rho_f": num(r.rho_f), "rho_h": num(r.rho_h), "p_value": num(r.p_value),
+                "ci": r.ci.as_list(), "won": r.won, "reason": r.reason,
+            }
+            for r in v.raters
+        ],
+        "human_pool": {"estimate": num(v.human_pool.estimate), "ci": v.human_pool.ci.as_list(),
+                       "n_raters": v.human_pool.n_raters},
+    }
+
+
+def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    done = {
+        rid: n for rid, n in session.execute(
+            select(Assignment.rater_id, func.count())
+            .join(CurrentLabel, (CurrentLabel.item_id == Assignment.item_id) & (CurrentLabel.rater_id == Assignment.rater_id))
+            .where(Assignment.project_id == project.id)
+            .group_by(Assignment.rater_id)
+        )
+    }
+    humans = session.scalars(select(Rater.id).where(Rater.project_id == project.id, Rater.kind == "human")).all()
+    target = plan.m or 0
+    per = [done.get(rid, 0) for rid in humans]
+    return {
+        "plan": plan.id, "m_target": plan.m, "design": plan.design,
+        "m_done_min": min(per) if per else 0,
+        "remaining_labels": sum(max(0, target - n) for n in per),
+    }
+
+
+def _recipe_now(matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings,
+                m_now: int, n_resamples: int) -> dict[str, Any]:
+    pilot = pilot_moments(matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels,
+                          rule=decision.rule, n_resamples=n_resamples, rng=0)
+    if not (math.isfinite(pilot.mu_d) and math.isfinite(pilot.sigma0_sq)):
+        return {"source": "pilot", "m_cert": None, "reason": "no overlap in hand yet"}
+    recipe = certify_recipe(pilot.mu_d, pilot.sigma0_sq, n_items=matrix.raw.shape[0], n_humans=max(len(humans), 2),
+                            rule=decision.rule, epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig,
+                            q=decision.q)
+    return {
+        "source": "pilot", "m_cert": recipe.m, "feasible": recipe.feasible, "reason": recipe.reason,
+        "more_overlap_needed": None if recipe.m is None else max(0, recipe.m - m_now),
+        "mu_d": num(pilot.mu_d), "mu_d_ci": pilot.mu_d_ci.as_list(),
+        "sigma0_sq": num(pilot.sigma0_sq), "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(), "m_pilot": pilot.m,
+    }
+
+
+def reliability_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
+    """The live status of API.md: decision, per-rater margins, pool score, coefficients, progress, recipe."""
+    decision = DecisionSettings(**project.decision)
+    matrix = load_matrix(session, project, criterion)
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    seed = project.label_seq
+    doc: dict[str, Any] = {
+        "label_seq": matrix.label_seq, "n_items": int(matrix.raw.shape[0]), "criterion": criterion,
+        "protocol": {"scale": project.scale, "handling": "exclude", "aggregation": "per criterion",
+                     "resampling_unit": "item", "note": PROTOCOL_NOTE},
+        "rule": decision.rule, "coefficient": decision.coefficient, "omega_threshold": decision.omega_threshold,
+    }
+    validations = []
+    for j in judges:
+        if len(humans) >= 2:
+            v = validate_judge(
+                matrix.codes, judge=j, humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
+                coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(),
+                omega_threshold=decision.omega_threshold, q=decision.q,
+                inconclusive_level=decision.inconclusive_level, n_resamples=n_resamples, rng=seed,
+            )
+            validations.append(_validation(v, matrix, j))
+    if validations:
+        doc.update({k: v for k, v in validations[0].items()})
+    else:
+        why = "no judge rater yet" if not judges else "fewer than two human raters"
+        doc.update({"judge": None, "decision": "insufficient_data", "reason": why, "omega": None, "raters": [],
+                    "human_pool": {"estimate": None, "ci": [None, None], "n_raters": 0}})
+    human_codes = matrix.codes[:, humans] if humans else np.empty((matrix.raw.shape[0], 0), dtype=np.int64)
+    if len(humans) >= 2:
+        table = summary_table(human_codes, n_labels=matrix.n_labels, scale=project.scale,
+                              n_resamples=n_resamples, rng=seed)
+        doc["coefficients"] = {k: _estimate(e.as_dict()) for k, e in table.items()}
+    else:
+        doc["coefficients"] = {}
+    doc["coefficients_population"] = "human raters (primary and secondaries): the human ceiling"
+    plan = current_plan(session, project.id)
+    doc["plan"] = plan_progress(session, project, plan)
+    m_now = min((r["m"] for r in doc["raters"]), default=0)
+    doc["recipe_now"] = (
+        _recipe_now(matrix, judges[0], humans, decision, m_now, min(n_resamples, 200))
+        if judges and len(humans) >= 2 else {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
+    )
+    doc["judges"] = validations
+    return doc
+
+
+def _estimate(d: dict[str, Any]) -> dict[str, Any]:
+    return {key: (num(v) if isinstance(v, float) else v) for key, v in d.items()}
+
+
+def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
+    """Judges ranked by score with intervals, top-1 probabilities and flip rates (SPEC.md §3)."""
+    decision = DecisionSettings(**project.decision)
+    matrix = load_matrix(session, project, criterion)
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    base = {"label_seq": matrix.label_seq, "criterion": criterion, "rule": decision.rule,
+            "coefficient": decision.coefficient}
+    if not judges or len(humans) < 2:
+        return {**base, "judges": [], "order": [], "margins": [], "flip_share": None,
+                "reason": "ranking needs at least one judge and two human raters"}
+    r = rank_judges(matrix.codes, judges=judges, humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
+                    coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(), q=decision.q,
+                    n_resamples=n_resamples, rng=project.label_seq)
+    name = {k: matrix.raters[k].external_id for k in judges}
+    return {
+        **base,
+        "judges": [
+            {"judge": name[s.judge], "score": num(s.score), "ci": s.ci.as_list(), "omega": num(s.omega),
+             "p_top1": num(s.p_top1), "n_raters": s.n_raters, "defined": s.defined, "reason": s.reason}
+            for s in r.judges
+        ],
+        "order": [name[k] for k in r.order],
+        "margins": [
+            {"better": name[m.better], "worse": name[m.worse], "margin": num(m.margin), "ci": m.ci.as_list(),
+             "p_flip": num(m.p_flip)}
+            for m in r.margins
+        ],
+        "flip_share": num(r.flip_share),
+        "n_items": r.n_items,
+    }

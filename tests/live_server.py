@@ -1,0 +1,89 @@
+"""A real annoplan server in a subprocess (uvicorn), for concurrency, crash and soak tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """``uvicorn service.app:create_app`` on ``database_url`` (already migrated), on loopback.
+
+    Use as a context manager; ``kill()`` sends SIGKILL (a crash), ``start()`` starts again
+    on the same port and database.
+    """
+
+    def __init__(self, database_url: str, admin_key: str, **settings: object):
+        self.database_url = database_url
+        self.admin_key = admin_key
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "ANNOPLAN_DATABASE_URL": database_url,
+            "ANNOPLAN_ADMIN_KEY": admin_key,
+            **{f"ANNOPLAN_{k.upper()}": str(v) for k, v in settings.items()},
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> LiveServer:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
+             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
+            cwd=ROOT, env=self.env,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("annoplan server did not start within 30 s")
+
+    def client(self, key: str | None = None, **kwargs: object) -> httpx.Client:
+        """An HTTP client of this server authenticated with ``key`` (default: admin)."""
+        return httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {key or self.admin_key}"},
+            timeout=60, **kwargs,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies with no chance to clean up."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
