@@ -145,7 +145,7 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Rows are keyed in mixed radix, re-labelled densely whenever the key would overflow;
     distinct rows come out in key order, so the result does not depend on row order.
     """
-    n, n_cols = rows.shape
+    n = rows.shape[0]
     if n == 0:
         return rows, np.zeros(0, dtype=np.int64)
     base = int(rows.max()) + 2
@@ -237,7 +237,6 @@ def _po_features(rows: np.ndarray, n_judges: int, n_labels: int, rule: str) -> n
     size = np.maximum(pc.pool_size, 1)
     m = pc.observed.astype(float)
     human = pc.human_agree / size
-    n_rows = rows.shape[0]
     if rule == "margin":
         judge = pc.judge_agree / size[:, None, :]
         return np.hstack([m, human, _flat(judge)])
@@ -255,7 +254,7 @@ def _ratio_features(rows: np.ndarray, n_judges: int, n_labels: int) -> np.ndarra
     of ``j``. Those are the sufficient sums of a two-rater coefficient.
     """
     judge_codes, human_codes = rows[:, :n_judges], rows[:, n_judges:]
-    n_rows, n_humans = human_codes.shape
+    n_humans = human_codes.shape[1]
     observed = human_codes != MISSING
     pair = observed[:, :, None] & observed[:, None, :] & ~np.eye(n_humans, dtype=bool)
     labels = np.arange(n_labels)
@@ -389,7 +388,9 @@ def _pool_average(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return _ratio(np.sum(weight * np.where(usable, values, 0.0), axis=-1), weight.sum(axis=-1))
 
 
-def _alt_test_p_values(diff_sum: np.ndarray, abs_sum: np.ndarray, m: np.ndarray, epsilon: float):
+def _alt_test_p_values(
+    diff_sum: np.ndarray, abs_sum: np.ndarray, m: np.ndarray, epsilon: float
+) -> np.ndarray:
     """One-sided t-test of ``W_h - W_f`` against ``epsilon`` (SPEC.md §3, alt-test).
 
     ``H0: rho_f <= rho_h - epsilon``; p from the t distribution with ``m - 1`` df; zero
