@@ -12,10 +12,13 @@ dense one (every human labels every item):
 
 - the **human-pool score**: the mean over the ``K`` humans of ``S_F(r_k; H_k)``
   (SPEC.md §3), undefined terms left out (never counted as 0);
-- per judge and held-out human, ``d_k = S_F(judge; H_k) - S_F(r_k; H_k)``; the rater is
-  won when ``d_k >= -epsilon`` (``rule="margin"``), ``omega`` is the share of won raters
-  among those with a defined ``d_k``, and the judge passes when ``omega >= omega_star``.
-  A sparse decision with no defined ``d_k`` counts as a rejection.
+- per judge and held-out human, ``d_k = S_F(judge; H_k) - S_F(r_k; H_k)``; under
+  ``rule="margin"`` the rater is won when ``d_k >= -epsilon`` (default 0.05), under
+  ``rule="alt-test"`` (``F = p_o`` only) when Benjamini–Yekutieli at ``q`` rejects the
+  one-sided t-test of ``W_h - W_f`` against ``epsilon`` (default 0.2), humans with fewer
+  than 30 items in ``O_k`` skipped, as in ``planner.decision.validate_judge``. ``omega``
+  is the share of won raters among those not skipped, and the judge passes when
+  ``omega >= omega_star``. A sparse decision with no usable human counts as a rejection.
 
 ``S_F`` for ``po`` is the per-item averaged agreement with the pool over ``O_k``; for the
 ratio coefficients (``kappa``, ``alpha``, nominal) it is ``F`` between ``x`` and each pool
@@ -32,11 +35,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from planner.codes import check_codes
+from planner.decision import _alt_test_p_values, _by_rejections
 from planner.designs import proportional_allocation
 
 COEFFICIENTS = ("po", "kappa", "alpha")
 DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
-RULES = ("margin",)
+RULES = ("margin", "alt-test")
+DEFAULT_EPSILON = {"margin": 0.05, "alt-test": 0.2}
+ALT_TEST_MIN_ITEMS = 30
+"""The alt-test skips a human with fewer usable items (SPEC.md §3)."""
 TOLERANCE = 1e-12
 """Slack on the ``d_k >= -epsilon`` and ``omega >= omega_star`` comparisons (float rounding)."""
 
@@ -88,6 +95,7 @@ class SimulationResult:
     epsilon: float
     delta: float
     omega_star: float
+    q: float
 
     def min_rho(
         self,
@@ -365,12 +373,53 @@ def _pool_scores(
 
 
 @dataclass(frozen=True)
+class _Rule:
+    """The declared decision rule and its thresholds (SPEC.md §3)."""
+
+    name: str
+    epsilon: float
+    omega_star: float
+    q: float
+
+
+@dataclass(frozen=True)
 class _Evaluation:
     score: np.ndarray  # (T,) human-pool score
-    d: np.ndarray  # (T, J, K) d_k, NaN where undefined
+    d: np.ndarray  # (T, J, K) d_k (alt-test: rho_f - rho_h), NaN where undefined
     won: np.ndarray  # (T, J, K) rater won by the judge
-    defined: np.ndarray  # (T, J, K) d_k defined
+    defined: np.ndarray  # (T, J, K) rater used (not skipped)
     passed: np.ndarray  # (T, J) judge decision
+
+
+def _alt_test_sums(
+    humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per trial, judge and held-out human: ``m_k``, ``sum W_f``, ``sum (W_h - W_f)`` and
+    ``sum |W_h - W_f|`` over ``O_k`` (SPEC.md §3, alt-test).
+
+    The judge's and ``r_k``'s alignment scores share the denominator ``|pool_i|``, so
+    comparing them compares the counts of pool members each agrees with.
+    """
+    n_humans = humans.shape[0]
+    pool = mask.sum(axis=0, dtype=np.int16) - 1
+    items = mask & (pool > 0)  # (K, T, n)
+    m = np.count_nonzero(items, axis=2).T  # (T, K)
+    own = np.zeros(humans.shape, dtype=np.int16)
+    for a in range(n_humans):
+        for b in range(a + 1, n_humans):
+            pair = (humans[a] == humans[b]) & mask[a] & mask[b]
+            own[a] += pair
+            own[b] += pair
+    shape = (humans.shape[1], judges.shape[0], n_humans)
+    w_f, diff, spread = np.empty(shape), np.empty(shape), np.empty(shape)
+    for j, x in enumerate(judges):
+        hits = (x == humans) & mask
+        judge = hits.sum(axis=0, dtype=np.int16) - hits  # (K, T, n)
+        sign = np.sign(own - judge) * items
+        w_f[:, j] = np.count_nonzero(items & (judge >= own), axis=2).T
+        diff[:, j] = sign.sum(axis=2, dtype=np.int64).T
+        spread[:, j] = np.count_nonzero(sign, axis=2).T
+    return m, w_f, diff, spread
 
 
 def _evaluate(
@@ -380,23 +429,35 @@ def _evaluate(
     *,
     coefficient: str,
     n_labels: int,
-    epsilon: float,
-    omega_star: float,
+    rule: _Rule,
 ) -> _Evaluation:
-    """Human-pool score and margin-rule decisions per trial (SPEC.md §3 and §6)."""
+    """Human-pool score and judge decisions per trial (SPEC.md §3 and §6).
+
+    The human-pool score averages ``S_F(r_k; H_k)`` over every human with a defined
+    value, whatever the rule.
+    """
     own, judge = _pool_scores(humans, judges, mask, coefficient, n_labels)
     finite = np.isfinite(own)
     n_defined = finite.sum(axis=1)
     score = np.divide(
         np.where(finite, own, 0.0).sum(axis=1), n_defined, out=np.full(n_defined.shape, np.nan), where=n_defined > 0
     )
-    d = judge - own[:, None, :]
-    defined = np.isfinite(d)
-    won = defined & (np.nan_to_num(d, nan=-np.inf) >= -epsilon - TOLERANCE)
-    counted = defined.sum(axis=2)
+    if rule.name == "margin":
+        d = judge - own[:, None, :]
+        used = np.isfinite(d)
+        won = used & (np.nan_to_num(d, nan=-np.inf) >= -rule.epsilon - TOLERANCE)
+    else:
+        m, w_f, diff, spread = _alt_test_sums(humans, judges, mask)
+        m = np.broadcast_to(m[:, None, :], diff.shape).astype(float)
+        p = _alt_test_p_values(diff, spread, m, rule.epsilon)
+        used = (m >= ALT_TEST_MIN_ITEMS) & np.isfinite(p)
+        won = _by_rejections(p, used, rule.q) & used
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = np.where(m > 0, -diff / m, np.nan)
+    counted = used.sum(axis=2)
     omega = np.divide(won.sum(axis=2), counted, out=np.zeros(counted.shape), where=counted > 0)
-    passed = (counted > 0) & (omega >= omega_star - TOLERANCE)
-    return _Evaluation(score, d, won, defined, passed)
+    passed = (counted > 0) & (omega >= rule.omega_star - TOLERANCE)
+    return _Evaluation(score, d, won, used, passed)
 
 
 def _share(flags: np.ndarray, among: np.ndarray) -> float:
@@ -510,13 +571,20 @@ def _accuracy_grid(p_h: object, n_humans: int) -> list[float | tuple[float, ...]
     return grid
 
 
-def _settings(rule: str, epsilon: float, delta: float, omega_star: float) -> None:
-    _choices(rule, RULES, "rule")
-    if not isinstance(rule, str):
-        raise ValueError("rule must be one rule name")
-    _probability(epsilon, "epsilon")
+def _rule(
+    rule: str, epsilon: float | None, delta: float, omega_star: float, q: float, coefficients: list[str]
+) -> _Rule:
+    if not isinstance(rule, str) or rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
+    if rule == "alt-test" and coefficients != ["po"] * len(coefficients):
+        raise ValueError("rule='alt-test' compares per-item agreement; use coefficient='po'")
+    epsilon = DEFAULT_EPSILON[rule] if epsilon is None else _probability(epsilon, "epsilon")
     _probability(delta, "delta")
-    _probability(omega_star, "omega_star")
+    if not 0.0 < omega_star <= 1.0:
+        raise ValueError(f"omega_star must be in (0, 1], got {omega_star!r}")
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    return _Rule(rule, float(epsilon), float(omega_star), float(q))
 
 
 # --- public entry points ----------------------------------------------------------------
@@ -532,9 +600,8 @@ def _run_grid(
     coefficients: list[str],
     p_h: float | tuple[float, ...] | None,
     n_labels: int,
-    epsilon: float,
+    rule: _Rule,
     delta: float,
-    omega_star: float,
     rng: np.random.Generator,
     tick: Callable[[], None],
 ) -> list[SimulationCell]:
@@ -543,16 +610,21 @@ def _run_grid(
         for rho, m in rhos:
             mask = _design_mask(design, humans, m, n_labels, rng)
             for coefficient in coefficients:
-                sparse = _evaluate(
-                    humans, judges, mask, coefficient=coefficient, n_labels=n_labels,
-                    epsilon=epsilon, omega_star=omega_star,
-                )
+                sparse = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule)
                 cells.append(
                     _cell(sparse, dense[coefficient], delta=delta, rho=rho, design=design,
                           coefficient=coefficient, p_h=p_h, m=m)
                 )
                 tick()
     return cells
+
+
+def _result(
+    cells: list[SimulationCell], n_items: int, n_humans: int, n_labels: int, rule: _Rule, delta: float
+) -> SimulationResult:
+    return SimulationResult(
+        tuple(cells), n_items, n_humans, n_labels, rule.name, rule.epsilon, float(delta), rule.omega_star, rule.q
+    )
 
 
 def _progress_ticker(progress: Callable[[int, int], None] | None, total: int) -> Callable[[], None]:
@@ -579,9 +651,10 @@ def simulate(
     design: str | Sequence[str],
     coefficient: str | Sequence[str] = "po",
     rule: str = "margin",
-    epsilon: float = 0.05,
+    epsilon: float | None = None,
     delta: float = 0.05,
     omega_star: float = 0.5,
+    q: float = 0.05,
     trials: int = 300,
     clusters: int | None = None,
     cluster_difficulty: float = 0.5,
@@ -618,7 +691,7 @@ def simulate(
     rhos = _rhos(rho, n_items)
     designs = _choices(design, DESIGNS, "design")
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
-    _settings(rule, epsilon, delta, omega_star)
+    decision = _rule(rule, epsilon, delta, omega_star, q, coefficients)
     gen = np.random.default_rng(rng)
     tick = _progress_ticker(progress, len(grid) * len(rhos) * len(designs) * len(coefficients))
     cells: list[SimulationCell] = []
@@ -632,16 +705,14 @@ def simulate(
         humans, judges = by_rater[:n_humans], by_rater[n_humans:]
         full = np.ones(humans.shape, dtype=bool)
         dense = {
-            c: _evaluate(humans, judges, full, coefficient=c, n_labels=n_labels,
-                         epsilon=epsilon, omega_star=omega_star)
+            c: _evaluate(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
             for c in coefficients
         }
         cells += _run_grid(
             humans, judges, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
-            p_h=accuracy, n_labels=n_labels, epsilon=epsilon, delta=delta,
-            omega_star=omega_star, rng=gen, tick=tick,
+            p_h=accuracy, n_labels=n_labels, rule=decision, delta=delta, rng=gen, tick=tick,
         )
-    return SimulationResult(tuple(cells), n_items, n_humans, n_labels, rule, float(epsilon), float(delta), float(omega_star))
+    return _result(cells, n_items, n_humans, n_labels, decision, delta)
 
 
 def replay(
@@ -654,9 +725,10 @@ def replay(
     coefficient: str | Sequence[str] = "po",
     primary: int = 0,
     rule: str = "margin",
-    epsilon: float = 0.05,
+    epsilon: float | None = None,
     delta: float = 0.05,
     omega_star: float = 0.5,
+    q: float = 0.05,
     trials: int = 300,
     rng: object = None,
     progress: Callable[[int, int], None] | None = None,
@@ -691,7 +763,7 @@ def replay(
     rhos = _rhos(rho, n_items)
     designs = _choices(design, DESIGNS, "design")
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
-    _settings(rule, epsilon, delta, omega_star)
+    decision = _rule(rule, epsilon, delta, omega_star, q, coefficients)
     order = [primary] + [k for k in range(n_humans) if k != primary]
     small = _code_type(n_labels)
     humans = np.broadcast_to(humans[:, order].T[:, None, :].astype(small), (n_humans, trials, n_items))
@@ -699,14 +771,12 @@ def replay(
     one = (slice(None), slice(0, 1))
     full = np.ones((n_humans, 1, n_items), dtype=bool)
     dense = {
-        c: _evaluate(humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels,
-                     epsilon=epsilon, omega_star=omega_star)
+        c: _evaluate(humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels, rule=decision)
         for c in coefficients
     }
     tick = _progress_ticker(progress, len(rhos) * len(designs) * len(coefficients))
     cells = _run_grid(
         humans, judge_codes, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
-        p_h=None, n_labels=n_labels, epsilon=epsilon, delta=delta, omega_star=omega_star,
-        rng=np.random.default_rng(rng), tick=tick,
+        p_h=None, n_labels=n_labels, rule=decision, delta=delta, rng=np.random.default_rng(rng), tick=tick,
     )
-    return SimulationResult(tuple(cells), n_items, n_humans, n_labels, rule, float(epsilon), float(delta), float(omega_star))
+    return _result(cells, n_items, n_humans, n_labels, decision, delta)

@@ -26,6 +26,7 @@ from planner.simulate import (
     SimulationResult,
     _design_mask,
     _evaluate,
+    _Rule,
     _pool_scores,
     replay,
     simulate,
@@ -165,7 +166,7 @@ def test_batched_decision_equals_validate_judge(coefficient, design):
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
     mask = _design_mask(design, humans, 12, 3, np.random.default_rng(3))
-    ev = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=3, epsilon=0.05, omega_star=0.5)
+    ev = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=_Rule("margin", 0.05, 0.5, 0.05))
     for t in range(trials):
         matrix = np.column_stack([np.where(mask[:, t], humans[:, t], -1).T, judges[:, t].T])
         v = validate_judge(
@@ -178,6 +179,47 @@ def test_batched_decision_equals_validate_judge(coefficient, design):
         assert ev.defined[t, 0].tolist() == [r.won is not None for r in v.raters]
         assert ev.won[t, 0].tolist() == [bool(r.won) for r in v.raters]
         assert ev.passed[t, 0] == (v.omega >= v.omega_threshold)
+
+
+@pytest.mark.parametrize(("design", "m"), [("random", 28), ("random", 45), ("strat", 60), ("seq-refined", 45)])
+def test_batched_alt_test_equals_validate_judge(design, m):
+    # rule="alt-test": per-human p-values, the 30-item skip, BY at q and omega match
+    # validate_judge on each sparse matrix. With m = 28 every secondary falls below 30
+    # usable items and only the primary is tested; the judge (.78) sits among the humans
+    # (.70-.85), so some humans are won and some not.
+    n_items, n_humans, trials = 200, 4, 8
+    codes = synthetic_codes(
+        n_items, n_labels=3, accuracies=[0.8, 0.75, 0.85, 0.7, 0.78], trials=trials, rng=12,
+    )
+    humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
+    mask = _design_mask(design, humans, m, 3, np.random.default_rng(4))
+    rule = _Rule("alt-test", 0.1, 0.5, 0.05)
+    ev = _evaluate(humans, judges, mask, coefficient="po", n_labels=3, rule=rule)
+    assert 0 < ev.won.sum() < ev.defined.sum()
+    assert ev.defined.all() == (m >= 30)
+    for t in range(trials):
+        matrix = np.column_stack([np.where(mask[:, t], humans[:, t], -1).T, judges[:, t].T])
+        v = validate_judge(
+            matrix, judge=n_humans, humans=list(range(n_humans)), n_labels=3, rule="alt-test",
+            epsilon=0.1, n_resamples=1, rng=0,
+        )
+        assert ev.defined[t, 0].tolist() == [r.won is not None for r in v.raters]
+        assert ev.won[t, 0].tolist() == [bool(r.won) for r in v.raters]
+        rho_gap = np.array([r.rho_f - r.rho_h for r in v.raters])
+        assert np.allclose(ev.d[t, 0], rho_gap, atol=1e-12, equal_nan=True)
+        assert ev.passed[t, 0] == (v.omega >= v.omega_threshold)
+
+
+def test_alt_test_simulation_runs_and_defaults_epsilon():
+    result = simulate(
+        n_items=300, n_humans=3, n_labels=2, p_h=0.8, p_j=0.9, rho=[0.2, 1.0], design="strat",
+        rule="alt-test", trials=30, rng=6,
+    )
+    assert (result.rule, result.epsilon, result.q) == ("alt-test", 0.2, 0.05)
+    assert result.cells[1].wrong_decision == 0.0
+    with pytest.raises(ValueError, match="use coefficient='po'"):
+        simulate(n_items=50, n_humans=3, n_labels=2, p_h=0.8, p_j=0.8, rho=0.5, design="strat",
+                 rule="alt-test", coefficient="kappa", trials=2)
 
 
 # --- sparse = dense, API ---------------------------------------------------------------
