@@ -1,0 +1,543 @@
+"""The protocol-aware report (SPEC.md §7): each judge against the primary human, per criterion
+and aggregated, with the reporting checklist. Labels come from the database; every statistic
+comes from ``planner.protocol``; this module only pairs verdicts and assembles the document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from planner.protocol import (
+    CANNOT_ASSESS,
+    INVALID,
+    Aggregate,
+    Protocol,
+    Summary,
+    VerdictTable,
+    aggregate,
+    allocation_bounds,
+    summarize,
+)
+from service.errors import Invalid
+from service.matrix import LabelMatrix, load_matrix
+from service.models import Project
+
+CONFIDENCE_LEVEL = 0.95
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0  # a fixed seed: the same labels always give the same report
+PAIRED = "items labelled by both the judge and the primary human"
+PAIRED_ALL = "items labelled by both the judge and the primary human on every criterion in the report"
+
+Handling = Literal["exclude", "recode", "three_class"]
+Level = Literal["micro", "macro", "item"]
+Costs = Literal["nominal", "linear", "quadratic"]
+Rule = Literal["all", "any"]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The protocol a report is requested under (the query parameters of the endpoint)."""
+
+    handling: Handling = "exclude"
+    recode_to: str | None = None
+    positive: str | None = None
+    costs: Costs = "nominal"
+    aggregation: Level = "micro"
+    rule: Rule = "all"
+    criterion: str | None = None
+
+
+# --------------------------------------------------------------------------- response models
+
+
+class Stat(BaseModel):
+    """A statistic; ``value`` is null when undefined, with the cause in ``reason``."""
+
+    value: float | None
+    reason: str | None = None
+
+
+class Bound(BaseModel):
+    """An interval ``[low, high]``; null when it cannot be given, with the cause in ``reason``."""
+
+    value: tuple[float, float] | None
+    reason: str | None = None
+
+
+class TableOut(BaseModel):
+    """Counts of (human, judge) verdict pairs."""
+
+    categories: list[str] = Field(description="Row categories (human) = column categories (judge), in order.")
+    counts: list[list[int]]
+    n: int
+
+
+class Marginals(BaseModel):
+    """One rater's verdict distribution."""
+
+    counts: dict[str, int] = Field(description="Pairs per verdict, CANNOT_ASSESS and INVALID included.")
+    scored_shares: dict[str, float] = Field(description="Share of each scored category among the scored pairs.")
+
+
+class Rates(BaseModel):
+    """Shares of all pairs; ``coverage`` = share where both sides gave a regular label (SPEC.md §7)."""
+
+    human_abstain: float | None
+    judge_abstain: float | None
+    human_invalid: float | None
+    judge_invalid: float | None
+    coverage: float | None
+    reason: str | None = None
+
+
+class Association(BaseModel):
+    """The one association statistic reported (SPEC.md §2, binary verdicts)."""
+
+    statistic: Literal["phi"] = "phi"
+    value: float | None
+    reason: str | None = None
+    note: str
+
+
+class Kappa(BaseModel):
+    """Cohen's kappa with its interval, next to both raters' positive rates (SPEC.md §2)."""
+
+    value: float | None
+    standard_error: float | None
+    interval: tuple[float, float] | None
+    interval_method: str | None
+    confidence_level: float
+    human_positive_rate: float | None
+    judge_positive_rate: float | None
+    reason: str | None = None
+
+
+class Bounds(BaseModel):
+    """What the full set of pairs allows under exclusion (SPEC.md §7, "Coverage")."""
+
+    covered_accuracy: Stat
+    manski_accuracy: Bound
+    sharp: dict[str, Bound] = Field(description="Sharp bounds over every allocation of the abstained pairs.")
+
+
+class ProtocolOut(BaseModel):
+    """The declared protocol a number was computed under (SPEC.md §7)."""
+
+    scale: str
+    population: str
+    handling: Handling
+    recode_to: str | None
+    labels: list[str]
+    positive: str
+    costs: str
+    ordering: list[str]
+    cost_matrix: list[list[float]]
+    aggregation: str
+    resampling_unit: str
+    rule: Rule | None = Field(None, description="How criteria are combined per item (aggregation 'item' only).")
+
+
+class Comparison(BaseModel):
+    """One judge against the primary human on one table of pairs."""
+
+    protocol: ProtocolOut
+    table: TableOut
+    scored_table: TableOut
+    n_items: int = Field(description="Pairs in the table (N).")
+    n_eff: int = Field(description="Pairs scored under the handling rule.")
+    human_marginals: Marginals
+    judge_marginals: Marginals
+    rates: Rates
+    accuracy: Stat
+    association: Association
+    kappa: Kappa
+    f1_met: Stat
+    bounds: Bounds
+
+
+class CriterionComparison(Comparison):
+    criterion: str
+
+
+class Included(BaseModel):
+    statistic: str
+    included: int
+    total: int
+
+
+class AggregateOut(BaseModel):
+    """The criteria aggregated at one level; never compare across levels (SPEC.md §7)."""
+
+    level: Level
+    criteria: list[str]
+    protocol: ProtocolOut
+    accuracy: Stat
+    association: Association
+    kappa: Kappa
+    f1_met: Stat
+    included: list[Included] = Field(description="Criteria entering each statistic, out of all.")
+    pooled: Comparison | None = Field(description="The pooled (micro) or combined (item) table; null for macro.")
+
+
+class JudgeReport(BaseModel):
+    judge: str
+    human: str
+    criteria: list[CriterionComparison]
+    aggregate: AggregateOut
+
+
+class ChecklistItem(BaseModel):
+    item: str
+    satisfied: bool
+    why: str
+
+
+class Report(BaseModel):
+    """The protocol-aware report of a project (SPEC.md §7)."""
+
+    project: str
+    label_seq: int
+    protocol: ProtocolOut
+    criteria: list[str]
+    judges: list[JudgeReport]
+    checklist: list[ChecklistItem]
+    notes: list[str]
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+def _reason(summary_reasons: tuple[tuple[str, str], ...], name: str, default: str) -> str:
+    reasons = dict(summary_reasons)
+    return reasons.get(name) or reasons.get("all") or default
+
+
+def _stat(value: float | None, reasons: tuple[tuple[str, str], ...], name: str) -> Stat:
+    if value is not None:
+        return Stat(value=value)
+    return Stat(value=None, reason=_reason(reasons, name, f"{name} is undefined on these pairs"))
+
+
+def _protocol_out(protocol: Protocol, population: str, rule: str | None) -> ProtocolOut:
+    return ProtocolOut(
+        scale=protocol.scale,
+        population=f"{population}; {protocol.population}",
+        handling=protocol.handling,  # type: ignore[arg-type]
+        recode_to=protocol.recode_to,
+        labels=list(protocol.labels),
+        positive=protocol.positive,
+        costs=protocol.costs,
+        ordering=list(protocol.ordering),
+        cost_matrix=[list(row) for row in protocol.cost_matrix],
+        aggregation=protocol.aggregation,
+        resampling_unit=protocol.resampling_unit,
+        rule=rule,  # type: ignore[arg-type]
+    )
+
+
+def _association(value: float | None, reason: str | None, labels: tuple[str, ...], positive: str) -> Association:
+    if len(labels) == 2:
+        note = "phi; on binary verdicts it equals Pearson, Spearman, Kendall tau_b and MCC (SPEC.md §2)"
+    else:
+        note = f"phi of {positive!r} versus the other labels (the labels are not binary)"
+    return Association(value=value, reason=None if value is not None else reason, note=note)
+
+
+def _bounds(summary: Summary) -> Bounds:
+    """Manski and sharp bounds of the full set; given under exclusion only, as the planner does."""
+    protocol = summary.protocol
+    covered = Stat(
+        value=summary.covered_accuracy,
+        reason=None if summary.covered_accuracy is not None else "no pair where both sides gave a regular label",
+    )
+    if protocol.handling != "exclude":
+        why = (
+            f"bounds describe full-set accuracy under handling=exclude; handling={protocol.handling} "
+            "scores the abstained pairs instead"
+        )
+        return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=None, reason=why),
+                      sharp={m: Bound(value=None, reason=why) for m in ("accuracy", "kappa", "f1_met", "phi")})
+    if summary.n_items == 0:
+        why = "no pairs"
+        return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=None, reason=why),
+                      sharp={m: Bound(value=None, reason=why) for m in ("accuracy", "kappa", "f1_met", "phi")})
+    if len(protocol.labels) == 2:
+        found = {
+            "accuracy": allocation_bounds(summary.table, metric="accuracy", positive=protocol.positive),
+            "kappa": summary.kappa_bounds,
+            "f1_met": summary.f1_met_bounds,
+            "phi": summary.phi_bounds,
+        }
+        sharp = {
+            m: Bound(value=v) if v is not None else Bound(value=None, reason=f"no allocation of the abstained pairs defines {m}")
+            for m, v in found.items()
+        }
+    else:
+        why = "sharp bounds enumerate allocations for binary labels only"
+        sharp = {m: Bound(value=None, reason=why) for m in ("accuracy", "kappa", "f1_met", "phi")}
+    return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=summary.accuracy_bounds), sharp=sharp)
+
+
+def _marginals(summary: Summary, axis: int) -> Marginals:
+    full = summary.table.array().sum(axis=axis)
+    shares = summary.human_marginals if axis == 1 else summary.judge_marginals
+    return Marginals(
+        counts={c: int(v) for c, v in zip(summary.table.categories, full, strict=True)},
+        scored_shares=dict(zip(summary.scored_table.categories, shares, strict=False)),
+    )
+
+
+def _table_out(table: VerdictTable) -> TableOut:
+    return TableOut(categories=list(table.categories), counts=[list(r) for r in table.counts], n=table.n)
+
+
+def comparison(summary: Summary, population: str, rule: str | None = None) -> Comparison:
+    """Every reported quantity of one judge-vs-human summary (SPEC.md §7, "Report")."""
+    reasons = summary.reasons
+    if summary.kappa is None:
+        kappa_reason = _reason(reasons, "kappa", "kappa is undefined on these pairs")
+    elif summary.kappa_interval is None:
+        kappa_reason = "the standard error of kappa is undefined on these pairs"
+    else:
+        kappa_reason = None
+    return Comparison(
+        protocol=_protocol_out(summary.protocol, population, rule),
+        table=_table_out(summary.table),
+        scored_table=_table_out(summary.scored_table),
+        n_items=summary.n_items,
+        n_eff=summary.n_eff,
+        human_marginals=_marginals(summary, 1),
+        judge_marginals=_marginals(summary, 0),
+        rates=Rates(
+            human_abstain=summary.human_abstain_rate,
+            judge_abstain=summary.judge_abstain_rate,
+            human_invalid=summary.human_invalid_rate,
+            judge_invalid=summary.judge_invalid_rate,
+            coverage=summary.coverage,
+            reason=None if summary.n_items else "no pairs",
+        ),
+        accuracy=_stat(summary.accuracy, reasons, "accuracy"),
+        association=_association(summary.phi, _reason(reasons, "phi", "phi is undefined"),
+                                 summary.protocol.labels, summary.protocol.positive),
+        kappa=Kappa(
+            value=summary.kappa,
+            standard_error=summary.kappa_se,
+            interval=summary.kappa_interval.as_list() if summary.kappa_interval else None,
+            interval_method=(
+                "delta method (Fleiss, Cohen & Everitt 1969 variance)"
+                if summary.kappa_interval_method == "delta" else summary.kappa_interval_method
+            ),
+            confidence_level=CONFIDENCE_LEVEL,
+            human_positive_rate=summary.human_positive_rate,
+            judge_positive_rate=summary.judge_positive_rate,
+            reason=kappa_reason,
+        ),
+        f1_met=_stat(summary.f1_met, reasons, "f1_met"),
+        bounds=_bounds(summary),
+    )
+
+
+def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
+    reasons = result.reasons
+    pooled = comparison(result.pooled, population, result.rule) if result.pooled is not None else None
+    if result.kappa is None:
+        kappa_reason = _reason(reasons, "kappa", "kappa is undefined")
+    elif result.kappa_interval is None:
+        kappa_reason = "every bootstrap replicate of kappa was undefined"
+    else:
+        kappa_reason = None
+    unit = result.protocol.resampling_unit
+    return AggregateOut(
+        level=result.protocol.aggregation,  # type: ignore[arg-type]
+        criteria=list(result.criteria),
+        protocol=_protocol_out(result.protocol, population, result.rule),
+        accuracy=_stat(result.accuracy, reasons, "accuracy"),
+        association=_association(result.phi, _reason(reasons, "phi", "phi is undefined"),
+                                 result.protocol.labels, result.protocol.positive),
+        kappa=Kappa(
+            value=result.kappa,
+            standard_error=None,
+            interval=result.kappa_interval.as_list() if result.kappa_interval else None,
+            interval_method=f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples of {unit}",
+            confidence_level=CONFIDENCE_LEVEL,
+            human_positive_rate=pooled.kappa.human_positive_rate if pooled else None,
+            judge_positive_rate=pooled.kappa.judge_positive_rate if pooled else None,
+            reason=kappa_reason,
+        ),
+        f1_met=_stat(result.f1_met, reasons, "f1_met"),
+        included=[Included(statistic=s, included=i, total=t) for s, i, t in result.included],
+        pooled=pooled,
+    )
+
+
+def _summaries(
+    matrices: list[LabelMatrix], judge: int, human: int, project: Project, options: ReportOptions,
+    keep: np.ndarray | None = None,
+) -> dict[str, Summary]:
+    """Per criterion: the summary of the judge against the human on the items both labelled."""
+    categories = np.array([*project.labels, CANNOT_ASSESS, INVALID])
+    out = {}
+    for matrix in matrices:
+        both = (matrix.raw[:, judge] >= 0) & (matrix.raw[:, human] >= 0)
+        if keep is not None:
+            both &= np.isin(matrix.item_ids, keep)
+        out[matrix.criterion] = summarize(
+            categories[matrix.raw[both, human]],
+            categories[matrix.raw[both, judge]],
+            labels=project.labels,
+            positive=options.positive or project.labels[0],
+            handling=options.handling,
+            recode_to=options.recode_to,
+            costs=options.costs,
+            items=matrix.item_ids[both].astype(str),
+            confidence_level=CONFIDENCE_LEVEL,
+        )
+    return out
+
+
+def _common_items(matrices: list[LabelMatrix], judge: int, human: int) -> np.ndarray:
+    """Item ids labelled by both raters on every criterion (the item-level population)."""
+    common = matrices[0].item_ids
+    for matrix in matrices:
+        both = (matrix.raw[:, judge] >= 0) & (matrix.raw[:, human] >= 0)
+        common = np.intersect1d(common, matrix.item_ids[both])
+    return common
+
+
+def _aggregate(per_criterion: dict[str, Summary], options: ReportOptions) -> Aggregate:
+    return aggregate(
+        per_criterion,
+        level=options.aggregation,
+        rule=options.rule,
+        confidence_level=CONFIDENCE_LEVEL,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        rng=BOOTSTRAP_SEED,
+    )
+
+
+def _criteria_iv(project: Project, options: ReportOptions) -> list[str]:
+    if options.criterion is None:
+        return list(project.criteria)
+    if options.criterion not in project.criteria:
+        raise Invalid(f"unknown criterion {options.criterion!r}; the project has {project.criteria}")
+    return [options.criterion]
+
+
+def declared_protocol(project: Project, criteria: list[str], options: ReportOptions) -> ProtocolOut:
+    """The requested protocol, validated by the planner on empty verdicts (422 when invalid)."""
+    if options.handling == "recode" and options.recode_to is None:
+        raise Invalid("handling=recode needs recode_to=<label>: the label CANNOT_ASSESS is scored as")
+    try:
+        per_criterion = {
+            c: summarize(
+                np.array([], dtype=str), np.array([], dtype=str), labels=project.labels,
+                positive=options.positive or project.labels[0], handling=options.handling,
+                recode_to=options.recode_to, costs=options.costs, items=[],
+            )
+            for c in criteria
+        }
+        result = _aggregate(per_criterion, options)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
+    population = PAIRED_ALL if options.aggregation == "item" else PAIRED
+    return _protocol_out(result.protocol, population, result.rule)
+
+
+def _where(bad: list[tuple[str, CriterionComparison, str | None]]) -> str:
+    """Where a checklist item fails: judge, criterion and cause, shortened to a readable length."""
+    text = "; ".join(f"{judge} on {c.criterion}: {why}" for judge, c, why in bad)
+    return text if len(text) <= 600 else text[:597] + "..."
+
+
+def _checklist(judges: list[JudgeReport], criteria: list[str], declared: ProtocolOut) -> list[ChecklistItem]:
+    """Which reporting items of SPEC.md §7 this report satisfies, and why."""
+    cells = [(j.judge, c) for j in judges for c in j.criteria]
+    if not cells:
+        missing = ChecklistItem(item="", satisfied=False, why="no judge/primary-human pair to tabulate")
+        items = ["confusion table and N", "both marginals", "coverage and abstention rates",
+                 "one binary association statistic", "kappa with interval", "per-criterion tables"]
+        checklist = [missing.model_copy(update={"item": name}) for name in items]
+    else:
+        empty = [(j, c, "no pairs") for j, c in cells if c.n_items == 0]
+        undefined_phi = [(j, c, c.association.reason) for j, c in cells if c.association.value is None]
+        no_interval = [(j, c, c.kappa.reason) for j, c in cells if c.kappa.interval is None]
+        binary = len(declared.labels) == 2
+        checklist = [
+            ChecklistItem(item="confusion table and N", satisfied=True,
+                          why="full tables with CANNOT_ASSESS and INVALID rows and columns, N and the scored N per judge and criterion"),
+            ChecklistItem(item="both marginals", satisfied=True,
+                          why="human and judge verdict counts and scored shares in every table"),
+            ChecklistItem(item="coverage and abstention rates", satisfied=not empty,
+                          why=_where(empty) if empty else "abstention and invalid rates of both sides and joint coverage in every table"),
+            ChecklistItem(item="one binary association statistic", satisfied=binary and not undefined_phi,
+                          why=("labels are not binary: phi is given for the positive label versus the rest" if not binary
+                               else _where(undefined_phi) if undefined_phi else "phi, reported once")),
+            ChecklistItem(item="kappa with interval", satisfied=not no_interval,
+                          why=_where(no_interval) if no_interval else "kappa with a delta-method interval per criterion and a bootstrap interval aggregated, next to both positive rates"),
+            ChecklistItem(item="per-criterion tables", satisfied=True,
+                          why=f"one table per judge and criterion ({', '.join(criteria)})"),
+        ]
+    exclusion = declared.handling == "exclude"
+    checklist[3:3] = [
+        ChecklistItem(item="handling rule", satisfied=True, why=f"handling={declared.handling} in every protocol block"),
+        ChecklistItem(item="aggregation level and resampling unit", satisfied=True,
+                      why=f"aggregation={declared.aggregation}, resampling unit: {declared.resampling_unit}"),
+    ]
+    checklist.append(ChecklistItem(
+        item="coverage bounds with covered accuracy", satisfied=exclusion and bool(cells),
+        why=("Manski and sharp bounds next to covered accuracy" if exclusion and cells
+             else "no pairs to bound" if exclusion
+             else f"bounds are given under handling=exclude; this report uses handling={declared.handling}"),
+    ))
+    checklist.append(ChecklistItem(item="INVALID outputs counted, never recoded", satisfied=True,
+                                   why="INVALID has its own row and column and rates; it is never scored"))
+    return checklist
+
+
+def build_report(session: Session, project: Project, options: ReportOptions) -> Report:
+    """The report of every judge against the primary human under ``options`` (SPEC.md §7)."""
+    criteria = _criteria_iv(project, options)
+    declared = declared_protocol(project, criteria, options)
+    matrices = [load_matrix(session, project, c) for c in criteria]
+    raters = matrices[0].raters
+    primary = matrices[0].columns("primary")
+    judges = matrices[0].columns("judge")
+    notes = []
+    if not primary:
+        notes.append("no primary human rater: add a rater of kind 'primary' to compare judges against")
+    if not judges:
+        notes.append("no judge rater: add a rater of kind 'judge'")
+    if len(project.labels) != 2:
+        notes.append("phi and F1 refer to the positive label versus the rest; sharp bounds need binary labels")
+    population = PAIRED_ALL if options.aggregation == "item" else PAIRED
+    reports = []
+    for judge in judges if primary else []:
+        human = primary[0]
+        per_criterion = _summaries(matrices, judge, human, project, options)
+        if options.aggregation == "item":
+            common = _common_items(matrices, judge, human)
+            result = _aggregate(_summaries(matrices, judge, human, project, options, keep=common), options)
+        else:
+            result = _aggregate(per_criterion, options)
+        reports.append(JudgeReport(
+            judge=raters[judge].external_id,
+            human=raters[human].external_id,
+            criteria=[
+                CriterionComparison(criterion=c, **comparison(s, PAIRED).model_dump())
+                for c, s in per_criterion.items()
+            ],
+            aggregate=_aggregate_out(result, population),
+        ))
+    return Report(
+        project=project.id,
+        label_seq=project.label_seq,
+        protocol=declared,
+        criteria=criteria,
+        judges=reports,
+        checklist=_checklist(reports, criteria, declared),
+        notes=notes,
+    )
