@@ -60,7 +60,8 @@ class SimulationCell:
     of sparse passes among those that fail densely (NaN when there are none),
     ``wrong_decision`` the share of pairs whose sparse and dense decisions differ, and
     ``rater_false_rejection`` the share of held-out humans lost sparsely among those won
-    densely (SPEC.md §4, item 1). ``m`` is the number of items per secondary human.
+    densely and not skipped sparsely (SPEC.md §4, item 1). ``m`` is the number of items
+    per secondary human.
     """
 
     rho: float
@@ -220,9 +221,11 @@ def _stratified_mask(
     ).reshape(trials, n_strata)
     quota = proportional_allocation(sizes, m)
     key = rng.random((trials, n_items))
+    span = 1.0
     if priority is not None:
         key = key + priority
-    order = np.argsort(strata * (n_items + 2.0) + key, axis=1)
+        span += float(priority.max())
+    order = np.argsort(strata * span + key, axis=1)  # by stratum, then priority, then key
     sorted_strata = np.take_along_axis(strata, order, axis=1)
     starts = np.cumsum(sizes, axis=1) - sizes
     rank = np.arange(n_items) - np.take_along_axis(starts, sorted_strata, axis=1)
@@ -476,7 +479,7 @@ def _cell(
     bias = float(diff[ok].mean()) if ok.any() else float("nan")
     std = float(diff[ok].std(ddof=1)) if ok.sum() > 1 else float("nan")
     dense_passed = np.broadcast_to(dense.passed, sparse.passed.shape)
-    dense_won = np.broadcast_to(dense.won, sparse.won.shape)
+    dense_won = np.broadcast_to(dense.won, sparse.won.shape) & sparse.defined
     return SimulationCell(
         rho=float(rho),
         design=design,

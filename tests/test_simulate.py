@@ -222,6 +222,35 @@ def test_alt_test_simulation_runs_and_defaults_epsilon():
                  rule="alt-test", coefficient="kappa", trials=2)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    coefficient=st.sampled_from(COEFFICIENTS),
+    labels=st.permutations(range(3)),
+    raters=st.permutations(range(4)),
+)
+def test_scores_invariant_to_relabelling_and_rater_order(seed, coefficient, labels, raters):
+    # Nominal coefficients ignore label names; the held-out scores follow the humans when
+    # they are reordered, and the human-pool score and decisions do not change.
+    rng = np.random.default_rng(seed)
+    humans = rng.integers(0, 3, (4, 5, 30))
+    judges = rng.integers(0, 3, (2, 5, 30))
+    mask = rng.random(humans.shape) < 0.6
+    rule = _Rule("margin", 0.05, 0.5, 0.05)
+    base = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=rule)
+    names = np.asarray(labels)
+    renamed = _evaluate(names[humans], names[judges], mask, coefficient=coefficient, n_labels=3, rule=rule)
+    order = list(raters)
+    moved = _evaluate(humans[order], judges, mask[order], coefficient=coefficient, n_labels=3, rule=rule)
+    for other in (renamed, moved):
+        assert np.allclose(other.score, base.score, atol=1e-12, equal_nan=True)
+        assert np.array_equal(other.passed, base.passed)
+    assert np.allclose(renamed.d, base.d, atol=1e-12, equal_nan=True)
+    assert np.allclose(moved.d, base.d[..., order], atol=1e-12, equal_nan=True)
+    finite = np.isfinite(base.score)
+    assert np.all((base.score[finite] >= -1 - 1e-12) & (base.score[finite] <= 1 + 1e-12))
+
+
 # --- sparse = dense, API ---------------------------------------------------------------
 
 
