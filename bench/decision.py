@@ -52,21 +52,18 @@ def main() -> None:
     judges = list(range(1 + N_SECONDARY, codes.shape[1]))
     print(f"data: {N_ITEMS} items, {len(humans)} humans (8 at {OVERLAP:.0%}), {N_LABELS} labels")
     for rule in ("margin", "alt-test"):
-        result = validate_judge(codes, judge=judges[-1], humans=humans, n_labels=N_LABELS,
-                                rule=rule, n_resamples=1000, rng=1)
-        seconds = best_of(3, lambda: validate_judge(codes, judge=judges[-1], humans=humans,
-                                                    n_labels=N_LABELS, rule=rule,
-                                                    n_resamples=1000, rng=1))
+        options = {"humans": humans, "n_labels": N_LABELS, "rule": rule, "n_resamples": 1000}
+        result = validate_judge(codes, judge=judges[-1], rng=1, **options)
+        seconds = best_of(3, lambda: validate_judge(codes, judge=judges[-1], rng=1, **options))
         print(f"validate_judge rule={rule:8s} 1000 resamples: {seconds:.3f} s (target < 1 s); "
-              f"decision={result.decision} omega={result.omega:.3f} p_opposite={result.p_opposite:.3f}")
+              f"decision={result.decision} omega={result.omega:.3f} "
+              f"p_opposite={result.p_opposite:.3f}")
     for rule in ("margin", "alt-test"):
-        ranking = rank_judges(codes, judges=judges, humans=humans, n_labels=N_LABELS, rule=rule,
-                              n_resamples=1000, rng=1)
-        seconds = best_of(2, lambda: rank_judges(codes, judges=judges, humans=humans,
-                                                 n_labels=N_LABELS, rule=rule,
-                                                 n_resamples=1000, rng=1))
-        print(f"rank_judges rule={rule:8s} 10 judges, 1000 resamples: {seconds:.3f} s (target < 3 s); "
-              f"top={ranking.order[0]} flip_share={ranking.flip_share:.3f}")
+        options = {"humans": humans, "n_labels": N_LABELS, "rule": rule, "n_resamples": 1000}
+        ranking = rank_judges(codes, judges=judges, rng=1, **options)
+        seconds = best_of(2, lambda: rank_judges(codes, judges=judges, rng=1, **options))
+        print(f"rank_judges rule={rule:8s} 10 judges, 1000 resamples: {seconds:.3f} s "
+              f"(target < 3 s); top={ranking.order[0]} flip_share={ranking.flip_share:.3f}")
 
 
 if __name__ == "__main__":

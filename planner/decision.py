@@ -308,7 +308,8 @@ def _bootstrap_sums(
         return sums
     precision = np.float32 if n_items < 2**24 else np.float64
     if owners is None:
-        column_owner, row_has_owner = np.zeros(features.shape[1], int), np.ones((n_patterns, 1), bool)
+        column_owner = np.zeros(features.shape[1], dtype=int)
+        row_has_owner = np.ones((n_patterns, 1), dtype=bool)
     else:
         column_owner, row_has_owner = owners
     groups = []
@@ -578,6 +579,31 @@ def _skip_reason(m: int, min_items: int, used: bool, rule: str) -> str:
     return "coefficient undefined against every pool member on this human's items"
 
 
+def _decision(
+    omega: float, rep_omega: np.ndarray, n_humans: int, threshold: float, level: float
+) -> tuple[str, float, str]:
+    """Decision, bootstrap probability of the opposite one, and why (SPEC.md §3).
+
+    Pass when ``omega >= threshold``; inconclusive when ``omega`` sits at the threshold
+    or resampling gives the opposite decision more often than ``level``.
+    """
+    if n_humans < 2:
+        return "insufficient_data", np.nan, "fewer than two humans"
+    if not np.isfinite(omega):
+        return "insufficient_data", np.nan, "no human has usable overlap"
+    passed = omega >= threshold
+    rep_omega = rep_omega[np.isfinite(rep_omega)]
+    p_opposite = float(np.mean((rep_omega >= threshold) != passed)) if rep_omega.size else np.nan
+    if np.isclose(omega, threshold):
+        return "inconclusive", p_opposite, f"omega sits at the threshold {threshold}"
+    if np.isnan(p_opposite):
+        return "inconclusive", p_opposite, "no bootstrap resample leaves a usable human"
+    if p_opposite > level:
+        reason = f"bootstrap probability of the opposite decision {p_opposite:.3f} > {level}"
+        return "inconclusive", p_opposite, reason
+    return ("pass" if passed else "reject"), p_opposite, ""
+
+
 def validate_judge(
     codes: object,
     *,
@@ -616,7 +642,8 @@ def validate_judge(
     >>> import numpy as np
     >>> i = np.arange(40)
     >>> h1, h2 = i % 3, np.where(i % 5 == 0, (i + 1) % 3, i % 3)
-    >>> h3, judge = np.where(i % 4 == 0, (i + 2) % 3, i % 3), np.where(i % 7 == 0, (i + 1) % 3, i % 3)
+    >>> h3 = np.where(i % 4 == 0, (i + 2) % 3, i % 3)
+    >>> judge = np.where(i % 7 == 0, (i + 1) % 3, i % 3)
     >>> codes = np.column_stack([h1, h2, h3, judge])
     >>> v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
     ...                    epsilon=0.1, n_resamples=200, rng=0)
@@ -626,8 +653,8 @@ def validate_judge(
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
     codes, judges, humans, epsilon, min_items = _decision_iv(
-        codes, judge, humans, n_labels, rule, coefficient, epsilon, min_items, q, n_resamples, level,
-        judges_name="judge",
+        codes, judge, humans, n_labels, rule, coefficient, epsilon, min_items, q, n_resamples,
+        level, judges_name="judge",
     )
     if not 0.0 < omega_threshold <= 1.0:
         raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
@@ -638,7 +665,7 @@ def validate_judge(
     point, reps = _replicated_stats(
         codes, judges, sorted(humans), n_labels, rule, coefficient, epsilon, n_resamples, rng
     )
-    wins, rep_wins = _wins(point, rule, epsilon, q, min_items), _wins(reps, rule, epsilon, q, min_items)
+    wins = _wins(point, rule, epsilon, q, min_items)
     outcomes = [None] * len(humans)
     for k, position in enumerate(order):
         used = bool(wins.used[0, 0, k])
@@ -661,22 +688,10 @@ def validate_judge(
         n_raters=int(((point.m >= min_items) & np.isfinite(point.pool)).sum()),
     )
     omega = float(wins.omega[0, 0])
-    rep_omega = rep_wins.omega[:, 0]
-    defined = np.isfinite(rep_omega)
-    if len(humans) < 2 or not np.isfinite(omega):
-        decision, p_opposite = "insufficient_data", np.nan
-        reason = "fewer than two humans" if len(humans) < 2 else "no human has usable overlap"
-    else:
-        passed = omega >= omega_threshold
-        p_opposite = float(np.mean((rep_omega[defined] >= omega_threshold) != passed)) if defined.any() else np.nan
-        decision, reason = ("pass" if passed else "reject"), ""
-        if np.isclose(omega, omega_threshold):
-            decision, reason = "inconclusive", f"omega sits at the threshold {omega_threshold}"
-        elif np.isnan(p_opposite):
-            decision, reason = "inconclusive", "no bootstrap resample leaves a usable human"
-        elif p_opposite > inconclusive_level:
-            decision = "inconclusive"
-            reason = f"bootstrap probability of the opposite decision {p_opposite:.3f} > {inconclusive_level}"
+    rep_omega = _wins(reps, rule, epsilon, q, min_items).omega[:, 0]
+    decision, p_opposite, reason = _decision(
+        omega, rep_omega, len(humans), omega_threshold, inconclusive_level
+    )
     return Validation(
         raters=tuple(outcomes),
         omega=omega,
@@ -728,21 +743,26 @@ def rank_judges(
     (4, 3)
     """
     codes, judges, humans, epsilon, min_items = _decision_iv(
-        codes, judges, humans, n_labels, rule, coefficient, epsilon, min_items, q, n_resamples, level
+        codes, judges, humans, n_labels, rule, coefficient, epsilon, min_items, q, n_resamples,
+        level,
     )
     rng = np.random.default_rng(rng)
     by_column = np.argsort(judges)
     point, reps = _replicated_stats(
-        codes, sorted(judges), sorted(humans), n_labels, rule, coefficient, epsilon, n_resamples, rng
+        codes, sorted(judges), sorted(humans), n_labels, rule, coefficient, epsilon,
+        n_resamples, rng,
     )
-    wins, rep_wins = _wins(point, rule, epsilon, q, min_items), _wins(reps, rule, epsilon, q, min_items)
+    wins = _wins(point, rule, epsilon, q, min_items)
+    rep_wins = _wins(reps, rule, epsilon, q, min_items)
     score = _judge_score(point, wins, rule)[0]
     rep_score = _judge_score(reps, rep_wins, rule)  # (B, J)
     best = np.nanmax(np.where(np.isfinite(rep_score), rep_score, -np.inf), axis=1, keepdims=True)
     top = (rep_score == best) & np.isfinite(rep_score)
     p_top1 = np.mean(top / np.maximum(top.sum(axis=1, keepdims=True), 1), axis=0)
     column = np.array(sorted(judges))
-    ranked = sorted(range(len(judges)), key=lambda j: (not np.isfinite(score[j]), -score[j], column[j]))
+    ranked = sorted(
+        range(len(judges)), key=lambda j: (not np.isfinite(score[j]), -score[j], column[j])
+    )
     scores = [None] * len(judges)
     for j, position in enumerate(by_column):
         n_used = int(wins.used[0, j].sum())

@@ -170,6 +170,8 @@ def pilot_moments(
     >>> p.mu_d, p.sigma0_sq, p.m  # xi = 0,0 | -1,-1 | +1,0 | 0,0 (two held-out humans)
     (-0.125, 0.359375, 8)
     """
+    if not isinstance(judge, (int, np.integer)):
+        raise ValueError(f"judge must be a single column index, got {judge!r}")
     codes, judges, humans, _, _ = _decision_iv(
         codes, judge, humans, n_labels, rule, "po", None, None, 0.05, n_resamples, level,
         judges_name="judge",
@@ -177,7 +179,8 @@ def pilot_moments(
     rows, counts = _overlap_rows(codes, judges, sorted(humans))
     features, counts = _distinct_features(_xi_features(rows, n_labels, rule), counts)
     point = (counts @ features)[None, :]
-    reps = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, np.random.default_rng(rng))
+    rng = np.random.default_rng(rng)
+    reps = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
     (mu,), (var,) = _moments(point)
     rep_mu, rep_var = _moments(reps)
     used = _pool_counts(rows, 1, n_labels).observed
@@ -234,7 +237,9 @@ def _m_needed(z: float, variance: float, gap: float) -> int | float:
     return max(1, math.ceil(z * z * variance / (gap * gap) - 1e-9))
 
 
-def m_cert(mu_d: float, sigma0_sq: float, *, epsilon: float = 0.05, alpha_sig: float = 0.05) -> int | float:
+def m_cert(
+    mu_d: float, sigma0_sq: float, *, epsilon: float = 0.05, alpha_sig: float = 0.05
+) -> int | float:
     """Overlap for per-rater FR ``<= alpha_sig/2`` (SPEC.md §4, item 2).
 
     ``m_cert = ceil(z_{1-alpha_sig/2}^2 sigma0^2 / (mu_d + eps)^2)``; ``math.inf`` when
@@ -287,7 +292,9 @@ def m_alt_test(
     mu: float, sigma_sq: float, *, n_humans: int, epsilon: float = 0.2, q: float = 0.05,
     power: float | None = None,
 ) -> int | float:
-    """Alt-test overlap ``ceil((z_{1-alpha*} + z_{power})^2 sigma^2 / (mu + eps)^2)`` (SPEC.md §4, item 5).
+    """Alt-test overlap ``ceil((z_{1-alpha*} + z_{power})^2 sigma^2 / (mu + eps)^2)``.
+
+    SPEC.md §4, item 5.
 
     ``mu``, ``sigma_sq`` are the moments of ``W_f - W_h`` (``advantage_moments``);
     ``power=None`` plans for the 50% point (``z_{power} = 0``); ``math.inf`` when
@@ -311,12 +318,14 @@ def _budget_iv(n_items: int, n_humans: int) -> None:
 
 
 def overlap_plan(n_items: int, n_humans: int, m: int) -> OverlapPlan:
-    """Budget of overlap ``m``: ``rho = m/n``, labels per human, ``B = n (1 + rho (K-1))`` (SPEC.md §4).
+    """Budget of overlap ``m``: ``rho = m/n``, labels per human, ``B = n (1 + rho (K-1))``.
 
-    The primary labels all ``n`` items; each of the ``K - 1`` secondaries labels ``m``.
+    SPEC.md §4, "Turn ``m`` into what a PM budgets". The primary labels all ``n`` items;
+    each of the ``K - 1`` secondaries labels ``m``.
 
-    >>> overlap_plan(1000, 3, 250)
-    OverlapPlan(n_items=1000, n_humans=3, m=250, rho=0.25, per_rater=(1000, 250, 250), total_labels=1500)
+    >>> plan = overlap_plan(1000, 3, 250)
+    >>> plan.rho, plan.per_rater, plan.total_labels
+    (0.25, (1000, 250, 250), 1500)
     """
     _budget_iv(n_items, n_humans)
     if not isinstance(m, (int, np.integer)) or not 0 <= m <= n_items:
@@ -393,7 +402,9 @@ def certify_recipe(
         critical_z = alt_test_quantile(n_humans, q=q)
     _budget_iv(n_items, n_humans)
     grid = _m_grid(n_items, m, m_grid)
-    rates = false_rejection_rate(np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z)
+    rates = false_rejection_rate(
+        np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z
+    )
     return _recipe("certify", rule, m, n_items, n_humans, grid, rates, alpha_sig,
                    f"the judge is expected to fail: mu_d + epsilon = {mu_d + epsilon:.4g} <= 0")
 

@@ -136,7 +136,8 @@ def reference_d(codes, judge, humans, k, coefficient, n_labels):
         if not common.any():
             continue
         for who, col in (("judge", judge), ("human", k)):
-            f = reference_coefficient(codes[common, col], codes[common, other], coefficient, n_labels)
+            a, b = codes[common, col], codes[common, other]
+            f = reference_coefficient(a, b, coefficient, n_labels)
             if np.isfinite(f):
                 scores[who].append((common.sum(), f))
     if not scores["judge"] or not scores["human"]:
@@ -151,7 +152,8 @@ def reference_d(codes, judge, humans, k, coefficient, n_labels):
 def test_spec_alt_test_worked_example():
     v = validate_judge(spec_example(), judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
                        epsilon=0.1, n_resamples=200, rng=0)
-    np.testing.assert_allclose([r.p_value for r in v.raters], [0.32693, 0.03359, 0.00258], atol=5e-6)
+    p_values = [r.p_value for r in v.raters]
+    np.testing.assert_allclose(p_values, [0.32693, 0.03359, 0.00258], atol=5e-6)
     assert [r.won for r in v.raters] == [False, False, True]
     assert v.omega == pytest.approx(1 / 3)
     assert np.mean([r.rho_f for r in v.raters]) == pytest.approx(0.908333, abs=1e-6)
@@ -166,7 +168,8 @@ def test_spec_example_matches_reference_procedure():
     p_ref, won_ref = reference_alt_test(codes, 3, [0, 1, 2], 0.1, 0.05, 30)
     v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
                        epsilon=0.1, n_resamples=10, rng=0)
-    np.testing.assert_allclose([r.p_value for r in v.raters], [p_ref[k] for k in range(3)], rtol=1e-10)
+    p_values = [r.p_value for r in v.raters]
+    np.testing.assert_allclose(p_values, [p_ref[k] for k in range(3)], rtol=1e-10)
     assert [r.won for r in v.raters] == [bool(won_ref[k]) for k in range(3)]
 
 
@@ -222,7 +225,9 @@ def test_ratio_coefficients_equal_planner_agreement_on_a_pair():
     judge, h0, h1 = codes[common, 2], codes[common, 0], codes[common, 1]
     expected = {
         "kappa": lambda a, b: agreement.cohen_kappa(a, b, n_labels=3).statistic,
-        "alpha": lambda a, b: agreement.krippendorff_alpha(np.column_stack([a, b]), n_labels=3).statistic,
+        "alpha": lambda a, b: agreement.krippendorff_alpha(
+            np.column_stack([a, b]), n_labels=3
+        ).statistic,
         "ac1": lambda a, b: agreement.gwet_ac1(np.column_stack([a, b]), n_labels=3).statistic,
     }
     for coefficient, f in expected.items():
@@ -254,7 +259,8 @@ def test_by_ignores_untested_humans():
 
 def test_items_need_two_humans_and_short_humans_leave_the_denominator():
     codes = spec_example()
-    sparse = np.vstack([codes, np.column_stack([np.arange(30) % 3, -np.ones((30, 2), int), np.arange(30) % 3])])
+    lone = np.column_stack([np.arange(30) % 3, -np.ones((30, 2), int), np.arange(30) % 3])
+    sparse = np.vstack([codes, lone])
     dense = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
                            epsilon=0.1, n_resamples=10, rng=0)
     padded = validate_judge(sparse, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
@@ -348,12 +354,15 @@ def test_input_validation(kwargs, message):
 
 
 @FAST
-@given(sparse_codes(max_items=30), st.integers(0, 2**32 - 1), st.sampled_from(["margin", "alt-test"]))
+@given(
+    sparse_codes(max_items=30), st.integers(0, 2**32 - 1), st.sampled_from(["margin", "alt-test"])
+)
 def test_decision_invariant_to_item_and_human_order(case, seed, rule):
     codes, n_humans, n_labels = case
     perm = np.random.default_rng(seed)
     items, humans = perm.permutation(codes.shape[0]), list(perm.permutation(n_humans))
-    kwargs = {"judge": n_humans, "n_labels": n_labels, "rule": rule, "min_items": 2, "n_resamples": 30}
+    kwargs = {"judge": n_humans, "n_labels": n_labels, "rule": rule, "min_items": 2,
+              "n_resamples": 30}
     a = validate_judge(codes, humans=list(range(n_humans)), rng=7, **kwargs)
     b = validate_judge(codes[items], humans=[int(h) for h in humans], rng=7, **kwargs)
     assert a.decision == b.decision
@@ -378,7 +387,8 @@ def test_dense_matrix_is_the_no_missing_case_of_the_same_path():
     for codes in (dense, sparse):
         v = validate_judge(codes, judge=4, humans=[0, 1, 2, 3], n_labels=2, n_resamples=10, rng=0)
         for r in v.raters:
-            assert r.d == pytest.approx(reference_d(codes, 4, [0, 1, 2, 3], r.rater, "po", 2), abs=1e-12)
+            expected = reference_d(codes, 4, [0, 1, 2, 3], r.rater, "po", 2)
+            assert r.d == pytest.approx(expected, abs=1e-12)
 
 
 # --------------------------------------------------------------------------- bootstrap
@@ -406,7 +416,9 @@ def test_owner_blocked_sums_equal_full_products():
     features = decision._po_features(rows, 2, 2, "alt-test")
     owners = (np.arange(features.shape[1]) % 4, features[:, :4] > 0)
     full = decision._bootstrap_sums(features, counts, 3000, 50, np.random.default_rng(0))
-    blocked = decision._bootstrap_sums(features, counts, 3000, 50, np.random.default_rng(0), owners=owners)
+    blocked = decision._bootstrap_sums(
+        features, counts, 3000, 50, np.random.default_rng(0), owners=owners
+    )
     np.testing.assert_array_equal(full, blocked)  # integer sums: exact in both
 
 
@@ -427,7 +439,8 @@ def test_distinct_rows_ignore_row_order_and_survive_key_overflow():
 def test_rank_judges_orders_and_reports_consistent_margins():
     rng = np.random.default_rng(4)
     codes = simulated(rng, n_items=1500, judges=(0.7, 0.95, 0.85))
-    r = rank_judges(codes, judges=[4, 5, 6], humans=[0, 1, 2, 3], n_labels=2, n_resamples=200, rng=0)
+    r = rank_judges(codes, judges=[4, 5, 6], humans=[0, 1, 2, 3], n_labels=2,
+                    n_resamples=200, rng=0)
     assert r.order == (5, 6, 4)
     assert sum(j.p_top1 for j in r.judges) == pytest.approx(1.0)
     assert r.judges[1].p_top1 > 0.9
@@ -437,7 +450,8 @@ def test_rank_judges_orders_and_reports_consistent_margins():
         assert pm.margin > 0 and 0 <= pm.p_flip <= 1
     assert len(r.margins) == 3 and 0 <= r.flip_share <= 1
     for j in r.judges:  # the score is the mean d_k of validate_judge on the same items
-        v = validate_judge(codes, judge=j.judge, humans=[0, 1, 2, 3], n_labels=2, n_resamples=5, rng=0)
+        v = validate_judge(codes, judge=j.judge, humans=[0, 1, 2, 3], n_labels=2,
+                           n_resamples=5, rng=0)
         assert j.score == pytest.approx(np.mean([x.d for x in v.raters]), abs=1e-12)
         assert j.omega == v.omega
 
@@ -445,8 +459,9 @@ def test_rank_judges_orders_and_reports_consistent_margins():
 def test_rank_judges_invariant_to_judge_order_and_flags_close_judges():
     rng = np.random.default_rng(6)
     codes = simulated(rng, n_items=300, judges=(0.85, 0.86, 0.6))
-    a = rank_judges(codes, judges=[4, 5, 6], humans=[0, 1, 2, 3], n_labels=2, n_resamples=200, rng=1)
-    b = rank_judges(codes, judges=[6, 4, 5], humans=[3, 1, 0, 2], n_labels=2, n_resamples=200, rng=1)
+    options = {"n_labels": 2, "n_resamples": 200, "rng": 1}
+    a = rank_judges(codes, judges=[4, 5, 6], humans=[0, 1, 2, 3], **options)
+    b = rank_judges(codes, judges=[6, 4, 5], humans=[3, 1, 0, 2], **options)
     assert a.order == b.order and a.margins == b.margins and a.flip_share == b.flip_share
     assert {j.judge: j for j in a.judges} == {j.judge: j for j in b.judges}
     close = next(pm for pm in a.margins if {pm.better, pm.worse} == {4, 5})

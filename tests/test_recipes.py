@@ -86,7 +86,13 @@ def test_prior_validation():
 
 @pytest.mark.parametrize(
     ("m", "p_h", "p_j", "n_labels"),
-    [(117, 0.85, 0.90, 2), (60, 0.85, 0.85, 2), (200, 0.80, 0.75, 3), (400, 0.85, 0.82, 2), (300, 0.70, 0.68, 4)],
+    [
+        (117, 0.85, 0.90, 2),
+        (60, 0.85, 0.85, 2),
+        (200, 0.80, 0.75, 3),
+        (400, 0.85, 0.82, 2),
+        (300, 0.70, 0.68, 4),
+    ],
 )
 def test_false_rejection_formula_matches_monte_carlo(m, p_h, p_j, n_labels):
     """Simulate d_k = mean xi with one held-in human, symmetric noise channel (SPEC.md §4)."""
@@ -246,7 +252,8 @@ def test_pilot_moments_match_item_by_item_xi(seed, rule):
     rng = np.random.default_rng(seed)
     codes = rng.integers(-1, 3, size=(rng.integers(3, 40), 4))
     xi = reference_pilot_xi(codes, 3, [0, 1, 2], rule)
-    p = pilot_moments(codes, judge=3, humans=[2, 0, 1], n_labels=3, rule=rule, n_resamples=20, rng=0)
+    p = pilot_moments(codes, judge=3, humans=[2, 0, 1], n_labels=3, rule=rule,
+                      n_resamples=20, rng=0)
     if xi.size == 0:
         assert np.isnan(p.mu_d) and p.m == 0
         return
