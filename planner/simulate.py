@@ -119,7 +119,9 @@ class SimulationResult:
             if all(v is None or getattr(c, k) == v for k, v in wanted.items())
         ]
         if not cells:
-            raise ValueError(f"no cell matches design={design!r}, coefficient={coefficient!r}, p_h={p_h!r}")
+            raise ValueError(
+                f"no cell matches design={design!r}, coefficient={coefficient!r}, p_h={p_h!r}"
+            )
         curves = {(c.design, c.coefficient, c.p_h) for c in cells}
         if len(curves) > 1:
             raise ValueError(
@@ -185,7 +187,8 @@ def synthetic_codes(
         raise ValueError("accuracies must be a non-empty list of probabilities in [0, 1]")
     share = _prevalence(prevalence, n_labels)
     gen = np.random.default_rng(rng)
-    truth = np.minimum(np.searchsorted(np.cumsum(share), gen.random((trials, n_items)), side="right"), n_labels - 1)
+    uniform = gen.random((trials, n_items))
+    truth = np.minimum(np.searchsorted(np.cumsum(share), uniform, side="right"), n_labels - 1)
     p = np.broadcast_to(acc, (trials, n_items, acc.size))
     if clusters is not None:
         clusters = _positive_int(clusters, "clusters")
@@ -193,7 +196,8 @@ def synthetic_codes(
             raise ValueError(f"clusters must be at most n_items={n_items}, got {clusters}")
         if not 0.0 <= cluster_difficulty <= 1.0:
             raise ValueError(f"cluster_difficulty must be in [0, 1], got {cluster_difficulty!r}")
-        block = np.repeat(np.arange(clusters), [len(b) for b in np.array_split(np.arange(n_items), clusters)])
+        sizes = [len(b) for b in np.array_split(np.arange(n_items), clusters)]
+        block = np.repeat(np.arange(clusters), sizes)
         difficulty = gen.uniform(0.0, cluster_difficulty, (trials, clusters))[:, block]
         p = 1.0 / n_labels + (p - 1.0 / n_labels) * (1.0 - difficulty)[..., None]
     correct = gen.random(p.shape) < p
@@ -237,7 +241,7 @@ def _stratified_mask(
 
 def _modal_strata(humans: np.ndarray, mask: np.ndarray, n_labels: int) -> np.ndarray:
     """Per trial and item, the mode of the labels in hand, ties to the primary's (SPEC.md §5)."""
-    counts = np.stack([((humans == label) & mask).sum(axis=0) for label in range(n_labels)], axis=-1)
+    counts = np.stack([((humans == c) & mask).sum(axis=0) for c in range(n_labels)], axis=-1)
     top = counts.max(axis=-1)
     primary = humans[0]
     tie = np.take_along_axis(counts, primary[..., None], axis=-1)[..., 0] == top
@@ -329,7 +333,10 @@ def _po_scores(
         hits = (x == humans) & mask  # (K, T, n)
         per_item = hits.sum(axis=0, dtype=np.int16) * inverse
         for k in range(n_humans):
-            judge[:, j, k] = np.einsum("tn,tn->t", mask[k], per_item) - np.einsum("tn,tn->t", hits[k], inverse)
+            # pool members of r_k agreeing with x: all observed hits minus r_k's own
+            judge[:, j, k] = (
+                np.einsum("tn,tn->t", mask[k], per_item) - np.einsum("tn,tn->t", hits[k], inverse)
+            )
     scale = np.where(used > 0, used, np.nan)
     return own / scale, judge / scale[:, None, :]
 
@@ -348,7 +355,8 @@ def _ratio_score(
     weight = np.zeros(humans.shape[1])
     for j in pool:
         common = items & mask[j]
-        value, defined = _ratio_coefficient(_confusions(x, humans[j], common, n_labels), coefficient)
+        table = _confusions(x, humans[j], common, n_labels)
+        value, defined = _ratio_coefficient(table, coefficient)
         count = common.sum(axis=1)
         weighted += np.where(defined, count * np.nan_to_num(value), 0.0)
         weight += np.where(defined, count, 0)
@@ -361,18 +369,16 @@ def _pool_scores(
     """``S_F(r_k; H_k)`` ``(T, K)`` and ``S_F(j; H_k)`` ``(T, J, K)`` for every held-out human."""
     if coefficient == "po":
         return _po_scores(humans, judges, mask)
-    n_humans = humans.shape[0]
-    own = np.stack(
-        [_ratio_score(humans[k], humans, mask, k, coefficient, n_labels) for k in range(n_humans)], axis=1
-    )
-    judge = np.stack(
-        [
-            np.stack([_ratio_score(x, humans, mask, k, coefficient, n_labels) for k in range(n_humans)], axis=1)
-            for x in judges
-        ],
-        axis=1,
-    )
-    return own, judge
+    def scores(x: np.ndarray | None) -> np.ndarray:  # x None: each held-out human itself
+        return np.stack(
+            [
+                _ratio_score(humans[k] if x is None else x, humans, mask, k, coefficient, n_labels)
+                for k in range(humans.shape[0])
+            ],
+            axis=1,
+        )
+
+    return scores(None), np.stack([scores(x) for x in judges], axis=1)
 
 
 @dataclass(frozen=True)
@@ -443,7 +449,8 @@ def _evaluate(
     finite = np.isfinite(own)
     n_defined = finite.sum(axis=1)
     score = np.divide(
-        np.where(finite, own, 0.0).sum(axis=1), n_defined, out=np.full(n_defined.shape, np.nan), where=n_defined > 0
+        np.where(finite, own, 0.0).sum(axis=1), n_defined,
+        out=np.full(n_defined.shape, np.nan), where=n_defined > 0,
     )
     if rule.name == "margin":
         d = judge - own[:, None, :]
@@ -569,13 +576,20 @@ def _accuracy_grid(p_h: object, n_humans: int) -> list[float | tuple[float, ...]
         else:
             per_rater = tuple(_probability(v, "p_h") for v in value)
             if len(per_rater) != n_humans:
-                raise ValueError(f"rater-specific p_h needs {n_humans} accuracies, got {len(per_rater)}")
+                raise ValueError(
+                    f"rater-specific p_h needs {n_humans} accuracies, got {len(per_rater)}"
+                )
             grid.append(per_rater)
     return grid
 
 
 def _rule(
-    rule: str, epsilon: float | None, delta: float, omega_star: float, q: float, coefficients: list[str]
+    rule: str,
+    epsilon: float | None,
+    delta: float,
+    omega_star: float,
+    q: float,
+    coefficients: list[str],
 ) -> _Rule:
     if not isinstance(rule, str) or rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
@@ -613,7 +627,9 @@ def _run_grid(
         for rho, m in rhos:
             mask = _design_mask(design, humans, m, n_labels, rng)
             for coefficient in coefficients:
-                sparse = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule)
+                sparse = _evaluate(
+                    humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule
+                )
                 cells.append(
                     _cell(sparse, dense[coefficient], delta=delta, rho=rho, design=design,
                           coefficient=coefficient, p_h=p_h, m=m)
@@ -623,10 +639,16 @@ def _run_grid(
 
 
 def _result(
-    cells: list[SimulationCell], n_items: int, n_humans: int, n_labels: int, rule: _Rule, delta: float
+    cells: list[SimulationCell],
+    n_items: int,
+    n_humans: int,
+    n_labels: int,
+    rule: _Rule,
+    delta: float,
 ) -> SimulationResult:
     return SimulationResult(
-        tuple(cells), n_items, n_humans, n_labels, rule.name, rule.epsilon, float(delta), rule.omega_star, rule.q
+        tuple(cells), n_items, n_humans, n_labels,
+        rule.name, rule.epsilon, float(delta), rule.omega_star, rule.q,
     )
 
 
@@ -751,7 +773,9 @@ def replay(
     humans = check_codes(codes, n_labels)
     n_items, n_humans = humans.shape
     if n_items == 0 or n_humans < 2:
-        raise ValueError(f"codes must hold at least one item and two humans, got shape {humans.shape}")
+        raise ValueError(
+            f"codes must hold at least one item and two humans, got shape {humans.shape}"
+        )
     if np.any(humans < 0):
         raise ValueError("codes must be a dense matrix (no -1): replay subsamples it")
     judge_codes = np.asarray(judges)
@@ -759,7 +783,9 @@ def replay(
         judge_codes = judge_codes[:, None]
     judge_codes = check_codes(judge_codes, n_labels)
     if judge_codes.shape[0] != n_items or judge_codes.shape[1] == 0 or np.any(judge_codes < 0):
-        raise ValueError(f"judges must be complete codes with {n_items} rows, got shape {np.shape(judges)}")
+        raise ValueError(
+            f"judges must be complete codes with {n_items} rows, got shape {np.shape(judges)}"
+        )
     if not isinstance(primary, (int, np.integer)) or not 0 <= primary < n_humans:
         raise ValueError(f"primary must be a column index in 0..{n_humans - 1}, got {primary!r}")
     trials = _positive_int(trials, "trials")
@@ -769,17 +795,22 @@ def replay(
     decision = _rule(rule, epsilon, delta, omega_star, q, coefficients)
     order = [primary] + [k for k in range(n_humans) if k != primary]
     small = _code_type(n_labels)
+    n_judges = judge_codes.shape[1]
+    # rater-major, the same matrix for every trial (a view, no copy per trial)
     humans = np.broadcast_to(humans[:, order].T[:, None, :].astype(small), (n_humans, trials, n_items))
-    judge_codes = np.broadcast_to(judge_codes.T[:, None, :].astype(small), (judge_codes.shape[1], trials, n_items))
+    judge_codes = np.broadcast_to(judge_codes.T[:, None, :].astype(small), (n_judges, trials, n_items))
     one = (slice(None), slice(0, 1))
     full = np.ones((n_humans, 1, n_items), dtype=bool)
     dense = {
-        c: _evaluate(humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels, rule=decision)
+        c: _evaluate(
+            humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels, rule=decision
+        )
         for c in coefficients
     }
     tick = _progress_ticker(progress, len(rhos) * len(designs) * len(coefficients))
     cells = _run_grid(
         humans, judge_codes, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
-        p_h=None, n_labels=n_labels, rule=decision, delta=delta, rng=np.random.default_rng(rng), tick=tick,
+        p_h=None, n_labels=n_labels, rule=decision, delta=delta,
+        rng=np.random.default_rng(rng), tick=tick,
     )
     return _result(cells, n_items, n_humans, n_labels, decision, delta)
