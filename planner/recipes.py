@@ -163,6 +163,8 @@ def pilot_moments(
     The ``xi_i`` of every held-out human ``r_k`` on its ``O_k`` are pooled; their
     plug-in mean and variance are the estimates, and an item bootstrap (items resampled
     with all their ``xi``) gives standard errors and percentile intervals at ``level``.
+    ``rule="alt-test"`` uses ``xi' = W_f - W_h`` (SPEC.md §4, item 5), whose plug-in
+    moments are ``p_plus - p_minus`` and ``p_plus + p_minus - mu^2``.
 
     >>> import numpy as np
     >>> codes = np.array([[0, 0, 0], [1, 1, 0], [0, 1, 1], [1, 1, 1]])
@@ -400,7 +402,6 @@ def certify_recipe(
         m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power)
         m = max(m, _ALT_TEST_MIN_ITEMS)
         critical_z = alt_test_quantile(n_humans, q=q)
-    _budget_iv(n_items, n_humans)
     grid = _m_grid(n_items, m, m_grid)
     rates = false_rejection_rate(
         np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z
