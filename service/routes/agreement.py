@@ -1,7 +1,72 @@
-"""Placeholder router; filled in by its own change."""
+"""Stateless agreement: coefficients with intervals for a posted label matrix (SPEC.md §2)."""
 
 from __future__ import annotations
 
+import numpy as np
 from fastapi import APIRouter
 
+from planner.agreement import summary_table
+from service.deps import PrincipalDep
+from service.errors import Invalid, TooLarge, error_responses
+from service.sim_schemas import AgreementBody, AgreementRead, EstimateRead
+
 router = APIRouter(tags=["agreement"])
+
+MAX_CELLS = 1_000_000
+"""Largest matrix accepted, in cells (rows x columns)."""
+
+
+def matrix_codes(body: AgreementBody) -> np.ndarray:
+    """The posted matrix as codes ``0..L-1`` in label order, ``-1`` for ``null`` (413/422 on bad shapes)."""
+    n_rows, n_cols = len(body.matrix), len(body.matrix[0])
+    cells = sum(len(row) for row in body.matrix)
+    if cells > MAX_CELLS:
+        raise TooLarge(f"matrix has {cells:,} cells; the limit is {MAX_CELLS:,}", code="matrix_too_large")
+    for r, row in enumerate(body.matrix):
+        if len(row) != n_cols:
+            raise Invalid(
+                f"matrix rows must all have the same length: row 0 has {n_cols} ratings, row {r} has {len(row)}",
+                code="ragged_matrix",
+            )
+    if n_cols < 2:
+        raise Invalid("matrix needs at least two columns (raters)")
+    code_of: dict[str | None, int] = {label: c for c, label in enumerate(body.labels)} | {None: -1}
+    codes = np.fromiter((code_of.get(v, -2) for row in body.matrix for v in row), np.int64, n_rows * n_cols)
+    codes = codes.reshape(n_rows, n_cols)
+    unknown = np.argwhere(codes == -2)
+    if unknown.size:
+        r, c = (int(x) for x in unknown[0])
+        raise Invalid(
+            f"matrix[{r}][{c}] is {body.matrix[r][c]!r}, which is not one of the labels "
+            f"({len(unknown)} unknown value(s) in all)",
+            code="unknown_label",
+            fields=[{"loc": ["body", "matrix", int(i), int(j)], "value": body.matrix[i][j]} for i, j in unknown[:20]],
+        )
+    return codes
+
+
+@router.post("/agreement", response_model=AgreementRead, responses=error_responses(401, 413, 422))
+def post_agreement(body: AgreementBody, _principal: PrincipalDep) -> AgreementRead:
+    """Agreement of a posted matrix (any key; nothing is stored).
+
+    Rows are items, columns raters, cells labels from `labels` or `null` for missing.
+    Returns percent agreement, mean pairwise Cohen's kappa (weighted by the scale:
+    linear for ordinal, quadratic for interval), Krippendorff's alpha at the scale's level
+    and Gwet's AC1, each over the observed cells with a percentile item-bootstrap interval
+    at `level` (SPEC.md §2). An undefined coefficient has `defined: false`, a `reason` and
+    a null statistic. `seed` makes the intervals reproducible.
+    """
+    if body.values is not None and body.scale != "interval":
+        raise Invalid("values apply to the interval scale only")
+    if body.values is not None and len(body.values) != len(body.labels):
+        raise Invalid(f"values must hold one number per label ({len(body.labels)}), got {len(body.values)}")
+    codes = matrix_codes(body)
+    table = summary_table(
+        codes, n_labels=len(body.labels), scale=body.scale, values=body.values, level=body.level,
+        n_resamples=body.n_resamples, rng=body.seed,
+    )
+    return AgreementRead(
+        n_items=codes.shape[0], n_raters=codes.shape[1], scale=body.scale, level=body.level,
+        n_resamples=body.n_resamples,
+        coefficients={key: EstimateRead(**estimate.as_dict()) for key, estimate in table.items()},
+    )

@@ -1,0 +1,203 @@
+"""Request and response bodies of the simulation endpoints and of the stateless ``/agreement``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from service.schemas import Labels, Scale, Strict
+
+Probability = Annotated[float, Field(ge=0, le=1)]
+Rate = Annotated[float, Field(gt=0, le=1)]
+DesignName = Literal["random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage"]
+CoefficientName = Literal["po", "kappa", "alpha"]
+RuleName = Literal["margin", "alt-test"]
+JobStatus = Literal["queued", "running", "done", "failed"]
+
+
+class SimulateBody(Strict):
+    """Settings of a simulation (SPEC.md §6); every field has a default from the project.
+
+    Without ``replay``, synthetic matrices are drawn from a symmetric noise channel. With
+    ``replay: true`` the project's own dense labels (humans and judges who labeled every
+    item) are subsampled instead, and the generator fields must be left out.
+    """
+
+    replay: bool = Field(False, description="Replay the project's dense labels instead of synthetic ones.")
+    criterion: str | None = Field(None, description="Criterion whose labels are used; default the first.")
+    n_items: int | None = Field(None, ge=1, description="Default: the project's item count.")
+    n_humans: int | None = Field(
+        None, ge=2, le=50, description="K humans, primary included; default: the plan's K, else the project's humans."
+    )
+    n_labels: int | None = Field(None, ge=2, le=100, description="Default: the project's label count.")
+    p_h: Probability | Annotated[list[Probability | list[Probability]], Field(min_length=1, max_length=20)] | None = (
+        Field(None, description="Human accuracy, a grid of them, or per-rater lists; default: the plan's prior.")
+    )
+    p_j: Probability | Annotated[list[Probability], Field(min_length=1, max_length=20)] | None = Field(
+        None, description="Judge accuracy, one per judge; default: the plan's prior."
+    )
+    prevalence: Annotated[list[Annotated[float, Field(ge=0, le=1)]], Field(min_length=2, max_length=100)] | None = (
+        Field(None, description="Label shares; default: the primary's labels in hand, else uniform.")
+    )
+    rho: Rate | Annotated[list[Rate], Field(min_length=1, max_length=50)] | None = Field(
+        None, description="Overlap rate(s); default: the plan's m / n, else 0.05, 0.1, 0.15, 0.25, 0.5."
+    )
+    design: DesignName | Annotated[list[DesignName], Field(min_length=1, max_length=6)] | None = Field(
+        None, description="Design(s); default: the plan's design, else strat."
+    )
+    coefficient: CoefficientName | Annotated[list[CoefficientName], Field(min_length=1, max_length=3)] | None = (
+        Field(None, description="Coefficient(s) F; default: the project's decision coefficient.")
+    )
+    rule: RuleName | None = Field(None, description="Decision rule; default: the project's.")
+    epsilon: Probability | None = Field(None, description="Margin; default: the project's (or the rule's default).")
+    delta: float | None = Field(None, gt=0, lt=1, description="Precision target; default: the project's target.delta.")
+    omega_threshold: float | None = Field(None, gt=0, le=1, description="Pass threshold; default: the project's.")
+    q: float | None = Field(None, gt=0, lt=1, description="BY level of the alt-test; default: the project's.")
+    alpha_sig: float | None = Field(
+        None, gt=0, lt=1, description="min_rho is the smallest rho with reliability >= 1 - alpha_sig."
+    )
+    trials: int = Field(300, ge=1, le=100_000)
+    clusters: int | None = Field(None, ge=1, description="Items in this many clusters of shared difficulty.")
+    cluster_difficulty: Probability = 0.5
+    seed: int | None = Field(None, ge=0, lt=2**63, description="Random seed; drawn (and echoed) when absent.")
+
+
+class SimulationSettings(BaseModel):
+    """The settings a simulation ran with, defaults resolved."""
+
+    replay: bool
+    criterion: str | None = None
+    n_items: int
+    n_humans: int
+    n_judges: int
+    n_labels: int
+    p_h: float | list[float | list[float]] | None = None
+    p_j: list[float] | None = None
+    prevalence: list[float] | None = None
+    rho: list[float]
+    design: list[str]
+    coefficient: list[str]
+    rule: str
+    epsilon: float
+    delta: float
+    omega_threshold: float
+    q: float
+    alpha_sig: float
+    trials: int
+    clusters: int | None = None
+    cluster_difficulty: float | None = None
+    seed: int
+    humans: list[str] | None = Field(None, description="Replay: the humans' external ids, primary first.")
+    judges: list[str] | None = Field(None, description="Replay: the judges' external ids.")
+    label_seq: int | None = Field(None, description="Replay: the last label event included.")
+    work: int = Field(description="trials x grid cells x n_items x raters: the size bound's measure.")
+
+
+class SimulationCellRead(BaseModel):
+    """One grid point (SPEC.md §6); null where a rate has no denominator."""
+
+    rho: float
+    design: str
+    coefficient: str
+    p_h: float | list[float] | None
+    m: int = Field(description="Items per secondary human.")
+    bias: float | None = Field(description="Mean of sparse minus dense human-pool score.")
+    std: float | None
+    reliability: float = Field(description="Pr(|sparse - dense| <= delta).")
+    false_rejection: float | None
+    false_approval: float | None
+    wrong_decision: float
+    rater_false_rejection: float | None
+    undefined: int = Field(description="Trials whose sparse human-pool score is undefined.")
+    trials: int
+
+
+class MinRhoRead(BaseModel):
+    """The simulated requirement of one curve: the smallest rho with reliability >= 1 - alpha_sig."""
+
+    design: str
+    coefficient: str
+    p_h: float | list[float] | None
+    alpha_sig: float
+    rho: float | None = Field(description="null when no rho of the grid reaches the target.")
+
+
+class SimulationResultRead(BaseModel):
+    n_items: int
+    n_humans: int
+    n_labels: int
+    rule: str
+    epsilon: float
+    delta: float
+    omega_star: float
+    q: float
+    cells: list[SimulationCellRead]
+    min_rho: list[MinRhoRead]
+
+
+class SimulationRun(BaseModel):
+    """A simulation small enough to answer at once."""
+
+    status: Literal["done"] = "done"
+    settings: SimulationSettings
+    result: SimulationResultRead
+
+
+class SimulationQueued(BaseModel):
+    """A simulation too large to answer at once: poll ``poll`` for progress and result."""
+
+    id: str
+    status: JobStatus
+    poll: str
+
+
+class SimulationJob(BaseModel):
+    """A simulation job; ``done``/``total`` count grid cells."""
+
+    id: str
+    status: JobStatus
+    done: int
+    total: int
+    settings: SimulationSettings
+    result: SimulationResultRead | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class AgreementBody(Strict):
+    """A label matrix: rows are items, columns raters, ``null`` a missing rating."""
+
+    labels: Labels
+    scale: Scale = "nominal"
+    values: Annotated[list[float], Field(min_length=2, max_length=100)] | None = Field(
+        None, description="Interval scale only: the number each label stands for (default 0..L-1)."
+    )
+    matrix: list[list[str | None]] = Field(min_length=1)
+    level: float = Field(0.95, gt=0, lt=1)
+    n_resamples: int = Field(1000, ge=1, le=10_000)
+    seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the bootstrap, for reproducible intervals.")
+
+
+class EstimateRead(BaseModel):
+    """A coefficient with its interval; ``statistic`` null and ``defined`` false when undefined."""
+
+    coefficient: str
+    statistic: float | None
+    n_items: int
+    defined: bool
+    reason: str
+    interval: list[float | None]
+    interval_method: str
+
+
+class AgreementRead(BaseModel):
+    n_items: int
+    n_raters: int
+    scale: Scale
+    level: float
+    n_resamples: int
+    coefficients: dict[str, EstimateRead] = Field(description="po, kappa, alpha and ac1 (SPEC.md §2).")
+
