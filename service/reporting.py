@@ -447,9 +447,9 @@ def declared_protocol(project: Project, criteria: list[str], options: ReportOpti
     return _protocol_out(result.protocol, population, result.rule)
 
 
-def _where(bad: list[tuple[str, CriterionComparison, str | None]]) -> str:
+def _where(bad: list[tuple[str, str, str | None]]) -> str:
     """Where a checklist item fails: judge, criterion and cause, shortened to a readable length."""
-    text = "; ".join(f"{judge} on {c.criterion}: {why}" for judge, c, why in bad)
+    text = "; ".join(f"{judge} on {place}: {why}" for judge, place, why in bad)
     return text if len(text) <= 600 else text[:597] + "..."
 
 
@@ -462,9 +462,12 @@ def _checklist(judges: list[JudgeReport], criteria: list[str], declared: Protoco
                  "one binary association statistic", "kappa with interval", "per-criterion tables"]
         checklist = [missing.model_copy(update={"item": name}) for name in items]
     else:
-        empty = [(j, c, "no pairs") for j, c in cells if c.n_items == 0]
-        undefined_phi = [(j, c, c.association.reason) for j, c in cells if c.association.value is None]
-        no_interval = [(j, c, c.kappa.reason) for j, c in cells if c.kappa.interval is None]
+        empty = [(j, c.criterion, "no pairs") for j, c in cells if c.n_items == 0]
+        undefined_phi = [(j, c.criterion, c.association.reason) for j, c in cells if c.association.value is None]
+        no_interval = [(j, c.criterion, c.kappa.reason) for j, c in cells if c.kappa.interval is None] + [
+            (j.judge, f"the {j.aggregate.level} aggregate", j.aggregate.kappa.reason)
+            for j in judges if j.aggregate.kappa.interval is None
+        ]
         binary = len(declared.labels) == 2
         checklist = [
             ChecklistItem(item="confusion table and N", satisfied=True,

@@ -104,8 +104,12 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "undefined" if value is None else f"{value:.{digits}g}"
 
 
+def _value(value: float | None, reason: str | None) -> str:
+    return escape(_num(value) if value is not None else f"undefined ({reason})")
+
+
 def _stat(stat: Stat) -> str:
-    return escape(_num(stat.value) if stat.value is not None else f"undefined ({stat.reason})")
+    return _value(stat.value, stat.reason)
 
 
 def _pair(value: tuple[float, float] | None, reason: str | None) -> str:
@@ -132,9 +136,8 @@ def _statistics(c: Comparison) -> str:
     rows = [
         ("N / scored N", f"{c.n_items} / {c.n_eff}"),
         ("accuracy", _stat(c.accuracy)),
-        (c.association.statistic, escape(_num(c.association.value) if c.association.value is not None
-                                         else f"undefined ({c.association.reason})")),
-        ("kappa", escape(_num(k.value) if k.value is not None else f"undefined ({k.reason})")),
+        (c.association.statistic, _value(c.association.value, c.association.reason)),
+        ("kappa", _value(k.value, k.reason)),
         (f"kappa {k.confidence_level:.0%} interval", _pair(k.interval, k.reason)),
         ("positive rate human / judge", f"{_num(k.human_positive_rate)} / {_num(k.judge_positive_rate)}"),
         ("F1 (positive label)", _stat(c.f1_met)),
@@ -184,7 +187,8 @@ def report_html(report: Report) -> str:
         parts.append(
             "<table>"
             f"<tr><th>accuracy</th><td>{_stat(a.accuracy)}</td></tr>"
-            f"<tr><th>kappa</th><td>{escape(_num(a.kappa.value) if a.kappa.value is not None else f'undefined ({a.kappa.reason})')}</td></tr>"
+            f"<tr><th>phi</th><td>{_value(a.association.value, a.association.reason)}</td></tr>"
+            f"<tr><th>kappa</th><td>{_value(a.kappa.value, a.kappa.reason)}</td></tr>"
             f"<tr><th>kappa interval</th><td>{_pair(a.kappa.interval, a.kappa.reason)} "
             f"({escape(a.kappa.interval_method or '')})</td></tr>"
             f"<tr><th>criteria included</th><td>{escape(included)}</td></tr></table>"
