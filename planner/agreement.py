@@ -67,10 +67,10 @@ def _bootstrap(
 ) -> np.ndarray:
     """``statistic(weights)`` on item resamples, weights ``(B, n_patterns)`` (SPEC.md §2).
 
-    ``counts[u]`` items share pattern ``u``; drawing the ``sum(counts)`` items with
-    replacement gives pattern multiplicities ``Multinomial(sum(counts), counts / sum)``.
-    Resamples go in blocks of at most ``_CHUNK_CELLS`` cells of ``max(n_patterns, width)``
-    (``width``: the statistic's own per-replicate array size).
+    ``counts[u]`` items share pattern ``u``; drawing the ``n = sum(counts)`` items with
+    replacement gives pattern multiplicities ``Multinomial(n, counts / n)``. Resamples go
+    in blocks of at most ``_CHUNK_CELLS`` cells of ``max(n_patterns, width)`` (``width``:
+    the statistic's own per-replicate array size).
     """
     total = int(round(float(np.sum(counts))))
     pvals = np.asarray(counts, dtype=float) / np.sum(counts)
