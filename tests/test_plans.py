@@ -1,0 +1,279 @@
+"""Plans (issue 6): validation, prior and pilot recipes, design choice, reproducible lists,
+re-planning that keeps what was assigned, and sequential lists configured at the first batch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from scipy.stats import norm
+from sqlalchemy import Engine, func, select
+
+from service.db import make_engine
+from service.models import Assignment, Rater
+
+PRIOR = {"p_h": 0.85, "p_j": 0.9}
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def setup_project(c: TestClient, n_items: int, humans: tuple[str, ...] = ("h2", "h3")) -> str:
+    pid = c.post("/projects", json={"name": "plans", "labels": ["pass", "fail"]}).json()["id"]
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), *((h, "human") for h in humans)]:
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(n_items)]).status_code == 200
+    return pid
+
+
+def post_labels(c: TestClient, pid: str, rater: str, values: dict[str, str]) -> None:
+    rows = [{"item": i, "rater": rater, "value": v} for i, v in values.items()]
+    r = c.post(f"/projects/{pid}/labels", json=rows)
+    assert r.status_code == 200, r.text
+
+
+def make_plan(c: TestClient, pid: str, **body: Any) -> dict:
+    r = c.post(f"/projects/{pid}/plan", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def full_list(c: TestClient, pid: str, rater: str) -> list[str]:
+    """The rater's whole remaining list, leased in one batch, in list order."""
+    r = c.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 1000})
+    assert r.status_code == 200, r.text
+    return r.json()["items"]
+
+
+def assignments(engine: Engine, pid: str, rater: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(
+            select(func.count()).select_from(Assignment).join(Rater, Rater.id == Assignment.rater_id)
+            .where(Rater.project_id == pid, Rater.external_id == rater)
+        ).scalar_one()
+
+
+def entropy_bits(shares: list[float]) -> float:
+    return -sum(p * math.log2(p) for p in shares if p > 0)
+
+
+# --- absence and validation -------------------------------------------------------------------
+
+
+def test_get_plan_is_404_without_a_plan(client, project):
+    r = client.get(f"/projects/{project['id']}/plan")
+    assert r.status_code == 404 and r.json()["error"] == "no_plan", r.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"source": "prior"},  # no priors
+        {"source": "prior", "p_j": 0.9},  # no p_h
+        {"source": "prior", "p_h": 0.85},  # no p_j
+        {"purpose": "rank", **PRIOR},  # no delta_min
+        {"p_h": 1.0, "p_j": 0.9},
+        {**PRIOR, "design": "alphabetical"},
+        {**PRIOR, "n_raters": 1},
+        {**PRIOR, "unknown": 1},
+    ],
+)
+def test_invalid_plan_requests_are_422_and_store_nothing(client, project, body):
+    pid = project["id"]
+    r = client.post(f"/projects/{pid}/plan", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"]
+    assert client.get(f"/projects/{pid}/plan").status_code == 404
+
+
+def test_pilot_plan_needs_overlap_then_plans_from_it(client):
+    pid = setup_project(client, 60)
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 2, 60)
+    labels = ["pass", "fail"]
+
+    def noisy(p: float) -> dict[str, str]:
+        codes = np.where(rng.random(60) < p, truth, 1 - truth)
+        return {f"i{i}": labels[c] for i, c in enumerate(codes)}
+
+    post_labels(client, pid, "judge", noisy(0.9))
+    post_labels(client, pid, "prim", noisy(0.85))
+    r = client.post(f"/projects/{pid}/plan", json={"source": "pilot"})
+    assert r.status_code == 409 and r.json()["error"] == "no_pilot", r.text
+    post_labels(client, pid, "h2", dict(list(noisy(0.85).items())[:40]))
+    p = make_plan(client, pid, source="pilot", design="strat", seed=1)
+    moments = p["recipe"]["moments"]
+    assert p["source"] == moments["source"] == "pilot" and moments["m_pilot"] > 0
+    lo, hi = moments["mu_d_ci"]
+    assert lo <= moments["mu_d"] <= hi
+    if p["recipe"]["feasible"]:  # SPEC.md §4.2 from the pilot moments, capped at the corpus
+        z = norm.ppf(1 - 0.05 / 2)
+        need = math.ceil(z**2 * moments["sigma0_sq"] / (moments["mu_d"] + 0.05) ** 2)
+        assert p["recipe"]["m"] == need and p["m"] == min(need, 60)
+
+
+# --- the prior recipe and the document ---------------------------------------------------------
+
+
+def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
+    """SPEC.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05 gives m_cert = 117 (capped at n=20)."""
+    pid = project["id"]
+    p = make_plan(client, pid, **PRIOR, seed=5)
+    recipe = p["recipe"]
+    assert recipe["m"] == 117
+    assert recipe["feasible"] is False and recipe["reason"]  # more than the corpus of 20 items...
+    assert p["m"] == recipe["m_planned"] == 20 and recipe["warnings"]  # ...so every item is planned
+    assert recipe["moments"]["mu_d"] == pytest.approx(0.035)
+    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.218775)
+    assert p["seed"] == 5 and p["purpose"] == "certify" and p["source"] == "prior"
+    got = client.get(f"/projects/{pid}/plan").json()
+    assert {k: got[k] for k in ("id", "m", "design", "seed", "recipe")} == {k: p[k] for k in ("id", "m", "design", "seed", "recipe")}
+    assert got["progress"]["m_target"] == 20 and got["progress"]["m_done_min"] == 0
+
+
+def test_rank_plan_uses_the_ranking_recipe(client, project):
+    """SPEC.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 * 2 sigma0^2 / Delta_min^2)."""
+    p = make_plan(client, project["id"], purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
+    sigma0_sq = p["recipe"]["moments"]["sigma0_sq"]
+    z = norm.ppf(1 - 0.05 / 2)
+    assert p["recipe"]["m"] == math.ceil(z**2 * 2 * sigma0_sq / 0.05**2)
+    assert p["purpose"] == "rank"
+
+
+def test_the_newest_plan_is_in_force(client, project):
+    pid = project["id"]
+    first = make_plan(client, pid, **PRIOR, m=5, seed=1)
+    second = make_plan(client, pid, **PRIOR, m=8, seed=2)
+    assert first["id"] != second["id"]
+    assert client.get(f"/projects/{pid}/plan").json()["id"] == second["id"]
+
+
+# --- design choice -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n_fail", "design"), [(5, "seq-coverage"), (50, "strat"), (8, "seq-coverage"), (20, "strat")])
+def test_auto_design_follows_the_primary_stratum_entropy(client, n_fail, design):
+    """pi_max > 0.9 (H < 0.5 bits) -> Seq-Coverage, otherwise Strat (SPEC.md §5, "Choosing")."""
+    pid = setup_project(client, 100)
+    post_labels(client, pid, "prim", {f"i{i}": "fail" if i < n_fail else "pass" for i in range(100)})
+    p = make_plan(client, pid, **PRIOR, design="auto", seed=1)
+    assert p["design"] == p["recipe"]["design"] == design
+    assert p["recipe"]["stratum_entropy"] == pytest.approx(entropy_bits([n_fail / 100, 1 - n_fail / 100]))
+    assert p["recipe"]["design_reason"]
+
+
+def test_strat_panel_is_proportional_to_the_primary_labels(client):
+    pid = setup_project(client, 100)
+    post_labels(client, pid, "prim", {f"i{i}": "fail" if i < 30 else "pass" for i in range(100)})
+    make_plan(client, pid, **PRIOR, design="strat", m=20, seed=4)
+    h2 = full_list(client, pid, "h2")
+    assert len(h2) == len(set(h2)) == 20
+    assert sum(int(i[1:]) < 30 for i in h2) == 6  # 30% of 20
+    assert sorted(full_list(client, pid, "h3")) == sorted(h2)  # one shared panel
+
+
+# --- reproducibility and re-planning -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("design", ["strat", "random", "seq-refined", "seq-coverage"])
+def test_the_same_seed_draws_the_same_lists(client, design):
+    lists = []
+    for seed in (11, 11, 12):
+        pid = setup_project(client, 120)
+        post_labels(client, pid, "prim", {f"i{i}": "fail" if i % 3 == 0 else "pass" for i in range(120)})
+        make_plan(client, pid, **PRIOR, design=design, m=30, seed=seed)
+        lists.append({r: full_list(client, pid, r) for r in ("h2", "h3")})
+    assert lists[0] == lists[1]
+    assert lists[0] != lists[2]
+    assert all(len(v) == 30 for v in lists[0].values())
+
+
+def test_replanning_keeps_assignments_and_labels(client, engine):
+    pid = setup_project(client, 100, humans=("h2", "h3"))
+    make_plan(client, pid, **PRIOR, design="strat", m=10, seed=1)
+    b = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 1000}).json()
+    old = b["items"]
+    assert len(old) == 10
+    post_labels(client, pid, "h2", {i: "pass" for i in old[:4]})
+    before = client.get(f"/projects/{pid}/labels", params={"history": "true"}).json()
+    assert client.post(f"/projects/{pid}/batches/{b['id']}/release").status_code == 200
+
+    make_plan(client, pid, **PRIOR, design="random", m=10, seed=99)
+    assert client.get(f"/projects/{pid}/labels", params={"history": "true"}).json() == before
+    assert assignments(engine, pid, "h2") == 10
+    rest = full_list(client, pid, "h2")
+    assert sorted(rest) == sorted(old[4:])  # the items issued before are still h2's, labeled ones done
+
+    make_plan(client, pid, **PRIOR, design="random", m=15, seed=99)  # a larger m appends
+    more = full_list(client, pid, "h2")
+    assert len(more) == 5 and not set(more) & set(old)
+    assert assignments(engine, pid, "h2") == 15
+
+
+# --- sequential designs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("design", ["seq-refined", "seq-coverage"])
+def test_sequential_lists_are_configured_at_the_first_batch(client, engine, design):
+    """No list at plan time; at a rater's first batch, its list is stratified by the labels in
+    hand *then* (here: primary labels posted after the plan), and later labels do not change it."""
+    humans = ("h2", "h3", "h4", "h5", "h6")
+    pid = setup_project(client, 40, humans=humans)
+    make_plan(client, pid, **PRIOR, design=design, m=20, seed=3)
+    assert all(assignments(engine, pid, h) == 0 for h in humans)
+    post_labels(client, pid, "prim", {f"i{i}": "fail" if i < 20 else "pass" for i in range(40)})
+    for h in humans:
+        first = client.post(f"/projects/{pid}/batches", json={"rater": h, "size": 4}).json()
+        assert assignments(engine, pid, h) == 20
+        lst = first["items"] + full_list(client, pid, h)
+        assert len(set(lst)) == 20
+        assert sum(int(i[1:]) < 20 for i in lst) == 10, (h, lst)  # 10 per stratum (exact allocation)
+        assert sum(int(i[1:]) < 20 for i in first["items"]) == 2  # prefixes are stratified too
+
+
+def test_seq_coverage_spreads_items_across_raters(client):
+    """With m = n/2 and two strata, the second rater's list is the complement of the first's."""
+    pid = setup_project(client, 40)
+    post_labels(client, pid, "prim", {f"i{i}": "fail" if i % 2 else "pass" for i in range(40)})
+    make_plan(client, pid, **PRIOR, design="seq-coverage", m=20, seed=8)
+    h2, h3 = full_list(client, pid, "h2"), full_list(client, pid, "h3")
+    assert len(h2) == len(h3) == 20
+    assert set(h2) | set(h3) == {f"i{i}" for i in range(40)}
+
+
+def test_sequential_design_without_a_primary_is_409(client):
+    pid = client.post("/projects", json={"name": "np", "labels": ["a", "b"]}).json()["id"]
+    for ext, kind in [("judge", "judge"), ("h2", "human"), ("h3", "human")]:
+        client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
+    client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(10)])
+    make_plan(client, pid, **PRIOR, design="seq-refined", m=5, seed=1)
+    r = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 5})
+    assert r.status_code == 409 and r.json()["error"] == "no_primary", r.text
+
+
+def test_plan_without_items_is_409(client):
+    pid = client.post("/projects", json={"name": "empty", "labels": ["a", "b"]}).json()["id"]
+    r = client.post(f"/projects/{pid}/plan", json=PRIOR)
+    assert r.status_code == 409 and r.json()["error"] == "no_items", r.text
+
+
+def test_prior_plan_budget_when_the_corpus_is_large_enough(client):
+    """SPEC.md §4: rho = m/n per secondary, B = n (1 + rho (K - 1)) human labels."""
+    pid = setup_project(client, 200)
+    p = make_plan(client, pid, **PRIOR, seed=5)
+    recipe = p["recipe"]
+    assert recipe["m"] == p["m"] == 117 and recipe["feasible"] is True and recipe["reason"] == ""
+    assert recipe["rho"] == pytest.approx(117 / 200)
+    assert recipe["per_rater"] == [200, 117, 117] and recipe["n_humans"] == 3
+    assert recipe["total_human_labels"] == round(200 * (1 + 117 / 200 * 2))
+    curve = {point["m"]: point["rate"] for point in recipe["false_rejection_curve"]}
+    sigma0 = math.sqrt(recipe["moments"]["sigma0_sq"])  # SPEC.md §4.1
+    assert curve[117] == pytest.approx(norm.cdf(-(0.035 + 0.05) * math.sqrt(117) / sigma0))
