@@ -241,6 +241,16 @@ def test_a_correction_appends_an_event(client, pid):
     assert counts["h"] == 2  # cells, not events
 
 
+def test_label_seq_is_per_project(client, pid):
+    other = new_project(client)
+    ok(client.post(f"/projects/{other}/items", json=[{"external_id": "a"}]))
+    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": e, "rater": "h", "value": "yes"} for e in "abc"]))["label_seq"] == 3
+    assert ok(client.post(f"/projects/{other}/labels", json=[{"item": "a", "rater": "h", "value": "no"}]))["label_seq"] == 1
+    assert label_seq(client, pid) == 3
+    assert [r["seq"] for r in labels(client, other, history="true")] == [1]
+    assert len(labels(client, pid, history="true")) == 3
+
+
 def test_created_at_is_timezone_aware_and_ordered_by_seq(client, pid):
     from datetime import datetime
 
