@@ -1,0 +1,359 @@
+"""Issue 6 item 4: ``POST /projects/{pid}/simulate`` and ``GET /projects/{pid}/simulations/{id}``.
+
+Results are checked against ``planner.simulate`` / ``planner.replay`` called directly with
+settings written out here (so the route must pass every default and option through), and
+against what full overlap must give (sparse = dense). Large runs go through the process
+pool for real: a client with ``simulation_sync_limit=0`` turns every run into a job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from planner.simulate import DESIGNS, replay, simulate
+from service.app import create_app
+from service.db import make_engine
+from service.jobs import STALE_AFTER, STALE_ERROR
+from service.models import Simulation, new_public_id, utcnow
+from service.settings import Settings
+from service.sim_schemas import CoefficientName, DesignName
+
+ADMIN_KEY = "ak_test_admin_key"
+CELL_FIELDS = {
+    "rho", "design", "coefficient", "p_h", "m", "bias", "std", "reliability", "false_rejection",
+    "false_approval", "wrong_decision", "rater_false_rejection", "undefined", "trials",
+}
+SMALL = {"p_h": 0.85, "p_j": 0.9, "rho": [0.25, 1.0], "design": "random", "trials": 40, "seed": 1}
+# what SMALL means for the fixture project (20 items, humans prim/h2/h3, SPEC defaults)
+SMALL_PLANNER = dict(
+    n_items=20, n_humans=3, n_labels=2, p_h=0.85, p_j=[0.9], prevalence=None, rho=[0.25, 1.0],
+    design=["random"], coefficient=["po"], rule="margin", epsilon=0.05, delta=0.05, omega_star=0.5,
+    q=0.05, trials=40, clusters=None, cluster_difficulty=0.5, rng=1,
+)
+
+
+def simulation_rows(database_url: str) -> int:
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(Simulation)).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def planner_cells(result) -> list[dict]:
+    return [c.as_dict() for c in result.cells]
+
+
+def wait_done(client: TestClient, poll: str, timeout: float = 120.0) -> dict:
+    """Poll a job until it is done or failed; the states seen on the way are checked."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.get(poll)
+        assert r.status_code == 200, r.text
+        job = r.json()
+        assert job["status"] in ("queued", "running", "done", "failed")
+        assert 0 <= job["done"] <= job["total"]
+        if job["status"] in ("done", "failed"):
+            return job
+        assert time.monotonic() < deadline, f"job still {job['status']} after {timeout} s"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def job_client(database_url: str) -> Iterator[TestClient]:
+    """A client whose every simulation is a job (sync limit 0), one worker, so at most 4 in flight."""
+    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, simulation_sync_limit=0, simulation_workers=1)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        yield c
+
+
+def make_project(client: TestClient, **extra) -> str:
+    p = client.post("/projects", json={"name": "sim", "labels": ["pass", "fail"], **extra})
+    assert p.status_code == 201, p.text
+    pid = p.json()["id"]
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    items = [{"external_id": f"i{i}"} for i in range(20)]
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
+    return pid
+
+
+def post_labels(client: TestClient, pid: str, codes: dict[str, list[int | None]]) -> None:
+    labels = ["pass", "fail"]
+    rows = [
+        {"item": f"i{i}", "rater": rater, "value": labels[c]}
+        for rater, column in codes.items() for i, c in enumerate(column) if c is not None
+    ]
+    r = client.post(f"/projects/{pid}/labels", json=rows)
+    assert r.status_code == 200, r.text
+
+
+# --- synchronous runs -------------------------------------------------------------------
+
+
+def test_small_simulation_answers_with_the_planner_cells(client, project):
+    r = client.post(f"/projects/{project['id']}/simulate", json=SMALL)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "done"
+    cells = body["result"]["cells"]
+    assert [set(c) for c in cells] == [CELL_FIELDS, CELL_FIELDS]
+    assert cells == planner_cells(simulate(**SMALL_PLANNER))
+    # full overlap: the sparse matrix is the dense one
+    full = cells[1]
+    assert (full["rho"], full["m"], full["bias"], full["std"]) == (1.0, 20, 0.0, 0.0)
+    assert (full["reliability"], full["wrong_decision"], full["undefined"]) == (1.0, 0.0, 0)
+    assert body["result"]["min_rho"] == [
+        {"design": "random", "coefficient": "po", "p_h": 0.85, "alpha_sig": 0.05,
+         "rho": 0.25 if cells[0]["reliability"] >= 0.95 else 1.0}
+    ]
+    settings = body["settings"]
+    assert settings["n_items"] == 20 and settings["n_humans"] == 3 and settings["n_labels"] == 2
+    assert settings["work"] == 40 * 2 * 20 * (3 + 1)
+    assert settings["delta"] == 0.05 and settings["epsilon"] == 0.05 and settings["seed"] == 1
+    assert simulation_rows(client.app.state.settings.database_url) == 0  # small runs store nothing
+
+
+def test_grids_give_one_cell_per_combination_and_one_min_rho_per_curve(client, project):
+    body = {**SMALL, "p_h": [0.8, [0.9, 0.8, 0.7]], "rho": [0.5], "design": ["strat", "seq-coverage"],
+            "coefficient": ["po", "kappa"], "trials": 10}
+    r = client.post(f"/projects/{project['id']}/simulate", json=body)
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert len(result["cells"]) == 2 * 1 * 2 * 2
+    curves = {(c["design"], c["coefficient"], str(c["p_h"])) for c in result["min_rho"]}
+    assert len(curves) == len(result["min_rho"]) == 8
+    expected = simulate(**{**SMALL_PLANNER, "p_h": [0.8, [0.9, 0.8, 0.7]], "rho": [0.5],
+                           "design": ["strat", "seq-coverage"], "coefficient": ["po", "kappa"], "trials": 10})
+    assert result["cells"] == planner_cells(expected)
+
+
+def test_defaults_come_from_the_plan_and_the_primary_labels(client, project):
+    pid = project["id"]
+    post_labels(client, pid, {"prim": [0] * 15 + [1] * 5})
+    plan = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.8, "p_j": 0.9, "design": "random",
+                                                      "m": 5, "seed": 7})
+    assert plan.status_code == 201, plan.text
+    r = client.post(f"/projects/{pid}/simulate", json={"trials": 20, "seed": 2})
+    assert r.status_code == 200, r.text
+    settings = r.json()["settings"]
+    assert settings["rho"] == [5 / 20] and settings["design"] == ["random"]
+    assert settings["p_h"] == 0.8 and settings["p_j"] == [0.9] and settings["n_humans"] == 3
+    assert settings["prevalence"] == [0.75, 0.25]
+    expected = simulate(**{**SMALL_PLANNER, "p_h": 0.8, "prevalence": [0.75, 0.25], "rho": [0.25], "trials": 20,
+                           "rng": 2})
+    assert r.json()["result"]["cells"] == planner_cells(expected)
+
+
+def test_project_decision_settings_are_the_defaults(client):
+    pid = make_project(client, decision={"rule": "alt-test", "epsilon": 0.1, "omega_threshold": 0.6, "q": 0.1},
+                       target={"delta": 0.1})
+    r = client.post(f"/projects/{pid}/simulate", json={"p_h": 0.85, "p_j": 0.9, "rho": 0.5, "trials": 5, "seed": 0})
+    assert r.status_code == 200, r.text
+    s = r.json()["settings"]
+    assert (s["rule"], s["epsilon"], s["omega_threshold"], s["q"], s["delta"]) == ("alt-test", 0.1, 0.6, 0.1, 0.1)
+    assert s["design"] == ["strat"] and s["rho"] == [0.5]
+    # another rule than the project's takes that rule's own default margin
+    r = client.post(f"/projects/{pid}/simulate", json={"p_h": 0.85, "p_j": 0.9, "rho": 0.5, "trials": 5,
+                                                       "rule": "margin"})
+    assert r.json()["settings"]["epsilon"] == 0.05
+
+
+def test_schema_choices_match_the_planner():
+    assert set(DesignName.__args__) == set(DESIGNS)
+    assert set(CoefficientName.__args__) == {"po", "kappa", "alpha"}
+
+
+# --- replay -----------------------------------------------------------------------------
+
+
+def dense_codes(n: int = 20) -> dict[str, list[int]]:
+    i = np.arange(n)
+    return {
+        "judge": ((i % 3 == 0) | (i % 7 == 0)).astype(int).tolist(),
+        "prim": (i % 3 == 0).astype(int).tolist(),
+        "h2": ((i % 3 == 0) ^ (i % 5 == 0)).astype(int).tolist(),
+        "h3": ((i % 3 == 0) ^ (i % 4 == 1)).astype(int).tolist(),
+    }
+
+
+def test_replay_subsamples_the_projects_dense_labels(client, project):
+    pid = project["id"]
+    codes = dense_codes()
+    post_labels(client, pid, codes)
+    # a fourth human with gaps is left out of the replay
+    assert client.post(f"/projects/{pid}/raters", json={"external_id": "h4", "kind": "human"}).status_code == 201
+    post_labels(client, pid, {"h4": [1, 0, None] + [0] * 17})
+    body = {"replay": True, "rho": [0.5, 1.0], "design": ["random", "strat"], "trials": 15, "seed": 3}
+    r = client.post(f"/projects/{pid}/simulate", json=body)
+    assert r.status_code == 200, r.text
+    settings = r.json()["settings"]
+    assert settings["humans"] == ["prim", "h2", "h3"] and settings["judges"] == ["judge"]
+    assert settings["replay"] is True and settings["label_seq"] == 20 * 4 + 19
+    humans = np.array([codes["prim"], codes["h2"], codes["h3"]]).T
+    expected = replay(humans, judges=np.array(codes["judge"]), n_labels=2, rho=[0.5, 1.0], design=["random", "strat"],
+                      coefficient="po", rule="margin", epsilon=0.05, delta=0.05, omega_star=0.5, q=0.05, trials=15,
+                      rng=3)
+    cells = r.json()["result"]["cells"]
+    assert cells == planner_cells(expected)
+    assert all(c["bias"] == 0.0 and c["reliability"] == 1.0 for c in cells if c["rho"] == 1.0)
+
+
+def test_replay_without_dense_labels_is_422(client, project):
+    pid = project["id"]
+    codes = dense_codes()
+    codes["h2"][3] = None
+    codes["h3"][4] = None
+    post_labels(client, pid, codes)
+    r = client.post(f"/projects/{pid}/simulate", json={"replay": True, "rho": 0.5})
+    assert r.status_code == 422, r.text
+    assert "1 such humans and 1 such judges" in r.json()["detail"]
+
+
+# --- bounds and bad input ---------------------------------------------------------------
+
+
+def test_over_the_work_limit_is_413_and_stores_nothing(client, project, database_url):
+    r = client.post(f"/projects/{project['id']}/simulate", json={**SMALL, "n_items": 1_000_000, "trials": 300})
+    assert r.status_code == 413, r.text
+    assert r.json()["error"] == "simulation_too_large"
+    assert "limit is 50,000,000" in r.json()["detail"]
+    assert simulation_rows(database_url) == 0
+
+
+BAD = {
+    "probability over 1": ({"p_h": 1.5}, "validation_error", "p_h"),
+    "negative judge accuracy": ({"p_j": -0.1}, "validation_error", "p_j"),
+    "empty rho grid": ({"rho": []}, "validation_error", "rho"),
+    "empty design grid": ({"design": []}, "validation_error", "design"),
+    "unknown design": ({"design": "zigzag"}, "validation_error", "design"),
+    "unknown coefficient": ({"coefficient": "ac2"}, "validation_error", "coefficient"),
+    "zero trials": ({"trials": 0}, "validation_error", "trials"),
+    "unknown field": ({"colour": "blue"}, "validation_error", "colour"),
+    "rho with no item": ({"rho": 0.01}, "invalid", "rho=0.01"),
+    "prevalence not summing to 1": ({"prevalence": [0.5, 0.6]}, "invalid", "prevalence"),
+    "prevalence of the wrong length": ({"prevalence": [0.2, 0.3, 0.5]}, "invalid", "prevalence"),
+    "per-rater accuracies of the wrong length": ({"p_h": [[0.8, 0.9]]}, "invalid", "n_humans=3"),
+    "alt-test with kappa": ({"rule": "alt-test", "coefficient": "kappa"}, "invalid", "alt-test"),
+    "too many clusters": ({"clusters": 21}, "invalid", "clusters"),
+    "unknown criterion": ({"criterion": "tone"}, "invalid", "criterion"),
+    "replay with generator settings": ({"replay": True}, "invalid", "remove p_h, p_j"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_settings_are_422_and_store_nothing(client, project, database_url, case):
+    change, code, mentioned = BAD[case]
+    r = client.post(f"/projects/{project['id']}/simulate", json={**SMALL, **change})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == code
+    assert mentioned in r.text
+    assert simulation_rows(database_url) == 0
+
+
+def test_missing_priors_and_unsupported_project_coefficient_are_422(client, project):
+    r = client.post(f"/projects/{project['id']}/simulate", json={"rho": 0.5})
+    assert r.status_code == 422 and "pass p_h and p_j" in r.json()["detail"]
+    pid = make_project(client, decision={"coefficient": "ac1"})
+    r = client.post(f"/projects/{pid}/simulate", json={**SMALL})
+    assert r.status_code == 422 and "coefficient is ac1" in r.json()["detail"]
+
+
+def test_keys_and_roles(client, project):
+    pid = project["id"]
+    keys = {role: client.post(f"/projects/{pid}/keys", json={"role": role}).json()["key"] for role in ("pm", "viewer")}
+    assert client.post(f"/projects/{pid}/simulate", json=SMALL, headers={"Authorization": ""}).status_code == 401
+    assert client.get(f"/projects/{pid}/simulations/sim_x", headers={"Authorization": ""}).status_code == 401
+    as_pm = client.post(f"/projects/{pid}/simulate", json=SMALL, headers={"Authorization": f"Bearer {keys['pm']}"})
+    assert as_pm.status_code == 200, as_pm.text
+    as_viewer = client.post(f"/projects/{pid}/simulate", json=SMALL,
+                            headers={"Authorization": f"Bearer {keys['viewer']}"})
+    assert as_viewer.status_code == 403
+    assert client.get(f"/projects/{pid}/simulations/sim_nope").status_code == 404
+
+
+def test_openapi_documents_the_endpoints(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    post = paths["/projects/{pid}/simulate"]["post"]["responses"]
+    assert {"200", "202", "401", "403", "404", "413", "422", "429"} <= set(post)
+    assert post["202"]["content"]["application/json"]["schema"]["$ref"].endswith("/SimulationQueued")
+    assert post["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/SimulationRun")
+    get = paths["/projects/{pid}/simulations/{sim_id}"]["get"]["responses"]
+    assert {"200", "401", "404"} <= set(get)
+    assert get["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/SimulationJob")
+
+
+# --- jobs -------------------------------------------------------------------------------
+
+
+def test_large_simulation_is_a_job_that_reaches_done(job_client, database_url):
+    pid = make_project(job_client)
+    r = job_client.post(f"/projects/{pid}/simulate", json=SMALL)
+    assert r.status_code == 202, r.text
+    queued = r.json()
+    assert set(queued) == {"id", "status", "poll"} and queued["status"] == "queued"
+    assert queued["poll"] == f"/projects/{pid}/simulations/{queued['id']}"
+    job = wait_done(job_client, queued["poll"])
+    assert job["status"] == "done", job["error"]
+    assert job["done"] == job["total"] == 2 and job["error"] is None and job["finished_at"] is not None
+    assert job["result"]["cells"] == planner_cells(simulate(**SMALL_PLANNER))
+    assert job["settings"]["seed"] == 1
+    # the job belongs to its project only
+    other = make_project(job_client)
+    assert job_client.get(f"/projects/{other}/simulations/{queued['id']}").status_code == 404
+    # an Idempotency-Key replays the first answer and queues nothing new
+    headers = {"Idempotency-Key": "sim-once"}
+    first = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 2}, headers=headers)
+    again = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 2}, headers=headers)
+    assert first.status_code == again.status_code == 202
+    assert first.json()["id"] == again.json()["id"]
+    assert simulation_rows(database_url) == 2
+    assert wait_done(job_client, first.json()["poll"])["status"] == "done"
+
+
+def insert_jobs(database_url: str, pid: str, settings: dict, ages: list[timedelta], status: str = "running") -> list[str]:
+    """Jobs as another server would leave them: not held here, renewed ``age`` ago."""
+    engine = make_engine(database_url)
+    ids = [new_public_id("sim") for _ in ages]
+    with Session(engine) as session, session.begin():
+        for job_id, age in zip(ids, ages, strict=True):
+            session.add(Simulation(
+                id=job_id, project_id=pid, status=status, done=0, total=1,
+                params={"settings": settings, "alive_at": (utcnow() - age).isoformat()},
+            ))
+    engine.dispose()
+    return ids
+
+
+def test_jobs_in_flight_are_bounded_and_stale_ones_fail(job_client, database_url):
+    pid = make_project(job_client)
+    settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
+    settings = wait_done(job_client, settings["poll"])["settings"]
+    fresh, stale = timedelta(seconds=1), STALE_AFTER + timedelta(seconds=30)
+    alive = insert_jobs(database_url, pid, settings, [fresh, fresh])
+    dead = insert_jobs(database_url, pid, settings, [stale, stale])
+    # four in flight with one worker: refused, and nothing stored
+    full = insert_jobs(database_url, pid, settings, [fresh, fresh])
+    r = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1})
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_many_simulations" and "the limit is 4" in r.json()["detail"]
+    assert simulation_rows(database_url) == 1 + 6
+    for job_id in dead:  # the dead server's jobs were failed by the submission
+        job = job_client.get(f"/projects/{pid}/simulations/{job_id}").json()
+        assert job["status"] == "failed" and job["error"] == STALE_ERROR
+    for job_id in alive + full:  # live ones are left alone
+        assert job_client.get(f"/projects/{pid}/simulations/{job_id}").json()["status"] == "running"
+    # a stale job is also failed when it is read
+    (lost,) = insert_jobs(database_url, pid, settings, [stale], status="queued")
+    job = job_client.get(f"/projects/{pid}/simulations/{lost}").json()
+    assert job["status"] == "failed" and job["error"] == STALE_ERROR
