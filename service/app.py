@@ -17,6 +17,7 @@ from service.limits import BodySizeLimit
 from service.routes import (
     agreement,
     batches,
+    dashboard,
     health,
     items,
     labels,
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
+        dashboard,
     ):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

@@ -36,10 +36,18 @@ def _settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
+KEY_COOKIE = "annoplan_key"
+
+
 def _principal(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
+    # The dashboard's login cookie stands in for the header on reads only, so a page of
+    # another site cannot make a logged-in browser write (no CSRF surface).
+    cookie = request.cookies.get(KEY_COOKIE)
+    if authorization is None and cookie and request.method in ("GET", "HEAD"):
+        authorization = f"Bearer {cookie}"
     with request.app.state.sessions() as session:
         return principal_for(session, authorization)
 

@@ -31,6 +31,7 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0  # a fixed seed: the same labels always give the same report
 PAIRED = "items labelled by both the judge and the primary human"
 PAIRED_ALL = "items labelled by both the judge and the primary human on every criterion in the report"
+BOUND_METRICS = ("accuracy", "kappa", "f1_met", "phi")
 
 Handling = Literal["exclude", "recode", "three_class"]
 Level = Literal["micro", "macro", "item"]
@@ -259,12 +260,13 @@ def _bounds(summary: Summary) -> Bounds:
             f"bounds describe full-set accuracy under handling=exclude; handling={protocol.handling} "
             "scores the abstained pairs instead"
         )
-        return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=None, reason=why),
-                      sharp={m: Bound(value=None, reason=why) for m in ("accuracy", "kappa", "f1_met", "phi")})
-    if summary.n_items == 0:
+    elif summary.n_items == 0:
         why = "no pairs"
-        return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=None, reason=why),
-                      sharp={m: Bound(value=None, reason=why) for m in ("accuracy", "kappa", "f1_met", "phi")})
+    else:
+        why = None
+    if why is not None:
+        sharp = {m: Bound(value=None, reason=why) for m in BOUND_METRICS}
+        return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=None, reason=why), sharp=sharp)
     if len(protocol.labels) == 2:
         found = {
             "accuracy": allocation_bounds(summary.table, metric="accuracy", positive=protocol.positive),
@@ -273,12 +275,12 @@ def _bounds(summary: Summary) -> Bounds:
             "phi": summary.phi_bounds,
         }
         sharp = {
-            m: Bound(value=v) if v is not None else Bound(value=None, reason=f"no allocation of the abstained pairs defines {m}")
+            m: Bound(value=v, reason=None if v else f"no allocation of the abstained pairs defines {m}")
             for m, v in found.items()
         }
     else:
-        why = "sharp bounds enumerate allocations for binary labels only"
-        sharp = {m: Bound(value=None, reason=why) for m in ("accuracy", "kappa", "f1_met", "phi")}
+        why = "sharp bounds are enumerated for binary labels only"
+        sharp = {m: Bound(value=None, reason=why) for m in BOUND_METRICS}
     return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=summary.accuracy_bounds), sharp=sharp)
 
 
@@ -374,6 +376,11 @@ def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
     )
 
 
+def _positive(project: Project, options: ReportOptions) -> str:
+    """The positive (MET) label: the requested one, else the project's first label."""
+    return project.labels[0] if options.positive is None else options.positive
+
+
 def _summaries(
     matrices: list[LabelMatrix], judge: int, human: int, project: Project, options: ReportOptions,
     keep: np.ndarray | None = None,
@@ -389,7 +396,7 @@ def _summaries(
             categories[matrix.raw[both, human]],
             categories[matrix.raw[both, judge]],
             labels=project.labels,
-            positive=options.positive or project.labels[0],
+            positive=_positive(project, options),
             handling=options.handling,
             recode_to=options.recode_to,
             costs=options.costs,
@@ -435,7 +442,7 @@ def declared_protocol(project: Project, criteria: list[str], options: ReportOpti
         per_criterion = {
             c: summarize(
                 np.array([], dtype=str), np.array([], dtype=str), labels=project.labels,
-                positive=options.positive or project.labels[0], handling=options.handling,
+                positive=_positive(project, options), handling=options.handling,
                 recode_to=options.recode_to, costs=options.costs, items=[],
             )
             for c in criteria
@@ -447,58 +454,49 @@ def declared_protocol(project: Project, criteria: list[str], options: ReportOpti
     return _protocol_out(result.protocol, population, result.rule)
 
 
-def _where(bad: list[tuple[str, str, str | None]]) -> str:
-    """Where a checklist item fails: judge, criterion and cause, shortened to a readable length."""
-    text = "; ".join(f"{judge} on {place}: {why}" for judge, place, why in bad)
-    return text if len(text) <= 600 else text[:597] + "..."
+def _item(name: str, failures: list[str], why: str) -> ChecklistItem:
+    """A checklist item: satisfied when nothing fails; otherwise why not, shortened to read."""
+    if not failures:
+        return ChecklistItem(item=name, satisfied=True, why=why)
+    text = "; ".join(failures)
+    return ChecklistItem(item=name, satisfied=False, why=text if len(text) <= 600 else text[:597] + "...")
 
 
 def _checklist(judges: list[JudgeReport], criteria: list[str], declared: ProtocolOut) -> list[ChecklistItem]:
-    """Which reporting items of SPEC.md §7 this report satisfies, and why."""
-    cells = [(j.judge, c) for j in judges for c in j.criteria]
-    if not cells:
-        missing = ChecklistItem(item="", satisfied=False, why="no judge/primary-human pair to tabulate")
-        items = ["confusion table and N", "both marginals", "coverage and abstention rates",
-                 "one binary association statistic", "kappa with interval", "per-criterion tables"]
-        checklist = [missing.model_copy(update={"item": name}) for name in items]
+    """Which reporting items of SPEC.md §7 this report satisfies, and why (SPEC.md §7, "Report")."""
+    tables = [(j.judge, c) for j in judges for c in j.criteria]
+    none = [] if tables else ["no judge/primary-human pair to tabulate"]
+    empty = none or [f"{j} on {c.criterion}: no pairs" for j, c in tables if c.n_items == 0]
+    if none or len(declared.labels) != 2:
+        association = none or ["labels are not binary: phi is given for the positive label versus the rest"]
     else:
-        empty = [(j, c.criterion, "no pairs") for j, c in cells if c.n_items == 0]
-        undefined_phi = [(j, c.criterion, c.association.reason) for j, c in cells if c.association.value is None]
-        no_interval = [(j, c.criterion, c.kappa.reason) for j, c in cells if c.kappa.interval is None] + [
-            (j.judge, f"the {j.aggregate.level} aggregate", j.aggregate.kappa.reason)
-            for j in judges if j.aggregate.kappa.interval is None
+        association = [
+            f"{j} on {c.criterion}: {c.association.reason}" for j, c in tables if c.association.value is None
         ]
-        binary = len(declared.labels) == 2
-        checklist = [
-            ChecklistItem(item="confusion table and N", satisfied=True,
-                          why="full tables with CANNOT_ASSESS and INVALID rows and columns, N and the scored N per judge and criterion"),
-            ChecklistItem(item="both marginals", satisfied=True,
-                          why="human and judge verdict counts and scored shares in every table"),
-            ChecklistItem(item="coverage and abstention rates", satisfied=not empty,
-                          why=_where(empty) if empty else "abstention and invalid rates of both sides and joint coverage in every table"),
-            ChecklistItem(item="one binary association statistic", satisfied=binary and not undefined_phi,
-                          why=("labels are not binary: phi is given for the positive label versus the rest" if not binary
-                               else _where(undefined_phi) if undefined_phi else "phi, reported once")),
-            ChecklistItem(item="kappa with interval", satisfied=not no_interval,
-                          why=_where(no_interval) if no_interval else "kappa with a delta-method interval per criterion and a bootstrap interval aggregated, next to both positive rates"),
-            ChecklistItem(item="per-criterion tables", satisfied=True,
-                          why=f"one table per judge and criterion ({', '.join(criteria)})"),
-        ]
-    exclusion = declared.handling == "exclude"
-    checklist[3:3] = [
-        ChecklistItem(item="handling rule", satisfied=True, why=f"handling={declared.handling} in every protocol block"),
-        ChecklistItem(item="aggregation level and resampling unit", satisfied=True,
-                      why=f"aggregation={declared.aggregation}, resampling unit: {declared.resampling_unit}"),
+    intervals = none or [
+        f"{j} on {c.criterion}: {c.kappa.reason}" for j, c in tables if c.kappa.interval is None
+    ] + [f"{j.judge} aggregated: {j.aggregate.kappa.reason}" for j in judges if j.aggregate.kappa.interval is None]
+    if declared.handling != "exclude":
+        bounds = [f"bounds are given under handling=exclude; this report uses handling={declared.handling}"]
+    else:
+        bounds = empty
+    return [
+        _item("confusion table and N", none,
+              "full tables with CANNOT_ASSESS and INVALID rows and columns, N and the scored N"),
+        _item("both marginals", none, "human and judge verdict counts and scored shares in every table"),
+        _item("coverage and abstention rates", empty, "abstention and invalid rates of both sides, joint coverage"),
+        _item("handling rule", [], f"handling={declared.handling} in every protocol block"),
+        _item("aggregation level and resampling unit", [],
+              f"aggregation={declared.aggregation}, resampling unit: {declared.resampling_unit}"),
+        _item("one binary association statistic", association, "phi, reported once"),
+        _item("kappa with interval", intervals,
+              "kappa with a delta-method interval per criterion and a bootstrap interval aggregated, "
+              "next to both positive rates"),
+        _item("per-criterion tables", none, f"one table per judge and criterion ({', '.join(criteria)})"),
+        _item("coverage bounds with covered accuracy", bounds, "Manski and sharp bounds next to covered accuracy"),
+        _item("INVALID outputs counted, never recoded", [],
+              "INVALID has its own row, column and rates, and is never scored"),
     ]
-    checklist.append(ChecklistItem(
-        item="coverage bounds with covered accuracy", satisfied=exclusion and bool(cells),
-        why=("Manski and sharp bounds next to covered accuracy" if exclusion and cells
-             else "no pairs to bound" if exclusion
-             else f"bounds are given under handling=exclude; this report uses handling={declared.handling}"),
-    ))
-    checklist.append(ChecklistItem(item="INVALID outputs counted, never recoded", satisfied=True,
-                                   why="INVALID has its own row and column and rates; it is never scored"))
-    return checklist
 
 
 def build_report(session: Session, project: Project, options: ReportOptions) -> Report:

@@ -48,11 +48,19 @@ def get_report(
     session: ReadSession,
     principal: PrincipalDep,
     handling: Annotated[Handling, Query(description="How CANNOT_ASSESS is handled (SPEC.md §7).")] = "exclude",
-    recode_to: Annotated[str | None, Query(description="The label CANNOT_ASSESS is recoded to; required for handling=recode.")] = None,
-    positive: Annotated[str | None, Query(description="The positive (MET) label; default the project's first label.")] = None,
-    costs: Annotated[Costs, Query(description="Disagreement costs over the scored categories (kappa weights).")] = "nominal",
+    recode_to: Annotated[
+        str | None, Query(description="The label CANNOT_ASSESS is recoded to; required for handling=recode.")
+    ] = None,
+    positive: Annotated[
+        str | None, Query(description="The positive (MET) label; default the project's first label.")
+    ] = None,
+    costs: Annotated[
+        Costs, Query(description="Disagreement costs over the scored categories (kappa weights).")
+    ] = "nominal",
     aggregation: Annotated[Level, Query(description="How criteria are aggregated (SPEC.md §7).")] = "micro",
-    rule: Annotated[Rule, Query(description="aggregation=item: an item is positive when all / any criteria are.")] = "all",
+    rule: Annotated[
+        Rule, Query(description="aggregation=item: an item is positive when all / any of its criteria are.")
+    ] = "all",
     criterion: Annotated[str | None, Query(description="Report one criterion only.")] = None,
     fmt: Annotated[Literal["json", "csv", "html"], Query(alias="format", description="Response format.")] = "json",
 ) -> Report | Response:
@@ -193,7 +201,8 @@ def report_html(report: Report) -> str:
             f"({escape(a.kappa.interval_method or '')})</td></tr>"
             f"<tr><th>criteria included</th><td>{escape(included)}</td></tr></table>"
         )
-    parts.append("<h2>Reporting checklist (SPEC.md §7)</h2><table><tr><th>item</th><th>satisfied</th><th>why</th></tr>")
+    parts.append("<h2>Reporting checklist (SPEC.md §7)</h2>")
+    parts.append("<table><tr><th>item</th><th>satisfied</th><th>why</th></tr>")
     for item in report.checklist:
         mark = "<span class='ok'>yes</span>" if item.satisfied else "<span class='no'>no</span>"
         parts.append(f"<tr><td>{escape(item.item)}</td><td>{mark}</td><td>{escape(item.why)}</td></tr>")

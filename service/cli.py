@@ -1,0 +1,255 @@
+"""The ``annoplan`` command line: serve, migrate, keys, offline plans and simulations, a demo."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+app = typer.Typer(help="annoplan: plan and check the human overlap that validates an LLM judge.",
+                  no_args_is_help=True, add_completion=False)
+keys = typer.Typer(help="API keys.", no_args_is_help=True)
+app.add_typer(keys, name="keys")
+console = Console()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@app.command()
+def serve() -> None:
+    """Migrate the configured database and start the API.
+
+    Example: ANNOPLAN_PORT=9000 annoplan serve
+    """
+    migrate()
+    from service.__main__ import main
+
+    main()
+
+
+@app.command()
+def migrate() -> None:
+    """Upgrade the configured database (ANNOPLAN_DATABASE_URL) to the newest schema.
+
+    Example: ANNOPLAN_DATABASE_URL=postgresql+psycopg://u:p@localhost/annoplan annoplan migrate
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    command.upgrade(cfg, "head")
+
+
+@keys.command("create")
+def keys_create(
+    role: Annotated[str, typer.Option(help="admin, pm, annotator or viewer.")],
+    project: Annotated[str | None, typer.Option(help="Project id (all roles but admin).")] = None,
+    rater: Annotated[str | None, typer.Option(help="Rater external id (annotator keys).")] = None,
+    name: Annotated[str | None, typer.Option(help="A note to recognise the key by.")] = None,
+) -> None:
+    """Create an API key in the configured database and print its secret (shown once).
+
+    Example: annoplan keys create --role admin
+    """
+    from sqlalchemy import select
+
+    from service.auth import ROLES, create_key
+    from service.db import make_engine, make_sessionmaker, session_scope
+    from service.models import Project, Rater
+    from service.settings import get_settings
+
+    if role not in ROLES:
+        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    if (role == "admin") != (project is None):
+        raise typer.BadParameter("admin keys take no --project; every other role needs one")
+    if (role == "annotator") != (rater is not None):
+        raise typer.BadParameter("--rater is required for annotator keys and only for them")
+    engine = make_engine(get_settings().database_url)
+    with session_scope(make_sessionmaker(engine), write=True) as session:
+        if project is not None and session.get(Project, project) is None:
+            raise typer.BadParameter(f"no project {project!r}")
+        rater_id = None
+        if rater is not None:
+            rater_id = session.scalar(select(Rater.id).where(Rater.project_id == project, Rater.external_id == rater))
+            if rater_id is None:
+                raise typer.BadParameter(f"no rater {rater!r} in project {project!r}")
+        _, secret = create_key(session, role=role, project_id=project, rater_id=rater_id, name=name)
+    engine.dispose()
+    typer.echo(secret)
+
+
+def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int, int]:
+    """A label export CSV (item, rater, value columns) as a code matrix; the judge's column index."""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not {"item", "rater", "value"} <= set(rows[0]):
+        raise typer.BadParameter("the CSV needs columns item, rater, value (a label export works)")
+    items = sorted({r["item"] for r in rows})
+    raters = sorted({r["rater"] for r in rows})
+    labels = sorted({r["value"] for r in rows} - {"CANNOT_ASSESS", "INVALID"})
+    if judge not in raters:
+        raise typer.BadParameter(f"judge {judge!r} is not a rater in the CSV")
+    item_of = {x: i for i, x in enumerate(items)}
+    rater_of = {x: k for k, x in enumerate(raters)}
+    code_of = {x: c for c, x in enumerate(labels)}
+    codes = np.full((len(items), len(raters)), -1, dtype=np.int64)
+    for r in rows:
+        if r["value"] in code_of:
+            codes[item_of[r["item"]], rater_of[r["rater"]]] = code_of[r["value"]]
+    return codes, raters, rater_of[judge], max(len(labels), 2)
+
+
+@app.command()
+def plan(
+    n_items: Annotated[int, typer.Option(help="Items in the corpus.")] = 2000,
+    n_raters: Annotated[int, typer.Option(help="K humans, primary included.")] = 3,
+    n_labels: Annotated[int, typer.Option(help="Labels in the label set.")] = 2,
+    p_h: Annotated[float, typer.Option(help="Prior human accuracy.")] = 0.85,
+    p_j: Annotated[float, typer.Option(help="Prior judge accuracy.")] = 0.90,
+    epsilon: Annotated[float, typer.Option(help="Margin of the decision rule.")] = 0.05,
+    alpha_sig: Annotated[float, typer.Option(help="Total false-rejection budget.")] = 0.05,
+    labels_csv: Annotated[Path | None, typer.Option(help="Plan from a label CSV (pilot) instead of priors.")] = None,
+    judge: Annotated[str, typer.Option(help="The judge's rater id in --labels-csv.")] = "judge",
+) -> None:
+    """Print the certification recipe (SPEC.md §4) as a table, from priors or from labels in hand.
+
+    Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9
+    """
+    from planner.recipes import certify_recipe, pilot_moments, prior_moments
+
+    if labels_csv is not None:
+        codes, raters, j, n_labels = _codes_from_csv(labels_csv, judge)
+        humans = [k for k in range(len(raters)) if k != j]
+        pilot = pilot_moments(codes, judge=j, humans=humans, n_labels=n_labels, n_resamples=200, rng=0)
+        mu_d, sigma0_sq, source = pilot.mu_d, pilot.sigma0_sq, f"pilot ({pilot.m} xi values)"
+        n_items, n_raters = codes.shape[0], len(humans)
+        if not np.isfinite(mu_d):
+            raise typer.BadParameter("no overlap in the CSV: items need the judge and two humans")
+    else:
+        mu_d, sigma0_sq = prior_moments(p_h, p_j, n_labels=n_labels)
+        source = f"prior (p_h={p_h}, p_j={p_j}, L={n_labels})"
+    recipe = certify_recipe(mu_d, sigma0_sq, n_items=n_items, n_humans=n_raters, epsilon=epsilon, alpha_sig=alpha_sig)
+    table = Table(title="annoplan certification recipe")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    rows = [("source", source), ("mu_d", f"{mu_d:.4f}"), ("sigma0^2", f"{sigma0_sq:.4f}"),
+            ("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices")]
+    if recipe.plan is not None:
+        rows += [("rho = m/n", f"{recipe.plan.rho:.3f}"), ("total human labels", f"{recipe.plan.total_labels:,}")]
+    if recipe.reason:
+        rows.append(("note", recipe.reason))
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+@app.command()
+def simulate(
+    n_items: Annotated[int, typer.Option()] = 500,
+    n_humans: Annotated[int, typer.Option()] = 4,
+    n_labels: Annotated[int, typer.Option()] = 2,
+    p_h: Annotated[float, typer.Option()] = 0.85,
+    p_j: Annotated[float, typer.Option()] = 0.90,
+    rho: Annotated[list[float], typer.Option(help="Overlap rates (repeat the option for a grid).")] = [0.05, 0.1, 0.25],  # noqa: B006
+    design: Annotated[list[str], typer.Option(help="Designs (repeatable).")] = ["random", "strat"],  # noqa: B006
+    coefficient: Annotated[list[str], typer.Option(help="po, kappa, alpha (repeatable).")] = ["po"],  # noqa: B006
+    trials: Annotated[int, typer.Option()] = 300,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="Write the cells to this .csv or .json file.")] = None,
+) -> None:
+    """Simulate designs and overlap rates (SPEC.md §6) with a progress bar; print or write the cells.
+
+    Example: annoplan simulate --rho 0.05 --rho 0.25 --design random --trials 300 --out sim.csv
+    """
+    from planner.simulate import simulate as run
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("simulating", total=None)
+        result = run(n_items=n_items, n_humans=n_humans, n_labels=n_labels, p_h=p_h, p_j=p_j, rho=rho,
+                     design=design, coefficient=coefficient, trials=trials, rng=seed,
+                     progress=lambda done, total: progress.update(task, completed=done, total=total))
+    cells = [c.as_dict() for c in result.cells]
+    columns = ["design", "coefficient", "rho", "m", "bias", "std", "reliability", "false_rejection",
+               "false_approval", "wrong_decision", "trials"]
+    if out is not None and out.suffix == ".json":
+        out.write_text(json.dumps(result.as_dict(), indent=2))
+    elif out is not None:
+        with out.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(cells)
+    table = Table(title=f"simulation: n={n_items}, K={n_humans}, L={n_labels}, p_h={p_h}, {trials} trials")
+    for c in columns[:-1]:
+        table.add_column(c, justify="right")
+    for cell in cells:
+        table.add_row(*[f"{cell[c]:.3f}" if isinstance(cell[c], float) else str(cell[c]) for c in columns[:-1]])
+    console.print(table)
+    console.print(f"smallest rho with reliability >= 0.95: {result.min_rho()}")
+
+
+@app.command()
+def demo(
+    url: Annotated[str, typer.Option(help="A running annoplan server.")] = "http://127.0.0.1:8000",
+    key: Annotated[str, typer.Option(envvar="ANNOPLAN_ADMIN_KEY", help="An admin key.")] = "",
+    n_items: Annotated[int, typer.Option()] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Create a synthetic project (judge, primary, three secondaries) through the API, plan it,
+    and label the planned batches, so every endpoint and the dashboard have data.
+
+    Example: annoplan demo --url http://127.0.0.1:8000 --key $ANNOPLAN_ADMIN_KEY
+    """
+    import httpx
+
+    from planner.simulate import synthetic_codes
+
+    if not key:
+        raise typer.BadParameter("pass --key or set ANNOPLAN_ADMIN_KEY")
+    labels = ["pass", "fail"]
+    codes = synthetic_codes(n_items, n_labels=2, accuracies=[0.9, 0.85, 0.85, 0.85, 0.85],
+                            prevalence=[0.7, 0.3], rng=seed)[0]
+    names = ["judge", "ann-1", "ann-2", "ann-3", "ann-4"]
+    kinds = ["judge", "primary", "human", "human", "human"]
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
+        pid = _ok(c.post("/projects", json={"name": "demo: toxicity judge", "labels": labels}))["id"]
+        for name, kind in zip(names, kinds, strict=True):
+            _ok(c.post(f"/projects/{pid}/raters", json={"external_id": name, "kind": kind}))
+        _ok(c.post(f"/projects/{pid}/items", json=[{"external_id": f"item-{i:05d}"} for i in range(n_items)]))
+        first = [{"item": f"item-{i:05d}", "rater": names[k], "value": labels[codes[i, k]]}
+                 for k in (0, 1) for i in range(n_items)]
+        _ok(c.post(f"/projects/{pid}/labels", json=first))
+        _ok(c.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "seed": seed}))
+        for k in (2, 3, 4):
+            while items := _ok(c.post(f"/projects/{pid}/batches", json={"rater": names[k], "size": 100}))["items"]:
+                rows = [{"item": it, "rater": names[k], "value": labels[codes[int(it[5:]), k]]} for it in items]
+                _ok(c.post(f"/projects/{pid}/labels", json=rows))
+        doc = _ok(c.get(f"/projects/{pid}/reliability"))
+    typer.echo(f"project {pid}: decision {doc['decision']} (omega {doc['omega']})")
+    typer.echo(f"dashboard: {url}/projects/{pid}/dashboard   docs: {url}/docs")
+
+
+def _ok(response: object) -> dict:
+    import httpx
+
+    assert isinstance(response, httpx.Response)
+    if response.status_code >= 400:
+        typer.echo(f"{response.request.method} {response.request.url}: {response.status_code} {response.text}", err=True)
+        raise typer.Exit(1)
+    return response.json()
+
+
+def main() -> None:
+    """Entry point of the ``annoplan`` script."""
+    app(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The dashboard page: decision, margins, pool score over time, progress, reliability vs overlap."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.decision import validate_judge
+from planner.simulate import COEFFICIENTS, simulate
+from service.charts import interval_chart, line_chart, progress_bar
+from service.matrix import build_matrix, corpus
+from service.models import LabelEvent, Plan, Project
+from service.schemas import DecisionSettings
+
+HISTORY_POINTS = 8
+CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
+
+
+def pool_history(session: Session, project: Project, criterion: str) -> list[tuple[float, float | None]]:
+    """The human-pool score at up to 8 points of the label sequence, replayed from the events."""
+    events = session.execute(
+        select(LabelEvent.seq, LabelEvent.item_id, LabelEvent.rater_id, LabelEvent.value)
+        .where(LabelEvent.project_id == project.id, LabelEvent.criterion == criterion)
+        .order_by(LabelEvent.seq)
+    ).all()
+    if not events:
+        return []
+    items, raters = corpus(session, project)
+    judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
+    humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
+    if not judges or len(humans) < 2:
+        return []
+    decision = DecisionSettings(**project.decision)
+    seqs = np.array([e[0] for e in events])
+    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, HISTORY_POINTS + 1)[1:], method="higher"))
+    points: list[tuple[float, float | None]] = []
+    for cut in cuts:
+        latest: dict[tuple[int, int], str] = {}
+        for _, item, rater, value in events[: int(np.searchsorted(seqs, cut, side="right"))]:
+            latest[(item, rater)] = value
+        cells = [(i, r, v) for (i, r), v in latest.items()]
+        matrix = build_matrix(project, items, raters, cells, criterion, int(cut))
+        v = validate_judge(matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels,
+                           rule=decision.rule, coefficient=decision.coefficient,
+                           epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
+        est = v.human_pool.estimate
+        points.append((float(cut), None if not np.isfinite(est) else float(est)))
+    return points
+
+
+def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, float | None]]:
+    """Simulated reliability of the human-pool score against overlap rate, for the plan in force."""
+    if plan is None:
+        return []
+    recipe = plan.recipe
+    moments = recipe.get("moments", {})
+    coefficient = project.decision.get("coefficient", "po")
+    result = simulate(
+        n_items=min(int(recipe.get("n_items", 500)), 1000), n_humans=max(int(recipe.get("n_humans", 3)), 2),
+        n_labels=len(project.labels), p_h=moments.get("p_h", 0.85), p_j=moments.get("p_j", 0.9),
+        rho=list(CURVE_RHOS), design=plan.design,
+        coefficient=coefficient if coefficient in COEFFICIENTS else "po",
+        delta=project.target.get("delta", 0.05), trials=100, rng=plan.seed % 2**32,
+    )
+    return [(c.rho, None if c.reliability != c.reliability else c.reliability) for c in result.cells]
+
+
+def dashboard_page(project: Project, doc: dict[str, Any], history: list, curve: list, etag: str) -> str:
+    """The whole dashboard as one HTML page with inline SVG and a small polling script."""
+    margins = interval_chart(
+        "margins",
+        [(r["rater"], r["d"] if r["d"] is not None else r.get("rho_f"), *(r["ci"] or [None, None])) for r in doc["raters"]],
+        marks=[(-(doc.get("epsilon") or 0.0), "-epsilon"), (0.0, "0")],
+    )
+    plan = doc.get("plan") or {}
+    progress = progress_bar("progress", plan.get("m_done_min", 0), plan.get("m_target") or 0) if plan else \
+        "<p>No plan yet.</p>"
+    omega = "n/a" if doc.get("omega") is None else f"{doc['omega']:.2f}"
+    pool = doc.get("human_pool", {})
+    recipe_now = doc.get("recipe_now", {})
+    more = recipe_now.get("more_overlap_needed")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:640px}} .decision{{font-size:1.6em;padding:.4em;border-radius:6px;background:#eef}}
+.pass{{background:#d7f5c8}} .reject{{background:#f8d0d0}} .inconclusive,.insufficient_data{{background:#fbeec0}} h2{{font-size:1.1em;margin-top:1.6em}}</style>
+</head><body>
+<h1>{escape(project.name)}</h1>
+<div id="decision" class="decision {escape(doc['decision'])}">decision: <b>{escape(doc['decision'])}</b> &middot; omega {omega}
+ (threshold {doc.get('omega_threshold')}) &middot; rule {escape(str(doc.get('rule')))}, coefficient {escape(str(doc.get('coefficient')))}</div>
+<p>{escape(doc.get('reason') or '')}</p>
+<p>label_seq <span id="label-seq">{doc['label_seq']}</span>; human-pool score {_fmt(pool.get('estimate'))}
+ [{_fmt((pool.get('ci') or [None, None])[0])}, {_fmt((pool.get('ci') or [None, None])[1])}];
+ overlap still needed by the pilot recipe: {'n/a' if more is None else more} items per annotator.</p>
+<h2>Per-rater margins d_k with 95% intervals</h2>{margins}
+<h2>Human-pool score over label_seq</h2>{line_chart("pool-history", history, x_label="label_seq", y_label="pool score")}
+<h2>Plan progress (least advanced secondary)</h2>{progress}
+<h2>Reliability vs overlap rate (simulated for the plan in force)</h2>
+{line_chart("overlap-curve", curve, x_label="overlap rate rho", y_label="reliability", y_range=(0.0, 1.0), target=0.95)}
+<script>
+const etag = {etag!r};
+async function poll() {{
+  const r = await fetch("/projects/{escape(project.id)}/reliability", {{headers: {{"If-None-Match": etag}}, credentials: "same-origin"}});
+  if (r.status === 200) location.reload();
+}}
+setInterval(poll, 10000);
+</script>
+</body></html>"""
+
+
+def login_page(message: str = "") -> str:
+    """The login form: the API key goes into an HttpOnly cookie, never into a URL."""
+    note = f'<p style="color:#a40000">{escape(message)}</p>' if message else ""
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan login</title></head>
+<body style="font-family:system-ui,sans-serif;margin:2em"><h1>annoplan</h1>{note}
+<form method="post" action="/login"><label>API key <input id="key" name="key" type="password" autocomplete="off"></label>
+<input type="hidden" name="next" value=""><button id="login" type="submit">Log in</button></form></body></html>"""
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
