@@ -651,6 +651,20 @@ def test_missing_or_invalid_key_is_401_everywhere(client, labelled, unchanged, s
         assert anon.get("/healthz").status_code == 200  # the one open endpoint
 
 
+def test_a_project_key_cannot_reach_another_project(client, labelled, other_project, engine):
+    made = client.post(f"/projects/{other_project['id']}/keys", json={"role": "pm"})
+    assert made.status_code == 201, made.text
+    unchanged = Unchanged(client, engine)
+    other_pm = {"Authorization": f"Bearer {made.json()['key']}"}
+    pid = labelled["id"]
+    for method, path, body in [e for e in ENDPOINTS if "{pid}" in e[1] and "/keys" not in e[1]]:
+        r = client.request(method, path.format(pid=pid), json=body, headers=other_pm)
+        assert_error(r, 404, "not_found")  # its existence stays hidden
+    unchanged.check()
+    r = client.get(f"/projects/{other_project['id']}/items", headers=other_pm)
+    assert r.status_code == 200, r.text  # control: its own project is visible
+
+
 def test_revoked_key_is_401(client, labelled, engine):
     pid = labelled["id"]
     made = client.post(f"/projects/{pid}/keys", json={"role": "pm"})
