@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("annoplan")
@@ -98,7 +99,13 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media and media != "application/json" and any(e.get("loc", ("",))[0] == "body" for e in exc.errors()):
+            return JSONResponse(
+                error_body("unsupported_media_type", f"content type {media!r} is not accepted; send application/json"),
+                415,
+            )
         fields = [
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in exc.errors()
@@ -114,6 +121,13 @@ def install_error_handlers(app: FastAPI) -> None:
         code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
         return JSONResponse(
             error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(DataError)
+    async def _data(_: Request, exc: DataError) -> JSONResponse:
+        log.info("database refused a value: %s", exc.orig)
+        return JSONResponse(
+            error_body("invalid_value", "a value cannot be stored (out of range, or a character such as NUL)"), 422
         )
 
     @app.exception_handler(Exception)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
@@ -26,6 +27,19 @@ def ids_by_external(
     return found
 
 
+def _canonical(features: dict) -> bytes:
+    """Features as canonical JSON, so ``true`` and ``1`` (equal in Python) differ."""
+    return orjson.dumps(features, option=orjson.OPT_SORT_KEYS)
+
+
+def lock_project(session: Session, project_id: str) -> None:
+    """Serialise writers of one project (row lock on PostgreSQL; SQLite has one writer anyway).
+
+    Taken before any read that decides what to write, so concurrent twins see each other.
+    """
+    session.execute(select(Project.id).where(Project.id == project_id).with_for_update())
+
+
 def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> ItemsUpserted:
     """Create new items, update changed ones, count the unchanged; positions follow upload order."""
     wanted: dict[str, ItemIn] = {}
@@ -34,6 +48,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
         if prior is not None and prior != row:
             raise Invalid(f"row {n}: item {row.external_id!r} appears twice with different content")
         wanted[row.external_id] = row
+    lock_project(session, project.id)
     existing: dict[str, tuple[int, dict, str | None]] = {}
     for part in chunks(list(wanted)):
         for ext, iid, features, text in session.execute(
@@ -46,7 +61,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
     changed = [
         {"id": existing[ext][0], "features": r.features, "text": r.text}
         for ext, r in wanted.items()
-        if ext in existing and (existing[ext][1], existing[ext][2]) != (r.features, r.text)
+        if ext in existing and (_canonical(existing[ext][1]), existing[ext][2]) != (_canonical(r.features), r.text)
     ]
     if new:
         start = session.execute(

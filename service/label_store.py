@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from service.auth import Principal
 from service.errors import Forbidden, Invalid
-from service.item_store import ids_by_external
+from service.item_store import ids_by_external, lock_project
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
 from service.schemas import LabelIn, LabelsAccepted
 from service.sql import db_value, insert_many
@@ -48,6 +48,7 @@ def write_labels(
 
     All-or-nothing: any bad row raises before anything is written.
     """
+    lock_project(session, project.id)
     item_ids = ids_by_external(session, Item, project.id, sorted({r.item for r in rows}))
     raters = {
         ext: (rid, kind, _allowed_values(project, kind))

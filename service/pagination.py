@@ -22,8 +22,8 @@ def decode_cursor(cursor: str | None) -> int | None:
         return None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if raw.startswith("k"):
-            return int(raw[1:])
+        if raw.startswith("k") and 0 <= (value := int(raw[1:])) < 2**63:
+            return value
     except (ValueError, UnicodeDecodeError):
         pass
     raise Invalid("cursor is not one this service issued", code="invalid_cursor")

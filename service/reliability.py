@@ -31,9 +31,13 @@ def num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def document_key(project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
-    """What a document depends on: labels (``label_seq``), settings, plan and criterion — its ETag."""
-    raw = f"{kind}|{project.id}|{project.label_seq}|{criterion}|{sorted(project.decision.items())}|{plan.id if plan else ''}"
+def document_key(session: Session, project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
+    """What a document depends on: labels (``label_seq``), corpus, raters, settings, plan, criterion — its ETag."""
+    raters = session.execute(
+        select(func.count(), func.max(Rater.id)).where(Rater.project_id == project.id)
+    ).one()
+    raw = (f"{kind}|{project.id}|{project.label_seq}|{project.item_count}|{tuple(raters)}|{criterion}|"
+           f"{sorted(project.decision.items())}|{project.scale}|{plan.id if plan else ''}")
     return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SPECIAL_VALUES = ("CANNOT_ASSESS", "INVALID")
 Scale = Literal["nominal", "ordinal", "interval"]
@@ -41,8 +41,19 @@ Labels = Annotated[
 ]
 
 
+def _no_nul(value: Any) -> Any:
+    texts = [value] if isinstance(value, str) else [*value.keys(), *value.values()] if isinstance(value, dict) else []
+    if any(isinstance(t, str) and "\x00" in t for t in texts):
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
 class Strict(BaseModel):
+    """Request bodies: unknown fields and NUL characters are refused."""
+
     model_config = ConfigDict(extra="forbid")
+
+    _nul = field_validator("*")(_no_nul)
 
 
 class DecisionSettings(Strict):

@@ -94,7 +94,7 @@ def parse_rows(
     if len(records) > max_rows:
         raise TooLarge(f"{len(records)} rows in one request; the limit is {max_rows}", code="too_many_rows")
     if csv_extra and content_type and content_type.split(";")[0].strip().lower() in CSV_TYPES:
-        known = set(model.model_fields)
+        known = set(model.model_fields) - {csv_extra}
         records = [
             {**{k: v for k, v in r.items() if k in known},
              csv_extra: {k: v for k, v in r.items() if k not in known}}

@@ -54,7 +54,7 @@ def get_dashboard(pid: ProjectId, request: Request, session: ReadSession) -> Res
     settings = request.app.state.settings
     criterion = project.criteria[0]
     plan = current_plan(session, pid)
-    etag = document_key(project, plan, criterion, "reliability")
+    etag = document_key(session, project, plan, criterion, "reliability")
     cache = request.app.state.documents
     doc = cache.get(etag)
     if doc is None:

@@ -67,7 +67,7 @@ def export_labels(
     history: Annotated[bool, Query(description="Every event instead of the current labels.")] = False,
     rater: Annotated[str | None, Query(description="Only this rater (external id).")] = None,
     criterion: Annotated[str | None, Query()] = None,
-    since_seq: Annotated[int, Query(ge=0, description="Only events after this sequence number.")] = 0,
+    since_seq: Annotated[int, Query(ge=0, le=2**63 - 1, description="Only events after this sequence number.")] = 0,
     format: Annotated[Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")] = "json",
 ) -> Page[LabelRow] | StreamingResponse:
     """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`."""

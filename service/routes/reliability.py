@@ -28,7 +28,7 @@ def _cached(
     name = criterion or project.criteria[0]
     if name not in project.criteria:
         raise Invalid(f"unknown criterion {name!r}; the project has {project.criteria}")
-    etag = document_key(project, current_plan(session, project.id), name, kind)
+    etag = document_key(session, project, current_plan(session, project.id), name, kind)
     headers = {**CACHE_HEADERS, "ETag": etag}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
