@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from planner.simulate import DESIGNS, replay, simulate
 from service.app import create_app
 from service.db import make_engine
-from service.jobs import STALE_AFTER, STALE_ERROR
+from service.jobs import STALE_AFTER, STALE_ERROR, SimulationSpec, run_job
 from service.models import Simulation, new_public_id, utcnow
 from service.settings import Settings
 from service.sim_schemas import CoefficientName, DesignName
@@ -321,7 +321,9 @@ def test_large_simulation_is_a_job_that_reaches_done(job_client, database_url):
     assert wait_done(job_client, first.json()["poll"])["status"] == "done"
 
 
-def insert_jobs(database_url: str, pid: str, settings: dict, ages: list[timedelta], status: str = "running") -> list[str]:
+def insert_jobs(
+    database_url: str, pid: str, settings: dict, ages: list[timedelta], status: str = "running"
+) -> list[str]:
     """Jobs as another server would leave them: not held here, renewed ``age`` ago."""
     engine = make_engine(database_url)
     ids = [new_public_id("sim") for _ in ages]
@@ -357,3 +359,21 @@ def test_jobs_in_flight_are_bounded_and_stale_ones_fail(job_client, database_url
     (lost,) = insert_jobs(database_url, pid, settings, [stale], status="queued")
     job = job_client.get(f"/projects/{pid}/simulations/{lost}").json()
     assert job["status"] == "failed" and job["error"] == STALE_ERROR
+
+
+def test_a_run_that_raises_is_stored_failed_and_a_job_no_longer_queued_is_not_run(job_client, database_url):
+    """The pool's entry point, called in-process: the child's bookkeeping without the pool."""
+    pid = make_project(job_client)
+    settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
+    settings = wait_done(job_client, settings["poll"])["settings"]
+    options = {key: value for key, value in SMALL_PLANNER.items() if key != "rng"}
+    broken = SimulationSpec({**options, "trials": 0, "seed": 0}, 0.05)
+    (queued,) = insert_jobs(database_url, pid, settings, [timedelta(0)], status="queued")
+    run_job(database_url, queued, broken)
+    job = job_client.get(f"/projects/{pid}/simulations/{queued}").json()
+    assert job["status"] == "failed" and job["error"].startswith("ValueError: trials must be a positive integer")
+    assert job["finished_at"] is not None and job["result"] is None
+    (taken,) = insert_jobs(database_url, pid, settings, [timedelta(0)], status="running")
+    run_job(database_url, taken, SimulationSpec({**options, "seed": 0}, 0.05))
+    job = job_client.get(f"/projects/{pid}/simulations/{taken}").json()
+    assert job["status"] == "running" and job["result"] is None and job["done"] == 0

@@ -119,7 +119,8 @@ def _synthetic(
         raise Invalid("the project has no items yet: pass n_items")
     n_labels = _or(body.n_labels, len(project.labels))
     humans = session.scalar(
-        select(func.count()).select_from(Rater).where(Rater.project_id == project.id, Rater.kind.in_(("primary", "human")))
+        select(func.count()).select_from(Rater)
+        .where(Rater.project_id == project.id, Rater.kind.in_(("primary", "human")))
     )
     n_humans = body.n_humans or (plan.recipe.get("n_humans") if plan is not None else None) or max(humans or 0, 2)
     p_h, p_j = _or(body.p_h, _plan_value(plan, "p_h")), _or(body.p_j, _plan_value(plan, "p_j"))
