@@ -286,20 +286,15 @@ def _bootstrap_sums(
     n_items: int,
     n_resamples: int,
     rng: np.random.Generator,
-    *,
-    owners: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Feature sums ``(n_resamples, P)`` over item resamples (SPEC.md §2, "Intervals").
 
     Resampling ``n_items`` items puts ``Binomial(n_items, n_kept/n_items)`` draws on the
     kept items; those split multinomially over patterns. Common patterns get their
     multiplicities by binomial splitting, rare ones by drawing items, which is the same
-    multinomial at a lower cost. ``owners = (column_owner (P,), row_has_owner (G, K))``
-    says column ``c`` is zero on rows without owner ``column_owner[c]`` (held-out human
-    ``k`` and ``O_k``), so each owner's columns are summed over its rows only. Products
-    run in float32 below 2^24 items: integer sums stay exact, fractional ones (p_o
-    agreement shares) carry a relative error of order 1e-5 at 1e5 items, far below the
-    resampling noise.
+    multinomial at a lower cost. Products run in float32 below 2^24 items: integer
+    sums stay exact, fractional ones (p_o agreement shares) carry a relative error of
+    order 1e-5 at 1e5 items, far below the resampling noise.
     """
     n_patterns = counts.size
     sums = np.zeros((n_resamples, features.shape[1]))
@@ -307,16 +302,7 @@ def _bootstrap_sums(
     if n_kept == 0:
         return sums
     precision = np.float32 if n_items < 2**24 else np.float64
-    if owners is None:
-        column_owner = np.zeros(features.shape[1], dtype=int)
-        row_has_owner = np.ones((n_patterns, 1), dtype=bool)
-    else:
-        column_owner, row_has_owner = owners
-    groups = []
-    for owner in np.unique(column_owner):
-        rows = np.flatnonzero(row_has_owner[:, owner])
-        columns = np.flatnonzero(column_owner == owner)
-        groups.append((rows, columns, features[np.ix_(rows, columns)].astype(precision)))
+    by_feature = np.ascontiguousarray(features.T, dtype=precision)  # (P, G): BLAS-friendly
     on_kept = rng.binomial(n_items, n_kept / n_items, size=n_resamples)
     common = counts > _TAIL_COUNT
     n_common = int(counts[common].sum())
@@ -335,8 +321,7 @@ def _bootstrap_sums(
             if rare_items.size:
                 picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
                 row += np.bincount(rare_items[picks], minlength=n_patterns)
-        for rows, columns, block in groups:
-            sums[start:stop, columns] = weights[:, rows] @ block
+        sums[start:stop] = (by_feature @ weights.T).T
     return sums
 
 
@@ -559,10 +544,7 @@ def _replicated_stats(
     if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
         features, counts = _distinct_features(features, counts)
     point = counts @ features
-    owners = None
-    if coefficient == "po":  # every p_o column belongs to one held-out human (last axis)
-        owners = (np.arange(features.shape[1]) % k, features[:, :k] > 0)
-    replicates = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng, owners=owners)
+    replicates = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
     shape = (len(judges), len(humans), n_labels, rule, coefficient, epsilon)
     return _rater_stats(point[None, :], *shape), _rater_stats(replicates, *shape)
 

@@ -409,19 +409,6 @@ def test_bootstrap_weights_are_multinomial_item_weights():
     assert sums.sum(axis=1).max() <= n_items
 
 
-def test_owner_blocked_sums_equal_full_products():
-    rng = np.random.default_rng(1)
-    codes = simulated(rng, n_items=3000, n_humans=4, judges=(0.8, 0.9), overlap=0.2)
-    rows, counts = decision._overlap_rows(codes, [4, 5], [0, 1, 2, 3])
-    features = decision._po_features(rows, 2, 2, "alt-test")
-    owners = (np.arange(features.shape[1]) % 4, features[:, :4] > 0)
-    full = decision._bootstrap_sums(features, counts, 3000, 50, np.random.default_rng(0))
-    blocked = decision._bootstrap_sums(
-        features, counts, 3000, 50, np.random.default_rng(0), owners=owners
-    )
-    np.testing.assert_array_equal(full, blocked)  # integer sums: exact in both
-
-
 def test_distinct_rows_ignore_row_order_and_survive_key_overflow():
     rng = np.random.default_rng(0)
     rows = rng.integers(-1, 40, size=(500, 30))  # 41^30 overflows int64: keys re-labelled
