@@ -437,7 +437,8 @@ def _criteria_iv(project: Project, options: ReportOptions) -> list[str]:
 def declared_protocol(project: Project, criteria: list[str], options: ReportOptions) -> ProtocolOut:
     """The requested protocol, validated by the planner on empty verdicts (422 when invalid)."""
     if options.handling == "recode" and options.recode_to is None:
-        raise Invalid("handling=recode needs recode_to=<label>: the label CANNOT_ASSESS is scored as")
+        negatives = [v for v in project.labels if v != _positive(project, options)]
+        raise Invalid(f"handling=recode needs recode_to, the negative label CANNOT_ASSESS counts as: one of {negatives}")
     try:
         per_criterion = {
             c: summarize(

@@ -278,3 +278,23 @@ def test_openapi_documents_the_report(client: TestClient) -> None:
     assert {"401", "403", "404", "422"} <= set(operation["responses"])
     names = {p["name"] for p in operation["parameters"]}
     assert {"handling", "recode_to", "aggregation", "criterion", "format"} <= names
+
+
+def test_ordinal_table_reproduces_the_spec_kappas(client: TestClient) -> None:
+    """SPEC.md §2 worked example: rows judge, columns human, categories 1..3 (kappa is symmetric)."""
+    pid = make_project(client, labels=["1", "2", "3"])
+    counts = [[20, 5, 1], [6, 30, 7], [2, 8, 21]]
+    pairs = [(str(h + 1), str(j + 1)) for j, row in enumerate(counts) for h, n in enumerate(row) for _ in range(n)]
+    post_pairs(client, pid, pairs)
+    expected = {"nominal": 0.5555, "linear": 0.6072, "quadratic": 0.6664}
+    for costs, kappa in expected.items():
+        c = only_table(client.get(f"/projects/{pid}/report?costs={costs}").json())
+        assert c["kappa"]["value"] == pytest.approx(kappa, abs=5e-5), costs
+        assert c["accuracy"]["value"] == pytest.approx(0.71) and c["n_items"] == 100
+    c = only_table(client.get(f"/projects/{pid}/report").json())
+    assert c["association"]["note"].startswith("phi of '1'")
+    assert c["bounds"]["sharp"]["kappa"]["value"] is None and "binary" in c["bounds"]["sharp"]["kappa"]["reason"]
+    assert c["bounds"]["manski_accuracy"]["value"] == pytest.approx([0.71, 0.71])  # full coverage
+    # Combining criteria per item needs binary verdicts.
+    response = client.get(f"/projects/{pid}/report?aggregation=item")
+    assert response.status_code == 422 and "binary" in response.json()["detail"]
