@@ -22,7 +22,6 @@ from functools import partial
 from typing import Literal
 
 import numpy as np
-from scipy import sparse
 from scipy.special import ndtri
 
 from planner.codes import check_codes
@@ -83,16 +82,19 @@ def _bootstrap(
 
 
 def _pattern_replicates(
-    patterns: np.ndarray | sparse.csr_matrix,
+    patterns: np.ndarray,
     frequency: np.ndarray,
     statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    width: int = 0,
 ) -> Callable[[int, np.random.Generator], np.ndarray]:
-    """Item-bootstrap replicates of ``statistic(patterns, weights)`` (SPEC.md §2, Intervals)."""
+    """Item-bootstrap replicates of ``statistic(patterns, weights)`` (SPEC.md §2, Intervals).
+
+    ``width``: cells per replicate of the statistic's largest array, to size the blocks.
+    """
 
     def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-        return _bootstrap(
-            partial(statistic, patterns), frequency, n_resamples, rng, width=patterns.shape[1]
-        )
+        return _bootstrap(partial(statistic, patterns), frequency, n_resamples, rng, width=width)
 
     return replicates
 
@@ -730,29 +732,30 @@ def krippendorff_alpha(
 # --------------------------------------------------------------------------- rater pairs
 
 
-def _pair_indicator(rows: np.ndarray, n_labels: int) -> sparse.csr_matrix:
-    """0/1 matrix ``(n_rows, n_pairs * L^2)``: the table cell of each rater pair ``j < k`` per row.
+def _rater_pairs(n_raters: int) -> list[tuple[int, int]]:
+    return [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
 
-    ``weights @ indicator`` gives the common-item tables of every pair at once.
+
+def _pair_tables(rows: np.ndarray, weights: np.ndarray, n_labels: int) -> np.ndarray:
+    """Common-item tables ``(B, n_pairs, L, L)`` of every rater pair ``j < k`` (SPEC.md §2).
+
+    ``rows``: distinct code rows, weighted by ``weights`` ``(B, n_rows)``. One pair at a
+    time (sort the pair's cells, sum weights per cell), so nothing of size
+    ``rows x pairs`` is ever held.
     """
-    n_raters, cells = rows.shape[1], n_labels**2
-    pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
-    row_ids, col_ids = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    cells = n_labels**2
+    pairs = _rater_pairs(rows.shape[1])
+    tables = np.zeros((weights.shape[0], len(pairs), cells))
     for index, (j, k) in enumerate(pairs):
         both = np.flatnonzero((rows[:, j] >= 0) & (rows[:, k] >= 0))
-        row_ids.append(both)
-        col_ids.append(index * cells + rows[both, j] * n_labels + rows[both, k])
-    row_index, col_index = np.concatenate(row_ids), np.concatenate(col_ids)
-    indicator = sparse.csr_matrix(
-        (np.ones(row_index.size), (row_index, col_index)), shape=(rows.shape[0], len(pairs) * cells)
-    )
-    return indicator
-
-
-def _pair_tables(indicator: sparse.csr_matrix, weights: np.ndarray, n_labels: int) -> np.ndarray:
-    """Pair tables ``(B, n_pairs, L, L)`` for row weights ``(B, n_rows)``."""
-    tables = np.asarray((indicator.T @ weights.T).T)
-    return tables.reshape(weights.shape[0], indicator.shape[1] // n_labels**2, n_labels, n_labels)
+        if both.size == 0:
+            continue
+        cell = rows[both, j] * n_labels + rows[both, k]
+        order = np.argsort(cell, kind="stable")
+        cell = cell[order]
+        starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+        tables[:, index, cell[starts]] = np.add.reduceat(weights[:, both[order]], starts, axis=1)
+    return tables.reshape(weights.shape[0], len(pairs), n_labels, n_labels)
 
 
 _PAIR_COEFFICIENTS: dict[str, Callable[..., AgreementResult]] = {
@@ -789,13 +792,9 @@ def pairwise(
     arr = _codes_iv(codes, n_labels)
     rows, frequency = distinct_rows(arr, n_labels)
     n_raters = arr.shape[1]
-    pairs = [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
-    tables = []
-    for j, k in pairs:
-        both = (rows[:, j] >= 0) & (rows[:, k] >= 0)
-        cells = rows[both, j] * n_labels + rows[both, k]
-        table = np.bincount(cells, weights=frequency[both], minlength=n_labels**2)
-        tables.append(table.astype(np.int64).reshape(n_labels, n_labels))
+    pairs = _rater_pairs(n_raters)
+    tables = np.rint(_pair_tables(rows, frequency[None].astype(float), n_labels)[0])
+    tables = tables.astype(np.int64)
     build = _PAIR_COEFFICIENTS[coefficient]
     if coefficient == "cohen_kappa":
         build = partial(kappa_from_table, weights=weights)
@@ -814,13 +813,13 @@ def pairwise(
 
 
 def _mean_kappa_terms(
-    indicator: sparse.csr_matrix, weights: np.ndarray, *, n_labels: int, agree: np.ndarray
+    rows: np.ndarray, weights: np.ndarray, *, n_labels: int, agree: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap-weighted mean of the defined pairwise kappas, and how many pairs are defined.
 
-    ``weights`` ``(B, n_rows)`` weigh the distinct code rows behind ``indicator``.
+    ``weights`` ``(B, n_rows)`` weigh the distinct code ``rows``.
     """
-    tables = _pair_tables(indicator, weights, n_labels)
+    tables = _pair_tables(rows, weights, n_labels)
     batch, n_pairs = tables.shape[:2]
     kappa = kappa_terms(tables.reshape(-1, n_labels, n_labels), agree)[0].reshape(batch, n_pairs)
     overlap = tables.sum(axis=(2, 3))
@@ -834,11 +833,10 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
     rows, frequency = distinct_rows(codes, n_labels)
     pairable = (rows >= 0).sum(axis=1) >= 2
     rows, frequency = rows[pairable], frequency[pairable]
-    indicator = _pair_indicator(rows, n_labels)
     agree = agreement_weights(n_labels, weights)
     terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agree)
     if rows.shape[0]:
-        mean, n_pairs = (x[0] for x in terms(indicator, frequency[None].astype(float)))
+        mean, n_pairs = (x[0] for x in terms(rows, frequency[None].astype(float)))
     else:
         mean, n_pairs = np.nan, 0
     if rows.shape[0] == 0:
@@ -858,7 +856,12 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
         reason=reason,
         n_pairs=int(n_pairs),
         weights=weights,
-        _replicates=_pattern_replicates(indicator, frequency, lambda m, w: terms(m, w)[0]),
+        _replicates=_pattern_replicates(
+            rows,
+            frequency,
+            lambda r, w: terms(r, w)[0],
+            width=len(_rater_pairs(codes.shape[1])) * n_labels**2,
+        ),
     )
 
 

@@ -189,11 +189,12 @@ def coincidences(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     ``counts`` must hold pairable units only.
     """
     n_labels = counts.shape[1]
-    scaled = weights / (counts.sum(axis=1) - 1)
+    values = counts.astype(float)  # float matrix products go to BLAS; int ones do not
+    scaled = weights / (values.sum(axis=1) - 1.0)
     out = np.empty((weights.shape[0], n_labels, n_labels))
     for c in range(n_labels):  # L matrix products; never a (units, L, L) array
-        out[:, c, :] = (scaled * counts[:, c]) @ counts
-    out[:, np.arange(n_labels), np.arange(n_labels)] -= scaled @ counts
+        out[:, c, :] = (scaled * values[:, c]) @ values
+    out[:, np.arange(n_labels), np.arange(n_labels)] -= scaled @ values
     return out
 
 
