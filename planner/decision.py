@@ -572,7 +572,7 @@ def _decision(
     if n_humans < 2:
         return "insufficient_data", np.nan, "fewer than two humans"
     if not np.isfinite(omega):
-        return "insufficient_data", np.nan, "no human has usable overlap"
+        return "insufficient_data", np.nan, "no human has usable overlap (see each rater's reason)"
     passed = omega >= threshold
     rep_omega = rep_omega[np.isfinite(rep_omega)]
     p_opposite = float(np.mean((rep_omega >= threshold) != passed)) if rep_omega.size else np.nan
