@@ -1,0 +1,60 @@
+"""The dashboard in a real headless Chromium: login form, decision and charts rendered, screenshot.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them); skipped
+where they are absent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from service.cli import app as cli
+from tests.conftest import ADMIN_KEY
+from tests.live_server import LiveServer
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian chromium and chromium-driver not installed")
+
+
+def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
+        result = CliRunner().invoke(cli, ["demo", "--url", server.base_url, "--key", ADMIN_KEY, "--n-items", "400"])
+        assert result.exit_code == 0, result.output
+        pid = result.output.split()[1].rstrip(":")
+        with server.client() as c:
+            viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
+            decision = c.get(f"/projects/{pid}/reliability").json()["decision"]
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--no-first-run", "--window-size=800,1600", f"--user-data-dir={tmp_path / 'profile'}"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+        try:
+            driver.get(f"{server.base_url}/projects/{pid}/dashboard")
+            assert driver.current_url.endswith("/login"), "an unauthenticated visit must go to the login form"
+            driver.find_element(By.ID, "key").send_keys(viewer)
+            driver.find_element(By.ID, "login").click()
+            assert driver.current_url.endswith(f"/projects/{pid}/dashboard")
+            assert decision in driver.find_element(By.ID, "decision").text
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#margins circle.estimate")) == 4
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#margins line.ci")) == 4
+            assert driver.find_elements(By.CSS_SELECTOR, "#pool-history polyline.series")
+            assert driver.find_elements(By.CSS_SELECTOR, "#overlap-curve polyline.series")
+            assert "?" not in driver.current_url, "the key must never travel in a URL"
+            shot = Path(os.environ.get("ANNOPLAN_SCREENSHOT", tmp_path / "dashboard.png"))
+            assert driver.save_screenshot(str(shot))
+            assert shot.stat().st_size > 10_000
+        finally:
+            driver.quit()
