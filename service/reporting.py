@@ -438,7 +438,7 @@ def declared_protocol(project: Project, criteria: list[str], options: ReportOpti
     """The requested protocol, validated by the planner on empty verdicts (422 when invalid)."""
     if options.handling == "recode" and options.recode_to is None:
         negatives = [v for v in project.labels if v != _positive(project, options)]
-        raise Invalid(f"handling=recode needs recode_to, the negative label CANNOT_ASSESS counts as: one of {negatives}")
+        raise Invalid(f"handling=recode needs recode_to, the label CANNOT_ASSESS counts as: one of {negatives}")
     try:
         per_criterion = {
             c: summarize(
