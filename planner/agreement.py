@@ -400,15 +400,19 @@ def kappa_from_table(
     """
     _weights_iv(weights)
     arr, n = _table_iv(table, n_items)
-    agree = agreement_weights(arr.shape[0], weights)
-    p = arr / arr.sum() if arr.sum() else arr
+    return _cohen_from_table(arr, n, weights)
+
+
+def _cohen_from_table(table: np.ndarray, n_items: int, weights: Weights) -> KappaResult:
+    agree = agreement_weights(table.shape[0], weights)
+    p = table / table.sum() if table.sum() else table
     return _table_result(
-        arr,
-        n,
+        table,
+        n_items,
         coefficient="cohen_kappa",
         terms=partial(kappa_terms, agree=agree),
-        reason=_kappa_reason(arr),
-        variance=lambda p_o, p_e: fce_variance(p, agree, p_o, p_e, n),
+        reason=_kappa_reason(table),
+        variance=lambda p_o, p_e: fce_variance(p, agree, p_o, p_e, n_items),
         weights=weights,
     )
 
@@ -434,10 +438,10 @@ def _scott_reason(table: np.ndarray) -> str:
     return ""
 
 
-def _scott_from_table(table: np.ndarray) -> KappaResult:
+def _scott_from_table(table: np.ndarray, n_items: int) -> KappaResult:
     return _table_result(
         table,
-        int(table.sum()),
+        n_items,
         coefficient="scott_pi",
         terms=scott_terms,
         reason=_scott_reason(table),
@@ -452,11 +456,12 @@ def scott_pi(a: object, b: object, *, n_labels: int) -> KappaResult:
     >>> round(scott_pi([0, 0, 1, 1, 1], [0, 1, 1, 1, 1], n_labels=2).statistic, 4)
     0.5238
     """
-    return _scott_from_table(_pair_iv(a, b, n_labels))
+    table = _pair_iv(a, b, n_labels)
+    return _scott_from_table(table, int(table.sum()))
 
 
-def _pabak_from_table(table: np.ndarray) -> KappaResult:
-    n_items, n_labels = int(table.sum()), table.shape[0]
+def _pabak_from_table(table: np.ndarray, n_items: int) -> KappaResult:
+    n_labels = table.shape[0]
     return _table_result(
         table,
         n_items,
@@ -475,11 +480,11 @@ def pabak(a: object, b: object, *, n_labels: int) -> KappaResult:
     >>> round(pabak([1] * 92 + [0] * 8, [1] * 92 + [1] * 8, n_labels=2).statistic, 2)
     0.84
     """
-    return _pabak_from_table(_pair_iv(a, b, n_labels))
+    table = _pair_iv(a, b, n_labels)
+    return _pabak_from_table(table, int(table.sum()))
 
 
-def _percent_from_table(table: np.ndarray) -> AgreementResult:
-    n_items = int(table.sum())
+def _percent_from_table(table: np.ndarray, n_items: int) -> AgreementResult:
 
     def statistic(tables: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -751,6 +756,9 @@ def _pair_tables(rows: np.ndarray, weights: np.ndarray, n_labels: int) -> np.nda
         if both.size == 0:
             continue
         cell = rows[both, j] * n_labels + rows[both, k]
+        if weights.shape[0] == 1:  # point estimate
+            tables[0, index] = np.bincount(cell, weights=weights[0, both], minlength=cells)
+            continue
         order = np.argsort(cell, kind="stable")
         cell = cell[order]
         starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
@@ -759,7 +767,7 @@ def _pair_tables(rows: np.ndarray, weights: np.ndarray, n_labels: int) -> np.nda
 
 
 _PAIR_COEFFICIENTS: dict[str, Callable[..., AgreementResult]] = {
-    "cohen_kappa": kappa_from_table,
+    "cohen_kappa": _cohen_from_table,
     "scott_pi": _scott_from_table,
     "pabak": _pabak_from_table,
     "percent_agreement": _percent_from_table,
@@ -797,8 +805,8 @@ def pairwise(
     tables = tables.astype(np.int64)
     build = _PAIR_COEFFICIENTS[coefficient]
     if coefficient == "cohen_kappa":
-        build = partial(kappa_from_table, weights=weights)
-    results = {pair: build(table) for pair, table in zip(pairs, tables)}
+        build = partial(_cohen_from_table, weights=weights)
+    results = {pair: build(table, int(table.sum())) for pair, table in zip(pairs, tables)}
     statistic = np.full((n_raters, n_raters), np.nan)
     n_items = np.diag(frequency @ (rows >= 0))
     defined = np.zeros((n_raters, n_raters), dtype=bool)
