@@ -316,10 +316,8 @@ def test_wrong_content_type_is_415(client, labelled, unchanged, subtests):
                 unchanged.check()
 
 
-@pytest.mark.xfail(strict=True, reason="service bug: the single-object JSON endpoints (POST /projects, "
-                   "POST /projects/{pid}/raters, PATCH /projects/{pid}) answer a non-JSON content type with 422 "
-                   "validation_error 'Input should be a valid dictionary' instead of 415 unsupported_media_type")
 def test_wrong_content_type_on_json_endpoints_is_415(client, labelled, unchanged):
+    """The single-object JSON endpoints refuse other media types like the bulk ones do."""
     pid = labelled["id"]
     cases = [
         ("POST", "/projects", '{"name": "y", "labels": ["a", "b"]}'),
@@ -376,12 +374,8 @@ def test_body_over_the_size_limit_is_413(client, labelled, unchanged, database_u
             assert r.json()["accepted"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="service bug: a chunked body (no Content-Length) over max_body_bytes "
-                   "sent to an endpoint with a pydantic body (POST /projects, POST /raters, PATCH /projects/{pid}) "
-                   "gets 400 bad_request 'There was an error parsing the body': FastAPI catches the _TooLarge "
-                   "raised by service.limits.BodySizeLimit while it reads the body, so the middleware never "
-                   "sends its 413")
 def test_chunked_body_over_the_limit_on_json_endpoints_is_413(client, labelled, unchanged, database_url):
+    """Without Content-Length the limit is enforced while the body streams in, for pydantic bodies too."""
     pid = labelled["id"]
     padding = b" " * 3000
     cases = [
@@ -547,10 +541,8 @@ def test_bad_cursor_is_422(client, labelled, subtests):
                 assert_error(r, 422, "invalid_cursor")
 
 
-@pytest.mark.xfail(strict=True, reason="service bug: since_seq or a cursor beyond 64-bit integers reaches "
-                   "the database and fails with 500 internal_error (OverflowError on SQLite, "
-                   "NumericValueOutOfRange on PostgreSQL) instead of 422")
 def test_out_of_range_numbers_are_422_not_500(client, labelled):
+    """since_seq and cursors beyond 64 bits are refused before they reach the database."""
     from service.pagination import encode_cursor
 
     pid = labelled["id"]
@@ -576,10 +568,8 @@ def test_largest_since_seq_is_fine(client, labelled):
     assert r.json()["items"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="service bug: strings with a NUL character (\\u0000) are not "
-                   "validated; PostgreSQL cannot store them and answers 500 internal_error, SQLite stores "
-                   "them; both should refuse them with 422")
 def test_nul_characters_are_422_and_write_nothing(client, labelled, unchanged):
+    """PostgreSQL cannot store NUL in text; both backends refuse it the same way."""
     pid = labelled["id"]
     cases = [
         ("item id", "POST", f"/projects/{pid}/items", [{"external_id": "a\u0000b"}]),

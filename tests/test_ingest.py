@@ -7,7 +7,6 @@ export filters, and multi-criteria and abstention projects.
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -114,10 +113,8 @@ def test_items_csv_with_utf8_bom_and_header_only(client):
     assert ok(client.post(f"/projects/{pid}/items", content=b"external_id,topic\n", headers=CSV)) == {"created": 0, "updated": 0, "unchanged": 0}
 
 
-@pytest.mark.xfail(strict=True, reason="service bug: a CSV column named 'features' is silently dropped "
-                   "(uploads.parse_rows overwrites it with the dict of extra columns); it should be kept "
-                   "as a feature or rejected with 422")
 def test_csv_column_named_features_is_not_silently_dropped(client):
+    """A CSV column named like the features field is kept as a feature or refused, never lost."""
     pid = new_project(client)
     r = client.post(f"/projects/{pid}/items", content="external_id,features\na,red\n", headers=CSV)
     if r.status_code == 200:
@@ -149,10 +146,8 @@ def test_reupload_counts_created_updated_unchanged(client):
     assert ok(client.post(f"/projects/{pid}/items", json=second)) == {"created": 0, "updated": 0, "unchanged": 5}
 
 
-@pytest.mark.xfail(strict=True, reason="service bug: item_store.upsert_items compares features with Python "
-                   "==, where True == 1 (and False == 0), so changing a feature from 1 to true is reported "
-                   "'unchanged' and the stored value stays 1")
 def test_feature_type_change_from_number_to_bool_is_an_update(client):
+    """true is not 1 in JSON, although True == 1 in Python."""
     pid = new_project(client)
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a", "features": {"flag": 1}}]))
     assert ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a", "features": {"flag": True}}]))["updated"] == 1
@@ -388,14 +383,8 @@ def test_labels_with_commas_and_quotes_round_trip_through_csv(client):
 
 # --- concurrent writers -------------------------------------------------------------------
 
-PG = bool(os.environ.get("ANNOPLAN_TEST_DATABASE_URL"))
-
-
-@pytest.mark.xfail(PG, strict=True, reason="service bug on PostgreSQL: label_store.write_labels reads the "
-                   "current labels before it locks the project row (UPDATE projects ... RETURNING), so under "
-                   "READ COMMITTED concurrent identical submissions all count as accepted and append "
-                   "duplicate events")
 def test_concurrent_identical_label_uploads_write_each_cell_once(client, pid):
+    """Duplicate checks must see the other writers' labels (PostgreSQL: lock the project row first)."""
     rows = [{"item": e, "rater": r, "value": "yes"} for e in "abcdef" for r in ("j", "p", "h")]
 
     def send(_: int):
@@ -409,10 +398,8 @@ def test_concurrent_identical_label_uploads_write_each_cell_once(client, pid):
     assert label_seq(client, pid) == len(rows)
 
 
-@pytest.mark.xfail(PG, strict=True, reason="service bug on PostgreSQL: item_store.upsert_items looks up "
-                   "existing external ids before it locks the project row, so concurrent uploads of the same "
-                   "new items hit the unique constraint and answer 500 internal_error")
 def test_concurrent_identical_item_uploads_create_each_item_once(client):
+    """Racing uploads of the same new items: one creates them, the others see them unchanged (no 500)."""
     pid = new_project(client)
     rows = [{"external_id": f"x{k}"} for k in range(50)]
 
