@@ -804,7 +804,7 @@ def pairwise(
     tables = np.rint(_pair_tables(rows, frequency[None].astype(float), n_labels)[0])
     tables = tables.astype(np.int64)
     build = _PAIR_COEFFICIENTS[coefficient]
-    if coefficient == "cohen_kappa":
+    if coefficient == "cohen_kappa":  # the only coefficient with weights
         build = partial(_cohen_from_table, weights=weights)
     results = {pair: build(table, int(table.sum())) for pair, table in zip(pairs, tables)}
     statistic = np.full((n_raters, n_raters), np.nan)
