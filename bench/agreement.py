@@ -10,6 +10,7 @@ Run: .venv/bin/python bench/agreement.py
 
 from __future__ import annotations
 
+import os
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -89,6 +90,7 @@ def main() -> None:
     def show(name: str, timing: tuple[float, float], note: str) -> None:
         print(f"{name:<18} median {timing[0] * 1e3:8.2f} ms   min {timing[1] * 1e3:8.2f} ms   {note}")
 
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (shared machines inflate medians)")
     print(
         f"matrix: {N_ITEMS:,} items x {codes.shape[1]} raters, L={N_LABELS}, "
         f"{int((codes >= 0).sum()):,} labels; nominal alpha {ours_alpha.statistic:.6f} "
