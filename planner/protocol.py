@@ -31,7 +31,7 @@ _RULES = ("all", "any")
 _INTERVALS = ("delta", "bootstrap")
 _STATISTICS = ("accuracy", "kappa", "f1_met", "phi")
 _BOUND_METRICS = ("accuracy", "kappa", "f1", "phi")
-_GRID_CELLS = 1_000_000  # (human positives x judge positives) cells held at once
+_GRID_CELLS = 1_000_000  # candidate (human positives, judge positives) pairs held at once
 
 
 # --------------------------------------------------------------------------- tables
@@ -578,37 +578,72 @@ def _binary_table_iv(table: object, positive: object) -> np.ndarray:
     return out
 
 
-# Cells of the completed 2x2 table, as bits: TP (both positive), FN (human positive,
-# judge negative), FP, TN. Unknown groups and the cells each can fill.
-_TP, _FN, _FP, _TN = 1, 2, 4, 8
-_SIGN = {_TP: 1, _FN: -1, _FP: -1, _TN: 1}
+def _tp_lines(h: np.ndarray, known: tuple[int, ...], groups: tuple[int, ...]) -> list[tuple]:
+    """Bounds on TP as lines in the judge-positive count ``j``, for human-positive counts ``h``.
 
-
-def _tp_range(
-    h: np.ndarray, j: np.ndarray, n: int, known: tuple[int, ...], groups: dict[int, int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest and largest feasible TP given human positives ``h`` and judge positives ``j``.
-
-    The completed tables form a Minkowski sum of simplices (one per unknown group), an
-    M-convex set: exactly the integer points ``x >= 0`` with ``x(S) >= sum of groups whose
-    cells lie inside S`` for every set ``S`` of cells. With ``h``, ``j`` fixed each cell
-    is affine in TP, so each ``S`` bounds TP from one side.
+    Each line is ``(slope, intercept, divisor, upper)``: TP <= floor((slope j + intercept) /
+    divisor) if ``upper`` else TP >= ceil(...). The completions form a Minkowski sum of
+    simplices (one per unknown group), an M-convex set: exactly the integer cell vectors
+    ``x >= 0`` with ``x(S) >= (pairs of groups whose cells lie inside S)`` for every set
+    ``S`` of cells; with ``h`` and ``j`` fixed every cell is affine in TP, and these ten
+    inequalities are all that remain (the others only bound ``h`` and ``j``).
     """
     a, b, c, d = known
-    const = {_TP: -a, _FN: h - b, _FP: j - c, _TN: n - h - j - d}
-    low = np.zeros(np.broadcast(h, j).shape, dtype=np.int64)
-    high = np.full_like(low, n)
-    for subset in range(1, 15):
-        need = sum(size for cells, size in groups.items() if cells & ~subset == 0)
-        sign = sum(s for bit, s in _SIGN.items() if bit & subset)
-        slack = sum(v for bit, v in const.items() if bit & subset) - need  # x(S) - need = sign*t + slack
-        if sign > 0:
-            low = np.maximum(low, -(slack // sign))
-        elif sign < 0:
-            high = np.minimum(high, slack // -sign)
+    up, un, vp, vn, w = groups
+    n = sum(known) + sum(groups)
+    return [
+        (0, h - b, 1, True),  # FN keeps its known pairs
+        (0, a + up + vp + w, 1, True),  # TP gains at most the unknowns that can reach it
+        (1, -c, 1, True),  # FP keeps its known pairs
+        (1, un + vn + w + h + d - n, 1, True),  # TN gains at most the unknowns that reach it
+        (1, h - b - c, 2, True),  # FN + FP keep their known pairs
+        (0, a, 1, False),  # TP keeps its known pairs
+        (0, h - b - up - vn - w, 1, False),  # FN gains at most the unknowns that reach it
+        (1, h + d - n, 1, False),  # TN keeps its known pairs
+        (1, -c - un - vp - w, 1, False),  # FP gains at most the unknowns that reach it
+        (1, h + a + d - n, 2, False),  # TP + TN keep their known pairs
+    ]
+
+
+def _tp_limits(lines: list[tuple], j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest feasible TP at judge-positive counts ``j`` (SPEC.md §7)."""
+    low = np.full(j.shape, np.iinfo(np.int64).min // 4)
+    high = np.full(j.shape, np.iinfo(np.int64).max // 4)
+    for slope, intercept, divisor, upper in lines:
+        value = slope * j + intercept
+        if upper:
+            high = np.minimum(high, value // divisor)
         else:
-            high = np.where(slack >= 0, high, -1)
+            low = np.maximum(low, -((-value) // divisor))
     return low, high
+
+
+def _candidate_js(lines: list[tuple], h: np.ndarray, n: int, j_lo: int, j_hi: int) -> np.ndarray:
+    """Judge-positive counts ``(len(h), K)`` where some metric can reach its extreme.
+
+    For fixed ``h`` the extreme TP is piecewise linear in ``j`` (pieces end where two lines
+    cross) and along each piece (and parity class, for the halved lines) accuracy, kappa
+    and F1 are linear-fractional, hence monotone, and phi ``(alpha j + beta) /
+    sqrt(j (n - j))`` has one stationary point ``j* = beta n / (alpha n + 2 beta)``. So
+    the extremes lie within two of a crossing, a stationary point or an end of the range.
+    """
+    real = [(slope / divisor, intercept / divisor) for slope, intercept, divisor, _ in lines]
+    points = [
+        (q2 - q1) / (s1 - s2)
+        for i, (s1, q1) in enumerate(real)
+        for s2, q2 in real[i + 1 :]
+        if s1 != s2
+    ]
+    shifted = [(s, q + shift) for s, q in real for shift in ((-0.5, 0.0, 0.5) if s == 0.5 else (0.0,))]
+    for s, q in shifted:
+        alpha, beta = n * s - h, n * q
+        with np.errstate(invalid="ignore", divide="ignore"):
+            points.append(beta * n / (alpha * n + 2.0 * beta))
+    base = np.floor(np.stack(np.broadcast_arrays(*points), axis=1))
+    base = np.where(np.isfinite(base), np.clip(base, j_lo - 3, j_hi + 3), j_lo)
+    near = (base[:, :, None] + np.arange(-2, 3)).reshape(h.size, -1)
+    ends = np.broadcast_to(np.array([j_lo, j_lo + 1, j_hi - 1, j_hi, 1, n - 1]), (h.size, 6))
+    return np.clip(np.concatenate([near, ends], axis=1), j_lo, j_hi).astype(np.int64)
 
 
 def allocation_bounds(
@@ -624,9 +659,10 @@ def allocation_bounds(
     ``metric`` (``"accuracy"``, ``"kappa"``, ``"f1"`` for the positive class, ``"phi"``)
     over the completed 2x2 tables where it is defined, ``None`` if no completion defines
     it. ``table``: a binary :class:`VerdictTable` (``positive`` defaults to its first
-    label) or a count array ordered positive, negative, CA[, INVALID]. For fixed
-    marginals every metric increases with TP, so the enumeration runs over the feasible
-    marginals and the extreme TP of each (vectorised; see ``_tp_range``).
+    label) or a count array ordered positive, negative, CA[, INVALID]. With both
+    marginals fixed every metric increases with TP, so only the extreme TP of each
+    feasible pair of marginals matters; the pairs that can be extreme are enumerated,
+    vectorised over the human marginal (see ``_tp_lines`` and ``_candidate_js``).
 
     >>> allocation_bounds([[3, 1, 1], [0, 4, 0], [0, 1, 0]], metric="accuracy")
     (0.7, 0.9)
@@ -639,26 +675,28 @@ def allocation_bounds(
     n = int(counts.sum())
     if n == 0:
         return None
-    a, b, c, d = (int(v) for v in counts[:2, :2].ravel())
-    groups = {
-        _TP | _FN: int(counts[0, 2:].sum()),  # human positive, judge unknown
-        _FP | _TN: int(counts[1, 2:].sum()),  # human negative, judge unknown
-        _TP | _FP: int(counts[2:, 0].sum()),  # human unknown, judge positive
-        _FN | _TN: int(counts[2:, 1].sum()),  # human unknown, judge negative
-        _TP | _FN | _FP | _TN: int(counts[2:, 2:].sum()),
-    }
-    h_min = a + b + groups[_TP | _FN]
-    h_all = np.arange(h_min, h_min + groups[_TP | _FP] + groups[_FN | _TN] + groups[15] + 1)
-    j_min = a + c + groups[_TP | _FP]
-    j_all = np.arange(j_min, j_min + groups[_TP | _FN] + groups[_FP | _TN] + groups[15] + 1)
-    rows = max(1, _GRID_CELLS // j_all.size)
+    known = tuple(int(v) for v in counts[:2, :2].ravel())  # TP, FN, FP, TN
+    a, b, c, _ = known
+    groups = (
+        int(counts[0, 2:].sum()),  # human positive, judge unknown: TP or FN
+        int(counts[1, 2:].sum()),  # human negative, judge unknown: FP or TN
+        int(counts[2:, 0].sum()),  # human unknown, judge positive: TP or FP
+        int(counts[2:, 1].sum()),  # human unknown, judge negative: FN or TN
+        int(counts[2:, 2:].sum()),  # both unknown: any cell
+    )
+    up, un, vp, vn, w = groups
+    h_all = np.arange(a + b + up, a + b + up + vp + vn + w + 1)
+    j_lo, j_hi = a + c + vp, a + c + vp + up + un + w
     low_value, high_value = np.inf, -np.inf
+    rows = max(1, _GRID_CELLS // 256)
     for start in range(0, h_all.size, rows):
-        h = h_all[start : start + rows, None]
-        j = j_all[None, :]
-        t_low, t_high = _tp_range(h, j, n, (a, b, c, d), groups)
+        h = h_all[start : start + rows]
+        j = _candidate_js(_tp_lines(h, known, groups), h, n, j_lo, j_hi)
+        pairs = np.unique(h[:, None] * (n + 1) + j)
+        h, j = pairs // (n + 1), pairs % (n + 1)
+        t_low, t_high = _tp_limits(_tp_lines(h, known, groups), j)
         feasible = t_low <= t_high
-        h, j = (np.broadcast_to(v, feasible.shape)[feasible] for v in (h, j))
+        h, j = h[feasible], j[feasible]
         lows = _binary_metric(_two_by_two(t_low[feasible], h, j, n), metric)
         highs = _binary_metric(_two_by_two(t_high[feasible], h, j, n), metric)
         if np.any(np.isfinite(lows)):

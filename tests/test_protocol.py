@@ -406,6 +406,78 @@ def test_manski_contains_every_sharp_accuracy_bound(counts: np.ndarray) -> None:
     assert sharp == pytest.approx((low, high))
 
 
+def reachable_tables(counts: np.ndarray) -> np.ndarray:
+    """Every completed 2x2 table ``(M, 2, 2)`` (index 0 = positive), one unknown pair at a time."""
+    unknown = counts.sum() - counts[:2, :2].sum()
+    # cells a completed pair can land in: 0 TP, 1 FN, 2 FP, 3 TN
+    options = {(0, 2): (0, 1), (1, 2): (2, 3), (2, 0): (0, 2), (2, 1): (1, 3), (2, 2): (0, 1, 2, 3)}
+    reach = np.zeros((unknown + 1,) * 3, dtype=bool)  # increments of TP, FN, FP
+    reach[0, 0, 0] = True
+    for (r, c), cells in options.items():
+        rows = [r] if r < 2 else list(range(2, counts.shape[0]))
+        cols = [c] if c < 2 else list(range(2, counts.shape[1]))
+        for _ in range(int(counts[np.ix_(rows, cols)].sum())):
+            new = np.zeros_like(reach)
+            for cell in cells:
+                if cell == 3:
+                    new |= reach
+                else:
+                    index = [slice(None)] * 3
+                    source = [slice(None)] * 3
+                    index[cell], source[cell] = slice(1, None), slice(None, -1)
+                    new[tuple(index)] |= reach[tuple(source)]
+            reach = new
+    steps = np.argwhere(reach)
+    tables = np.empty((len(steps), 2, 2))
+    tables[:, 0, 0] = counts[0, 0] + steps[:, 0]
+    tables[:, 0, 1] = counts[0, 1] + steps[:, 1]
+    tables[:, 1, 0] = counts[1, 0] + steps[:, 2]
+    tables[:, 1, 1] = counts[1, 1] + unknown - steps.sum(axis=1)
+    return tables
+
+
+def metrics_by_definition(tables: np.ndarray, metric: str) -> np.ndarray:
+    """Textbook formulas on 2x2 tables ``(M, 2, 2)``, index 0 = positive; NaN where undefined."""
+    n = tables.sum(axis=(1, 2))
+    rows, cols = tables.sum(axis=2) / n[:, None], tables.sum(axis=1) / n[:, None]
+    p_o = (tables[:, 0, 0] + tables[:, 1, 1]) / n
+    if metric == "accuracy":
+        return p_o
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if metric == "f1":
+            return 2 * tables[:, 0, 0] / (2 * tables[:, 0, 0] + tables[:, 0, 1] + tables[:, 1, 0])
+        degenerate = (rows.min(axis=1) == 0) | (cols.min(axis=1) == 0)
+        if metric == "kappa":
+            p_e = (rows * cols).sum(axis=1)
+            value = (p_o - p_e) / (1 - p_e)
+        else:
+            spread = np.sqrt(rows[:, 0] * rows[:, 1] * cols[:, 0] * cols[:, 1])
+            value = (tables[:, 0, 0] / n - rows[:, 0] * cols[:, 0]) / spread
+    return np.where(degenerate, np.nan, value)
+
+
+@st.composite
+def medium_tables(draw: st.DrawFn) -> np.ndarray:
+    counts = np.zeros((4, 4), dtype=int)
+    for r, c in itertools.product(range(4), repeat=2):
+        unknown = r >= 2 or c >= 2
+        counts[r, c] = draw(st.integers(0, 2 if (r >= 2 and c >= 2) else 9 if unknown else 40))
+    if counts.sum() == 0:
+        counts[0, 0] = 1
+    return counts
+
+
+@settings(max_examples=30, deadline=None)
+@given(medium_tables(), st.sampled_from(["accuracy", "kappa", "f1", "phi"]))
+def test_allocation_bounds_match_every_reachable_table(counts: np.ndarray, metric: str) -> None:
+    values = metrics_by_definition(reachable_tables(counts), metric)
+    got = allocation_bounds(counts, metric=metric)
+    if not np.any(np.isfinite(values)):
+        assert got is None
+    else:
+        assert got == pytest.approx((np.nanmin(values), np.nanmax(values)))
+
+
 def test_allocation_bounds_by_hand() -> None:
     # 2 x (MET, CA): the judge's answer decides TP vs FN; nothing else is unknown
     assert allocation_bounds([[3, 0, 2], [0, 3, 0], [0, 0, 0]], metric="f1") == pytest.approx((0.75, 1.0))
