@@ -7,6 +7,7 @@ export filters, and multi-criteria and abstention projects.
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -338,6 +339,22 @@ def test_multi_criteria_project_requires_the_criterion(client):
     assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 3, "duplicates": 0, "label_seq": 3}
     assert cells(labels(client, pid)) == {("a", "j", "accuracy"): "yes", ("b", "j", "tone"): "yes", ("a", "j", "tone"): "no"}
     assert [r["item"] for r in labels(client, pid, criterion="tone")] == ["b", "a"]
+
+
+@pytest.mark.xfail(bool(os.environ.get("ANNOPLAN_TEST_DATABASE_URL")), strict=True,
+                   reason="service bug on PostgreSQL: schemas.Criteria accepts names up to 200 characters but "
+                   "label_events.criterion and current_labels.criterion are String(100), so a project with a "
+                   "101-200 character criterion can never store a label (422 invalid_value from the database)")
+def test_a_criterion_the_project_accepts_can_receive_labels(client):
+    name = "c" * 150
+    r = client.post("/projects", json={"name": "long", "labels": ["yes", "no"], "criteria": [name, "short"]})
+    if r.status_code == 422:
+        return  # refusing the name up front is as good
+    pid = ok(r, 201)["id"]
+    ok(client.post(f"/projects/{pid}/raters", json={"external_id": "h", "kind": "human"}), 201)
+    ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a"}]))
+    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "criterion": name, "value": "yes"}]))["accepted"] == 1
+    assert [r["criterion"] for r in labels(client, pid)] == [name]
 
 
 def test_single_criterion_project_accepts_its_criterion_by_name(client, pid):
