@@ -32,6 +32,7 @@ _INTERVALS = ("delta", "bootstrap")
 _STATISTICS = ("accuracy", "kappa", "f1_met", "phi")
 _BOUND_METRICS = ("accuracy", "kappa", "f1", "phi")
 _GRID_CELLS = 1_000_000  # candidate (human positives, judge positives) pairs held at once
+_ONE_CATEGORY = "a side used a single scored category (kappa would be 0 whatever the other did)"
 
 
 # --------------------------------------------------------------------------- tables
@@ -103,7 +104,9 @@ def _pair_codes(
     return h, j
 
 
-def verdict_table(human: Sequence[str], judge: Sequence[str], *, labels: Sequence[str]) -> VerdictTable:
+def verdict_table(
+    human: Sequence[str], judge: Sequence[str], *, labels: Sequence[str]
+) -> VerdictTable:
     """Full contingency table of the verdict pairs, CA and INVALID included (SPEC.md §7).
 
     ``human``, ``judge``: verdicts of shape ``(n_items,)``; ``labels``: the regular labels.
@@ -156,7 +159,9 @@ def _cost_matrix(costs: object, size: int) -> tuple[str, np.ndarray]:
         return costs, (gap > 0).astype(float) if power == 0 else gap**power
     matrix = np.asarray(costs, dtype=float)
     if matrix.shape != (size, size):
-        raise ValueError(f"a custom cost matrix must have shape ({size}, {size}), got {matrix.shape}")
+        raise ValueError(
+            f"a custom cost matrix must have shape ({size}, {size}), got {matrix.shape}"
+        )
     if not np.all(np.isfinite(matrix)) or np.any(matrix < 0) or np.any(np.diag(matrix) != 0):
         raise ValueError("a custom cost matrix must be finite, non-negative, with a zero diagonal")
     if not np.any(matrix > 0):
@@ -179,10 +184,14 @@ def _protocol(
     if handling == "recode":
         negatives = [v for v in labels if v != positive]
         if recode_to is None and len(negatives) > 1:
-            raise ValueError(f"recode_to is required when there are several negative labels {negatives}")
+            raise ValueError(
+                f"recode_to is required when there are several negative labels {negatives}"
+            )
         recode_to = negatives[0] if recode_to is None else recode_to
         if recode_to not in negatives:
-            raise ValueError(f"recode_to must be a negative label, one of {negatives}, got {recode_to!r}")
+            raise ValueError(
+                f"recode_to must be a negative label, one of {negatives}, got {recode_to!r}"
+            )
     elif recode_to is not None:
         raise ValueError(f"recode_to applies only to handling='recode', got handling={handling!r}")
     scored = labels + (CANNOT_ASSESS,) if handling == "three_class" else labels
@@ -235,7 +244,7 @@ def _scored_tables(tables: np.ndarray, protocol: Protocol) -> np.ndarray:
 
 
 def _two_by_two(t: np.ndarray, h: np.ndarray, j: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """2x2 tables ``(..., 2, 2)``, index 1 = positive, rows human: from TP, both positive counts, n."""
+    """2x2 tables ``(..., 2, 2)`` (index 1 = positive, rows human) from TP, both marginals, n."""
     return np.stack([n - h - j + t, j - t, h - t, t], axis=-1).reshape(*np.shape(t), 2, 2)
 
 
@@ -278,7 +287,7 @@ def _agreement_matrix(protocol: Protocol) -> np.ndarray:
 
 
 def _kappa_stack(tables: np.ndarray, protocol: Protocol) -> np.ndarray:
-    """Kappa of scored tables ``(B, k, k)`` under the protocol's costs (SPEC.md §2, Cohen's kappa)."""
+    """Kappa of scored tables ``(B, k, k)`` under the protocol's costs (SPEC.md §2, Cohen 1968)."""
     return kappa_terms(tables.astype(float), _agreement_matrix(protocol))[0]
 
 
@@ -302,9 +311,13 @@ def _kappa_point(scored: np.ndarray, protocol: Protocol) -> tuple[float, float, 
     agree = _agreement_matrix(protocol)
     kappa, p_o, p_e = (float(v[0]) for v in kappa_terms(scored[None].astype(float), agree))
     if np.isnan(kappa):
-        return np.nan, np.nan, "a side used a single scored category (kappa would be 0 whatever the other did)"
+        return np.nan, np.nan, _ONE_CATEGORY
     n = int(scored.sum())
     return kappa, float(np.sqrt(fce_variance(scored / n, agree, p_o, p_e, n))), ""
+
+
+def _nan_if_none(value: float | None) -> float:
+    return np.nan if value is None else value
 
 
 def _none(value: float) -> float | None:
@@ -430,15 +443,16 @@ def _summary_from_table(
     covered_accuracy = _none(float(_accuracy(covered)))
     exclusion = protocol.handling == "exclude" and n > 0
     binary = exclusion and n_labels == 2
+    table = _table(protocol.labels + SPECIAL, full)
     bounds = {
-        m: allocation_bounds(_table(protocol.labels + SPECIAL, full), metric=m, positive=protocol.positive)
+        m: allocation_bounds(table, metric=m, positive=protocol.positive)
         if binary else None
         for m in ("kappa", "f1", "phi")
     }
     mean_cost = float(np.sum(scored * np.array(protocol.cost_matrix)) / n_eff) if n_eff else None
     return Summary(
         protocol=protocol,
-        table=_table(protocol.labels + SPECIAL, full),
+        table=table,
         scored_table=_table(protocol.ordering, scored),
         n_items=n,
         n_eff=n_eff,
@@ -634,7 +648,8 @@ def _candidate_js(lines: list[tuple], h: np.ndarray, n: int, j_lo: int, j_hi: in
         for s2, q2 in real[i + 1 :]
         if s1 != s2
     ]
-    shifted = [(s, q + shift) for s, q in real for shift in ((-0.5, 0.0, 0.5) if s == 0.5 else (0.0,))]
+    halves = (-0.5, 0.0, 0.5)  # a halved line floors/ceils to one of these shifts per parity
+    shifted = [(s, q + shift) for s, q in real for shift in (halves if s == 0.5 else (0.0,))]
     for s, q in shifted:
         alpha, beta = n * s - h, n * q
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -764,7 +779,9 @@ def _results_iv(per_criterion_results: object, level: object, rule: object) -> t
         raise ValueError("per_criterion_results values must be Summary results of summarize()")
     protocols = {s.protocol for s in per_criterion_results.values()}
     if len(protocols) > 1:
-        raise ValueError("criteria were summarised under different protocols; aggregate one protocol at a time")
+        raise ValueError(
+            "criteria were summarised under different protocols; aggregate one protocol at a time"
+        )
     protocol = next(iter(protocols))
     if level == "item" and len(protocol.labels) != 2:
         raise ValueError(f"level 'item' combines binary verdicts; labels are {protocol.labels}")
@@ -819,7 +836,7 @@ def _combined_cells(
     for side in (by_item // size, by_item % size):
         combined.append(
             np.select(
-                [np.any(side == decisive, axis=1), np.any(side == invalid, axis=1), np.any(side == ca, axis=1)],
+                [np.any(side == v, axis=1) for v in (decisive, invalid, ca)],
                 [decisive, invalid, ca],
                 default,
             )
@@ -851,14 +868,17 @@ def cluster_bootstrap(
     generator = np.random.default_rng(rng)
     results = list(per_criterion_results.values())
     if level == "macro":
-        values = np.array([np.nan if getattr(s, statistic) is None else getattr(s, statistic) for s in results])
+        values = np.array([_nan_if_none(getattr(s, statistic)) for s in results])
         defined = np.isfinite(values)
-        draws = generator.multinomial(len(results), np.full(len(results), 1.0 / len(results)), size=n_resamples)
+        share = np.full(len(results), 1.0 / len(results))
+        draws = generator.multinomial(len(results), share, size=n_resamples)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (draws @ np.where(defined, values, 0.0)) / (draws @ defined)
-    patterns, multiplicity = np.unique(_item_patterns(results, level, rule), axis=0, return_counts=True)
+    rows = _item_patterns(results, level, rule)
+    patterns, multiplicity = np.unique(rows, axis=0, return_counts=True)
     size = len(results[0].protocol.labels) + 2
-    draws = generator.multinomial(multiplicity.sum(), multiplicity / multiplicity.sum(), size=n_resamples)
+    share = multiplicity / multiplicity.sum()
+    draws = generator.multinomial(multiplicity.sum(), share, size=n_resamples)
     tables = (draws @ patterns).reshape(n_resamples, size, size)
     return _statistic_stack(tables, results[0].protocol, statistic)
 
