@@ -46,7 +46,7 @@ def issue_batch(
     if body.size > max_size:
         raise Invalid(f"size must be at most {max_size}", code="batch_too_large")
     rater = batch_rater(session, project, principal, body.rater)
-    session.execute(select(Rater.id).where(Rater.id == rater.id).with_for_update())
+    session.execute(select(Rater.id).where(Rater.id == rater.id).with_for_update(key_share=True))
     plan = current_plan(session, project.id)
     if plan is None:
         raise Conflict("this project has no plan yet: POST /projects/{pid}/plan first", code="no_plan")

@@ -36,8 +36,10 @@ def lock_project(session: Session, project_id: str) -> None:
     """Serialise writers of one project (row lock on PostgreSQL; SQLite has one writer anyway).
 
     Taken before any read that decides what to write, so concurrent twins see each other.
+    ``FOR NO KEY UPDATE`` leaves foreign-key checks (``KEY SHARE``) of other writers free,
+    so it cannot deadlock with batch requests that lock a rater row.
     """
-    session.execute(select(Project.id).where(Project.id == project_id).with_for_update())
+    session.execute(select(Project.id).where(Project.id == project_id).with_for_update(key_share=True))
 
 
 def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> ItemsUpserted:

@@ -42,7 +42,12 @@ Labels = Annotated[
 
 
 def _no_nul(value: Any) -> Any:
-    texts = [value] if isinstance(value, str) else [*value.keys(), *value.values()] if isinstance(value, dict) else []
+    if isinstance(value, str):
+        texts = [value]
+    elif isinstance(value, dict):
+        texts = [*value.keys(), *value.values()]
+    else:
+        texts = list(value) if isinstance(value, list) else []
     if any(isinstance(t, str) and "\x00" in t for t in texts):
         raise ValueError("must not contain NUL characters")
     return value
