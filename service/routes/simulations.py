@@ -94,11 +94,14 @@ def _decision_settings(body: SimulateBody, project: Project, plan: Plan | None) 
         design = _as_list(body.design)
     else:
         design = [plan.design] if plan is not None and plan.design != "auto" else ["strat"]
+    omega_threshold = float(_or(body.omega_threshold, decision.omega_threshold))
+    if omega_threshold <= 0:
+        raise Invalid("the project's omega_threshold is 0 (every judge passes): pass omega_threshold > 0")
     return {
         "rule": rule, "coefficient": coefficient, "design": design,
         "epsilon": float(_or(epsilon, DEFAULT_EPSILON[rule])),
         "delta": float(_or(body.delta, project.target["delta"])),
-        "omega_threshold": float(_or(body.omega_threshold, decision.omega_threshold)),
+        "omega_threshold": omega_threshold,
         "q": float(_or(body.q, decision.q)),
         "alpha_sig": float(_or(body.alpha_sig, decision.alpha_sig)),
     }
