@@ -321,6 +321,50 @@ def test_phi_equals_pearson_spearman_kendall_and_mcc(seed: int, n: int) -> None:
     assert phi == pytest.approx(matthews_corrcoef(x, y))
 
 
+RULES = ["exclude", "recode", "three_class"]
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+@FAST
+@given(verdict_pairs, st.sampled_from(RULES), SEEDS)
+def test_order_and_side_swap_invariance(pairs: list, handling: str, seed: int) -> None:
+    human, judge = (list(v) for v in zip(*pairs))
+    s = summarize(human, judge, labels=BINARY, positive=MET, handling=handling)
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    shuffled = summarize(
+        [human[i] for i in order], [judge[i] for i in order],
+        labels=BINARY, positive=MET, handling=handling,
+    )
+    assert shuffled.table == s.table and shuffled.kappa == s.kappa
+    swapped = summarize(judge, human, labels=BINARY, positive=MET, handling=handling)
+    for name in ("accuracy", "kappa", "f1_met", "phi", "coverage"):
+        assert getattr(swapped, name) == pytest.approx(getattr(s, name))
+    assert swapped.human_abstain_rate == s.judge_abstain_rate
+    assert swapped.judge_positive_rate == s.human_positive_rate
+    for name, low, high in (("accuracy", 0, 1), ("kappa", -1, 1), ("phi", -1, 1), ("f1_met", 0, 1)):
+        value = getattr(s, name)
+        assert value is None or low - 1e-12 <= value <= high + 1e-12
+
+
+@FAST
+@given(verdict_pairs, SEEDS)
+def test_any_completion_of_the_abstentions_lies_within_the_bounds(pairs: list, seed: int) -> None:
+    """Soundness without enumeration: fill every CA/INVALID side at random and score it."""
+    human, judge = (list(v) for v in zip(*pairs))
+    s = summarize(human, judge, labels=BINARY, positive=MET)
+    rng = np.random.default_rng(seed)
+    fill = {CA, INV}
+    h = [v if v not in fill else BINARY[rng.integers(2)] for v in human]
+    j = [v if v not in fill else BINARY[rng.integers(2)] for v in judge]
+    full = summarize(h, j, labels=BINARY, positive=MET)
+    low, high = s.accuracy_bounds
+    assert low - 1e-12 <= full.accuracy <= high + 1e-12
+    for name in ("kappa", "f1_met", "phi"):
+        value, bounds = getattr(full, name), getattr(s, f"{name}_bounds")
+        if value is not None:
+            assert bounds[0] - 1e-12 <= value <= bounds[1] + 1e-12
+
+
 # --------------------------------------------------------------------------- bounds
 
 
