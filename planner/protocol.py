@@ -337,7 +337,8 @@ class Summary:
 
     Rates are shares of all ``n_items`` pairs; ``coverage`` is the share where both sides
     gave a regular label. Statistics are computed on ``scored_table`` (``n_eff`` pairs),
-    ``None`` where undefined with the cause in ``reasons``. ``accuracy_bounds`` (Manski)
+    ``None`` where undefined with the cause in ``reasons``; ``f1_met``, ``phi`` and the
+    positive rates are positive-vs-rest. ``accuracy_bounds`` (Manski)
     and the sharp ``*_bounds`` are for the full set of pairs and exist under ``exclude``
     (sharp ones for binary labels). ``item_ids``/``item_cells`` (flat index into
     ``table``) keep the pairs for item-level aggregation and cluster resampling.
@@ -395,6 +396,28 @@ def _items_iv(items: object, n: int) -> tuple[str, ...] | None:
     return ids
 
 
+def _kappa_interval(
+    full: np.ndarray,
+    protocol: Protocol,
+    kappa: float,
+    se: float,
+    method: str,
+    level: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> ConfidenceInterval | None:
+    """Delta-method (FCE SE) or percentile-bootstrap interval for kappa (SPEC.md §2, Intervals).
+
+    The bootstrap resamples all pairs of the full table, so ``n_eff`` varies with the draw.
+    """
+    if method == "delta":
+        half = float(ndtri(0.5 + level / 2.0)) * se
+        return ConfidenceInterval(kappa - half, kappa + half)
+    n, size = int(full.sum()), full.shape[0]
+    draws = rng.multinomial(n, full.ravel() / n, size=n_resamples).reshape(-1, size, size)
+    return _interval_or_none(percentile_interval(_statistic_stack(draws, protocol, "kappa"), level))
+
+
 def _summary_from_table(
     full: np.ndarray,
     protocol: Protocol,
@@ -426,27 +449,18 @@ def _summary_from_table(
     if n_eff and np.isnan(phi):
         reasons.append(("phi", f"a side has a constant {protocol.positive!r}-vs-rest verdict"))
 
-    kappa_interval, method = None, None
+    kappa_interval = None
     if interval is not None and np.isfinite(kappa):
-        method, level, n_resamples, rng = interval
-        if method == "delta":
-            half = float(ndtri(0.5 + level / 2.0)) * kappa_se
-            kappa_interval = ConfidenceInterval(kappa - half, kappa + half)
-        else:
-            draws = rng.multinomial(n, full.ravel() / n, size=n_resamples)
-            size = full.shape[0]
-            replicates = _statistic_stack(draws.reshape(-1, size, size), protocol, "kappa")
-            kappa_interval = _interval_or_none(percentile_interval(replicates, level))
+        kappa_interval = _kappa_interval(full, protocol, kappa, kappa_se, *interval)
 
     covered = full[:n_labels, :n_labels]
     gamma = rate(covered.sum(), n)
     covered_accuracy = _none(float(_accuracy(covered)))
     exclusion = protocol.handling == "exclude" and n > 0
-    binary = exclusion and n_labels == 2
+    sharp = exclusion and n_labels == 2
     table = _table(protocol.labels + SPECIAL, full)
     bounds = {
-        m: allocation_bounds(table, metric=m, positive=protocol.positive)
-        if binary else None
+        m: allocation_bounds(table, metric=m, positive=protocol.positive) if sharp else None
         for m in ("kappa", "f1", "phi")
     }
     mean_cost = float(np.sum(scored * np.array(protocol.cost_matrix)) / n_eff) if n_eff else None
@@ -460,7 +474,7 @@ def _summary_from_table(
         kappa=_none(kappa),
         kappa_se=_none(kappa_se),
         kappa_interval=kappa_interval,
-        kappa_interval_method=method,
+        kappa_interval_method=None if kappa_interval is None else interval[0],
         f1_met=_none(f1),
         phi=_none(phi),
         mean_cost=mean_cost,
