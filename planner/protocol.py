@@ -814,7 +814,7 @@ def _level_protocol(protocol: Protocol, level: str) -> Protocol:
     return replace(protocol, aggregation=level, resampling_unit=unit)
 
 
-def _item_patterns(results: Sequence[Summary], level: str, rule: str) -> np.ndarray:
+def _item_cell_counts(results: Sequence[Summary], level: str, rule: str) -> np.ndarray:
     """Per-item counts over full-table cells ``(n_items, (L+2)^2)``: micro or item level."""
     protocol = results[0].protocol
     size = len(protocol.labels) + 2
@@ -888,7 +888,7 @@ def cluster_bootstrap(
         draws = generator.multinomial(len(results), share, size=n_resamples)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (draws @ np.where(defined, values, 0.0)) / (draws @ defined)
-    rows = _item_patterns(results, level, rule)
+    rows = _item_cell_counts(results, level, rule)
     patterns, multiplicity = np.unique(rows, axis=0, return_counts=True)
     size = len(results[0].protocol.labels) + 2
     share = multiplicity / multiplicity.sum()
@@ -941,7 +941,7 @@ def aggregate(
             if not defined:
                 reasons.append((name, f"{name} is undefined on every criterion"))
     else:
-        table = _item_patterns(results, level, rule).sum(axis=0)
+        table = _item_cell_counts(results, level, rule).sum(axis=0)
         size = len(protocol.labels) + 2
         pooled = _summary_from_table(
             table.reshape(size, size), protocol, interval=None, item_ids=None, item_cells=()
@@ -950,7 +950,9 @@ def aggregate(
         included = [(name, total, total) for name in _STATISTICS]
         reasons = list(pooled.reasons)
     kappa_interval = None
-    if values["kappa"] is not None:
+    if level == "macro" and included[_STATISTICS.index("kappa")][1] == 1:
+        reasons.append(("kappa_interval", "resampling criteria needs >= 2 criteria with kappa"))
+    elif values["kappa"] is not None:
         replicates = cluster_bootstrap(
             per_criterion_results, level=level, rule=rule, n_resamples=n_resamples, rng=rng
         )

@@ -652,6 +652,9 @@ def test_macro_excludes_undefined_criteria_and_counts_them() -> None:
     assert m.pooled is None
     low, high = m.kappa_interval.low, m.kappa_interval.high
     assert 0.5 <= low <= high <= 1.0
+    alone = aggregate({"good": results["good"]}, level="macro", rng=0)
+    assert alone.kappa == 0.5 and alone.kappa_interval is None
+    assert "kappa_interval" in dict(alone.reasons)
     all_flat = aggregate({"flat": results["flat"]}, level="macro", rng=0)
     assert all_flat.kappa is None and all_flat.kappa_interval is None
     assert dict(all_flat.reasons)["kappa"] == "kappa is undefined on every criterion"
