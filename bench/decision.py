@@ -3,7 +3,9 @@
 100,000 items, 9 humans (primary labels every item, 8 secondaries label a random 10%),
 3 labels, judges from the symmetric noise channel (SPEC.md §6). Targets:
 validate_judge with 1,000 resamples < 1 s; rank_judges for 10 judges < 3 s.
-Run: ``.venv/bin/python bench/decision.py``.
+Run: ``.venv/bin/python bench/decision.py``. On a machine shared with other busy
+processes, multi-threaded OpenBLAS threads spin against them and wall time balloons;
+``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/decision.py`` shows the work itself.
 """
 
 from __future__ import annotations
