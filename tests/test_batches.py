@@ -88,10 +88,17 @@ def drain(server: LiveServer, pid: str, key: str, rater: str, held: list[dict], 
     raise AssertionError(f"{rater}'s list was not done in time")
 
 
-def test_parallel_batches_never_issue_an_item_twice_and_lose_none(database_url):
+def test_parallel_requests_on_a_live_server(database_url):
+    """One server start (slow) for both parallel scenarios below."""
+    with LiveServer(database_url, ADMIN_KEY) as server:
+        parallel_batches_never_issue_an_item_twice_and_lose_none(server)
+        label_writes_and_batch_requests_for_one_rater_in_parallel(server)
+
+
+def parallel_batches_never_issue_an_item_twice_and_lose_none(server: LiveServer) -> None:
     """32 simultaneous requests (12 for h2 by its annotator key, 12 for the primary and 8 for h3
     by a PM key), then parallel draining: every planned item is issued exactly once per rater."""
-    with LiveServer(database_url, ADMIN_KEY) as server, server.client() as admin:
+    with server.client() as admin:
         pid = setup_project(admin)
         assert plan(admin, pid, m=M)["m"] == M
         keys = {"h2": new_key(admin, pid, "annotator", "h2"), "pm": new_key(admin, pid, "pm")}
@@ -140,6 +147,39 @@ def test_parallel_batches_never_issue_an_item_twice_and_lose_none(database_url):
             assert sorted(labeled_items(admin, pid, rater)) == sorted(issued[rater])
             end = batch(admin, pid, rater, 5)
             assert end == {**end, "items": [], "done": True, "remaining": 0}
+
+
+def label_writes_and_batch_requests_for_one_rater_in_parallel(server: LiveServer) -> None:
+    """An annotation tool that posts labels for one batch while fetching the next one.
+
+    Regression (PostgreSQL): the rater lock of a batch request and the project lock of a label
+    write were both FOR UPDATE, which conflicts with the KEY SHARE locks of foreign-key checks,
+    so the two deadlocked (fixed by locking FOR NO KEY UPDATE)."""
+    with server.client() as admin:
+        n_items, rounds = 400, 15
+        pid = setup_project(admin, n_items=n_items)
+        plan(admin, pid, m=M)
+        failures: list[str] = []
+
+        def fetch(k: int) -> None:
+            with server.client() as c:
+                for _ in range(rounds):
+                    r = c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 2})
+                    if r.status_code != 200:
+                        failures.append(r.text)
+
+        def write(k: int) -> None:
+            with server.client() as c:
+                for n in range(rounds):
+                    rows = [{"item": f"i{k * 100 + n * 6 + j}", "rater": "prim", "value": "pass"} for j in range(6)]
+                    r = c.post(f"/projects/{pid}/labels", json=rows)
+                    if r.status_code != 200:
+                        failures.append(r.text)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda f: f[0](f[1]), [(fetch, k) for k in range(4)] + [(write, k) for k in range(4)]))
+        assert failures == []
+        assert batch(admin, pid, "prim", 5)["remaining"] == n_items - 4 * rounds * 6  # every label counted once
 
 
 # --- leases, release, status and access (in-process client with a 1 s lease) -------------------

@@ -113,18 +113,18 @@ def test_changing_decision_settings_changes_the_etag(client):
     assert after.status_code == 200 and after.json()["epsilon"] == 0.2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "service/reliability.py document_key keys the cached document by label_seq, settings, plan and "
-    "criterion only: uploading items (or adding a rater) changes n_items (and the raters list) "
-    "without a label write, so the stale document and a 304 are served"
-))
-def test_new_items_change_the_document(client):
+def test_new_items_or_raters_change_the_document(client):
+    """n_items and the raters list are in the document, so item uploads and new raters must
+    change its ETag even though no label was written."""
     pid, _ = setup_dense(client, THREE_HUMANS, n_items=60)
     before = get(client, f"/projects/{pid}/reliability")
     assert before.json()["n_items"] == 60
     client.post(f"/projects/{pid}/items", json=[{"external_id": f"new{i}"} for i in range(5)])
     after = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": before.headers["etag"]})
     assert after.status_code == 200 and after.json()["n_items"] == 65
+    assert client.post(f"/projects/{pid}/raters", json={"external_id": "h4", "kind": "human"}).status_code == 201
+    latest = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": after.headers["etag"]})
+    assert latest.status_code == 200 and "h4" in [r["rater"] for r in latest.json()["raters"]]
 
 
 # --- access ------------------------------------------------------------------------------------
