@@ -20,6 +20,7 @@ from service.routes import (
     dashboard,
     health,
     items,
+    label_studio,
     labels,
     plans,
     projects,
@@ -67,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
-        dashboard,
+        dashboard, label_studio,
     ):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
