@@ -189,6 +189,22 @@ def test_bad_label_row_in_ndjson_and_csv_writes_nothing(client, labelled, unchan
             unchanged.check()
 
 
+def test_batch_of_another_rater_writes_nothing(client, labelled, engine):
+    pid = labelled["id"]
+    plan = client.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 7})
+    assert plan.status_code == 201, plan.text
+    lease = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 2})
+    assert lease.status_code == 200, lease.text
+    bid, items = lease.json()["id"], lease.json()["items"]
+    unchanged = Unchanged(client, engine, pid)
+    rows = [{"item": items[0], "rater": "h2", "value": "pass", "batch": bid},
+            {"item": items[1], "rater": "h3", "value": "pass", "batch": bid}]
+    assert_error(client.post(f"/projects/{pid}/labels", json=rows), 422, "invalid", mentions=("row 2", bid))
+    unchanged.check()
+    r = client.post(f"/projects/{pid}/labels", json=rows[:1])
+    assert r.status_code == 200 and r.json()["accepted"] == 1, r.text  # control: its own rater's batch
+
+
 def test_the_good_rows_alone_are_accepted(client, labelled):
     """Control for the tests above: without the bad row the same payload is written."""
     r = client.post(f"/projects/{labelled['id']}/labels", json=[*GOOD, *TAIL])

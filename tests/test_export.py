@@ -208,3 +208,22 @@ def test_empty_exports(client, logged):
     assert everything(client, logged, since_seq=23) == []
     assert ok(client.get(f"/projects/{logged}/labels", params={"since_seq": 23, "format": "ndjson"})).text == ""
     assert from_csv(ok(client.get(f"/projects/{logged}/labels", params={"since_seq": 23, "format": "csv"})).text) == []
+
+
+def test_batch_ids_are_exported_in_every_format(client, project):
+    """Labels written for a batch carry its id in the JSON, NDJSON and CSV exports alike."""
+    pid = project["id"]
+    r = client.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 7})
+    assert r.status_code == 201, r.text
+    lease = ok(client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 3})).json()
+    assert len(lease["items"]) == 3
+    rows = [{"item": i, "rater": "h2", "value": "pass", "batch": lease["id"]} for i in lease["items"]]
+    rows.append({"item": lease["items"][0], "rater": "judge", "value": "fail"})
+    assert ok(client.post(f"/projects/{pid}/labels", json=rows)).json()["accepted"] == 4
+    as_json = everything(client, pid, history="true")
+    assert [r["batch"] for r in as_json] == [lease["id"]] * 3 + [None]
+    as_ndjson = from_ndjson(ok(client.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"})).text)
+    as_csv = from_csv(ok(client.get(f"/projects/{pid}/labels", params={"history": "true", "format": "csv"})).text)
+    expected = [normalised(x) for x in as_json]
+    assert [normalised(x) for x in as_ndjson] == expected
+    assert [normalised(x) for x in as_csv] == expected
