@@ -62,6 +62,8 @@ class LSResult(_LabelStudio):
 
 
 class LSAnnotation(_LabelStudio):
+    """A user's annotation of a task; ``was_cancelled`` marks a skipped task."""
+
     id: TaskId | None = None
     completed_by: int | LSUser = Field(description="The user id, or an object with `id` and `email`.")
     result: list[LSResult] = Field(default_factory=list)
@@ -70,6 +72,8 @@ class LSAnnotation(_LabelStudio):
 
 
 class LSPrediction(_LabelStudio):
+    """A model's pre-annotation of a task, named by ``model_version``."""
+
     id: TaskId | None = None
     model_version: str | None = None
     result: list[LSResult] = Field(default_factory=list)
@@ -114,6 +118,8 @@ class Skipped(BaseModel):
 
 
 class ImportResult(BaseModel):
+    """What an import wrote (item upserts, new raters, label events) and what it left out."""
+
     items: ItemsUpserted
     raters_created: list[RaterCreate]
     labels: LabelsAccepted
@@ -137,6 +143,8 @@ class WebhookResult(BaseModel):
 
 
 class TaskMeta(BaseModel):
+    """Where an exported task comes from."""
+
     annoplan_batch: str
     annoplan_rater: str
 
@@ -271,24 +279,24 @@ def read_export(
     twice, the later annotation wins and the earlier one is reported as superseded.
     """
     raters: dict[str, RaterCreate] = {}
-    cells: dict[tuple[str, str], tuple[LabelIn, Skipped]] = {}
+    cells: dict[tuple[str, str], tuple[LabelIn, dict[str, Any]]] = {}
     unmapped: list[Unmapped] = []
     skipped: list[Skipped] = []
 
-    def read(item: str, where: Skipped, results: list[LSResult]) -> None:
+    def read(item: str, where: dict[str, Any], results: list[LSResult]) -> None:
         choice, reason = chosen_value(results, from_name)
         if choice is None:
-            skipped.append(where.model_copy(update={"reason": reason}))
+            skipped.append(Skipped(**where, reason=str(reason)))
             return
         label = label_for(choice, labels)
-        rater = str(where.rater)
         if label is None:
-            unmapped.append(Unmapped(**where.model_dump(exclude={"reason"}), value=choice))
+            unmapped.append(Unmapped(**where, value=choice))
             return
-        prior = cells.get((item, rater))
+        prior = cells.get((item, where["rater"]))
         if prior is not None:
-            skipped.append(prior[1].model_copy(update={"reason": "superseded by a later label of this rater"}))
-        cells[(item, rater)] = (LabelIn(item=item, rater=rater, criterion=criterion, value=label), where)
+            skipped.append(Skipped(**prior[1], reason="superseded by a later label of this rater"))
+        row = LabelIn(item=item, rater=where["rater"], criterion=criterion, value=label)
+        cells[(item, where["rater"])] = (row, where)
 
     items = [item_from_task(task) for task in tasks]
     for task, item in zip(tasks, items, strict=True):
@@ -301,9 +309,9 @@ def read_export(
                 kind="primary" if is_primary or (prior is not None and prior.kind == "primary") else "human",
                 name=name or (prior.name if prior is not None else None),
             )
-            where = Skipped(task=task.id, annotation=ann.id, rater=rater, reason="")
+            where = {"task": task.id, "annotation": ann.id, "rater": rater}
             if ann.was_cancelled:
-                skipped.append(where.model_copy(update={"reason": "cancelled"}))
+                skipped.append(Skipped(**where, reason="cancelled"))
             else:
                 read(item.external_id, where, ann.result)
         for pred in task.predictions:
@@ -312,9 +320,11 @@ def read_export(
                 continue
             rater = judge_prefix + pred.model_version
             raters[rater] = RaterCreate(external_id=rater, kind="judge", name=pred.model_version)
-            read(item.external_id, Skipped(task=task.id, prediction=pred.id, rater=rater, reason=""), pred.result)
+            read(item.external_id, {"task": task.id, "prediction": pred.id, "rater": rater}, pred.result)
     if primary is not None and not any(r.kind == "primary" for r in raters.values()):
-        raise Invalid(f"primary {primary!r} is not the id or email of an annotator in this export", code="unknown_primary")
+        raise Invalid(
+            f"primary {primary!r} is not the id or email of an annotator in this export", code="unknown_primary"
+        )
     return ExportReading(items, list(raters.values()), [row for row, _ in cells.values()], unmapped, skipped)
 
 
@@ -329,7 +339,9 @@ def ensure_raters(session: Session, project: Project, wanted: list[RaterCreate])
     existing = {
         ext: kind
         for ext, kind in session.execute(
-            select(Rater.external_id, Rater.kind).where(Rater.project_id == project.id, Rater.external_id.in_(list(kinds)))
+            select(Rater.external_id, Rater.kind).where(
+                Rater.project_id == project.id, Rater.external_id.in_(list(kinds))
+            )
         )
     }
     for ext, kind in existing.items():
@@ -371,7 +383,10 @@ def import_export(
     criterion: str | None,
     strict: bool,
 ) -> ImportResult:
-    """Write an export's items, raters and labels in the caller's transaction; 422 in strict mode if a value does not map."""
+    """Write an export's items, raters and labels in the caller's transaction.
+
+    In strict mode a choice that maps to no label is a 422 before anything is written.
+    """
     reading = _validated(
         lambda: read_export(
             tasks, project.labels, from_name=from_name, primary=primary, judge_prefix=judge_prefix, criterion=criterion

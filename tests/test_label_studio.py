@@ -218,7 +218,8 @@ def test_later_annotation_of_same_rater_wins(client: TestClient) -> None:
     tasks[0]["annotations"].append(again)
     body = import_export(client, pid, tasks).json()
     assert current_labels(client, pid)[("101", "ls-user-8")] == "pass"
-    assert {(s["annotation"], s["reason"]) for s in body["skipped"]} == {(502, "superseded by a later label of this rater")}
+    superseded = {(s["annotation"], s["reason"]) for s in body["skipped"]}
+    assert superseded == {(502, "superseded by a later label of this rater")}
 
 
 def test_criterion_is_needed_with_several(client: TestClient) -> None:
@@ -447,7 +448,9 @@ def test_batch_export_as_tasks_without_anyone_labels(client: TestClient, project
 
 def test_batch_export_includes_text(client: TestClient, project: dict) -> None:
     pid = project["id"]
-    texts = [{"external_id": f"i{i}", "features": {"topic": "a" if i % 2 else "b"}, "text": f"reply {i}"} for i in range(20)]
+    texts = [
+        {"external_id": f"i{i}", "features": {"topic": "a" if i % 2 else "b"}, "text": f"reply {i}"} for i in range(20)
+    ]
     assert client.post(f"/projects/{pid}/items", json=texts).json()["updated"] == 20
     b = planned_batch(client, pid, "h3", 3)
     tasks = client.get(f"/projects/{pid}/batches/{b['id']}/label-studio").json()
@@ -474,10 +477,12 @@ def test_round_trip_batch_to_label_studio_and_back(client: TestClient, project: 
     assert client.post(f"/projects/{pid}/raters", json={"external_id": "ls-user-12", "kind": "human"}).status_code == 201
     b = planned_batch(client, pid, "h2", 5)
     tasks = client.get(f"/projects/{pid}/batches/{b['id']}/label-studio").json()
+    def verdict(choice: str) -> dict:
+        return {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": [choice]}}
+
     annotated = [
-        {**t, "id": 9000 + n, "annotations": [{"id": 700 + n, "completed_by": 12, "was_cancelled": False, "result": [
-            {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["Fail" if n % 2 else "Pass"]}}
-        ]}]}
+        {**t, "id": 9000 + n,
+         "annotations": [{"id": 700 + n, "completed_by": 12, "result": [verdict("Fail" if n % 2 else "Pass")]}]}
         for n, t in enumerate(tasks)
     ]
     body = import_export(client, pid, annotated).json()

@@ -33,7 +33,7 @@ router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
 
 FromName = Annotated[
     str | None,
-    Query(description="The choices control (`from_name`) to read; default: the first choices result of each annotation."),
+    Query(description="The choices control (`from_name`) to read; default: each annotation's first choices result."),
 ]
 Criterion = Annotated[
     str | None, Query(description="The criterion the labels are for (needed when the project has several).")
@@ -80,7 +80,9 @@ def import_label_studio(
     project = project_for(session, principal, pid, "admin", "pm")
     n_rows = sum(len(t.annotations) + len(t.predictions) for t in tasks)
     if max(len(tasks), n_rows) > settings.max_rows:
-        raise TooLarge(f"{max(len(tasks), n_rows)} rows in one request; the limit is {settings.max_rows}", code="too_many_rows")
+        raise TooLarge(
+            f"{max(len(tasks), n_rows)} rows in one request; the limit is {settings.max_rows}", code="too_many_rows"
+        )
     return idempotent_write(
         session, principal, idem, request_fingerprint(request, raw),
         lambda: (200, import_export(
