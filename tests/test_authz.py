@@ -105,7 +105,7 @@ class World:
         return self.client.request(method, path, headers=headers, **kw)
 
 
-def _fresh_database(template_url: str, tmp: Path) -> str:
+def fresh_database(template_url: str, tmp: Path) -> str:
     """A migrated database for this module (the conftest recipe, at module scope)."""
     if PG_URL:
         engine = make_engine(PG_URL)
@@ -121,7 +121,7 @@ def _fresh_database(template_url: str, tmp: Path) -> str:
 
 @pytest.fixture(scope="module")
 def module_url(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> str:
-    return _fresh_database(template_url, tmp_path_factory.mktemp("authz"))
+    return fresh_database(template_url, tmp_path_factory.mktemp("authz"))
 
 
 @pytest.fixture(scope="module")
