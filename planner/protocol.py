@@ -457,12 +457,12 @@ def _summary_from_table(
     gamma = rate(covered.sum(), n)
     covered_accuracy = _none(float(_accuracy(covered)))
     exclusion = protocol.handling == "exclude" and n > 0
-    sharp = exclusion and n_labels == 2
     table = _table(protocol.labels + SPECIAL, full)
-    bounds = {
-        m: allocation_bounds(table, metric=m, positive=protocol.positive) if sharp else None
-        for m in ("kappa", "f1", "phi")
-    }
+    sharp = ("kappa", "f1", "phi")
+    if exclusion and n_labels == 2:
+        bounds = _allocation_bounds(_binary_table_iv(table, protocol.positive), sharp)
+    else:
+        bounds = dict.fromkeys(sharp)
     mean_cost = float(np.sum(scored * np.array(protocol.cost_matrix)) / n_eff) if n_eff else None
     return Summary(
         protocol=protocol,
@@ -700,10 +700,14 @@ def allocation_bounds(
     """
     if metric not in _BOUND_METRICS:
         raise ValueError(f"metric must be one of {_BOUND_METRICS}, got {metric!r}")
-    counts = _binary_table_iv(table, positive)
+    return _allocation_bounds(_binary_table_iv(table, positive), (metric,))[metric]
+
+
+def _allocation_bounds(
+    counts: np.ndarray, metrics: tuple[str, ...]
+) -> dict[str, tuple[float, float] | None]:
+    """:func:`allocation_bounds` of several metrics of one ``(4, 4)`` table, positive first."""
     n = int(counts.sum())
-    if n == 0:
-        return None
     known = tuple(int(v) for v in counts[:2, :2].ravel())  # TP, FN, FP, TN
     a, b, c, _ = known
     groups = (
@@ -714,26 +718,29 @@ def allocation_bounds(
         int(counts[2:, 2:].sum()),  # both unknown: any cell
     )
     up, un, vp, vn, w = groups
-    h_all = np.arange(a + b + up, a + b + up + vp + vn + w + 1)
+    h_all = np.arange(a + b + up, a + b + up + vp + vn + w + 1) if n else np.zeros(0, np.int64)
     j_lo, j_hi = a + c + vp, a + c + vp + up + un + w
-    low_value, high_value = np.inf, -np.inf
+    low = dict.fromkeys(metrics, np.inf)
+    high = dict.fromkeys(metrics, -np.inf)
     rows = max(1, _GRID_CELLS // 256)
     for start in range(0, h_all.size, rows):
         h = h_all[start : start + rows]
-        j = _candidate_js(_tp_lines(h, known, groups), h, n, j_lo, j_hi)
-        pairs = np.unique(h[:, None] * (n + 1) + j)
-        h, j = pairs // (n + 1), pairs % (n + 1)
+        j = np.sort(_candidate_js(_tp_lines(h, known, groups), h, n, j_lo, j_hi), axis=1)
+        distinct = np.ones(j.shape, dtype=bool)
+        distinct[:, 1:] = j[:, 1:] != j[:, :-1]
+        h, j = np.broadcast_to(h[:, None], j.shape)[distinct], j[distinct]
         t_low, t_high = _tp_limits(_tp_lines(h, known, groups), j)
         feasible = t_low <= t_high
         h, j = h[feasible], j[feasible]
-        lows = _binary_metric(_two_by_two(t_low[feasible], h, j, n), metric)
-        highs = _binary_metric(_two_by_two(t_high[feasible], h, j, n), metric)
-        if np.any(np.isfinite(lows)):
-            low_value = min(low_value, float(np.nanmin(lows)))
-            high_value = max(high_value, float(np.nanmax(highs)))
-    if not np.isfinite(low_value):
-        return None
-    return low_value, high_value
+        low_tables = _two_by_two(t_low[feasible], h, j, n)
+        high_tables = _two_by_two(t_high[feasible], h, j, n)
+        for metric in metrics:
+            lows = _binary_metric(low_tables, metric)
+            if np.any(np.isfinite(lows)):
+                highs = _binary_metric(high_tables, metric)
+                low[metric] = min(low[metric], float(np.nanmin(lows)))
+                high[metric] = max(high[metric], float(np.nanmax(highs)))
+    return {m: (low[m], high[m]) if np.isfinite(low[m]) else None for m in metrics}
 
 
 # --------------------------------------------------------------------------- McNemar
@@ -941,11 +948,12 @@ def aggregate(
             if not defined:
                 reasons.append((name, f"{name} is undefined on every criterion"))
     else:
-        table = _item_cell_counts(results, level, rule).sum(axis=0)
         size = len(protocol.labels) + 2
-        pooled = _summary_from_table(
-            table.reshape(size, size), protocol, interval=None, item_ids=None, item_cells=()
-        )
+        if level == "micro":
+            table = sum(s.table.array() for s in results)
+        else:
+            table = _item_cell_counts(results, level, rule).sum(axis=0).reshape(size, size)
+        pooled = _summary_from_table(table, protocol, interval=None, item_ids=None, item_cells=())
         values = {name: getattr(pooled, name) for name in _STATISTICS}
         included = [(name, total, total) for name in _STATISTICS]
         reasons = list(pooled.reasons)
