@@ -880,6 +880,14 @@ def cluster_bootstrap(
     item) or whole criteria (macro, replicate = mean over the defined criteria drawn).
     Items sharing a pattern of cells are drawn together as multinomial multiplicities.
     Undefined replicates are NaN.
+
+    >>> h = ["MET", "MET", "NOT_MET", "NOT_MET"]
+    >>> half = summarize(h, ["MET", "NOT_MET", "NOT_MET", "NOT_MET"], labels=["MET", "NOT_MET"],
+    ...                  positive="MET")
+    >>> full = summarize(h, h, labels=["MET", "NOT_MET"], positive="MET")
+    >>> reps = cluster_bootstrap({"a": half, "b": full}, level="macro", n_resamples=200, rng=0)
+    >>> sorted(set(reps.round(4).tolist()))
+    [0.5, 0.75, 1.0]
     """
     _results_iv(per_criterion_results, level, rule)
     if statistic not in _STATISTICS:
