@@ -9,8 +9,12 @@ the set stays fast while each case is still reported by name.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,9 +23,11 @@ from sqlalchemy import Engine, select
 from service.app import create_app
 from service.db import make_engine
 from service.models import Base
+from service.pagination import encode_cursor
 from service.settings import Settings
 
 ADMIN_KEY = "ak_test_admin_key"  # the key tests/conftest.py registers
+PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
 GOOD = [
     {"item": "i5", "rater": "judge", "value": "pass"},
     {"item": "i5", "rater": "prim", "value": "fail"},
@@ -86,24 +92,69 @@ def assert_error(r, status: int, code: str | None = None, *, mentions: tuple[str
     return body
 
 
-@pytest.fixture
-def labelled(client: TestClient, project: dict) -> dict:
-    """The conftest project with ten labels already stored, so 'unchanged' has content."""
-    pid = project["id"]
+def build_projects(c: TestClient) -> tuple[dict, dict]:
+    """conftest's demo project with ten labels on i0..i4, and a second project to reference from it."""
+    p = c.post("/projects", json={"name": "demo", "labels": ["pass", "fail"]}).json()
+    pid = p["id"]
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    items = [{"external_id": f"i{i}", "features": {"topic": "a" if i % 2 else "b"}} for i in range(20)]
+    assert c.post(f"/projects/{pid}/items", json=items).status_code == 200
     rows = [{"item": f"i{i}", "rater": r, "value": "pass" if i % 2 else "fail"} for i in range(5) for r in ("judge", "prim")]
-    r = client.post(f"/projects/{pid}/labels", json=rows)
+    r = c.post(f"/projects/{pid}/labels", json=rows)
     assert r.status_code == 200, r.text
     assert r.json() == {"accepted": 10, "duplicates": 0, "label_seq": 10}
-    return project
+    other = c.post("/projects", json={"name": "other", "labels": ["pass", "fail"]}).json()
+    assert c.post(f"/projects/{other['id']}/raters", json={"external_id": "judge2", "kind": "judge"}).status_code == 201
+    assert c.post(f"/projects/{other['id']}/items", json=[{"external_id": "only2"}]).status_code == 200
+    return p, other
+
+
+@pytest.fixture(scope="module")
+def seeded(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict | None:
+    """On SQLite, a migrated database file holding ``build_projects`` once for the module."""
+    if PG_URL:
+        return None
+    path = tmp_path_factory.mktemp("bad_input") / "seeded.db"
+    shutil.copyfile(template_url.removeprefix("sqlite:///"), path)
+    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}", admin_key=ADMIN_KEY))) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        labelled, other = build_projects(c)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file before copying
+    conn.close()
+    return {"path": path, "labelled": labelled, "other": other}
 
 
 @pytest.fixture
-def other_project(client: TestClient, labelled: dict) -> dict:
-    """A second project with its own rater and item, to be referenced from the first."""
-    p = client.post("/projects", json={"name": "other", "labels": ["pass", "fail"]}).json()
-    assert client.post(f"/projects/{p['id']}/raters", json={"external_id": "judge2", "kind": "judge"}).status_code == 201
-    assert client.post(f"/projects/{p['id']}/items", json=[{"external_id": "only2"}]).status_code == 200
-    return p
+def database_url(database_url: str, seeded: dict | None, tmp_path: Path) -> str:
+    """A fresh copy of the seeded database per test on SQLite (a dozen commits saved per test);
+    conftest's freshly truncated database on PostgreSQL."""
+    if seeded is None:
+        return database_url
+    path = tmp_path / "seeded.db"
+    shutil.copyfile(seeded["path"], path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def built(client: TestClient, seeded: dict | None) -> dict:
+    if seeded is not None:
+        return seeded
+    labelled, other = build_projects(client)
+    return {"labelled": labelled, "other": other}
+
+
+@pytest.fixture
+def labelled(built: dict) -> dict:
+    """A binary project (raters judge, prim, h2, h3; items i0..i19) with ten labels stored."""
+    return built["labelled"]
+
+
+@pytest.fixture
+def other_project(built: dict) -> dict:
+    """A second project with rater judge2 and item only2."""
+    return built["other"]
 
 
 @pytest.fixture
@@ -556,8 +607,6 @@ def test_bad_cursor_is_422(client, labelled, subtests):
 
 def test_out_of_range_numbers_are_422_not_500(client, labelled):
     """since_seq and cursors beyond 64 bits are refused before they reach the database."""
-    from service.pagination import encode_cursor
-
     pid = labelled["id"]
     cases = [
         ("since_seq", f"/projects/{pid}/labels", {"since_seq": 2**64}, None),

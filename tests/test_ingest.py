@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -258,8 +259,6 @@ def test_label_seq_is_per_project(client, pid):
 
 
 def test_created_at_is_timezone_aware_and_ordered_by_seq(client, pid):
-    from datetime import datetime
-
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "yes"}, {"item": "a", "rater": "h", "value": "no"}]))
     stamps = [datetime.fromisoformat(r["created_at"]) for r in labels(client, pid, history="true")]
