@@ -30,8 +30,14 @@ def _no_special_values(labels: list[str]) -> list[str]:
     return labels
 
 
+def _short_names(names: list[str]) -> list[str]:
+    if any(len(n) > 100 for n in names):
+        raise ValueError("criterion names must be at most 100 characters")
+    return names
+
+
 Criteria = Annotated[
-    list[str], Field(min_length=1, max_length=100), AfterValidator(_distinct_names)
+    list[str], Field(min_length=1, max_length=100), AfterValidator(_distinct_names), AfterValidator(_short_names)
 ]
 Labels = Annotated[
     list[str],
