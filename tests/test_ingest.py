@@ -7,7 +7,6 @@ export filters, and multi-criteria and abstention projects.
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
