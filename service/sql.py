@@ -35,7 +35,7 @@ def insert_many(
     *,
     on_conflict: Sequence[str] = (),
 ) -> None:
-    """Bulk ``INSERT`` through the driver's executemany, with no per-row ORM work.
+    """Bulk ``INSERT`` with no per-row ORM work: SQLite's executemany, PostgreSQL's ``unnest`` arrays.
 
     With ``on_conflict`` (the key columns) an existing row gets the other columns' new values
     (``ON CONFLICT ... DO UPDATE``: the same syntax on SQLite and PostgreSQL). Values must be
@@ -44,10 +44,19 @@ def insert_many(
     if not rows:
         return
     conn = session.connection()
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
+    names = ", ".join(columns)
+    conflict = ""
     if on_conflict:
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in on_conflict)
-        sql += f" ON CONFLICT ({', '.join(on_conflict)}) DO UPDATE SET {updates}"
+        conflict = f" ON CONFLICT ({', '.join(on_conflict)}) DO UPDATE SET {updates}"
+    if conn.dialect.name == "postgresql":
+        # One statement per chunk with a column array per column: no per-row round trips.
+        arrays = ", ".join(f"%s::{table.c[c].type.compile(dialect=conn.dialect)}[]" for c in columns)
+        sql = f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}){conflict}"
+        for part in chunks(rows, 50_000):
+            conn.exec_driver_sql(sql, tuple(list(column) for column in zip(*part, strict=True)))
+        return
+    marks = ", ".join("?" * len(columns))
+    sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}){conflict}"
     for part in chunks(rows, 20_000):
         conn.exec_driver_sql(sql, list(part))
