@@ -233,10 +233,11 @@ def false_rejection_rate(
 
 
 def _m_needed(z: float, variance: float, gap: float) -> int | float:
-    """``ceil(z^2 variance / gap^2)``, at least 1; ``inf`` when ``gap <= 0``."""
+    """``ceil(z^2 variance / gap^2)``, at least 1; ``inf`` when ``gap <= 0`` or the ratio overflows."""
     if gap <= 0:
         return math.inf
-    return max(1, math.ceil(z * z * variance / (gap * gap) - 1e-9))
+    ratio = (z / gap) ** 2 * variance if gap > 1e-150 else math.inf
+    return max(1, math.ceil(ratio - 1e-9)) if math.isfinite(ratio) else math.inf
 
 
 def m_cert(

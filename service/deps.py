@@ -25,8 +25,10 @@ def _write_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-ReadSession = Annotated[Session, Depends(_read_session)]
-WriteSession = Annotated[Session, Depends(_write_session)]
+# scope="function": the unit of work commits before the response is sent, so a client that
+# got a 2xx can rely on its write (and read it back at once).
+ReadSession = Annotated[Session, Depends(_read_session, scope="function")]
+WriteSession = Annotated[Session, Depends(_write_session, scope="function")]
 
 
 def _settings(request: Request) -> Settings:
