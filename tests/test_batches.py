@@ -243,12 +243,16 @@ def test_an_annotator_sees_only_its_own_batches(short_lease):
     mine = batch(c, pid, None, 5)  # the rater is implied by the key
     assert mine["rater"] == "h2"
     assert c.get(f"/projects/{pid}/batches/{mine['id']}").status_code == 200
+    r = c.post(f"/projects/{pid}/batches", json={"size": 5, "rater": "h3"})  # another rater's list
+    assert r.status_code in (403, 404), r.text
     c.headers["Authorization"] = f"Bearer {h3}"
     for r in (c.get(f"/projects/{pid}/batches/{mine['id']}"), c.post(f"/projects/{pid}/batches/{mine['id']}/release")):
         assert r.status_code == 404 and r.json()["error"] == "not_found", r.text
     assert c.get(f"/projects/{pid}/batches/b_doesnotexist").status_code == 404
     c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
     assert c.get(f"/projects/{pid}/batches/{mine['id']}").json()["released"] is False  # h3 released nothing
+    leased = batch(c, pid, "h3", 50)["items"] + batch(c, pid, "h3", 50)["items"]
+    assert len(leased) == M  # the refused request leased nothing of h3's list
 
 
 @pytest.mark.parametrize(
