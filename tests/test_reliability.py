@@ -260,3 +260,43 @@ def test_the_next_request_sees_a_label_write(database_url):
         with ThreadPoolExecutor(4) as pool:
             stale = [s for part in pool.map(write_then_read, range(4)) for s in part]
     assert stale == []
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        {"rule": "alt-test"},
+        {"rule": "alt-test", "epsilon": 0.1, "q": 0.1},
+        {"coefficient": "kappa", "epsilon": 0.1, "omega_threshold": 0.6},
+        {"coefficient": "ac1", "inconclusive_level": 0.4},
+    ],
+)
+def test_the_document_follows_the_project_decision_settings(client, decision):
+    """The served decision equals planner.validate_judge under the project's settings, with the
+    bootstrap seeded by label_seq (same draws, same intervals)."""
+    from planner.decision import validate_judge
+
+    raters = {"judge": ("judge", 0.88), "prim": ("primary", 0.85), "h2": ("human", 0.85), "h3": ("human", 0.8)}
+    pid, codes = setup_dense(client, raters, n_items=90, seed=5)
+    assert client.patch(f"/projects/{pid}", json={"decision": decision}).status_code == 200
+    doc = get(client, f"/projects/{pid}/reliability").json()
+    settings = client.get(f"/projects/{pid}").json()["decision"]
+    epsilon = settings["epsilon"] if settings["epsilon"] is not None else (0.2 if settings["rule"] == "alt-test" else 0.05)
+    v = validate_judge(
+        codes, judge=0, humans=[1, 2, 3], n_labels=2, rule=settings["rule"], coefficient=settings["coefficient"],
+        epsilon=epsilon, omega_threshold=settings["omega_threshold"], q=settings["q"],
+        inconclusive_level=settings["inconclusive_level"], n_resamples=1000, rng=doc["label_seq"],
+    )
+    assert (doc["rule"], doc["coefficient"], doc["epsilon"]) == (v.rule, v.coefficient, v.epsilon)
+    assert doc["decision"] == v.decision and doc["omega"] == pytest.approx(v.omega)
+    assert doc["omega_threshold"] == settings["omega_threshold"]
+    for got, want in zip(doc["raters"], v.raters, strict=True):
+        assert got["won"] == want.won and got["m"] == want.m
+        assert got["d"] == pytest.approx(finite(want.d))
+        assert got["ci"] == pytest.approx([finite(x) for x in want.ci.as_list()])
+        assert got["p_value"] == pytest.approx(finite(want.p_value))
+
+
+def finite(x: float | None) -> float | None:
+    """JSON has no NaN: the document sends null for an undefined number."""
+    return None if x is None or not np.isfinite(x) else x
