@@ -72,6 +72,14 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/reliability", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/ranking", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/report", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/batches/{bid}/label-studio", 200, 200, 200, 403, 401, 401, 404),  # ANN's batch
+    ("POST", "/projects/{pid}/import/label-studio", 200, 200, 403, 403, 401, 401, 404),
+    # a shared-secret webhook: any key but an admin or pm key of the project is a 401 (nothing revealed)
+    ("POST", "/projects/{pid}/webhooks/label-studio", 200, 200, 401, 401, 401, 401, 401),
+    # the dashboard page: HTML, a redirect to /login without a (valid) key
+    ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
+    ("GET", "/login", 200, 200, 200, 200, 200, 200, 200),
+    ("POST", "/login", 303, 303, 303, 303, 401, 401, 303),  # the caller's key posted in the form
 ]
 
 
@@ -101,8 +109,11 @@ class World:
 
     def call(self, caller: str, method: str, path: str, **kw: Any) -> Any:
         secret = self.keys[caller]
-        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        return self.client.request(method, path, headers=headers, **kw)
+        headers = {**({"Authorization": f"Bearer {secret}"} if secret else {}), **kw.pop("headers", {})}
+        try:
+            return self.client.request(method, path, headers=headers, follow_redirects=False, **kw)
+        finally:
+            self.client.cookies.clear()  # a login cookie must not authenticate the next caller
 
 
 def fresh_database(template_url: str, tmp: Path) -> str:
@@ -177,6 +188,11 @@ def _ann_batch(w: World, caller: str) -> Request:
     return {"bid": b["id"]}, {}
 
 
+def _login_form(w: World, caller: str) -> Request:
+    form = {"content": f"key={w.keys[caller] or ''}", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}
+    return {}, form
+
+
 def _throwaway_key(w: World, caller: str) -> Request:
     return {"kid": w.key(w.pid, "viewer")[0]}, {}
 
@@ -196,6 +212,11 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("POST", "/projects/{pid}/batches"): _batch_body,
     ("GET", "/projects/{pid}/batches/{bid}"): _ann_batch,
     ("POST", "/projects/{pid}/batches/{bid}/release"): _ann_batch,
+    ("GET", "/projects/{pid}/batches/{bid}/label-studio"): _ann_batch,
+    ("POST", "/projects/{pid}/import/label-studio"): lambda w, c: (
+        {}, {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]}),
+    ("POST", "/projects/{pid}/webhooks/label-studio"): lambda w, c: ({}, {"json": {"action": "PROJECT_UPDATED"}}),
+    ("POST", "/login"): _login_form,
 }
 
 
@@ -226,10 +247,12 @@ CASES = [
 def test_matrix(world: World, method: str, template: str, caller: str, expected: int) -> None:
     r = call_row(world, caller, method, template)
     assert r.status_code == expected, f"{method} {template} as {caller}: {r.status_code} {r.text[:300]}"
-    if r.status_code >= 400:
+    if r.status_code >= 400 and not r.headers["content-type"].startswith("text/html"):  # pages answer in HTML
         assert set(r.json()) >= {"error", "detail"}, r.text
-    if expected == 401:
+    if expected == 401 and template != "/login":
         assert r.headers.get("www-authenticate") == "Bearer"
+    if expected == 303:
+        assert r.headers["location"] == "/login" if template != "/login" else r.headers["set-cookie"]
     if caller == "annotator":
         assert leaked_to_annotator(r.text) == [], r.text[:500]
     if caller == "viewer" and r.status_code < 300:
@@ -394,3 +417,21 @@ def test_key_secret_is_shown_once_and_stored_only_as_a_hash(world: World, module
         assert s[3:] not in dump  # not even without its "ak_" prefix
     # the secret is not shown again anywhere: no endpoint lists keys
     assert secret not in world.call("admin", "GET", f"/projects/{world.pid}").text
+
+
+def test_login_cookie_authenticates_reads_only(world: World) -> None:
+    """The dashboard's cookie stands in for the header on GET only: a page cannot be used to write."""
+    pm, viewer, pid = world.keys["pm"], world.keys["viewer"], world.pid
+    c = world.client
+    try:
+        c.cookies.set("annoplan_key", viewer)
+        assert c.get(f"/projects/{pid}/reliability").status_code == 200
+        assert c.get(f"/projects/{pid}/labels").status_code == 403  # still a viewer
+        c.cookies.set("annoplan_key", pm)
+        r = c.post(f"/projects/{pid}/labels", json=[{"item": ITEMS[0], "rater": ANN, "value": "pass"}])
+        assert r.status_code == 401, r.text
+        assert c.patch(f"/projects/{pid}", json={"name": "by cookie"}).status_code == 401
+        c.cookies.set("annoplan_key", world.keys["revoked"])
+        assert c.get(f"/projects/{pid}/reliability").status_code == 401
+    finally:
+        c.cookies.clear()

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -32,11 +31,7 @@ MAX_POSTS = 800  # per round, a bound the stream never reaches before the kill
 N_ITEMS = ROWS_PER_POST * MAX_POSTS * 2  # two rounds, each cell written once
 RATERS = ("ann-1", "ann-2")
 ACKS_BEFORE_KILL = 60
-ACK_BEFORE_COMMIT = (
-    "service/deps.py: WriteSession/ReadSession use Depends() with the default 'request' scope, so "
-    "session_scope's commit runs after the response is sent; a crash (or a failing commit) after the "
-    "200 loses an acknowledged write. Fix: Depends(_write_session, scope='function')"
-)
+
 
 
 @dataclass
@@ -149,10 +144,6 @@ def check_all_or_nothing(posts: list[Post], current: dict[tuple[str, str], str])
     return present, absent
 
 
-@pytest.mark.xfail(
-    strict=False,  # the kill must land between the response and the commit: most runs, not all
-    reason=ACK_BEFORE_COMMIT,
-)
 def test_sigkill_mid_stream_loses_no_acknowledged_label_and_splits_no_post(database_url: str) -> None:
     server = LiveServer(database_url, ADMIN_KEY).start()
     try:
@@ -201,9 +192,13 @@ class CommittedAtResponse:
         await self.app(scope, receive, watching if scope["type"] == "http" else send)
 
 
-@pytest.mark.xfail(strict=True, reason=ACK_BEFORE_COMMIT)
 def test_label_post_is_committed_before_its_response_is_sent(database_url: str) -> None:
-    """The deterministic form of the crash test: the 200 must not leave before the commit."""
+    """The deterministic form of the crash test: the 200 must not leave before the commit.
+
+    Failed (and the SIGKILL test lost acknowledged posts in most runs) while the session
+    dependencies had FastAPI's default 'request' scope, which commits after the response is
+    sent; fixed in ed87cc6 (scope='function' in service/deps.py).
+    """
     app = CommittedAtResponse(create_app(Settings(database_url=database_url, admin_key=ADMIN_KEY)), database_url)
     try:
         with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
