@@ -182,13 +182,13 @@ def label_writes_and_batch_requests_for_one_rater_in_parallel(server: LiveServer
         assert batch(admin, pid, "prim", 5)["remaining"] == n_items - 4 * rounds * 6  # every label counted once
 
 
-# --- leases, release, status and access (in-process client with a 1 s lease) -------------------
+# --- leases, release, status and access (in-process client with a 2 s lease) -------------------
 
 
 @pytest.fixture
 def short_lease(database_url: str) -> Iterator[TestClient]:
-    """An admin client of an app whose leases last one second and batches hold at most 50 items."""
-    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, lease_seconds=1, max_batch_size=50)
+    """An admin client of an app whose leases last two seconds and batches hold at most 50 items."""
+    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, lease_seconds=2, max_batch_size=50)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         yield c
@@ -205,7 +205,7 @@ def test_expired_lease_returns_unlabeled_items_and_status_tracks_labels(short_le
     assert status["items"] == a["items"] and not status["expired"] and not status["released"]
     b = batch(c, pid, "h2", 5)  # while a's lease holds, b gets other items
     assert not set(a["items"]) & set(b["items"])
-    time.sleep(1.2)
+    time.sleep(2.1)
     assert c.get(f"/projects/{pid}/batches/{a['id']}").json()["expired"] is True
     again = batch(c, pid, "h2", 8)
     # a's and b's unlabeled items are back (the earliest of the list); a's labeled items never return
