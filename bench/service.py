@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -134,6 +135,13 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
             total = time.perf_counter() - t0
             print(f"  1,000-label write {write * 1e3:6.0f} ms, fresh document at {total:5.2f} s   "
                   f"(target <= 1 s; {125 * (round_ + 1)} overlap items; {stale} stale GETs first)")
+        rows = [{"item": f"it{i}", "rater": "h1", "value": LABELS[1 - truth[i]]} for i in range(1000)]
+        c.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda _: server.client().get(path).raise_for_status(), range(4)))
+        print(f"  4 dashboards polling at once after a write: all answered in {time.perf_counter() - t0:.2f} s "
+              "(each computes the document: no single-flight)")
         if profile:
             profile_parts(url, pid)
 
