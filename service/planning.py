@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from planner.designs import choose_design, depth_first, random_subsets, seq_coverage, seq_refined, strat
 from planner.recipes import Recipe, certify_recipe, pilot_moments, prior_moments, rank_recipe
 from service.errors import Conflict, Invalid
+from service.item_store import lock_project
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Assignment, Plan, Project, Rater, new_public_id
 from service.schemas import DecisionSettings, PlanCreate
@@ -199,6 +200,9 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
     if held >= target:
         return
+    if plan.design in SEQUENTIAL:
+        # Lists drawn from the labels and coverage in hand: configure one rater at a time.
+        lock_project(session, project.id)
     matrix = matrix or load_matrix(session, project, project.criteria[0])
     existing = {
         item: pos for item, pos in session.execute(
