@@ -39,8 +39,8 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.db import make_engine  # noqa: E402
-from tests.live_server import LiveServer  # noqa: E402
+from service.db import make_engine
+from tests.live_server import LiveServer
 
 KEY = "ak_bench_admin"
 LABELS = ["pass", "fail"]
@@ -104,8 +104,10 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
         first_primary = timed(lambda: c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 10}))
         primary = [timed(lambda: c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 10}))
                    for _ in range(20)]
-        times = [timed(lambda h=SECONDARIES[k % len(SECONDARIES)]: c.post(
-            f"/projects/{pid}/batches", json={"rater": h, "size": 2})) for k in range(n_batches)]
+        times = []
+        for k in range(n_batches):
+            body = {"rater": SECONDARIES[k % len(SECONDARIES)], "size": 2}
+            times.append(timed(lambda body=body: c.post(f"/projects/{pid}/batches", json=body)))
         print(f"  batch, {n_batches} over 8 raters     p50 {ms(times, 50):7.1f} ms   p99 {ms(times, 99):7.1f} ms"
               "   (target p99 <= 50 ms)")
         print(f"  batch, primary (list done)     p50 {ms(primary, 50):7.1f} ms   p99 {ms(primary, 99):7.1f} ms"
@@ -118,13 +120,15 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
         not_modified = [timed(lambda: c.get(path, headers={"If-None-Match": etag}), 304) for _ in range(200)]
         print(f"  reliability, cached body       p50 {ms(cached, 50):7.1f} ms   p99 {ms(cached, 99):7.1f} ms"
               "   (target p99 <= 20 ms)")
-        print(f"  reliability, 304               p50 {ms(not_modified, 50):7.1f} ms   p99 {ms(not_modified, 99):7.1f} ms"
+        print(f"  reliability, 304               p50 {ms(not_modified, 50):7.1f} ms   "
+              f"p99 {ms(not_modified, 99):7.1f} ms"
               f"   (first document, before human overlap: {first_doc:.2f} s)")
 
         for round_ in range(3):
             start = round_ * 125
-            rows = [{"item": f"it{i}", "rater": h, "value": LABELS[v]}
-                    for h in SECONDARIES for i, v in zip(range(start, start + 125), noisy(rng, truth[start:start + 125], P_H))]
+            chunk = range(start, start + 125)
+            rows = [{"item": f"it{i}", "rater": h, "value": LABELS[v]} for h in SECONDARIES
+                    for i, v in zip(chunk, noisy(rng, truth[start:start + 125], P_H), strict=True)]
             t0 = time.perf_counter()
             w = c.post(f"/projects/{pid}/labels", json=rows)
             w.raise_for_status()

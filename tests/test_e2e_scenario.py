@@ -42,7 +42,8 @@ def annotate(server: LiveServer, pid: str, key: str, truth: np.ndarray, seed: in
             assert b["items"], "nothing to label but not done: items lost to a lease"
             issued += b["items"]
             codes = noisy(rng, truth[[int(i[1:]) for i in b["items"]]], P_H)
-            rows = [{"item": i, "rater": b["rater"], "value": LABELS[v], "batch": b["id"]} for i, v in zip(b["items"], codes)]
+            rows = [{"item": i, "rater": b["rater"], "value": LABELS[v], "batch": b["id"]}
+                    for i, v in zip(b["items"], codes, strict=True)]
             r = c.post(f"/projects/{pid}/labels", json=rows)
             assert r.status_code == 200 and r.json()["accepted"] == len(rows), r.text
     raise AssertionError("the list was not done after 100 batches")
@@ -59,10 +60,12 @@ def test_certification_scenario_end_to_end(database_url):
         items = [{"external_id": f"i{i}"} for i in range(N_ITEMS)]
         assert admin.post(f"/projects/{pid}/items", json=items).json()["created"] == N_ITEMS
         for ext, accuracy in (("judge", P_J), ("prim", P_H)):
-            rows = [{"item": f"i{i}", "rater": ext, "value": LABELS[v]} for i, v in enumerate(noisy(rng, truth, accuracy))]
+            values = noisy(rng, truth, accuracy)
+            rows = [{"item": f"i{i}", "rater": ext, "value": LABELS[v]} for i, v in enumerate(values)]
             assert admin.post(f"/projects/{pid}/labels", json=rows).json()["accepted"] == N_ITEMS
 
-        r = admin.post(f"/projects/{pid}/plan", json={"purpose": "certify", "source": "prior", "p_h": P_H, "p_j": P_J, "seed": 1})
+        body = {"purpose": "certify", "source": "prior", "p_h": P_H, "p_j": P_J, "seed": 1}
+        r = admin.post(f"/projects/{pid}/plan", json=body)
         assert r.status_code == 201, r.text
         plan = r.json()
         assert plan["m"] == 117 and plan["design"] == "strat"  # SPEC.md §4 example; balanced primary -> Strat

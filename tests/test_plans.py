@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from scipy.stats import norm
 from sqlalchemy import Engine, func, select
 
@@ -139,7 +138,8 @@ def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
     assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.218775)
     assert p["seed"] == 5 and p["purpose"] == "certify" and p["source"] == "prior"
     got = client.get(f"/projects/{pid}/plan").json()
-    assert {k: got[k] for k in ("id", "m", "design", "seed", "recipe")} == {k: p[k] for k in ("id", "m", "design", "seed", "recipe")}
+    fields = ("id", "m", "design", "seed", "recipe")
+    assert {k: got[k] for k in fields} == {k: p[k] for k in fields}
     assert got["progress"]["m_target"] == 20 and got["progress"]["m_done_min"] == 0
 
 
@@ -270,7 +270,7 @@ def test_seq_coverage_spreads_items_across_raters_configured_at_once(database_ur
             make_plan(admin, pid, **PRIOR, design="seq-coverage", m=100, seed=seed)
             start = threading.Barrier(2)
 
-            def first_batch(rater: str) -> list[str]:
+            def first_batch(rater: str, pid: str = pid, start: threading.Barrier = start) -> list[str]:
                 with server.client() as c:
                     start.wait()
                     return full_list(c, pid, rater)

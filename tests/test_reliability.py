@@ -87,16 +87,19 @@ def test_unchanged_document_is_304_and_a_label_write_changes_the_etag(client):
     assert listed.status_code == 304
     assert get(client, f"/projects/{pid}/reliability").json() == first.json()  # the cached body, unchanged
 
-    same = client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h2", "value": LABELS[_h2(client, pid)]}])
+    current = LABELS[_h2(client, pid)]
+    same = client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h2", "value": current}])
     assert same.json()["accepted"] == 0  # a duplicate writes nothing: still 304
     assert client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": etag}).status_code == 304
 
     flipped = LABELS[1 - _h2(client, pid)]
-    assert client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h2", "value": flipped}]).json()["label_seq"] == 241
+    written = client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h2", "value": flipped}])
+    assert written.json()["label_seq"] == 241
     fresh = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": etag})
     assert fresh.status_code == 200 and fresh.headers["etag"] != etag
     assert fresh.json()["label_seq"] == 241
-    assert client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": fresh.headers["etag"]}).status_code == 304
+    unchanged = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": fresh.headers["etag"]})
+    assert unchanged.status_code == 304
 
 
 def _h2(c: TestClient, pid: str) -> int:
@@ -249,7 +252,8 @@ def test_the_next_request_sees_a_label_write(database_url):
             stale = []
             with server.client() as c:
                 for n in range(40):
-                    rows = [{"item": f"i{i}", "rater": "prim", "value": LABELS[n % 2]} for i in range(k * 200, k * 200 + 200)]
+                    own = range(k * 200, k * 200 + 200)
+                    rows = [{"item": f"i{i}", "rater": "prim", "value": LABELS[n % 2]} for i in own]
                     w = c.post(f"/projects/{pid}/labels", json=rows)  # a larger write: a longer commit
                     seq = w.json()["label_seq"]
                     seen = c.get(f"/projects/{pid}/reliability").json()["label_seq"]
@@ -281,7 +285,9 @@ def test_the_document_follows_the_project_decision_settings(client, decision):
     assert client.patch(f"/projects/{pid}", json={"decision": decision}).status_code == 200
     doc = get(client, f"/projects/{pid}/reliability").json()
     settings = client.get(f"/projects/{pid}").json()["decision"]
-    epsilon = settings["epsilon"] if settings["epsilon"] is not None else (0.2 if settings["rule"] == "alt-test" else 0.05)
+    epsilon = settings["epsilon"]
+    if epsilon is None:  # the rule's default (SPEC.md §3)
+        epsilon = 0.2 if settings["rule"] == "alt-test" else 0.05
     v = validate_judge(
         codes, judge=0, humans=[1, 2, 3], n_labels=2, rule=settings["rule"], coefficient=settings["coefficient"],
         epsilon=epsilon, omega_threshold=settings["omega_threshold"], q=settings["q"],
