@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func, select
 
 from service.db import make_engine
 from service.models import Assignment, Rater
-from tests.conftest import ADMIN_KEY, PG_URL
+from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
 
 PRIOR = {"p_h": 0.85, "p_j": 0.9}
@@ -253,16 +253,11 @@ def test_seq_coverage_spreads_items_across_raters(client):
     assert set(h2) | set(h3) == {f"i{i}" for i in range(40)}
 
 
-@pytest.mark.xfail(PG_URL is not None, strict=True, reason=(
-    "PostgreSQL: service/planning.py ensure_assignments -> _planned_items -> _coverage counts the "
-    "assignments committed so far, but nothing serialises the configuration of different raters "
-    "(issue_batch locks only the requesting rater's row), so two raters whose first batches run "
-    "at once both see coverage 0 and draw overlapping lists (about half of each list here) instead "
-    "of spreading coverage. Fix: lock the plan (or project) row FOR NO KEY UPDATE in "
-    "ensure_assignments before computing the coverage of a sequential design"
-))
 def test_seq_coverage_spreads_items_across_raters_configured_at_once(database_url):
-    """Two raters' first batches at the same moment, on a real server: still complements."""
+    """Two raters' first batches at the same moment, on a real server: still complements.
+
+    Regression (PostgreSQL): nothing serialised the configuration of different raters, so both
+    read coverage 0 and about half of each list was on the other (fixed by a project row lock)."""
     with LiveServer(database_url, ADMIN_KEY) as server, server.client() as admin:
         for seed in range(8):  # the race is likely but not certain in any one round
             pid = setup_project(admin, 200)
