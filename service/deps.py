@@ -41,17 +41,25 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 KEY_COOKIE = "annoplan_key"
 
 
+def request_authorization(request: Request) -> str | None:
+    """The ``Authorization`` header, or on reads the dashboard's login cookie in its place.
+
+    The cookie counts for GET and HEAD only, so a page of another site cannot make a
+    logged-in browser write (no CSRF surface).
+    """
+    header = request.headers.get("authorization")
+    cookie = request.cookies.get(KEY_COOKIE)
+    if header is None and cookie and request.method in ("GET", "HEAD"):
+        return f"Bearer {cookie}"
+    return header
+
+
 def _principal(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    # The dashboard's login cookie stands in for the header on reads only, so a page of
-    # another site cannot make a logged-in browser write (no CSRF surface).
-    cookie = request.cookies.get(KEY_COOKIE)
-    if authorization is None and cookie and request.method in ("GET", "HEAD"):
-        authorization = f"Bearer {cookie}"
     with request.app.state.sessions() as session:
-        return principal_for(session, authorization)
+        return principal_for(session, request_authorization(request))
 
 
 PrincipalDep = Annotated[Principal, Depends(_principal)]

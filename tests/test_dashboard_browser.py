@@ -25,6 +25,7 @@ def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
         result = CliRunner().invoke(cli, ["demo", "--url", server.base_url, "--key", ADMIN_KEY, "--n-items", "400"])
@@ -46,7 +47,7 @@ def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path
             assert driver.current_url.endswith("/login"), "an unauthenticated visit must go to the login form"
             driver.find_element(By.ID, "key").send_keys(viewer)
             driver.find_element(By.ID, "login").click()
-            assert driver.current_url.endswith(f"/projects/{pid}/dashboard")
+            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
             assert decision in driver.find_element(By.ID, "decision").text
             assert len(driver.find_elements(By.CSS_SELECTOR, "#margins circle.estimate")) == 4
             assert len(driver.find_elements(By.CSS_SELECTOR, "#margins line.ci")) == 4

@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.auth import principal_for
 from service.dashboard import dashboard_page, login_page, overlap_curve, pool_history
-from service.deps import KEY_COOKIE, ReadSession, project_for
+from service.deps import KEY_COOKIE, ReadSession, project_for, request_authorization
 from service.errors import AppError, Unauthorized
 from service.planning import current_plan
 from service.reliability import document_key, reliability_document
@@ -44,8 +44,7 @@ def post_login(request: Request, body: RawBody, session: ReadSession) -> Respons
 def get_dashboard(pid: ProjectId, request: Request, session: ReadSession) -> Response:
     """The project's dashboard (viewer role or above; log in at `/login`)."""
     try:
-        principal = principal_for(session, request.headers.get("authorization")
-                                  or (f"Bearer {request.cookies[KEY_COOKIE]}" if KEY_COOKIE in request.cookies else None))
+        principal = principal_for(session, request_authorization(request))
         project = project_for(session, principal, pid, "admin", "pm", "viewer")
     except Unauthorized:
         return RedirectResponse("/login", status_code=303)
