@@ -6,7 +6,7 @@ requests, label posts and reliability polls for ``--requests`` requests in all, 
 throughput, the error count and the counts checked (duplicate assignments, labels stored
 against labels acknowledged).
 
-    python bench/soak.py [--requests 10000] [--clients 50] [--postgres postgresql+psycopg://user@host:port/db]
+    python bench/soak.py [--requests 5000] [--clients 50] [--postgres postgresql+psycopg://user@host:port/db]
 """
 
 from __future__ import annotations
@@ -72,11 +72,11 @@ def run(url: str, label: str, args: argparse.Namespace) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--postgres", help="PostgreSQL URL (its public schema is wiped)")
-    ap.add_argument("--requests", type=int, default=10_000)
+    ap.add_argument("--requests", type=int, default=5_000)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--raters", type=int, default=10)
-    ap.add_argument("--items", type=int, default=2_000)
-    ap.add_argument("--m", type=int, default=1_500, help="overlap items planned per secondary")
+    ap.add_argument("--items", type=int, default=1_000)
+    ap.add_argument("--m", type=int, default=600, help="overlap items planned per secondary")
     ap.add_argument("--bootstrap", type=int, default=50, help="bootstrap resamples of the reliability document")
     args = ap.parse_args()
     ok = True

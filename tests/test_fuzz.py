@@ -27,10 +27,11 @@ from tests.test_authz import fresh_database
 
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CHECKS = [schemathesis.checks.not_a_server_error, schemathesis.checks.response_schema_conformance]
-EXAMPLES = int(os.environ.get("ANNOPLAN_FUZZ_EXAMPLES", "10"))
-"""Per operation; raise the variable for a deeper (slower) run."""
+DEEP = os.environ.get("ANNOPLAN_FUZZ_EXAMPLES")
+EXAMPLES = int(DEEP or 10)
+"""Per operation; set the variable for a deeper, randomised (slower) run."""
 FUZZ_SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    max_examples=EXAMPLES, deadline=None, derandomize=DEEP is None, database=None,
     suppress_health_check=list(HealthCheck),
 )
 
