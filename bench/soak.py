@@ -24,9 +24,9 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.db import make_engine  # noqa: E402
-from tests.live_server import LiveServer  # noqa: E402
-from tests.test_soak import SoakResult, run_soak  # noqa: E402
+from service.db import make_engine
+from tests.live_server import LiveServer
+from tests.test_soak import SoakResult, run_soak
 
 KEY = "ak_bench_admin"
 
