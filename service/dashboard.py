@@ -29,7 +29,7 @@ def pool_history(session: Session, project: Project, criterion: str) -> list[tup
     ).all()
     if not events:
         return []
-    items, raters = corpus(session, project)
+    item_ids, raters = corpus(session, project)
     judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
     humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
     if not judges or len(humans) < 2:
@@ -43,7 +43,7 @@ def pool_history(session: Session, project: Project, criterion: str) -> list[tup
         for _, item, rater, value in events[: int(np.searchsorted(seqs, cut, side="right"))]:
             latest[(item, rater)] = value
         cells = [(i, r, v) for (i, r), v in latest.items()]
-        matrix = build_matrix(project, items, raters, cells, criterion, int(cut))
+        matrix = build_matrix(project, item_ids, raters, cells, criterion, int(cut))
         v = validate_judge(matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels,
                            rule=decision.rule, coefficient=decision.coefficient,
                            epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)

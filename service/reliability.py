@@ -6,6 +6,7 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,26 +43,47 @@ def document_key(session: Session, project: Project, plan: Plan | None, criterio
 
 
 class DocumentCache:
-    """A small thread-safe LRU of computed documents keyed by :func:`document_key`."""
+    """A small thread-safe LRU of computed documents keyed by :func:`document_key`.
+
+    Concurrent requests for the same missing document wait for one computation
+    (dashboards polling right after a write would otherwise each compute it).
+    """
 
     def __init__(self, size: int = 64):
-        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._items: OrderedDict[str, Any] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
+        self._building: dict[str, threading.Lock] = {}
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> Any | None:
         with self._lock:
             doc = self._items.get(key)
             if doc is not None:
                 self._items.move_to_end(key)
             return doc
 
-    def put(self, key: str, doc: dict[str, Any]) -> None:
+    def put(self, key: str, doc: Any) -> None:
         with self._lock:
             self._items[key] = doc
             self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def get_or_build(self, key: str, build: Callable[[], Any]) -> Any:
+        """The cached document, or the one ``build`` makes — built once however many ask at once."""
+        doc = self.get(key)
+        if doc is not None:
+            return doc
+        with self._lock:
+            gate = self._building.setdefault(key, threading.Lock())
+        with gate:
+            doc = self.get(key)
+            if doc is None:
+                doc = build()
+                self.put(key, doc)
+        with self._lock:
+            self._building.pop(key, None)
+        return doc
 
 
 def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any]:

@@ -60,3 +60,16 @@ def insert_many(
     sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}){conflict}"
     for part in chunks(rows, 20_000):
         conn.exec_driver_sql(sql, list(part))
+
+
+def driver_rows(session: Session, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Plain tuples from the DB driver for a ``?``-placeholder query (no row objects: bulk reads)."""
+    conn = session.connection()
+    if conn.dialect.paramstyle != "qmark":
+        sql = sql.replace("?", "%s")
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+    finally:
+        cursor.close()

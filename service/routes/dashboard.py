@@ -55,14 +55,10 @@ def get_dashboard(pid: ProjectId, request: Request, session: ReadSession) -> Res
     plan = current_plan(session, pid)
     etag = document_key(session, project, plan, criterion, "reliability")
     cache = request.app.state.documents
-    doc = cache.get(etag)
-    if doc is None:
-        doc = reliability_document(session, project, criterion, n_resamples=settings.bootstrap_resamples)
-        cache.put(etag, doc)
-    curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}"
-    curve = cache.get(curve_key)
-    if curve is None:
-        curve = {"points": overlap_curve(project, plan)}
-        cache.put(curve_key, curve)
-    page = dashboard_page(project, doc, pool_history(session, project, criterion), curve["points"], etag)
+    doc = cache.get_or_build(
+        etag, lambda: reliability_document(session, project, criterion, n_resamples=settings.bootstrap_resamples)
+    )
+    curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
+    curve = cache.get_or_build(curve_key, lambda: overlap_curve(project, plan))
+    page = dashboard_page(project, doc, pool_history(session, project, criterion), curve, etag)
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})

@@ -32,11 +32,7 @@ def _cached(
     headers = {**CACHE_HEADERS, "ETag": etag}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    cache = request.app.state.documents
-    doc = cache.get(etag)
-    if doc is None:
-        doc = build(name)
-        cache.put(etag, doc)
+    doc = request.app.state.documents.get_or_build(etag, lambda: build(name))
     return JSONResponse(doc, headers=headers)
 
 
