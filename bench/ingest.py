@@ -11,8 +11,6 @@ Starts the real service (uvicorn) on a fresh SQLite file — and on PostgreSQL w
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,47 +18,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.db import make_engine  # noqa: E402
+from tests.live_server import LiveServer, migrate, wipe_postgres  # noqa: E402
 
 KEY = "ak_bench_admin"
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(url: str) -> tuple[subprocess.Popen, str]:
-    """Migrate ``url`` and start uvicorn on it; return the process and base URL."""
-    env = {**os.environ, "ANNOPLAN_DATABASE_URL": url, "ANNOPLAN_ADMIN_KEY": KEY}
-    subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, env=env, check=True,
-                   capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory", "--port", str(port),
-         "--log-level", "warning"], cwd=ROOT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(f"{base}/healthz").status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("server did not start")
-
-
 def run(url: str, n_items: int, label: str) -> None:
-    proc, base = start_server(url)
-    try:
+    migrate(url)
+    with LiveServer(url, KEY) as server:
+        base = server.base_url
         c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=600)
         pid = c.post("/projects", json={"name": "bench", "labels": ["a", "b", "c"]}).json()["id"]
         raters = ["judge"] + [f"h{k}" for k in range(10)]
@@ -98,16 +68,6 @@ def run(url: str, n_items: int, label: str) -> None:
         dt_b = time.perf_counter() - t0
         print(f"[{label}] (b) 10 clients x {batches_per_client} POSTs of {per_batch:,}: {total:,} labels in "
               f"{dt_b:.2f} s -> {total / dt_b:,.0f} labels/s")
-    finally:
-        proc.terminate()
-        proc.wait()
-
-
-def reset_postgres(url: str) -> None:
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    engine.dispose()
 
 
 def main() -> None:
@@ -118,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run(f"sqlite:///{tmp}/bench.db", args.items, "sqlite")
     if args.postgres:
-        reset_postgres(args.postgres)
+        wipe_postgres(args.postgres)
         run(args.postgres, args.items, "postgresql")
     print("target: (a) >= 50,000 labels/s on SQLite")
 

@@ -24,8 +24,6 @@ in this process, on the same database, to show where the time goes.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,13 +33,12 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.db import make_engine
-from tests.live_server import LiveServer
+from tests.live_server import LiveServer, migrate, wipe_postgres
 
 KEY = "ak_bench_admin"
 LABELS = ["pass", "fail"]
@@ -66,10 +63,6 @@ def noisy(rng: np.random.Generator, truth: np.ndarray, accuracy: float) -> np.nd
     return np.where(rng.random(truth.size) < accuracy, truth, 1 - truth)
 
 
-def migrate(url: str) -> None:
-    env = {**os.environ, "ANNOPLAN_DATABASE_URL": url}
-    subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, env=env, check=True,
-                   capture_output=True)
 
 
 def build_project(c: httpx.Client, n_items: int, rng: np.random.Generator) -> tuple[str, np.ndarray]:
@@ -205,11 +198,6 @@ def profile_parts(url: str, pid: str) -> None:
     engine.dispose()
 
 
-def reset_postgres(url: str) -> None:
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    engine.dispose()
 
 
 def main() -> None:
@@ -227,7 +215,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             run(f"sqlite:///{tmp}/bench.db", args.items, args.batches, "sqlite", args.profile)
     if args.postgres:
-        reset_postgres(args.postgres)
+        wipe_postgres(args.postgres)
         run(args.postgres, args.items, args.batches, "postgresql", args.profile)
     print("targets: batch p99 <= 50 ms; cached reliability p99 <= 20 ms; fresh document <= 1 s")
 

@@ -12,36 +12,23 @@ against labels acknowledged).
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.db import make_engine
-from tests.live_server import LiveServer
+from tests.live_server import LiveServer, migrate, wipe_postgres
 from tests.test_soak import SoakResult, run_soak
 
 KEY = "ak_bench_admin"
 
 
-def migrate(url: str) -> None:
-    """Bring the database at ``url`` to the head migration."""
-    subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, check=True, capture_output=True,
-                   env={**os.environ, "ANNOPLAN_DATABASE_URL": url})
 
 
-def reset_postgres(url: str) -> None:
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    engine.dispose()
 
 
 def report(label: str, r: SoakResult) -> bool:
@@ -83,7 +70,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ok &= run(f"sqlite:///{tmp}/soak.db", "sqlite", args)
     if args.postgres:
-        reset_postgres(args.postgres)
+        wipe_postgres(args.postgres)
         ok &= run(args.postgres, "postgresql", args)
     if not ok:
         sys.exit("soak checks failed")

@@ -62,10 +62,11 @@ def write_labels(
     duplicates = 0
     for n, row in enumerate(rows, start=1):
         rater = raters.get(row.rater)
+        if principal.role == "annotator" and (rater is None or rater[0] != principal.rater_id):
+            # Checked before existence, so an annotator cannot probe which rater ids exist.
+            raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
         if rater is None:
             raise Invalid(f"row {n}: unknown rater {row.rater!r} in this project")
-        if principal.role == "annotator" and rater[0] != principal.rater_id:
-            raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
         item = item_ids.get(row.item)
         if item is None:
             raise Invalid(f"row {n}: unknown item {row.item!r} in this project")

@@ -45,9 +45,8 @@ def template_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-@pytest.fixture
-def database_url(template_url: str, tmp_path: Path) -> str:
-    """A fresh, migrated database for one test."""
+def fresh_database(template_url: str, directory: Path) -> str:
+    """A fresh, migrated database: PostgreSQL emptied, or a copy of the SQLite template in ``directory``."""
     if PG_URL:
         engine = make_engine(PG_URL)
         tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
@@ -55,9 +54,15 @@ def database_url(template_url: str, tmp_path: Path) -> str:
             conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
         engine.dispose()
         return PG_URL
-    path = tmp_path / "test.db"
+    path = directory / "test.db"
     shutil.copyfile(template_url.removeprefix("sqlite:///"), path)
     return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def database_url(template_url: str, tmp_path: Path) -> str:
+    """A fresh, migrated database for one test."""
+    return fresh_database(template_url, tmp_path)
 
 
 @pytest.fixture

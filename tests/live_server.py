@@ -87,3 +87,21 @@ class LiveServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def migrate(database_url: str) -> None:
+    """Bring the database at ``database_url`` to the head migration (as ``annoplan migrate`` does)."""
+    subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, check=True, capture_output=True,
+                   env={**os.environ, "ANNOPLAN_DATABASE_URL": database_url})
+
+
+def wipe_postgres(database_url: str) -> None:
+    """Drop everything in the database's public schema (benchmarks start from nothing)."""
+    from sqlalchemy import text
+
+    from service.db import make_engine
+
+    engine = make_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()

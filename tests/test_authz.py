@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +24,7 @@ from service.auth import key_hash
 from service.db import make_engine
 from service.models import Base
 from service.settings import Settings
-from tests.conftest import ADMIN_KEY, PG_URL
+from tests.conftest import ADMIN_KEY, fresh_database
 
 CALLERS = ("admin", "pm", "annotator", "viewer", "no_key", "revoked", "other_project")
 """Columns of the matrix: the four roles on project A (the annotator bound to rater ANN),
@@ -114,20 +112,6 @@ class World:
             return self.client.request(method, path, headers=headers, follow_redirects=False, **kw)
         finally:
             self.client.cookies.clear()  # a login cookie must not authenticate the next caller
-
-
-def fresh_database(template_url: str, tmp: Path) -> str:
-    """A migrated database for this module (the conftest recipe, at module scope)."""
-    if PG_URL:
-        engine = make_engine(PG_URL)
-        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
-        with engine.begin() as conn:
-            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-        engine.dispose()
-        return PG_URL
-    path = tmp / "authz.db"
-    shutil.copyfile(template_url.removeprefix("sqlite:///"), path)
-    return f"sqlite:///{path}"
 
 
 @pytest.fixture(scope="module")
