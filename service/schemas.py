@@ -79,6 +79,13 @@ class DecisionSettings(Strict):
     omega_threshold: float = Field(0.5, ge=0, le=1)
     q: float = Field(0.05, gt=0, lt=1)
     inconclusive_level: float = Field(0.2, gt=0, lt=1)
+    handling: Literal["exclude", "recode", "three_class"] = Field(
+        "exclude", description="Default reporting rule for CANNOT_ASSESS (SPEC.md §7)."
+    )
+    recode_to: str | None = Field(None, description="Label CANNOT_ASSESS is recoded to (handling=recode).")
+    aggregation: Literal["micro", "macro", "item"] = Field(
+        "micro", description="Default aggregation of rubric criteria in reports (SPEC.md §7)."
+    )
 
     def resolved_epsilon(self) -> float:
         """The margin in force: the declared one or the rule's default."""
@@ -99,6 +106,12 @@ class ProjectCreate(Strict):
     allow_abstain: bool = False
     decision: DecisionSettings = Field(default_factory=DecisionSettings)
     target: TargetSettings = Field(default_factory=TargetSettings)
+
+    @model_validator(mode="after")
+    def _recode_to_is_a_label(self) -> ProjectCreate:
+        if self.decision.recode_to is not None and self.decision.recode_to not in self.labels:
+            raise ValueError(f"decision.recode_to must be one of the labels {self.labels}")
+        return self
 
 
 class ProjectPatch(Strict):

@@ -298,3 +298,15 @@ def test_ordinal_table_reproduces_the_spec_kappas(client: TestClient) -> None:
     # Combining criteria per item needs binary verdicts.
     response = client.get(f"/projects/{pid}/report?aggregation=item")
     assert response.status_code == 422 and "binary" in response.json()["detail"]
+
+
+def test_default_protocol_comes_from_the_project_settings(client: TestClient, abstain_pid: str) -> None:
+    """A project that declares three-class handling and macro aggregation reports under them by default."""
+    decision = client.get(f"/projects/{abstain_pid}").json()["decision"]
+    r = client.patch(f"/projects/{abstain_pid}", json={"decision": {**decision, "handling": "three_class",
+                                                                    "aggregation": "macro"}})
+    assert r.status_code == 200, r.text
+    report = client.get(f"/projects/{abstain_pid}/report").json()
+    assert report["protocol"]["handling"] == "three_class" and report["protocol"]["aggregation"] == "macro"
+    explicit = client.get(f"/projects/{abstain_pid}/report", params={"handling": "exclude"}).json()
+    assert explicit["protocol"]["handling"] == "exclude"

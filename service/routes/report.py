@@ -24,6 +24,7 @@ from service.reporting import (
     build_report,
 )
 from service.routes.projects import ProjectId
+from service.schemas import DecisionSettings
 
 router = APIRouter(prefix="/projects/{pid}/report", tags=["report"])
 CSV_COLUMNS = ("criterion", "judge", "human", "human_value", "judge_value", "count")
@@ -47,7 +48,9 @@ def get_report(
     pid: ProjectId,
     session: ReadSession,
     principal: PrincipalDep,
-    handling: Annotated[Handling, Query(description="How CANNOT_ASSESS is handled (SPEC.md §7).")] = "exclude",
+    handling: Annotated[
+        Handling | None, Query(description="How CANNOT_ASSESS is handled (SPEC.md §7); default: the project's.")
+    ] = None,
     recode_to: Annotated[
         str | None, Query(description="The label CANNOT_ASSESS is recoded to; required for handling=recode.")
     ] = None,
@@ -57,7 +60,9 @@ def get_report(
     costs: Annotated[
         Costs, Query(description="Disagreement costs over the scored categories (kappa weights).")
     ] = "nominal",
-    aggregation: Annotated[Level, Query(description="How criteria are aggregated (SPEC.md §7).")] = "micro",
+    aggregation: Annotated[
+        Level | None, Query(description="How criteria are aggregated (SPEC.md §7); default: the project's.")
+    ] = None,
     rule: Annotated[
         Rule, Query(description="aggregation=item: an item is positive when all / any of its criteria are.")
     ] = "all",
@@ -73,9 +78,12 @@ def get_report(
     null with a reason. Aggregates only, no per-item data: viewers may read it.
     """
     project = project_for(session, principal, pid, "admin", "pm", "viewer")
+    declared = DecisionSettings(**project.decision)
+    if handling is None:
+        handling, recode_to = declared.handling, recode_to or declared.recode_to
     options = ReportOptions(
         handling=handling, recode_to=recode_to, positive=positive, costs=costs,
-        aggregation=aggregation, rule=rule, criterion=criterion,
+        aggregation=aggregation or declared.aggregation, rule=rule, criterion=criterion,
     )
     report = build_report(session, project, options)
     if fmt == "csv":
