@@ -9,13 +9,17 @@ from sqlalchemy.orm import Session
 from service.errors import Invalid
 from service.models import Item, Project, Rater
 from service.schemas import ItemIn, ItemsUpserted
-from service.sql import chunks
+from service.sql import CHUNK, chunks, driver_rows
 
 
 def ids_by_external(
     session: Session, model: type[Item] | type[Rater], project_id: str, external_ids: list[str]
 ) -> dict[str, int]:
     """Map external ids of one project to internal ids (unknown ids are absent)."""
+    if len(external_ids) > CHUNK:  # a bulk upload: one scan of the project beats many IN lists
+        table = model.__table__.name
+        rows = driver_rows(session, f"SELECT external_id, id FROM {table} WHERE project_id = ?", (project_id,))
+        return dict(rows)
     found: dict[str, int] = {}
     for part in chunks(external_ids):
         rows = session.execute(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, select, text, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
@@ -129,20 +129,24 @@ def _current_values(session: Session, project_id: str, cells: dict) -> dict[tupl
 
 
 def _append(session: Session, project_id: str, fresh: list, first_seq: int, now: datetime) -> None:
+    """Insert the events, then bring ``current_labels`` up to date from them in one statement."""
     stamp = db_value(session, LabelEvent.__table__.c.created_at, now)
-    events = [
-        (project_id, first_seq + k, item, rater, criterion, value, batch, stamp)
-        for k, ((item, rater, criterion), value, batch) in enumerate(fresh)
-    ]
     insert_many(
         session, LabelEvent.__table__,
-        ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at"), events,
+        ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at"),
+        [
+            (project_id, first_seq + k, item, rater, criterion, value, batch, stamp)
+            for k, ((item, rater, criterion), value, batch) in enumerate(fresh)
+        ],
     )
-    insert_many(
-        session, CurrentLabel.__table__,
-        ("item_id", "rater_id", "criterion", "project_id", "value", "seq"),
-        [(e[2], e[3], e[4], project_id, e[5], e[1]) for e in events],
-        on_conflict=("item_id", "rater_id", "criterion"),
+    session.execute(
+        text(
+            "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq) "
+            "SELECT item_id, rater_id, criterion, project_id, value, seq FROM label_events "
+            "WHERE project_id = :project AND seq BETWEEN :first AND :last "
+            "ON CONFLICT (item_id, rater_id, criterion) DO UPDATE SET value = excluded.value, seq = excluded.seq"
+        ),
+        {"project": project_id, "first": first_seq, "last": first_seq + len(fresh) - 1},
     )
 
 

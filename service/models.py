@@ -117,10 +117,7 @@ class LabelEvent(Base):
     """One append-only label event; the current label of a cell is its latest event."""
 
     __tablename__ = "label_events"
-    __table_args__ = (
-        UniqueConstraint("project_id", "seq"),
-        Index("ix_label_events_cell", "project_id", "rater_id", "item_id", "criterion"),
-    )
+    __table_args__ = (UniqueConstraint("project_id", "seq"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))

@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 SPECIAL_VALUES = ("CANNOT_ASSESS", "INVALID")
 Scale = Literal["nominal", "ordinal", "interval"]
@@ -59,12 +67,21 @@ def _no_nul(value: Any) -> Any:
     return value
 
 
-class Strict(BaseModel):
-    """Request bodies: unknown fields and NUL characters are refused."""
+class StrictRow(BaseModel):
+    """Rows of bulk uploads: unknown fields are refused; strings use :data:`Text` (no NUL)."""
 
     model_config = ConfigDict(extra="forbid")
 
+
+class Strict(StrictRow):
+    """Request bodies: unknown fields and NUL characters are refused."""
+
     _nul = field_validator("*")(_no_nul)
+
+
+# NUL cannot be stored by PostgreSQL; checked by pydantic's own (compiled) pattern matching,
+# since bulk uploads validate hundreds of thousands of strings.
+Text = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")]
 
 
 class DecisionSettings(Strict):
@@ -161,10 +178,10 @@ class KeyCreated(BaseModel):
     key: str = Field(description="The secret; shown once, only its hash is stored.")
 
 
-class ItemIn(Strict):
-    external_id: str = Field(min_length=1, max_length=200)
-    features: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
-    text: str | None = None
+class ItemIn(StrictRow):
+    external_id: Text = Field(min_length=1, max_length=200)
+    features: dict[Text, Text | int | float | bool | None] = Field(default_factory=dict)
+    text: Text | None = None
 
 
 class ItemRead(BaseModel):
@@ -195,12 +212,12 @@ class RaterRead(BaseModel):
     n_labels: int
 
 
-class LabelIn(Strict):
-    item: str = Field(min_length=1, max_length=200)
-    rater: str = Field(min_length=1, max_length=200)
-    criterion: str | None = None
-    value: str = Field(min_length=1, max_length=200)
-    batch: str | None = None
+class LabelIn(StrictRow):
+    item: Text = Field(min_length=1, max_length=200)
+    rater: Text = Field(min_length=1, max_length=200)
+    criterion: Text | None = None
+    value: Text = Field(min_length=1, max_length=200)
+    batch: Text | None = None
 
 
 class LabelsAccepted(BaseModel):

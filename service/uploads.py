@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from functools import lru_cache
 from typing import Annotated, Any, TypeVar
 
 import orjson
@@ -82,6 +83,11 @@ def _csv_records(body: bytes) -> list[dict[str, str]]:
         raise Invalid(f"CSV line {reader.line_num}: {exc}", code="malformed_body") from None
 
 
+@lru_cache
+def _rows_adapter(model: type[M]) -> TypeAdapter[list[M]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
 def parse_rows(
     body: bytes, content_type: str | None, model: type[M], *, max_rows: int, csv_extra: str | None = None
 ) -> list[M]:
@@ -101,7 +107,7 @@ def parse_rows(
             for r in records
         ]
     try:
-        return TypeAdapter(list[model]).validate_python(records)  # type: ignore[valid-type]
+        return _rows_adapter(model).validate_python(records)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         first = errors[0]
