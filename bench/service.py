@@ -133,7 +133,7 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
             w = c.post(f"/projects/{pid}/labels", json=rows)
             w.raise_for_status()
             write = time.perf_counter() - t0
-            stale = 0  # GETs answered from before the write (the commit follows the response)
+            stale = 0  # GETs answered from before the write (must stay 0: commits precede responses)
             while c.get(path).json()["label_seq"] < w.json()["label_seq"]:
                 stale += 1
             total = time.perf_counter() - t0
@@ -145,7 +145,7 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda _: server.client().get(path).raise_for_status(), range(4)))
         print(f"  4 dashboards polling at once after a write: all answered in {time.perf_counter() - t0:.2f} s "
-              "(each computes the document: no single-flight)")
+              "(one computes the document, the others wait for it)")
         if profile:
             profile_parts(url, pid)
 
