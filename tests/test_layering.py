@@ -1,0 +1,24 @@
+"""``planner`` is a pure numpy/scipy library: importing it pulls in no web, database or service code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FORBIDDEN = ("fastapi", "starlette", "sqlalchemy", "pydantic", "alembic", "service")
+
+
+def test_planner_imports_no_service_or_web_stack() -> None:
+    modules = sorted(p.stem for p in (ROOT / "planner").glob("*.py") if p.stem != "__init__")
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module('planner.' + m)\n"
+        "print(json.dumps(sorted({n.split('.')[0] for n in sys.modules})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert {"numpy", "planner"} <= loaded  # the probe really imported the library
+    assert not loaded & set(FORBIDDEN), sorted(loaded & set(FORBIDDEN))
