@@ -6,15 +6,15 @@ from html import escape
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner.decision import validate_judge
 from planner.simulate import COEFFICIENTS, simulate
 from service.charts import interval_chart, line_chart, progress_bar
-from service.matrix import build_matrix, corpus
-from service.models import LabelEvent, Plan, Project
+from service.matrix import cell_indices, corpus
+from service.models import Plan, Project
 from service.schemas import DecisionSettings
+from service.sql import driver_rows
 
 HISTORY_POINTS = 8
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
@@ -22,30 +22,33 @@ CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 
 def pool_history(session: Session, project: Project, criterion: str) -> list[tuple[float, float | None]]:
     """The human-pool score at up to 8 points of the label sequence, replayed from the events."""
-    events = session.execute(
-        select(LabelEvent.seq, LabelEvent.item_id, LabelEvent.rater_id, LabelEvent.value)
-        .where(LabelEvent.project_id == project.id, LabelEvent.criterion == criterion)
-        .order_by(LabelEvent.seq)
-    ).all()
-    if not events:
-        return []
+    events = driver_rows(
+        session,
+        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? ORDER BY seq",
+        (project.id, criterion),
+    )
     item_ids, raters = corpus(session, project)
     judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
     humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
-    if not judges or len(humans) < 2:
+    if not events or not judges or len(humans) < 2:
         return []
     decision = DecisionSettings(**project.decision)
-    seqs = np.array([e[0] for e in events])
+    seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
+    rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
+    flat = rows * len(raters) + cols
+    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
     cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, HISTORY_POINTS + 1)[1:], method="higher"))
     points: list[tuple[float, float | None]] = []
+    start = 0
     for cut in cuts:
-        latest: dict[tuple[int, int], str] = {}
-        for _, item, rater, value in events[: int(np.searchsorted(seqs, cut, side="right"))]:
-            latest[(item, rater)] = value
-        cells = [(i, r, v) for (i, r), v in latest.items()]
-        matrix = build_matrix(project, item_ids, raters, cells, criterion, int(cut))
-        v = validate_judge(matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels,
-                           rule=decision.rule, coefficient=decision.coefficient,
+        end = int(np.searchsorted(seqs, cut, side="right"))
+        # Events in seq order: the last event of a cell in this stretch is its value at the cut.
+        _, last = np.unique(flat[start:end][::-1], return_index=True)
+        latest = start + (end - start - 1 - last)
+        raw.flat[flat[latest]] = codes[latest]
+        start = end
+        v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
+                           n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
                            epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
         est = v.human_pool.estimate
         points.append((float(cut), None if not np.isfinite(est) else float(est)))

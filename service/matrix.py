@@ -72,6 +72,20 @@ def corpus(session: Session, project: Project) -> tuple[np.ndarray, list[RaterCo
     return np.fromiter((i for (i,) in items), np.int64, len(items)), raters
 
 
+def cell_indices(
+    project: Project, item_ids: np.ndarray, raters: list[RaterColumn], cells: Sequence[tuple[int, int, str]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row, column and raw code of each ``(item_id, rater_id, value)`` cell (see :class:`LabelMatrix`)."""
+    n_labels = len(project.labels)
+    code_of = {v: c for c, v in enumerate(project.labels)} | {CANNOT_ASSESS: n_labels, INVALID: n_labels + 1}
+    col_of = {r.id: k for k, r in enumerate(raters)}
+    n = len(cells)
+    order = np.argsort(item_ids)
+    rows = order[np.searchsorted(item_ids, np.fromiter((c[0] for c in cells), np.int64, n), sorter=order)]
+    cols = np.fromiter((col_of[c[1]] for c in cells), np.int64, n)
+    return rows, cols, np.fromiter((code_of[c[2]] for c in cells), np.int64, n)
+
+
 def build_matrix(
     project: Project,
     item_ids: np.ndarray,
@@ -83,14 +97,8 @@ def build_matrix(
     """A :class:`LabelMatrix` from ``(item_id, rater_id, value)`` cells (one per cell)."""
     raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
     if cells and item_ids.size:
-        n_labels = len(project.labels)
-        code_of = {v: c for c, v in enumerate(project.labels)} | {CANNOT_ASSESS: n_labels, INVALID: n_labels + 1}
-        col_of = {r.id: k for k, r in enumerate(raters)}
-        n = len(cells)
-        order = np.argsort(item_ids)
-        row_idx = order[np.searchsorted(item_ids, np.fromiter((c[0] for c in cells), np.int64, n), sorter=order)]
-        col_idx = np.fromiter((col_of[c[1]] for c in cells), np.int64, n)
-        raw[row_idx, col_idx] = np.fromiter((code_of[c[2]] for c in cells), np.int64, n)
+        rows, cols, codes = cell_indices(project, item_ids, raters, cells)
+        raw[rows, cols] = codes
     return LabelMatrix(
         raw=raw, item_ids=item_ids, raters=raters, n_labels=len(project.labels), label_seq=label_seq,
         criterion=criterion,
