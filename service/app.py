@@ -14,6 +14,7 @@ from service.auth import ensure_admin_key
 from service.db import make_engine, make_sessionmaker, session_scope
 from service.errors import install_error_handlers
 from service.limits import BodySizeLimit
+from service.reliability import DocumentCache
 from service.routes import (
     agreement,
     batches,
@@ -29,7 +30,6 @@ from service.routes import (
     report,
     simulations,
 )
-from service.reliability import DocumentCache
 from service.schemas import ItemIn, LabelIn
 from service.settings import Settings, get_settings
 

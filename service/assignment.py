@@ -9,7 +9,16 @@ from sqlalchemy.orm import Session
 
 from service.auth import Principal
 from service.errors import Conflict, Forbidden, Invalid, NotFound
-from service.models import Assignment, Batch, CurrentLabel, Item, Project, Rater, new_public_id, utcnow
+from service.models import (
+    Assignment,
+    Batch,
+    CurrentLabel,
+    Item,
+    Project,
+    Rater,
+    new_public_id,
+    utcnow,
+)
 from service.planning import current_plan, ensure_assignments
 from service.schemas import BatchCreate, BatchRead, BatchStatus
 

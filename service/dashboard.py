@@ -13,6 +13,7 @@ from planner.simulate import COEFFICIENTS, simulate
 from service.charts import interval_chart, line_chart, progress_bar
 from service.matrix import cell_indices, corpus
 from service.models import Plan, Project
+from service.reliability import num
 from service.schemas import DecisionSettings
 from service.sql import driver_rows
 
@@ -50,8 +51,7 @@ def pool_history(session: Session, project: Project, criterion: str) -> list[tup
         v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
                            n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
                            epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
-        est = v.human_pool.estimate
-        points.append((float(cut), None if not np.isfinite(est) else float(est)))
+        points.append((float(cut), num(v.human_pool.estimate)))
     return points
 
 
@@ -69,7 +69,7 @@ def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, floa
         coefficient=coefficient if coefficient in COEFFICIENTS else "po",
         delta=project.target.get("delta", 0.05), trials=100, rng=plan.seed % 2**32,
     )
-    return [(c.rho, None if c.reliability != c.reliability else c.reliability) for c in result.cells]
+    return [(c.rho, num(c.reliability)) for c in result.cells]
 
 
 def dashboard_page(project: Project, doc: dict[str, Any], history: list, curve: list, etag: str) -> str:

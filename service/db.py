@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-import threading
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
-
 
 # Execution option marking a unit of work that will write: on SQLite it takes the write lock
 # at BEGIN, so concurrent writers queue on the busy timeout instead of failing mid-transaction.

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from service.errors import Invalid
 from service.models import Item, Project, Rater
+from service.project_rows import lock_project, reserve
 from service.schemas import ItemIn, ItemsUpserted
 from service.sql import CHUNK, chunks, driver_rows
 
@@ -36,16 +37,6 @@ def _canonical(features: dict) -> bytes:
     return orjson.dumps(features, option=orjson.OPT_SORT_KEYS)
 
 
-def lock_project(session: Session, project_id: str) -> None:
-    """Serialise writers of one project (row lock on PostgreSQL; SQLite has one writer anyway).
-
-    Taken before any read that decides what to write, so concurrent twins see each other.
-    ``FOR NO KEY UPDATE`` leaves foreign-key checks (``KEY SHARE``) of other writers free,
-    so it cannot deadlock with batch requests that lock a rater row.
-    """
-    session.execute(select(Project.id).where(Project.id == project_id).with_for_update(key_share=True))
-
-
 def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> ItemsUpserted:
     """Create new items, update changed ones, count the unchanged; positions follow upload order."""
     wanted: dict[str, ItemIn] = {}
@@ -70,12 +61,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
         if ext in existing and (_canonical(existing[ext][1]), existing[ext][2]) != (_canonical(r.features), r.text)
     ]
     if new:
-        start = session.execute(
-            update(Project)
-            .where(Project.id == project.id)
-            .values(item_count=Project.item_count + len(new))
-            .returning(Project.item_count)
-        ).scalar_one() - len(new)
+        start = reserve(session, project.id, "item_count", len(new)) - 1  # positions count from 0
         session.execute(
             insert(Item),
             [

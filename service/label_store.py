@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select, text, update
+from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
 from service.errors import Forbidden, Invalid
-from service.item_store import ids_by_external, lock_project
+from service.item_store import ids_by_external
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
+from service.project_rows import lock_project, reserve
 from service.schemas import LabelIn, LabelsAccepted
 from service.sql import db_value, insert_many
 
@@ -93,13 +94,9 @@ def write_labels(
     duplicates += len(cells) - len(fresh)
     last_seq = project.label_seq
     if fresh:
-        last_seq = session.execute(
-            update(Project)
-            .where(Project.id == project.id)
-            .values(label_seq=Project.label_seq + len(fresh))
-            .returning(Project.label_seq)
-        ).scalar_one()
-        _append(session, project.id, fresh, last_seq - len(fresh) + 1, utcnow())
+        first_seq = reserve(session, project.id, "label_seq", len(fresh))
+        last_seq = first_seq + len(fresh) - 1
+        _append(session, project.id, fresh, first_seq, utcnow())
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 

@@ -21,9 +21,10 @@ from sqlalchemy.orm import Session
 
 from service.auth import Principal
 from service.errors import Conflict, Invalid
-from service.item_store import ids_by_external, lock_project, upsert_items
+from service.item_store import ids_by_external, upsert_items
 from service.label_store import write_labels
 from service.models import Batch, Item, Project, Rater
+from service.project_rows import lock_project
 from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, RaterCreate
 
 ITEM_KEY = "annoplan_item"

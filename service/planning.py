@@ -10,12 +10,25 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from planner.designs import choose_design, depth_first, random_subsets, seq_coverage, seq_refined, strat
-from planner.recipes import Recipe, certify_recipe, pilot_moments, prior_moments, rank_recipe
+from planner.designs import (
+    choose_design,
+    depth_first,
+    random_subsets,
+    seq_coverage,
+    seq_refined,
+    strat,
+)
+from planner.recipes import (
+    Recipe,
+    certify_recipe,
+    pilot_moments,
+    prior_moments,
+    rank_recipe,
+)
 from service.errors import Conflict, Invalid
-from service.item_store import lock_project
 from service.matrix import LabelMatrix, load_matrix
-from service.models import Assignment, Plan, Project, Rater, new_public_id
+from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
+from service.project_rows import lock_project
 from service.schemas import DecisionSettings, PlanCreate
 from service.sql import insert_many
 
@@ -40,18 +53,55 @@ def _moments(body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, 
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         raise Conflict("a pilot plan needs a judge and at least two human raters with labels", code="no_pilot")
-    pilot = pilot_moments(
-        matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
-        n_resamples=n_resamples, rng=0,
-    )
-    if not np.isfinite(pilot.mu_d) or not np.isfinite(pilot.sigma0_sq):
+    pilot = pilot_estimate(matrix, judges[0], humans, decision.rule, n_resamples)
+    if pilot is None:
         raise Conflict("no overlap in hand yet: a pilot plan needs items labeled by the judge and two humans",
                        code="no_pilot")
+    return {**pilot, "note": "plug-in estimates from the labels in hand; their uncertainty is the interval"}
+
+
+def pilot_estimate(
+    matrix: LabelMatrix, judge: int, humans: list[int], rule: str, n_resamples: int
+) -> dict[str, Any] | None:
+    """``mu_d``, ``sigma0^2`` from the overlap in hand, with intervals (SPEC.md §4); None without overlap."""
+    pilot = pilot_moments(matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels, rule=rule,
+                          n_resamples=n_resamples, rng=0)
+    if not (np.isfinite(pilot.mu_d) and np.isfinite(pilot.sigma0_sq)):
+        return None
     return {
         "source": "pilot", "mu_d": pilot.mu_d, "sigma0_sq": pilot.sigma0_sq,
         "mu_d_ci": pilot.mu_d_ci.as_list(), "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(),
         "m_pilot": pilot.m, "n_raters_pilot": pilot.n_raters,
-        "note": "plug-in estimates from the labels in hand; their uncertainty is the interval",
+    }
+
+
+def certification(decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int) -> Recipe:
+    """The certification recipe under the project's decision settings (SPEC.md §4)."""
+    return certify_recipe(
+        mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, rule=decision.rule,
+        epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, q=decision.q,
+    )
+
+
+def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict[str, Any] | None:
+    """How far the secondaries are through the plan's lists: the least advanced, and labels still owed."""
+    if plan is None:
+        return None
+    done = {
+        rid: n for rid, n in session.execute(
+            select(Assignment.rater_id, func.count())
+            .join(CurrentLabel, (CurrentLabel.item_id == Assignment.item_id) & (CurrentLabel.rater_id == Assignment.rater_id))
+            .where(Assignment.project_id == project.id)
+            .group_by(Assignment.rater_id)
+        )
+    }
+    humans = session.scalars(select(Rater.id).where(Rater.project_id == project.id, Rater.kind == "human")).all()
+    target = plan.m or 0
+    per = [done.get(rid, 0) for rid in humans]
+    return {
+        "plan": plan.id, "m_target": plan.m, "design": plan.design,
+        "m_done_min": min(per) if per else 0,
+        "remaining_labels": sum(max(0, target - n) for n in per),
     }
 
 
@@ -104,10 +154,7 @@ def create_plan(
     n_humans = body.n_raters or max(len(humans), 2)
     moments = _moments(body, matrix, decision, n_resamples)
     if body.purpose == "certify":
-        recipe = certify_recipe(
-            moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans, rule=decision.rule,
-            epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, q=decision.q,
-        )
+        recipe = certification(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans)
     else:
         n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
         assert body.delta_min is not None

@@ -15,10 +15,9 @@ from sqlalchemy.orm import Session
 
 from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
-from planner.recipes import certify_recipe, pilot_moments
 from service.matrix import LabelMatrix, load_matrix
-from service.models import Assignment, CurrentLabel, Plan, Project, Rater
-from service.planning import current_plan
+from service.models import Plan, Project, Rater
+from service.planning import certification, current_plan, pilot_estimate, plan_progress
 from service.schemas import DecisionSettings
 
 PROTOCOL_NOTE = (
@@ -104,41 +103,16 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
     }
 
 
-def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict[str, Any] | None:
-    if plan is None:
-        return None
-    done = {
-        rid: n for rid, n in session.execute(
-            select(Assignment.rater_id, func.count())
-            .join(CurrentLabel, (CurrentLabel.item_id == Assignment.item_id) & (CurrentLabel.rater_id == Assignment.rater_id))
-            .where(Assignment.project_id == project.id)
-            .group_by(Assignment.rater_id)
-        )
-    }
-    humans = session.scalars(select(Rater.id).where(Rater.project_id == project.id, Rater.kind == "human")).all()
-    target = plan.m or 0
-    per = [done.get(rid, 0) for rid in humans]
-    return {
-        "plan": plan.id, "m_target": plan.m, "design": plan.design,
-        "m_done_min": min(per) if per else 0,
-        "remaining_labels": sum(max(0, target - n) for n in per),
-    }
-
-
 def _recipe_now(matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings,
                 m_now: int, n_resamples: int) -> dict[str, Any]:
-    pilot = pilot_moments(matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels,
-                          rule=decision.rule, n_resamples=n_resamples, rng=0)
-    if not (math.isfinite(pilot.mu_d) and math.isfinite(pilot.sigma0_sq)):
+    pilot = pilot_estimate(matrix, judge, humans, decision.rule, n_resamples)
+    if pilot is None:
         return {"source": "pilot", "m_cert": None, "reason": "no overlap in hand yet"}
-    recipe = certify_recipe(pilot.mu_d, pilot.sigma0_sq, n_items=matrix.raw.shape[0], n_humans=max(len(humans), 2),
-                            rule=decision.rule, epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig,
-                            q=decision.q)
+    recipe = certification(decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0],
+                           n_humans=max(len(humans), 2))
     return {
-        "source": "pilot", "m_cert": recipe.m, "feasible": recipe.feasible, "reason": recipe.reason,
+        **pilot, "m_cert": recipe.m, "feasible": recipe.feasible, "reason": recipe.reason,
         "more_overlap_needed": None if recipe.m is None else max(0, recipe.m - m_now),
-        "mu_d": num(pilot.mu_d), "mu_d_ci": pilot.mu_d_ci.as_list(),
-        "sigma0_sq": num(pilot.sigma0_sq), "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(), "m_pilot": pilot.m,
     }
 
 
@@ -174,7 +148,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     if len(humans) >= 2:
         table = summary_table(human_codes, n_labels=matrix.n_labels, scale=project.scale,
                               n_resamples=n_resamples, rng=seed)
-        doc["coefficients"] = {k: _estimate(e.as_dict()) for k, e in table.items()}
+        doc["coefficients"] = {k: e.as_dict() for k, e in table.items()}
     else:
         doc["coefficients"] = {}
     doc["coefficients_population"] = "human raters (primary and secondaries): the human ceiling"
@@ -187,10 +161,6 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     )
     doc["judges"] = validations
     return doc
-
-
-def _estimate(d: dict[str, Any]) -> dict[str, Any]:
-    return {key: (num(v) if isinstance(v, float) else v) for key, v in d.items()}
 
 
 def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:

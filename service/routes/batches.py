@@ -8,7 +8,13 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from service.assignment import batch_status, issue_batch, release_batch, visible_batch
-from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.deps import (
+    PrincipalDep,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    project_for,
+)
 from service.errors import error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.routes.projects import ProjectId

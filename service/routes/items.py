@@ -6,7 +6,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.deps import (
+    PrincipalDep,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    project_for,
+)
 from service.errors import error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.item_store import upsert_items

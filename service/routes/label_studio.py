@@ -12,7 +12,13 @@ from pydantic import ValidationError
 
 from service.assignment import visible_batch
 from service.auth import Principal, principal_for
-from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.deps import (
+    PrincipalDep,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    project_for,
+)
 from service.errors import Invalid, TooLarge, Unauthorized, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.label_studio import (

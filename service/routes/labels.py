@@ -12,7 +12,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from sqlalchemy import select
 
-from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.deps import (
+    PrincipalDep,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    project_for,
+)
 from service.errors import Invalid, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.label_store import export_query, write_labels

@@ -5,12 +5,17 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
+from service.deps import (
+    PrincipalDep,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    project_for,
+)
 from service.errors import NotFound, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import Plan
-from service.planning import create_plan, current_plan
-from service.reliability import plan_progress
+from service.planning import create_plan, current_plan, plan_progress
 from service.routes.projects import ProjectId
 from service.schemas import PlanCreate, PlanRead
 

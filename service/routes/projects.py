@@ -9,12 +9,25 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exists, select
 
 from service.auth import create_key
-from service.deps import PrincipalDep, ReadSession, WriteSession, project_for, require_role
+from service.deps import (
+    PrincipalDep,
+    ReadSession,
+    WriteSession,
+    project_for,
+    require_role,
+)
 from service.errors import Conflict, Invalid, NotFound, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import ApiKey, LabelEvent, Project, Rater, new_public_id, utcnow
 from service.pagination import PageDep, encode_cursor
-from service.schemas import KeyCreate, KeyCreated, Page, ProjectCreate, ProjectPatch, ProjectRead
+from service.schemas import (
+    KeyCreate,
+    KeyCreated,
+    Page,
+    ProjectCreate,
+    ProjectPatch,
+    ProjectRead,
+)
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 ProjectId = Annotated[str, Path(description="The project's id.")]

@@ -21,7 +21,12 @@ from service.idempotency import IdempotencyKey, idempotent_write, request_finger
 from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
 from service.models import Simulation, new_public_id
 from service.routes.projects import ProjectId
-from service.sim_schemas import SimulateBody, SimulationJob, SimulationQueued, SimulationRun
+from service.sim_schemas import (
+    SimulateBody,
+    SimulationJob,
+    SimulationQueued,
+    SimulationRun,
+)
 from service.simulation_requests import JOBS_PER_WORKER, queue_job, resolve
 
 router = APIRouter(prefix="/projects", tags=["simulations"])
