@@ -1,5 +1,10 @@
 """Fixtures: a freshly migrated database per test (SQLite, or PostgreSQL when
-``ANNOPLAN_TEST_DATABASE_URL`` is set) and an authenticated client of the real app."""
+``ANNOPLAN_TEST_DATABASE_URL`` is set) and an authenticated client of the real app.
+
+Tests live in three layers, each marked by its folder: ``tests/planner`` (the pure library,
+``pytest -m planner`` runs it alone without importing the service), ``tests/service`` (the
+app in process) and ``tests/system`` (live servers, browsers, crashes, soaks). The service
+imports below are deferred so that the planner layer never pays for them."""
 
 from __future__ import annotations
 
@@ -8,24 +13,39 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from alembic import command
-from alembic.config import Config
-from fastapi.testclient import TestClient
-from sqlalchemy import text
+from typing import TYPE_CHECKING
 
-from service.app import create_app
-from service.db import make_engine
-from service.models import Base
-from service.settings import Settings
+import pytest
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from fastapi.testclient import TestClient
+
+    from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "ak_test_admin_key"
 PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
+LAYERS = ("planner", "service", "system")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for layer in LAYERS:
+        config.addinivalue_line("markers", f"{layer}: a test of the {layer} layer (tests/{layer})")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with the layer its folder names."""
+    for item in items:
+        parts = Path(str(item.path)).relative_to(ROOT).parts
+        if len(parts) > 2 and parts[0] == "tests" and parts[1] in LAYERS:
+            item.add_marker(parts[1])
 
 
 def alembic_config(url: str) -> Config:
     """An Alembic config for ``url`` using the project's migrations."""
+    from alembic.config import Config
+
     cfg = Config(str(ROOT / "alembic.ini"))
     cfg.set_main_option("script_location", str(ROOT / "migrations"))
     cfg.set_main_option("sqlalchemy.url", url)
@@ -35,6 +55,8 @@ def alembic_config(url: str) -> Config:
 @pytest.fixture(scope="session")
 def template_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A database migrated to head once per run (SQLite file template, or the PostgreSQL DB)."""
+    from alembic import command
+
     if PG_URL:
         command.downgrade(alembic_config(PG_URL), "base")
         command.upgrade(alembic_config(PG_URL), "head")
@@ -48,6 +70,11 @@ def template_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def fresh_database(template_url: str, directory: Path) -> str:
     """A fresh, migrated database: PostgreSQL emptied, or a copy of the SQLite template in ``directory``."""
     if PG_URL:
+        from sqlalchemy import text
+
+        from service.db import make_engine
+        from service.models import Base
+
         engine = make_engine(PG_URL)
         tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
         with engine.begin() as conn:
@@ -67,12 +94,18 @@ def database_url(template_url: str, tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
+    from service.settings import Settings
+
     return Settings(database_url=database_url, admin_key=ADMIN_KEY)
 
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     """A client of the real app, authenticated as admin."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         yield c

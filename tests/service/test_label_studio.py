@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 import service.label_studio
 from service.label_studio import LSTask, item_from_task, label_for
 
-FIXTURES = Path(__file__).parent / "fixtures" / "label_studio"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio"
 JUDGE = "gpt-4o-judge-v2"
 ADMIN = "ak_test_admin_key"  # tests/conftest.py's admin key
 

@@ -17,7 +17,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from conftest import alembic_config
+from tests.conftest import alembic_config
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, insert, inspect, select
 from sqlalchemy.exc import IntegrityError

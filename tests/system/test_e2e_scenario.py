@@ -14,7 +14,7 @@ import pytest
 from planner.decision import validate_judge
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
-from tests.test_reliability import loo_margins
+from tests.service.test_reliability import loo_margins
 
 N_ITEMS = 2_000
 P_H, P_J = 0.85, 0.90
