@@ -1,27 +1,34 @@
 # Two commands do everything: `make serve` and `make test` (each installs what it needs).
+# `make serve` installs the runtime dependencies only; `make test` adds the test extras.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
 .PHONY: serve test migrate bench clean
 
-$(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+
+$(VENV)/.runtime: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
 	touch $@
 
-serve: $(VENV)/.installed
+$(VENV)/.test: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.runtime
+
+serve: $(VENV)/.runtime
 	$(VENV)/bin/alembic upgrade head
 	$(PY) -m service
 
-test: $(VENV)/.installed
+test: $(VENV)/.test
 	$(PY) -m pytest
 
-migrate: $(VENV)/.installed
+migrate: $(VENV)/.runtime
 	$(VENV)/bin/alembic upgrade head
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.test
 	for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:

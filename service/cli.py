@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -18,8 +19,39 @@ app = typer.Typer(help="annoplan: plan and check the human overlap that validate
                   no_args_is_help=True, add_completion=False)
 keys = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
-console = Console()
+# Piped output is not cut at 80 columns: tables keep every column when redirected to a file.
+console = Console(width=None if sys.stdout.isatty() else max(shutil.get_terminal_size().columns, 200))
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class CliError(Exception):
+    """A problem the person at the terminal can fix: printed as one line, exit status 1."""
+
+
+def _migrated_engine():  # noqa: ANN202 - sqlalchemy types stay lazy
+    """An engine on the configured database, refusing one that holds no annoplan schema.
+
+    A missing SQLite file is not created: ``annoplan keys create`` run in the wrong
+    directory would otherwise leave an empty ``annoplan.db`` behind.
+    """
+    from sqlalchemy import inspect
+
+    from service.db import make_engine
+    from service.settings import get_settings
+
+    url = get_settings().database_url
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():
+            raise CliError(
+                f"no database at {path.resolve()}: run this where `make serve` ran, set "
+                "ANNOPLAN_DATABASE_URL, or create it with `annoplan migrate`"
+            )
+    engine = make_engine(url)
+    if not inspect(engine).has_table("api_keys"):
+        engine.dispose()
+        raise CliError(f"the database {url} has no annoplan schema: run `annoplan migrate` first")
+    return engine
 
 
 @app.command()
@@ -62,9 +94,8 @@ def keys_create(
     from sqlalchemy import select
 
     from service.auth import ROLES, create_key
-    from service.db import make_engine, make_sessionmaker, session_scope
+    from service.db import make_sessionmaker, session_scope
     from service.models import Project, Rater
-    from service.settings import get_settings
 
     if role not in ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
@@ -72,7 +103,7 @@ def keys_create(
         raise typer.BadParameter("admin keys take no --project; every other role needs one")
     if (role == "annotator") != (rater is not None):
         raise typer.BadParameter("--rater is required for annotator keys and only for them")
-    engine = make_engine(get_settings().database_url)
+    engine = _migrated_engine()
     with session_scope(make_sessionmaker(engine), write=True) as session:
         if project is not None and session.get(Project, project) is None:
             raise typer.BadParameter(f"no project {project!r}")
@@ -116,7 +147,11 @@ def plan(
     p_j: Annotated[float, typer.Option(help="Prior judge accuracy.")] = 0.90,
     epsilon: Annotated[float, typer.Option(help="Margin of the decision rule.")] = 0.05,
     alpha_sig: Annotated[float, typer.Option(help="Total false-rejection budget.")] = 0.05,
-    labels_csv: Annotated[Path | None, typer.Option(help="Plan from a label CSV (pilot) instead of priors.")] = None,
+    labels_csv: Annotated[Path | None, typer.Option(
+        exists=True, dir_okay=False, readable=True,
+        help="Plan from a label CSV (pilot) instead of priors: a label export, e.g. "
+             "curl -H 'Authorization: Bearer KEY' 'URL/projects/PID/labels?format=csv' > export.csv",
+    )] = None,
     judge: Annotated[str, typer.Option(help="The judge's rater id in --labels-csv.")] = "judge",
 ) -> None:
     """Print the certification recipe (SPEC.md §4) as a table, from priors or from labels in hand.
@@ -192,7 +227,10 @@ def simulate(
     for cell in cells:
         table.add_row(*[f"{cell[c]:.3f}" if isinstance(cell[c], float) else str(cell[c]) for c in columns[:-1]])
     console.print(table)
-    console.print(f"smallest rho with reliability >= 0.95: {result.min_rho()}")
+    for curve in sorted({(c["design"], c["coefficient"]) for c in cells}):
+        found = result.min_rho(design=curve[0], coefficient=curve[1])
+        console.print(f"{curve[0]}, {curve[1]}: smallest rho with reliability >= 0.95: "
+                      f"{'none on this grid' if found is None else found}")
 
 
 @app.command()
@@ -247,8 +285,28 @@ def _ok(response: object) -> dict:
 
 
 def main() -> None:
-    """Entry point of the ``annoplan`` script."""
-    app(sys.argv[1:])
+    """Entry point of the ``annoplan`` script: errors a person can fix are one line, no traceback."""
+    args = sys.argv[1:]
+    if not args:
+        app(args)  # prints the help
+    try:
+        app(args, standalone_mode=False)
+    except CliError as e:
+        _fail(str(e))
+    except typer.Abort:
+        _fail("aborted")
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.TyperException as e:  # a usage error: unknown option, bad value, missing file
+        _fail(getattr(e, "format_message", lambda: str(e))(), hint="add --help for the options")
+    except (OSError, ValueError) as e:
+        _fail(str(e))
+
+
+def _fail(message: str, *, hint: str | None = None) -> None:
+    """Print ``annoplan: error: message`` (and a hint) on stderr and exit 1."""
+    typer.echo(f"annoplan: error: {message}" + (f" ({hint})" if hint else ""), err=True)
+    sys.exit(1 if hint is None else 2)
 
 
 if __name__ == "__main__":
