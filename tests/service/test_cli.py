@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import csv
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from service.cli import app
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, ROOT
 from tests.live_server import LiveServer
 
 runner = CliRunner()
@@ -89,3 +92,41 @@ def test_demo_populates_a_project(database_url: str) -> None:
             assert doc["decision"] in ("pass", "reject", "inconclusive")
             assert doc["plan"]["remaining_labels"] == 0
             assert {r["rater"] for r in doc["raters"]} == {"ann-1", "ann-2", "ann-3", "ann-4"}
+
+
+def _run_script(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The installed entry point as a person runs it (a subprocess, output piped)."""
+    return subprocess.run([sys.executable, "-c", "from service.cli import main; main()", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_simulate_grid_of_designs_reports_each_curve(tmp_path: Path) -> None:
+    """The README's command: several rho and several designs (it used to exit 1 on min_rho)."""
+    result = _run_script(["simulate", "--n-items", "200", "--trials", "20", "--rho", "0.05", "--rho", "0.25",
+                          "--design", "random", "--design", "strat", "--out", "sim.csv"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "random, po: smallest rho" in result.stdout and "strat, po: smallest rho" in result.stdout
+    assert "wrong_decision" in result.stdout  # piped output keeps the last column (no 80-column cut)
+    assert len(list(csv.DictReader((tmp_path / "sim.csv").open()))) == 4
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["keys", "create", "--role", "admin"], "no database at"),
+    (["plan", "--labels-csv", "export.csv"], "does not exist"),
+    (["plan", "--no-such-option"], "No such option"),
+])
+def test_cli_errors_are_one_line_without_traceback(tmp_path: Path, args: list[str], says: str) -> None:
+    result = _run_script(args, tmp_path, ANNOPLAN_DATABASE_URL="sqlite:///./annoplan.db")
+    assert result.returncode in (1, 2)
+    assert says in result.stderr
+    assert result.stderr.startswith("annoplan: error: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "annoplan.db").exists()  # no empty database left behind
+
+
+def test_keys_create_on_an_unmigrated_database_says_to_migrate(tmp_path: Path) -> None:
+    (tmp_path / "empty.db").write_bytes(b"")
+    result = _run_script(["keys", "create", "--role", "admin"], tmp_path,
+                         ANNOPLAN_DATABASE_URL="sqlite:///./empty.db")
+    assert result.returncode == 1 and "annoplan migrate" in result.stderr, result.stderr
