@@ -1,0 +1,288 @@
+"""Validation certificates: a decision frozen with its labels and settings, and its re-derivation.
+
+A certificate is an in-toto Statement v1 whose subjects are the label snapshot and the
+report, each named by the SHA-256 of its RFC 8785 canonical JSON (docs/method.md §10).
+Everything here works on plain rows and dictionaries, so a certificate can be checked
+offline against a label export, with no server and no database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import platform
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import rfc8785
+import scipy
+
+from planner.decision import Validation, validate_judge
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://annoplan.dev/validation-certificate/v1"
+SNAPSHOT_FIELDS = ("item", "rater", "criterion", "value", "seq")
+HUMAN_KINDS = ("primary", "human")
+BIT_GENERATOR = "PCG64"
+# Settings the result echoes (section, key), so an edited setting is named by the check.
+ECHOED = (
+    ("decision", "coefficient"), ("decision", "rule"), ("decision", "epsilon"), ("decision", "omega_threshold"),
+    ("decision", "q"), ("decision", "inconclusive_level"), ("seeds", "seed"), ("seeds", "n_resamples"),
+)
+DIGITS = 12  # results are rounded so that last-bit differences between platforms do not count
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` as RFC 8785 (JSON Canonicalization Scheme) bytes (docs/method.md §10)."""
+    return rfc8785.dumps(value)
+
+
+def sha256_hex(value: Any) -> str:
+    """The SHA-256 hex digest of the canonical JSON of ``value`` (docs/method.md §10).
+
+    >>> sha256_hex([{"item": "i1", "rater": "ann-1", "criterion": "default", "value": "pass", "seq": 1},
+    ...             {"item": "i1", "rater": "judge", "criterion": "default", "value": "fail", "seq": 2}])
+    'a625c24e14380d93c3941a28556ac41d32cf22d725fefed9ef8e0375f9cc6745'
+    """
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def label_snapshot(rows: Iterable[Mapping[str, Any]], *, label_seq: int) -> list[dict[str, Any]]:
+    """The current label of every cell as of ``label_seq``, sorted by (item, rater, criterion).
+
+    ``rows`` is a label export, current labels or the full history (fields ``item``,
+    ``rater``, ``criterion``, ``value``, ``seq``; others are ignored). Per cell the event
+    with the highest ``seq`` not above ``label_seq`` counts; a cell whose latest event has
+    no value (a retraction) is absent. Raises ``ValueError`` naming a row without a field.
+    """
+    latest: dict[tuple[str, str, str], tuple[int, str | None]] = {}
+    for n, row in enumerate(rows, start=1):
+        try:
+            cell = (str(row["item"]), str(row["rater"]), str(row["criterion"]))
+            seq, value = int(row["seq"]), row["value"]
+        except KeyError as missing:
+            raise ValueError(f"label row {n} has no field {missing}") from None
+        except (TypeError, ValueError):
+            raise ValueError(f"label row {n}: seq must be an integer, got {str(row.get('seq'))[:100]!r}") from None
+        if seq <= label_seq and (cell not in latest or seq > latest[cell][0]):
+            latest[cell] = (seq, None if value in (None, "") else str(value))
+    return [
+        {"item": item, "rater": rater, "criterion": criterion, "value": value, "seq": seq}
+        for (item, rater, criterion), (seq, value) in sorted(latest.items())
+        if value is not None
+    ]
+
+
+def snapshot_summary(snapshot: list[dict[str, Any]]) -> dict[str, Any]:
+    """Row count and the digest of the cells alone, which tell an added or removed label from a changed one."""
+    return {"n_rows": len(snapshot), "cells_sha256": sha256_hex([[r["item"], r["rater"], r["criterion"]] for r in snapshot])}
+
+
+def _number(x: float) -> float | None:
+    return round(float(x), DIGITS) if math.isfinite(x) else None
+
+
+def _interval(ci: Any) -> list[float | None]:
+    return [_number(ci.low), _number(ci.high)]
+
+
+def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any]:
+    return {
+        "judge": judge, "decision": v.decision, "reason": v.reason, "omega": _number(v.omega),
+        "p_opposite": _number(v.p_opposite), "n_items": v.n_items,
+        "raters": [
+            {"rater": humans[k], "m": r.m, "d": _number(r.d), "ci": _interval(r.ci), "rho_f": _number(r.rho_f),
+             "rho_h": _number(r.rho_h), "p_value": _number(r.p_value), "won": r.won, "reason": r.reason}
+            for k, r in enumerate(v.raters)
+        ],
+        "human_pool": {"estimate": _number(v.human_pool.estimate), "ci": _interval(v.human_pool.ci),
+                       "n_raters": v.human_pool.n_raters},
+    }
+
+
+def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The validation decision (docs/method.md §3) of every judge on ``snapshot``, echoing its settings.
+
+    ``settings`` holds ``criterion``, ``raters`` (external id -> kind), ``protocol``
+    (``labels`` in order), ``decision`` and ``seeds`` as in a certificate's predicate.
+    Items are the snapshot's, in sorted order; CANNOT_ASSESS, INVALID and values outside
+    the label set are missing (exclusion).
+    """
+    criterion, kinds = settings["criterion"], settings["raters"]
+    decision, seeds = settings["decision"], settings["seeds"]
+    labels = list(settings["protocol"]["labels"])
+    raters = sorted(kinds)
+    rows = [r for r in snapshot if r["criterion"] == criterion and r["rater"] in kinds]
+    items = sorted({r["item"] for r in rows})
+    codes = np.full((len(items), len(raters)), -1, dtype=np.int64)
+    code_of, item_of, rater_of = {v: c for c, v in enumerate(labels)}, {x: i for i, x in enumerate(items)}, {
+        x: k for k, x in enumerate(raters)}
+    for r in rows:
+        codes[item_of[r["item"]], rater_of[r["rater"]]] = code_of.get(r["value"], -1)
+    humans = [k for k, x in enumerate(raters) if kinds[x] in HUMAN_KINDS]
+    judges = [k for k, x in enumerate(raters) if kinds[x] == "judge"]
+    verdicts = [
+        _judge_result(
+            validate_judge(
+                codes, judge=j, humans=humans, n_labels=len(labels), rule=decision["rule"],
+                coefficient=decision["coefficient"], epsilon=decision["epsilon"],
+                omega_threshold=decision["omega_threshold"], q=decision["q"],
+                inconclusive_level=decision["inconclusive_level"], n_resamples=seeds["n_resamples"],
+                rng=seeds["seed"],
+            ),
+            raters[j], [raters[k] for k in humans],
+        )
+        for j in judges
+    ] if len(humans) >= 2 else []
+    first = verdicts[0] if verdicts else {"decision": "insufficient_data", "omega": None}
+    return {
+        "decision": first["decision"], "omega": first["omega"], "judges": verdicts,
+        "n_items": len(items), "n_labels": len(rows),
+        "computed_with": {f"{section}.{key}": settings[section][key] for section, key in ECHOED},
+    }
+
+
+def software_versions() -> dict[str, str]:
+    """The versions the result depends on (numpy's random streams are not promised stable across versions)."""
+    try:
+        annoplan = metadata.version("annoplan")
+    except metadata.PackageNotFoundError:
+        annoplan = "unknown"
+    return {"annoplan": annoplan, "numpy": np.__version__, "scipy": scipy.__version__,
+            "python": platform.python_version()}
+
+
+def report_document(predicate: Mapping[str, Any]) -> dict[str, Any]:
+    """What the ``report`` subject digests: the predicate without the issue metadata (``certificate``)."""
+    return {k: v for k, v in predicate.items() if k != "certificate"}
+
+
+def certificate_statement(
+    snapshot: list[dict[str, Any]], settings: Mapping[str, Any], *, certificate: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The in-toto Statement v1 certifying the decision on ``snapshot`` under ``settings`` (docs/method.md §10).
+
+    ``settings`` carries ``project``, ``label_seq``, ``criterion``, ``protocol``, ``raters``,
+    ``decision``, ``plan`` and ``seeds``; ``certificate`` (id, issue time) is metadata
+    outside the report digest.
+    """
+    predicate = {
+        **settings, "software": software_versions(), "snapshot": snapshot_summary(snapshot),
+        "result": certified_result(snapshot, settings), "certificate": dict(certificate),
+    }
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": "labels-snapshot", "digest": {"sha256": sha256_hex(snapshot)}},
+            {"name": "report", "digest": {"sha256": sha256_hex(report_document(predicate))}},
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One way a certificate and the labels or settings disagree."""
+
+    field: str
+    reason: str
+    certified: Any
+    found: Any
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Whether a certificate re-derives from a label export; every mismatch names its field."""
+
+    match: bool
+    mismatches: tuple[Mismatch, ...]
+    notes: tuple[str, ...]
+
+
+def _statement_iv(statement: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    if not isinstance(statement, Mapping) or statement.get("_type") != STATEMENT_TYPE:
+        raise ValueError(f"not an in-toto Statement v1: '_type' must be {STATEMENT_TYPE!r}")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        raise ValueError(f"predicateType must be {PREDICATE_TYPE!r}")
+    predicate = statement.get("predicate")
+    needed = ("label_seq", "criterion", "protocol", "raters", "decision", "seeds", "snapshot", "result")
+    if not isinstance(predicate, Mapping) or any(k not in predicate for k in needed):
+        raise ValueError(f"the predicate must be an object with the fields {', '.join(needed)}")
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list):
+        raise ValueError("'subject' must be a list of {name, digest: {sha256}}")
+    digests = {s.get("name"): (s.get("digest") or {}).get("sha256") for s in subjects if isinstance(s, Mapping)}
+    if not {"labels-snapshot", "report"} <= set(digests):
+        raise ValueError("the subjects must include 'labels-snapshot' and 'report'")
+    if not all(isinstance(predicate[k], Mapping) for k in ("protocol", "raters", "decision", "seeds", "snapshot")):
+        raise ValueError("predicate.protocol, raters, decision, seeds and snapshot must be objects")
+    if not isinstance(predicate["label_seq"], int) or not isinstance(predicate["seeds"].get("seed"), int):
+        raise ValueError("predicate.label_seq and predicate.seeds.seed must be integers")
+    return dict(predicate), digests
+
+
+def _label_mismatch(certified: Mapping[str, Any], found: dict[str, Any], digest: str, found_digest: str) -> Mismatch:
+    if found["n_rows"] > certified.get("n_rows", 0):
+        reason = f"label added: {found['n_rows'] - certified.get('n_rows', 0)} more label(s) than certified"
+    elif found["n_rows"] < certified.get("n_rows", 0):
+        reason = f"label removed: {certified.get('n_rows', 0) - found['n_rows']} fewer label(s) than certified"
+    elif found["cells_sha256"] != certified.get("cells_sha256"):
+        reason = "labels moved: as many labels as certified, but on different (item, rater, criterion) cells"
+    else:
+        reason = "label changed: the same cells as certified, with a different value or seq"
+    return Mismatch("labels-snapshot", reason, {**certified, "sha256": digest}, {**found, "sha256": found_digest})
+
+
+def _differences(certified: Any, found: Any, path: str) -> list[Mismatch]:
+    if isinstance(certified, Mapping) and isinstance(found, Mapping):
+        keys = sorted(set(certified) | set(found))
+        return [m for k in keys for m in _differences(certified.get(k), found.get(k), f"{path}.{k}")]
+    if isinstance(certified, list) and isinstance(found, list) and len(certified) == len(found):
+        return [m for k, (a, b) in enumerate(zip(certified, found, strict=True))
+                for m in _differences(a, b, f"{path}[{k}]")]
+    if certified != found:
+        return [Mismatch(path, "the recomputed result differs", certified, found)]
+    return []
+
+
+def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Verification:
+    """Re-derive a certificate from a label export (docs/method.md §10).
+
+    Checks the snapshot digest, the report digest, the settings the result was computed
+    with, and the result recomputed from the labels under the predicate's settings.
+    Raises ``ValueError`` when ``statement`` is not an annoplan certificate.
+    """
+    predicate, digests = _statement_iv(statement)
+    snapshot = label_snapshot(rows, label_seq=predicate["label_seq"])
+    mismatches: list[Mismatch] = []
+    found_digest = sha256_hex(snapshot)
+    if found_digest != digests["labels-snapshot"]:
+        mismatches.append(_label_mismatch(predicate["snapshot"], snapshot_summary(snapshot),
+                                          digests["labels-snapshot"], found_digest))
+    report_digest = sha256_hex(report_document(predicate))
+    if report_digest != digests["report"]:
+        mismatches.append(Mismatch("report", "the predicate differs from the one the report digest certifies",
+                                   digests["report"], report_digest))
+    echoed = predicate["result"].get("computed_with", {}) if isinstance(predicate["result"], Mapping) else {}
+    for section, key in ECHOED:
+        now = predicate[section].get(key)
+        if echoed.get(f"{section}.{key}") != now:
+            mismatches.append(Mismatch(f"{section}.{key}", "the setting differs from the one the result was computed with",
+                                       echoed.get(f"{section}.{key}"), now))
+    try:
+        recomputed = certified_result(snapshot, predicate)
+    except (KeyError, TypeError, ValueError) as error:
+        mismatches.append(Mismatch("result", f"cannot be recomputed: {str(error)[:100]}", None, None))
+    else:
+        recomputed["computed_with"] = echoed  # a changed setting is named once, above
+        mismatches += _differences(predicate["result"], recomputed, "result")
+    notes = tuple(
+        f"certified with {name} {version}, checked with {software_versions()[name]}"
+        for name, version in sorted((predicate.get("software") or {}).items())
+        if software_versions().get(name, version) != version
+    )
+    return Verification(match=not mismatches, mismatches=tuple(mismatches), notes=notes)
