@@ -78,7 +78,8 @@ def label_snapshot(rows: Iterable[Mapping[str, Any]], *, label_seq: int) -> list
 
 def snapshot_summary(snapshot: list[dict[str, Any]]) -> dict[str, Any]:
     """Row count and the digest of the cells alone, which tell an added or removed label from a changed one."""
-    return {"n_rows": len(snapshot), "cells_sha256": sha256_hex([[r["item"], r["rater"], r["criterion"]] for r in snapshot])}
+    cells = [[r["item"], r["rater"], r["criterion"]] for r in snapshot]
+    return {"n_rows": len(snapshot), "cells_sha256": sha256_hex(cells)}
 
 
 def _number(x: float) -> float | None:
@@ -269,10 +270,10 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
                                    digests["report"], report_digest))
     echoed = predicate["result"].get("computed_with", {}) if isinstance(predicate["result"], Mapping) else {}
     for section, key in ECHOED:
-        now = predicate[section].get(key)
-        if echoed.get(f"{section}.{key}") != now:
-            mismatches.append(Mismatch(f"{section}.{key}", "the setting differs from the one the result was computed with",
-                                       echoed.get(f"{section}.{key}"), now))
+        name, now = f"{section}.{key}", predicate[section].get(key)
+        if echoed.get(name) != now:
+            mismatches.append(Mismatch(name, "the setting differs from the one the result was computed with",
+                                       echoed.get(name), now))
     try:
         recomputed = certified_result(snapshot, predicate)
     except (KeyError, TypeError, ValueError) as error:

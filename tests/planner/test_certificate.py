@@ -90,7 +90,8 @@ def test_label_snapshot_keeps_the_latest_event_up_to_label_seq() -> None:
         {"item": "i2", "rater": "h1", "criterion": "default", "value": "a", "seq": 1},
     ]
     at_4 = label_snapshot(history(), label_seq=4)
-    assert [(r["item"], r["rater"], r["value"]) for r in at_4] == [("i1", "h1", "c"), ("i1", "h2", "a"), ("i2", "h1", "a")]
+    assert [(r["item"], r["rater"], r["value"]) for r in at_4] == [
+        ("i1", "h1", "c"), ("i1", "h2", "a"), ("i2", "h1", "a")]
 
 
 @FAST
