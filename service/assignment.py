@@ -8,7 +8,7 @@ from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
-from service.errors import Conflict, Forbidden, Invalid, NotFound
+from service.errors import Conflict, Forbidden, Invalid, NotFound, echo
 from service.models import (
     Assignment,
     Batch,
@@ -40,7 +40,7 @@ def batch_rater(session: Session, project: Project, principal: Principal, reques
         raise Invalid("'rater' is required (the external id of the rater the batch is for)")
     rater = session.scalar(select(Rater).where(Rater.project_id == project.id, Rater.external_id == requested))
     if rater is None:
-        raise Invalid(f"unknown rater {requested!r} in this project")
+        raise Invalid(f"unknown rater {echo(requested)} in this project")
     return rater
 
 
@@ -96,7 +96,7 @@ def visible_batch(session: Session, project: Project, principal: Principal, bid:
     if batch is None or batch.project_id != project.id or (
         principal.role == "annotator" and batch.rater_id != principal.rater_id
     ):
-        raise NotFound(f"batch {bid!r} not found")
+        raise NotFound(f"batch {echo(bid)} not found")
     return batch
 
 

@@ -62,10 +62,15 @@ def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, floa
     recipe = plan.recipe
     moments = recipe.get("moments", {})
     coefficient = project.decision.get("coefficient", "po")
+    n_items = min(int(recipe.get("n_items", 500)), 1000)
+    # A small corpus has no item per secondary at the lowest rates: those points are left out.
+    rhos = [rho for rho in CURVE_RHOS if round(rho * n_items) >= 1]
+    if not rhos:
+        return []
     result = simulate(
-        n_items=min(int(recipe.get("n_items", 500)), 1000), n_humans=max(int(recipe.get("n_humans", 3)), 2),
+        n_items=n_items, n_humans=max(int(recipe.get("n_humans", 3)), 2),
         n_labels=len(project.labels), p_h=moments.get("p_h", 0.85), p_j=moments.get("p_j", 0.9),
-        rho=list(CURVE_RHOS), design=plan.design,
+        rho=rhos, design=plan.design,
         coefficient=coefficient if coefficient in COEFFICIENTS else "po",
         delta=project.target.get("delta", 0.05), trials=100, rng=plan.seed % 2**32,
     )

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from service.auth import Principal, principal_for
 from service.db import session_scope
-from service.errors import Forbidden, NotFound
+from service.errors import Forbidden, NotFound, echo
 from service.models import Project
 from service.settings import Settings
 
@@ -76,7 +76,7 @@ def visible_project(session: Session, principal: Principal, pid: str) -> Project
     """The project if it exists and the key may see it; otherwise 404 (its existence stays hidden)."""
     project = session.get(Project, pid)
     if project is None or (principal.role != "admin" and principal.project_id != pid):
-        raise NotFound(f"project {pid!r} not found")
+        raise NotFound(f"project {echo(pid)} not found")
     return project
 
 

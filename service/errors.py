@@ -65,6 +65,25 @@ class Invalid(AppError):
     code = "invalid"
 
 
+ECHO_CHARS = 100
+"""Longest slice of a client's value that an error message repeats back."""
+
+DETAIL_CHARS = 1000
+"""Longest error ``detail``; a backstop for messages that echo several values."""
+
+
+def echo(value: object) -> str:
+    """``repr(value)`` as quoted in error messages: at most ``ECHO_CHARS`` characters of it."""
+    text = repr(value)
+    if len(text) <= ECHO_CHARS:
+        return text
+    return f"{text[:ECHO_CHARS]}... ({len(text):,} characters)"
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... (truncated)"
+
+
 class ErrorBody(BaseModel):
     """The error document, as documented in OpenAPI."""
 
@@ -75,10 +94,24 @@ class ErrorBody(BaseModel):
 
 def error_body(code: str, detail: str, fields: list[Any] | None = None) -> dict[str, Any]:
     """The stable error document of API.md."""
-    body: dict[str, Any] = {"error": code, "detail": detail}
+    body: dict[str, Any] = {"error": code, "detail": _bounded(detail, DETAIL_CHARS)}
     if fields:
-        body["fields"] = fields
+        body["fields"] = [_bounded_field(f) for f in fields]
     return body
+
+
+def _bounded_field(field: Any) -> Any:
+    """A ``fields`` entry with long location parts and values cut to ``ECHO_CHARS``."""
+    if not isinstance(field, dict):
+        return field
+    bounded = dict(field)
+    if "loc" in bounded:
+        bounded["loc"] = [_bounded(p, ECHO_CHARS) if isinstance(p, str) else p for p in bounded["loc"]]
+    if isinstance(bounded.get("value"), str):
+        bounded["value"] = _bounded(bounded["value"], ECHO_CHARS)
+    if isinstance(bounded.get("msg"), str):
+        bounded["msg"] = _bounded(bounded["msg"], DETAIL_CHARS)
+    return bounded
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -103,7 +136,7 @@ def install_error_handlers(app: FastAPI) -> None:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media and media != "application/json" and any(e.get("loc", ("",))[0] == "body" for e in exc.errors()):
             return JSONResponse(
-                error_body("unsupported_media_type", f"content type {media!r} is not accepted; send application/json"),
+                error_body("unsupported_media_type", f"content type {echo(media)} is not accepted; send application/json"),
                 415,
             )
         fields = [
@@ -111,7 +144,7 @@ def install_error_handlers(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         first = fields[0] if fields else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"])
+        where = _bounded(".".join(str(p) for p in first["loc"]), ECHO_CHARS)
         return JSONResponse(
             error_body("validation_error", f"{where}: {first['msg']}", fields), 422
         )

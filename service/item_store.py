@@ -6,7 +6,7 @@ import orjson
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from service.errors import Invalid
+from service.errors import Invalid, echo
 from service.models import Item, Project, Rater
 from service.project_rows import lock_project, reserve
 from service.schemas import ItemIn, ItemsUpserted
@@ -43,7 +43,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
     for n, row in enumerate(rows, start=1):
         prior = wanted.get(row.external_id)
         if prior is not None and prior != row:
-            raise Invalid(f"row {n}: item {row.external_id!r} appears twice with different content")
+            raise Invalid(f"row {n}: item {echo(row.external_id)} appears twice with different content")
         wanted[row.external_id] = row
     lock_project(session, project.id)
     existing: dict[str, tuple[int, dict, str | None]] = {}

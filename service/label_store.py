@@ -9,7 +9,7 @@ from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
-from service.errors import Forbidden, Invalid
+from service.errors import Forbidden, Invalid, echo
 from service.item_store import ids_by_external
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
 from service.project_rows import lock_project, reserve
@@ -33,13 +33,13 @@ def _value_error(project: Project, value: str, kind: str, n: int) -> Invalid:
         return Invalid(f"row {n}: CANNOT_ASSESS is not allowed in this project (allow_abstain is false)")
     if value == INVALID:
         return Invalid(f"row {n}: INVALID is only accepted from judges, not from a {kind} rater")
-    return Invalid(f"row {n}: unknown label {value!r}; the project's labels are {project.labels}")
+    return Invalid(f"row {n}: unknown label {echo(value)}; the project's labels are {project.labels}")
 
 
 def _criterion_error(project: Project, criterion: str | None, n: int) -> Invalid:
     if criterion is None:
         return Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
-    return Invalid(f"row {n}: unknown criterion {criterion!r}; the project has {project.criteria}")
+    return Invalid(f"row {n}: unknown criterion {echo(criterion)}; the project has {project.criteria}")
 
 
 def write_labels(
@@ -67,10 +67,10 @@ def write_labels(
             # Checked before existence, so an annotator cannot probe which rater ids exist.
             raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
         if rater is None:
-            raise Invalid(f"row {n}: unknown rater {row.rater!r} in this project")
+            raise Invalid(f"row {n}: unknown rater {echo(row.rater)} in this project")
         item = item_ids.get(row.item)
         if item is None:
-            raise Invalid(f"row {n}: unknown item {row.item!r} in this project")
+            raise Invalid(f"row {n}: unknown item {echo(row.item)} in this project")
         if row.value not in rater[2]:
             raise _value_error(project, row.value, rater[1], n)
         criterion = row.criterion or default_criterion
@@ -81,8 +81,8 @@ def write_labels(
         if prior is not None:
             if prior[0] != row.value:
                 raise Invalid(
-                    f"rows {prior[2]} and {n} give different values for item {row.item!r}, "
-                    f"rater {row.rater!r}: {prior[0]!r} and {row.value!r}"
+                    f"rows {prior[2]} and {n} give different values for item {echo(row.item)}, "
+                    f"rater {echo(row.rater)}: {echo(prior[0])} and {echo(row.value)}"
                 )
             duplicates += 1
             continue
@@ -111,7 +111,7 @@ def _check_batches(session: Session, project: Project, cells: dict) -> None:
     }
     for (_, rater_id, _), (_, batch, n) in cells.items():
         if batch is not None and owners.get(batch) != rater_id:
-            raise Invalid(f"row {n}: batch {batch!r} is not a batch of this rater in this project")
+            raise Invalid(f"row {n}: batch {echo(batch)} is not a batch of this rater in this project")
 
 
 def _current_values(session: Session, project_id: str, cells: dict) -> dict[tuple[int, int, str], str]:

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
-from service.errors import Conflict, Invalid
+from service.errors import Conflict, Invalid, echo
 from service.item_store import ids_by_external, upsert_items
 from service.label_store import write_labels
 from service.models import Batch, Item, Project, Rater
@@ -227,7 +227,7 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
     """
     result = next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
     if result is None:
-        return None, "no choices result" + (f" from {from_name!r}" if from_name else "")
+        return None, "no choices result" + (f" from {echo(from_name)}" if from_name else "")
     choices = result.value.get("choices")
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
         return None, "value.choices is not a list of strings"
@@ -324,7 +324,7 @@ def read_export(
             read(item.external_id, {"task": task.id, "prediction": pred.id, "rater": rater}, pred.result)
     if primary is not None and not any(r.kind == "primary" for r in raters.values()):
         raise Invalid(
-            f"primary {primary!r} is not the id or email of an annotator in this export", code="unknown_primary"
+            f"primary {echo(primary)} is not the id or email of an annotator in this export", code="unknown_primary"
         )
     return ExportReading(items, list(raters.values()), [row for row, _ in cells.values()], unmapped, skipped)
 
@@ -347,7 +347,7 @@ def ensure_raters(session: Session, project: Project, wanted: list[RaterCreate])
     }
     for ext, kind in existing.items():
         if not _compatible(kinds[ext], kind):
-            raise Conflict(f"rater {ext!r} exists as a {kind} rater, not as {kinds[ext]}", code="rater_kind_clash")
+            raise Conflict(f"rater {echo(ext)} exists as a {kind} rater, not as {kinds[ext]}", code="rater_kind_clash")
     new = [r for r in wanted if r.external_id not in existing]
     if any(r.kind == "primary" for r in new) and session.scalar(
         select(Rater.id).where(Rater.project_id == project.id, Rater.kind == "primary")
@@ -437,7 +437,7 @@ def record_annotation(
     value = label_for(choice, project.labels)
     if value is None:
         raise Invalid(
-            f"task {task_id}: choice {choice!r} matches none of the project's labels {project.labels}",
+            f"task {task_id}: choice {echo(choice)} matches none of the project's labels {project.labels}",
             code="unmapped_value",
         )
     row, wanted = _validated(
@@ -451,7 +451,7 @@ def record_annotation(
     if item_created:
         if item is None:
             raise Invalid(
-                f"unknown task {task_id}: no item {item_ext!r} in this project and no task data in the payload",
+                f"unknown task {task_id}: no item {echo(item_ext)} in this project and no task data in the payload",
                 code="unknown_task",
             )
         upsert_items(session, project, [item])

@@ -22,7 +22,7 @@ from planner.protocol import (
     allocation_bounds,
     summarize,
 )
-from service.errors import Invalid
+from service.errors import Invalid, echo
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Project
 
@@ -430,7 +430,7 @@ def _criteria_iv(project: Project, options: ReportOptions) -> list[str]:
     if options.criterion is None:
         return list(project.criteria)
     if options.criterion not in project.criteria:
-        raise Invalid(f"unknown criterion {options.criterion!r}; the project has {project.criteria}")
+        raise Invalid(f"unknown criterion {echo(options.criterion)}; the project has {project.criteria}")
     return [options.criterion]
 
 

@@ -68,9 +68,10 @@ def _no_nul(value: Any) -> Any:
 
 
 class StrictRow(BaseModel):
-    """Rows of bulk uploads: unknown fields are refused; strings use :data:`Text` (no NUL)."""
+    """Rows of bulk uploads: unknown fields and non-finite numbers (NaN, Infinity) are refused;
+    strings use :data:`Text` (no NUL)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Strict(StrictRow):

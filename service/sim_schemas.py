@@ -172,7 +172,7 @@ class AgreementBody(Strict):
 
     labels: Labels
     scale: Scale = "nominal"
-    values: Annotated[list[float], Field(min_length=2, max_length=100)] | None = Field(
+    values: Annotated[list[Annotated[float, Field(ge=-1e12, le=1e12)]], Field(min_length=2, max_length=100)] | None = Field(
         None, description="Interval scale only: the number each label stands for (default 0..L-1)."
     )
     matrix: list[list[str | None]] = Field(min_length=1)

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from planner.simulate import DEFAULT_EPSILON
-from service.errors import AppError, Invalid
+from service.errors import AppError, Invalid, echo
 from service.jobs import ACTIVE, SimulationSpec
 from service.matrix import load_matrix
 from service.models import CurrentLabel, Plan, Project, Rater, Simulation
@@ -166,7 +166,7 @@ def _replay(
     if len(humans) < 2 or not judges:
         raise Invalid(
             f"a replay needs at least two humans and one judge with a label on every item for criterion "
-            f"{criterion!r}; the project has {len(humans)} such humans and {len(judges)} such judges "
+            f"{echo(criterion)}; the project has {len(humans)} such humans and {len(judges)} such judges "
             f"over {n_items} items"
         )
     rho = _as_list(body.rho) if body.rho is not None else DEFAULT_RHOS
@@ -190,7 +190,7 @@ def resolve(session: Session, project: Project, body: SimulateBody) -> tuple[Sim
     """The simulation ``body`` asks for, defaults filled from the project; 422 on invalid settings."""
     criterion = _or(body.criterion, project.criteria[0])
     if criterion not in project.criteria:
-        raise Invalid(f"unknown criterion {criterion!r}; the project's are {', '.join(project.criteria)}")
+        raise Invalid(f"unknown criterion {echo(criterion)}; the project's are {', '.join(project.criteria)}")
     plan = current_plan(session, project.id)
     common = _decision_settings(body, project, plan)
     seed = body.seed if body.seed is not None else secrets.randbelow(2**63)

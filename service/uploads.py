@@ -11,7 +11,7 @@ import orjson
 from fastapi import Depends, Header, Request
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from service.errors import Invalid, TooLarge, UnsupportedMediaType
+from service.errors import Invalid, TooLarge, UnsupportedMediaType, echo
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -50,7 +50,7 @@ def _records(body: bytes, content_type: str | None) -> list[Any]:
     if media in CSV_TYPES:
         return _csv_records(body)
     raise UnsupportedMediaType(
-        f"content type {media!r} is not accepted; send application/json (an array), "
+        f"content type {echo(media)} is not accepted; send application/json (an array), "
         "application/x-ndjson or text/csv"
     )
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from planner.agreement import summary_table
 from service.deps import PrincipalDep
-from service.errors import Invalid, TooLarge, error_responses
+from service.errors import Invalid, TooLarge, echo, error_responses
 from service.sim_schemas import AgreementBody, AgreementRead, EstimateRead
 
 router = APIRouter(tags=["agreement"])
@@ -37,7 +37,7 @@ def matrix_codes(body: AgreementBody) -> np.ndarray:
     if unknown.size:
         r, c = (int(x) for x in unknown[0])
         raise Invalid(
-            f"matrix[{r}][{c}] is {body.matrix[r][c]!r}, which is not one of the labels "
+            f"matrix[{r}][{c}] is {echo(body.matrix[r][c])}, which is not one of the labels "
             f"({len(unknown)} unknown value(s) in all)",
             code="unknown_label",
             fields=[{"loc": ["body", "matrix", int(i), int(j)], "value": body.matrix[i][j]} for i, j in unknown[:20]],

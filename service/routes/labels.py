@@ -19,7 +19,7 @@ from service.deps import (
     WriteSession,
     project_for,
 )
-from service.errors import Invalid, error_responses
+from service.errors import Invalid, echo, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.label_store import export_query, write_labels
 from service.models import Rater
@@ -82,9 +82,9 @@ def export_labels(
     if rater is not None:
         rater_id = session.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.external_id == rater))
         if rater_id is None:
-            raise Invalid(f"unknown rater {rater!r} in this project")
+            raise Invalid(f"unknown rater {echo(rater)} in this project")
     if criterion is not None and criterion not in project.criteria:
-        raise Invalid(f"unknown criterion {criterion!r}; the project has {project.criteria}")
+        raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
     stmt = export_query(pid, history=history, rater_id=rater_id, criterion=criterion, since_seq=max(since_seq, page.after or 0))
     if format == "json":
         rows = [LabelRow(**dict(zip(EXPORT_COLUMNS, r, strict=True))) for r in session.execute(stmt.limit(page.limit + 1))]

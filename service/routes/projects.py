@@ -16,7 +16,7 @@ from service.deps import (
     project_for,
     require_role,
 )
-from service.errors import Conflict, Invalid, NotFound, error_responses
+from service.errors import Conflict, Invalid, NotFound, echo, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import ApiKey, LabelEvent, Project, Rater, new_public_id, utcnow
 from service.pagination import PageDep, encode_cursor
@@ -116,7 +116,7 @@ def create_project_key(pid: ProjectId, body: KeyCreate, session: WriteSession, p
     if body.rater is not None:
         rater_id = session.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.external_id == body.rater))
         if rater_id is None:
-            raise Invalid(f"unknown rater {body.rater!r} in this project")
+            raise Invalid(f"unknown rater {echo(body.rater)} in this project")
     row, secret = create_key(session, role=body.role, project_id=pid, rater_id=rater_id, name=body.name)
     return KeyCreated(id=row.id, role=body.role, project=pid, rater=body.rater, key=secret)
 
@@ -127,6 +127,6 @@ def revoke_project_key(pid: ProjectId, kid: str, session: WriteSession, principa
     project_for(session, principal, pid, "admin")
     row = session.get(ApiKey, kid)
     if row is None or row.project_id != pid:
-        raise NotFound(f"key {kid!r} not found")
+        raise NotFound(f"key {echo(kid)} not found")
     if row.revoked_at is None:
         row.revoked_at = utcnow()

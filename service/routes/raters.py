@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from service.deps import PrincipalDep, ReadSession, WriteSession, project_for
-from service.errors import Conflict, error_responses
+from service.errors import Conflict, echo, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import CurrentLabel, Rater
 from service.pagination import PageDep, encode_cursor
@@ -29,7 +29,7 @@ def create_rater(
     def write() -> tuple[int, RaterRead]:
         taken = session.scalar(select(Rater.kind).where(Rater.project_id == pid, Rater.external_id == body.external_id))
         if taken is not None:
-            raise Conflict(f"rater {body.external_id!r} already exists in this project", code="rater_exists")
+            raise Conflict(f"rater {echo(body.external_id)} already exists in this project", code="rater_exists")
         if body.kind == "primary" and session.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.kind == "primary")):
             raise Conflict("this project already has a primary rater", code="primary_exists")
         rater = Rater(project_id=pid, **body.model_dump())

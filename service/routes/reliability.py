@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
-from service.errors import Invalid, error_responses
+from service.errors import Invalid, echo, error_responses
 from service.models import Project
 from service.planning import current_plan
 from service.reliability import document_key, ranking_document, reliability_document
@@ -27,7 +27,7 @@ def _cached(
 ) -> Response:
     name = criterion or project.criteria[0]
     if name not in project.criteria:
-        raise Invalid(f"unknown criterion {name!r}; the project has {project.criteria}")
+        raise Invalid(f"unknown criterion {echo(name)}; the project has {project.criteria}")
     etag = document_key(session, project, current_plan(session, project.id), name, kind)
     headers = {**CACHE_HEADERS, "ETag": etag}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 
 from service.db import session_scope
 from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
-from service.errors import Invalid, NotFound, TooLarge, error_responses
+from service.errors import Invalid, NotFound, TooLarge, echo, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
 from service.models import Simulation, new_public_id
@@ -111,7 +111,7 @@ def get_simulation(
     project_for(session, principal, pid, "admin", "pm")
     job = session.get(Simulation, sim_id)
     if job is None or job.project_id != pid:
-        raise NotFound(f"simulation {sim_id!r} not found")
+        raise NotFound(f"simulation {echo(sim_id)} not found")
     if is_stale(job.id, job.status, job.params):
         with session_scope(request.app.state.sessions, write=True) as writer:
             expire_stale(writer, job_id=job.id)
