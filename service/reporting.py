@@ -201,6 +201,7 @@ class Report(BaseModel):
     """The protocol-aware report of a project (SPEC.md §7)."""
 
     project: str
+    project_name: str
     label_seq: int
     protocol: ProtocolOut
     criteria: list[str]
@@ -297,13 +298,22 @@ def _table_out(table: VerdictTable) -> TableOut:
     return TableOut(categories=list(table.categories), counts=[list(r) for r in table.counts], n=table.n)
 
 
-def comparison(summary: Summary, population: str, rule: str | None = None) -> Comparison:
-    """Every reported quantity of one judge-vs-human summary (SPEC.md §7, "Report")."""
+def _bootstrap_method(result: Aggregate) -> str:
+    """The one kappa interval method of a report, named with its resampling unit."""
+    return f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples of {result.protocol.resampling_unit}"
+
+
+def comparison(summary: Summary, population: str, bootstrap: Aggregate, rule: str | None = None) -> Comparison:
+    """Every reported quantity of one judge-vs-human summary (SPEC.md §7, "Report").
+
+    ``bootstrap`` is the aggregate whose kappa equals this table's (the criterion alone, or
+    the pooled criteria): its percentile bootstrap is the report's one kappa interval method.
+    """
     reasons = summary.reasons
     if summary.kappa is None:
         kappa_reason = _reason(reasons, "kappa", "kappa is undefined on these pairs")
-    elif summary.kappa_interval is None:
-        kappa_reason = "the standard error of kappa is undefined on these pairs"
+    elif bootstrap.kappa_interval is None:
+        kappa_reason = "every bootstrap replicate of kappa was undefined"
     else:
         kappa_reason = None
     return Comparison(
@@ -328,11 +338,8 @@ def comparison(summary: Summary, population: str, rule: str | None = None) -> Co
         kappa=Kappa(
             value=summary.kappa,
             standard_error=summary.kappa_se,
-            interval=summary.kappa_interval.as_list() if summary.kappa_interval else None,
-            interval_method=(
-                "delta method (Fleiss, Cohen & Everitt 1969 variance)"
-                if summary.kappa_interval_method == "delta" else summary.kappa_interval_method
-            ),
+            interval=bootstrap.kappa_interval.as_list() if bootstrap.kappa_interval else None,
+            interval_method=_bootstrap_method(bootstrap),
             confidence_level=CONFIDENCE_LEVEL,
             human_positive_rate=summary.human_positive_rate,
             judge_positive_rate=summary.judge_positive_rate,
@@ -345,14 +352,13 @@ def comparison(summary: Summary, population: str, rule: str | None = None) -> Co
 
 def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
     reasons = result.reasons
-    pooled = comparison(result.pooled, population, result.rule) if result.pooled is not None else None
+    pooled = comparison(result.pooled, population, result, result.rule) if result.pooled is not None else None
     if result.kappa is None:
         kappa_reason = _reason(reasons, "kappa", "kappa is undefined")
     elif result.kappa_interval is None:
         kappa_reason = "every bootstrap replicate of kappa was undefined"
     else:
         kappa_reason = None
-    unit = result.protocol.resampling_unit
     return AggregateOut(
         level=result.protocol.aggregation,  # type: ignore[arg-type]
         criteria=list(result.criteria),
@@ -364,7 +370,7 @@ def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
             value=result.kappa,
             standard_error=None,
             interval=result.kappa_interval.as_list() if result.kappa_interval else None,
-            interval_method=f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples of {unit}",
+            interval_method=_bootstrap_method(result),
             confidence_level=CONFIDENCE_LEVEL,
             human_positive_rate=pooled.kappa.human_positive_rate if pooled else None,
             judge_positive_rate=pooled.kappa.judge_positive_rate if pooled else None,
@@ -376,9 +382,32 @@ def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
     )
 
 
+# Words that name the MET side of a binary label set, whichever order the labels come in.
+POSITIVE_WORDS = frozenset({"pass", "passed", "yes", "y", "met", "true", "correct", "positive", "accept", "1"})
+
+
+def default_positive(labels: list[str]) -> str | None:
+    """The positive label of a binary set when none is declared: the one label that is a
+    MET word (``pass``, ``yes``, ``met``, ``true``, ``correct``, ...), else the last label
+    (negative first: ``["ok", "toxic"]``); None for more than two labels (they must declare it)."""
+    if len(labels) != 2:
+        return None
+    named = [v for v in labels if v.strip().casefold() in POSITIVE_WORDS]
+    return named[0] if len(named) == 1 else labels[-1]
+
+
 def _positive(project: Project, options: ReportOptions) -> str:
-    """The positive (MET) label: the requested one, else the project's first label."""
-    return project.labels[0] if options.positive is None else options.positive
+    """The positive (MET) label: the requested one, the project's declared one, or the default."""
+    if options.positive is not None:
+        return options.positive
+    declared = project.decision.get("positive_label") or default_positive(project.labels)
+    if declared is not None:
+        return str(declared)
+    raise Invalid(
+        f"this project has {len(project.labels)} labels, so reports need its positive (MET) label: "
+        f"set decision.positive_label (PATCH /projects/{project.id}) or pass ?positive= "
+        f"(one of {project.labels})"
+    )
 
 
 def _summaries(
@@ -415,10 +444,10 @@ def _common_items(matrices: list[LabelMatrix], judge: int, human: int) -> np.nda
     return common
 
 
-def _aggregate(per_criterion: dict[str, Summary], options: ReportOptions) -> Aggregate:
+def _aggregate(per_criterion: dict[str, Summary], options: ReportOptions, level: str | None = None) -> Aggregate:
     return aggregate(
         per_criterion,
-        level=options.aggregation,
+        level=level or options.aggregation,
         rule=options.rule,
         confidence_level=CONFIDENCE_LEVEL,
         n_resamples=BOOTSTRAP_RESAMPLES,
@@ -491,8 +520,8 @@ def _checklist(judges: list[JudgeReport], criteria: list[str], declared: Protoco
               f"aggregation={declared.aggregation}, resampling unit: {declared.resampling_unit}"),
         _item("one binary association statistic", association, "phi, reported once"),
         _item("kappa with interval", intervals,
-              "kappa with a delta-method interval per criterion and a bootstrap interval aggregated, "
-              "next to both positive rates"),
+              "kappa with one interval method throughout (a percentile bootstrap of the resampling "
+              "unit), next to both positive rates"),
         _item("per-criterion tables", none, f"one table per judge and criterion ({', '.join(criteria)})"),
         _item("coverage bounds with covered accuracy", bounds, "Manski and sharp bounds next to covered accuracy"),
         _item("INVALID outputs counted, never recoded", [],
@@ -529,13 +558,16 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
             judge=raters[judge].external_id,
             human=raters[human].external_id,
             criteria=[
-                CriterionComparison(criterion=c, **comparison(s, PAIRED).model_dump())
+                CriterionComparison(
+                    criterion=c, **comparison(s, PAIRED, _aggregate({c: s}, options, "micro")).model_dump()
+                )
                 for c, s in per_criterion.items()
             ],
             aggregate=_aggregate_out(result, population),
         ))
     return Report(
         project=project.id,
+        project_name=project.name,
         label_seq=project.label_seq,
         protocol=declared,
         criteria=criteria,

@@ -104,6 +104,13 @@ class DecisionSettings(Strict):
     aggregation: Literal["micro", "macro", "item"] = Field(
         "micro", description="Default aggregation of rubric criteria in reports (SPEC.md §7)."
     )
+    positive_label: str | None = Field(
+        None,
+        description="The positive (MET) label of reports: F1, phi and positive rates refer to it. "
+        "Unset, for two labels: the one that is a MET word (pass, yes, met, true, correct, "
+        "positive, accept, 1), else the last one (['ok', 'toxic'] -> toxic); a project with "
+        "more labels must declare it.",
+    )
 
     def resolved_epsilon(self) -> float:
         """The margin in force: the declared one or the rule's default."""
@@ -127,8 +134,10 @@ class ProjectCreate(Strict):
 
     @model_validator(mode="after")
     def _recode_to_is_a_label(self) -> ProjectCreate:
-        if self.decision.recode_to is not None and self.decision.recode_to not in self.labels:
-            raise ValueError(f"decision.recode_to must be one of the labels {self.labels}")
+        for field in ("recode_to", "positive_label"):
+            value = getattr(self.decision, field)
+            if value is not None and value not in self.labels:
+                raise ValueError(f"decision.{field} must be one of the labels {self.labels}")
         return self
 
 

@@ -99,6 +99,10 @@ def patch_project(
             if value is None:
                 raise Invalid(f"{key} cannot be null")
             setattr(project, key, value)
+        for field in ("recode_to", "positive_label"):
+            value = project.decision.get(field)
+            if value is not None and value not in project.labels:
+                raise Invalid(f"decision.{field} must be one of the labels {project.labels}")
         session.flush()
         return 200, project_read(project)
 

@@ -55,7 +55,7 @@ def get_report(
         str | None, Query(description="The label CANNOT_ASSESS is recoded to; required for handling=recode.")
     ] = None,
     positive: Annotated[
-        str | None, Query(description="The positive (MET) label; default the project's first label.")
+        str | None, Query(description="The positive (MET) label; default the project's decision.positive_label, else the last of two labels.")
     ] = None,
     costs: Annotated[
         Costs, Query(description="Disagreement costs over the scored categories (kappa weights).")
@@ -182,8 +182,8 @@ def report_html(report: Report) -> str:
     """A plain, self-contained HTML page of the report; every value is escaped."""
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>annoplan report {escape(report.project)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>Report for project {escape(report.project)}</h1>",
+        f"<title>annoplan report: {escape(report.project_name)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>Report: {escape(report.project_name)} <small>({escape(report.project)})</small></h1>",
         f"<p>Labels up to event {report.label_seq}; criteria: {escape(', '.join(report.criteria))}.</p>",
         "<h2>Protocol</h2>", _protocol(report),
     ]

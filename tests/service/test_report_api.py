@@ -286,17 +286,21 @@ def test_ordinal_table_reproduces_the_spec_kappas(client: TestClient) -> None:
     counts = [[20, 5, 1], [6, 30, 7], [2, 8, 21]]
     pairs = [(str(h + 1), str(j + 1)) for j, row in enumerate(counts) for h, n in enumerate(row) for _ in range(n)]
     post_pairs(client, pid, pairs)
+    response = client.get(f"/projects/{pid}/report")  # three labels: the positive one must be declared
+    assert response.status_code == 422 and "decision.positive_label" in response.json()["detail"]
     expected = {"nominal": 0.5555, "linear": 0.6072, "quadratic": 0.6664}
     for costs, kappa in expected.items():
-        c = only_table(client.get(f"/projects/{pid}/report?costs={costs}").json())
+        c = only_table(client.get(f"/projects/{pid}/report?costs={costs}&positive=1").json())
         assert c["kappa"]["value"] == pytest.approx(kappa, abs=5e-5), costs
         assert c["accuracy"]["value"] == pytest.approx(0.71) and c["n_items"] == 100
+    decision = client.get(f"/projects/{pid}").json()["decision"]
+    assert client.patch(f"/projects/{pid}", json={"decision": {**decision, "positive_label": "1"}}).status_code == 200
     c = only_table(client.get(f"/projects/{pid}/report").json())
     assert c["association"]["note"].startswith("phi of '1'")
     assert c["bounds"]["sharp"]["kappa"]["value"] is None and "binary" in c["bounds"]["sharp"]["kappa"]["reason"]
     assert c["bounds"]["manski_accuracy"]["value"] == pytest.approx([0.71, 0.71])  # full coverage
     # Combining criteria per item needs binary verdicts.
-    response = client.get(f"/projects/{pid}/report?aggregation=item")
+    response = client.get(f"/projects/{pid}/report?aggregation=item&positive=1")
     assert response.status_code == 422 and "binary" in response.json()["detail"]
 
 
@@ -310,3 +314,45 @@ def test_default_protocol_comes_from_the_project_settings(client: TestClient, ab
     assert report["protocol"]["handling"] == "three_class" and report["protocol"]["aggregation"] == "macro"
     explicit = client.get(f"/projects/{abstain_pid}/report", params={"handling": "exclude"}).json()
     assert explicit["protocol"]["handling"] == "exclude"
+
+
+@pytest.mark.parametrize(("labels", "positive"), [
+    (["ok", "toxic"], "toxic"), (["fail", "pass"], "pass"), (["pass", "fail"], "pass"),
+    (["yes", "no"], "yes"), (["NOT_MET", "MET"], "MET"), (["bad", "good"], "good"),
+])
+def test_default_positive_label_of_a_binary_project(client: TestClient, labels: list[str], positive: str) -> None:
+    """The MET word when one label is one, else the last label; a declared label wins."""
+    pid = make_project(client, labels=labels)
+    post_pairs(client, pid, [(labels[0], labels[0]), (labels[1], labels[1]), (labels[1], labels[0])])
+    report = client.get(f"/projects/{pid}/report").json()
+    assert report["protocol"]["positive"] == positive
+    decision = client.get(f"/projects/{pid}").json()["decision"]
+    other = labels[0] if positive == labels[1] else labels[1]
+    assert client.patch(f"/projects/{pid}", json={"decision": {**decision, "positive_label": other}}).status_code == 200
+    assert client.get(f"/projects/{pid}/report").json()["protocol"]["positive"] == other
+
+
+def test_positive_label_must_be_a_label(client: TestClient) -> None:
+    body = {"name": "x", "labels": ["a", "b"], "decision": {"positive_label": "c"}}
+    response = client.post("/projects", json=body)
+    assert response.status_code == 422 and "positive_label" in response.text
+    pid = make_project(client, labels=["a", "b"])
+    decision = client.get(f"/projects/{pid}").json()["decision"]
+    response = client.patch(f"/projects/{pid}", json={"decision": {**decision, "positive_label": "zzz"}})
+    assert response.status_code == 422 and "positive_label" in response.json()["detail"]
+    assert client.get(f"/projects/{pid}").json()["decision"]["positive_label"] is None
+
+
+def test_one_kappa_interval_method_per_report_and_the_name_in_the_title(client: TestClient, abstain_pid: str) -> None:
+    """Criterion, pooled table and aggregate name one method; for one criterion they are one interval."""
+    report = client.get(f"/projects/{abstain_pid}/report").json()
+    (judge,) = report["judges"]
+    kappas = [c["kappa"] for c in judge["criteria"]] + [judge["aggregate"]["kappa"]]
+    kappas += [judge["aggregate"]["pooled"]["kappa"]]
+    assert len({k["interval_method"] for k in kappas}) == 1
+    assert kappas[0]["interval_method"].startswith("percentile bootstrap")
+    assert kappas[0]["interval"] == kappas[1]["interval"] == kappas[2]["interval"]
+    name = client.get(f"/projects/{abstain_pid}").json()["name"]
+    assert report["project_name"] == name
+    html = client.get(f"/projects/{abstain_pid}/report?format=html").text
+    assert f"<title>annoplan report: {name}</title>" in html
