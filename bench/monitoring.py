@@ -1,0 +1,130 @@
+"""Benchmark of planner.sequential (issue 12): what peeking costs, and what monitoring costs.
+
+1. Peeking-error table. A PM reads the decision after every 20 overlap items, up to 5x the
+   fixed-sample ``m_cert``, and stops at the first pass or reject. Fixed: the shipped
+   fixed-sample decision (``validate_judge``, margin rule, inconclusive guard, 200
+   resamples). Anytime: ``monitor_judge`` (e-BH). K = 3..5 humans on a shared panel,
+   p_h = .85, L = 2, epsilon = .05. False approval: a judge exactly on the margin;
+   false rejection: a judge as good as the humans (p_j = p_h); both with Monte Carlo SE.
+2. Expected stopping overlap of ``monitor_judge`` for a good judge (p_j = .90) next to
+   ``m_cert`` and the share of runs decided by 5x ``m_cert``.
+3. ``monitor_judge`` on 100,000 items x 9 humans (target < 0.5 s), with one
+   ``validate_judge`` (1,000 resamples) on the same matrix as the reference.
+
+Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/monitoring.py [runs]`` (default 100
+runs per cell; the fixed column dominates the time).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from planner.decision import validate_judge
+from planner.recipes import m_cert, prior_moments
+from planner.sequential import monitor_judge
+
+P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
+P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon
+
+
+def panel(rng: np.random.Generator, n_items: int, n_humans: int, p_j: float) -> np.ndarray:
+    """Symmetric noise channel; every human labels every item; the judge is the last column."""
+    truth = rng.integers(0, N_LABELS, n_items)
+    cols = [
+        np.where(rng.random(n_items) < p, truth, 1 - truth) for p in [P_H] * n_humans + [p_j]
+    ]
+    return np.column_stack(cols)
+
+
+def fixed_first_decision(codes: np.ndarray, n_humans: int) -> str:
+    """The fixed-sample decision read every 20 items: the first pass or reject stands."""
+    for look in range(LOOK_EVERY, codes.shape[0] + 1, LOOK_EVERY):
+        v = validate_judge(
+            codes[:look], judge=n_humans, humans=list(range(n_humans)), n_labels=N_LABELS,
+            n_resamples=200, rng=look,
+        )
+        if v.decision in ("pass", "reject"):
+            return v.decision
+    return "continue"
+
+
+def rate(flags: list[bool]) -> str:
+    p = float(np.mean(flags))
+    return f"{p:.3f} ± {math.sqrt(p * (1 - p) / len(flags)):.3f}"
+
+
+def peeking_table(runs: int, m: int) -> None:
+    print(f"Peeking: a look every {LOOK_EVERY} items up to {5 * m} (5 x m_cert = 5 x {m}), "
+          f"{runs} runs per cell")
+    print(f"{'K':>2} | {'FA fixed':>14} | {'FA anytime':>14} | {'FR fixed':>14} | {'FR anytime':>14}")
+    for k in (3, 4, 5):
+        rng = np.random.default_rng(k)
+        cells = {}
+        for name, p_j, wrong in (("FA", P_MARGIN, "pass"), ("FR", P_H, "reject")):
+            fixed, anytime = [], []
+            for _ in range(runs):
+                codes = panel(rng, 5 * m, k, p_j)
+                fixed.append(fixed_first_decision(codes, k) == wrong)
+                mon = monitor_judge(codes, judge=k, humans=list(range(k)), n_labels=N_LABELS)
+                anytime.append(mon.decision == wrong)
+            cells[name] = (rate(fixed), rate(anytime))
+        print(f"{k:>2} | {cells['FA'][0]:>14} | {cells['FA'][1]:>14} | "
+              f"{cells['FR'][0]:>14} | {cells['FR'][1]:>14}")
+
+
+def stopping_table(runs: int, m: int) -> None:
+    print(f"\nStopping overlap for a good judge (p_j = .90), {runs * 5} runs; m_cert = {m}")
+    print(f"{'K':>2} | {'mean stop':>9} | {'median':>6} | {'ratio to m_cert':>15} | "
+          f"{'decided by 5 m':>14}")
+    for k in (3, 4, 5):
+        rng = np.random.default_rng(100 + k)
+        stops = []
+        for _ in range(runs * 5):
+            mon = monitor_judge(panel(rng, 5 * m, k, 0.90), judge=k, humans=list(range(k)),
+                                n_labels=N_LABELS)
+            stops.append(np.inf if mon.decided_at is None else mon.decided_at + 1)
+        stops_arr = np.array(stops)
+        done = np.isfinite(stops_arr)
+        mean = float(stops_arr[done].mean())
+        print(f"{k:>2} | {mean:>9.0f} | {np.median(stops_arr[done]):>6.0f} | "
+              f"{mean / m:>15.2f} | {done.mean():>14.3f}")
+
+
+def timing() -> None:
+    rng = np.random.default_rng(0)
+    n, k = 100_000, 9
+    truth = rng.integers(0, 3, n)
+    cols = [np.where(rng.random(n) < 0.8, truth, (truth + rng.integers(1, 3, n)) % 3)
+            for _ in range(k + 1)]
+    for col in cols[1:k]:
+        col[rng.random(n) >= 0.10] = -1  # secondaries label 10%
+    codes = np.column_stack(cols)
+    order = rng.permutation(codes.size).reshape(codes.shape)
+    best = np.inf
+    for _ in range(3):
+        start = time.process_time()
+        monitor_judge(codes, judge=k, humans=list(range(k)), n_labels=3, order=order)
+        best = min(best, time.process_time() - start)
+    start = time.process_time()
+    validate_judge(codes, judge=k, humans=list(range(k)), n_labels=3, rng=0)
+    reference = time.process_time() - start
+    print(f"\nmonitor_judge, 100,000 items x 9 humans: {best:.3f} s CPU (target < 0.5 s); "
+          f"validate_judge with 1,000 resamples on the same matrix: {reference:.3f} s "
+          f"(ratio {best / reference:.2f})")
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    mu_d, sigma0_sq = prior_moments(P_H, 0.90, n_labels=N_LABELS)
+    m = int(m_cert(mu_d, sigma0_sq, epsilon=EPSILON))
+    timing()
+    stopping_table(runs, m)
+    peeking_table(runs, m)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,680 @@
+"""Anytime-valid monitoring: a judge decision that may be read at every look (docs/method.md §8).
+
+A fixed-sample decision (docs/method.md §3) holds once, at the planned overlap. Here every
+held-out human ``r_k`` gets two e-processes over its per-item differences ``xi_t`` in
+arrival order: one that grows when the judge is within the margin (``won``), one that grows
+when it is worse (``lost``). By Ville's inequality an e-process under its null crosses
+``1/a`` with probability at most ``a`` over the whole, unbounded sequence of looks, so the
+decision may be read after every label and acted on at once.
+
+Codes follow ``planner.codes``: an int matrix ``(n_items, n_raters)``, ``-1`` for missing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, stats
+
+from planner.codes import MISSING, check_codes
+from planner.intervals import ConfidenceInterval
+
+RULES = ("margin", "alt-test")
+MULTIPLICITY = ("e-bh", "bonferroni")
+CS_METHODS = ("betting", "normal-mixture")
+DECISIONS = ("pass", "reject", "continue", "inconclusive", "insufficient_data")
+STATUSES = ("won", "lost", "open")
+_DEFAULT_EPSILON = {"margin": 0.05, "alt-test": 0.2}
+_BET_CAP = 0.5  # c: a bet never risks more than half the capital (docs/method.md §8)
+_GRID_CHUNK_CELLS = 4_000_000  # prefix x grid cells of the betting CS held at once
+_POOL_CHUNK_CELLS = 4_000_000  # item x human x human cells of pool membership held at once
+_NEVER = np.iinfo(np.int64).max  # arrival rank of a label that has not arrived
+
+
+# --------------------------------------------------------------------------- boundaries
+
+
+def _mixture_rho(v_opt: float, alpha: float) -> float:
+    """Mixture precision making the two-sided boundary tightest at ``v_opt`` (Howard et al.)."""
+    log_inv = math.log(1.0 / alpha)
+    return v_opt / (2.0 * log_inv + math.log(1.0 + 2.0 * log_inv))
+
+
+def _two_sided_boundary(v: np.ndarray | float, alpha: float, rho: float) -> np.ndarray:
+    """``sqrt((v + r) log((v + r) / (alpha^2 r)))`` (docs/method.md §8)."""
+    return np.sqrt((v + rho) * np.log((v + rho) / (alpha * alpha * rho)))
+
+
+def _one_sided_log_mixture(s: float, v: float, rho: float) -> float:
+    """Log half-normal mixture of ``exp(l s - l^2 v / 2)`` over ``l >= 0`` (Howard et al. 2021)."""
+    scale = v + rho
+    return (
+        0.5 * math.log(4.0 * rho / scale)
+        + s * s / (2.0 * scale)
+        + float(stats.norm.logcdf(s / math.sqrt(scale)))
+    )
+
+
+def normal_mixture_boundary(
+    v: float, *, alpha: float = 0.05, v_opt: float, one_sided: bool = False
+) -> float:
+    """Normal-mixture uniform boundary ``u(v)`` of Howard et al. (2021) (docs/method.md §8).
+
+    For a sum ``S_t`` of sub-Gaussian increments with variance proxy ``V_t``,
+    ``P(exists t: |S_t| >= u(V_t)) <= alpha`` (``S_t >= u`` when ``one_sided``). Two-sided:
+    ``u = sqrt((v + r) log((v + r) / (alpha^2 r)))``,
+    ``r = v_opt / (2 log(1/alpha) + log(1 + 2 log(1/alpha)))``. One-sided: the level at which the
+    half-normal mixture reaches ``1/alpha``, with ``r`` tuned at ``2 alpha`` (found numerically).
+
+    Examples
+    --------
+    >>> round(normal_mixture_boundary(100, alpha=0.05, v_opt=100), 5)
+    30.35209
+    >>> round(normal_mixture_boundary(100, alpha=0.05, v_opt=100, one_sided=True), 5)
+    27.66071
+    """
+    if not (np.isfinite(v) and v >= 0):
+        raise ValueError(f"v must be a finite number >= 0, got {v!r}")
+    if not (np.isfinite(v_opt) and v_opt > 0):
+        raise ValueError(f"v_opt must be a finite number > 0, got {v_opt!r}")
+    _alpha_iv(alpha, one_sided=one_sided)
+    if not one_sided:
+        return float(_two_sided_boundary(float(v), alpha, _mixture_rho(v_opt, alpha)))
+    rho = _mixture_rho(v_opt, 2.0 * alpha)
+    target = math.log(1.0 / alpha)
+
+    def excess(s: float) -> float:
+        return _one_sided_log_mixture(s, float(v), rho) - target
+
+    high = _two_sided_boundary(float(v), alpha, rho) + 1.0  # the mixture exceeds 1/alpha here
+    return float(optimize.brentq(excess, 0.0, float(high), xtol=1e-12, rtol=1e-14))
+
+
+def _alpha_iv(alpha: float, *, one_sided: bool = False) -> None:
+    upper = 0.5 if one_sided else 1.0
+    if not (isinstance(alpha, (int, float, np.floating)) and 0.0 < alpha < upper):
+        raise ValueError(f"alpha must be in (0, {upper}), got {alpha!r}")
+
+
+# --------------------------------------------------------------------------- e-BH
+
+
+def e_bh(e_values: object, *, q: float = 0.05) -> np.ndarray:
+    """Indices rejected by e-BH at level ``q`` (Wang & Ramdas 2022; docs/method.md §8).
+
+    With ``K`` e-values sorted decreasingly, rejects the ``k*`` largest,
+    ``k* = max{k : e_(k) >= K / (q k)}`` (none when no ``k`` qualifies). Valid under any
+    dependence between the e-values. Indices come back sorted.
+
+    Examples
+    --------
+    >>> e_bh([80, 35, 3], q=0.05)
+    array([0, 1])
+    """
+    e = np.asarray(e_values, dtype=float)
+    if e.ndim != 1:
+        raise ValueError(f"e_values must be one-dimensional, got shape {e.shape}")
+    if np.any(np.isnan(e)) or np.any(e < 0):
+        raise ValueError("e_values must be numbers >= 0")
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    return np.flatnonzero(_e_bh_mask(e[None, :], q)[0])
+
+
+def _e_bh_mask(e: np.ndarray, q: float) -> np.ndarray:
+    """e-BH rejections per row of ``e`` (rows are independent looks)."""
+    width = e.shape[-1]
+    order = np.argsort(-e, axis=-1, kind="stable")
+    ranked = np.take_along_axis(e, order, axis=-1)
+    ranks = np.arange(1, width + 1)
+    passes = ranked >= width / (q * ranks)
+    n_rejected = np.where(passes.any(axis=-1), width - np.argmax(passes[..., ::-1], axis=-1), 0)
+    reject: np.ndarray = np.empty_like(passes)
+    np.put_along_axis(reject, order, ranks <= n_rejected[..., None], axis=-1)
+    return reject
+
+
+# --------------------------------------------------------------------------- bets
+
+
+def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
+    """Predictable plug-in empirical-Bernstein bets before the cap (Waudby-Smith & Ramdas 2024).
+
+    ``lambda_i = sqrt(2 log(1/a) / (sigma_{i-1}^2 i log(1 + i)))``, with
+    ``mu_t = (1/2 + sum y)/(t + 1)`` and ``sigma_t^2 = (1/4 + sum (y_j - mu_j)^2)/(t + 1)``;
+    ``sigma_0^2 = 1/4``. Only ``y_1..y_{i-1}`` enter ``lambda_i``, through prefix sums.
+    """
+    t = np.arange(1, y.size + 1, dtype=float)
+    mu = (0.5 + np.cumsum(y)) / (t + 1.0)
+    sigma2 = (0.25 + np.cumsum((y - mu) ** 2)) / (t + 1.0)
+    previous = np.concatenate([[0.25], sigma2[:-1]])
+    bets: np.ndarray = np.sqrt(2.0 * log_inv_a / (previous * t * np.log1p(t)))
+    return bets
+
+
+def _log_e_processes(
+    y: np.ndarray, null_mean: float, log_inv_a: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Log capital of the bets against ``E[y] <= m0`` (won) and ``E[y] >= m0`` (lost) per prefix.
+
+    ``K_t = prod (1 + lambda_i (y_i - m0))``, ``lambda_i`` capped at ``c/m0``; the mirror uses
+    ``1 - lambda_i (y_i - m0)`` capped at ``c/(1 - m0)`` (docs/method.md §8).
+    """
+    bets = _plug_in_bets(y, log_inv_a)
+    excess = y - null_mean
+    won = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess))
+    lost = np.cumsum(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess))
+    return won, lost
+
+
+# --------------------------------------------------------------------------- confidence sequences
+
+
+@dataclass(frozen=True)
+class ConfidenceSequence:
+    """Bounds on the mean of ``x`` valid simultaneously for every prefix (docs/method.md §8).
+
+    ``lower[t-1]``, ``upper[t-1]`` bound the mean after ``t`` observations; ``estimate`` is
+    the running mean. Bounds are running intersections, so they never widen.
+    """
+
+    estimate: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    alpha: float
+    method: str
+
+
+def _normal_mixture_bounds(
+    x: np.ndarray, alpha: float, v_opt: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Running mean and ``mean +- u(t)/t`` for ``x`` in ``[-1, 1]`` (variance proxy ``V_t = t``)."""
+    t = np.arange(1, x.size + 1, dtype=float)
+    mean = np.cumsum(x) / t
+    half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / t
+    return mean, mean - half, mean + half
+
+
+def _betting_bounds(x: np.ndarray, alpha: float, grid_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hedged-capital confidence sequence on a grid (Waudby-Smith & Ramdas 2024, Thm 3).
+
+    A candidate mean ``m`` of ``y = (x + 1)/2`` stays in the set while
+    ``max(K_t^+(m), K_t^-(m)) / 2 < 1/alpha``, with the plug-in bets at ``log(2/alpha)``
+    capped at ``c/m`` and ``c/(1-m)``. Both capitals are monotone in ``m``, so the set is an
+    interval; the bounds returned are the grid points just outside it (conservative).
+    """
+    y = (x + 1.0) / 2.0
+    n = y.size
+    bets = _plug_in_bets(y, math.log(2.0 / alpha))[:, None]
+    grid = np.linspace(0.0, 1.0, grid_size + 1)[1:-1]
+    threshold = math.log(2.0 / alpha)  # log(1/alpha) for the capital halved
+    first = np.full(n, grid.size, dtype=np.int64)  # first grid index inside the set
+    last = np.full(n, -1, dtype=np.int64)  # last grid index inside the set
+    step = max(1, _GRID_CHUNK_CELLS // max(n, 1))
+    for start in range(0, grid.size, step):
+        m = grid[start : start + step][None, :]
+        excess = y[:, None] - m
+        up = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / m) * excess), axis=0)
+        down = np.cumsum(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - m)) * excess), axis=0)
+        inside = np.maximum(up, down) < threshold
+        any_inside = inside.any(axis=1)
+        idx = np.arange(start, start + m.shape[1])
+        first = np.where(any_inside, np.minimum(first, idx[np.argmax(inside, axis=1)]), first)
+        last_here = idx[m.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)]
+        last = np.where(any_inside, np.maximum(last, last_here), last)
+    edges = np.concatenate([[0.0], grid, [1.0]])  # grid index g sits at edges[g + 1]
+    empty = first > last  # the set fits between two grid points: bracket the running mean
+    cell = np.clip(np.searchsorted(grid, np.cumsum(y) / np.arange(1, n + 1)), 0, grid.size)
+    low = np.where(empty, edges[cell], edges[first])  # the point below the first inside
+    high = np.where(empty, edges[cell + 1], edges[last + 2])
+    return 2.0 * low - 1.0, 2.0 * high - 1.0
+
+
+def confidence_sequence(
+    x: object,
+    *,
+    alpha: float = 0.05,
+    method: str = "betting",
+    v_opt: float | None = None,
+    grid_size: int = 1000,
+) -> ConfidenceSequence:
+    """Confidence sequence for the mean of bounded ``x`` in ``[-1, 1]`` (docs/method.md §8).
+
+    ``method="betting"``: hedged capital with predictable plug-in empirical-Bernstein bets
+    (Waudby-Smith & Ramdas 2024), resolved on ``grid_size`` cells of ``[0, 1]`` for
+    ``(x + 1)/2``. ``method="normal-mixture"``: ``mean +- u(t)/t`` with the two-sided
+    normal-mixture boundary at variance proxy ``t`` (Howard et al. 2021), tightest near
+    ``t = v_opt`` (default ``len(x)``; fix it before data arrive when ``x`` will grow).
+    Both hold for all prefixes at once with probability ``>= 1 - alpha``.
+
+    Examples
+    --------
+    >>> cs = confidence_sequence([0.5] * 200, method="normal-mixture", v_opt=100)
+    >>> bool(cs.lower[-1] < 0.5 < cs.upper[-1]), bool(cs.upper[-1] - cs.lower[-1] < 0.6)
+    (True, True)
+    """
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"x must be a non-empty one-dimensional array, got shape {arr.shape}")
+    if not np.all((arr >= -1.0) & (arr <= 1.0)):
+        raise ValueError("x must lie in [-1, 1] (no NaN)")
+    _alpha_iv(alpha)
+    if method not in CS_METHODS:
+        raise ValueError(f"method must be one of {CS_METHODS}, got {method!r}")
+    if not isinstance(grid_size, (int, np.integer)) or grid_size < 4:
+        raise ValueError(f"grid_size must be an integer >= 4, got {grid_size!r}")
+    v_opt = float(arr.size) if v_opt is None else v_opt
+    if not (np.isfinite(v_opt) and v_opt > 0):
+        raise ValueError(f"v_opt must be a finite number > 0, got {v_opt!r}")
+    estimate = np.cumsum(arr) / np.arange(1, arr.size + 1)
+    if method == "normal-mixture":
+        _, low, high = _normal_mixture_bounds(arr, alpha, v_opt)
+    else:
+        low, high = _betting_bounds(arr, alpha, int(grid_size))
+    low = np.maximum.accumulate(np.maximum(low, -1.0))
+    high = np.minimum.accumulate(np.minimum(high, 1.0))
+    return ConfidenceSequence(estimate, low, high, float(alpha), method)
+
+
+# --------------------------------------------------------------------------- monitoring
+
+
+@dataclass(frozen=True)
+class RaterMonitoring:
+    """One held-out human ``r_k`` under anytime-valid monitoring (docs/method.md §8).
+
+    ``status`` is ``"won"``/``"lost"`` once the corresponding e-process was certified at
+    some look (the first certification stands), else ``"open"``. ``e_value`` and
+    ``e_value_lost`` are the current capitals against "the judge is worse than the margin"
+    and "the judge is within the margin"; ``threshold`` is what a lone e-value must reach
+    (e-BH needs less when several humans are certified together). ``d`` is the mean of
+    ``xi`` over the ``n`` usable items and ``cs`` its confidence-sequence bounds now;
+    ``arrival``, ``lower``, ``upper`` give the bounds after each usable item (by arrival rank).
+    """
+
+    rater: int
+    status: str
+    e_value: float
+    e_value_lost: float
+    threshold: float
+    n: int
+    d: float
+    cs: ConfidenceInterval
+    certified_at: int | None
+    arrival: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """The judge's decision valid at every look (docs/method.md §8).
+
+    ``decision`` is one of ``DECISIONS``: the first look at which enough humans were
+    certified won (pass) or lost (reject) fixes it; otherwise ``continue``, or
+    ``inconclusive`` once every human reached ``budget`` usable items. ``looks`` counts the
+    prefixes (distinct arrival ranks) at which it was evaluated; ``decided_at`` is the
+    arrival rank of the deciding label (None while open). ``needed`` humans must be won
+    to pass; more than ``len(raters) - needed`` lost rejects.
+    """
+
+    decision: str
+    reason: str
+    raters: tuple[RaterMonitoring, ...]
+    looks: int
+    decided_at: int | None
+    needed: int
+    rule: str
+    epsilon: float
+    alpha: float
+    omega_threshold: float
+    multiplicity: str
+    budget: int | None
+    n_items: int
+
+
+def _pool_differences(
+    labels: np.ndarray,
+    times: np.ndarray,
+    judge_labels: np.ndarray,
+    judge_times: np.ndarray,
+    rule: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per item and held-out human: usable, entry rank and ``xi`` (docs/method.md §8).
+
+    ``times`` holds each human's arrival rank (``_NEVER`` when missing). An item becomes
+    usable for ``r_k`` when the judge, ``r_k`` and one other human have labeled it; ``xi``
+    is fixed then, against the pool members present at that moment: the agreement share
+    of the judge minus that of ``r_k`` (margin), or ``W_f - W_h`` (alt-test).
+    """
+    n_humans = labels.shape[1]
+    first = np.argmin(times, axis=1)
+    two = np.partition(times, 1, axis=1)
+    is_first = np.arange(n_humans)[None, :] == first[:, None]
+    other_first = np.where(is_first, two[:, 1:2], two[:, 0:1])
+    usable = (judge_times[:, None] < _NEVER) & (times < _NEVER) & (other_first < _NEVER)
+    entry = np.maximum(np.maximum(judge_times[:, None], times), other_first)
+    pool = (times[:, None, :] <= entry[:, :, None]) & ~np.eye(n_humans, dtype=bool)  # [i, k, h]
+    judge_agree = np.sum(pool & (labels == judge_labels[:, None])[:, None, :], axis=2)
+    human_agree = np.sum(pool & (labels[:, None, :] == labels[:, :, None]), axis=2)
+    if rule == "margin":
+        xi = (judge_agree - human_agree) / np.maximum(pool.sum(axis=2), 1)
+    else:
+        xi = np.sign(judge_agree - human_agree).astype(float)
+    return usable, entry, xi
+
+
+def _differences(
+    codes: np.ndarray, order: np.ndarray, judge: int, humans: list[int], rule: str
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per held-out human: arrival ranks and ``xi`` of its usable items, in arrival order."""
+    labels = codes[:, humans]
+    times = np.where(labels != MISSING, order[:, humans], _NEVER)
+    judge_times = np.where(codes[:, judge] != MISSING, order[:, judge], _NEVER)
+    step = max(1, _POOL_CHUNK_CELLS // len(humans) ** 2)
+    parts = [
+        _pool_differences(labels[s], times[s], codes[s, judge], judge_times[s], rule)
+        for s in (slice(i, i + step) for i in range(0, codes.shape[0], step))
+    ]
+    usable, entry, xi = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    paths = []
+    for k in range(len(humans)):
+        rows = np.flatnonzero(usable[:, k])
+        arrival = rows[np.argsort(entry[rows, k], kind="stable")]
+        paths.append((entry[arrival, k], xi[arrival, k]))
+    return paths
+
+
+def _monitor_iv(
+    codes: object,
+    order: object,
+    judge: object,
+    humans: object,
+    n_labels: int,
+    rule: str,
+    coefficient: str,
+    epsilon: float | None,
+    alpha: float,
+    omega_threshold: float,
+    multiplicity: str,
+    budget: int | None,
+) -> tuple[np.ndarray, np.ndarray, int, list[int], float]:
+    """Validate ``monitor_judge``'s inputs."""
+    if coefficient != "po":
+        raise ValueError(
+            f"coefficient {coefficient!r} is a ratio, not a bounded mean: anytime-valid "
+            "monitoring covers p_o (rule='margin') and the alt-test only (docs/method.md §8); "
+            "read it as a fixed-sample decision, provisional until the planned overlap"
+        )
+    if rule not in RULES:
+        raise ValueError(
+            f"rule must be one of {RULES} for monitoring (docs/method.md §8), got {rule!r}"
+        )
+    codes = check_codes(codes, n_labels)
+    n_cols = codes.shape[1]
+    if not (isinstance(judge, (int, np.integer)) and 0 <= judge < n_cols):
+        raise ValueError(f"judge must be a single column index in 0..{n_cols - 1}, got {judge!r}")
+    columns = list(np.atleast_1d(np.asarray(humans)))
+    if not all(isinstance(h, (int, np.integer)) and 0 <= h < n_cols for h in columns):
+        raise ValueError(f"humans must be column indices in 0..{n_cols - 1}, got {humans!r}")
+    if len(set(columns)) != len(columns) or int(judge) in columns:
+        raise ValueError("humans must not repeat a column or include the judge")
+    if order is None:
+        ranks = np.broadcast_to(np.arange(codes.shape[0], dtype=np.int64)[:, None], codes.shape)
+    else:
+        ranks = np.asarray(order)
+        if ranks.shape != codes.shape or not np.issubdtype(ranks.dtype, np.integer):
+            raise ValueError(
+                f"order must be an integer array of the codes' shape {codes.shape}, "
+                f"got {ranks.dtype} {ranks.shape}"
+            )
+        ranks = ranks.astype(np.int64)
+    epsilon = _DEFAULT_EPSILON[rule] if epsilon is None else epsilon
+    if not (np.isfinite(epsilon) and 0.0 <= epsilon < 1.0):
+        raise ValueError(f"epsilon must be a number in [0, 1), got {epsilon!r}")
+    _alpha_iv(alpha)
+    if not 0.0 < omega_threshold <= 1.0:
+        raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
+    if multiplicity not in MULTIPLICITY:
+        raise ValueError(f"multiplicity must be one of {MULTIPLICITY}, got {multiplicity!r}")
+    if budget is not None and not (isinstance(budget, (int, np.integer)) and budget >= 1):
+        raise ValueError(f"budget must be a positive integer or None, got {budget!r}")
+    return codes, ranks, int(judge), [int(h) for h in columns], float(epsilon)
+
+
+def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: str) -> np.ndarray:
+    """Smallest e-BH rank ``j`` with ``e >= K / (alpha j)`` per prefix (``K + 1``: none).
+
+    Bonferroni certifies only at rank 1 (``e >= K / alpha``).
+    """
+    ratio = n_humans / alpha * np.exp(-np.minimum(log_e, 700.0))
+    ranks: np.ndarray = np.minimum(np.ceil(ratio * (1.0 - 1e-12)), n_humans + 1).astype(np.int64)
+    if multiplicity == "bonferroni":
+        ranks = np.where(ranks == 1, 1, n_humans + 1)
+    return ranks
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort, which beats hashing for arrival ranks)."""
+    ordered = np.sort(values)
+    return (
+        ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size else ordered
+    )
+
+
+def _first_certified(times: list[np.ndarray], ranks: list[np.ndarray], n_humans: int) -> np.ndarray:
+    """Arrival rank at which e-BH first certifies each human (``_NEVER``: not yet).
+
+    The certified set only changes when some human's needed rank changes, so e-BH is
+    evaluated at those looks only: at each, ``k* = max{j : #{k : rank_k <= j} >= j}`` and
+    the humans with ``rank_k <= k*`` are certified.
+    """
+    changes = []
+    for t, r in zip(times, ranks, strict=True):
+        moved = np.flatnonzero(np.diff(r, prepend=n_humans + 1) != 0)
+        changes.append((t[moved], r[moved]))
+    first = np.full(n_humans, _NEVER, dtype=np.int64)
+    looks = _distinct(np.concatenate([c[0] for c in changes])) if changes else np.zeros(0)
+    if looks.size == 0:
+        return first
+    state = np.empty((looks.size, n_humans), dtype=np.int64)
+    for k, (t, r) in enumerate(changes):
+        state[:, k] = np.concatenate([[n_humans + 1], r])[np.searchsorted(t, looks, side="right")]
+    j = np.arange(1, n_humans + 1)
+    count = np.sum(state[:, :, None] <= j[None, None, :], axis=1)  # (looks, j)
+    k_star = np.max(np.where(count >= j, j, 0), axis=1)
+    certified = state <= k_star[:, None]
+    hit = certified.any(axis=0)
+    first[hit] = looks[np.argmax(certified, axis=0)[hit]]
+    return first
+
+
+def monitor_judge(
+    codes: object,
+    *,
+    judge: int,
+    humans: list[int],
+    n_labels: int,
+    order: object = None,
+    rule: str = "margin",
+    coefficient: str = "po",
+    epsilon: float | None = None,
+    alpha: float = 0.05,
+    omega_threshold: float = 0.5,
+    multiplicity: str = "e-bh",
+    budget: int | None = None,
+) -> Monitoring:
+    """Anytime-valid validation decision of a judge against humans (docs/method.md §8).
+
+    Per held-out human, ``xi_t`` in ``[-1, 1]`` (margin rule with ``p_o``: agreement share of
+    the judge minus that of ``r_k`` against the other humans; alt-test: ``W_f - W_h``) in
+    arrival order (``order``: each label's arrival rank, shape of ``codes``; None = row
+    order), ``y = (xi + 1)/2`` and ``m0 = (1 - epsilon)/2``. ``r_k`` is certified won when
+    the plug-in empirical-Bernstein e-process against ``E[y] <= m0`` crosses its e-BH (or
+    Bonferroni) threshold at level ``alpha`` over the humans, lost by the mirror against
+    ``E[y] >= m0``. At every prefix: pass when ``ceil(omega_threshold K)`` humans are won,
+    reject when more than ``K - ceil(omega_threshold K)`` are lost; the first such look
+    decides. For a judge within the margin of every human, P(some look rejects) <= alpha;
+    for one worse than the margin against every human, P(some look passes) <= alpha.
+    ``budget`` is the planned usable overlap per human: reached and still open gives
+    ``inconclusive``. Ratio coefficients raise ``ValueError`` (not bounded means).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> truth = rng.integers(0, 2, 3000)
+    >>> noisy = lambda p: np.where(rng.random(3000) < p, truth, 1 - truth)
+    >>> codes = np.column_stack([noisy(0.85), noisy(0.85), noisy(0.85), noisy(0.97)])
+    >>> m = monitor_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2)
+    >>> m.decision, [r.status for r in m.raters]
+    ('pass', ['won', 'won', 'won'])
+    """
+    codes, ranks, judge, humans, epsilon = _monitor_iv(
+        codes,
+        order,
+        judge,
+        humans,
+        n_labels,
+        rule,
+        coefficient,
+        epsilon,
+        alpha,
+        omega_threshold,
+        multiplicity,
+        budget,
+    )
+    n_humans = len(humans)
+    needed = math.ceil(omega_threshold * n_humans - 1e-9)
+    null_mean = (1.0 - epsilon) / 2.0
+    log_inv_a = math.log(n_humans / alpha)
+    v_opt = float(budget if budget is not None else codes.shape[0])
+    paths = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
+    processes = [_log_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a) for _, xi in paths]
+    times = [t for t, _ in paths]
+    first_won = _first_certified(
+        times, [_needed_ranks(w, n_humans, alpha, multiplicity) for w, _ in processes], n_humans
+    )
+    first_lost = _first_certified(
+        times, [_needed_ranks(lo, n_humans, alpha, multiplicity) for _, lo in processes], n_humans
+    )
+    raters = tuple(
+        _rater_monitoring(
+            humans[k],
+            t,
+            xi,
+            processes[k],
+            first_won[k],
+            first_lost[k],
+            n_humans / alpha,
+            alpha,
+            v_opt,
+        )
+        for k, (t, xi) in enumerate(paths)
+    )
+    n_looks = int(_distinct(np.concatenate(times)).size) if times else 0
+    decision, reason, decided_at = _monitor_decision(
+        first_won, first_lost, needed, n_humans, n_looks, [r.n for r in raters], budget
+    )
+    return Monitoring(
+        decision=decision,
+        reason=reason,
+        raters=raters,
+        looks=n_looks,
+        decided_at=decided_at,
+        needed=needed,
+        rule=rule,
+        epsilon=epsilon,
+        alpha=float(alpha),
+        omega_threshold=float(omega_threshold),
+        multiplicity=multiplicity,
+        budget=None if budget is None else int(budget),
+        n_items=int(codes.shape[0]),
+    )
+
+
+def _rater_monitoring(
+    rater: int,
+    times: np.ndarray,
+    xi: np.ndarray,
+    processes: tuple[np.ndarray, np.ndarray],
+    won_at: int,
+    lost_at: int,
+    threshold: float,
+    alpha: float,
+    v_opt: float,
+) -> RaterMonitoring:
+    """One human's status (the first certification stands), e-values and confidence sequence."""
+    status, at = "open", None
+    if min(won_at, lost_at) < _NEVER and won_at != lost_at:
+        status = "won" if won_at < lost_at else "lost"
+        at = int(min(won_at, lost_at))
+    n = int(xi.size)
+    if n == 0:
+        empty = np.zeros(0)
+        return RaterMonitoring(
+            rater,
+            status,
+            1.0,
+            1.0,
+            threshold,
+            0,
+            math.nan,
+            ConfidenceInterval(math.nan, math.nan),
+            at,
+            times,
+            empty,
+            empty,
+        )
+    _, low, high = _normal_mixture_bounds(xi, alpha, v_opt)
+    low = np.maximum.accumulate(np.maximum(low, -1.0))
+    high = np.minimum.accumulate(np.minimum(high, 1.0))
+    won, lost = processes
+    return RaterMonitoring(
+        rater=rater,
+        status=status,
+        e_value=float(np.exp(min(won[-1], 700.0))),
+        e_value_lost=float(np.exp(min(lost[-1], 700.0))),
+        threshold=threshold,
+        n=n,
+        d=float(xi.mean()),
+        cs=ConfidenceInterval(float(low[-1]), float(high[-1])),
+        certified_at=at,
+        arrival=times,
+        lower=low,
+        upper=high,
+    )
+
+
+def _monitor_decision(
+    first_won: np.ndarray,
+    first_lost: np.ndarray,
+    needed: int,
+    n_humans: int,
+    n_looks: int,
+    counts: list[int],
+    budget: int | None,
+) -> tuple[str, str, int | None]:
+    """First look at which the certified counts decide, or why there is no decision yet.
+
+    A human counts from its first certification on; one certified both ways at the same
+    look counts for neither.
+    """
+    if n_humans < 2:
+        return "insufficient_data", "fewer than two humans", None
+    if n_looks == 0:
+        return "insufficient_data", "no item is labeled by the judge and two humans yet", None
+    won_at = np.where(first_won < first_lost, first_won, _NEVER)
+    lost_at = np.where(first_lost < first_won, first_lost, _NEVER)
+    pass_at = np.sort(won_at)[needed - 1] if needed >= 1 else -1
+    lost_needed = n_humans - needed + 1
+    reject_at = np.sort(lost_at)[lost_needed - 1] if lost_needed <= n_humans else _NEVER
+    if pass_at < reject_at:
+        return "pass", f"{needed} of {n_humans} humans certified won", int(pass_at)
+    if reject_at < pass_at:
+        return "reject", f"{lost_needed} of {n_humans} humans certified lost", int(reject_at)
+    if budget is not None and min(counts) >= budget:
+        return "inconclusive", f"every human reached the budget of {budget} items undecided", None
+    return "continue", "not enough humans certified yet", None
