@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import IntegrityError
 
 from service.auth import ensure_admin_key
@@ -19,6 +21,7 @@ from service.routes import (
     agreement,
     batches,
     dashboard,
+    docs,
     health,
     items,
     label_studio,
@@ -31,9 +34,11 @@ from service.routes import (
     simulations,
 )
 from service.schemas import ItemIn, LabelIn
+from service.security_headers import SecurityHeaders
 from service.settings import Settings, get_settings
 
 log = logging.getLogger("annoplan")
+STATIC = Path(__file__).parent / "static"
 
 DESCRIPTION = """\
 Plan, collect and re-estimate the human overlap needed to validate an LLM judge against
@@ -62,16 +67,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         engine.dispose()
 
-    app = FastAPI(title="annoplan", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="annoplan", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     app.state.settings = settings
     app.state.documents = DocumentCache()
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
-        dashboard, label_studio,
+        dashboard, label_studio, docs,
     ):
         app.include_router(module.router)
+    app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

@@ -119,8 +119,10 @@ def keys_create(
 
 def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int, int]:
     """A label export CSV (item, rater, value columns) as a code matrix; the judge's column index."""
+    from service.csv_safety import restored_cell
+
     with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+        rows = [{k: restored_cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
     if not rows or not {"item", "rater", "value"} <= set(rows[0]):
         raise typer.BadParameter("the CSV needs columns item, rater, value (a label export works)")
     items = sorted({r["item"] for r in rows})

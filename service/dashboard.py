@@ -15,6 +15,7 @@ from service.matrix import cell_indices, corpus
 from service.models import Plan, Project
 from service.reliability import num
 from service.schemas import DecisionSettings
+from service.security_headers import CSRF_FIELD
 from service.sql import driver_rows
 
 HISTORY_POINTS = 8
@@ -78,7 +79,7 @@ def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, floa
 
 
 def dashboard_page(project: Project, doc: dict[str, Any], history: list, curve: list, etag: str) -> str:
-    """The whole dashboard as one HTML page with inline SVG and a small polling script."""
+    """The whole dashboard as one HTML page with inline SVG; ``/static/dashboard.js`` polls for changes."""
     margins = interval_chart(
         "margins",
         [(r["rater"], r["d"] if r["d"] is not None else r.get("rho_f"), *(r["ci"] or [None, None])) for r in doc["raters"]],
@@ -95,7 +96,7 @@ def dashboard_page(project: Project, doc: dict[str, Any], history: list, curve: 
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:640px}} .decision{{font-size:1.6em;padding:.4em;border-radius:6px;background:#eef}}
 .pass{{background:#d7f5c8}} .reject{{background:#f8d0d0}} .inconclusive,.insufficient_data{{background:#fbeec0}} h2{{font-size:1.1em;margin-top:1.6em}}</style>
-</head><body>
+</head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability">
 <h1>{escape(project.name)}</h1>
 <div id="decision" class="decision {escape(doc['decision'])}">decision: <b>{escape(doc['decision'])}</b> &middot; omega {omega}
  (threshold {doc.get('omega_threshold')}) &middot; rule {escape(str(doc.get('rule')))}, coefficient {escape(str(doc.get('coefficient')))}</div>
@@ -108,24 +109,23 @@ def dashboard_page(project: Project, doc: dict[str, Any], history: list, curve: 
 <h2>Plan progress (least advanced secondary)</h2>{progress}
 <h2>Reliability vs overlap rate (simulated for the plan in force)</h2>
 {line_chart("overlap-curve", curve, x_label="overlap rate rho", y_label="reliability", y_range=(0.0, 1.0), target=0.95)}
-<script>
-const etag = {etag!r};
-async function poll() {{
-  const r = await fetch("/projects/{escape(project.id)}/reliability", {{headers: {{"If-None-Match": etag}}, credentials: "same-origin"}});
-  if (r.status === 200) location.reload();
-}}
-setInterval(poll, 10000);
-</script>
+<script src="/static/dashboard.js"></script>
 </body></html>"""
 
 
-def login_page(message: str = "") -> str:
+def login_page(csrf_token: str, message: str = "") -> str:
     """The login form: the API key goes into an HttpOnly cookie, never into a URL."""
     note = f'<p style="color:#a40000">{escape(message)}</p>' if message else ""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan login</title></head>
 <body style="font-family:system-ui,sans-serif;margin:2em"><h1>annoplan</h1>{note}
 <form method="post" action="/login"><label>API key <input id="key" name="key" type="password" autocomplete="off"></label>
-<input type="hidden" name="next" value=""><button id="login" type="submit">Log in</button></form></body></html>"""
+<input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf_token)}"><button id="login" type="submit">Log in</button></form></body></html>"""
+
+
+def error_page(status_code: int, detail: str) -> str:
+    """A minimal HTML error page; the detail (which may quote the request) is escaped."""
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan: {status_code}</title></head>
+<body><h1>{status_code}</h1><p>{escape(detail)}</p></body></html>"""
 
 
 def _fmt(x: float | None) -> str:

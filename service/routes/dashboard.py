@@ -8,35 +8,54 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.auth import principal_for
-from service.dashboard import dashboard_page, login_page, overlap_curve, pool_history
+from service.dashboard import dashboard_page, error_page, login_page, overlap_curve, pool_history
 from service.deps import KEY_COOKIE, ReadSession, project_for, request_authorization
 from service.errors import AppError, Unauthorized
 from service.planning import current_plan
 from service.reliability import document_key, reliability_document
 from service.routes.projects import ProjectId
+from service.security_headers import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
 from service.uploads import RawBody
 
 router = APIRouter(tags=["dashboard"])
 
 
+def _login_form(message: str = "", status_code: int = 200) -> HTMLResponse:
+    """The login form with a fresh CSRF token, also set in a cookie the POST must match."""
+    token = new_csrf_token()
+    response = HTMLResponse(login_page(token, message), status_code=status_code)
+    response.set_cookie(CSRF_COOKIE, token, path="/login", httponly=True, samesite="strict")
+    return response
+
+
 @router.get("/login", response_class=HTMLResponse)
 def get_login() -> HTMLResponse:
-    """The dashboard login form."""
-    return HTMLResponse(login_page())
+    """The dashboard login form (with a CSRF token in a hidden field and a cookie)."""
+    return _login_form()
 
 
-@router.post("/login", response_class=HTMLResponse, responses={303: {"description": "Logged in"}})
+@router.post(
+    "/login", response_class=HTMLResponse,
+    responses={303: {"description": "Logged in"}, 401: {"description": "Unknown key"},
+               403: {"description": "Missing or wrong CSRF token: load the form again"}},
+)
 def post_login(request: Request, body: RawBody, session: ReadSession) -> Response:
-    """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only)."""
+    """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only).
+
+    The form's CSRF token must match the cookie set with the form (403 otherwise).
+    """
     form = parse_qs(body.decode("utf-8", "replace"))
+    if not csrf_matches(request.cookies.get(CSRF_COOKIE), (form.get(CSRF_FIELD) or [""])[0]):
+        return _login_form("the login form expired or came from another site; log in again", 403)
     key = (form.get("key") or [""])[0].strip()
     try:
         principal = principal_for(session, f"Bearer {key}")
     except Unauthorized:
-        return HTMLResponse(login_page("unknown or revoked API key"), status_code=401)
+        return _login_form("unknown or revoked API key", 401)
     target = f"/projects/{principal.project_id}/dashboard" if principal.project_id else "/docs"
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(KEY_COOKIE, key, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    response.delete_cookie(CSRF_COOKIE, path="/login")
     return response
 
 
@@ -49,7 +68,7 @@ def get_dashboard(pid: ProjectId, request: Request, session: ReadSession) -> Res
     except Unauthorized:
         return RedirectResponse("/login", status_code=303)
     except AppError as exc:
-        return HTMLResponse(f"<h1>{exc.status_code}</h1><p>{exc.detail}</p>", status_code=exc.status_code)
+        return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
     settings = request.app.state.settings
     criterion = project.criteria[0]
     plan = current_plan(session, pid)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator
 from typing import Annotated, Literal
@@ -12,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from sqlalchemy import select
 
+from service.csv_safety import SafeWriter
 from service.deps import (
     PrincipalDep,
     ReadSession,
@@ -103,7 +103,7 @@ def _ndjson(rows: list) -> Iterator[bytes]:
 
 def _csv(rows: list) -> Iterator[str]:
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = SafeWriter(buf)
     writer.writerow(EXPORT_COLUMNS)
     for start in range(0, len(rows), 1000):
         writer.writerows(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from html import escape
 from typing import Annotated, Literal
@@ -10,6 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, Response
 
+from service.csv_safety import SafeWriter
 from service.deps import PrincipalDep, ReadSession, project_for
 from service.errors import error_responses
 from service.reporting import (
@@ -96,7 +96,7 @@ def get_report(
 def report_csv(report: Report) -> str:
     """One row per (criterion, judge, human value, judge value) cell of the full tables, zeros included."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = SafeWriter(out)
     writer.writerow(CSV_COLUMNS)
     for judge in report.judges:
         for c in judge.criteria:

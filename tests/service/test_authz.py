@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,7 +175,9 @@ def _ann_batch(w: World, caller: str) -> Request:
 
 
 def _login_form(w: World, caller: str) -> Request:
-    form = {"content": f"key={w.keys[caller] or ''}", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}
+    token = re.search(r'name="csrf" value="([^"]+)"', w.client.get("/login").text).group(1)  # sets the cookie too
+    form = {"content": f"key={w.keys[caller] or ''}&csrf={token}",
+            "headers": {"Content-Type": "application/x-www-form-urlencoded"}}
     return {}, form
 
 

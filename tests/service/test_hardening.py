@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import html
+import io
+import re
+from urllib.parse import quote
+
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 
+from service.csv_safety import restored_cell, safe_cell
 from service.errors import ECHO_CHARS
 
 
@@ -79,3 +90,138 @@ def test_validation_errors_cut_long_field_names(client: TestClient, project: dic
     assert r.status_code == 422
     body = r.text
     assert long_key[: ECHO_CHARS + 10] not in body
+
+
+# --- 2. HTML injection, security headers, login CSRF ------------------------------------------
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def login_token(client: TestClient) -> str:
+    """The CSRF token of a freshly loaded login form (its cookie stays in the client)."""
+    page = client.get("/login")
+    return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+
+
+def test_dashboard_error_page_escapes_the_project_id(client: TestClient) -> None:
+    r = client.get(f"/projects/{quote(XSS)}/dashboard")
+    assert r.status_code == 404
+    assert XSS not in r.text
+    assert html.escape(XSS) in r.text
+
+
+def test_html_pages_forbid_inline_script_and_framing(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    pages = [client.get("/login"), client.get(f"/projects/{pid}/dashboard"),
+             client.get(f"/projects/{quote(XSS)}/dashboard"), client.get(f"/projects/{pid}/report?format=html")]
+    for page in pages:
+        assert page.headers["content-type"].startswith("text/html"), page.text[:200]
+        csp = page.headers["content-security-policy"]
+        script_src = re.search(r"script-src ([^;]*)", csp).group(1).split()
+        assert "'unsafe-inline'" not in script_src and "'self'" in script_src
+        assert "frame-ancestors 'none'" in csp
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert "<script>" not in page.text  # scripts are loaded from this origin only
+    assert client.get("/healthz").headers["x-content-type-options"] == "nosniff"
+
+
+def test_dashboard_script_is_served_from_the_package(client: TestClient, project: dict) -> None:
+    page = client.get(f"/projects/{project['id']}/dashboard").text
+    src = re.search(r'<script src="([^"]+)"></script>', page).group(1)
+    r = client.get(src)
+    assert r.status_code == 200 and "If-None-Match" in r.text
+    assert r.headers["content-type"].startswith(("text/javascript", "application/javascript"))
+
+
+def test_login_needs_the_forms_csrf_token(client: TestClient) -> None:
+    from tests.conftest import ADMIN_KEY
+
+    del client.headers["Authorization"]
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    # A cross-site form post carries no token (and no SameSite=Strict cookie): refused.
+    r = client.post("/login", content=f"key={ADMIN_KEY}", headers=form, follow_redirects=False)
+    assert r.status_code == 403 and "annoplan_key" not in r.headers.get("set-cookie", "")
+    token = login_token(client)
+    r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={token}x", headers=form, follow_redirects=False)
+    assert r.status_code == 403
+    token = login_token(client)
+    r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers=form, follow_redirects=False)
+    assert r.status_code == 303 and "annoplan_key=" in r.headers["set-cookie"]
+
+
+# --- 12. offline documentation ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_pages_load_every_asset_from_this_server(client: TestClient, page: str) -> None:
+    del client.headers["Authorization"]  # the documentation needs no key
+    r = client.get(page)
+    assert r.status_code == 200
+    assets = re.findall(r'(?:src|href)="([^"]+)"', r.text)
+    assert assets, r.text
+    for url in assets:
+        assert url.startswith("/"), f"{page} loads {url} from another host"
+        fetched = client.get(url)
+        assert fetched.status_code == 200 and len(fetched.content) > 1000, url
+    # The page's own inline script is allowed by its hash, nothing else inline.
+    csp = r.headers["content-security-policy"]
+    for script in re.findall(r"<script>(.*?)</script>", r.text, re.S):
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in csp
+    assert "'unsafe-inline'" not in re.search(r"script-src ([^;]*)", csp).group(1)
+    assert client.get("/openapi.json").status_code == 200
+
+
+# --- 9. CSV formula injection -----------------------------------------------------------------
+
+FORMULAS = ["=HYPERLINK(\"http://x\")", "+1+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx", "'=quoted"]
+
+
+def _csv_cells(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+def _assert_no_formula(rows: list[list[str]]) -> None:
+    for row in rows:
+        for cell in row:
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")) or re.fullmatch(r"-?[0-9.]+", cell), cell
+
+
+def test_label_and_report_csv_exports_neutralise_formulas(client: TestClient) -> None:
+    labels = ["=1+1", "-x"]
+    pid = client.post("/projects", json={"name": "csv", "labels": labels}).json()["id"]
+    raters = [("judge", "judge"), ("=cmd|' /C calc'!A0", "primary"), ("@h2", "human")]
+    for ext, kind in raters:
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in FORMULAS]).status_code == 200
+    rows = [{"item": e, "rater": r, "value": labels[(i + k) % 2]}
+            for i, e in enumerate(FORMULAS) for k, (r, _) in enumerate(raters)]
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    export = _csv_cells(client.get(f"/projects/{pid}/labels", params={"format": "csv"}).text)
+    _assert_no_formula(export)
+    header = export[0]
+    cells = {(r[header.index("item")], r[header.index("rater")], r[header.index("value")]) for r in export[1:]}
+    restored = {tuple(restored_cell(c) for c in cell) for cell in cells}
+    assert restored == {(r["item"], r["rater"], r["value"]) for r in rows}
+    report = client.get(f"/projects/{pid}/report", params={"format": "csv"})
+    assert report.status_code == 200, report.text
+    table = _csv_cells(report.text)
+    assert len(table) > 1
+    _assert_no_formula(table)
+    assert any(cell == "'=1+1" for row in table for cell in row)
+
+
+@given(st.text(max_size=20))
+def test_safe_cell_is_reversible_and_never_a_formula(text: str) -> None:
+    cell = safe_cell(text)
+    assert restored_cell(cell) == text
+    assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")) or re.fullmatch(r"[+-][0-9.eE+-]+", cell)
+
+
+@pytest.mark.parametrize(("value", "written"), [
+    ("=1+1", "'=1+1"), ("+1+cmd", "'+1+cmd"), ("@A1", "'@A1"), ("\t=1", "'\t=1"), ("\r=1", "'\r=1"),
+    ("'a", "''a"), ("-1", "-1"), ("+0.5", "+0.5"), ("a=1", "a=1"), ("", ""),
+])
+def test_safe_cell_check_values(value: str, written: str) -> None:
+    assert safe_cell(value) == written
