@@ -62,7 +62,7 @@ def full_table(codes: np.ndarray) -> None:
     percent_agreement(codes, n_labels=N_LABELS)
     pairwise(codes, n_labels=N_LABELS)
     for level in ("nominal", "ordinal", "interval"):
-        krippendorff_alpha(codes, n_labels=N_LABELS, level=level)
+        krippendorff_alpha(codes, n_labels=N_LABELS, level_of_measurement=level)
     gwet_ac1(codes, n_labels=N_LABELS)
     fleiss_kappa(codes[:, :2], n_labels=N_LABELS)  # judge + primary: every row complete
 

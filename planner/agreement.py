@@ -7,7 +7,7 @@ Codes are integers ``0..n_labels-1`` in the project's label order, ``-1``
 
 Every coefficient returns a frozen result with ``statistic``, ``n_items`` (items used),
 ``defined``, ``reason`` (why undefined, ``""`` when defined) and
-``confidence_interval(level=0.95, *, method, n_resamples=1000, rng=None)``. Undefined is
+``confidence_interval(confidence_level=0.95, *, method, n_resamples=1000, rng=None)``. Undefined is
 ``defined=False`` with ``statistic`` NaN, never 0. The bootstrap resamples items: items are
 grouped into distinct patterns (a table cell, a vector of category counts, a row of codes)
 and a replicate is a multinomial draw of pattern multiplicities, so it costs a weighted sum
@@ -25,14 +25,19 @@ import numpy as np
 from scipy.special import ndtri
 
 from planner.codes import check_codes
-from planner.intervals import ConfidenceInterval, percentile_interval
+from planner.intervals import ConfidenceInterval, optional_float, percentile_interval
+from planner.resampling import (
+    Replicates,
+    distinct_rows,
+    pattern_bootstrap,
+    pattern_replicates,
+)
 from planner.tables import (
-    Level,
+    LevelOfMeasurement,
     ac1_terms,
     agreement_weights,
     alpha_terms,
     count_patterns,
-    distinct_rows,
     fce_variance,
     fleiss_terms,
     kappa_terms,
@@ -48,60 +53,13 @@ Method = Literal["bootstrap", "delta"]
 Scale = Literal["nominal", "ordinal", "interval"]
 Rng = int | np.random.Generator | None
 
-_CHUNK_CELLS = 500_000  # bootstrap array cells held at once (resamples x patterns)
 _NO_COMMON = "no item labeled by both raters"
 _NO_PAIRABLE = "no item has two or more ratings"
 
 
-# --------------------------------------------------------------------------- resampling
-
-
-def _bootstrap(
-    statistic: Callable[[np.ndarray], np.ndarray],
-    counts: np.ndarray,
-    n_resamples: int,
-    rng: np.random.Generator,
-    *,
-    width: int = 0,
-) -> np.ndarray:
-    """``statistic(weights)`` on item resamples, weights ``(B, n_patterns)`` (SPEC.md §2).
-
-    ``counts[u]`` items share pattern ``u``; drawing the ``n = sum(counts)`` items with
-    replacement gives pattern multiplicities ``Multinomial(n, counts / n)``. Resamples go
-    in blocks of at most ``_CHUNK_CELLS`` cells of ``max(n_patterns, width)`` (``width``:
-    the statistic's own per-replicate array size).
-    """
-    total = int(round(float(np.sum(counts))))
-    pvals = np.asarray(counts, dtype=float) / np.sum(counts)
-    chunk = max(1, _CHUNK_CELLS // max(1, pvals.size, width))
-    parts = [
-        statistic(rng.multinomial(total, pvals, size=min(chunk, n_resamples - start)).astype(float))
-        for start in range(0, n_resamples, chunk)
-    ]
-    return np.concatenate(parts)
-
-
-def _pattern_replicates(
-    patterns: np.ndarray,
-    frequency: np.ndarray,
-    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    *,
-    width: int = 0,
-) -> Callable[[int, np.random.Generator], np.ndarray]:
-    """Item-bootstrap replicates of ``statistic(patterns, weights)`` (SPEC.md §2, Intervals).
-
-    ``width``: cells per replicate of the statistic's largest array, to size the blocks.
-    """
-
-    def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-        return _bootstrap(partial(statistic, patterns), frequency, n_resamples, rng, width=width)
-
-    return replicates
-
-
-def _check_interval_options(level: float, method: str, n_resamples: int) -> None:
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+def _check_interval_options(confidence_level: float, method: str, n_resamples: int) -> None:
+    if not 0.0 < confidence_level < 1.0:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     if method not in ("bootstrap", "delta"):
         raise ValueError(f"method must be 'bootstrap' or 'delta', got {method!r}")
     if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
@@ -120,7 +78,7 @@ class AgreementResult:
     n_items: int
     defined: bool
     reason: str
-    _replicates: Callable[[int, np.random.Generator], np.ndarray] = field(
+    _replicates: Replicates = field(
         repr=False, compare=False
     )
 
@@ -129,7 +87,7 @@ class AgreementResult:
 
     def confidence_interval(
         self,
-        level: float = 0.95,
+        confidence_level: float = 0.95,
         *,
         method: Method = "bootstrap",
         n_resamples: int = 1000,
@@ -139,17 +97,17 @@ class AgreementResult:
 
         Both ends are NaN when the statistic is undefined.
         """
-        _check_interval_options(level, method, n_resamples)
+        _check_interval_options(confidence_level, method, n_resamples)
         if method == "delta":
             se = self._standard_error()
             if not self.defined:
                 return ConfidenceInterval(np.nan, np.nan)
-            half = float(ndtri(0.5 + level / 2.0)) * se
+            half = float(ndtri(0.5 + confidence_level / 2.0)) * se
             return ConfidenceInterval(self.statistic - half, self.statistic + half)
         if not self.defined:
             return ConfidenceInterval(np.nan, np.nan)
         replicates = self._replicates(n_resamples, np.random.default_rng(rng))
-        return percentile_interval(replicates, level)
+        return percentile_interval(replicates, confidence_level)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,14 +133,16 @@ class KappaResult(AgreementResult):
 
     def confidence_interval(
         self,
-        level: float = 0.95,
+        confidence_level: float = 0.95,
         *,
         method: Method = "delta",
         n_resamples: int = 1000,
         rng: Rng = None,
     ) -> ConfidenceInterval:
         """Delta-method interval by default; ``"bootstrap"`` resamples the common items."""
-        return super().confidence_interval(level, method=method, n_resamples=n_resamples, rng=rng)
+        return super().confidence_interval(
+            confidence_level, method=method, n_resamples=n_resamples, rng=rng
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +160,7 @@ class AlphaResult(AgreementResult):
     ``n_items`` counts the pairable units (two or more values).
     """
 
-    level: Level
+    level_of_measurement: LevelOfMeasurement
     d_o: float
     d_e: float
     n_values: int
@@ -248,7 +208,7 @@ class PairwiseResult:
 
     def confidence_interval(
         self,
-        level: float = 0.95,
+        confidence_level: float = 0.95,
         *,
         method: Method = "bootstrap",
         n_resamples: int = 1000,
@@ -257,7 +217,9 @@ class PairwiseResult:
         """The interval of every pair ``(j, k)``, ``j < k``; a pair resamples its common items."""
         gen = np.random.default_rng(rng)
         return {
-            pair: result.confidence_interval(level, method=method, n_resamples=n_resamples, rng=gen)
+            pair: result.confidence_interval(
+                confidence_level, method=method, n_resamples=n_resamples, rng=gen
+            )
             for pair, result in self.results.items()
         }
 
@@ -272,10 +234,9 @@ class Estimate:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form: NaN becomes ``None``."""
-        value = self.result.statistic
         return {
             "coefficient": self.result.coefficient,
-            "statistic": None if np.isnan(value) else float(value),
+            "statistic": optional_float(self.result.statistic),
             "n_items": int(self.result.n_items),
             "defined": bool(self.result.defined),
             "reason": self.result.reason,
@@ -323,13 +284,13 @@ def _pair_iv(a: object, b: object, n_labels: int) -> np.ndarray:
 
 def _table_replicates(
     table: np.ndarray, n_items: int, statistic: Callable[[np.ndarray], np.ndarray]
-) -> Callable[[int, np.random.Generator], np.ndarray]:
+) -> Replicates:
     """Bootstrap replicates over the common items: a multinomial draw of the table's cells."""
     n_labels = table.shape[0]
 
     def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
         cells = table.ravel() / table.sum() * n_items
-        return _bootstrap(
+        return pattern_bootstrap(
             lambda w: statistic(w.reshape(-1, n_labels, n_labels)), cells, n_resamples, rng
         )
 
@@ -569,7 +530,7 @@ def _counts_result(
         reason=reason,
         p_o=p_o,
         p_e=p_e,
-        _replicates=_pattern_replicates(counts, frequency, lambda c, w: terms(c, w)[0]),
+        _replicates=pattern_replicates(counts, frequency, lambda c, w: terms(c, w)[0]),
     )
 
 
@@ -583,7 +544,7 @@ def _percent_from_counts(counts: np.ndarray, frequency: np.ndarray) -> Agreement
         n_items=n_items,
         defined=n_items > 0,
         reason="" if n_items else _NO_PAIRABLE,
-        _replicates=_pattern_replicates(pairable, frequency, percent_terms),
+        _replicates=pattern_replicates(pairable, frequency, percent_terms),
     )
 
 
@@ -667,33 +628,33 @@ def fleiss_kappa(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
     return _fleiss_from_counts(*count_patterns(_codes_iv(codes, n_labels), n_labels))
 
 
-def _values_iv(level: str, values: object, n_labels: int) -> np.ndarray:
-    if level not in ("nominal", "ordinal", "interval", "ratio"):
+def _values_iv(level_of_measurement: str, values: object, n_labels: int) -> np.ndarray:
+    if level_of_measurement not in ("nominal", "ordinal", "interval", "ratio"):
         raise ValueError(
-            f"level must be 'nominal', 'ordinal', 'interval' or 'ratio', got {level!r}"
+            f"level_of_measurement must be 'nominal', 'ordinal', 'interval' or 'ratio', got {level_of_measurement!r}"
         )
     if values is None:
         return np.arange(n_labels, dtype=float)
-    if level in ("nominal", "ordinal"):
-        raise ValueError("values= applies to level 'interval' or 'ratio' only")
+    if level_of_measurement in ("nominal", "ordinal"):
+        raise ValueError("values= applies to level_of_measurement 'interval' or 'ratio' only")
     arr = np.asarray(values, dtype=float)
     if arr.shape != (n_labels,) or not np.all(np.isfinite(arr)):
         raise ValueError(f"values must be {n_labels} finite numbers, one per code")
-    if level == "ratio" and np.any(arr < 0):
+    if level_of_measurement == "ratio" and np.any(arr < 0):
         raise ValueError("ratio values must be non-negative")
     return arr
 
 
 def _alpha_from_counts(
-    counts: np.ndarray, frequency: np.ndarray, level: Level, values: np.ndarray
+    counts: np.ndarray, frequency: np.ndarray, level_of_measurement: LevelOfMeasurement, values: np.ndarray
 ) -> AlphaResult:
     pairable, frequency = _with_ratings(counts, frequency, 2)
 
     def statistic(c: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return alpha_terms(c, w, level, values)[0]
+        return alpha_terms(c, w, level_of_measurement, values)[0]
 
     alpha, d_o, d_e, n_values = (
-        float(x[0]) for x in alpha_terms(pairable, frequency[None].astype(float), level, values)
+        float(x[0]) for x in alpha_terms(pairable, frequency[None].astype(float), level_of_measurement, values)
     )
     if pairable.shape[0] == 0:
         reason = _NO_PAIRABLE
@@ -707,16 +668,16 @@ def _alpha_from_counts(
         n_items=int(frequency.sum()),
         defined=not reason,
         reason=reason,
-        level=level,
+        level_of_measurement=level_of_measurement,
         d_o=d_o,
         d_e=d_e,
         n_values=int(round(n_values)),
-        _replicates=_pattern_replicates(pairable, frequency, statistic),
+        _replicates=pattern_replicates(pairable, frequency, statistic),
     )
 
 
 def krippendorff_alpha(
-    codes: object, *, n_labels: int, level: Level = "nominal", values: object = None
+    codes: object, *, n_labels: int, level_of_measurement: LevelOfMeasurement = "nominal", values: object = None
 ) -> AlphaResult:
     """Krippendorff's alpha ``1 - D_o/D_e`` via the coincidence matrix (SPEC.md §2).
 
@@ -730,8 +691,8 @@ def krippendorff_alpha(
     0.333333
     """
     arr = _codes_iv(codes, n_labels)
-    values_arr = _values_iv(level, values, n_labels)
-    return _alpha_from_counts(*count_patterns(arr, n_labels), level, values_arr)
+    values_arr = _values_iv(level_of_measurement, values, n_labels)
+    return _alpha_from_counts(*count_patterns(arr, n_labels), level_of_measurement, values_arr)
 
 
 # --------------------------------------------------------------------------- rater pairs
@@ -864,7 +825,7 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
         reason=reason,
         n_pairs=int(n_pairs),
         weights=weights,
-        _replicates=_pattern_replicates(
+        _replicates=pattern_replicates(
             rows,
             frequency,
             lambda r, w: terms(r, w)[0],
@@ -900,7 +861,7 @@ def summary_table(
     n_labels: int,
     scale: Scale = "nominal",
     values: object = None,
-    level: float = 0.95,
+    confidence_level: float = 0.95,
     n_resamples: int = 1000,
     rng: Rng = None,
 ) -> dict[str, Estimate]:
@@ -911,7 +872,7 @@ def summary_table(
     linear weights for ``"ordinal"``, quadratic for ``"interval"``, on code positions),
     ``"alpha"`` (:func:`krippendorff_alpha` at the scale's level; ``values`` for
     ``"interval"`` only) and ``"ac1"`` (:func:`gwet_ac1`). Intervals are percentile item
-    bootstraps at ``level``; undefined figures get a NaN interval.
+    bootstraps at ``confidence_level``; undefined figures get a NaN interval.
 
     >>> codes = [[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]]
     >>> table = summary_table(codes, n_labels=2, n_resamples=200, rng=0)
@@ -920,7 +881,7 @@ def summary_table(
     """
     if scale not in _SCALE_WEIGHTS:
         raise ValueError(f"scale must be 'nominal', 'ordinal' or 'interval', got {scale!r}")
-    _check_interval_options(level, "bootstrap", n_resamples)
+    _check_interval_options(confidence_level, "bootstrap", n_resamples)
     alpha_values = _values_iv(scale, values, n_labels)
     arr = _codes_iv(codes, n_labels)
     counts, frequency = count_patterns(arr, n_labels)
@@ -934,7 +895,9 @@ def summary_table(
     return {
         key: Estimate(
             result,
-            result.confidence_interval(level, method="bootstrap", n_resamples=n_resamples, rng=gen),
+            result.confidence_interval(
+                confidence_level, method="bootstrap", n_resamples=n_resamples, rng=gen
+            ),
             "bootstrap",
         )
         for key, result in results.items()

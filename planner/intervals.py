@@ -1,10 +1,27 @@
-"""Confidence intervals shared by every planner result (SPEC.md §2, "Intervals")."""
+"""The one interval type, and the one way an undefined number leaves the planner.
+
+Inside the planner an undefined statistic is NaN next to a ``defined``/``reason`` pair
+(never 0); at the JSON boundary it becomes ``None`` through :func:`optional_float`
+(docs/vocabulary.md).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+
+def optional_float(value: float | None) -> float | None:
+    """``value`` as a float, or ``None`` when it is undefined (None, NaN or infinite).
+
+    >>> optional_float(0.25), optional_float(float("nan")), optional_float(None)
+    (0.25, None, None)
+    """
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -16,17 +33,21 @@ class ConfidenceInterval:
 
     def as_list(self) -> list[float | None]:
         """The interval as ``[low, high]`` with ``None`` for undefined ends (JSON-friendly)."""
-        return [None if np.isnan(v) else float(v) for v in (self.low, self.high)]
+        return [optional_float(self.low), optional_float(self.high)]
 
 
-def percentile_interval(replicates: np.ndarray, level: float) -> ConfidenceInterval:
-    """Percentile bootstrap interval over the finite replicates (SPEC.md §2, "Intervals")."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+def percentile_interval(replicates: np.ndarray, confidence_level: float) -> ConfidenceInterval:
+    """Percentile bootstrap interval over the finite replicates (docs/method.md §2, "Intervals").
+
+    >>> percentile_interval(np.arange(5.0), 0.5)
+    ConfidenceInterval(low=1.0, high=3.0)
+    """
+    if not 0.0 < confidence_level < 1.0:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     finite = np.asarray(replicates, dtype=float)
     finite = finite[np.isfinite(finite)]
     if finite.size == 0:
         return ConfidenceInterval(np.nan, np.nan)
-    tail = (1.0 - level) / 2.0
+    tail = (1.0 - confidence_level) / 2.0
     low, high = np.quantile(finite, [tail, 1.0 - tail])
     return ConfidenceInterval(float(low), float(high))

@@ -13,17 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from planner.decision import (
-    _bootstrap_sums,
-    _decision_iv,
-    _distinct_features,
-    _overlap_rows,
-    _pool_counts,
-)
 from planner.intervals import ConfidenceInterval, percentile_interval
-
-_ALT_TEST_MIN_ITEMS = 30
-
+from planner.pools import overlap_rows, pool_counts
+from planner.resampling import bootstrap_sums, distinct_features
+from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, checked_inputs
 
 # --------------------------------------------------------------------------- results
 
@@ -133,7 +126,7 @@ def _xi_features(rows: np.ndarray, n_labels: int, rule: str) -> np.ndarray:
 
     ``xi = agree(judge, pool_i) - agree(r_k, pool_i)`` (margin), ``W_f - W_h`` (alt-test).
     """
-    pc = _pool_counts(rows, 1, n_labels)
+    pc = pool_counts(rows, 1, n_labels)
     gap = pc.judge_agree[:, 0, :] - pc.human_agree
     xi = gap / np.maximum(pc.pool_size, 1) if rule == "margin" else np.sign(gap).astype(float)
     xi = np.where(pc.observed, xi, 0.0)
@@ -155,14 +148,14 @@ def pilot_moments(
     n_labels: int,
     rule: str = "margin",
     n_resamples: int = 1000,
-    level: float = 0.95,
+    confidence_level: float = 0.95,
     rng: int | np.random.Generator | None = None,
 ) -> PilotMoments:
     """``mu_d``, ``sigma0^2`` estimated from the overlap in hand (SPEC.md §4, "Pilot").
 
     The ``xi_i`` of every held-out human ``r_k`` on its ``O_k`` are pooled; their
     plug-in mean and variance are the estimates, and an item bootstrap (items resampled
-    with all their ``xi``) gives standard errors and percentile intervals at ``level``.
+    with all their ``xi``) gives standard errors and percentile intervals at ``confidence_level``.
     ``rule="alt-test"`` uses ``xi' = W_f - W_h`` (SPEC.md §4, item 5), whose plug-in
     moments are ``p_plus - p_minus`` and ``p_plus + p_minus - mu^2``.
 
@@ -174,25 +167,28 @@ def pilot_moments(
     """
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
-    codes, judges, humans, _, _ = _decision_iv(
-        codes, judge, humans, n_labels, rule, "po", None, None, 0.05, n_resamples, level,
+    codes, judges, humans, _, _ = checked_inputs(
+        codes, judge, humans, n_labels=n_labels, rule=rule, coefficient="po", epsilon=None,
+        min_items=None, q=0.05, n_resamples=n_resamples, confidence_level=confidence_level,
         judges_name="judge",
     )
-    rows, counts = _overlap_rows(codes, judges, sorted(humans))
-    features, counts = _distinct_features(_xi_features(rows, n_labels, rule), counts)
+    rows, counts = overlap_rows(codes, judges, sorted(humans))
+    features, counts = distinct_features(_xi_features(rows, n_labels, rule), counts)
     point = (counts @ features)[None, :]
     rng = np.random.default_rng(rng)
-    reps = _bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
+    reps = bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
     (mu,), (var,) = _moments(point)
     rep_mu, rep_var = _moments(reps)
-    used = _pool_counts(rows, 1, n_labels).observed
+    used = pool_counts(rows, 1, n_labels).observed
     return PilotMoments(
         mu_d=float(mu),
         sigma0_sq=float(var) if np.isfinite(mu) else np.nan,
         mu_d_se=float(np.nanstd(rep_mu, ddof=1)) if np.isfinite(mu) else np.nan,
         sigma0_sq_se=float(np.nanstd(rep_var, ddof=1)) if np.isfinite(mu) else np.nan,
-        mu_d_ci=percentile_interval(rep_mu, level),
-        sigma0_sq_ci=percentile_interval(np.where(np.isfinite(rep_mu), rep_var, np.nan), level),
+        mu_d_ci=percentile_interval(rep_mu, confidence_level),
+        sigma0_sq_ci=percentile_interval(
+            np.where(np.isfinite(rep_mu), rep_var, np.nan), confidence_level
+        ),
         m=int(round(point[0, 0])),
         n_raters=int(np.any(used, axis=0).sum()),
         rule=rule,
@@ -241,7 +237,7 @@ def _m_needed(z: float, variance: float, gap: float) -> int | float:
 
 
 def m_cert(
-    mu_d: float, sigma0_sq: float, *, epsilon: float = 0.05, alpha_sig: float = 0.05
+    mu_d: float, sigma0_sq: float, *, epsilon: float | None = None, alpha_sig: float = 0.05
 ) -> int | float:
     """Overlap for per-rater FR ``<= alpha_sig/2`` (SPEC.md §4, item 2).
 
@@ -254,6 +250,7 @@ def m_cert(
     inf
     """
     _moments_iv(sigma0_sq, alpha_sig)
+    epsilon = DEFAULT_EPSILON["margin"] if epsilon is None else epsilon
     return _m_needed(float(ndtri(1.0 - alpha_sig / 2.0)), sigma0_sq, mu_d + epsilon)
 
 
@@ -292,7 +289,7 @@ def alt_test_quantile(n_humans: int, *, q: float = 0.05) -> float:
 
 
 def m_alt_test(
-    mu: float, sigma_sq: float, *, n_humans: int, epsilon: float = 0.2, q: float = 0.05,
+    mu: float, sigma_sq: float, *, n_humans: int, epsilon: float | None = None, q: float = 0.05,
     power: float | None = None,
 ) -> int | float:
     """Alt-test overlap ``ceil((z_{1-alpha*} + z_{power})^2 sigma^2 / (mu + eps)^2)``.
@@ -310,6 +307,7 @@ def m_alt_test(
     if power is not None and not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1) or None, got {power!r}")
     z = alt_test_quantile(n_humans, q=q) + (0.0 if power is None else float(ndtri(power)))
+    epsilon = DEFAULT_EPSILON["alt-test"] if epsilon is None else epsilon
     return _m_needed(z, sigma_sq, mu + epsilon)
 
 
@@ -392,16 +390,15 @@ def certify_recipe(
     (117, 0.117, 1234)
     """
     _budget_iv(n_items, n_humans)
-    if rule not in ("margin", "alt-test"):
-        raise ValueError(f"rule must be one of ('margin', 'alt-test'), got {rule!r}")
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if rule == "margin":
-        epsilon = 0.05 if epsilon is None else epsilon
         m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
         critical_z = 0.0
     else:
-        epsilon = 0.2 if epsilon is None else epsilon
         m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power)
-        m = max(m, _ALT_TEST_MIN_ITEMS)
+        m = max(m, ALT_TEST_MIN_ITEMS)
         critical_z = alt_test_quantile(n_humans, q=q)
     grid = _m_grid(n_items, m, m_grid)
     rates = false_rejection_rate(

@@ -18,7 +18,7 @@ dense one (every human labels every item):
   one-sided t-test of ``W_h - W_f`` against ``epsilon`` (default 0.2), humans with fewer
   than 30 items in ``O_k`` skipped, as in ``planner.decision.validate_judge``. ``omega``
   is the share of won raters among those not skipped, and the judge passes when
-  ``omega >= omega_star``. A sparse decision with no usable human counts as a rejection.
+  ``omega >= omega_threshold``. A sparse decision with no usable human counts as a rejection.
 
 ``S_F`` for ``po`` is the per-item averaged agreement with the pool over ``O_k``; for the
 ratio coefficients (``kappa``, ``alpha``, nominal) it is ``F`` between ``x`` and each pool
@@ -28,24 +28,27 @@ counts, undefined pairs left out (SPEC.md §2-§3).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from planner.codes import check_codes
-from planner.decision import _alt_test_p_values, _by_rejections
 from planner.designs import proportional_allocation
+from planner.intervals import optional_float
+from planner.rules import (
+    COEFFICIENTS,
+    DEFAULT_EPSILON,
+    DEFAULT_MIN_ITEMS,
+    RULES,
+    RaterStats,
+    judge_wins,
+    passes,
+)
+from planner.significance import alt_test_p_values
+from planner.tables import two_rater_coefficient
 
-COEFFICIENTS = ("po", "kappa", "alpha")
 DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
-RULES = ("margin", "alt-test")
-DEFAULT_EPSILON = {"margin": 0.05, "alt-test": 0.2}
-ALT_TEST_MIN_ITEMS = 30
-"""The alt-test skips a human with fewer usable items (SPEC.md §3)."""
-TOLERANCE = 1e-12
-"""Slack on the ``d_k >= -epsilon`` and ``omega >= omega_star`` comparisons (float rounding)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class SimulationResult:
     rule: str
     epsilon: float
     delta: float
-    omega_star: float
+    omega_threshold: float
     q: float
 
     def min_rho(
@@ -138,8 +141,8 @@ class SimulationResult:
 
 
 def _plain(value: object) -> object:
-    if isinstance(value, float) and math.isnan(value):
-        return None
+    if isinstance(value, float):
+        return optional_float(value)
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value
@@ -283,28 +286,6 @@ def _confusions(x: np.ndarray, y: np.ndarray, used: np.ndarray, n_labels: int) -
     return counts.reshape(trials, n_labels, n_labels)
 
 
-def _ratio_coefficient(table: np.ndarray, coefficient: str) -> tuple[np.ndarray, np.ndarray]:
-    """Cohen's kappa or nominal Krippendorff's alpha of two raters from their tables (SPEC.md §2).
-
-    Returns ``(value, defined)``; undefined (zero chance-disagreement) values are NaN.
-    """
-    c = table.sum(axis=(1, 2)).astype(float)
-    agree = np.trace(table, axis1=1, axis2=2).astype(float)
-    rows, cols = table.sum(axis=2), table.sum(axis=1)
-    if coefficient == "kappa":
-        chance = (rows * cols).sum(axis=1).astype(float)
-        numerator, denominator = c * agree - chance, c * c - chance
-    else:
-        pooled = rows + cols
-        n_values = 2.0 * c
-        expected = n_values * n_values - (pooled * pooled).sum(axis=1)
-        numerator = expected - 2.0 * (c - agree) * (n_values - 1.0)
-        denominator = expected
-    defined = denominator > 0
-    value = np.divide(numerator, denominator, out=np.full(c.shape, np.nan), where=defined)
-    return value, defined
-
-
 def _po_scores(
     humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -356,7 +337,10 @@ def _ratio_score(
     for j in pool:
         common = items & mask[j]
         table = _confusions(x, humans[j], common, n_labels)
-        value, defined = _ratio_coefficient(table, coefficient)
+        value = two_rater_coefficient(
+            np.trace(table, axis1=1, axis2=2), table.sum(axis=2), table.sum(axis=1), coefficient
+        )
+        defined = np.isfinite(value)
         count = common.sum(axis=1)
         weighted += np.where(defined, count * np.nan_to_num(value), 0.0)
         weight += np.where(defined, count, 0)
@@ -387,7 +371,7 @@ class _Rule:
 
     name: str
     epsilon: float
-    omega_star: float
+    omega_threshold: float
     q: float
 
 
@@ -402,8 +386,8 @@ class _Evaluation:
 
 def _alt_test_sums(
     humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per trial, judge and held-out human: ``m_k``, ``sum W_f``, ``sum (W_h - W_f)`` and
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trial, judge and held-out human: ``m_k``, ``sum (W_h - W_f)`` and
     ``sum |W_h - W_f|`` over ``O_k`` (SPEC.md §3, alt-test).
 
     The judge's and ``r_k``'s alignment scores share the denominator ``|pool_i|``, so
@@ -420,15 +404,14 @@ def _alt_test_sums(
             own[a] += pair
             own[b] += pair
     shape = (humans.shape[1], judges.shape[0], n_humans)
-    w_f, diff, spread = np.empty(shape), np.empty(shape), np.empty(shape)
+    diff, spread = np.empty(shape), np.empty(shape)
     for j, x in enumerate(judges):
         hits = (x == humans) & mask
         judge = hits.sum(axis=0, dtype=np.int16) - hits  # (K, T, n)
         sign = np.sign(own - judge) * items
-        w_f[:, j] = np.count_nonzero(items & (judge >= own), axis=2).T
         diff[:, j] = sign.sum(axis=2, dtype=np.int64).T
         spread[:, j] = np.count_nonzero(sign, axis=2).T
-    return m, w_f, diff, spread
+    return m, diff, spread
 
 
 def _evaluate(
@@ -452,22 +435,21 @@ def _evaluate(
         np.where(finite, own, 0.0).sum(axis=1), n_defined,
         out=np.full(n_defined.shape, np.nan), where=n_defined > 0,
     )
+    nan = np.full(judge.shape, np.nan)
     if rule.name == "margin":
+        m = np.count_nonzero(mask & (mask.sum(axis=0) > 1), axis=2).T  # (T, K) items in O_k
         d = judge - own[:, None, :]
-        used = np.isfinite(d)
-        won = used & (np.nan_to_num(d, nan=-np.inf) >= -rule.epsilon - TOLERANCE)
+        stats = RaterStats(m, own, d, nan, nan, nan)
     else:
-        m, w_f, diff, spread = _alt_test_sums(humans, judges, mask)
-        m = np.broadcast_to(m[:, None, :], diff.shape).astype(float)
-        p = _alt_test_p_values(diff, spread, m, rule.epsilon)
-        used = (m >= ALT_TEST_MIN_ITEMS) & np.isfinite(p)
-        won = _by_rejections(p, used, rule.q) & used
+        m, diff, spread = _alt_test_sums(humans, judges, mask)
+        per_judge = np.broadcast_to(m[:, None, :], diff.shape).astype(float)
+        p = alt_test_p_values(diff, spread, per_judge, rule.epsilon)
         with np.errstate(divide="ignore", invalid="ignore"):
-            d = np.where(m > 0, -diff / m, np.nan)
-    counted = used.sum(axis=2)
-    omega = np.divide(won.sum(axis=2), counted, out=np.zeros(counted.shape), where=counted > 0)
-    passed = (counted > 0) & (omega >= rule.omega_star - TOLERANCE)
-    return _Evaluation(score, d, won, used, passed)
+            d = np.where(per_judge > 0, -diff / per_judge, np.nan)
+        stats = RaterStats(m, own, d, nan, nan, p)
+    won = judge_wins(stats, rule.name, rule.epsilon, rule.q, DEFAULT_MIN_ITEMS[rule.name])
+    passed = passes(won.omega, rule.omega_threshold)
+    return _Evaluation(score, d, won.won, won.used, passed)
 
 
 def _share(flags: np.ndarray, among: np.ndarray) -> float:
@@ -587,7 +569,7 @@ def _rule(
     rule: str,
     epsilon: float | None,
     delta: float,
-    omega_star: float,
+    omega_threshold: float,
     q: float,
     coefficients: list[str],
 ) -> _Rule:
@@ -597,11 +579,11 @@ def _rule(
         raise ValueError("rule='alt-test' compares per-item agreement; use coefficient='po'")
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else _probability(epsilon, "epsilon")
     _probability(delta, "delta")
-    if not 0.0 < omega_star <= 1.0:
-        raise ValueError(f"omega_star must be in (0, 1], got {omega_star!r}")
+    if not 0.0 < omega_threshold <= 1.0:
+        raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be in (0, 1), got {q!r}")
-    return _Rule(rule, float(epsilon), float(omega_star), float(q))
+    return _Rule(rule, float(epsilon), float(omega_threshold), float(q))
 
 
 # --- public entry points ----------------------------------------------------------------
@@ -648,7 +630,7 @@ def _result(
 ) -> SimulationResult:
     return SimulationResult(
         tuple(cells), n_items, n_humans, n_labels,
-        rule.name, rule.epsilon, float(delta), rule.omega_star, rule.q,
+        rule.name, rule.epsilon, float(delta), rule.omega_threshold, rule.q,
     )
 
 
@@ -678,7 +660,7 @@ def simulate(
     rule: str = "margin",
     epsilon: float | None = None,
     delta: float = 0.05,
-    omega_star: float = 0.5,
+    omega_threshold: float = 0.5,
     q: float = 0.05,
     trials: int = 300,
     clusters: int | None = None,
@@ -716,7 +698,7 @@ def simulate(
     rhos = _rhos(rho, n_items)
     designs = _choices(design, DESIGNS, "design")
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
-    decision = _rule(rule, epsilon, delta, omega_star, q, coefficients)
+    decision = _rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     gen = np.random.default_rng(rng)
     tick = _progress_ticker(progress, len(grid) * len(rhos) * len(designs) * len(coefficients))
     cells: list[SimulationCell] = []
@@ -752,7 +734,7 @@ def replay(
     rule: str = "margin",
     epsilon: float | None = None,
     delta: float = 0.05,
-    omega_star: float = 0.5,
+    omega_threshold: float = 0.5,
     q: float = 0.05,
     trials: int = 300,
     rng: object = None,
@@ -792,7 +774,7 @@ def replay(
     rhos = _rhos(rho, n_items)
     designs = _choices(design, DESIGNS, "design")
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
-    decision = _rule(rule, epsilon, delta, omega_star, q, coefficients)
+    decision = _rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     order = [primary] + [k for k in range(n_humans) if k != primary]
     small = _code_type(n_labels)
     n_judges = judge_codes.shape[1]

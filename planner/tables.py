@@ -13,7 +13,9 @@ from typing import Literal
 
 import numpy as np
 
-Level = Literal["nominal", "ordinal", "interval", "ratio"]
+from planner.resampling import distinct_keys, distinct_rows
+
+LevelOfMeasurement = Literal["nominal", "ordinal", "interval", "ratio"]
 
 
 def item_counts(codes: np.ndarray, n_labels: int) -> np.ndarray:
@@ -24,15 +26,6 @@ def item_counts(codes: np.ndarray, n_labels: int) -> np.ndarray:
     for column in codes.T:  # loop over raters (few), vectorised over items
         counts[rows, column + 1] += 1
     return counts[:, 1:]
-
-
-def _distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct non-negative int keys and their frequencies (bincount when the range is small)."""
-    if keys.size and keys.max() < 4 * keys.size + 2**16:
-        frequency = np.bincount(keys)
-        distinct = np.flatnonzero(frequency)
-        return distinct, frequency[distinct]
-    return np.unique(keys, return_counts=True)
 
 
 def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -48,29 +41,13 @@ def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.nda
         multisets, frequency = distinct_rows(np.sort(codes, axis=1), n_labels)
         return item_counts(multisets, n_labels), frequency
     place = np.append(np.int64(base) ** np.arange(n_labels, dtype=np.int64), 0)  # -1 picks 0
-    distinct, frequency = _distinct_keys(np.einsum("ij->i", place[codes]))
+    distinct, frequency = distinct_keys(np.einsum("ij->i", place[codes]))
     return distinct[:, None] // place[:-1] % base, frequency
 
 
 def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
     """``L x L`` counts of paired codes, rows ``a`` (no missing codes allowed here)."""
     return np.bincount(a * n_labels + b, minlength=n_labels**2).reshape(n_labels, n_labels)
-
-
-def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an int array ``(n, k)`` with values ``-1..n_values-1``, and frequencies.
-
-    A row is read as one integer in base ``n_values + 1`` when that fits in int64.
-    """
-    if rows.shape[0] == 0:
-        return rows, np.zeros(0, dtype=np.int64)
-    base = (int(rows.max()) if n_values is None else n_values) + 2
-    if rows.shape[1] * np.log2(base) >= 62:
-        return np.unique(rows, axis=0, return_counts=True)
-    digits = np.int64(base) ** np.arange(rows.shape[1], dtype=np.int64)
-    keys = np.einsum("ij,j->i", rows, digits) + digits.sum()  # digits of rows + 1
-    distinct, frequency = _distinct_keys(keys)
-    return distinct[:, None] // digits % base - 1, frequency
 
 
 def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
@@ -84,6 +61,46 @@ def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
 def _proportions(tables: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return tables / tables.sum(axis=(1, 2))[:, None, None]
+
+
+def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` with NaN where ``den`` is 0 (undefined, never 0).
+
+    >>> ratio(np.array([1.0, 1.0]), np.array([2.0, 0.0])).tolist()
+    [0.5, nan]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan), dtype=float)
+
+
+def two_rater_coefficient(
+    agree: np.ndarray, row: np.ndarray, col: np.ndarray, coefficient: str
+) -> np.ndarray:
+    """Two-rater kappa, nominal alpha or AC1 from sufficient sums (docs/method.md §2).
+
+    ``agree`` is the number of agreeing common items, ``row``/``col`` the two raters'
+    category counts on them (last axis ``L``); leading axes broadcast. kappa
+    ``(n a - sum r c) / (n^2 - sum r c)`` (Cohen 1960); alpha
+    ``1 - 2 (n - a)(2n - 1) / ((2n)^2 - sum (r + c)^2)`` (coincidences of two raters);
+    AC1 ``(a/n - p_e) / (1 - p_e)``, ``p_e = sum pbar (1 - pbar) / (L - 1)`` (Gwet 2008).
+    NaN where the coefficient is undefined (zero denominator).
+
+    >>> table = np.array([[91, 4], [4, 1]])
+    >>> args = np.trace(table), table.sum(axis=1), table.sum(axis=0)
+    >>> [round(float(two_rater_coefficient(*args, c)), 3) for c in ("kappa", "ac1")]
+    [0.158, 0.912]
+    """
+    n = row.sum(axis=-1)
+    if coefficient == "kappa":
+        chance = np.sum(row * col, axis=-1)
+        return ratio(n * agree - chance, n * n - chance)
+    if coefficient == "alpha":
+        pairable = 2.0 * n
+        expected = pairable * pairable - np.sum((row + col) ** 2, axis=-1)
+        return 1.0 - ratio(2.0 * (n - agree) * (pairable - 1.0), expected)
+    pbar = ratio(row + col, 2.0 * n[..., None])
+    chance = np.sum(pbar * (1.0 - pbar), axis=-1) / (row.shape[-1] - 1)
+    return ratio(ratio(agree, n) - chance, 1.0 - chance)
 
 
 def _one_category(margins: np.ndarray) -> np.ndarray:
@@ -198,18 +215,18 @@ def coincidences(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def distances(level: Level, values: np.ndarray, totals: np.ndarray) -> np.ndarray:
+def distances(level_of_measurement: LevelOfMeasurement, values: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """Squared distances ``delta_ck`` ``(B, L, L)`` of Krippendorff's metrics (SPEC.md §2).
 
     ``totals`` ``(B, L)`` are the pairable value counts ``n_c`` the ordinal metric uses.
     """
     n_labels = values.size
-    if level == "nominal":
+    if level_of_measurement == "nominal":
         return (1.0 - np.eye(n_labels))[None]
     gap = np.subtract.outer(values, values)
-    if level == "interval":
+    if level_of_measurement == "interval":
         return (gap**2)[None]
-    if level == "ratio":
+    if level_of_measurement == "ratio":
         total = np.add.outer(values, values)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(gap == 0, 0.0, (gap / total) ** 2)[None]
@@ -221,7 +238,7 @@ def distances(level: Level, values: np.ndarray, totals: np.ndarray) -> np.ndarra
 
 
 def alpha_terms(
-    counts: np.ndarray, weights: np.ndarray, level: Level, values: np.ndarray
+    counts: np.ndarray, weights: np.ndarray, level_of_measurement: LevelOfMeasurement, values: np.ndarray
 ) -> tuple[np.ndarray, ...]:
     """Krippendorff's alpha ``1 - D_o/D_e``, ``D_o``, ``D_e``, ``N`` (SPEC.md §2).
 
@@ -230,7 +247,7 @@ def alpha_terms(
     observed = coincidences(counts, weights)
     totals = weights @ counts  # n_c: each pairable value counted once
     n_values = totals.sum(axis=1)
-    delta = distances(level, values, totals)
+    delta = distances(level_of_measurement, values, totals)
     with np.errstate(invalid="ignore", divide="ignore"):
         d_o = np.sum(delta * observed, axis=(1, 2)) / n_values
         expected = np.einsum("bck,bc,bk->b", np.broadcast_to(delta, observed.shape), totals, totals)

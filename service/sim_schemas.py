@@ -131,7 +131,7 @@ class SimulationResultRead(BaseModel):
     rule: str
     epsilon: float
     delta: float
-    omega_star: float
+    omega_threshold: float
     q: float
     cells: list[SimulationCellRead]
     min_rho: list[MinRhoRead]

@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from planner.simulate import DEFAULT_EPSILON
+from planner.rules import DEFAULT_EPSILON
 from service.errors import AppError, Invalid, echo
 from service.jobs import ACTIVE, SimulationSpec
 from service.matrix import load_matrix
@@ -138,7 +138,7 @@ def _synthetic(
         "n_items": n_items, "n_humans": n_humans, "n_labels": n_labels, "p_h": p_h, "p_j": _as_list(p_j),
         "prevalence": prevalence, "rho": rho, "design": common["design"], "coefficient": common["coefficient"],
         "rule": common["rule"], "epsilon": common["epsilon"], "delta": common["delta"],
-        "omega_star": common["omega_threshold"], "q": common["q"], "trials": body.trials,
+        "omega_threshold": common["omega_threshold"], "q": common["q"], "trials": body.trials,
         "clusters": body.clusters, "cluster_difficulty": body.cluster_difficulty,
     }
     settings = {
@@ -175,7 +175,7 @@ def _replay(
     options = {
         "n_labels": matrix.n_labels, "rho": rho, "design": common["design"], "coefficient": common["coefficient"],
         "primary": 0, "rule": common["rule"], "epsilon": common["epsilon"], "delta": common["delta"],
-        "omega_star": common["omega_threshold"], "q": common["q"], "trials": body.trials,
+        "omega_threshold": common["omega_threshold"], "q": common["q"], "trials": body.trials,
     }
     settings = {
         **common, "replay": True, "criterion": criterion, "n_items": n_items, "n_humans": len(humans),

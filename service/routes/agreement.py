@@ -62,7 +62,7 @@ def post_agreement(body: AgreementBody, _principal: PrincipalDep) -> AgreementRe
         raise Invalid(f"values must hold one number per label ({len(body.labels)}), got {len(body.values)}")
     codes = matrix_codes(body)
     table = summary_table(
-        codes, n_labels=len(body.labels), scale=body.scale, values=body.values, level=body.level,
+        codes, n_labels=len(body.labels), scale=body.scale, values=body.values, confidence_level=body.level,
         n_resamples=body.n_resamples, rng=body.seed,
     )
     return AgreementRead(

@@ -115,7 +115,7 @@ def test_spec_three_raters_restored() -> None:
 def test_krippendorff_2011_published_example(level: str, published: float) -> None:
     codes = krippendorff_codes()
     values = np.arange(1.0, 6.0) if level in ("interval", "ratio") else None
-    result = krippendorff_alpha(codes, n_labels=5, level=level, values=values)
+    result = krippendorff_alpha(codes, n_labels=5, level_of_measurement=level, values=values)
     assert round(result.statistic, 3) == published
     assert result.n_items == 11  # unit 12 has a single value and is dropped
     theirs = krippendorff.alpha(
@@ -142,7 +142,7 @@ def test_alpha_matches_krippendorff_package_on_sparse_matrices(level: str) -> No
         n_labels = int(rng.integers(2, 7))
         codes = random_sparse(rng, int(rng.integers(5, 60)), int(rng.integers(2, 7)), n_labels, 0.4)
         values = np.sort(rng.uniform(0.5, 10.0, n_labels)) if level in ("interval", "ratio") else None
-        ours = krippendorff_alpha(codes, n_labels=n_labels, level=level, values=values)
+        ours = krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement=level, values=values)
         domain = values if values is not None else np.arange(n_labels, dtype=float)
         if not ours.defined:
             continue
@@ -262,7 +262,7 @@ def test_summary_table_matches_the_individual_functions(scale: str, weights: str
         mean_pairwise_kappa(codes, n_labels=4, weights=weights).statistic
     )
     assert table["alpha"].result.statistic == pytest.approx(
-        krippendorff_alpha(codes, n_labels=4, level=scale, values=values).statistic
+        krippendorff_alpha(codes, n_labels=4, level_of_measurement=scale, values=values).statistic
     )
     assert table["ac1"].result.statistic == pytest.approx(gwet_ac1(codes, n_labels=4).statistic)
     for estimate in table.values():
@@ -311,10 +311,10 @@ def test_single_valued_data_leaves_alpha_and_fleiss_undefined_but_ac1_at_one() -
     [
         (lambda: fleiss_kappa(SPEC_THREE, n_labels=2), "same number of ratings on every rated item; found 2 to 3"),
         (lambda: fleiss_kappa([[0, -1], [1, -1]], n_labels=2), "at least 2 ratings per item"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level="ratios"), "level must be 'nominal'"),
+        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="ratios"), "level_of_measurement must be 'nominal'"),
         (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, values=[0, 1]), "values= applies to level"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level="interval", values=[0, 1, 2]), "values must be 2 finite"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level="ratio", values=[-1, 1]), "ratio values must be non-negative"),
+        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="interval", values=[0, 1, 2]), "values must be 2 finite"),
+        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="ratio", values=[-1, 1]), "ratio values must be non-negative"),
         (lambda: gwet_ac1([0, 1, 1], n_labels=2), "codes must have 2 dimension"),
         (lambda: gwet_ac1(SPEC_THREE, n_labels=1), "n_labels must be an integer >= 2"),
         (lambda: pairwise(SPEC_THREE, n_labels=2, coefficient="alpha"), "coefficient must be one of"),

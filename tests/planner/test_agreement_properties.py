@@ -46,9 +46,9 @@ def multi_rater(codes: np.ndarray, n_labels: int) -> dict[str, AgreementResult]:
         "percent": percent_agreement(codes, n_labels=n_labels),
         "ac1": gwet_ac1(codes, n_labels=n_labels),
         "alpha_nominal": krippendorff_alpha(codes, n_labels=n_labels),
-        "alpha_ordinal": krippendorff_alpha(codes, n_labels=n_labels, level="ordinal"),
-        "alpha_interval": krippendorff_alpha(codes, n_labels=n_labels, level="interval"),
-        "alpha_ratio": krippendorff_alpha(codes, n_labels=n_labels, level="ratio", values=np.arange(1.0, n_labels + 1)),
+        "alpha_ordinal": krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement="ordinal"),
+        "alpha_interval": krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement="interval"),
+        "alpha_ratio": krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement="ratio", values=np.arange(1.0, n_labels + 1)),
         "mean_kappa": mean_pairwise_kappa(codes, n_labels=n_labels),
         "mean_kappa_quadratic": mean_pairwise_kappa(codes, n_labels=n_labels, weights="quadratic"),
     }
@@ -186,7 +186,7 @@ def naive_item_bootstrap(
     "coefficient",
     [
         lambda c: krippendorff_alpha(c, n_labels=3),
-        lambda c: krippendorff_alpha(c, n_labels=3, level="ordinal"),
+        lambda c: krippendorff_alpha(c, n_labels=3, level_of_measurement="ordinal"),
         lambda c: gwet_ac1(c, n_labels=3),
         lambda c: mean_pairwise_kappa(c, n_labels=3),
         lambda c: percent_agreement(c, n_labels=3),
@@ -219,12 +219,13 @@ def test_bootstrap_reproducible_and_accepts_generators() -> None:
 
 def test_bootstrap_chunks_give_the_same_replicates_as_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
     import planner.agreement as agreement
+    import planner.resampling as resampling
 
     rng = np.random.default_rng(2)
     codes = rng.integers(-1, 4, size=(300, 5))
     result = agreement.mean_pairwise_kappa(codes, n_labels=4)
     whole = result.confidence_interval(n_resamples=64, rng=3)
-    monkeypatch.setattr(agreement, "_CHUNK_CELLS", 1)  # one resample per block
+    monkeypatch.setattr(resampling, "_CHUNK_CELLS", 1)  # one resample per block
     assert result.confidence_interval(n_resamples=64, rng=3) == whole
 
 
@@ -249,7 +250,7 @@ def many_raters() -> tuple[np.ndarray, int]:
     "call",
     [
         lambda c, n: krippendorff_alpha(c, n_labels=n).confidence_interval(n_resamples=20, rng=0),
-        lambda c, n: krippendorff_alpha(c, n_labels=n, level="ordinal").confidence_interval(n_resamples=20, rng=0),
+        lambda c, n: krippendorff_alpha(c, n_labels=n, level_of_measurement="ordinal").confidence_interval(n_resamples=20, rng=0),
         lambda c, n: gwet_ac1(c, n_labels=n).confidence_interval(n_resamples=20, rng=0),
         lambda c, n: pairwise(c, n_labels=n),
         lambda c, n: mean_pairwise_kappa(c, n_labels=n).confidence_interval(n_resamples=20, rng=0),

@@ -13,8 +13,9 @@ from scipy.stats import ttest_1samp
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.multitest import multipletests
 
-from planner import decision
 from planner.decision import rank_judges, validate_judge
+from planner.resampling import bootstrap_sums, distinct_rows
+from planner.significance import by_rejections
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -244,7 +245,7 @@ def test_by_matches_statsmodels_fdr_by():
     for width in range(1, 9):
         p = rng.uniform(0, 0.06, size=(300, width)) ** rng.uniform(0.5, 2, size=(300, 1))
         p[rng.random(p.shape) < 0.1] = 0.004  # ties
-        ours = decision._by_rejections(p, np.ones_like(p, dtype=bool), 0.05)
+        ours = by_rejections(p, np.ones_like(p, dtype=bool), 0.05)
         for row, got in zip(p, ours):
             assert list(got) == list(multipletests(row, alpha=0.05, method="fdr_by")[0])
 
@@ -253,7 +254,7 @@ def test_by_ignores_untested_humans():
     p = np.array([[0.001, 0.5, 0.01, 0.02]])
     tested = np.array([[True, False, True, True]])
     expected = multipletests([0.001, 0.01, 0.02], alpha=0.05, method="fdr_by")[0]
-    got = decision._by_rejections(p, tested, 0.05)[0]
+    got = by_rejections(p, tested, 0.05)[0]
     assert list(got[[0, 2, 3]]) == list(expected) and not got[1]
 
 
@@ -399,7 +400,7 @@ def test_bootstrap_weights_are_multinomial_item_weights():
     counts = np.array([1, 2, 3, 50, 200, 4, 1])
     n_items = 400  # 139 items kept in no pattern
     features = np.eye(counts.size)
-    sums = decision._bootstrap_sums(features, counts, n_items, 20_000, np.random.default_rng(0))
+    sums = bootstrap_sums(features, counts, n_items, 20_000, np.random.default_rng(0))
     p = counts / n_items
     np.testing.assert_allclose(sums.mean(axis=0), counts, rtol=0.03)
     np.testing.assert_allclose(sums.var(axis=0), n_items * p * (1 - p), rtol=0.06)
@@ -413,8 +414,8 @@ def test_distinct_rows_ignore_row_order_and_survive_key_overflow():
     rng = np.random.default_rng(0)
     rows = rng.integers(-1, 40, size=(500, 30))  # 41^30 overflows int64: keys re-labelled
     rows[250:] = rows[:250]
-    distinct, counts = decision._distinct_rows(rows)
-    again, counts_again = decision._distinct_rows(rows[rng.permutation(500)])
+    distinct, counts = distinct_rows(rows)
+    again, counts_again = distinct_rows(rows[rng.permutation(500)])
     np.testing.assert_array_equal(distinct, again)
     np.testing.assert_array_equal(counts, counts_again)
     assert counts.sum() == 500 and len(np.unique(distinct, axis=0)) == len(distinct) == 250

@@ -56,7 +56,7 @@ def test_equals_summary_table_on_the_same_codes(client, scale):
     r = client.post("/agreement", json={"labels": labels, "scale": scale, "matrix": matrix, "values": values,
                                         "level": 0.9, "n_resamples": 300, "seed": 11})
     assert r.status_code == 200, r.text
-    expected = summary_table(as_codes(matrix, labels), n_labels=4, scale=scale, values=values, level=0.9,
+    expected = summary_table(as_codes(matrix, labels), n_labels=4, scale=scale, values=values, confidence_level=0.9,
                              n_resamples=300, rng=11)
     assert r.json()["coefficients"] == {k: e.as_dict() for k, e in expected.items()}
     assert (r.json()["level"], r.json()["n_resamples"]) == (0.9, 300)

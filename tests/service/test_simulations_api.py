@@ -35,7 +35,7 @@ SMALL = {"p_h": 0.85, "p_j": 0.9, "rho": [0.25, 1.0], "design": "random", "trial
 # what SMALL means for the fixture project (20 items, humans prim/h2/h3, SPEC defaults)
 SMALL_PLANNER = dict(
     n_items=20, n_humans=3, n_labels=2, p_h=0.85, p_j=[0.9], prevalence=None, rho=[0.25, 1.0],
-    design=["random"], coefficient=["po"], rule="margin", epsilon=0.05, delta=0.05, omega_star=0.5,
+    design=["random"], coefficient=["po"], rule="margin", epsilon=0.05, delta=0.05, omega_threshold=0.5,
     q=0.05, trials=40, clusters=None, cluster_difficulty=0.5, rng=1,
 )
 
@@ -202,7 +202,7 @@ def test_replay_subsamples_the_projects_dense_labels(client, project):
     assert settings["replay"] is True and settings["label_seq"] == 20 * 4 + 19
     humans = np.array([codes["prim"], codes["h2"], codes["h3"]]).T
     expected = replay(humans, judges=np.array(codes["judge"]), n_labels=2, rho=[0.5, 1.0], design=["random", "strat"],
-                      coefficient="po", rule="margin", epsilon=0.05, delta=0.05, omega_star=0.5, q=0.05, trials=15,
+                      coefficient="po", rule="margin", epsilon=0.05, delta=0.05, omega_threshold=0.5, q=0.05, trials=15,
                       rng=3)
     cells = r.json()["result"]["cells"]
     assert cells == planner_cells(expected)

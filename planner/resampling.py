@@ -1,0 +1,169 @@
+"""Item bootstraps over distinct patterns (docs/method.md §2, "Intervals").
+
+Items that share a pattern (a row of codes, a vector of per-item sums, a table cell) are
+interchangeable for every statistic, so resampling ``n`` items with replacement is a
+multinomial draw of pattern multiplicities: a replicate costs a weighted sum over the
+patterns, never a pass over the items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+
+_CHUNK_CELLS = 500_000  # replicate cells held at once by pattern_bootstrap
+_SUMS_CHUNK_CELLS = 2_000_000  # resample weights held at once by bootstrap_sums
+_TAIL_COUNT = 10  # patterns this rare are resampled by drawing items, not by binomials
+
+Replicates = Callable[[int, np.random.Generator], np.ndarray]
+"""``replicates(n_resamples, rng)``: bootstrap replicates of a statistic, shape ``(B, ...)``."""
+
+
+def distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct non-negative int keys in increasing order, and their frequencies.
+
+    >>> [v.tolist() for v in distinct_keys(np.array([5, 1, 5, 0]))]
+    [[0, 1, 5], [1, 1, 2]]
+    """
+    if keys.size and keys.max() < 4 * keys.size + 2**16:
+        frequency = np.bincount(keys)
+        distinct = np.flatnonzero(frequency)
+        return distinct, frequency[distinct]
+    distinct, frequency = np.unique(keys, return_counts=True)
+    return distinct, frequency
+
+
+def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an int array ``(n, k)`` with values ``-1..n_values-1``, and frequencies.
+
+    Rows come out in lexicographic order, so the result does not depend on the order of
+    the input rows. A row is read as one integer in base ``n_values + 1`` (first column
+    most significant) when that fits in int64.
+
+    >>> rows, freq = distinct_rows(np.array([[1, -1], [0, 2], [1, -1]]))
+    >>> rows.tolist(), freq.tolist()
+    ([[0, 2], [1, -1]], [1, 2])
+    """
+    if rows.shape[0] == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    base = (int(rows.max()) if n_values is None else n_values) + 2
+    if rows.shape[1] * np.log2(base) >= 62:
+        distinct, frequency = np.unique(rows, axis=0, return_counts=True)
+        return distinct, frequency
+    digits = np.int64(base) ** np.arange(rows.shape[1] - 1, -1, -1, dtype=np.int64)
+    keys = np.einsum("ij,j->i", rows, digits) + digits.sum()  # digits of rows + 1
+    distinct, frequency = distinct_keys(keys)
+    return distinct[:, None] // digits % base - 1, frequency
+
+
+def distinct_features(features: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge patterns with identical per-item quantities, summing their counts.
+
+    Rows are matched on a weighted row sum and the match is checked exactly; a collision
+    (never seen in practice) falls back to sorting whole rows.
+
+    >>> f, c = distinct_features(np.array([[1.0, 0.5], [0.0, 1.0], [1.0, 0.5]]), np.array([2, 1, 3]))
+    >>> f.tolist(), c.tolist()
+    ([[0.0, 1.0], [1.0, 0.5]], [1, 5])
+    """
+    if features.shape[0] == 0:
+        return features, counts
+    key = np.sum(features * np.sqrt(np.arange(features.shape[1]) + 2.0), axis=1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if not np.array_equal(features[first][inverse], features):
+        _, first, inverse = np.unique(features, axis=0, return_index=True, return_inverse=True)
+    return features[first], np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
+
+
+def pattern_bootstrap(
+    statistic: Callable[[np.ndarray], np.ndarray],
+    counts: np.ndarray,
+    n_resamples: int,
+    rng: np.random.Generator,
+    *,
+    width: int = 0,
+) -> np.ndarray:
+    """``statistic(weights)`` on item resamples, weights ``(B, n_patterns)``.
+
+    ``counts[u]`` items share pattern ``u``; drawing the ``n = sum(counts)`` items with
+    replacement gives pattern multiplicities ``Multinomial(n, counts / n)``. Resamples go
+    in blocks of at most ``_CHUNK_CELLS`` cells of ``max(n_patterns, width)`` (``width``:
+    the statistic's own per-replicate array size).
+    """
+    total = int(round(float(np.sum(counts))))
+    pvals = np.asarray(counts, dtype=float) / np.sum(counts)
+    chunk = max(1, _CHUNK_CELLS // max(1, pvals.size, width))
+    parts = [
+        statistic(rng.multinomial(total, pvals, size=min(chunk, n_resamples - start)).astype(float))
+        for start in range(0, n_resamples, chunk)
+    ]
+    return np.concatenate(parts)
+
+
+def pattern_replicates(
+    patterns: np.ndarray,
+    frequency: np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    width: int = 0,
+) -> Replicates:
+    """Item-bootstrap replicates of ``statistic(patterns, weights)`` (docs/method.md §2).
+
+    ``width``: cells per replicate of the statistic's largest array, to size the blocks.
+    """
+
+    def replicates(n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+        return pattern_bootstrap(
+            partial(statistic, patterns), frequency, n_resamples, rng, width=width
+        )
+
+    return replicates
+
+
+def bootstrap_sums(
+    features: np.ndarray,
+    counts: np.ndarray,
+    n_items: int,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Feature sums ``(n_resamples, P)`` over item resamples (docs/method.md §2, "Intervals").
+
+    ``features`` ``(G, P)`` are per-item quantities of ``G`` kept patterns with
+    ``counts``; the other ``n_items - sum(counts)`` items contribute nothing. Resampling
+    ``n_items`` items puts ``Binomial(n_items, n_kept/n_items)`` draws on the kept items;
+    those split multinomially over patterns. Common patterns get their multiplicities by
+    binomial splitting, rare ones by drawing items, which is the same multinomial at a
+    lower cost. Products run in float32 below 2^24 items: integer sums stay exact,
+    fractional ones (p_o agreement shares) carry a relative error below 1e-6 at 1e5 items
+    (d_k off by ~5e-7 against a bootstrap SD of ~2e-3).
+    """
+    n_patterns = counts.size
+    sums = np.zeros((n_resamples, features.shape[1]))
+    n_kept = int(counts.sum())
+    if n_kept == 0:
+        return sums
+    precision = np.float32 if n_items < 2**24 else np.float64
+    by_feature = np.ascontiguousarray(features.T, dtype=precision)  # (P, G): BLAS-friendly
+    on_kept = rng.binomial(n_items, n_kept / n_items, size=n_resamples)
+    common = counts > _TAIL_COUNT
+    n_common = int(counts[common].sum())
+    on_common = rng.binomial(on_kept, n_common / n_kept)
+    on_rare = on_kept - on_common
+    common_idx = np.flatnonzero(common)
+    common_p = counts[common] / max(n_common, 1)
+    rare_items = np.repeat(np.flatnonzero(~common), counts[~common])
+    step = max(1, _SUMS_CHUNK_CELLS // n_patterns)
+    for start in range(0, n_resamples, step):
+        stop = min(start + step, n_resamples)
+        weights = np.zeros((stop - start, n_patterns), dtype=precision)
+        if common_idx.size:
+            weights[:, common_idx] = rng.multinomial(on_common[start:stop], common_p)
+        for row, n_draws in zip(weights, on_rare[start:stop], strict=True):
+            if rare_items.size:
+                picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
+                row += np.bincount(rare_items[picks], minlength=n_patterns)
+        sums[start:stop] = (by_feature @ weights.T).T
+    return sums

@@ -1,0 +1,58 @@
+"""Significance machinery of the alternative-annotator test: t-test and BY (docs/method.md §3).
+
+Both functions work on arrays with any leading axes (replicates, trials, judges); the last
+axis of ``by_rejections`` holds the family of held-out humans.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+
+def alt_test_p_values(
+    diff_sum: np.ndarray, abs_sum: np.ndarray, m: np.ndarray, epsilon: float
+) -> np.ndarray:
+    """One-sided t-test p-values of ``W_h - W_f`` against ``epsilon`` (docs/method.md §3).
+
+    ``diff_sum`` and ``abs_sum`` are the sums of ``W_h - W_f`` and ``|W_h - W_f|`` over
+    the ``m`` items of ``O_k``. ``H0: rho_f <= rho_h - epsilon``; p from the t
+    distribution with ``m - 1`` df; zero variance gives ``t = -inf`` (p 0) below
+    ``epsilon`` and p 1 otherwise; NaN (undefined) when ``m < 2``.
+
+    >>> alt_test_p_values(np.array([0.0]), np.array([0.0]), np.array([40.0]), 0.1).tolist()
+    [0.0]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = diff_sum / m
+        spread = m * abs_sum - diff_sum * diff_sum  # m^2 (m - 1)/m * variance, exact in sums
+        t = (mean - epsilon) / np.sqrt(spread / (m * m * (m - 1.0)))
+        p = stats.t.cdf(t, np.maximum(m - 1.0, 1.0))
+    flat = spread <= 0
+    p = np.where(flat, np.where(mean < epsilon, 0.0, 1.0), p)
+    return np.asarray(np.where(m >= 2, p, np.nan), dtype=float)
+
+
+def by_rejections(p: np.ndarray, tested: np.ndarray, q: float) -> np.ndarray:
+    """Benjamini–Yekutieli step-up over the tested p-values of the last axis (docs/method.md §3).
+
+    Rejects the ``r`` smallest p-values, ``r`` the largest rank with
+    ``p_(r) <= r q / (m H_m)``, ``m`` the number tested, ``H_m = sum_{i<=m} 1/i``.
+
+    >>> by_rejections(np.array([0.32693, 0.03359, 0.00258]), np.ones(3, bool), 0.05).tolist()
+    [False, False, True]
+    """
+    width = p.shape[-1]
+    ranks = np.arange(1, width + 1)
+    harmonic = np.concatenate([[1.0], np.cumsum(1.0 / ranks)])
+    n_tested = tested.sum(axis=-1, keepdims=True)
+    values = np.where(tested, p, np.inf)
+    order = np.argsort(values, axis=-1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = ranks * q / (n_tested * harmonic[n_tested])
+    passes = ordered <= bound
+    n_rejected = np.where(passes.any(axis=-1), width - np.argmax(passes[..., ::-1], axis=-1), 0)
+    reject = np.empty_like(passes)
+    np.put_along_axis(reject, order, ranks <= n_rejected[..., None], axis=-1)
+    return reject
