@@ -1,0 +1,189 @@
+"""Neyman allocation of the overlap, and what the all-items layer saves (docs/method.md §9).
+
+The judge and the primary label every item, so ``A_i = 1[judge_i = primary_i]`` (and the
+cell ``(primary_i, judge_i)``) is known before any overlap. A secondary's agreement with the
+primary, ``B_i = 1[r_k,i = primary_i]``, is seen on the overlap only. Strata built from the
+all-items layer let the overlap go where ``B`` is most variable; ``d = mean(A) - mean(B)``
+is then estimated by ``mean_all(A) - sum_h W_h mean_h(B)``, ``W_h = N_h / n``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtri
+
+_NEGLIGIBLE_SD = 1e-12  # a stratum whose S_h is below this is treated as constant
+
+
+@dataclass(frozen=True)
+class AllItemsVariances:
+    """Per-item variance constants of ``d`` under the prior, and the Neyman shares.
+
+    ``paired``: ``Var(A - B)``, the overlap-only estimate (simple random overlap).
+    ``ppi``: ``(1 - rho^2) Var(B)``, PPI++ with the judge's agreement on every item.
+    ``proportional`` / ``neyman``: ``sum_h W_h S_h^2`` / ``(sum_h W_h S_h)^2``, the
+    stratified estimate with overlap proportional to ``N_h`` / to ``N_h S_h``.
+    ``stratum_share`` (``W_h``) and ``neyman_share`` (``W_h S_h / sum W S``) per stratum
+    ``h`` of ``A`` (``0`` = judge and primary disagree, ``1`` = agree); ``stratum_sd`` is
+    ``S_h``, the standard deviation of ``B`` within the stratum.
+    """
+
+    paired: float
+    ppi: float
+    proportional: float
+    neyman: float
+    stratum_share: tuple[float, ...]
+    stratum_sd: tuple[float, ...]
+    neyman_share: tuple[float, ...]
+
+
+def prior_variances(
+    p_h: float, p_j: float, *, n_labels: int, prevalence: object = None
+) -> AllItemsVariances:
+    """Variance constants of the paired, PPI, proportional and Neyman estimates of ``d``.
+
+    docs/method.md §9. Symmetric noise channel (human accuracy ``p_h``, judge ``p_j``, true
+    labels ``~ prevalence``, uniform by default); strata are the judge-primary agreement
+    cells ``A = 0, 1``.
+
+    >>> v = prior_variances(0.85, 0.90, n_labels=2)
+    >>> [round(x, 6) for x in (v.paired, v.ppi, v.proportional, v.neyman)]
+    [0.218775, 0.160267, 0.160267, 0.157635]
+    >>> [round(x, 4) for x in v.neyman_share]
+    [0.2735, 0.7265]
+    """
+    cell, b_given_cell = prior_cells(p_h, p_j, n_labels=n_labels, prevalence=prevalence)
+    agree = np.eye(n_labels, dtype=bool)
+    share = np.array([cell[~agree].sum(), cell[agree].sum()])
+    b_mass = np.array([(cell * b_given_cell)[~agree].sum(), (cell * b_given_cell)[agree].sum()])
+    p_b = b_mass.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b_rate = np.where(share > 0, b_mass / share, 0.0)
+    sd = np.sqrt(b_rate * (1.0 - b_rate))
+    p_a = share[1]
+    var_a, var_b, cov = p_a * (1 - p_a), p_b * (1 - p_b), b_mass[1] - p_a * p_b
+    ppi = var_b - cov**2 / var_a if var_a > 0 else var_b
+    spread = share * sd
+    neyman_share = spread / spread.sum() if spread.sum() > 0 else share
+    return AllItemsVariances(
+        paired=float(var_a + var_b - 2 * cov),
+        ppi=float(ppi),
+        proportional=float(share @ sd**2),
+        neyman=float(spread.sum() ** 2),
+        stratum_share=tuple(float(v) for v in share),
+        stratum_sd=tuple(float(v) for v in sd),
+        neyman_share=tuple(float(v) for v in neyman_share),
+    )
+
+
+def prior_cells(
+    p_h: float, p_j: float, *, n_labels: int, prevalence: object = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``P(primary = a, judge = b)`` and ``P(r_k = primary | a, b)``, shape ``(L, L)`` each.
+
+    docs/method.md §9. By enumeration of the true label under the symmetric noise channel.
+
+    >>> cell, b_rate = prior_cells(1.0, 0.5, n_labels=2)
+    >>> cell.tolist(), b_rate.tolist()
+    ([[0.25, 0.25], [0.25, 0.25]], [[1.0, 1.0], [1.0, 1.0]])
+    """
+    for name, value in (("p_h", p_h), ("p_j", p_j)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
+        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    pi = np.full(n_labels, 1.0 / n_labels) if prevalence is None else np.asarray(prevalence, float)
+    if pi.shape != (n_labels,) or np.any(pi < 0) or not math.isclose(pi.sum(), 1.0):
+        raise ValueError(f"prevalence must be {n_labels} probabilities summing to 1")
+    human, judge = _channel(p_h, n_labels), _channel(p_j, n_labels)  # [truth, report]
+    # joint[t, a, b] = pi_t P(primary = a | t) P(judge = b | t)
+    joint = pi[:, None, None] * human[:, :, None] * judge[:, None, :]
+    cell = joint.sum(axis=0)
+    # P(r_k = a | t) = human[t, a]; average it over the truth given the cell.
+    agree_mass = np.einsum("tab,ta->ab", joint, human)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b_rate = np.where(cell > 0, agree_mass / cell, 0.0)
+    return cell, b_rate
+
+
+def _channel(p: float, n_labels: int) -> np.ndarray:
+    """Symmetric noise channel ``P(report | truth)``, shape ``(L, L)``."""
+    return np.where(np.eye(n_labels, dtype=bool), p, (1.0 - p) / (n_labels - 1))
+
+
+def m_cert_by_estimator(
+    mu_d: float, variances: AllItemsVariances, *, epsilon: float = 0.05, alpha_sig: float = 0.05
+) -> dict[str, int | float]:
+    """``m_cert = ceil(z^2 V / (mu_d + eps)^2)`` for each estimator's constant ``V``.
+
+    docs/method.md §4 item 2 and §9; ``inf`` when ``mu_d + eps <= 0``.
+
+    >>> m_cert_by_estimator(0.035, prior_variances(0.85, 0.90, n_labels=2))
+    {'paired': 117, 'ppi': 86, 'neyman': 84}
+    """
+    if not 0.0 < alpha_sig < 1.0:
+        raise ValueError(f"alpha_sig must be in (0, 1), got {alpha_sig!r}")
+    gap = mu_d + epsilon
+    z = float(ndtri(1.0 - alpha_sig / 2.0))
+    out: dict[str, int | float] = {}
+    for name in ("paired", "ppi", "neyman"):
+        variance = getattr(variances, name)
+        out[name] = max(1, math.ceil(z * z * variance / gap**2 - 1e-9)) if gap > 0 else math.inf
+    return out
+
+
+def neyman_allocation(
+    sizes: object, sds: object, m: int, *, min_per_stratum: int = 2
+) -> np.ndarray:
+    """Items per stratum, ``n_h ∝ N_h S_h`` with ``min(min_per_stratum, N_h) <= n_h <= N_h``.
+
+    docs/method.md §9 (Neyman 1934). Strata pushed past a bound are held at it and the rest
+    of ``m`` is shared among the others in the same proportion (``clip(c N_h S_h, low, N_h)``
+    summing to ``m``); fractional shares are floored and the items left go to the largest
+    remainders (ties to the lower stratum). When every ``S_h`` is 0 the allocation is
+    proportional to ``N_h`` (every allocation then has zero variance).
+
+    >>> neyman_allocation([780, 220], [0.369788, 0.493616], 84).tolist()
+    [61, 23]
+    >>> neyman_allocation([100, 3], [0.1, 0.5], 30).tolist()  # capped at N_h = 3
+    [27, 3]
+    >>> neyman_allocation([1000, 3], [0.1, 0.5], 10).tolist()  # held at 2
+    [8, 2]
+    """
+    size = np.asarray(sizes, dtype=np.int64)
+    sd = np.asarray(sds, dtype=float)
+    if size.ndim != 1 or size.size == 0 or size.min() < 0:
+        raise ValueError("sizes must be a non-empty list of non-negative stratum sizes")
+    if sd.shape != size.shape or not np.all(np.isfinite(sd)) or sd.min() < 0:
+        raise ValueError(f"sds must be {size.size} finite non-negative standard deviations")
+    if not isinstance(min_per_stratum, (int, np.integer)) or min_per_stratum < 0:
+        raise ValueError(f"min_per_stratum must be a non-negative integer, got {min_per_stratum!r}")
+    low = np.minimum(min_per_stratum, size)
+    if not isinstance(m, (int, np.integer)) or not low.sum() <= m <= size.sum():
+        raise ValueError(
+            f"m must be an integer in {int(low.sum())}..{int(size.sum())} "
+            f"(every stratum gets min(N_h, {min_per_stratum}) items), got {m!r}"
+        )
+    sd = np.where(sd < _NEGLIGIBLE_SD, 0.0, sd)
+    spread = size * sd if np.any(size * sd > 0) else size.astype(float)
+    # The bounded optimum is clip(c N_h S_h, low_h, N_h) with c chosen so the counts sum to m;
+    # the sum grows with c, so c is found by bisection.
+    top = float(np.max(size[spread > 0] / spread[spread > 0]))
+    if np.clip(top * spread, low, size).sum() < m:
+        # Strata with spread are full; the rest goes to the others in proportion to N_h.
+        spread, top = np.where(spread > 0, np.inf, size.astype(float)), 1.0
+    c_low, c_high = 0.0, top
+    for _ in range(200):
+        c = (c_low + c_high) / 2.0
+        if np.clip(c * spread, low, size).sum() < m:
+            c_low = c
+        else:
+            c_high = c
+    share = np.clip(c_high * spread, low, size)
+    alloc = np.floor(share + 1e-9).astype(np.int64)
+    order = np.argsort(-(share - alloc), kind="stable")
+    alloc[order[: m - alloc.sum()]] += 1
+    return alloc

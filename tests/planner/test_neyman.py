@@ -1,0 +1,119 @@
+"""Tests for planner.neyman (docs/method.md §9): check values, a hand computation, a seeded
+simulation of the variance constants, and properties of the allocation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.neyman import m_cert_by_estimator, neyman_allocation, prior_cells, prior_variances
+
+FAST = settings(max_examples=80, deadline=None)
+
+
+def test_published_check_values():
+    v = prior_variances(0.85, 0.90, n_labels=2)
+    assert v.paired == pytest.approx(0.218775, abs=1e-6)
+    assert v.ppi == pytest.approx(0.160267, abs=1e-6)
+    assert v.proportional == pytest.approx(0.160267, abs=1e-6)
+    assert v.neyman == pytest.approx(0.157635, abs=1e-6)
+    assert v.neyman_share == pytest.approx((0.2735, 0.7265), abs=5e-5)
+    assert m_cert_by_estimator(0.035, v) == {"paired": 117, "ppi": 86, "neyman": 84}
+
+
+def test_constants_by_hand():
+    # L = 2: P(A=1) = P_J, P(B=1) = P_R, P(A=1, B=1) = P_JR (docs/method.md §4 priors).
+    p_h, p_j = 0.85, 0.90
+    p_a = p_h * p_j + (1 - p_h) * (1 - p_j)  # .78
+    p_b = p_h**2 + (1 - p_h) ** 2  # .745
+    p_ab = p_h**2 * p_j + (1 - p_h) ** 2 * (1 - p_j)  # .6525
+    var_a, var_b, cov = p_a * (1 - p_a), p_b * (1 - p_b), p_ab - p_a * p_b
+    rate = np.array([(p_b - p_ab) / (1 - p_a), p_ab / p_a])  # P(B=1 | A=0), P(B=1 | A=1)
+    weight = np.array([1 - p_a, p_a])
+    sd = np.sqrt(rate * (1 - rate))
+    v = prior_variances(p_h, p_j, n_labels=2)
+    assert v.paired == pytest.approx(var_a + var_b - 2 * cov, rel=1e-12)
+    assert v.ppi == pytest.approx(var_b * (1 - cov**2 / (var_a * var_b)), rel=1e-12)
+    assert v.proportional == pytest.approx(weight @ sd**2, rel=1e-12)
+    assert v.neyman == pytest.approx((weight @ sd) ** 2, rel=1e-12)
+    assert v.stratum_sd == pytest.approx(tuple(sd), rel=1e-12)
+
+
+def test_prior_cells_sum_to_one_and_match_a_hand_value():
+    cell, b_rate = prior_cells(0.85, 0.90, n_labels=3, prevalence=[0.5, 0.3, 0.2])
+    assert cell.sum() == pytest.approx(1.0)
+    assert np.all((b_rate >= 0) & (b_rate <= 1))
+    cell2, b_rate2 = prior_cells(0.85, 0.90, n_labels=2)
+    # Cell (primary 0, judge 0): truth 0 w.p. .5*.85*.9, truth 1 w.p. .5*.15*.1.
+    mass = 0.5 * 0.85 * 0.9 + 0.5 * 0.15 * 0.1
+    assert cell2[0, 0] == pytest.approx(mass)
+    agree = 0.5 * 0.85 * 0.9 * 0.85 + 0.5 * 0.15 * 0.1 * 0.15
+    assert b_rate2[0, 0] == pytest.approx(agree / mass)
+
+
+def test_variance_constants_hold_in_a_seeded_simulation():
+    """Independent generator: the stratified (Neyman) and paired estimates of d over many
+    corpora have m * Var close to the constants (within 3 Monte Carlo SE of a variance)."""
+    p_h, p_j, n, m, trials = 0.85, 0.90, 2000, 200, 3000
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, 2, size=(trials, n))
+    primary = np.where(rng.random((trials, n)) < p_h, truth, 1 - truth)
+    judge = np.where(rng.random((trials, n)) < p_j, truth, 1 - truth)
+    other = np.where(rng.random((trials, n)) < p_h, truth, 1 - truth)
+    a, b = judge == primary, other == primary
+    v = prior_variances(p_h, p_j, n_labels=2)
+    paired, neyman = np.empty(trials), np.empty(trials)
+    for t in range(trials):
+        srs = rng.choice(n, m, replace=False)
+        paired[t] = np.mean(a[t, srs]) - np.mean(b[t, srs]) - (a[t].mean() - b[t].mean())
+        strata = [np.flatnonzero(~a[t]), np.flatnonzero(a[t])]
+        sizes = [s.size for s in strata]
+        take = neyman_allocation(sizes, v.stratum_sd, m)
+        est = sum(
+            size / n * b[t, rng.choice(s, k, replace=False)].mean()
+            for s, size, k in zip(strata, sizes, take, strict=True)
+        )
+        neyman[t] = est - b[t].mean()
+    # Sampling m of n without replacement scales the variance by (1 - m/n).
+    fpc = 1 - m / n
+    for draws, constant in ((paired, v.paired), (neyman, v.neyman)):
+        observed = m * draws.var() / fpc
+        se = constant * math.sqrt(2 / (trials - 1))
+        assert abs(observed - constant) <= 3 * se, (observed, constant)
+    assert neyman.var() < paired.var()
+
+
+@FAST
+@given(
+    sizes=st.lists(st.integers(0, 200), min_size=1, max_size=6),
+    sds=st.lists(st.floats(0.0, 0.5), min_size=6, max_size=6),
+    fraction=st.floats(0.0, 1.0),
+)
+def test_allocation_properties(sizes, sds, fraction):
+    sizes = np.array(sizes)
+    sds = np.array(sds[: sizes.size])
+    low = np.minimum(2, sizes)
+    if sizes.sum() == 0:
+        return
+    m = int(low.sum() + round(fraction * (sizes.sum() - low.sum())))
+    alloc = neyman_allocation(sizes, sds, m)
+    assert alloc.sum() == m
+    assert np.all(alloc >= low) and np.all(alloc <= sizes)
+    spread = sizes * sds
+    if spread.sum() > 0:
+        share = m * spread / spread.sum()
+        if np.all((share >= low) & (share <= sizes)):  # no bound binds: within one item
+            assert np.all(np.abs(alloc - share) < 1)
+
+
+def test_allocation_bad_input():
+    with pytest.raises(ValueError, match="m must be an integer in 4..10"):
+        neyman_allocation([5, 5], [0.1, 0.2], 3)
+    with pytest.raises(ValueError, match="sds must be"):
+        neyman_allocation([5, 5], [0.1], 5)
+    with pytest.raises(ValueError, match="prevalence"):
+        prior_variances(0.8, 0.9, n_labels=2, prevalence=[0.5, 0.6])
