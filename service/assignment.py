@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from service.auth import Principal
+from service.auth import Principal, Role
 from service.errors import Conflict, Forbidden, Invalid, NotFound, echo
 from service.models import (
     Assignment,
@@ -30,7 +30,7 @@ def _labeled():
 
 def batch_rater(session: Session, project: Project, principal: Principal, requested: str | None) -> Rater:
     """The rater a batch request is for: the annotator's own, or the one a PM names."""
-    if principal.role == "annotator":
+    if principal.role == Role.ANNOTATOR:
         rater = session.get(Rater, principal.rater_id)
         assert rater is not None
         if requested is not None and requested != rater.external_id:
@@ -94,7 +94,7 @@ def visible_batch(session: Session, project: Project, principal: Principal, bid:
     """The batch if it is in this project and the caller is a PM/admin or its annotator; else 404."""
     batch = session.get(Batch, bid)
     if batch is None or batch.project_id != project.id or (
-        principal.role == "annotator" and batch.rater_id != principal.rater_id
+        principal.role == Role.ANNOTATOR and batch.rater_id != principal.rater_id
     ):
         raise NotFound(f"batch {echo(bid)} not found")
     return batch

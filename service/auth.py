@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -12,7 +13,15 @@ from sqlalchemy.orm import Session
 from service.errors import Unauthorized
 from service.models import ApiKey, new_public_id
 
-ROLES = ("admin", "pm", "annotator", "viewer")
+
+class Role(StrEnum):
+    """What a key may do: everything (admin), run one project (pm), label as one rater
+    (annotator), or read one project's aggregates (viewer)."""
+
+    ADMIN = "admin"
+    PM = "pm"
+    ANNOTATOR = "annotator"
+    VIEWER = "viewer"
 
 
 @dataclass(frozen=True)
@@ -20,7 +29,7 @@ class Principal:
     """Who is calling: the key's id, role and scope."""
 
     key_id: str
-    role: str
+    role: Role
     project_id: str | None
     rater_id: int | None
 
@@ -38,7 +47,7 @@ def key_hash(secret: str) -> str:
 def create_key(
     session: Session,
     *,
-    role: str,
+    role: Role,
     project_id: str | None = None,
     rater_id: int | None = None,
     name: str | None = None,
@@ -69,7 +78,7 @@ def principal_for(session: Session, authorization: str | None) -> Principal:
     row = session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash(secret.strip())))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("unknown or revoked API key")
-    return Principal(row.id, row.role, row.project_id, row.rater_id)
+    return Principal(row.id, Role(row.role), row.project_id, row.rater_id)
 
 
 def ensure_admin_key(session: Session, configured: str | None) -> str | None:
@@ -81,12 +90,12 @@ def ensure_admin_key(session: Session, configured: str | None) -> str | None:
     if configured:
         if session.scalar(select(ApiKey.id).where(ApiKey.key_hash == key_hash(configured))):
             return None
-        create_key(session, role="admin", name="ANNOPLAN_ADMIN_KEY", secret=configured)
+        create_key(session, role=Role.ADMIN, name="ANNOPLAN_ADMIN_KEY", secret=configured)
         return None
     has_admin = session.scalar(
-        select(ApiKey.id).where(ApiKey.role == "admin", ApiKey.revoked_at.is_(None)).limit(1)
+        select(ApiKey.id).where(ApiKey.role == Role.ADMIN, ApiKey.revoked_at.is_(None)).limit(1)
     )
     if has_admin:
         return None
-    _, secret = create_key(session, role="admin", name="generated at first start")
+    _, secret = create_key(session, role=Role.ADMIN, name="generated at first start")
     return secret

@@ -93,12 +93,12 @@ def keys_create(
     """
     from sqlalchemy import select
 
-    from service.auth import ROLES, create_key
+    from service.auth import Role, create_key
     from service.db import make_sessionmaker, session_scope
     from service.models import Project, Rater
 
-    if role not in ROLES:
-        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    if role not in set(Role):
+        raise typer.BadParameter(f"role must be one of {', '.join(Role)}")
     if (role == "admin") != (project is None):
         raise typer.BadParameter("admin keys take no --project; every other role needs one")
     if (role == "annotator") != (rater is not None):
@@ -112,7 +112,7 @@ def keys_create(
             rater_id = session.scalar(select(Rater.id).where(Rater.project_id == project, Rater.external_id == rater))
             if rater_id is None:
                 raise typer.BadParameter(f"no rater {rater!r} in project {project!r}")
-        _, secret = create_key(session, role=role, project_id=project, rater_id=rater_id, name=name)
+        _, secret = create_key(session, role=Role(role), project_id=project, rater_id=rater_id, name=name)
     engine.dispose()
     typer.echo(secret)
 

@@ -1,14 +1,21 @@
-"""Request dependencies: database sessions, the calling principal, and scoped project access."""
+"""Request dependencies: database sessions, the calling principal, and role-scoped project access.
+
+A route states who may call it by the type of its project (or principal) parameter, e.g.
+``project: ProjectForPM``; no route checks a role by hand. Every project dependency answers
+404 when the project does not exist or lies outside the key's scope (its existence stays
+hidden), then 403 when the key's role is not allowed. The ``...Write`` forms load the project
+in the request's write session, so a route that writes uses the same unit of work.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 from sqlalchemy.orm import Session
 
-from service.auth import Principal, principal_for
+from service.auth import Principal, Role, principal_for
 from service.db import session_scope
 from service.errors import Forbidden, NotFound, echo
 from service.models import Project
@@ -32,7 +39,8 @@ WriteSession = Annotated[Session, Depends(_write_session, scope="function")]
 
 
 def _settings(request: Request) -> Settings:
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
@@ -64,26 +72,64 @@ def _principal(
 
 PrincipalDep = Annotated[Principal, Depends(_principal)]
 
+ProjectId = Annotated[str, Path(description="The project's id.")]
 
-def require_role(principal: Principal, *roles: str) -> None:
+ADMIN = (Role.ADMIN,)
+PM = (Role.ADMIN, Role.PM)
+ANNOTATOR = (*PM, Role.ANNOTATOR)
+VIEWER = (*PM, Role.VIEWER)
+
+
+def require_role(principal: Principal, roles: tuple[Role, ...]) -> None:
     """403 unless the principal's role is one of ``roles``."""
     if principal.role not in roles:
         allowed = ", ".join(roles)
         raise Forbidden(f"this action needs one of the roles: {allowed}; your key is {principal.role}")
 
 
-def visible_project(session: Session, principal: Principal, pid: str) -> Project:
-    """The project if it exists and the key may see it; otherwise 404 (its existence stays hidden)."""
+def scoped_project(session: Session, principal: Principal, pid: str, roles: tuple[Role, ...]) -> Project:
+    """The project if it exists and the key may see it (else 404), after checking the role (403)."""
     project = session.get(Project, pid)
-    if project is None or (principal.role != "admin" and principal.project_id != pid):
+    if project is None or (principal.role != Role.ADMIN and principal.project_id != pid):
         raise NotFound(f"project {echo(pid)} not found")
+    require_role(principal, roles)
     return project
 
 
-def project_for(
-    session: Session, principal: Principal, pid: str, *roles: str
-) -> Project:
-    """The visible project, after checking the principal holds one of ``roles``."""
-    project = visible_project(session, principal, pid)
-    require_role(principal, *roles)
-    return project
+def _principal_with(roles: tuple[Role, ...]) -> Callable[[Principal], Principal]:
+    def dependency(principal: PrincipalDep) -> Principal:
+        require_role(principal, roles)
+        return principal
+
+    return dependency
+
+
+def _reading(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal], Project]:
+    def dependency(pid: ProjectId, session: ReadSession, principal: PrincipalDep) -> Project:
+        return scoped_project(session, principal, pid, roles)
+
+    return dependency
+
+
+def _writing(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal], Project]:
+    def dependency(pid: ProjectId, session: WriteSession, principal: PrincipalDep) -> Project:
+        return scoped_project(session, principal, pid, roles)
+
+    return dependency
+
+
+AdminPrincipal = Annotated[Principal, Depends(_principal_with(ADMIN))]
+PMPrincipal = Annotated[Principal, Depends(_principal_with(PM))]
+
+ProjectForPM = Annotated[Project, Depends(_reading(PM))]
+"""The project, for an admin or its PM (read session)."""
+ProjectForAnnotator = Annotated[Project, Depends(_reading(ANNOTATOR))]
+"""The project, for an admin, its PM or one of its annotators (read session)."""
+ProjectForViewer = Annotated[Project, Depends(_reading(VIEWER))]
+"""The project, for an admin, its PM or one of its viewers: aggregates only (read session)."""
+ProjectForAdminWrite = Annotated[Project, Depends(_writing(ADMIN))]
+"""The project, for an admin (write session)."""
+ProjectForPMWrite = Annotated[Project, Depends(_writing(PM))]
+"""The project, for an admin or its PM (write session)."""
+ProjectForAnnotatorWrite = Annotated[Project, Depends(_writing(ANNOTATOR))]
+"""The project, for an admin, its PM or one of its annotators (write session)."""

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Select, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from service.auth import Principal
+from service.auth import Principal, Role
 from service.errors import Forbidden, Invalid, echo
 from service.item_store import ids_by_external
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
@@ -63,7 +62,7 @@ def write_labels(
     duplicates = 0
     for n, row in enumerate(rows, start=1):
         rater = raters.get(row.rater)
-        if principal.role == "annotator" and (rater is None or rater[0] != principal.rater_id):
+        if principal.role == Role.ANNOTATOR and (rater is None or rater[0] != principal.rater_id):
             # Checked before existence, so an annotator cannot probe which rater ids exist.
             raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
         if rater is None:
@@ -145,27 +144,3 @@ def _append(session: Session, project_id: str, fresh: list, first_seq: int, now:
         ),
         {"project": project_id, "first": first_seq, "last": first_seq + len(fresh) - 1},
     )
-
-
-def export_query(
-    project_id: str, *, history: bool, rater_id: int | None, criterion: str | None, since_seq: int
-) -> Select[Any]:
-    """Rows ``(item, rater, criterion, value, seq, batch, created_at)`` ordered by ``seq``."""
-    src = LabelEvent if history else CurrentLabel
-    created = LabelEvent.created_at
-    stmt = (
-        select(Item.external_id, Rater.external_id, src.criterion, src.value, src.seq, LabelEvent.batch_id, created)
-        .join(Item, Item.id == src.item_id)
-        .join(Rater, Rater.id == src.rater_id)
-        .where(src.project_id == project_id, src.seq > since_seq)
-        .order_by(src.seq)
-    )
-    if not history:
-        stmt = stmt.join(
-            LabelEvent, (LabelEvent.project_id == src.project_id) & (LabelEvent.seq == src.seq)
-        )
-    if rater_id is not None:
-        stmt = stmt.where(src.rater_id == rater_id)
-    if criterion is not None:
-        stmt = stmt.where(src.criterion == criterion)
-    return stmt

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Query, Request
 
 from service.errors import Invalid
+from service.schemas import Page
 from service.settings import Settings
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 def encode_cursor(last: int) -> str:
@@ -52,3 +57,13 @@ def _page(params: Annotated[PageParams, Depends()], request: Request) -> PagePar
 
 
 PageDep = Annotated[PageParams, Depends(_page)]
+
+
+def page_of(rows: Sequence[R], page: PageParams, *, key: Callable[[R], int], read: Callable[[R], T]) -> Page[T]:
+    """The page of ``rows`` (fetched with ``limit + 1`` rows, so a last extra row means there is more).
+
+    ``key`` gives the cursor a row leaves behind, ``read`` its public view.
+    """
+    kept = rows[: page.limit]
+    more = len(rows) > page.limit
+    return Page(items=[read(row) for row in kept], next_cursor=encode_cursor(key(kept[-1])) if more else None)

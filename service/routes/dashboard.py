@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.auth import principal_for
 from service.dashboard import dashboard_page, error_page, login_page, overlap_curve, pool_history
-from service.deps import KEY_COOKIE, ReadSession, project_for, request_authorization
+from service.deps import KEY_COOKIE, VIEWER, ProjectId, ReadSession, request_authorization, scoped_project
 from service.errors import AppError, Unauthorized
 from service.planning import current_plan
 from service.reliability import document_key, reliability_document
-from service.routes.projects import ProjectId
+from service.models import Project
 from service.security_headers import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
 from service.uploads import RawBody
 
@@ -59,16 +60,27 @@ def post_login(request: Request, body: RawBody, session: ReadSession) -> Respons
     return response
 
 
-@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={401: {"description": "Log in first"}})
-def get_dashboard(pid: ProjectId, request: Request, session: ReadSession) -> Response:
-    """The project's dashboard (viewer role or above; log in at `/login`)."""
+def _dashboard_access(pid: ProjectId, request: Request, session: ReadSession) -> Project | Response:
+    """The project for a viewer or above, or the page to answer instead: to the login form
+    without a valid key, else the error as HTML."""
     try:
         principal = principal_for(session, request_authorization(request))
-        project = project_for(session, principal, pid, "admin", "pm", "viewer")
+        return scoped_project(session, principal, pid, VIEWER)
     except Unauthorized:
         return RedirectResponse("/login", status_code=303)
     except AppError as exc:
         return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
+
+
+@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={401: {"description": "Log in first"}})
+def get_dashboard(
+    pid: ProjectId, access: Annotated[Project | Response, Depends(_dashboard_access)], request: Request,
+    session: ReadSession,
+) -> Response:
+    """The project's dashboard (viewer role or above; log in at `/login`)."""
+    if isinstance(access, Response):
+        return access
+    project = access
     settings = request.app.state.settings
     criterion = project.criteria[0]
     plan = current_plan(session, pid)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from service.queries import database_answers
 from service.schemas import Health
 
 router = APIRouter(tags=["health"])
@@ -17,7 +17,7 @@ def healthz(request: Request) -> JSONResponse:
     """Liveness, and whether the database answers (503 when it does not). No key needed."""
     try:
         with request.app.state.sessions() as session:
-            session.execute(text("SELECT 1"))
+            database_answers(session)
     except SQLAlchemyError:
         return JSONResponse({"status": "degraded", "database": "unreachable"}, 503)
     return JSONResponse({"status": "ok", "database": "ok"})

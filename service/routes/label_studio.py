@@ -11,13 +11,17 @@ from fastapi.routing import APIRouter
 from pydantic import ValidationError
 
 from service.assignment import visible_batch
-from service.auth import Principal, principal_for
+from service.auth import Principal, Role, principal_for
 from service.deps import (
+    PM,
     PrincipalDep,
+    ProjectForAnnotator,
+    ProjectForPMWrite,
+    ProjectId,
     ReadSession,
     SettingsDep,
     WriteSession,
-    project_for,
+    scoped_project,
 )
 from service.errors import Invalid, TooLarge, Unauthorized, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
@@ -32,7 +36,7 @@ from service.label_studio import (
     import_export,
     record_annotation,
 )
-from service.routes.projects import ProjectId
+from service.models import Project
 from service.uploads import RawBody
 
 router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
@@ -53,6 +57,7 @@ Criterion = Annotated[
 )
 def import_label_studio(
     pid: ProjectId,
+    project: ProjectForPMWrite,
     tasks: Annotated[list[LSTask], Body(description="A Label Studio JSON export: a list of tasks.")],
     request: Request,
     raw: RawBody,
@@ -83,7 +88,6 @@ def import_label_studio(
       cancelled annotations, results without exactly one choice, and a rater's earlier label
       of an item it labeled again are listed in `skipped`.
     """
-    project = project_for(session, principal, pid, "admin", "pm")
     n_rows = sum(len(t.annotations) + len(t.predictions) for t in tasks)
     if max(len(tasks), n_rows) > settings.max_rows:
         raise TooLarge(
@@ -113,9 +117,17 @@ def _webhook_principal(
     if not header:
         raise Unauthorized("missing secret: send 'Authorization: Bearer <key>' or 'X-Annoplan-Secret: <key>'")
     principal = principal_for(session, header)
-    if principal.role != "admin" and (principal.role != "pm" or principal.project_id != pid):
+    if principal.role != Role.ADMIN and (principal.role != Role.PM or principal.project_id != pid):
         raise Unauthorized("the secret must be an admin key or a pm key of this project")
     return principal
+
+
+WebhookPrincipal = Annotated[Principal, Depends(_webhook_principal)]
+
+
+def _webhook_project(pid: ProjectId, session: WriteSession, principal: WebhookPrincipal) -> Project:
+    """The project the webhook writes to (404 when an admin's secret names no project)."""
+    return scoped_project(session, principal, pid, PM)
 
 
 WEBHOOK_BODY = {
@@ -149,7 +161,8 @@ WEBHOOK_BODY = {
 def label_studio_webhook(
     pid: ProjectId,
     request: Request,
-    principal: Annotated[Principal, Depends(_webhook_principal)],
+    project: Annotated[Project, Depends(_webhook_project)],
+    principal: WebhookPrincipal,
     raw: RawBody,
     session: WriteSession,
     from_name: FromName = None,
@@ -167,7 +180,6 @@ def label_studio_webhook(
     one choice, answers with `skipped` and writes nothing; a choice that matches no project
     label, or a malformed payload, is a 422.
     """
-    project = project_for(session, principal, pid, "admin", "pm")
     try:
         payload: Any = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -199,6 +211,7 @@ def label_studio_webhook(
 def batch_as_tasks(
     pid: ProjectId,
     bid: Annotated[str, Path(description="The batch's id.")],
+    project: ProjectForAnnotator,
     session: ReadSession,
     principal: PrincipalDep,
 ) -> list[ExportedTask]:
@@ -209,5 +222,4 @@ def batch_as_tasks(
     `meta` names the batch and its rater. No labels are included: not the judge's, not
     other raters'.
     """
-    project = project_for(session, principal, pid, "admin", "pm", "annotator")
     return batch_tasks(session, visible_batch(session, project, principal, bid))

@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from typing import Annotated, Literal
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from sqlalchemy import select
+from sqlalchemy import Row
 
 from service.csv_safety import SafeWriter
 from service.deps import (
     PrincipalDep,
+    ProjectForAnnotatorWrite,
+    ProjectForPM,
+    ProjectId,
     ReadSession,
     SettingsDep,
     WriteSession,
-    project_for,
 )
 from service.errors import Invalid, echo, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.label_store import export_query, write_labels
-from service.models import Rater
-from service.pagination import PageDep, encode_cursor
-from service.routes.projects import ProjectId
+from service.label_store import write_labels
+from service.pagination import PageDep, page_of
+from service.queries import LABEL_COLUMNS, label_rows, rater_id
 from service.schemas import LabelIn, LabelRow, LabelsAccepted, Page
 from service.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
 
 router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
-EXPORT_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at")
 
 
 @router.post(
@@ -39,8 +39,8 @@ EXPORT_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "create
     responses=error_responses(401, 403, 404, 409, 413, 415, 422),
 )
 def post_labels(
-    pid: ProjectId, request: Request, body: RawBody, session: WriteSession, principal: PrincipalDep,
-    settings: SettingsDep, content_type: ContentType = None, idem: IdempotencyKey = None,
+    pid: ProjectId, project: ProjectForAnnotatorWrite, request: Request, body: RawBody, session: WriteSession,
+    principal: PrincipalDep, settings: SettingsDep, content_type: ContentType = None, idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Append label events in bulk: JSON array, NDJSON or CSV; all-or-nothing.
 
@@ -50,7 +50,6 @@ def post_labels(
     (judges only). An annotator key may only write its own rater.
     """
     rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
-    project = project_for(session, principal, pid, "admin", "pm", "annotator")
     return idempotent_write(
         session, principal, idem, request_fingerprint(request, body),
         lambda: (200, write_labels(session, project, principal, rows)),
@@ -67,8 +66,8 @@ def post_labels(
 )
 def export_labels(
     pid: ProjectId,
+    project: ProjectForPM,
     session: ReadSession,
-    principal: PrincipalDep,
     page: PageDep,
     history: Annotated[bool, Query(description="Every event instead of the current labels.")] = False,
     rater: Annotated[str | None, Query(description="Only this rater (external id).")] = None,
@@ -77,34 +76,29 @@ def export_labels(
     format: Annotated[Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")] = "json",
 ) -> Page[LabelRow] | StreamingResponse:
     """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`."""
-    project = project_for(session, principal, pid, "admin", "pm")
-    rater_id = None
-    if rater is not None:
-        rater_id = session.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.external_id == rater))
-        if rater_id is None:
-            raise Invalid(f"unknown rater {echo(rater)} in this project")
+    only_rater = None if rater is None else rater_id(session, project.id, rater)
     if criterion is not None and criterion not in project.criteria:
         raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
-    stmt = export_query(pid, history=history, rater_id=rater_id, criterion=criterion, since_seq=max(since_seq, page.after or 0))
-    if format == "json":
-        rows = [LabelRow(**dict(zip(EXPORT_COLUMNS, r, strict=True))) for r in session.execute(stmt.limit(page.limit + 1))]
-        more = len(rows) > page.limit
-        rows = rows[: page.limit]
-        return Page(items=rows, next_cursor=encode_cursor(rows[-1].seq) if more else None)
-    rows = session.execute(stmt).all()
+    json = format == "json"
+    rows = label_rows(
+        session, project.id, history=history, rater_id=only_rater, criterion=criterion,
+        since_seq=max(since_seq, page.after or 0), limit=page.limit + 1 if json else None,
+    )
+    if json:
+        return page_of(rows, page, key=lambda r: r.seq, read=lambda r: LabelRow(**r._asdict()))
     media = "application/x-ndjson" if format == "ndjson" else "text/csv"
     return StreamingResponse(_ndjson(rows) if format == "ndjson" else _csv(rows), media_type=media)
 
 
-def _ndjson(rows: list) -> Iterator[bytes]:
+def _ndjson(rows: Sequence[Row[Any]]) -> Iterator[bytes]:
     for r in rows:
-        yield orjson.dumps(dict(zip(EXPORT_COLUMNS, r, strict=True))) + b"\n"
+        yield orjson.dumps(dict(zip(LABEL_COLUMNS, r, strict=True))) + b"\n"
 
 
-def _csv(rows: list) -> Iterator[str]:
+def _csv(rows: Sequence[Row[Any]]) -> Iterator[str]:
     buf = io.StringIO()
     writer = SafeWriter(buf)
-    writer.writerow(EXPORT_COLUMNS)
+    writer.writerow(LABEL_COLUMNS)
     for start in range(0, len(rows), 1000):
         writer.writerows(
             [*r[:6], r[6].isoformat() if r[6] else ""] for r in rows[start : start + 1000]

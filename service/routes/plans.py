@@ -7,16 +7,17 @@ from fastapi.responses import JSONResponse
 
 from service.deps import (
     PrincipalDep,
+    ProjectForPMWrite,
+    ProjectForViewer,
+    ProjectId,
     ReadSession,
     SettingsDep,
     WriteSession,
-    project_for,
 )
 from service.errors import NotFound, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import Plan
 from service.planning import create_plan, current_plan, plan_progress
-from service.routes.projects import ProjectId
 from service.schemas import PlanCreate, PlanRead
 
 router = APIRouter(prefix="/projects/{pid}/plan", tags=["plans"])
@@ -32,8 +33,8 @@ def plan_read(plan: Plan, progress: dict | None = None) -> PlanRead:
 
 @router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422))
 def post_plan(
-    pid: ProjectId, body: PlanCreate, request: Request, session: WriteSession, principal: PrincipalDep,
-    settings: SettingsDep, idem: IdempotencyKey = None,
+    pid: ProjectId, project: ProjectForPMWrite, body: PlanCreate, request: Request, session: WriteSession,
+    principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Compute and store the plan in force (SPEC.md §4–5): recipe, design and per-rater lists.
 
@@ -42,7 +43,6 @@ def post_plan(
     secondaries are drawn now (sequential designs: at each rater's first batch), seeded and
     stored; re-planning keeps labels and items already assigned.
     """
-    project = project_for(session, principal, pid, "admin", "pm")
 
     def write() -> tuple[int, PlanRead]:
         plan, _ = create_plan(session, project, body, n_resamples=min(settings.bootstrap_resamples, 500))
@@ -52,10 +52,9 @@ def post_plan(
 
 
 @router.get("", response_model=PlanRead, responses=error_responses(401, 403, 404))
-def get_plan(pid: ProjectId, session: ReadSession, principal: PrincipalDep) -> PlanRead:
+def get_plan(pid: ProjectId, project: ProjectForViewer, session: ReadSession) -> PlanRead:
     """The plan in force and its progress (404 when there is none yet)."""
-    project = project_for(session, principal, pid, "admin", "pm", "viewer")
-    plan = current_plan(session, pid)
+    plan = current_plan(session, project.id)
     if plan is None:
         raise NotFound("this project has no plan yet", code="no_plan")
     return plan_read(plan, plan_progress(session, project, plan))

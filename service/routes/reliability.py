@@ -8,12 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
+from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.errors import Invalid, echo, error_responses
 from service.models import Project
 from service.planning import current_plan
 from service.reliability import document_key, ranking_document, reliability_document
-from service.routes.projects import ProjectId
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
 Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
@@ -38,7 +37,7 @@ def _cached(
 
 @router.get("/reliability", responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
 def get_reliability(
-    pid: ProjectId, request: Request, session: ReadSession, principal: PrincipalDep, settings: SettingsDep,
+    pid: ProjectId, project: ProjectForViewer, request: Request, session: ReadSession, settings: SettingsDep,
     criterion: Criterion = None, if_none_match: IfNoneMatch = None,
 ) -> Response:
     """The live status: decision, omega, per-rater margins with intervals, human-pool score,
@@ -46,17 +45,15 @@ def get_reliability(
 
     Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`.
     """
-    project = project_for(session, principal, pid, "admin", "pm", "viewer")
     return _cached(request, session, project, criterion, if_none_match, "reliability",
                    lambda name: reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples))
 
 
 @router.get("/ranking", responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
 def get_ranking(
-    pid: ProjectId, request: Request, session: ReadSession, principal: PrincipalDep, settings: SettingsDep,
+    pid: ProjectId, project: ProjectForViewer, request: Request, session: ReadSession, settings: SettingsDep,
     criterion: Criterion = None, if_none_match: IfNoneMatch = None,
 ) -> Response:
     """Judges ranked by score, with pairwise margins, top-1 probabilities and the flip rate."""
-    project = project_for(session, principal, pid, "admin", "pm", "viewer")
     return _cached(request, session, project, criterion, if_none_match, "ranking",
                    lambda name: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples))

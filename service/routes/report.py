@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, Response
 
 from service.csv_safety import SafeWriter
-from service.deps import PrincipalDep, ReadSession, project_for
+from service.deps import ProjectForViewer, ProjectId, ReadSession
 from service.errors import error_responses
 from service.reporting import (
     Comparison,
@@ -23,7 +23,6 @@ from service.reporting import (
     Stat,
     build_report,
 )
-from service.routes.projects import ProjectId
 from service.schemas import DecisionSettings
 
 router = APIRouter(prefix="/projects/{pid}/report", tags=["report"])
@@ -46,8 +45,8 @@ CSV_COLUMNS = ("criterion", "judge", "human", "human_value", "judge_value", "cou
 )
 def get_report(
     pid: ProjectId,
+    project: ProjectForViewer,
     session: ReadSession,
-    principal: PrincipalDep,
     handling: Annotated[
         Handling | None, Query(description="How CANNOT_ASSESS is handled (SPEC.md §7); default: the project's.")
     ] = None,
@@ -77,7 +76,6 @@ def get_report(
     sharp bounds; then a checklist of the reporting items of SPEC.md §7. Undefined values are
     null with a reason. Aggregates only, no per-item data: viewers may read it.
     """
-    project = project_for(session, principal, pid, "admin", "pm", "viewer")
     declared = DecisionSettings(**project.decision)
     if handling is None:
         handling, recode_to = declared.handling, recode_to or declared.recode_to

@@ -15,12 +15,12 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from service.db import session_scope
-from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
-from service.errors import Invalid, NotFound, TooLarge, echo, error_responses
+from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep
+from service.errors import Invalid, TooLarge, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
 from service.models import Simulation, new_public_id
-from service.routes.projects import ProjectId
+from service.queries import project_simulation
 from service.sim_schemas import (
     SimulateBody,
     SimulationJob,
@@ -42,8 +42,8 @@ SimulationId = Annotated[str, Path(description="The simulation job's id.")]
     },
 )
 def post_simulation(
-    pid: ProjectId, body: SimulateBody, request: Request, principal: PrincipalDep, settings: SettingsDep,
-    idem: IdempotencyKey = None,
+    pid: ProjectId, project: ProjectForPM, body: SimulateBody, request: Request, session: ReadSession,
+    principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Simulate the plan in force, or the given settings, before paying for labels (SPEC.md §6).
 
@@ -56,9 +56,7 @@ def post_simulation(
     work limit 413; with too many jobs in flight 429.
     """
     sessions = request.app.state.sessions
-    with session_scope(sessions) as session:
-        project = project_for(session, principal, pid, "admin", "pm")
-        spec, resolved = resolve(session, project, body)
+    spec, resolved = resolve(session, project, body)
     if spec.work > settings.simulation_max_work:
         raise TooLarge(
             f"this simulation needs {spec.work:,} units of work (trials x grid cells x items x raters); "
@@ -102,20 +100,17 @@ def post_simulation(
 
 @router.get("/{pid}/simulations/{sim_id}", response_model=SimulationJob, responses=error_responses(401, 403, 404))
 def get_simulation(
-    pid: ProjectId, sim_id: SimulationId, request: Request, session: ReadSession, principal: PrincipalDep
+    pid: ProjectId, project: ProjectForPM, sim_id: SimulationId, request: Request, session: ReadSession
 ) -> SimulationJob:
     """A simulation job: its status, progress in grid cells (`done` of `total`), then its result or error.
 
     A job whose server stopped before finishing it is reported `failed`.
     """
-    project_for(session, principal, pid, "admin", "pm")
-    job = session.get(Simulation, sim_id)
-    if job is None or job.project_id != pid:
-        raise NotFound(f"simulation {echo(sim_id)} not found")
+    job = project_simulation(session, project.id, sim_id)
     if is_stale(job.id, job.status, job.params):
         with session_scope(request.app.state.sessions, write=True) as writer:
             expire_stale(writer, job_id=job.id)
-            job = writer.get(Simulation, sim_id)
+            job = project_simulation(writer, project.id, sim_id)
     return SimulationJob(
         id=job.id, status=job.status, done=job.done, total=job.total, settings=job.params["settings"],
         result=job.result, error=job.error, created_at=job.created_at, finished_at=job.finished_at,

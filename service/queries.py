@@ -1,0 +1,128 @@
+"""Read queries behind the routes: listings, lookups by external id, and the label export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, exists, func, select, text
+from sqlalchemy.orm import Session
+
+from service.errors import Invalid, NotFound, echo
+from service.models import ApiKey, CurrentLabel, Item, LabelEvent, Project, Rater, Simulation
+from service.pagination import PageParams
+
+LABEL_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at")
+"""The columns of :func:`label_rows`, in order."""
+
+
+def database_answers(session: Session) -> None:
+    """Raise the driver's error unless the database answers a trivial query."""
+    session.execute(text("SELECT 1"))
+
+
+def projects_page(session: Session, project_id: str | None, page: PageParams) -> list[Project]:
+    """Projects by creation, ``page.after`` rows skipped (one more than the page for ``next``);
+    only ``project_id`` when it is given."""
+    stmt = select(Project).order_by(Project.created_at, Project.id)
+    if project_id is not None:
+        stmt = stmt.where(Project.id == project_id)
+    return list(session.scalars(stmt.offset(page.after or 0).limit(page.limit + 1)))
+
+
+def has_labels(session: Session, project_id: str) -> bool:
+    """Whether the project has any label event."""
+    return bool(session.scalar(select(exists().where(LabelEvent.project_id == project_id))))
+
+
+def items_page(session: Session, project_id: str, page: PageParams) -> list[Item]:
+    """Items in corpus order after the cursor (one more than the page, for ``next``)."""
+    stmt = select(Item).where(Item.project_id == project_id).order_by(Item.id).limit(page.limit + 1)
+    if page.after is not None:
+        stmt = stmt.where(Item.id > page.after)
+    return list(session.scalars(stmt))
+
+
+def rater_id(session: Session, project_id: str, external_id: str) -> int:
+    """The id of the project's rater ``external_id``; 422 when there is none."""
+    found = session.scalar(select(Rater.id).where(Rater.project_id == project_id, Rater.external_id == external_id))
+    if found is None:
+        raise Invalid(f"unknown rater {echo(external_id)} in this project")
+    return found
+
+
+def rater_kind(session: Session, project_id: str, external_id: str) -> str | None:
+    """The kind of the project's rater ``external_id``, or None when there is none."""
+    return session.scalar(select(Rater.kind).where(Rater.project_id == project_id, Rater.external_id == external_id))
+
+
+def has_primary(session: Session, project_id: str) -> bool:
+    """Whether the project has a primary rater."""
+    return session.scalar(select(Rater.id).where(Rater.project_id == project_id, Rater.kind == "primary")) is not None
+
+
+def raters_page(session: Session, project_id: str, page: PageParams) -> list[Row[tuple[Rater, int]]]:
+    """``(rater, current label count)`` by rater id after the cursor (one more than the page)."""
+    counts = (
+        select(CurrentLabel.rater_id, func.count().label("n"))
+        .where(CurrentLabel.project_id == project_id)
+        .group_by(CurrentLabel.rater_id)
+        .subquery()
+    )
+    stmt = (
+        select(Rater, func.coalesce(counts.c.n, 0))
+        .outerjoin(counts, counts.c.rater_id == Rater.id)
+        .where(Rater.project_id == project_id)
+        .order_by(Rater.id)
+        .limit(page.limit + 1)
+    )
+    if page.after is not None:
+        stmt = stmt.where(Rater.id > page.after)
+    return list(session.execute(stmt))
+
+
+def project_key(session: Session, project_id: str, key_id: str) -> ApiKey:
+    """The project's API key ``key_id``; 404 when it is not one of the project's."""
+    row = session.get(ApiKey, key_id)
+    if row is None or row.project_id != project_id:
+        raise NotFound(f"key {echo(key_id)} not found")
+    return row
+
+
+def project_simulation(session: Session, project_id: str, sim_id: str) -> Simulation:
+    """The project's simulation job ``sim_id``; 404 when it is not one of the project's."""
+    job = session.get(Simulation, sim_id)
+    if job is None or job.project_id != project_id:
+        raise NotFound(f"simulation {echo(sim_id)} not found")
+    return job
+
+
+def label_rows(
+    session: Session,
+    project_id: str,
+    *,
+    history: bool,
+    rater_id: int | None,
+    criterion: str | None,
+    since_seq: int,
+    limit: int | None = None,
+) -> list[Row[Any]]:
+    """Rows of :data:`LABEL_COLUMNS` by ``seq`` after ``since_seq`` (at most ``limit``): current labels,
+    or every event with ``history``."""
+    src = LabelEvent if history else CurrentLabel
+    stmt = (
+        select(
+            Item.external_id.label("item"), Rater.external_id.label("rater"), src.criterion, src.value, src.seq,
+            LabelEvent.batch_id.label("batch"), LabelEvent.created_at.label("created_at"),
+        )
+        .join(Item, Item.id == src.item_id)
+        .join(Rater, Rater.id == src.rater_id)
+        .where(src.project_id == project_id, src.seq > since_seq)
+        .order_by(src.seq)
+    )
+    if not history:
+        stmt = stmt.join(LabelEvent, (LabelEvent.project_id == src.project_id) & (LabelEvent.seq == src.seq))
+    if rater_id is not None:
+        stmt = stmt.where(src.rater_id == rater_id)
+    if criterion is not None:
+        stmt = stmt.where(src.criterion == criterion)
+    return list(session.execute(stmt.limit(limit)))
