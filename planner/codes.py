@@ -1,10 +1,17 @@
-"""Validation of label-code matrices: shape ``(n_items, n_raters)``, ``-1`` = missing."""
+"""Label codes: matrices of shape ``(n_items, n_raters)``, ``-1`` = missing; the special values."""
 
 from __future__ import annotations
 
 import numpy as np
 
 MISSING = -1
+"""The code of a cell that was not labeled."""
+
+CANNOT_ASSESS = "CANNOT_ASSESS"
+"""A rater's abstention (docs/method.md §7); never mapped to a category silently."""
+INVALID = "INVALID"
+"""An unparseable judge output (docs/method.md §7); counted, never scored."""
+SPECIAL = (CANNOT_ASSESS, INVALID)
 
 
 def check_codes(codes: object, n_labels: int, *, ndim: int = 2) -> np.ndarray:

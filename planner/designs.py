@@ -25,6 +25,11 @@ import numpy as np
 
 from planner.codes import MISSING, check_codes
 
+Rng = int | np.random.Generator | None
+
+DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
+"""Design names shared by the served lists and the simulator's masks (docs/method.md §5)."""
+
 ENTROPY_THRESHOLD_BITS = 0.5
 """Below this stratum entropy the primary's label is a weak stratum signal (SPEC.md §5)."""
 
@@ -137,12 +142,12 @@ def proportional_allocation(sizes: object, m: object, *, min_per_stratum: int = 
     return alloc + (rank < leftover[..., None])
 
 
-def _interleaved(strata: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Positions that order selected items so every prefix is near-proportional (SPEC.md §5).
+def _interleaved(strata: np.ndarray) -> np.ndarray:
+    """Positions that order selected items so every prefix is near-proportional (docs/method.md §5).
 
     ``strata`` lists the stratum of each selected item, already in within-stratum order.
     The j-th of the c items of a stratum gets the key ``(j + 1/2) / c``; sorting by key
-    spreads each stratum evenly along the list (ties broken at random).
+    spreads each stratum evenly along the list (equal keys: lower stratum first).
     """
     _, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
     first = np.argsort(inverse, kind="stable")
@@ -150,29 +155,59 @@ def _interleaved(strata: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     starts = np.cumsum(counts) - counts
     rank[first] = np.arange(strata.size) - np.repeat(starts, counts)
     key = (rank + 0.5) / counts[inverse]
-    return np.lexsort((rng.random(strata.size), key))
+    return np.lexsort((strata, key))
 
 
-def _stratified_list(
-    strata: np.ndarray,
-    quota: np.ndarray,
-    priority: np.ndarray,
-    rng: np.random.Generator,
+def stratified_masks(
+    strata: np.ndarray, quota: np.ndarray, key: np.ndarray, priority: np.ndarray | None = None
 ) -> np.ndarray:
-    """Pick ``quota[s]`` items of each stratum ``s`` (lowest ``priority`` first, ties at random)
-    and return them in prefix-stratified order (SPEC.md §5)."""
-    by_stratum = np.lexsort((rng.random(strata.size), priority, strata))
-    sorted_strata = strata[by_stratum]
-    starts = np.searchsorted(sorted_strata, np.arange(quota.size))
-    rank = np.arange(strata.size) - starts[sorted_strata]
-    chosen = by_stratum[rank < quota[sorted_strata]]
-    return chosen[_interleaved(strata[chosen], rng)]
+    """Per row, ``quota[s]`` items of each stratum ``s``: lowest ``priority``, then ``key``.
+
+    ``key`` holds i.i.d. uniform draws in ``[0, 1)``; ``priority`` non-negative integers.
+
+    ``strata`` and ``key`` have shape ``(T, n_items)`` (one row per trial, or one row for a
+    served design), ``quota`` ``(T, n_strata)``. Returns the boolean masks ``(T, n_items)``.
+    This is the selection step of every stratified design (docs/method.md §5).
+
+    >>> stratified_masks(np.array([[0, 0, 1, 1]]), np.array([[1, 1]]), np.array([[.9, .1, .2, .8]]))
+    array([[False,  True,  True, False]])
+    """
+    trials, n_items = strata.shape
+    sizes = _stratum_sizes(strata, quota.shape[-1])
+    span = 1.0
+    if priority is not None:
+        key = key + priority
+        span += float(priority.max())
+    order = np.argsort(strata * span + key, axis=1)  # by stratum, then priority, then key
+    sorted_strata = np.take_along_axis(strata, order, axis=1)
+    starts = np.cumsum(sizes, axis=1) - sizes
+    rank = np.arange(n_items) - np.take_along_axis(starts, sorted_strata, axis=1)
+    chosen = rank < np.take_along_axis(quota, sorted_strata, axis=1)
+    mask = np.zeros((trials, n_items), dtype=bool)
+    np.put_along_axis(mask, order, chosen, axis=1)
+    return mask
+
+
+def uniform_masks(key: np.ndarray, m: int) -> np.ndarray:
+    """Per row of i.i.d. ``key`` ``(T, n_items)``, the uniform subset of its ``m`` smallest keys.
+
+    >>> uniform_masks(np.array([[0.3, 0.1, 0.7, 0.2]]), 2).astype(int).tolist()
+    [[0, 1, 0, 1]]
+    """
+    return np.asarray(key <= np.partition(key, m - 1, axis=1)[:, m - 1 : m])
+
+
+def _prefix_list(mask: np.ndarray, strata: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The items of one ``mask`` row in prefix-stratified order (within a stratum by ``key``)."""
+    chosen = np.flatnonzero(mask)
+    chosen = chosen[np.lexsort((key[chosen], strata[chosen]))]
+    return chosen[_interleaved(strata[chosen])].astype(np.int64)
 
 
 def random_subsets(
-    n_items: int, m: int, *, raters: Sequence[Hashable], rng: object = None
+    n_items: int, m: int, *, raters: Sequence[Hashable], rng: Rng = None
 ) -> dict[Hashable, np.ndarray]:
-    """Independent uniform subsets of ``m`` items per rater, in random order (SPEC.md §5, Random).
+    """Independent uniform subsets of ``m`` items per rater, in random order (docs/method.md §5).
 
     >>> lists = random_subsets(10, 4, raters=["a", "b"], rng=0)
     >>> sorted(lists), [len(v) for v in lists.values()]
@@ -182,11 +217,16 @@ def random_subsets(
     m = _check_m(m, n_items)
     ids = _check_raters(raters)
     gen = np.random.default_rng(rng)
-    return {r: gen.permutation(n_items)[:m].astype(np.int64) for r in ids}
+    lists = {}
+    for r in ids:
+        key = gen.random((1, n_items))
+        chosen = np.flatnonzero(uniform_masks(key, m)[0])
+        lists[r] = chosen[np.argsort(key[0, chosen])].astype(np.int64)
+    return lists
 
 
 def depth_first(n_items: int, m: int, *, raters: Sequence[Hashable]) -> dict[Hashable, np.ndarray]:
-    """The first ``m`` items in corpus order, for every rater (SPEC.md §5, Depth-first; a baseline).
+    """The first ``m`` items in corpus order, for every rater (docs/method.md §5; a baseline).
 
     >>> depth_first(10, 3, raters=["a"])["a"].tolist()
     [0, 1, 2]
@@ -197,9 +237,9 @@ def depth_first(n_items: int, m: int, *, raters: Sequence[Hashable]) -> dict[Has
 
 
 def shared_panel(
-    n_items: int, m: int, *, raters: Sequence[Hashable], rng: object = None
+    n_items: int, m: int, *, raters: Sequence[Hashable], rng: Rng = None
 ) -> dict[Hashable, np.ndarray]:
-    """One uniform random panel of ``m`` items, the same list for every rater (SPEC.md §5).
+    """One uniform random panel of ``m`` items, the same list for every rater (docs/method.md §5).
 
     >>> lists = shared_panel(10, 4, raters=["a", "b"], rng=0)
     >>> bool(np.array_equal(lists["a"], lists["b"]))
@@ -208,7 +248,9 @@ def shared_panel(
     n_items = _check_n_items(n_items)
     m = _check_m(m, n_items)
     ids = _check_raters(raters)
-    panel = np.random.default_rng(rng).permutation(n_items)[:m].astype(np.int64)
+    key = np.random.default_rng(rng).random((1, n_items))
+    chosen = np.flatnonzero(uniform_masks(key, m)[0])
+    panel = chosen[np.argsort(key[0, chosen])].astype(np.int64)
     return {r: panel.copy() for r in ids}
 
 
@@ -219,9 +261,9 @@ def strat(
     raters: Sequence[Hashable],
     n_labels: int | None = None,
     min_per_stratum: int = 0,
-    rng: object = None,
+    rng: Rng = None,
 ) -> dict[Hashable, np.ndarray]:
-    """One shared panel drawn proportionally across strata, prefix-stratified (SPEC.md §5, Strat).
+    """One shared panel drawn proportionally across strata, prefix-stratified (docs/method.md §5).
 
     ``strata`` is one code per item: the primary's label (``0..n_labels-1``) or a joint
     stratum id from ``joint_strata``. Stratum counts follow ``proportional_allocation``.
@@ -234,9 +276,10 @@ def strat(
     s = _check_strata(strata, n_labels)
     m = _check_m(m, s.size)
     ids = _check_raters(raters)
-    gen = np.random.default_rng(rng)
+    key = np.random.default_rng(rng).random((1, s.size))
     quota = proportional_allocation(np.bincount(s), m, min_per_stratum=min_per_stratum)
-    panel = _stratified_list(s, quota, np.zeros(s.size, dtype=np.int64), gen)
+    mask = stratified_masks(s[None], quota[None], key)
+    panel = _prefix_list(mask[0], s, key[0])
     return {r: panel.copy() for r in ids}
 
 
@@ -269,8 +312,28 @@ def _check_in_hand(codes: object, n_labels: int, primary: int) -> np.ndarray:
     return arr
 
 
+def batched_modal_strata(
+    humans: np.ndarray, observed: np.ndarray, *, n_labels: int, primary: int = 0
+) -> np.ndarray:
+    """Per row and item, the mode of the observed labels, ties to the primary's (docs/method.md §5).
+
+    ``humans`` and ``observed`` are rater-major, shape ``(n_raters, T, n_items)``; returns
+    ``(T, n_items)``. A tie not involving the primary's label goes to the lowest tied code;
+    an item with no observed label gets its own stratum ``n_labels``.
+    """
+    counts = np.stack(
+        [((humans == c) & observed).sum(axis=0) for c in range(n_labels)], axis=-1
+    )
+    top = counts.max(axis=-1)
+    first = humans[primary].astype(np.int64)
+    first_count = np.take_along_axis(counts, np.maximum(first, 0)[..., None], axis=-1)[..., 0]
+    tie = observed[primary] & (first_count == top)
+    mode = np.where(tie, first, counts.argmax(axis=-1))
+    return np.where(top == 0, n_labels, mode).astype(np.int64)
+
+
 def modal_strata(codes: object, *, primary: int, n_labels: int) -> np.ndarray:
-    """Per item, the mode of the labels in hand, ties to the primary's label (SPEC.md §5, Seq-Refined).
+    """Per item, the mode of the labels in hand, ties to the primary's label (docs/method.md §5).
 
     ``codes`` has shape ``(n_items, n_raters_in_hand)`` with ``-1`` for missing; a tie not
     involving the primary's label goes to the lowest tied code; an item with no label in
@@ -280,17 +343,10 @@ def modal_strata(codes: object, *, primary: int, n_labels: int) -> np.ndarray:
     [1, 0, 2, 3]
     """
     arr = _check_in_hand(codes, n_labels, primary)
-    n_items = arr.shape[0]
-    observed = arr != MISSING
-    rows = np.repeat(np.arange(n_items), arr.shape[1])[observed.reshape(-1)]
-    counts = np.bincount(rows * n_labels + arr[observed], minlength=n_items * n_labels)
-    counts = counts.reshape(n_items, n_labels)
-    mode = counts.argmax(axis=1)
-    top = counts.max(axis=1)
-    first = arr[:, primary]
-    primary_ties = (first != MISSING) & (counts[np.arange(n_items), np.maximum(first, 0)] == top)
-    mode = np.where(primary_ties, first, mode)
-    return np.where(top == 0, n_labels, mode).astype(np.int64)
+    by_rater = arr.T[:, None, :]
+    return batched_modal_strata(
+        by_rater, by_rater != MISSING, n_labels=n_labels, primary=primary
+    )[0]
 
 
 def seq_refined(
@@ -300,9 +356,9 @@ def seq_refined(
     primary: int,
     raters: Sequence[Hashable],
     n_labels: int,
-    rng: object = None,
+    rng: Rng = None,
 ) -> dict[Hashable, np.ndarray]:
-    """Per rater, an independent subset stratified by the modal label in hand (SPEC.md §5, Seq-Refined).
+    """Per rater, a subset stratified by the modal label in hand (docs/method.md §5, Seq-Refined).
 
     Strata come from ``modal_strata(codes, ...)``; counts from ``proportional_allocation``.
     See the module docstring for configuring one rater when its task starts.
@@ -312,13 +368,7 @@ def seq_refined(
     >>> sorted(modal_strata(in_hand, primary=0, n_labels=2)[lists["r3"]].tolist())
     [0, 1]
     """
-    s = modal_strata(codes, primary=primary, n_labels=n_labels)
-    m = _check_m(m, s.size)
-    ids = _check_raters(raters)
-    gen = np.random.default_rng(rng)
-    quota = proportional_allocation(np.bincount(s, minlength=n_labels + 1), m)
-    flat = np.zeros(s.size, dtype=np.int64)
-    return {r: _stratified_list(s, quota, flat, gen) for r in ids}
+    return _seq_lists(codes, m, primary=primary, raters=raters, n_labels=n_labels, rng=rng)
 
 
 def seq_coverage(
@@ -329,38 +379,103 @@ def seq_coverage(
     raters: Sequence[Hashable],
     n_labels: int,
     coverage: object = None,
-    rng: object = None,
+    rng: Rng = None,
 ) -> dict[Hashable, np.ndarray]:
-    """Seq-Refined with ties inside a stratum broken toward the least-covered items (SPEC.md §5).
+    """Seq-Refined with ties inside a stratum broken toward the least-covered items.
 
-    ``coverage`` is, per item, the number of raters already assigned it (default: the
-    number of labels in hand per item). Raters in one call are configured in turn, each
-    assignment adding one to the coverage of its items.
+    docs/method.md §5, Seq-Coverage. ``coverage`` is, per item, the number of raters
+    already assigned it (default: the number of labels in hand per item). Raters in one
+    call are configured in turn, each assignment adding one to the coverage of its items.
 
     >>> in_hand = np.array([[0, -1], [0, 1], [0, -1], [0, 1]])
     >>> sorted(seq_coverage(in_hand, 2, primary=0, raters=["r3"], n_labels=2, rng=0)["r3"].tolist())
     [0, 2]
     """
     arr = _check_in_hand(codes, n_labels, primary)
-    s = modal_strata(arr, primary=primary, n_labels=n_labels)
-    m = _check_m(m, s.size)
-    ids = _check_raters(raters)
     if coverage is None:
         covered = (arr != MISSING).sum(axis=1).astype(np.int64)
     else:
         covered = np.asarray(coverage)
-        if covered.shape != s.shape or not np.issubdtype(covered.dtype, np.integer):
-            raise ValueError(f"coverage must be one integer count per item, shape ({s.size},)")
+        if covered.shape != (arr.shape[0],) or not np.issubdtype(covered.dtype, np.integer):
+            raise ValueError(
+                f"coverage must be one integer count per item, shape ({arr.shape[0]},)"
+            )
         if covered.size and covered.min() < 0:
             raise ValueError("coverage counts must be non-negative")
-        covered = covered.astype(np.int64).copy()
+        covered = covered.astype(np.int64)
+    return _seq_lists(
+        arr, m, primary=primary, raters=raters, n_labels=n_labels, rng=rng, coverage=covered
+    )
+
+
+def _seq_lists(
+    codes: object,
+    m: int,
+    *,
+    primary: int,
+    raters: Sequence[Hashable],
+    n_labels: int,
+    rng: Rng,
+    coverage: np.ndarray | None = None,
+) -> dict[Hashable, np.ndarray]:
+    """Seq-Refined lists, or Seq-Coverage lists when ``coverage`` is given."""
+    s = modal_strata(codes, primary=primary, n_labels=n_labels)
+    m = _check_m(m, s.size)
+    ids = _check_raters(raters)
     gen = np.random.default_rng(rng)
-    quota = proportional_allocation(np.bincount(s, minlength=n_labels + 1), m)
+    quota = proportional_allocation(np.bincount(s, minlength=n_labels + 1), m)[None]
+    covered = None if coverage is None else coverage.copy()
     lists: dict[Hashable, np.ndarray] = {}
     for r in ids:
-        lists[r] = _stratified_list(s, quota, covered, gen)
-        covered[lists[r]] += 1
+        key = gen.random((1, s.size))
+        priority = None if covered is None else covered[None]
+        mask = stratified_masks(s[None], quota, key, priority)
+        lists[r] = _prefix_list(mask[0], s, key[0])
+        if covered is not None:
+            covered += mask[0]
     return lists
+
+
+def design_masks(
+    design: str, humans: np.ndarray, m: int, *, n_labels: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Observation masks ``(K, T, n_items)`` of a design over ``T`` trials (docs/method.md §5).
+
+    ``humans`` holds every human's labels, rater-major ``(K, T, n_items)``, row 0 the
+    primary, who sees every item. Secondaries ``1..K-1`` get ``m`` items each, drawn by the
+    same selection steps (and the same random draws, in the same order) as the served
+    designs ``random_subsets``, ``depth_first``, ``shared_panel``, ``strat``,
+    ``seq_refined`` and ``seq_coverage`` (the Seq designs configure each secondary from
+    the labels of the primary and the secondaries before it).
+    """
+    n_humans, trials, n_items = humans.shape
+    mask = np.zeros(humans.shape, dtype=bool)
+    mask[0] = True
+    if design == "depth-first":
+        mask[1:, :, :m] = True
+    elif design == "shared-panel":
+        mask[1:] = uniform_masks(rng.random((trials, n_items)), m)
+    elif design == "strat":
+        sizes = _stratum_sizes(humans[0], n_labels)
+        key = rng.random((trials, n_items))
+        mask[1:] = stratified_masks(humans[0], proportional_allocation(sizes, m), key)
+    elif design == "random":
+        for k in range(1, n_humans):
+            mask[k] = uniform_masks(rng.random((trials, n_items)), m)
+    else:
+        for k in range(1, n_humans):
+            strata = batched_modal_strata(humans, mask, n_labels=n_labels)
+            quota = proportional_allocation(_stratum_sizes(strata, n_labels + 1), m)
+            coverage = mask[1:].sum(axis=0) if design == "seq-coverage" else None
+            mask[k] = stratified_masks(strata, quota, rng.random((trials, n_items)), coverage)
+    return mask
+
+
+def _stratum_sizes(strata: np.ndarray, n_strata: int) -> np.ndarray:
+    """Items per stratum in each row of ``strata`` ``(T, n_items)``: shape ``(T, n_strata)``."""
+    trials = strata.shape[0]
+    keys = (np.arange(trials)[:, None] * n_strata + strata).ravel()
+    return np.bincount(keys, minlength=trials * n_strata).reshape(trials, n_strata)
 
 
 def stratum_entropy(codes: object, *, n_labels: int) -> float:

@@ -36,6 +36,11 @@ class ConfidenceInterval:
         return [optional_float(self.low), optional_float(self.high)]
 
 
+def optional_interval(interval: ConfidenceInterval) -> ConfidenceInterval | None:
+    """``interval``, or ``None`` when both ends are undefined (reports that omit it)."""
+    return None if np.isnan(interval.low) and np.isnan(interval.high) else interval
+
+
 def percentile_interval(replicates: np.ndarray, confidence_level: float) -> ConfidenceInterval:
     """Percentile bootstrap interval over the finite replicates (docs/method.md §2, "Intervals").
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from planner.codes import check_codes
-from planner.designs import proportional_allocation
+from planner.designs import DESIGNS, design_masks
 from planner.intervals import optional_float
 from planner.rules import (
     COEFFICIENTS,
@@ -47,8 +47,6 @@ from planner.rules import (
 )
 from planner.significance import alt_test_p_values
 from planner.tables import two_rater_coefficient
-
-DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ def synthetic_codes(
     clusters: int | None = None,
     cluster_difficulty: float = 0.5,
     trials: int = 1,
-    rng: object = None,
+    rng: int | np.random.Generator | None = None,
 ) -> np.ndarray:
     """Synthetic dense label codes, shape ``(trials, n_items, n_raters)`` (SPEC.md §6, generator).
 
@@ -206,73 +204,6 @@ def synthetic_codes(
     correct = gen.random(p.shape) < p
     shift = 1 + gen.integers(0, n_labels - 1, p.shape, dtype=np.int16)
     return np.where(correct, truth[..., None], (truth[..., None] + shift) % n_labels)
-
-
-# --- design masks, vectorised across trials ---------------------------------------------
-
-
-def _uniform_mask(shape: tuple[int, int], m: int, rng: np.random.Generator) -> np.ndarray:
-    """Per trial, a uniform random subset of ``m`` items: the ``m`` smallest of i.i.d. keys."""
-    key = rng.random(shape)
-    return key <= np.partition(key, m - 1, axis=1)[:, m - 1 : m]
-
-
-def _stratified_mask(
-    strata: np.ndarray, n_strata: int, m: int, priority: np.ndarray | None, rng: np.random.Generator
-) -> np.ndarray:
-    """Per trial, ``m`` items allocated proportionally across strata (SPEC.md §5): inside a
-    stratum the lowest ``priority`` first, ties at random. ``strata`` has shape ``(T, n)``."""
-    trials, n_items = strata.shape
-    sizes = np.bincount(
-        (np.arange(trials)[:, None] * n_strata + strata).ravel(), minlength=trials * n_strata
-    ).reshape(trials, n_strata)
-    quota = proportional_allocation(sizes, m)
-    key = rng.random((trials, n_items))
-    span = 1.0
-    if priority is not None:
-        key = key + priority
-        span += float(priority.max())
-    order = np.argsort(strata * span + key, axis=1)  # by stratum, then priority, then key
-    sorted_strata = np.take_along_axis(strata, order, axis=1)
-    starts = np.cumsum(sizes, axis=1) - sizes
-    rank = np.arange(n_items) - np.take_along_axis(starts, sorted_strata, axis=1)
-    chosen = rank < np.take_along_axis(quota, sorted_strata, axis=1)
-    mask = np.zeros((trials, n_items), dtype=bool)
-    np.put_along_axis(mask, order, chosen, axis=1)
-    return mask
-
-
-def _modal_strata(humans: np.ndarray, mask: np.ndarray, n_labels: int) -> np.ndarray:
-    """Per trial and item, the mode of the labels in hand, ties to the primary's (SPEC.md §5)."""
-    counts = np.stack([((humans == c) & mask).sum(axis=0) for c in range(n_labels)], axis=-1)
-    top = counts.max(axis=-1)
-    primary = humans[0]
-    tie = np.take_along_axis(counts, primary[..., None], axis=-1)[..., 0] == top
-    return np.where(tie, primary, counts.argmax(axis=-1))
-
-
-def _design_mask(
-    design: str, humans: np.ndarray, m: int, n_labels: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Observation mask ``(K, T, n)`` of a design: the primary sees every item (SPEC.md §5)."""
-    n_humans, trials, n_items = humans.shape
-    mask = np.zeros(humans.shape, dtype=bool)
-    mask[0] = True
-    if design == "depth-first":
-        mask[1:, :, :m] = True
-    elif design == "shared-panel":
-        mask[1:] = _uniform_mask((trials, n_items), m, rng)
-    elif design == "strat":
-        mask[1:] = _stratified_mask(humans[0], n_labels, m, None, rng)
-    elif design == "random":
-        for k in range(1, n_humans):
-            mask[k] = _uniform_mask((trials, n_items), m, rng)
-    else:
-        for k in range(1, n_humans):
-            strata = _modal_strata(humans, mask, n_labels)
-            coverage = mask[1:].sum(axis=0) if design == "seq-coverage" else None
-            mask[k] = _stratified_mask(strata, n_labels, m, coverage, rng)
-    return mask
 
 
 # --- agreement with the held-in pool, vectorised across trials --------------------------
@@ -607,7 +538,7 @@ def _run_grid(
     cells = []
     for design in designs:
         for rho, m in rhos:
-            mask = _design_mask(design, humans, m, n_labels, rng)
+            mask = design_masks(design, humans, m, n_labels=n_labels, rng=rng)
             for coefficient in coefficients:
                 sparse = _evaluate(
                     humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule
@@ -665,7 +596,7 @@ def simulate(
     trials: int = 300,
     clusters: int | None = None,
     cluster_difficulty: float = 0.5,
-    rng: object = None,
+    rng: int | np.random.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
     """Simulate designs and overlap rates on synthetic matrices (SPEC.md §6).
@@ -737,7 +668,7 @@ def replay(
     omega_threshold: float = 0.5,
     q: float = 0.05,
     trials: int = 300,
-    rng: object = None,
+    rng: int | np.random.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
     """The metrics of ``simulate`` on a real dense matrix, subsampling its mask (SPEC.md §6).

@@ -119,6 +119,7 @@ def keys_create(
 
 def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int, int]:
     """A label export CSV (item, rater, value columns) as a code matrix; the judge's column index."""
+    from planner.codes import SPECIAL
     from service.csv_safety import restored_cell
 
     with path.open(newline="") as f:
@@ -127,7 +128,7 @@ def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int,
         raise typer.BadParameter("the CSV needs columns item, rater, value (a label export works)")
     items = sorted({r["item"] for r in rows})
     raters = sorted({r["rater"] for r in rows})
-    labels = sorted({r["value"] for r in rows} - {"CANNOT_ASSESS", "INVALID"})
+    labels = sorted({r["value"] for r in rows} - set(SPECIAL))
     if judge not in raters:
         raise typer.BadParameter(f"judge {judge!r} is not a rater in the CSV")
     item_of = {x: i for i, x in enumerate(items)}

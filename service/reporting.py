@@ -11,17 +11,11 @@ import numpy as np
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from planner.protocol import (
-    CANNOT_ASSESS,
-    INVALID,
-    Aggregate,
-    Protocol,
-    Summary,
-    VerdictTable,
-    aggregate,
-    allocation_bounds,
-    summarize,
-)
+from planner.aggregation import Aggregate, aggregate
+from planner.bounds import allocation_bounds
+from planner.codes import CANNOT_ASSESS, INVALID
+from planner.protocol import Protocol, Summary, summarize
+from planner.verdicts import VerdictTable
 from service.errors import Invalid, echo
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Project
@@ -447,7 +441,7 @@ def _common_items(matrices: list[LabelMatrix], judge: int, human: int) -> np.nda
 def _aggregate(per_criterion: dict[str, Summary], options: ReportOptions, level: str | None = None) -> Aggregate:
     return aggregate(
         per_criterion,
-        level=level or options.aggregation,
+        aggregation=level or options.aggregation,
         rule=options.rule,
         confidence_level=CONFIDENCE_LEVEL,
         n_resamples=BOOTSTRAP_RESAMPLES,

@@ -15,7 +15,9 @@ from pydantic import (
     model_validator,
 )
 
-SPECIAL_VALUES = ("CANNOT_ASSESS", "INVALID")
+from planner.codes import SPECIAL
+
+SPECIAL_VALUES = SPECIAL
 Scale = Literal["nominal", "ordinal", "interval"]
 Role = Literal["admin", "pm", "annotator", "viewer"]
 RaterKind = Literal["judge", "primary", "human"]

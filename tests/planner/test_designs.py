@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.designs import (
+    DESIGNS,
     DesignChoice,
     choose_design,
     depth_first,
+    design_masks,
     joint_strata,
     modal_strata,
     proportional_allocation,
@@ -315,3 +317,51 @@ def test_joint_strata_crosses_features():
     assert joint.tolist() == [0, 1, 2, 2, 1]
     panel = strat(joint, 3, raters=["a"], rng=0)["a"]
     assert np.unique(joint[panel]).size == 3
+
+
+# ---------------------------------------------------------------- served = simulated
+
+
+def served_lists(design: str, humans: np.ndarray, m: int, gen: np.random.Generator) -> dict:
+    """The lists the service hands out, each secondary configured in turn from the labels in hand."""
+    n = humans.shape[2]
+    raters = [f"r{k}" for k in range(1, humans.shape[0])]
+    if design == "random":
+        return random_subsets(n, m, raters=raters, rng=gen)
+    if design == "depth-first":
+        return depth_first(n, m, raters=raters)
+    if design == "shared-panel":
+        return shared_panel(n, m, raters=raters, rng=gen)
+    if design == "strat":
+        return strat(humans[0, 0], m, raters=raters, n_labels=3, rng=gen)
+    in_hand = np.full((n, humans.shape[0]), -1)
+    in_hand[:, 0] = humans[0, 0]
+    assigned = np.zeros(n, dtype=np.int64)
+    lists = {}
+    for k, rater in enumerate(raters, start=1):
+        if design == "seq-coverage":
+            one = seq_coverage(in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3,
+                               coverage=assigned, rng=gen)
+        else:
+            one = seq_refined(in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3, rng=gen)
+        lists[rater] = one[rater]
+        in_hand[one[rater], k] = humans[k, 0, one[rater]]
+        assigned[one[rater]] += 1
+    return lists
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_served_lists_and_simulated_masks_are_the_same_draws(design: str, seed: int) -> None:
+    """The simulator checks exactly the design the service serves: same seed, same items."""
+    humans = np.random.default_rng(100 + seed).integers(0, 3, size=(4, 1, 150))
+    humans[0, 0, :100] = 0  # a skewed primary, so strata matter
+    simulated = design_masks(design, humans, 40, n_labels=3, rng=np.random.default_rng(seed))
+    lists = served_lists(design, humans, 40, np.random.default_rng(seed))
+    for k, items in enumerate(lists.values(), start=1):
+        served = np.zeros(150, dtype=bool)
+        served[items] = True
+        assert np.array_equal(served, simulated[k, 0]), (design, k)
+    if design != "depth-first":  # not vacuous: another seed draws other items
+        other = design_masks(design, humans, 40, n_labels=3, rng=np.random.default_rng(seed + 7))
+        assert not np.array_equal(other, simulated)

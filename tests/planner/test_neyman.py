@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.neyman import m_cert_by_estimator, neyman_allocation, prior_cells, prior_variances
+from planner.neyman import (
+    m_cert_by_estimator,
+    neyman_allocation,
+    prior_cells,
+    prior_variances,
+)
 
 FAST = settings(max_examples=80, deadline=None)
 

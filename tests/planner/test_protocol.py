@@ -11,21 +11,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau, pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, matthews_corrcoef
+from sklearn.metrics import (
+    accuracy_score,
+    cohen_kappa_score,
+    f1_score,
+    matthews_corrcoef,
+)
 from statsmodels.stats.contingency_tables import mcnemar
 
+from planner.aggregation import aggregate, cluster_bootstrap
 from planner.agreement import kappa_from_table
+from planner.bounds import allocation_bounds, manski_bounds, mcnemar_exact
+from planner.codes import CANNOT_ASSESS, INVALID
 from planner.protocol import (
-    CANNOT_ASSESS,
-    INVALID,
-    aggregate,
-    allocation_bounds,
-    cluster_bootstrap,
-    manski_bounds,
-    mcnemar_exact,
     summarize,
-    verdict_table,
 )
+from planner.verdicts import verdict_table
 
 MET, NOT = "MET", "NOT_MET"
 CA, INV = CANNOT_ASSESS, INVALID
@@ -205,7 +206,7 @@ def test_results_serialise_to_strict_json() -> None:
     s = hand(handling="exclude", items=range(24))
     text = json.dumps(dataclasses.asdict(s), allow_nan=False)
     assert '"handling": "exclude"' in text
-    a = aggregate({"c1": s, "c2": s}, level="macro", rng=0)
+    a = aggregate({"c1": s, "c2": s}, aggregation="macro", rng=0)
     json.dumps(dataclasses.asdict(a), allow_nan=False)
 
 
@@ -411,7 +412,7 @@ def metric_by_definition(t: np.ndarray, metric: str) -> float | None:
     p_o = np.trace(t) / n
     if metric == "accuracy":
         return p_o
-    if metric == "f1":
+    if metric == "f1_met":
         denominator = 2 * t[0, 0] + t[0, 1] + t[1, 0]
         return None if denominator == 0 else 2 * t[0, 0] / denominator
     if min(rows.min(), cols.min()) == 0:  # a side with one category: kappa and phi undefined
@@ -439,7 +440,7 @@ def binary_tables(draw: st.DrawFn) -> np.ndarray:
 
 
 @FAST
-@given(binary_tables(), st.sampled_from(["accuracy", "kappa", "f1", "phi"]))
+@given(binary_tables(), st.sampled_from(["accuracy", "kappa", "f1_met", "phi"]))
 def test_allocation_bounds_match_brute_force(counts: np.ndarray, metric: str) -> None:
     expected = brute_force_bounds(counts, metric)
     got = allocation_bounds(counts, metric=metric)
@@ -500,7 +501,7 @@ def metrics_by_definition(tables: np.ndarray, metric: str) -> np.ndarray:
     if metric == "accuracy":
         return p_o
     with np.errstate(invalid="ignore", divide="ignore"):
-        if metric == "f1":
+        if metric == "f1_met":
             return 2 * tables[:, 0, 0] / (2 * tables[:, 0, 0] + tables[:, 0, 1] + tables[:, 1, 0])
         degenerate = (rows.min(axis=1) == 0) | (cols.min(axis=1) == 0)
         if metric == "kappa":
@@ -524,7 +525,7 @@ def medium_tables(draw: st.DrawFn) -> np.ndarray:
 
 
 @settings(max_examples=30, deadline=None)
-@given(medium_tables(), st.sampled_from(["accuracy", "kappa", "f1", "phi"]))
+@given(medium_tables(), st.sampled_from(["accuracy", "kappa", "f1_met", "phi"]))
 def test_allocation_bounds_match_every_reachable_table(counts: np.ndarray, metric: str) -> None:
     values = metrics_by_definition(reachable_tables(counts), metric)
     got = allocation_bounds(counts, metric=metric)
@@ -536,7 +537,7 @@ def test_allocation_bounds_match_every_reachable_table(counts: np.ndarray, metri
 
 def test_allocation_bounds_by_hand() -> None:
     # 2 x (MET, CA): the judge's answer decides TP vs FN; nothing else is unknown
-    f1 = allocation_bounds([[3, 0, 2], [0, 3, 0], [0, 0, 0]], metric="f1")
+    f1 = allocation_bounds([[3, 0, 2], [0, 3, 0], [0, 0, 0]], metric="f1_met")
     assert f1 == pytest.approx((0.75, 1.0))
     # 3 x (CA, NOT_MET): k of them human-positive gives kappa 1, 16/23, 4/11, undefined
     kappa = allocation_bounds([[4, 0, 0], [0, 0, 0], [0, 3, 0]], metric="kappa")
@@ -554,9 +555,9 @@ def test_allocation_bounds_on_a_verdict_table_use_the_named_positive() -> None:
     human, judge = expand(HAND)
     t = verdict_table(human, judge, labels=BINARY)
     flipped = verdict_table(human, judge, labels=(NOT, MET))
-    met, not_met = (allocation_bounds(t, metric="f1", positive=p) for p in (MET, NOT))
-    assert met == allocation_bounds(flipped, metric="f1", positive=MET)
-    assert not_met == allocation_bounds(flipped, metric="f1")
+    met, not_met = (allocation_bounds(t, metric="f1_met", positive=p) for p in (MET, NOT))
+    assert met == allocation_bounds(flipped, metric="f1_met", positive=MET)
+    assert not_met == allocation_bounds(flipped, metric="f1_met")
     assert met != not_met
     assert allocation_bounds(t, metric="kappa") == allocation_bounds(HAND, metric="kappa")
     # kappa and phi do not depend on which label is called positive
@@ -567,14 +568,14 @@ def test_allocation_bounds_on_a_verdict_table_use_the_named_positive() -> None:
 def test_summary_bounds_are_the_allocation_bounds() -> None:
     s = hand(handling="exclude")
     assert s.kappa_bounds == allocation_bounds(HAND, metric="kappa")
-    assert s.f1_met_bounds == allocation_bounds(HAND, metric="f1")
+    assert s.f1_met_bounds == allocation_bounds(HAND, metric="f1_met")
     assert s.phi_bounds == allocation_bounds(HAND, metric="phi")
     assert s.accuracy_bounds == pytest.approx(allocation_bounds(HAND, metric="accuracy"))
 
 
 def test_allocation_bounds_scale_to_many_abstentions() -> None:
     counts = np.array([[400, 60, 150, 10], [50, 300, 120, 0], [140, 90, 80, 5], [0, 0, 0, 0]])
-    for metric in ("accuracy", "kappa", "f1", "phi"):
+    for metric in ("accuracy", "kappa", "f1_met", "phi"):
         low, high = allocation_bounds(counts, metric=metric)
         assert low < high
     low, high = allocation_bounds(counts, metric="accuracy")
@@ -618,8 +619,8 @@ def summaries(data: dict, **options: object) -> dict:
 @pytest.mark.parametrize("handling", ["exclude", "recode", "three_class"])
 def test_macro_over_one_criterion_equals_micro(handling: str) -> None:
     one = summaries({"only": criteria_data(1)["c0"]}, handling=handling)
-    micro = aggregate(one, level="micro", rng=0)
-    macro = aggregate(one, level="macro", rng=0)
+    micro = aggregate(one, aggregation="micro", rng=0)
+    macro = aggregate(one, aggregation="macro", rng=0)
     for name in ("accuracy", "kappa", "f1_met", "phi"):
         assert getattr(macro, name) == pytest.approx(getattr(micro, name))
         assert getattr(micro, name) == pytest.approx(getattr(one["only"], name))
@@ -628,7 +629,7 @@ def test_macro_over_one_criterion_equals_micro(handling: str) -> None:
 
 def test_micro_pools_every_decision() -> None:
     data = criteria_data(2)
-    micro = aggregate(summaries(data), level="micro", rng=0)
+    micro = aggregate(summaries(data), aggregation="micro", rng=0)
     human = sum((h for h, _ in data.values()), [])
     judge = sum((j for _, j in data.values()), [])
     pooled = summarize(human, judge, labels=BINARY, positive=MET)
@@ -645,17 +646,17 @@ def test_macro_excludes_undefined_criteria_and_counts_them() -> None:
         "flat": summarize(h, [MET, MET, MET, MET], labels=BINARY, positive=MET),  # kappa undefined
         "fine": summarize(h, [MET, MET, NOT, NOT], labels=BINARY, positive=MET),  # kappa 1
     }
-    m = aggregate(results, level="macro", rng=0)
+    m = aggregate(results, aggregation="macro", rng=0)
     assert m.kappa == pytest.approx(0.75)
     assert m.accuracy == pytest.approx((0.75 + 0.5 + 1.0) / 3)
     assert dict((k, (a, b)) for k, a, b in m.included)["kappa"] == (2, 3)
     assert m.pooled is None
     low, high = m.kappa_interval.low, m.kappa_interval.high
     assert 0.5 <= low <= high <= 1.0
-    alone = aggregate({"good": results["good"]}, level="macro", rng=0)
+    alone = aggregate({"good": results["good"]}, aggregation="macro", rng=0)
     assert alone.kappa == 0.5 and alone.kappa_interval is None
     assert "kappa_interval" in dict(alone.reasons)
-    all_flat = aggregate({"flat": results["flat"]}, level="macro", rng=0)
+    all_flat = aggregate({"flat": results["flat"]}, aggregation="macro", rng=0)
     assert all_flat.kappa is None and all_flat.kappa_interval is None
     assert dict(all_flat.reasons)["kappa"] == "kappa is undefined on every criterion"
 
@@ -668,12 +669,12 @@ def test_item_level_combines_criteria_by_kleene_rules() -> None:
         "c1": summarize(h1, j1, labels=BINARY, positive=MET, items=["a", "b", "c", "d", "e"]),
         "c2": summarize(h2, j2, labels=BINARY, positive=MET, items=["a", "b", "c", "d", "e"]),
     }
-    every = aggregate(results, level="item", rule="all", rng=0)
+    every = aggregate(results, aggregation="item", rule="all", rng=0)
     # all: human (MET, NOT, NOT, CA, CA); judge (MET, MET, NOT, CA, INVALID)
     expected = verdict_table([MET, NOT, NOT, CA, CA], [MET, MET, NOT, CA, INV], labels=BINARY)
     assert every.pooled.table == expected
     assert every.rule == "all" and every.protocol.aggregation == "item"
-    some = aggregate(results, level="item", rule="any", rng=0)
+    some = aggregate(results, aggregation="item", rule="any", rng=0)
     # any: human (MET, MET, CA, MET, MET); judge (MET, MET, MET, MET, INVALID)
     expected = verdict_table([MET, MET, CA, MET, MET], [MET, MET, MET, MET, INV], labels=BINARY)
     assert some.pooled.table == expected
@@ -682,41 +683,41 @@ def test_item_level_combines_criteria_by_kleene_rules() -> None:
 def test_aggregate_validation_messages() -> None:
     data = criteria_data(3, n_items=20, n_criteria=2)
     good = summaries(data)
-    with pytest.raises(ValueError, match="level must be one of"):
-        aggregate(good, level="weighted")
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        aggregate(good, aggregation="weighted")
     with pytest.raises(ValueError, match="non-empty mapping"):
-        aggregate({}, level="micro")
+        aggregate({}, aggregation="micro")
     mixed = {"a": good["c0"], "b": summaries(data, handling="recode")["c1"]}
     with pytest.raises(ValueError, match="different protocols"):
-        aggregate(mixed, level="macro")
+        aggregate(mixed, aggregation="macro")
     no_ids = {k: summarize(h, j, labels=BINARY, positive=MET) for k, (h, j) in data.items()}
     with pytest.raises(ValueError, match="summarize every criterion with items="):
-        aggregate(no_ids, level="micro")
+        aggregate(no_ids, aggregation="micro")
     shifted = {
         "c0": good["c0"],
         "c1": summarize(*data["c1"], labels=BINARY, positive=MET, items=range(5, 25)),
     }
     with pytest.raises(ValueError, match="same items"):
-        aggregate(shifted, level="item")
+        aggregate(shifted, aggregation="item")
 
 
 def test_cluster_bootstrap_resamples_whole_items() -> None:
     h, j = criteria_data(4, n_items=200, n_criteria=1)["c0"]
     twin = summaries({"a": (h, j), "b": (h, j)})
     single = summaries({"a": (h, j)})
-    pooled = cluster_bootstrap(twin, level="micro", statistic="accuracy", n_resamples=3000, rng=0)
-    alone = cluster_bootstrap(single, level="micro", statistic="accuracy", n_resamples=3000, rng=1)
+    pooled = cluster_bootstrap(twin, aggregation="micro", statistic="accuracy", n_resamples=3000, rng=0)
+    alone = cluster_bootstrap(single, aggregation="micro", statistic="accuracy", n_resamples=3000, rng=1)
     # two identical criteria per item carry no more information than one: same spread,
     # not 1/sqrt(2) of it as resampling single decisions would give
     assert np.std(pooled) == pytest.approx(np.std(alone), rel=0.1)
-    again = cluster_bootstrap(twin, level="micro", statistic="accuracy", n_resamples=3000, rng=0)
+    again = cluster_bootstrap(twin, aggregation="micro", statistic="accuracy", n_resamples=3000, rng=0)
     assert np.array_equal(pooled, again)
 
 
 def test_cluster_bootstrap_macro_resamples_criteria() -> None:
     results = summaries(criteria_data(5, n_criteria=4))
     values = [s.kappa for s in results.values()]
-    reps = cluster_bootstrap(results, level="macro", statistic="kappa", n_resamples=500, rng=0)
+    reps = cluster_bootstrap(results, aggregation="macro", statistic="kappa", n_resamples=500, rng=0)
     assert reps.shape == (500,)
     assert min(values) - 1e-12 <= reps.min() and reps.max() <= max(values) + 1e-12
     assert len(np.unique(np.round(reps, 12))) > 4

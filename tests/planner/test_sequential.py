@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize
 
 from planner import sequential
-from planner.sequential import confidence_sequence, e_bh, monitor_judge, normal_mixture_boundary
+from planner.sequential import (
+    confidence_sequence,
+    e_bh,
+    monitor_judge,
+    normal_mixture_boundary,
+)
 
 FAST = settings(max_examples=40, deadline=None)
 

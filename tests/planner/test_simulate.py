@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
 from planner.decision import validate_judge
+from planner.designs import design_masks
 from planner.recipes import certify_recipe, prior_moments
 from planner.simulate import (
     COEFFICIENTS,
     DESIGNS,
     SimulationResult,
-    _design_mask,
     _evaluate,
-    _Rule,
     _pool_scores,
+    _Rule,
     replay,
     simulate,
     synthetic_codes,
@@ -96,19 +96,19 @@ def test_design_masks_follow_the_designs():
     humans = by_rater(synthetic_codes(300, n_labels=3, accuracies=[0.8] * 4, prevalence=[0.7, 0.2, 0.1], trials=6, rng=2))
     rng = np.random.default_rng(0)
     for design in DESIGNS:
-        mask = _design_mask(design, humans, 60, 3, rng)
+        mask = design_masks(design, humans, 60, n_labels=3, rng=rng)
         assert mask[0].all() and (mask[1:].sum(axis=2) == 60).all()
         panels_equal = (mask[1:] == mask[1]).all()
         assert panels_equal == (design in ("depth-first", "shared-panel", "strat"))
-    strat = _design_mask("strat", humans, 60, 3, rng)[1]
+    strat = design_masks("strat", humans, 60, n_labels=3, rng=rng)[1]
     primary = humans[0]
     for t in range(6):
         share = 60 * np.bincount(primary[t], minlength=3) / 300
         assert np.all(np.abs(np.bincount(primary[t][strat[t]], minlength=3) - share) < 1)
     # Seq-Coverage spreads 3 x 60 = 180 < 300 assignments: no item goes to two secondaries
-    cover = _design_mask("seq-coverage", humans, 60, 3, rng)
+    cover = design_masks("seq-coverage", humans, 60, n_labels=3, rng=rng)
     assert cover[1:].sum(axis=0).max() == 1
-    refined = _design_mask("seq-refined", humans, 60, 3, rng)
+    refined = design_masks("seq-refined", humans, 60, n_labels=3, rng=rng)
     assert refined[1:].sum(axis=0).max() >= 2
 
 
@@ -165,7 +165,7 @@ def test_batched_decision_equals_validate_judge(coefficient, design):
         trials=trials, rng=11,
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
-    mask = _design_mask(design, humans, 12, 3, np.random.default_rng(3))
+    mask = design_masks(design, humans, 12, n_labels=3, rng=np.random.default_rng(3))
     ev = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=_Rule("margin", 0.05, 0.5, 0.05))
     for t in range(trials):
         matrix = np.column_stack([np.where(mask[:, t], humans[:, t], -1).T, judges[:, t].T])
@@ -192,7 +192,7 @@ def test_batched_alt_test_equals_validate_judge(design, m):
         n_items, n_labels=3, accuracies=[0.8, 0.75, 0.85, 0.7, 0.78], trials=trials, rng=12,
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
-    mask = _design_mask(design, humans, m, 3, np.random.default_rng(4))
+    mask = design_masks(design, humans, m, n_labels=3, rng=np.random.default_rng(4))
     rule = _Rule("alt-test", 0.1, 0.5, 0.05)
     ev = _evaluate(humans, judges, mask, coefficient="po", n_labels=3, rule=rule)
     assert 0 < ev.won.sum() < ev.defined.sum()
