@@ -17,10 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri
 
+from planner.codes import MISSING
 from planner.intervals import ConfidenceInterval, percentile_interval
 from planner.pools import feature_width, item_features, overlap_rows
-from planner.resampling import bootstrap_sums, distinct_features
+from planner.ppi import PPIGaps, ppi_gap_features, ppi_gaps
+from planner.resampling import bootstrap_sums, distinct_features, distinct_rows
 from planner.rules import (
     RaterStats,
     checked_inputs,
@@ -31,6 +34,8 @@ from planner.rules import (
 )
 
 _MAX_FEATURE_CELLS = 50_000_000  # per-pattern sums held at once (400 MB of float64)
+ESTIMATORS = ("paired", "ppi")
+"""How ``d_k`` is estimated: on the overlap alone, or prediction-powered (docs/method.md §9)."""
 
 
 # --------------------------------------------------------------------------- results
@@ -88,6 +93,8 @@ class Validation:
     epsilon: float
     n_items: int
     reason: str
+    estimator: str = "paired"
+    weighting: str = "none"
 
 
 @dataclass(frozen=True)
@@ -141,22 +148,86 @@ class Ranking:
 def _replicated_stats(
     codes: np.ndarray, judges: list[int], humans: list[int], n_labels: int, rule: str,
     coefficient: str, epsilon: float, n_resamples: int, rng: np.random.Generator,
+    inclusion: np.ndarray | None = None,
 ) -> tuple[RaterStats, RaterStats]:
-    """Point statistics (batch of one) and bootstrap replicates, humans in column order."""
-    rows, counts = overlap_rows(codes, judges, humans)
+    """Point statistics (batch of one) and bootstrap replicates, humans in column order.
+
+    With ``inclusion`` (an item's probability of entering the overlap), every per-item
+    sum is weighted by ``1/inclusion`` rescaled to mean 1 over the overlap items
+    (Hajek, docs/method.md §9); ``m`` stays the plain item count.
+    """
+    classes, tag = (None, None) if inclusion is None else np.unique(inclusion, return_inverse=True)
+    rows, counts = overlap_rows(codes, judges, humans, tag=tag)
     width = feature_width(len(judges), len(humans), n_labels, rule, coefficient)
     if rows.shape[0] * width > _MAX_FEATURE_CELLS:
         raise ValueError(
             f"{rows.shape[0]} distinct item patterns x {width} sums per item is too large for "
             f"coefficient={coefficient!r}; use coefficient='po' or fewer judges at once"
         )
+    k = len(humans)
+    if classes is not None:
+        weight, rows = 1.0 / classes[rows[:, -1]], rows[:, :-1]
     features = item_features(rows, len(judges), n_labels, rule, coefficient)
+    if classes is not None:
+        weight = weight * max(counts.sum(), 1) / max(counts @ weight, 1e-300)
+        features = np.hstack([features * weight[:, None], features[:, :k]])
     if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
         features, counts = distinct_features(features, counts)
     point = counts @ features
     replicates = bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
-    shape = (len(judges), len(humans), n_labels, rule, coefficient, epsilon)
-    return rater_stats(point[None, :], *shape), rater_stats(replicates, *shape)
+    shape = (len(judges), k, n_labels, rule, coefficient, epsilon)
+
+    def decoded(sums: np.ndarray) -> RaterStats:
+        if classes is None:
+            return rater_stats(sums, *shape)
+        return rater_stats(sums[:, :-k], *shape)._replace(m=sums[:, -k:])
+
+    return decoded(point[None, :]), decoded(replicates)
+
+
+def _ppi_replicated(
+    codes: np.ndarray, judge: int, primary: int, secondaries: list[int],
+    inclusion: np.ndarray | None, n_resamples: int, rng: np.random.Generator,
+) -> tuple[PPIGaps, PPIGaps]:
+    """PPI++ ``d_k`` of each secondary against the primary: point and item bootstrap.
+
+    docs/method.md §9. Items enter when the judge and the primary labeled them; an item in
+    ``r_k``'s overlap is weighted by ``1/inclusion``, one outside it by ``1/(1 - inclusion)``.
+    """
+    judged = (codes[:, judge] != MISSING) & (codes[:, primary] != MISSING)
+    a = (codes[:, judge] == codes[:, primary]).astype(np.int64)
+    sec = codes[:, secondaries]
+    b = np.where(sec == MISSING, MISSING, sec == codes[:, [primary]]).astype(np.int64)
+    prob = np.ones(codes.shape[0]) if inclusion is None else inclusion
+    classes, tag = np.unique(prob, return_inverse=True)
+    rows, counts = distinct_rows(np.column_stack([a, b, tag])[judged])
+    p = classes[rows[:, -1]]
+    stay_out = np.where(p < 1.0, 1.0 / np.maximum(1.0 - p, 1e-12), 1.0)
+    features = ppi_gap_features(rows[:, 0], rows[:, 1:-1], 1.0 / p, stay_out)
+    point = ppi_gaps((counts @ features)[None, :], len(secondaries))
+    reps = ppi_gaps(
+        bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng), len(secondaries)
+    )
+    return point, reps
+
+
+def _with_ppi(st: RaterStats, gaps: PPIGaps, columns: np.ndarray) -> RaterStats:
+    """``st`` with ``d_k`` and ``m`` of the held-out humans at ``columns`` from PPI++."""
+    diff, m = st.diff.copy(), st.m.copy()
+    diff[:, 0, columns] = gaps.d
+    m[:, columns] = gaps.m
+    return st._replace(diff=diff, m=m)
+
+
+def _inclusion_iv(inclusion: object, n_items: int) -> np.ndarray | None:
+    if inclusion is None:
+        return None
+    prob = np.asarray(inclusion, dtype=float)
+    if prob.shape != (n_items,):
+        raise ValueError(f"inclusion must have shape ({n_items},), got {prob.shape}")
+    if not np.all((prob > 0.0) & (prob <= 1.0)):
+        raise ValueError("inclusion must hold probabilities in (0, 1], one per item")
+    return prob
 
 
 def _skip_reason(m: int, min_items: int, used: bool, rule: str) -> str:
@@ -216,6 +287,9 @@ def validate_judge(
     n_resamples: int = 1000,
     confidence_level: float = 0.95,
     rng: int | np.random.Generator | None = None,
+    estimator: str = "paired",
+    primary: int | None = None,
+    inclusion: object = None,
 ) -> Validation:
     """Leave-one-out validation of a judge against humans (SPEC.md §3).
 
@@ -230,6 +304,15 @@ def validate_judge(
     ``omega`` equals the threshold or the bootstrap probability of the opposite
     decision exceeds ``inconclusive_level``, and ``insufficient_data`` with fewer than
     two humans or no human used. Intervals are item-bootstrap percentiles at ``confidence_level``.
+
+    ``estimator="ppi"`` (margin rule, ``p_o``; docs/method.md §9) estimates each
+    secondary's ``d_k = P(judge = primary) - P(r_k = primary)`` by PPI++ from the
+    judge-primary agreement on every item, with its normal interval; ``primary`` names the
+    primary's column, whose own ``d_k`` stays paired (its pool has no all-items layer).
+    The decision's resampling draws the PPI and paired parts independently.
+    ``inclusion`` (shape ``(n_items,)``, in ``(0, 1]``) is each item's probability of
+    entering the overlap; every estimate is then weighted by its inverse (Hajek), so an
+    overlap drawn with unequal probabilities (a Neyman panel) is not biased.
 
     Examples
     --------
@@ -257,11 +340,31 @@ def validate_judge(
         raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
     if not 0.0 < inconclusive_level < 1.0:
         raise ValueError(f"inconclusive_level must be in (0, 1), got {inconclusive_level!r}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    if estimator == "ppi" and (rule != "margin" or coefficient != "po"):
+        raise ValueError("estimator='ppi' estimates d_k for p_o under rule='margin'")
+    if estimator == "ppi" and primary not in humans:
+        raise ValueError(f"estimator='ppi' needs primary, one of humans, got {primary!r}")
+    prob = _inclusion_iv(inclusion, codes.shape[0])
     rng = np.random.default_rng(rng)
     order = np.argsort(humans)  # canonical column order: results do not depend on it
     point, reps = _replicated_stats(
-        codes, judges, sorted(humans), n_labels, rule, coefficient, epsilon, n_resamples, rng
+        codes, judges, sorted(humans), n_labels, rule, coefficient, epsilon, n_resamples, rng,
+        prob,
     )
+    ppi_ci: dict[int, ConfidenceInterval] = {}
+    if estimator == "ppi" and primary is not None:
+        columns = np.array([c for c, h in enumerate(sorted(humans)) if h != primary])
+        secondaries = [sorted(humans)[c] for c in columns]
+        gaps, rep_gaps = _ppi_replicated(
+            codes, judge, primary, secondaries, prob, n_resamples, rng
+        )
+        point, reps = _with_ppi(point, gaps, columns), _with_ppi(reps, rep_gaps, columns)
+        z = float(ndtri(0.5 + confidence_level / 2.0))
+        for i, c in enumerate(columns):
+            d, se = float(gaps.d[0, i]), float(gaps.standard_error[0, i])
+            ppi_ci[int(c)] = ConfidenceInterval(d - z * se, d + z * se)
     wins = judge_wins(point, rule, epsilon, q, min_items)
     outcomes = [None] * len(humans)
     for k, position in enumerate(order):
@@ -274,7 +377,7 @@ def validate_judge(
             rho_f=float(point.rho_f[0, 0, k]),
             rho_h=float(point.rho_h[0, 0, k]),
             p_value=float(point.p_value[0, 0, k]),
-            ci=percentile_interval(reps.diff[:, 0, k], confidence_level),
+            ci=ppi_ci.get(k) or percentile_interval(reps.diff[:, 0, k], confidence_level),
             won=bool(wins.won[0, 0, k]) if used else None,
             reason=_skip_reason(m, min_items, used, rule),
         )
@@ -301,6 +404,8 @@ def validate_judge(
         epsilon=epsilon,
         n_items=int(codes.shape[0]),
         reason=reason,
+        estimator=estimator,
+        weighting="none" if prob is None else "ht",
     )
 
 

@@ -26,12 +26,14 @@ class PoolCounts(NamedTuple):
 
 
 def overlap_rows(
-    codes: np.ndarray, judges: list[int], humans: list[int]
+    codes: np.ndarray, judges: list[int], humans: list[int], *, tag: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows ``[judges..., humans...]`` of items that can enter some ``O_k``.
 
     An item enters ``O_k`` when every judge, ``r_k`` and at least one other human
-    labeled it (docs/method.md §3); items with fewer than two humans enter none.
+    labeled it (docs/method.md §3); items with fewer than two humans enter none. A
+    ``tag`` (one int ``>= 0`` per item, e.g. its weight class) is kept as a last column,
+    so items with different tags never merge.
 
     >>> rows, counts = overlap_rows(np.array([[0, 0, 1], [0, -1, 1], [0, 0, 1]]), [2], [0, 1])
     >>> rows.tolist(), counts.tolist()
@@ -40,6 +42,8 @@ def overlap_rows(
     sub = codes[:, judges + humans]
     judged = np.all(sub[:, : len(judges)] != MISSING, axis=1)
     n_humans = np.sum(sub[:, len(judges) :] != MISSING, axis=1)
+    if tag is not None:
+        sub = np.column_stack([sub, tag])
     return distinct_rows(sub[judged & (n_humans >= 2)])
 
 

@@ -9,7 +9,7 @@ nobody labeled. In annoplan ``y`` is ``1[r_k = primary]`` on the overlap and the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy.special import ndtri
@@ -186,3 +186,111 @@ def _mean_one_weights(weights: object, size: int, name: str) -> np.ndarray:
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0.0):
         raise ValueError(f"{name} must be positive and finite")
     return arr / float(arr.mean())
+
+
+# --------------------------------------------------------------------------- the judge's margin
+
+
+class PPIGaps(NamedTuple):
+    """Per batch row (replicate) and held-out human: ``d_k`` by PPI++, its SE, ``lam``, ``m``.
+
+    NaN where undefined (fewer than 2 overlap items).
+    """
+
+    d: np.ndarray  # (B, K)
+    standard_error: np.ndarray  # (B, K)
+    lam: np.ndarray  # (B, K)
+    m: np.ndarray  # (B, K) overlap items of r_k
+
+
+_L_WIDTH, _U_WIDTH = 10, 6
+
+
+def ppi_gap_features(
+    a: np.ndarray, b: np.ndarray, weights: np.ndarray, weights_unlabeled: np.ndarray
+) -> np.ndarray:
+    """Per-item sums from which ``ppi_gaps`` computes every ``d_k`` (docs/method.md §9).
+
+    ``a`` ``(G,)``: ``1[judge = primary]`` on items both labeled; ``b`` ``(G, K)``:
+    ``1[r_k = primary]``, ``-1`` where ``r_k`` did not label the item; ``weights`` the
+    inverse inclusion probability of an item in the overlap, ``weights_unlabeled`` that of
+    its staying out of it (all ones for a simple random overlap). Columns: ``[1, A]``, then
+    per human the overlap sums ``[1, A, w, wA, wB, wAB, w^2, w^2A, w^2B, w^2AB]`` and the
+    proxy-only sums ``[1, A, u, uA, u^2, u^2A]``.
+    """
+    a = a.astype(float)[:, None]
+    lab = b >= 0
+    bb = np.where(lab, b, 0).astype(float)
+    w, u = weights[:, None], weights_unlabeled[:, None]
+    one = np.ones_like(bb)
+    overlap = [one, a * one, w * one, w * a, w * bb, w * a * bb]
+    overlap += [w * w * x for x in (one, a * one, bb, a * bb)]
+    proxy = [one, a * one, u * one, u * a, u * u * one, u * u * a]
+    per_human = np.stack(
+        [x * lab for x in overlap] + [x * ~lab for x in proxy], axis=-1
+    )  # (G, K, 16)
+    head = np.column_stack([np.ones(a.shape[0]), a[:, 0]])
+    return np.hstack([head, per_human.reshape(a.shape[0], -1)])
+
+
+def ppi_gaps(sums: np.ndarray, n_humans: int) -> PPIGaps:
+    """``d_k = mean_all(A) - theta_k`` with PPI++ ``theta_k`` and its SE (docs/method.md §9).
+
+    ``sums`` ``(B, 2 + 16 K)`` are ``ppi_gap_features`` summed over items (or over a
+    resample). ``theta_k`` and ``lam`` are ``ppi_mean``'s on the overlap of ``r_k`` (labeled)
+    and the other items (proxy only). The SE linearises ``d`` in the two samples:
+    ``d = mean_L(e) + mean_U(f)``, ``e = (n_L/n) A - w~ (B - lam A)``,
+    ``f = (N/n - lam u~) A``, ``SE^2 = Var_L(e)/n_L + Var_U(f)/N`` (ddof 0).
+    """
+    n_all, a_all = sums[:, 0:1], sums[:, 1:2]
+    per = sums[:, 2:].reshape(sums.shape[0], n_humans, _L_WIDTH + _U_WIDTH)
+    n_l, a_l, s_w, s_wa, s_wb, s_wab, s_w2, s_w2a, s_w2b, s_w2ab = np.moveaxis(
+        per[..., :_L_WIDTH], -1, 0
+    )
+    n_u, a_u, s_u, s_ua, s_u2, s_u2a = np.moveaxis(per[..., _L_WIDTH:], -1, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_a = a_all / n_all
+        has_u = n_u > 0
+        imputed_a = np.where(has_u, s_ua / s_u, 0.0)  # mean_U(u~ A)
+        theta1 = imputed_a + (s_wb - s_wa) / s_w
+        # lam: covariance of the weighted residuals on L, variance of the proxy's on L and U.
+        sq_l = n_l / s_w**2
+        sq_u = np.where(has_u, n_u / s_u**2, 0.0)
+        mean_g = s_wb / s_w - theta1
+        mean_gh = s_wa / s_w - theta1
+        mean_g_gh = sq_l * (s_w2ab - theta1 * (s_w2a + s_w2b) + theta1**2 * s_w2)
+        cov = mean_g_gh - mean_g * mean_gh
+        sum_gh = n_l * mean_gh + n_u * (imputed_a - theta1)
+        sum_gh2 = n_l * sq_l * ((1 - 2 * theta1) * s_w2a + theta1**2 * s_w2) + n_u * sq_u * (
+            (1 - 2 * theta1) * s_u2a + theta1**2 * s_u2
+        )
+        n_lu = n_l + n_u
+        var_all = (sum_gh2 - sum_gh**2 / n_lu) / (n_lu - 1)
+        tuned = cov / ((1 + n_l / n_u) * var_all)
+        lam = np.where(has_u & (var_all > 0), np.clip(tuned, 0.0, 1.0), 0.0)
+        theta = lam * imputed_a + (s_wb - lam * s_wa) / s_w
+        d = mean_a - theta
+        share_l, share_u = n_l / n_all, n_u / n_all
+        mean_e = share_l * a_l / n_l - (s_wb - lam * s_wa) / s_w
+        mean_e2 = (
+            share_l**2 * a_l / n_l
+            + sq_l * (s_w2b - 2 * lam * s_w2ab + lam**2 * s_w2a)
+            - 2 * share_l * (s_wab - lam * s_wa) / s_w
+        )
+        mean_f = np.where(has_u, share_u * a_u / n_u - lam * imputed_a, 0.0)
+        mean_f2 = np.where(
+            has_u,
+            share_u**2 * a_u / n_u - 2 * share_u * lam * imputed_a + lam**2 * sq_u * s_u2a,
+            0.0,
+        )
+        var_d = np.maximum(mean_e2 - mean_e**2, 0.0) / n_l + np.where(
+            has_u, np.maximum(mean_f2 - mean_f**2, 0.0) / n_u, 0.0
+        )
+    defined = n_l >= 2
+    nan = np.nan
+    return PPIGaps(
+        d=np.where(defined, d, nan),
+        standard_error=np.where(defined, np.sqrt(var_d), nan),
+        lam=np.where(defined, lam, nan),
+        m=n_l,
+    )
