@@ -1,7 +1,7 @@
 """Benchmark of planner.decision (issue 4): validate_judge and rank_judges at scale.
 
 100,000 items, 9 humans (primary labels every item, 8 secondaries label a random 10%),
-3 labels, judges from the symmetric noise channel (SPEC.md §6). Targets:
+3 labels, judges from the symmetric noise channel (docs/method.md §6). Targets:
 validate_judge with 1,000 resamples < 1 s; rank_judges for 10 judges < 3 s.
 Run: ``.venv/bin/python bench/decision.py``. On a machine shared with other busy
 processes, multi-threaded OpenBLAS threads spin against them and wall time balloons;
@@ -60,7 +60,7 @@ def main() -> None:
     for rule in ("margin", "alt-test"):
         options = {"humans": humans, "n_labels": N_LABELS, "rule": rule, "n_resamples": 1000}
         result = validate_judge(codes, judge=judges[-1], rng=1, **options)
-        wall, cpu = best_of(3, lambda: validate_judge(codes, judge=judges[-1], rng=1, **options))
+        wall, cpu = best_of(3, lambda options=options: validate_judge(codes, judge=judges[-1], rng=1, **options))
         print(f"validate_judge rule={rule:8s} 1000 resamples: {wall:.3f} s wall, {cpu:.3f} s CPU "
               f"(target < 1 s); "
               f"decision={result.decision} omega={result.omega:.3f} "
@@ -68,7 +68,7 @@ def main() -> None:
     for rule in ("margin", "alt-test"):
         options = {"humans": humans, "n_labels": N_LABELS, "rule": rule, "n_resamples": 1000}
         ranking = rank_judges(codes, judges=judges, rng=1, **options)
-        wall, cpu = best_of(2, lambda: rank_judges(codes, judges=judges, rng=1, **options))
+        wall, cpu = best_of(2, lambda options=options: rank_judges(codes, judges=judges, rng=1, **options))
         print(f"rank_judges rule={rule:8s} 10 judges, 1000 resamples: {wall:.3f} s wall, "
               f"{cpu:.3f} s CPU (target < 3 s); top={ranking.order[0]} "
               f"flip_share={ranking.flip_share:.3f}")

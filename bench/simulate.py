@@ -47,7 +47,7 @@ def naive_random_mask(m: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def naive_pool_po(x: np.ndarray, humans: np.ndarray, mask: np.ndarray, k: int) -> float:
-    """S_po(x; H_k) of one matrix (SPEC.md §3)."""
+    """S_po(x; H_k) of one matrix (docs/method.md §3)."""
     pool = [j for j in range(N_HUMANS) if j != k]
     items = mask[:, k] & mask[:, pool].any(axis=1)
     if not items.any():
@@ -58,7 +58,7 @@ def naive_pool_po(x: np.ndarray, humans: np.ndarray, mask: np.ndarray, k: int) -
 
 
 def naive_evaluate(codes: np.ndarray, mask: np.ndarray) -> tuple[float, bool]:
-    """Human-pool score and margin decision of one matrix (SPEC.md §3)."""
+    """Human-pool score and margin decision of one matrix (docs/method.md §3)."""
     humans, judge = codes[:, :N_HUMANS], codes[:, N_HUMANS]
     own = np.array([naive_pool_po(humans[:, k], humans, mask, k) for k in range(N_HUMANS)])
     d = np.array([naive_pool_po(judge, humans, mask, k) for k in range(N_HUMANS)]) - own
@@ -105,7 +105,8 @@ def main() -> None:
     fast, slow = min(fast_times), min(slow_times)
     fast_rate = cells * TRIALS / fast
     slow_rate = cells * NAIVE_TRIALS / slow
-    print(f"grid {len(RHOS)} rho x {len(P_HS)} p_h x {TRIALS} trials (n={N_ITEMS}, K={N_HUMANS}, L={N_LABELS}, p_o, random)")
+    print(f"grid {len(RHOS)} rho x {len(P_HS)} p_h x {TRIALS} trials "
+          f"(n={N_ITEMS}, K={N_HUMANS}, L={N_LABELS}, p_o, random)")
     print(f"vectorised simulate: {fast:6.2f} s CPU  {fast_rate:9.0f} trials/s  (target < 3 s; "
           f"wall {', '.join(f'{t:.2f}' for t in fast_wall)} s)")
     print(f"naive per-trial loop: {slow:6.2f} s CPU for {NAIVE_TRIALS} trials/cell  {slow_rate:9.0f} trials/s  "

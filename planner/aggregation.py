@@ -30,7 +30,7 @@ def _nan_if_none(value: float | None) -> float:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """Agreement over rubric criteria at one aggregation level (SPEC.md §7, "Aggregation").
+    """Agreement over rubric criteria at one aggregation level (docs/method.md §7, "Aggregation").
 
     ``included`` gives, per statistic, how many criteria entered it out of how many
     (macro skips undefined criteria, never counts them as 0). ``pooled`` is the summary of
@@ -100,7 +100,7 @@ def _item_cell_counts(results: Sequence[Summary], aggregation: str, rule: str) -
 def _combined_cells(
     results: Sequence[Summary], items: np.ndarray, inverse: np.ndarray, cells: np.ndarray, rule: str
 ) -> np.ndarray:
-    """One full-table cell per item: criteria combined by Kleene ``all`` / ``any`` (SPEC.md §7).
+    """One full-table cell per item: criteria combined by Kleene ``all`` / ``any`` (docs/method.md §7).
 
     ``all``: negative if any criterion is negative, else INVALID if any is INVALID, else CA
     if any is CA, else positive; ``any`` swaps positive and negative.
@@ -124,7 +124,7 @@ def _combined_cells(
                 default,
             )
         )
-    return combined[0] * size + combined[1]
+    return np.asarray(combined[0] * size + combined[1], dtype=np.int64)
 
 
 def cluster_bootstrap(
@@ -136,7 +136,7 @@ def cluster_bootstrap(
     n_resamples: int = 1000,
     rng: int | np.random.Generator | None = None,
 ) -> np.ndarray:
-    """Bootstrap replicates ``(n_resamples,)`` of an aggregated statistic (SPEC.md §2, §7).
+    """Bootstrap replicates ``(n_resamples,)`` of an aggregated statistic (docs/method.md §2, §7).
 
     The resampling unit matches the aggregation: whole items with all their criteria (micro,
     item) or whole criteria (macro, replicate = mean over the defined criteria drawn).
@@ -165,7 +165,7 @@ def cluster_bootstrap(
         share = np.full(len(results), 1.0 / len(results))
         draws = generator.multinomial(len(results), share, size=n_resamples)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (draws @ np.where(defined, values, 0.0)) / (draws @ defined)
+            return np.asarray((draws @ np.where(defined, values, 0.0)) / (draws @ defined), dtype=float)
     rows = _item_cell_counts(results, aggregation, rule)
     patterns, multiplicity = np.unique(rows, axis=0, return_counts=True)
     size = len(results[0].protocol.labels) + 2
@@ -184,7 +184,7 @@ def aggregate(
     n_resamples: int = 1000,
     rng: int | np.random.Generator | None = None,
 ) -> Aggregate:
-    """Agreement over rubric criteria at ``aggregation`` (SPEC.md §7, "Aggregation").
+    """Agreement over rubric criteria at ``aggregation`` (docs/method.md §7, "Aggregation").
 
     ``per_criterion_results``: criterion -> :func:`summarize` result, all under one
     protocol. ``"micro"`` pools every decision into one table; ``"macro"`` averages the
@@ -222,7 +222,7 @@ def aggregate(
     else:
         size = len(protocol.labels) + 2
         if aggregation == "micro":
-            table = sum(s.table.array() for s in results)
+            table = np.sum([s.table.array() for s in results], axis=0)
         else:
             table = _item_cell_counts(results, aggregation, rule).sum(axis=0).reshape(size, size)
         pooled = summary_from_table(table, protocol, interval=None, item_ids=None, item_cells=())

@@ -1,4 +1,4 @@
-"""Agreement coefficients on sparse label matrices, with intervals (SPEC.md §2).
+"""Agreement coefficients on sparse label matrices, with intervals (docs/method.md §2).
 
 Codes are integers ``0..n_labels-1`` in the project's label order, ``-1``
 (``planner.codes.MISSING``) for a cell that was not labeled: ``a``/``b`` of shape
@@ -71,7 +71,7 @@ def _check_interval_options(confidence_level: float, method: str, n_resamples: i
 
 @dataclass(frozen=True, kw_only=True)
 class AgreementResult:
-    """A coefficient, the number of items it used, and whether it is defined (SPEC.md §2)."""
+    """A coefficient, the number of items it used, and whether it is defined (docs/method.md §2)."""
 
     coefficient: str
     statistic: float
@@ -93,7 +93,7 @@ class AgreementResult:
         n_resamples: int = 1000,
         rng: Rng = None,
     ) -> ConfidenceInterval:
-        """Percentile item bootstrap, or ``statistic +- z SE`` (delta) (SPEC.md §2, "Intervals").
+        """Percentile item bootstrap, or ``statistic +- z SE`` (delta) (docs/method.md §2, "Intervals").
 
         Both ends are NaN when the statistic is undefined.
         """
@@ -112,7 +112,7 @@ class AgreementResult:
 
 @dataclass(frozen=True, kw_only=True)
 class KappaResult(AgreementResult):
-    """Chance-corrected agreement of two raters from their ``L x L`` table (SPEC.md §2).
+    """Chance-corrected agreement of two raters from their ``L x L`` table (docs/method.md §2).
 
     ``p_o``/``p_e`` are the (weighted) observed and chance agreement; ``variance`` and
     ``standard_error`` the large-sample variance where one exists (Fleiss–Cohen–Everitt
@@ -147,7 +147,7 @@ class KappaResult(AgreementResult):
 
 @dataclass(frozen=True, kw_only=True)
 class ChanceCorrectedResult(AgreementResult):
-    """A multi-rater chance-corrected coefficient with its ``p_o`` and ``p_e`` (SPEC.md §2)."""
+    """A multi-rater chance-corrected coefficient with its ``p_o`` and ``p_e`` (docs/method.md §2)."""
 
     p_o: float
     p_e: float
@@ -155,7 +155,7 @@ class ChanceCorrectedResult(AgreementResult):
 
 @dataclass(frozen=True, kw_only=True)
 class AlphaResult(AgreementResult):
-    """Krippendorff's alpha with ``D_o``, ``D_e`` and ``n_values`` pairable values (SPEC.md §2).
+    """Krippendorff's alpha with ``D_o``, ``D_e`` and ``n_values`` pairable values (docs/method.md §2).
 
     ``n_items`` counts the pairable units (two or more values).
     """
@@ -168,7 +168,7 @@ class AlphaResult(AgreementResult):
 
 @dataclass(frozen=True, kw_only=True)
 class BinaryAssociationResult(AgreementResult):
-    """Phi of two binary raters, both positive rates and the 2x2 table (SPEC.md §2).
+    """Phi of two binary raters, both positive rates and the 2x2 table (docs/method.md §2).
 
     On binary data phi equals Pearson r, Spearman rho, Kendall tau_b and MCC.
     """
@@ -180,7 +180,7 @@ class BinaryAssociationResult(AgreementResult):
 
 @dataclass(frozen=True, kw_only=True)
 class MeanKappaResult(AgreementResult):
-    """Overlap-weighted mean of the defined pairwise Cohen's kappas (SPEC.md §2).
+    """Overlap-weighted mean of the defined pairwise Cohen's kappas (docs/method.md §2).
 
     ``n_items`` counts items with two or more ratings; ``n_pairs`` the defined pairs.
     """
@@ -191,7 +191,7 @@ class MeanKappaResult(AgreementResult):
 
 @dataclass(frozen=True, eq=False)
 class PairwiseResult:
-    """A two-rater coefficient over every rater pair (SPEC.md §2).
+    """A two-rater coefficient over every rater pair (docs/method.md §2).
 
     ``statistic``, ``n_items`` (overlap of the pair), ``defined`` and ``reason`` are
     ``(n_raters, n_raters)`` arrays, symmetric; on the diagonal ``n_items`` is the number
@@ -226,7 +226,7 @@ class PairwiseResult:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A reported number: its result and the interval computed for it (SPEC.md §2, "Intervals")."""
+    """A reported number: its result and the interval computed for it (docs/method.md §2, "Intervals")."""
 
     result: AgreementResult
     interval: ConfidenceInterval
@@ -341,7 +341,7 @@ def _table_result(
 def kappa_from_table(
     table: object, *, weights: Weights = None, n_items: int | None = None
 ) -> KappaResult:
-    """Cohen's (weighted) kappa of an ``L x L`` table, rows rater 1 (SPEC.md §2, Cohen's kappa).
+    """Cohen's (weighted) kappa of an ``L x L`` table, rows rater 1 (docs/method.md §2, Cohen's kappa).
 
     ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_o = sum_ab v_ab p_ab`` and
     ``p_e = sum_ab v_ab p_a. p_.b``, ``v_ab`` the agreement weight: ``1[a=b]`` (Cohen
@@ -379,7 +379,7 @@ def _cohen_from_table(table: np.ndarray, n_items: int, weights: Weights) -> Kapp
 
 
 def cohen_kappa(a: object, b: object, *, n_labels: int, weights: Weights = None) -> KappaResult:
-    """Cohen's (weighted) kappa of two raters on their common items (SPEC.md §2, Cohen's kappa).
+    """Cohen's (weighted) kappa of two raters on their common items (docs/method.md §2, Cohen's kappa).
 
     The table of the items both labeled goes to :func:`kappa_from_table`.
 
@@ -410,7 +410,7 @@ def _scott_from_table(table: np.ndarray, n_items: int) -> KappaResult:
 
 
 def scott_pi(a: object, b: object, *, n_labels: int) -> KappaResult:
-    """Scott's pi: kappa with the pooled-marginal chance term ``sum_l pbar_l^2`` (SPEC.md §2).
+    """Scott's pi: kappa with the pooled-marginal chance term ``sum_l pbar_l^2`` (docs/method.md §2).
 
     No analytic variance here: use ``confidence_interval(method="bootstrap")``.
 
@@ -434,7 +434,7 @@ def _pabak_from_table(table: np.ndarray, n_items: int) -> KappaResult:
 
 
 def pabak(a: object, b: object, *, n_labels: int) -> KappaResult:
-    """Prevalence- and bias-adjusted kappa ``(L p_o - 1)/(L - 1)`` (SPEC.md §2, Byrt et al. 1993).
+    """Prevalence- and bias-adjusted kappa ``(L p_o - 1)/(L - 1)`` (docs/method.md §2, Byrt et al. 1993).
 
     ``p_e = 1/L``; variance ``(L/(L-1))^2 p_o (1 - p_o) / n`` (binomial ``p_o``).
 
@@ -449,7 +449,7 @@ def _percent_from_table(table: np.ndarray, n_items: int) -> AgreementResult:
 
     def statistic(tables: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.trace(tables, axis1=1, axis2=2) / tables.sum(axis=(1, 2))
+            return np.asarray(np.trace(tables, axis1=1, axis2=2) / tables.sum(axis=(1, 2)), dtype=float)
 
     return AgreementResult(
         coefficient="percent_agreement",
@@ -462,7 +462,7 @@ def _percent_from_table(table: np.ndarray, n_items: int) -> AgreementResult:
 
 
 def binary_association(a: object, b: object) -> BinaryAssociationResult:
-    """Phi of two binary raters (codes 0/1, 1 = positive) on their common items (SPEC.md §2).
+    """Phi of two binary raters (codes 0/1, 1 = positive) on their common items (docs/method.md §2).
 
     Phi equals Pearson r, Spearman rho, Kendall tau_b and MCC on binary data; it is
     undefined when either rater is constant on the common items. Report both raters'
@@ -549,7 +549,7 @@ def _percent_from_counts(counts: np.ndarray, frequency: np.ndarray) -> Agreement
 
 
 def percent_agreement(codes: object, *, n_labels: int | None = None) -> AgreementResult:
-    """Observed agreement ``p_o`` of several raters (SPEC.md §2, observed agreement).
+    """Observed agreement ``p_o`` of several raters (docs/method.md §2, observed agreement).
 
     Per item with ``r_i >= 2`` ratings, the share of agreeing rating pairs
     ``sum_l r_il (r_il - 1) / (r_i (r_i - 1))``, averaged over those items; with two
@@ -578,7 +578,7 @@ def _ac1_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorrect
 
 
 def gwet_ac1(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
-    """Gwet's AC1, multi-rater with missing ratings (SPEC.md §2, Gwet 2008 and handbook).
+    """Gwet's AC1, multi-rater with missing ratings (docs/method.md §2, Gwet 2008 and handbook).
 
     ``p_o``: mean over items with ``r_i >= 2`` of ``sum_l r_il (r_il - 1)/(r_i (r_i - 1))``;
     ``pbar_l``: mean over items with ``r_i >= 1`` of ``r_il / r_i``;
@@ -615,7 +615,7 @@ def _fleiss_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorr
 
 
 def fleiss_kappa(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
-    """Fleiss' kappa: items with a fixed number ``m`` of ratings (SPEC.md §2, Fleiss 1971).
+    """Fleiss' kappa: items with a fixed number ``m`` of ratings (docs/method.md §2, Fleiss 1971).
 
     ``Pbar`` = mean over items of ``(sum_l r_il^2 - m)/(m (m - 1))``, chance term
     ``sum_l pbar_l^2`` with ``pbar_l`` the pooled share of category ``l``. Items with no
@@ -679,7 +679,7 @@ def _alpha_from_counts(
 def krippendorff_alpha(
     codes: object, *, n_labels: int, level_of_measurement: LevelOfMeasurement = "nominal", values: object = None
 ) -> AlphaResult:
-    """Krippendorff's alpha ``1 - D_o/D_e`` via the coincidence matrix (SPEC.md §2).
+    """Krippendorff's alpha ``1 - D_o/D_e`` via the coincidence matrix (docs/method.md §2).
 
     Units with one value are dropped. Metrics: nominal ``1[c!=k]``, ordinal
     ``(sum_{g=c..k} n_g - (n_c + n_k)/2)^2`` over codes in order, interval
@@ -703,7 +703,7 @@ def _rater_pairs(n_raters: int) -> list[tuple[int, int]]:
 
 
 def _pair_tables(rows: np.ndarray, weights: np.ndarray, n_labels: int) -> np.ndarray:
-    """Common-item tables ``(B, n_pairs, L, L)`` of every rater pair ``j < k`` (SPEC.md §2).
+    """Common-item tables ``(B, n_pairs, L, L)`` of every rater pair ``j < k`` (docs/method.md §2).
 
     ``rows``: distinct code rows, weighted by ``weights`` ``(B, n_rows)``. One pair at a
     time (sort the pair's cells, sum weights per cell), so nothing of size
@@ -742,7 +742,7 @@ def pairwise(
     coefficient: Literal["cohen_kappa", "scott_pi", "pabak", "percent_agreement"] = "cohen_kappa",
     weights: Weights = None,
 ) -> PairwiseResult:
-    """A two-rater coefficient over all rater pairs, with each pair's overlap (SPEC.md §2).
+    """A two-rater coefficient over all rater pairs, with each pair's overlap (docs/method.md §2).
 
     ``weights`` applies to ``coefficient="cohen_kappa"`` only.
 
@@ -837,7 +837,7 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
 def mean_pairwise_kappa(
     codes: object, *, n_labels: int, weights: Weights = None
 ) -> MeanKappaResult:
-    """Overlap-weighted mean of pairwise Cohen's kappa over all rater pairs (SPEC.md §2).
+    """Overlap-weighted mean of pairwise Cohen's kappa over all rater pairs (docs/method.md §2).
 
     ``sum_jk m_jk kappa_jk / sum_jk m_jk`` over the pairs whose kappa is defined
     (``m_jk`` = common items); undefined pairs are left out, never averaged in as 0.
@@ -865,7 +865,7 @@ def summary_table(
     n_resamples: int = 1000,
     rng: Rng = None,
 ) -> dict[str, Estimate]:
-    """The agreement figures reported for a whole matrix, with bootstrap intervals (SPEC.md §2).
+    """The agreement figures reported for a whole matrix, with bootstrap intervals (docs/method.md §2).
 
     Keys: ``"po"`` (:func:`percent_agreement`), ``"kappa"`` (:func:`mean_pairwise_kappa`:
     overlap-weighted mean of pairwise Cohen's kappa; unweighted for ``scale="nominal"``,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from scipy.stats import binom
 
@@ -15,7 +18,7 @@ _GRID_CELLS = 1_000_000  # candidate (human positives, judge positives) pairs he
 
 
 def manski_bounds(coverage: float, covered_accuracy: float | None) -> tuple[float, float]:
-    """Worst-case full-set accuracy under exclusion (SPEC.md §7, "Coverage", Manski bound).
+    """Worst-case full-set accuracy under exclusion (docs/method.md §7, "Coverage", Manski bound).
 
     ``[gamma A_cov, gamma A_cov + 1 - gamma]`` with ``gamma`` the joint coverage; with
     ``gamma = 0`` nothing is known and ``covered_accuracy`` may be ``None``.
@@ -64,7 +67,7 @@ def binary_table(table: object, positive: object) -> np.ndarray:
     return out
 
 
-def _tp_lines(h: np.ndarray, known: tuple[int, ...], groups: tuple[int, ...]) -> list[tuple]:
+def _tp_lines(h: np.ndarray, known: tuple[int, ...], groups: tuple[int, ...]) -> list[tuple[Any, ...]]:
     """Bounds on TP as lines in the judge-positive count ``j``, for human-positive counts ``h``.
 
     Each line is ``(slope, intercept, divisor, upper)``: TP <= floor((slope j + intercept) /
@@ -91,8 +94,8 @@ def _tp_lines(h: np.ndarray, known: tuple[int, ...], groups: tuple[int, ...]) ->
     ]
 
 
-def _tp_limits(lines: list[tuple], j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest and largest feasible TP at judge-positive counts ``j`` (SPEC.md §7)."""
+def _tp_limits(lines: list[tuple[Any, ...]], j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest feasible TP at judge-positive counts ``j`` (docs/method.md §7)."""
     low = np.full(j.shape, np.iinfo(np.int64).min // 4)
     high = np.full(j.shape, np.iinfo(np.int64).max // 4)
     for slope, intercept, divisor, upper in lines:
@@ -104,7 +107,7 @@ def _tp_limits(lines: list[tuple], j: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return low, high
 
 
-def _candidate_js(lines: list[tuple], h: np.ndarray, n: int, j_lo: int, j_hi: int) -> np.ndarray:
+def _candidate_js(lines: list[tuple[Any, ...]], h: np.ndarray, n: int, j_lo: int, j_hi: int) -> np.ndarray:
     """Judge-positive counts ``(len(h), K)`` where some metric can reach its extreme.
 
     For fixed ``h`` the extreme TP is piecewise linear in ``j`` (pieces end where two lines
@@ -130,7 +133,7 @@ def _candidate_js(lines: list[tuple], h: np.ndarray, n: int, j_lo: int, j_hi: in
     base = np.where(np.isfinite(base), np.clip(base, j_lo - 3, j_hi + 3), j_lo)
     near = (base[:, :, None] + np.arange(-2, 3)).reshape(h.size, -1)
     ends = np.broadcast_to(np.array([j_lo, j_lo + 1, j_hi - 1, j_hi, 1, n - 1]), (h.size, 6))
-    return np.clip(np.concatenate([near, ends], axis=1), j_lo, j_hi).astype(np.int64)
+    return np.asarray(np.clip(np.concatenate([near, ends], axis=1), j_lo, j_hi), dtype=np.int64)
 
 
 def allocation_bounds(
@@ -139,7 +142,7 @@ def allocation_bounds(
     metric: str,
     positive: str | None = None,
 ) -> tuple[float, float] | None:
-    """Sharp bounds of a binary metric over every allocation of the abstained cases (SPEC.md §7).
+    """Sharp bounds of a binary metric over every allocation of the abstained cases (docs/method.md §7).
 
     Each pair with a CA or INVALID side is completed to a regular label on that side in
     every way compatible with the observed counts; the bounds are the min and max of
@@ -205,7 +208,7 @@ def sharp_bounds(
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts (SPEC.md §2; McNemar 1947).
+    """Two-sided exact McNemar p-value from the discordant counts (docs/method.md §2; McNemar 1947).
 
     ``b``: pairs only the judge gets right, ``c``: pairs only the baseline gets right.
     Under H0 ``b ~ Binomial(b + c, 1/2)``; ``p = min(1, 2 P[X <= min(b, c)])``.

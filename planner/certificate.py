@@ -14,7 +14,7 @@ import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import rfc8785
@@ -223,7 +223,7 @@ def _statement_iv(statement: Any) -> tuple[dict[str, Any], dict[str, str]]:
         raise ValueError("predicate.protocol, raters, decision, seeds and snapshot must be objects")
     if not isinstance(predicate["label_seq"], int) or not isinstance(predicate["seeds"].get("seed"), int):
         raise ValueError("predicate.label_seq and predicate.seeds.seed must be integers")
-    return dict(predicate), digests
+    return dict(predicate), cast("dict[str, str]", digests)  # values checked against found digests
 
 
 def _label_mismatch(certified: Mapping[str, Any], found: dict[str, Any], digest: str, found_digest: str) -> Mismatch:

@@ -1,4 +1,4 @@
-"""The leave-one-out validation decision and judge ranking (SPEC.md §3).
+"""The leave-one-out validation decision and judge ranking (docs/method.md §3).
 
 Codes are an int matrix of shape ``(n_items, n_raters)``: values ``0..n_labels-1`` and
 ``-1`` (``planner.codes.MISSING``) for a cell that was not labeled. ``judge``/``judges``
@@ -43,7 +43,7 @@ ESTIMATORS = ("paired", "ppi")
 
 @dataclass(frozen=True)
 class RaterOutcome:
-    """One held-out human ``r_k``: its overlap and whether the judge won it (SPEC.md §3).
+    """One held-out human ``r_k``: its overlap and whether the judge won it (docs/method.md §3).
 
     ``d`` is ``S_F(judge; H_k) - S_F(r_k; H_k)`` (``rule="margin"``, NaN under the
     alt-test); ``rho_f``, ``rho_h``, ``p_value`` are the alt-test's advantage
@@ -65,7 +65,7 @@ class RaterOutcome:
 
 @dataclass(frozen=True)
 class PoolScore:
-    """Human-pool score: mean over used humans of ``S_F(r_k; H_k)`` (SPEC.md §6)."""
+    """Human-pool score: mean over used humans of ``S_F(r_k; H_k)`` (docs/method.md §6)."""
 
     estimate: float
     ci: ConfidenceInterval
@@ -74,7 +74,7 @@ class PoolScore:
 
 @dataclass(frozen=True)
 class Validation:
-    """The judge's validation decision (SPEC.md §3).
+    """The judge's validation decision (docs/method.md §3).
 
     ``omega`` is the winning rate over the humans that were not skipped; ``decision``
     is one of ``DECISIONS``; ``p_opposite`` is the bootstrap probability of the
@@ -124,7 +124,7 @@ class PairwiseMargin:
 
 @dataclass(frozen=True)
 class Ranking:
-    """Judges ranked by score (SPEC.md §3, "Ranking several judges").
+    """Judges ranked by score (docs/method.md §3, "Ranking several judges").
 
     ``judges`` follows the input order; ``order`` lists judge columns best first
     (undefined scores last); ``margins`` holds every pair of defined judges;
@@ -246,7 +246,7 @@ def _decision(
     omega: float, rep_omega: np.ndarray, n_humans: int, threshold: float,
     inconclusive_level: float,
 ) -> tuple[str, float, str]:
-    """Decision, bootstrap probability of the opposite one, and why (SPEC.md §3).
+    """Decision, bootstrap probability of the opposite one, and why (docs/method.md §3).
 
     Pass when ``omega >= threshold``; inconclusive when ``omega`` sits at the threshold
     or resampling gives the opposite decision more often than ``inconclusive_level``.
@@ -291,7 +291,7 @@ def validate_judge(
     primary: int | None = None,
     inclusion: object = None,
 ) -> Validation:
-    """Leave-one-out validation of a judge against humans (SPEC.md §3).
+    """Leave-one-out validation of a judge against humans (docs/method.md §3).
 
     For each human ``r_k`` held out, on the items ``O_k`` labeled by the judge, ``r_k``
     and at least one other human: ``rule="margin"`` wins ``r_k`` when
@@ -316,7 +316,7 @@ def validate_judge(
 
     Examples
     --------
-    SPEC.md §3 worked example: the judge wins only the third human.
+    docs/method.md §3 worked example: the judge wins only the third human.
 
     >>> import numpy as np
     >>> i = np.arange(40)
@@ -366,11 +366,11 @@ def validate_judge(
             d, se = float(gaps.d[0, i]), float(gaps.standard_error[0, i])
             ppi_ci[int(c)] = ConfidenceInterval(d - z * se, d + z * se)
     wins = judge_wins(point, rule, epsilon, q, min_items)
-    outcomes = [None] * len(humans)
+    outcomes: dict[int, RaterOutcome] = {}
     for k, position in enumerate(order):
         used = bool(wins.used[0, 0, k])
         m = int(round(point.m[0, k]))
-        outcomes[position] = RaterOutcome(
+        outcomes[int(position)] = RaterOutcome(
             rater=humans[position],
             m=m,
             d=float(point.diff[0, 0, k]) if rule == "margin" else np.nan,
@@ -393,7 +393,7 @@ def validate_judge(
         omega, rep_omega, len(humans), omega_threshold, inconclusive_level
     )
     return Validation(
-        raters=tuple(outcomes),
+        raters=tuple(outcomes[i] for i in range(len(humans))),
         omega=omega,
         omega_threshold=float(omega_threshold),
         decision=decision,
@@ -424,7 +424,7 @@ def rank_judges(
     confidence_level: float = 0.95,
     rng: int | np.random.Generator | None = None,
 ) -> Ranking:
-    """Rank judges by score with resampling uncertainty (SPEC.md §3, "Ranking several judges").
+    """Rank judges by score with resampling uncertainty (docs/method.md §3, "Ranking several judges").
 
     The score is the mean over used humans of ``d_k`` (``rule="margin"``) or the average
     advantage probability ``rho = mean_k rho_f`` (``rule="alt-test"``). Only items that
@@ -466,11 +466,11 @@ def rank_judges(
     ranked = sorted(
         range(len(judges)), key=lambda j: (not np.isfinite(score[j]), -score[j], column[j])
     )
-    scores = [None] * len(judges)
+    scores: dict[int, JudgeScore] = {}
     for j, position in enumerate(by_column):
         n_used = int(wins.used[0, j].sum())
         defined = bool(np.isfinite(score[j]))
-        scores[position] = JudgeScore(
+        scores[int(position)] = JudgeScore(
             judge=int(column[j]),
             score=float(score[j]),
             ci=percentile_interval(rep_score[:, j], confidence_level),
@@ -499,7 +499,7 @@ def rank_judges(
             )
     all_flips = np.concatenate(flips) if flips else np.zeros(0, dtype=bool)
     return Ranking(
-        judges=tuple(scores),
+        judges=tuple(scores[i] for i in range(len(judges))),
         order=tuple(int(column[j]) for j in ranked),
         margins=tuple(margins),
         flip_share=float(all_flips.mean()) if all_flips.size else np.nan,

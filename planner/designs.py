@@ -1,12 +1,12 @@
-"""Assignment designs: which items each secondary annotator labels, in what order (SPEC.md §5).
+"""Assignment designs: which items each secondary annotator labels, in what order (docs/method.md §5).
 
 Every design returns ``dict[rater_id, np.ndarray]``: for each secondary rater, the item
 indices (int64, no duplicates) in the order the rater should label them. Orders are
 *prefix-stratified*: items of each stratum are spread evenly along the list, so any
 prefix of a list is itself close to proportional and a half-finished panel is still
-representative (SPEC.md §5, "Batches").
+representative (docs/method.md §5, "Batches").
 
-Configuring one rater when its task starts (the Seq designs, SPEC.md §5): call
+Configuring one rater when its task starts (the Seq designs, docs/method.md §5): call
 ``seq_refined(codes, m, primary=p, raters=[rater_id], n_labels=L)`` with ``codes`` the
 labels in hand at that moment, shape ``(n_items, n_raters_in_hand)`` with ``-1`` for
 missing (the primary's column plus every secondary's column collected so far). For
@@ -31,7 +31,7 @@ DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq
 """Design names shared by the served lists and the simulator's masks (docs/method.md §5)."""
 
 ENTROPY_THRESHOLD_BITS = 0.5
-"""Below this stratum entropy the primary's label is a weak stratum signal (SPEC.md §5)."""
+"""Below this stratum entropy the primary's label is a weak stratum signal (docs/method.md §5)."""
 
 DOMINANT_SHARE = 0.8
 """Share of items that at most ``DOMINANT_CLUSTERS`` clusters may hold before a warning."""
@@ -41,7 +41,7 @@ DOMINANT_CLUSTERS = 3
 
 @dataclass(frozen=True)
 class DesignChoice:
-    """The recommended design with the stratum entropy and the reason (SPEC.md §5, "Choosing")."""
+    """The recommended design with the stratum entropy and the reason (docs/method.md §5, "Choosing")."""
 
     design: str
     entropy: float
@@ -93,7 +93,7 @@ def _check_strata(strata: object, n_labels: int | None) -> np.ndarray:
 
 
 def proportional_allocation(sizes: object, m: object, *, min_per_stratum: int = 0) -> np.ndarray:
-    """Items per stratum: largest-remainder proportional allocation of ``m`` (SPEC.md §5, Strat).
+    """Items per stratum: largest-remainder proportional allocation of ``m`` (docs/method.md §5, Strat).
 
     ``sizes`` has shape ``(..., n_strata)`` (stratum sizes; leading axes are independent
     problems, e.g. trials) and ``m`` a scalar or one total per problem. Each stratum first
@@ -139,7 +139,7 @@ def proportional_allocation(sizes: object, m: object, *, min_per_stratum: int = 
     order = np.argsort(-remainder, axis=-1, kind="stable")
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(size.shape[-1]), axis=-1)
-    return alloc + (rank < leftover[..., None])
+    return np.asarray(alloc + (rank < leftover[..., None]), dtype=np.int64)
 
 
 def _interleaved(strata: np.ndarray) -> np.ndarray:
@@ -201,7 +201,7 @@ def _prefix_list(mask: np.ndarray, strata: np.ndarray, key: np.ndarray) -> np.nd
     """The items of one ``mask`` row in prefix-stratified order (within a stratum by ``key``)."""
     chosen = np.flatnonzero(mask)
     chosen = chosen[np.lexsort((key[chosen], strata[chosen]))]
-    return chosen[_interleaved(strata[chosen])].astype(np.int64)
+    return np.asarray(chosen[_interleaved(strata[chosen])], dtype=np.int64)
 
 
 def random_subsets(
@@ -284,7 +284,7 @@ def strat(
 
 
 def joint_strata(*features: object) -> np.ndarray:
-    """Joint stratum id per item from one or more per-item codes (SPEC.md §5, "Richer strata").
+    """Joint stratum id per item from one or more per-item codes (docs/method.md §5, "Richer strata").
 
     Each distinct combination of feature values becomes one stratum, numbered ``0..S-1``
     in sorted order of the combinations.
@@ -344,9 +344,8 @@ def modal_strata(codes: object, *, primary: int, n_labels: int) -> np.ndarray:
     """
     arr = _check_in_hand(codes, n_labels, primary)
     by_rater = arr.T[:, None, :]
-    return batched_modal_strata(
-        by_rater, by_rater != MISSING, n_labels=n_labels, primary=primary
-    )[0]
+    modes = batched_modal_strata(by_rater, by_rater != MISSING, n_labels=n_labels, primary=primary)
+    return np.asarray(modes[0], dtype=np.int64)
 
 
 def seq_refined(
@@ -479,7 +478,7 @@ def _stratum_sizes(strata: np.ndarray, n_strata: int) -> np.ndarray:
 
 
 def stratum_entropy(codes: object, *, n_labels: int) -> float:
-    """Entropy ``H = -sum pi_l log2 pi_l`` of the primary's labels, in bits (SPEC.md §5, "Choosing").
+    """Entropy ``H = -sum pi_l log2 pi_l`` of the primary's labels, in bits (docs/method.md §5, "Choosing").
 
     Missing codes (``-1``) are ignored; NaN when no label is observed.
 
@@ -503,7 +502,7 @@ def _cluster_warnings(features: object, n_items: int) -> list[str]:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[0] != n_items or arr.shape[1] == 0:
         raise ValueError(
-            f"features must have shape ({n_items},) or ({n_items}, n_features), got {np.shape(features)}"
+            f"features must have shape ({n_items},) or ({n_items}, n_features), got {np.asarray(features).shape}"
         )
     groups = joint_strata(*arr.T)
     sizes = np.sort(np.bincount(groups))[::-1]
@@ -520,7 +519,7 @@ def _cluster_warnings(features: object, n_items: int) -> list[str]:
 def choose_design(
     primary_codes: object, *, n_labels: int, features: object = None
 ) -> DesignChoice:
-    """Recommend Strat or Seq-Coverage from the primary's stratum entropy (SPEC.md §5, "Choosing").
+    """Recommend Strat or Seq-Coverage from the primary's stratum entropy (docs/method.md §5, "Choosing").
 
     ``features`` (optional, shape ``(n_items,)`` or ``(n_items, n_features)``) are per-item
     codes such as cluster ids; when a few clusters hold most items a warning says so.

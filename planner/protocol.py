@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from planner.agreement import kappa_from_table
+from planner.agreement import Weights, kappa_from_table
 from planner.bounds import binary_table, manski_bounds, sharp_bounds
 from planner.codes import CANNOT_ASSESS, SPECIAL
 from planner.intervals import (
@@ -43,7 +43,7 @@ _ONE_CATEGORY = "a side used a single scored category (kappa would be 0 whatever
 
 @dataclass(frozen=True)
 class Protocol:
-    """The choices a reported number was computed under (SPEC.md §7, "Report").
+    """The choices a reported number was computed under (docs/method.md §7, "Report").
 
     ``ordering`` lists the scored categories in the order ``cost_matrix`` refers to;
     ``aggregation`` is ``"criterion"`` for one criterion, else the aggregation level.
@@ -63,7 +63,7 @@ class Protocol:
 
 
 def _cost_matrix(costs: object, size: int) -> tuple[str, np.ndarray]:
-    """Disagreement costs: nominal ``1[a!=b]``, linear, quadratic, or custom (SPEC.md §2, §7)."""
+    """Disagreement costs: nominal ``1[a!=b]``, linear, quadratic, or custom (docs/method.md §2, §7)."""
     if isinstance(costs, str):
         if costs not in _COSTS:
             raise ValueError(f"costs must be one of {_COSTS} or a square matrix, got {costs!r}")
@@ -110,7 +110,7 @@ def make_protocol(
     scored = labels + (CANNOT_ASSESS,) if handling == "three_class" else labels
     if ordering is None:
         ordering = scored
-    elif isinstance(ordering, str) or sorted(ordering) != sorted(scored):
+    elif not isinstance(ordering, Sequence) or isinstance(ordering, str) or sorted(ordering) != sorted(scored):
         raise ValueError(f"ordering must list each scored category {scored} once, got {ordering!r}")
     kind, matrix = _cost_matrix(costs, len(scored))
     base = "binary" if len(labels) == 2 and handling != "three_class" else {
@@ -137,7 +137,7 @@ def make_protocol(
 
 
 def _scoring_map(protocol: Protocol) -> np.ndarray:
-    """0/1 matrix ``(n_scored, L+2)`` sending full-table categories to scored ones (SPEC.md §7)."""
+    """0/1 matrix ``(n_scored, L+2)`` sending full-table categories to scored ones (docs/method.md §7)."""
     full = protocol.labels + SPECIAL
     out = np.zeros((len(protocol.ordering), len(full)))
     for row, category in enumerate(protocol.ordering):
@@ -150,21 +150,21 @@ def _scoring_map(protocol: Protocol) -> np.ndarray:
 def _scored_tables(tables: np.ndarray, protocol: Protocol) -> np.ndarray:
     """Tables ``(..., L+2, L+2)`` folded to the scored categories under the handling rule."""
     m = _scoring_map(protocol)
-    return np.einsum("ea,...ab,fb->...ef", m, tables, m)
+    return np.asarray(np.einsum("ea,...ab,fb->...ef", m, tables, m), dtype=float)
 
 
 def _agreement_matrix(protocol: Protocol) -> np.ndarray:
     cost = np.array(protocol.cost_matrix)
-    return 1.0 - cost / cost.max()
+    return np.asarray(1.0 - cost / cost.max(), dtype=float)
 
 
 def _kappa_stack(tables: np.ndarray, protocol: Protocol) -> np.ndarray:
-    """Kappa of scored tables ``(B, k, k)`` under the protocol's costs (SPEC.md §2, Cohen 1968)."""
+    """Kappa of scored tables ``(B, k, k)`` under the protocol's costs (docs/method.md §2, Cohen 1968)."""
     return kappa_terms(tables.astype(float), _agreement_matrix(protocol))[0]
 
 
 def statistic_stack(tables: np.ndarray, protocol: Protocol, statistic: str) -> np.ndarray:
-    """One statistic of full tables ``(B, L+2, L+2)`` under the handling rule (SPEC.md §7)."""
+    """One statistic of full tables ``(B, L+2, L+2)`` under the handling rule (docs/method.md §7)."""
     scored = _scored_tables(tables, protocol)
     if statistic == "accuracy":
         return diagonal_share(scored)
@@ -175,9 +175,9 @@ def statistic_stack(tables: np.ndarray, protocol: Protocol, statistic: str) -> n
 
 
 def _kappa_point(scored: np.ndarray, protocol: Protocol) -> tuple[float, float, str]:
-    """Kappa, its FCE standard error and the reason when undefined (SPEC.md §2, via agreement)."""
+    """Kappa, its FCE standard error and the reason when undefined (docs/method.md §2, via agreement)."""
     if protocol.costs != "custom":
-        weights = None if protocol.costs == "nominal" else protocol.costs
+        weights: Weights = {"nominal": None, "linear": "linear", "quadratic": "quadratic"}[protocol.costs]
         r = kappa_from_table(scored, weights=weights)
         return r.statistic, r.standard_error, r.reason
     agree = _agreement_matrix(protocol)
@@ -193,7 +193,7 @@ def _kappa_point(scored: np.ndarray, protocol: Protocol) -> tuple[float, float, 
 
 @dataclass(frozen=True)
 class Summary:
-    """Agreement of a judge with a human under a declared protocol (SPEC.md §7).
+    """Agreement of a judge with a human under a declared protocol (docs/method.md §7).
 
     Rates are shares of all ``n_items`` pairs; ``coverage`` is the share where both sides
     gave a regular label. Statistics are computed on ``scored_table`` (``n_eff`` pairs),
@@ -245,7 +245,7 @@ def check_interval_options(interval: object, confidence_level: object, n_resampl
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
 
 
-def _items_iv(items: object, n: int) -> tuple[str, ...] | None:
+def _items_iv(items: Sequence[object] | None, n: int) -> tuple[str, ...] | None:
     if items is None:
         return None
     ids = tuple(str(v) for v in items)
@@ -266,7 +266,7 @@ def _kappa_interval(
     n_resamples: int,
     rng: np.random.Generator,
 ) -> ConfidenceInterval | None:
-    """Delta-method (FCE SE) or percentile-bootstrap interval for kappa (SPEC.md §2, Intervals).
+    """Delta-method (FCE SE) or percentile-bootstrap interval for kappa (docs/method.md §2, Intervals).
 
     The bootstrap resamples all pairs of the full table, so ``n_eff`` varies with the draw.
     """
@@ -286,7 +286,7 @@ def summary_from_table(
     item_ids: tuple[str, ...] | None,
     item_cells: tuple[int, ...],
 ) -> Summary:
-    """Every reported quantity of one full verdict table under ``protocol`` (SPEC.md §7)."""
+    """Every reported quantity of one full verdict table under ``protocol`` (docs/method.md §7)."""
     n_labels = len(protocol.labels)
     scored = _scored_tables(full, protocol).round().astype(np.int64)
     n, n_eff = int(full.sum()), int(scored.sum())
@@ -334,7 +334,7 @@ def summary_from_table(
         kappa=optional_float(kappa),
         kappa_se=optional_float(kappa_se),
         kappa_interval=kappa_interval,
-        kappa_interval_method=None if kappa_interval is None else interval[0],
+        kappa_interval_method=None if kappa_interval is None or interval is None else interval[0],
         f1_met=optional_float(f1),
         phi=optional_float(phi),
         mean_cost=mean_cost,
@@ -348,7 +348,7 @@ def summary_from_table(
         judge_invalid_rate=rate(full[:, n_labels + 1].sum(), n),
         coverage=gamma,
         covered_accuracy=covered_accuracy,
-        accuracy_bounds=manski_bounds(gamma, covered_accuracy) if exclusion else None,
+        accuracy_bounds=manski_bounds(gamma, covered_accuracy) if exclusion and gamma is not None else None,
         kappa_bounds=bounds["kappa"],
         f1_met_bounds=bounds["f1_met"],
         phi_bounds=bounds["phi"],
@@ -374,7 +374,7 @@ def summarize(
     n_resamples: int = 2000,
     rng: int | np.random.Generator | None = None,
 ) -> Summary:
-    """Judge-vs-human agreement under a declared handling rule for CA (SPEC.md §7).
+    """Judge-vs-human agreement under a declared handling rule for CA (docs/method.md §7).
 
     ``human``, ``judge``: verdicts of shape ``(n_items,)``. ``handling``: ``"exclude"``
     (drop pairs where either side abstains), ``"recode"`` (CA -> ``recode_to``, a

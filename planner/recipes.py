@@ -1,4 +1,4 @@
-"""How much overlap is enough: moments of ``xi`` and the overlap recipes (SPEC.md §4).
+"""How much overlap is enough: moments of ``xi`` and the overlap recipes (docs/method.md §4).
 
 ``d_k ~ N(mu_d, sigma0^2 / m)`` with ``mu_d = E[xi]``, ``sigma0^2 = Var(xi)`` per item
 (``F = p_o``). The moments come from priors (symmetric noise channel) or from a pilot
@@ -85,7 +85,7 @@ def _probability_iv(value: float, name: str) -> float:
 
 
 def prior_moments(p_h: float, p_j: float, *, n_labels: int) -> tuple[float, float]:
-    """``(mu_d, sigma0^2)`` under the symmetric noise channel (SPEC.md §4, "Priors").
+    """``(mu_d, sigma0^2)`` under the symmetric noise channel (docs/method.md §4, "Priors").
 
     With ``q(p) = (1-p)/(L-1)`` and one held-in label: ``P_J = p_h p_j + (1-p_h) q(p_j)``,
     ``P_R = p_h^2 + (1-p_h) q(p_h)``, ``P_JR = p_h^2 p_j + (1-p_h) q(p_j) q(p_h)``;
@@ -106,7 +106,7 @@ def prior_moments(p_h: float, p_j: float, *, n_labels: int) -> tuple[float, floa
 
 
 def advantage_moments(p_plus: float, p_minus: float) -> tuple[float, float]:
-    """``(mu, sigma^2)`` of ``xi' = W_f - W_h`` for the alt-test (SPEC.md §4, item 5).
+    """``(mu, sigma^2)`` of ``xi' = W_f - W_h`` for the alt-test (docs/method.md §4, item 5).
 
     ``mu = p_plus - p_minus``, ``sigma^2 = p_plus + p_minus - mu^2``, with ``p_plus``
     (``p_minus``) the chance that the judge (the human) is strictly closer to the pool.
@@ -151,12 +151,12 @@ def pilot_moments(
     confidence_level: float = 0.95,
     rng: int | np.random.Generator | None = None,
 ) -> PilotMoments:
-    """``mu_d``, ``sigma0^2`` estimated from the overlap in hand (SPEC.md §4, "Pilot").
+    """``mu_d``, ``sigma0^2`` estimated from the overlap in hand (docs/method.md §4, "Pilot").
 
     The ``xi_i`` of every held-out human ``r_k`` on its ``O_k`` are pooled; their
     plug-in mean and variance are the estimates, and an item bootstrap (items resampled
     with all their ``xi``) gives standard errors and percentile intervals at ``confidence_level``.
-    ``rule="alt-test"`` uses ``xi' = W_f - W_h`` (SPEC.md §4, item 5), whose plug-in
+    ``rule="alt-test"`` uses ``xi' = W_f - W_h`` (docs/method.md §4, item 5), whose plug-in
     moments are ``p_plus - p_minus`` and ``p_plus + p_minus - mu^2``.
 
     >>> import numpy as np
@@ -208,7 +208,7 @@ def _moments_iv(sigma0_sq: float, alpha_sig: float) -> None:
 def false_rejection_rate(
     m: int | np.ndarray, mu_d: float, sigma0_sq: float, *, epsilon: float, critical_z: float = 0.0
 ) -> float | np.ndarray:
-    """Per-rater false-rejection rate ``Phi(z - (mu_d + eps) sqrt(m) / sigma0)`` (SPEC.md §4).
+    """Per-rater false-rejection rate ``Phi(z - (mu_d + eps) sqrt(m) / sigma0)`` (docs/method.md §4).
 
     ``critical_z = 0`` is the margin rule's ``Pr[d_k < -eps]``; the alt-test's rate of a
     human not won uses its BY quantile (``alt_test_quantile``). Zero variance gives 0
@@ -239,7 +239,7 @@ def _m_needed(z: float, variance: float, gap: float) -> int | float:
 def m_cert(
     mu_d: float, sigma0_sq: float, *, epsilon: float | None = None, alpha_sig: float = 0.05
 ) -> int | float:
-    """Overlap for per-rater FR ``<= alpha_sig/2`` (SPEC.md §4, item 2).
+    """Overlap for per-rater FR ``<= alpha_sig/2`` (docs/method.md §4, item 2).
 
     ``m_cert = ceil(z_{1-alpha_sig/2}^2 sigma0^2 / (mu_d + eps)^2)``; ``math.inf`` when
     ``mu_d + eps <= 0``: no overlap certifies a judge that is expected to fail.
@@ -254,8 +254,8 @@ def m_cert(
     return _m_needed(float(ndtri(1.0 - alpha_sig / 2.0)), sigma0_sq, mu_d + epsilon)
 
 
-def m_rank(sigma0_sq: float, delta_min: float, *, n_judges: int, alpha_sig: float = 0.05) -> int:
-    """Overlap to order ``J`` judges ``delta_min`` apart (SPEC.md §4, item 3).
+def m_rank(sigma0_sq: float, delta_min: float, *, n_judges: int, alpha_sig: float = 0.05) -> int | float:
+    """Overlap to order ``J`` judges ``delta_min`` apart (docs/method.md §4, item 3).
 
     ``m_rank = ceil(z_{1-alpha_sig/(J-1)}^2 2 sigma0^2 / Delta_min^2)`` (Bonferroni over
     the ``J - 1`` neighbours; paired differences double the variance).
@@ -274,7 +274,7 @@ def m_rank(sigma0_sq: float, delta_min: float, *, n_judges: int, alpha_sig: floa
 
 def alt_test_quantile(n_humans: int, *, q: float = 0.05) -> float:
     """``z_{1-alpha*}``, ``alpha* = ceil(K/2) q / (K H_K)``: the BY level that ``ceil(K/2)``
-    rejections must clear (SPEC.md §4, item 5).
+    rejections must clear (docs/method.md §4, item 5).
 
     >>> [round(alt_test_quantile(k), 3) for k in (3, 4, 5)]
     [2.093, 2.257, 2.222]
@@ -294,7 +294,7 @@ def m_alt_test(
 ) -> int | float:
     """Alt-test overlap ``ceil((z_{1-alpha*} + z_{power})^2 sigma^2 / (mu + eps)^2)``.
 
-    SPEC.md §4, item 5.
+    docs/method.md §4, item 5.
 
     ``mu``, ``sigma_sq`` are the moments of ``W_f - W_h`` (``advantage_moments``);
     ``power=None`` plans for the 50% point (``z_{power} = 0``); ``math.inf`` when
@@ -321,7 +321,7 @@ def _budget_iv(n_items: int, n_humans: int) -> None:
 def overlap_plan(n_items: int, n_humans: int, m: int) -> OverlapPlan:
     """Budget of overlap ``m``: ``rho = m/n``, labels per human, ``B = n (1 + rho (K-1))``.
 
-    SPEC.md §4, "Turn ``m`` into what a PM budgets". The primary labels all ``n`` items;
+    docs/method.md §4, "Turn ``m`` into what a PM budgets". The primary labels all ``n`` items;
     each of the ``K - 1`` secondaries labels ``m``.
 
     >>> plan = overlap_plan(1000, 3, 250)
@@ -350,7 +350,7 @@ def _m_grid(n_items: int, m: int | float, m_grid: object) -> tuple[int, ...]:
 
 def _recipe(
     goal: str, rule: str, m: int | float, n_items: int, n_humans: int, grid: tuple[int, ...],
-    rates: np.ndarray, alpha_sig: float, fail_reason: str,
+    rates: np.ndarray | float, alpha_sig: float, fail_reason: str,
 ) -> Recipe:
     if math.isinf(m):
         feasible, reason, m_out = False, fail_reason, None
@@ -359,7 +359,7 @@ def _recipe(
         reason = f"needs m={int(m)} overlapping items but the project has only n_items={n_items}"
     else:
         feasible, reason, m_out = True, "", int(m)
-    plan = overlap_plan(n_items, n_humans, m_out) if feasible else None
+    plan = overlap_plan(n_items, n_humans, m_out) if feasible and m_out is not None else None
     return Recipe(goal, rule, m_out, feasible, reason, plan, grid,
                   tuple(float(r) for r in np.atleast_1d(rates)), float(alpha_sig))
 
@@ -377,7 +377,7 @@ def certify_recipe(
     power: float | None = None,
     m_grid: list[int] | None = None,
 ) -> Recipe:
-    """Overlap and budget to certify a judge, with its FR curve (SPEC.md §4).
+    """Overlap and budget to certify a judge, with its FR curve (docs/method.md §4).
 
     ``rule="margin"``: ``m_cert`` (``epsilon`` default 0.05) and
     ``FR(m) = Phi(-(mu_d + eps) sqrt(m)/sigma0)``. ``rule="alt-test"``: ``mu_d``,
@@ -418,7 +418,7 @@ def rank_recipe(
     alpha_sig: float = 0.05,
     m_grid: list[int] | None = None,
 ) -> Recipe:
-    """Overlap and budget to rank ``n_judges`` judges, with the misorder curve (SPEC.md §4).
+    """Overlap and budget to rank ``n_judges`` judges, with the misorder curve (docs/method.md §4).
 
     ``m = m_rank``; ``fr_rate(m) = Phi(-delta_min sqrt(m) / sqrt(2 sigma0^2))``, the
     chance that two judges ``delta_min`` apart come out in the wrong order.

@@ -20,13 +20,12 @@ from scipy import optimize, stats
 
 from planner.codes import MISSING, check_codes
 from planner.intervals import ConfidenceInterval
+from planner.rules import DEFAULT_EPSILON, RULES
 
-RULES = ("margin", "alt-test")
 MULTIPLICITY = ("e-bh", "bonferroni")
 CS_METHODS = ("betting", "normal-mixture")
 DECISIONS = ("pass", "reject", "continue", "inconclusive", "insufficient_data")
 STATUSES = ("won", "lost", "open")
-_DEFAULT_EPSILON = {"margin": 0.05, "alt-test": 0.2}
 _BET_CAP = 0.5  # c: a bet never risks more than half the capital (docs/method.md §8)
 _GRID_CHUNK_CELLS = 4_000_000  # prefix x grid cells of the betting CS held at once
 _POOL_CHUNK_CELLS = 4_000_000  # item x human x human cells of pool membership held at once
@@ -431,7 +430,7 @@ def _monitor_iv(
                 f"got {ranks.dtype} {ranks.shape}"
             )
         ranks = ranks.astype(np.int64)
-    epsilon = _DEFAULT_EPSILON[rule] if epsilon is None else epsilon
+    epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if not (np.isfinite(epsilon) and 0.0 <= epsilon < 1.0):
         raise ValueError(f"epsilon must be a number in [0, 1), got {epsilon!r}")
     _alpha_iv(alpha)

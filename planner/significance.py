@@ -55,4 +55,4 @@ def by_rejections(p: np.ndarray, tested: np.ndarray, q: float) -> np.ndarray:
     n_rejected = np.where(passes.any(axis=-1), width - np.argmax(passes[..., ::-1], axis=-1), 0)
     reject = np.empty_like(passes)
     np.put_along_axis(reject, order, ranks <= n_rejected[..., None], axis=-1)
-    return reject
+    return np.asarray(reject, dtype=bool)

@@ -1,4 +1,4 @@
-"""Monte Carlo check of an overlap plan: synthetic matrices, design masks, §3 replayed (SPEC.md §6).
+"""Monte Carlo check of an overlap plan: synthetic matrices, design masks, §3 replayed (docs/method.md §6).
 
 Everything is vectorised across trials. ``synthetic_codes`` returns ``(trials, n_items,
 n_raters)``; inside, arrays are rater-major, ``(n_raters, trials, n_items)``, so each
@@ -11,7 +11,7 @@ Per trial the simulator computes, on the sparse matrix (the design's mask) and o
 dense one (every human labels every item):
 
 - the **human-pool score**: the mean over the ``K`` humans of ``S_F(r_k; H_k)``
-  (SPEC.md §3), undefined terms left out (never counted as 0);
+  (docs/method.md §3), undefined terms left out (never counted as 0);
 - per judge and held-out human, ``d_k = S_F(judge; H_k) - S_F(r_k; H_k)``; under
   ``rule="margin"`` the rater is won when ``d_k >= -epsilon`` (default 0.05), under
   ``rule="alt-test"`` (``F = p_o`` only) when Benjamini–Yekutieli at ``q`` rejects the
@@ -23,7 +23,7 @@ dense one (every human labels every item):
 ``S_F`` for ``po`` is the per-item averaged agreement with the pool over ``O_k``; for the
 ratio coefficients (``kappa``, ``alpha``, nominal) it is ``F`` between ``x`` and each pool
 member on their common items of ``O_k``, averaged with weights equal to those common
-counts, undefined pairs left out (SPEC.md §2-§3).
+counts, undefined pairs left out (docs/method.md §2-§3).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from planner.tables import two_rater_coefficient
 
 @dataclass(frozen=True)
 class SimulationCell:
-    """Metrics of one grid point over ``trials`` trials (SPEC.md §6).
+    """Metrics of one grid point over ``trials`` trials (docs/method.md §6).
 
     ``bias``/``std`` are the mean and standard deviation of sparse-minus-dense human-pool
     score over the trials where the sparse score is defined (``undefined`` counts the
@@ -61,7 +61,7 @@ class SimulationCell:
     of sparse passes among those that fail densely (NaN when there are none),
     ``wrong_decision`` the share of pairs whose sparse and dense decisions differ, and
     ``rater_false_rejection`` the share of held-out humans lost sparsely among those won
-    densely and not skipped sparsely (SPEC.md §4, item 1). ``m`` is the number of items
+    densely and not skipped sparsely (docs/method.md §4, item 1). ``m`` is the number of items
     per secondary human.
     """
 
@@ -107,7 +107,7 @@ class SimulationResult:
         coefficient: str | None = None,
         p_h: float | tuple[float, ...] | None = None,
     ) -> float | None:
-        """Smallest ``rho`` whose reliability reaches ``1 - alpha_sig`` (SPEC.md §6); None if none does.
+        """Smallest ``rho`` whose reliability reaches ``1 - alpha_sig`` (docs/method.md §6); None if none does.
 
         When the grid holds several designs, coefficients or ``p_h`` values, name the one
         curve to read with ``design``, ``coefficient`` and ``p_h``.
@@ -146,7 +146,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def _grid_value(value: object) -> float | tuple[float, ...] | None:
+def _grid_value(value: float | Sequence[float] | None) -> float | tuple[float, ...] | None:
     if value is None:
         return None
     if isinstance(value, (int, float, np.number)):
@@ -168,7 +168,7 @@ def synthetic_codes(
     trials: int = 1,
     rng: int | np.random.Generator | None = None,
 ) -> np.ndarray:
-    """Synthetic dense label codes, shape ``(trials, n_items, n_raters)`` (SPEC.md §6, generator).
+    """Synthetic dense label codes, shape ``(trials, n_items, n_raters)`` (docs/method.md §6, generator).
 
     True labels ``t_i ~ prevalence`` (uniform by default); rater ``r`` reports ``t_i`` with
     probability ``accuracies[r]``, otherwise a uniformly chosen other label (symmetric
@@ -220,7 +220,7 @@ def _confusions(x: np.ndarray, y: np.ndarray, used: np.ndarray, n_labels: int) -
 def _po_scores(
     humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``S_po(r_k; H_k)`` ``(T, K)`` and ``S_po(j; H_k)`` ``(T, J, K)`` (SPEC.md §2-§3).
+    """``S_po(r_k; H_k)`` ``(T, K)`` and ``S_po(j; H_k)`` ``(T, J, K)`` (docs/method.md §2-§3).
 
     Per item, ``r_k``'s pool has ``n_obs - 1`` members (``n_obs`` observed humans); the
     per-item agreement of ``x`` is the count of observed pool members equal to ``x``
@@ -256,7 +256,7 @@ def _po_scores(
 def _ratio_score(
     x: np.ndarray, humans: np.ndarray, mask: np.ndarray, k: int, coefficient: str, n_labels: int
 ) -> np.ndarray:
-    """``S_F(x; H_k)`` per trial for a ratio coefficient (SPEC.md §3); NaN where undefined.
+    """``S_F(x; H_k)`` per trial for a ratio coefficient (docs/method.md §3); NaN where undefined.
 
     ``F`` between ``x`` and each pool member on their common items of ``O_k``, averaged
     with weights equal to the common counts; undefined pairs are left out.
@@ -275,7 +275,7 @@ def _ratio_score(
         count = common.sum(axis=1)
         weighted += np.where(defined, count * np.nan_to_num(value), 0.0)
         weight += np.where(defined, count, 0)
-    return np.divide(weighted, weight, out=np.full(weight.shape, np.nan), where=weight > 0)
+    return np.asarray(np.divide(weighted, weight, out=np.full(weight.shape, np.nan), where=weight > 0))
 
 
 def _pool_scores(
@@ -298,7 +298,7 @@ def _pool_scores(
 
 @dataclass(frozen=True)
 class _Rule:
-    """The declared decision rule and its thresholds (SPEC.md §3)."""
+    """The declared decision rule and its thresholds (docs/method.md §3)."""
 
     name: str
     epsilon: float
@@ -319,7 +319,7 @@ def _alt_test_sums(
     humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per trial, judge and held-out human: ``m_k``, ``sum (W_h - W_f)`` and
-    ``sum |W_h - W_f|`` over ``O_k`` (SPEC.md §3, alt-test).
+    ``sum |W_h - W_f|`` over ``O_k`` (docs/method.md §3, alt-test).
 
     The judge's and ``r_k``'s alignment scores share the denominator ``|pool_i|``, so
     comparing them compares the counts of pool members each agrees with.
@@ -354,7 +354,7 @@ def _evaluate(
     n_labels: int,
     rule: _Rule,
 ) -> _Evaluation:
-    """Human-pool score and judge decisions per trial (SPEC.md §3 and §6).
+    """Human-pool score and judge decisions per trial (docs/method.md §3 and §6).
 
     The human-pool score averages ``S_F(r_k; H_k)`` over every human with a defined
     value, whatever the rule.
@@ -392,7 +392,7 @@ def _cell(
     sparse: _Evaluation, dense: _Evaluation, *, delta: float, rho: float, design: str,
     coefficient: str, p_h: float | tuple[float, ...] | None, m: int,
 ) -> SimulationCell:
-    """Bias, std, reliability and decision error rates of one grid point (SPEC.md §6)."""
+    """Bias, std, reliability and decision error rates of one grid point (docs/method.md §6)."""
     diff = sparse.score - dense.score
     ok = np.isfinite(diff)
     trials = diff.size
@@ -599,7 +599,7 @@ def simulate(
     rng: int | np.random.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
-    """Simulate designs and overlap rates on synthetic matrices (SPEC.md §6).
+    """Simulate designs and overlap rates on synthetic matrices (docs/method.md §6).
 
     ``rho`` (items per secondary human = ``round(rho * n_items)``), ``design`` (one of
     ``DESIGNS``), ``coefficient`` (``po``, ``kappa``, ``alpha``) and ``p_h`` may be lists:
@@ -639,7 +639,7 @@ def simulate(
             n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
             clusters=clusters, cluster_difficulty=cluster_difficulty, trials=trials, rng=gen,
         )
-        by_rater = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=_code_type(n_labels))
+        by_rater: np.ndarray = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=_code_type(n_labels))
         humans, judges = by_rater[:n_humans], by_rater[n_humans:]
         full = np.ones(humans.shape, dtype=bool)
         dense = {
@@ -671,7 +671,7 @@ def replay(
     rng: int | np.random.Generator | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
-    """The metrics of ``simulate`` on a real dense matrix, subsampling its mask (SPEC.md §6).
+    """The metrics of ``simulate`` on a real dense matrix, subsampling its mask (docs/method.md §6).
 
     ``codes`` holds the humans' labels, shape ``(n_items, n_humans)``, complete (no
     ``-1``); ``primary`` is the column of the primary, who keeps every item. ``judges``
@@ -697,7 +697,7 @@ def replay(
     judge_codes = check_codes(judge_codes, n_labels)
     if judge_codes.shape[0] != n_items or judge_codes.shape[1] == 0 or np.any(judge_codes < 0):
         raise ValueError(
-            f"judges must be complete codes with {n_items} rows, got shape {np.shape(judges)}"
+            f"judges must be complete codes with {n_items} rows, got shape {np.asarray(judges).shape}"
         )
     if not isinstance(primary, (int, np.integer)) or not 0 <= primary < n_humans:
         raise ValueError(f"primary must be a column index in 0..{n_humans - 1}, got {primary!r}")

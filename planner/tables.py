@@ -1,4 +1,4 @@
-"""Count tables and the vectorised formulas of SPEC.md §2 behind ``planner.agreement``.
+"""Count tables and the vectorised formulas of docs/method.md §2 behind ``planner.agreement``.
 
 Every ``*_terms`` function evaluates a coefficient on a batch of ``B`` replicates at once:
 either ``B`` contingency tables ``(B, L, L)``, or per-item category counts ``(U, L)``
@@ -51,7 +51,7 @@ def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
 
 
 def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
-    """Agreement weights ``1 - w_ab``, ``w`` linear or quadratic (SPEC.md §2, Cohen 1968)."""
+    """Agreement weights ``1 - w_ab``, ``w`` linear or quadratic (docs/method.md §2, Cohen 1968)."""
     if weights is None:
         return np.eye(n_labels)
     gap = np.abs(np.subtract.outer(np.arange(n_labels), np.arange(n_labels))) / (n_labels - 1)
@@ -60,7 +60,7 @@ def agreement_weights(n_labels: int, weights: str | None) -> np.ndarray:
 
 def _proportions(tables: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return tables / tables.sum(axis=(1, 2))[:, None, None]
+        return np.asarray(tables / tables.sum(axis=(1, 2))[:, None, None], dtype=float)
 
 
 def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -105,11 +105,11 @@ def two_rater_coefficient(
 
 def _one_category(margins: np.ndarray) -> np.ndarray:
     """Whether each row of ``margins`` ``(B, L)`` has at most one non-zero category (exact)."""
-    return np.count_nonzero(margins, axis=1) <= 1
+    return np.asarray(np.count_nonzero(margins, axis=1) <= 1)
 
 
 def kappa_terms(tables: np.ndarray, agree: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Cohen's (weighted) kappa, ``p_o``, ``p_e`` of tables ``(B, L, L)`` (SPEC.md §2).
+    """Cohen's (weighted) kappa, ``p_o``, ``p_e`` of tables ``(B, L, L)`` (docs/method.md §2).
 
     NaN when the table is empty or a rater used one category (kappa is then 0 whatever
     the other rater did).
@@ -125,7 +125,7 @@ def kappa_terms(tables: np.ndarray, agree: np.ndarray) -> tuple[np.ndarray, ...]
 
 
 def fce_variance(p: np.ndarray, agree: np.ndarray, p_o: float, p_e: float, n: int) -> float:
-    """Fleiss, Cohen & Everitt (1969) variance of (weighted) kappa (SPEC.md §2, Cohen's kappa)."""
+    """Fleiss, Cohen & Everitt (1969) variance of (weighted) kappa (docs/method.md §2, Cohen's kappa)."""
     rows, cols = p.sum(axis=1), p.sum(axis=0)
     row_mean = agree @ cols  # wbar_i. = sum_j p_.j w_ij
     col_mean = rows @ agree  # wbar_.j = sum_i p_i. w_ij
@@ -135,7 +135,7 @@ def fce_variance(p: np.ndarray, agree: np.ndarray, p_o: float, p_e: float, n: in
 
 
 def scott_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Scott's pi, ``p_o``, ``p_e = sum pbar^2`` with pooled marginals (SPEC.md §2)."""
+    """Scott's pi, ``p_o``, ``p_e = sum pbar^2`` with pooled marginals (docs/method.md §2)."""
     p = _proportions(tables)
     pooled = (p.sum(axis=2) + p.sum(axis=1)) / 2.0
     p_o = np.trace(p, axis1=1, axis2=2)
@@ -147,7 +147,7 @@ def scott_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def pabak_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
-    """PABAK ``(L p_o - 1)/(L - 1)``, ``p_o``, ``p_e = 1/L`` (SPEC.md §2, Byrt et al. 1993)."""
+    """PABAK ``(L p_o - 1)/(L - 1)``, ``p_o``, ``p_e = 1/L`` (docs/method.md §2, Byrt et al. 1993)."""
     n_labels = tables.shape[1]
     p = _proportions(tables)
     p_o = np.trace(p, axis1=1, axis2=2)
@@ -155,7 +155,7 @@ def pabak_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def phi_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Phi of 2x2 tables, and both raters' positive rates (SPEC.md §2, binary verdicts)."""
+    """Phi of 2x2 tables, and both raters' positive rates (docs/method.md §2, binary verdicts)."""
     p = _proportions(tables)
     pos_a, pos_b = p[:, 1, :].sum(axis=1), p[:, :, 1].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -165,16 +165,16 @@ def phi_terms(tables: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def percent_terms(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Mean over items with >= 2 ratings of the share of agreeing rating pairs (SPEC.md §2)."""
+    """Mean over items with >= 2 ratings of the share of agreeing rating pairs (docs/method.md §2)."""
     rated = counts.sum(axis=1)
     pairable = rated >= 2
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(pairable, (counts * (counts - 1)).sum(axis=1) / (rated * (rated - 1)), 0.0)
-        return (weights @ share) / (weights @ pairable.astype(float))
+        return np.asarray((weights @ share) / (weights @ pairable.astype(float)), dtype=float)
 
 
 def ac1_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Gwet's AC1, ``p_o``, ``p_e``, multi-rater form with missing ratings (SPEC.md §2)."""
+    """Gwet's AC1, ``p_o``, ``p_e``, multi-rater form with missing ratings (docs/method.md §2)."""
     n_labels = counts.shape[1]
     rated = counts.sum(axis=1)
     p_o = percent_terms(counts, weights)
@@ -186,7 +186,7 @@ def ac1_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]
 
 
 def fleiss_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Fleiss' kappa, ``Pbar``, ``Pbar_e``; items share one number of ratings (SPEC.md §2)."""
+    """Fleiss' kappa, ``Pbar``, ``Pbar_e``; items share one number of ratings (docs/method.md §2)."""
     per_item = int(counts[0].sum())
     agreement = ((counts**2).sum(axis=1) - per_item) / (per_item * (per_item - 1))
     n_items = weights.sum(axis=1)
@@ -200,7 +200,7 @@ def fleiss_terms(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, .
 
 
 def coincidences(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Coincidence matrices ``(B, L, L)`` (SPEC.md §2, Krippendorff's alpha).
+    """Coincidence matrices ``(B, L, L)`` (docs/method.md §2, Krippendorff's alpha).
 
     Unit ``u`` with ``n_u >= 2`` values adds ``(n_uc n_uk - 1[c=k] n_uc) / (n_u - 1)``;
     ``counts`` must hold pairable units only.
@@ -216,7 +216,7 @@ def coincidences(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def distances(level_of_measurement: LevelOfMeasurement, values: np.ndarray, totals: np.ndarray) -> np.ndarray:
-    """Squared distances ``delta_ck`` ``(B, L, L)`` of Krippendorff's metrics (SPEC.md §2).
+    """Squared distances ``delta_ck`` ``(B, L, L)`` of Krippendorff's metrics (docs/method.md §2).
 
     ``totals`` ``(B, L)`` are the pairable value counts ``n_c`` the ordinal metric uses.
     """
@@ -225,7 +225,7 @@ def distances(level_of_measurement: LevelOfMeasurement, values: np.ndarray, tota
         return (1.0 - np.eye(n_labels))[None]
     gap = np.subtract.outer(values, values)
     if level_of_measurement == "interval":
-        return (gap**2)[None]
+        return np.asarray(gap**2, dtype=float)[None]
     if level_of_measurement == "ratio":
         total = np.add.outer(values, values)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -234,13 +234,13 @@ def distances(level_of_measurement: LevelOfMeasurement, values: np.ndarray, tota
     low, high = np.minimum.outer(index, index), np.maximum.outer(index, index)
     cumulative = np.cumsum(totals, axis=1)
     between = cumulative[:, high] - cumulative[:, low] + totals[:, low]
-    return (between - (totals[:, :, None] + totals[:, None, :]) / 2.0) ** 2
+    return np.asarray((between - (totals[:, :, None] + totals[:, None, :]) / 2.0) ** 2, dtype=float)
 
 
 def alpha_terms(
     counts: np.ndarray, weights: np.ndarray, level_of_measurement: LevelOfMeasurement, values: np.ndarray
 ) -> tuple[np.ndarray, ...]:
-    """Krippendorff's alpha ``1 - D_o/D_e``, ``D_o``, ``D_e``, ``N`` (SPEC.md §2).
+    """Krippendorff's alpha ``1 - D_o/D_e``, ``D_o``, ``D_e``, ``N`` (docs/method.md §2).
 
     ``counts``: pairable units only. NaN when no unit is pairable or ``D_e = 0``.
     """

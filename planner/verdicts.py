@@ -23,7 +23,7 @@ BINARY_METRICS = ("accuracy", "kappa", "f1_met", "phi")
 
 @dataclass(frozen=True)
 class VerdictTable:
-    """Counts of (human, judge) verdict pairs: rows human, columns judge (SPEC.md §7)."""
+    """Counts of (human, judge) verdict pairs: rows human, columns judge (docs/method.md §7)."""
 
     categories: tuple[str, ...]
     counts: tuple[tuple[int, ...], ...]
@@ -93,7 +93,7 @@ def verdict_pair_codes(
 def verdict_table(
     human: Sequence[str], judge: Sequence[str], *, labels: Sequence[str]
 ) -> VerdictTable:
-    """Full contingency table of the verdict pairs, CA and INVALID included (SPEC.md §7).
+    """Full contingency table of the verdict pairs, CA and INVALID included (docs/method.md §7).
 
     ``human``, ``judge``: verdicts of shape ``(n_items,)``; ``labels``: the regular labels.
     The table is ``(L+2) x (L+2)`` over ``(*labels, CANNOT_ASSESS, INVALID)``.
@@ -115,7 +115,7 @@ def verdict_table(
 # --------------------------------------------------------------------------- statistics
 
 
-def two_by_two(t: np.ndarray, h: np.ndarray, j: np.ndarray, n: np.ndarray) -> np.ndarray:
+def two_by_two(t: np.ndarray, h: np.ndarray, j: np.ndarray, n: np.ndarray | int) -> np.ndarray:
     """2x2 tables ``(..., 2, 2)`` (index 1 = positive, rows human) from TP, both marginals, n."""
     return np.stack([n - h - j + t, j - t, h - t, t], axis=-1).reshape(*np.shape(t), 2, 2)
 
@@ -138,8 +138,8 @@ def diagonal_share(tables: np.ndarray) -> np.ndarray:
 def binary_metric(tables: np.ndarray, metric: str) -> np.ndarray:
     """``metric`` of 2x2 tables ``(B, 2, 2)``, index 1 = positive; NaN where undefined.
 
-    F1 of the positive class ``2 TP / (2 TP + FP + FN)`` (SPEC.md §7); phi and kappa are
-    SPEC.md §2 via ``planner.tables``.
+    F1 of the positive class ``2 TP / (2 TP + FP + FN)`` (docs/method.md §7); phi and kappa are
+    docs/method.md §2 via ``planner.tables``.
     """
     tables = tables.astype(float)
     if metric == "accuracy":

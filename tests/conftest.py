@@ -12,7 +12,6 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import pytest

@@ -1,4 +1,4 @@
-"""Two-rater coefficients (kappa, Scott's pi, PABAK, phi): SPEC.md §2 examples and cross-checks."""
+"""Two-rater coefficients (kappa, Scott's pi, PABAK, phi): docs/method.md §2 examples and cross-checks."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SPEC_3X3 = np.array([[20, 5, 1], [6, 30, 7], [2, 8, 21]])
 
 
 def fce_variance_by_hand(table: np.ndarray) -> float:
-    """SPEC.md §2 unweighted FCE variance, cell by cell (independent of the vectorised code)."""
+    """docs/method.md §2 unweighted FCE variance, cell by cell (independent of the vectorised code)."""
     n = table.sum()
     p = table / n
     size = len(p)

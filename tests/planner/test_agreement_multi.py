@@ -1,4 +1,4 @@
-"""Multi-rater coefficients: SPEC.md §2 examples, published values, cross-checks, pairwise, summary."""
+"""Multi-rater coefficients: docs/method.md §2 examples, published values, cross-checks, pairwise, summary."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from planner.agreement import (
     summary_table,
 )
 
-# SPEC.md §2: three raters, four items (1,1,1), (1,2,.), (2,2,2), (1,2,2); codes 0 = "1".
+# docs/method.md §2: three raters, four items (1,1,1), (1,2,.), (2,2,2), (1,2,2); codes 0 = "1".
 SPEC_THREE = np.array([[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]])
 SPEC_THREE_RESTORED = np.array([[0, 0, 0], [0, 1, 0], [1, 1, 1], [0, 1, 1]])
 
@@ -70,7 +70,7 @@ def as_reliability_data(codes: np.ndarray, values: np.ndarray | None = None) -> 
 
 
 def per_item_ac1_by_hand(codes: np.ndarray, n_labels: int) -> float:
-    """Gwet's multi-rater AC1 with missing ratings, item by item (SPEC.md §2), for cross-checking."""
+    """Gwet's multi-rater AC1 with missing ratings, item by item (docs/method.md §2), for cross-checking."""
     agreements, shares = [], []
     for row in codes:
         ratings = row[row >= 0]
@@ -86,7 +86,7 @@ def per_item_ac1_by_hand(codes: np.ndarray, n_labels: int) -> float:
     return (p_o - p_e) / (1 - p_e)
 
 
-# ---------------------------------------------------------------- SPEC.md worked examples
+# ---------------------------------------------------------------- docs/method.md worked examples
 
 
 def test_spec_three_raters_with_a_missing_rating() -> None:
@@ -311,17 +311,32 @@ def test_single_valued_data_leaves_alpha_and_fleiss_undefined_but_ac1_at_one() -
     [
         (lambda: fleiss_kappa(SPEC_THREE, n_labels=2), "same number of ratings on every rated item; found 2 to 3"),
         (lambda: fleiss_kappa([[0, -1], [1, -1]], n_labels=2), "at least 2 ratings per item"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="ratios"), "level_of_measurement must be 'nominal'"),
+        (
+            lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="ratios"),
+            "level_of_measurement must be 'nominal'",
+        ),
         (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, values=[0, 1]), "values= applies to level"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="interval", values=[0, 1, 2]), "values must be 2 finite"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="ratio", values=[-1, 1]), "ratio values must be non-negative"),
+        (
+            lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="interval", values=[0, 1, 2]),
+            "values must be 2 finite",
+        ),
+        (
+            lambda: krippendorff_alpha(SPEC_THREE, n_labels=2, level_of_measurement="ratio", values=[-1, 1]),
+            "ratio values must be non-negative",
+        ),
         (lambda: gwet_ac1([0, 1, 1], n_labels=2), "codes must have 2 dimension"),
         (lambda: gwet_ac1(SPEC_THREE, n_labels=1), "n_labels must be an integer >= 2"),
         (lambda: pairwise(SPEC_THREE, n_labels=2, coefficient="alpha"), "coefficient must be one of"),
         (lambda: pairwise(SPEC_THREE, n_labels=2, coefficient="pabak", weights="linear"), "weights= applies to"),
-        (lambda: summary_table(SPEC_THREE, n_labels=2, scale="ratio"), "scale must be 'nominal', 'ordinal' or 'interval'"),
+        (
+            lambda: summary_table(SPEC_THREE, n_labels=2, scale="ratio"),
+            "scale must be 'nominal', 'ordinal' or 'interval'",
+        ),
         (lambda: summary_table(SPEC_THREE, n_labels=2, n_resamples=0), "n_resamples must be a positive integer"),
-        (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2).confidence_interval(method="delta"), "no analytic variance"),
+        (
+            lambda: krippendorff_alpha(SPEC_THREE, n_labels=2).confidence_interval(method="delta"),
+            "no analytic variance",
+        ),
         (lambda: krippendorff_alpha(SPEC_THREE, n_labels=2).confidence_interval(method="exact"), "method must be"),
     ],
 )

@@ -48,7 +48,9 @@ def multi_rater(codes: np.ndarray, n_labels: int) -> dict[str, AgreementResult]:
         "alpha_nominal": krippendorff_alpha(codes, n_labels=n_labels),
         "alpha_ordinal": krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement="ordinal"),
         "alpha_interval": krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement="interval"),
-        "alpha_ratio": krippendorff_alpha(codes, n_labels=n_labels, level_of_measurement="ratio", values=np.arange(1.0, n_labels + 1)),
+        "alpha_ratio": krippendorff_alpha(
+            codes, n_labels=n_labels, level_of_measurement="ratio", values=np.arange(1.0, n_labels + 1)
+        ),
         "mean_kappa": mean_pairwise_kappa(codes, n_labels=n_labels),
         "mean_kappa_quadratic": mean_pairwise_kappa(codes, n_labels=n_labels, weights="quadratic"),
     }
@@ -250,7 +252,9 @@ def many_raters() -> tuple[np.ndarray, int]:
     "call",
     [
         lambda c, n: krippendorff_alpha(c, n_labels=n).confidence_interval(n_resamples=20, rng=0),
-        lambda c, n: krippendorff_alpha(c, n_labels=n, level_of_measurement="ordinal").confidence_interval(n_resamples=20, rng=0),
+        lambda c, n: krippendorff_alpha(c, n_labels=n, level_of_measurement="ordinal").confidence_interval(
+            n_resamples=20, rng=0
+        ),
         lambda c, n: gwet_ac1(c, n_labels=n).confidence_interval(n_resamples=20, rng=0),
         lambda c, n: pairwise(c, n_labels=n),
         lambda c, n: mean_pairwise_kappa(c, n_labels=n).confidence_interval(n_resamples=20, rng=0),

@@ -1,4 +1,4 @@
-"""Tests for planner.decision (SPEC.md §3): worked example, reference procedure, invariances."""
+"""Tests for planner.decision (docs/method.md §3): worked example, reference procedure, invariances."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ FAST = settings(max_examples=40, deadline=None)
 
 
 def spec_example() -> np.ndarray:
-    """SPEC.md §3 worked example: columns h1, h2, h3, judge over 40 items."""
+    """docs/method.md §3 worked example: columns h1, h2, h3, judge over 40 items."""
     i = np.arange(40)
     h1 = i % 3
     h2 = np.where(i % 5 == 0, (i + 1) % 3, i % 3)
@@ -117,7 +117,7 @@ def reference_coefficient(a, b, coefficient, n_labels):
                 value_domain=list(range(n_labels)),
             )
     # AC1, Gwet's multi-rater form with r_il ratings of item i in category l
-    r = np.stack([(a == l).astype(float) + (b == l) for l in range(n_labels)], axis=1)
+    r = np.stack([(a == c).astype(float) + (b == c) for c in range(n_labels)], axis=1)
     p_o = np.mean(np.sum(r * (r - 1), axis=1) / 2.0)
     pbar = np.mean(r / 2.0, axis=0)
     p_e = np.sum(pbar * (1 - pbar)) / (n_labels - 1)
@@ -147,7 +147,7 @@ def reference_d(codes, judge, humans, k, coefficient, n_labels):
     return s["judge"] - s["human"]
 
 
-# --------------------------------------------------------------------------- SPEC worked example
+# --------------------------------------------------------------------------- method worked example
 
 
 def test_spec_alt_test_worked_example():

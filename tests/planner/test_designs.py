@@ -1,4 +1,4 @@
-"""Tests for planner.designs (SPEC.md §5)."""
+"""Tests for planner.designs (docs/method.md §5)."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def test_baselines_return_valid_lists(n, frac, seed):
 
 
 def test_random_subsets_fragment_overlap():
-    # SPEC.md §5: two independent subsets share m^2 / n items on average (hypergeometric)
+    # docs/method.md §5: two independent subsets share m^2 / n items on average (hypergeometric)
     n, m, reps = 400, 100, 300
     shared = [
         np.intersect1d(*random_subsets(n, m, raters=["a", "b"], rng=seed).values()).size

@@ -22,3 +22,24 @@ def test_planner_imports_no_service_or_web_stack() -> None:
     loaded = set(json.loads(out.stdout))
     assert {"numpy", "planner"} <= loaded  # the probe really imported the library
     assert not loaded & set(FORBIDDEN), sorted(loaded & set(FORBIDDEN))
+
+
+def test_no_planner_module_imports_another_ones_private_names() -> None:
+    """Shared machinery has a public home; a leading underscore stays inside its module."""
+    import ast
+
+    private = []
+    for path in sorted((ROOT / "planner").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("planner"):
+                private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert private == []
+
+
+def test_curated_public_api_resolves() -> None:
+    import planner
+
+    assert len(planner.__all__) == len(set(planner.__all__))
+    missing = [name for name in planner.__all__ if not hasattr(planner, name)]
+    assert missing == []
+    assert {"validate_judge", "certify_recipe", "simulate", "design_masks"} <= set(planner.__all__)

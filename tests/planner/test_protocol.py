@@ -649,7 +649,7 @@ def test_macro_excludes_undefined_criteria_and_counts_them() -> None:
     m = aggregate(results, aggregation="macro", rng=0)
     assert m.kappa == pytest.approx(0.75)
     assert m.accuracy == pytest.approx((0.75 + 0.5 + 1.0) / 3)
-    assert dict((k, (a, b)) for k, a, b in m.included)["kappa"] == (2, 3)
+    assert {k: (a, b) for k, a, b in m.included}["kappa"] == (2, 3)
     assert m.pooled is None
     low, high = m.kappa_interval.low, m.kappa_interval.high
     assert 0.5 <= low <= high <= 1.0

@@ -1,4 +1,4 @@
-"""Tests for planner.recipes (SPEC.md §4): SPEC checks, enumeration, Monte Carlo, pilot."""
+"""Tests for planner.recipes (docs/method.md §4): method check values, enumeration, Monte Carlo, pilot."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_prior_validation():
     ],
 )
 def test_false_rejection_formula_matches_monte_carlo(m, p_h, p_j, n_labels):
-    """Simulate d_k = mean xi with one held-in human, symmetric noise channel (SPEC.md §4)."""
+    """Simulate d_k = mean xi with one held-in human, symmetric noise channel (docs/method.md §4)."""
     rng = np.random.default_rng(m)
     trials, epsilon = 20_000, 0.05
     truth = rng.integers(0, n_labels, size=(trials, m))
@@ -110,7 +110,7 @@ def test_false_rejection_formula_matches_monte_carlo(m, p_h, p_j, n_labels):
     cut = math.ceil(-epsilon * m - 1e-9) - 1  # largest integer sum with d < -epsilon
     corrected = norm.cdf((cut + 0.5 - m * mu_d) / math.sqrt(m * sigma0_sq))
     assert abs(simulated - corrected) < 4 * se
-    # ... and SPEC's uncorrected formula is off by at most one lattice step more
+    # ... and the uncorrected formula is off by at most one lattice step more
     lattice = norm.pdf((mu_d + epsilon) * math.sqrt(m / sigma0_sq)) / math.sqrt(m * sigma0_sq)
     assert abs(simulated - formula) < 4 * se + lattice
 

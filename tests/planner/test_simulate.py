@@ -1,4 +1,4 @@
-"""Tests for planner.simulate (SPEC.md §6).
+"""Tests for planner.simulate (docs/method.md §6).
 
 Monte Carlo tolerances are stated next to each test: a rate estimated from ``T`` trials
 has standard error ``sqrt(p (1 - p) / T)``, a mean ``sd / sqrt(T)``, a standard deviation
@@ -93,7 +93,8 @@ def by_rater(codes: np.ndarray) -> np.ndarray:
 
 
 def test_design_masks_follow_the_designs():
-    humans = by_rater(synthetic_codes(300, n_labels=3, accuracies=[0.8] * 4, prevalence=[0.7, 0.2, 0.1], trials=6, rng=2))
+    codes = synthetic_codes(300, n_labels=3, accuracies=[0.8] * 4, prevalence=[0.7, 0.2, 0.1], trials=6, rng=2)
+    humans = by_rater(codes)
     rng = np.random.default_rng(0)
     for design in DESIGNS:
         mask = design_masks(design, humans, 60, n_labels=3, rng=rng)
@@ -318,7 +319,7 @@ def test_input_validation_messages():
         replay([[0, 1], [1, 1]], judges=[0, 1, 1], n_labels=2, rho=0.5, design="strat")
 
 
-# --- reference shapes (SPEC.md §6 and issue 5) -----------------------------------------
+# --- reference shapes (docs/method.md §6 and issue 5) -----------------------------------------
 
 
 def test_reference_shape_random_design_po():
@@ -434,12 +435,12 @@ def test_per_rater_false_rejection_matches_exact_law_and_recipe():
     # d_k is the mean of m i.i.d. xi whose law is known exactly. The simulated per-rater
     # false-rejection rate must match the exact lattice probability (3 SE; 2T decisions,
     # correlated within a trial, so SE is taken over T), and planner.recipes'
-    # certification curve Phi(-(mu_d + eps) sqrt(m) / sigma0) (SPEC.md §4) up to the
+    # certification curve Phi(-(mu_d + eps) sqrt(m) / sigma0) (docs/method.md §4) up to the
     # continuity correction a normal formula for a lattice lacks (<= .035 here).
     p_h, p_j, eps, trials = 0.85, 0.90, 0.05, 1500
     plus, minus = xi_law(p_h, p_j)
     mu, var = plus - minus, plus + minus - (plus - minus) ** 2
-    assert (round(mu, 3), round(var, 4)) == (0.035, 0.2188)  # SPEC.md §4 check values
+    assert (round(mu, 3), round(var, 4)) == (0.035, 0.2188)  # docs/method.md §4 check values
     assert prior_moments(p_h, p_j, n_labels=2) == pytest.approx((mu, var), abs=1e-12)
     recipe = certify_recipe(mu, var, n_items=585, n_humans=2, epsilon=eps, m_grid=[40, 117])
     assert recipe.m == 117
@@ -461,7 +462,8 @@ def test_per_rater_false_rejection_matches_exact_law_and_recipe():
 def pool_po(block: np.ndarray) -> float:
     """Dense human-pool p_o of a complete block: mean over k of mean over j != k of agreement."""
     k = block.shape[1]
-    return float(np.mean([np.mean([(block[:, a] == block[:, b]).mean() for b in range(k) if b != a]) for a in range(k)]))
+    per_rater = [np.mean([(block[:, a] == block[:, b]).mean() for b in range(k) if b != a]) for a in range(k)]
+    return float(np.mean(per_rater))
 
 
 def test_replay_shows_depth_first_bias_on_ordered_difficulty():

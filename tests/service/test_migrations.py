@@ -17,7 +17,6 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from tests.conftest import alembic_config
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
@@ -26,6 +25,7 @@ from service.app import create_app
 from service.db import make_engine
 from service.models import Base, Project, Rater
 from service.settings import Settings
+from tests.conftest import alembic_config
 
 PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
 ADMIN_KEY = "ak_migration_test_key"

@@ -206,7 +206,7 @@ def test_replanning_keeps_assignments_and_labels(client, engine):
     b = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 1000}).json()
     old = b["items"]
     assert len(old) == 10
-    post_labels(client, pid, "h2", {i: "pass" for i in old[:4]})
+    post_labels(client, pid, "h2", dict.fromkeys(old[:4], "pass"))
     before = client.get(f"/projects/{pid}/labels", params={"history": "true"}).json()
     assert client.post(f"/projects/{pid}/batches/{b['id']}/release").status_code == 200
 

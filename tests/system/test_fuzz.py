@@ -22,8 +22,7 @@ from hypothesis import HealthCheck, settings
 
 from service.app import create_app
 from service.settings import Settings
-from tests.conftest import ADMIN_KEY
-from tests.conftest import fresh_database
+from tests.conftest import ADMIN_KEY, fresh_database
 
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 CHECKS = [schemathesis.checks.not_a_server_error, schemathesis.checks.response_schema_conformance]

@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT, fresh_database
 from tests.live_server import LiveServer
 
