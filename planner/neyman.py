@@ -57,20 +57,57 @@ def prior_variances(
     """
     cell, b_given_cell = prior_cells(p_h, p_j, n_labels=n_labels, prevalence=prevalence)
     agree = np.eye(n_labels, dtype=bool)
-    share = np.array([cell[~agree].sum(), cell[agree].sum()])
-    b_mass = np.array([(cell * b_given_cell)[~agree].sum(), (cell * b_given_cell)[agree].sum()])
-    p_b = b_mass.sum()
+    p_b = float(np.sum(cell * b_given_cell))
+    return agreement_variances(
+        float(cell[agree].sum()), p_b, float(np.sum((cell * b_given_cell)[agree]))
+    )
+
+
+def moment_variances(mu_d: float, sigma0_sq: float, *, judge_agreement: float) -> AllItemsVariances:
+    """The constants from the paired moments and ``P(judge = primary)`` (docs/method.md §9).
+
+    ``A`` and ``B`` are binary, so ``P(A) = judge_agreement``, ``P(B) = P(A) - mu_d`` and
+    ``Cov(A, B) = (Var A + Var B - sigma0^2)/2`` fix their joint law. ``judge_agreement``
+    is seen on every item before any overlap (or comes from the prior).
+
+    >>> round(moment_variances(0.035, 0.218775, judge_agreement=0.78).ppi, 6)
+    0.160267
+    """
+    p_a = float(judge_agreement)
+    p_b = p_a - mu_d
+    if not (0.0 <= p_a <= 1.0 and 0.0 <= p_b <= 1.0):
+        raise ValueError(
+            f"judge_agreement={p_a!r} and mu_d={mu_d!r} give P(r_k = primary) = {p_b!r}, "
+            "not a probability"
+        )
+    cov = (p_a * (1 - p_a) + p_b * (1 - p_b) - sigma0_sq) / 2.0
+    p_ab = cov + p_a * p_b
+    if not max(0.0, p_a + p_b - 1.0) - 1e-9 <= p_ab <= min(p_a, p_b) + 1e-9:
+        raise ValueError(
+            f"sigma0_sq={sigma0_sq!r} is not a variance of A - B for binary A, B with "
+            f"P(A) = {p_a:.4g}, P(B) = {p_b:.4g}"
+        )
+    return agreement_variances(p_a, p_b, float(np.clip(p_ab, 0.0, min(p_a, p_b))))
+
+
+def agreement_variances(p_a: float, p_b: float, p_ab: float) -> AllItemsVariances:
+    """Constants for binary ``A`` (judge = primary), ``B`` (r_k = primary) with
+    ``P(A) = p_a``, ``P(B) = p_b``, ``P(A = B = 1) = p_ab``; strata ``A = 0, 1``.
+
+    docs/method.md §9.
+    """
+    share = np.array([1.0 - p_a, p_a])
+    b_mass = np.array([p_b - p_ab, p_ab])
     with np.errstate(divide="ignore", invalid="ignore"):
-        b_rate = np.where(share > 0, b_mass / share, 0.0)
+        b_rate = np.clip(np.where(share > 0, b_mass / share, 0.0), 0.0, 1.0)
     sd = np.sqrt(b_rate * (1.0 - b_rate))
-    p_a = share[1]
-    var_a, var_b, cov = p_a * (1 - p_a), p_b * (1 - p_b), b_mass[1] - p_a * p_b
+    var_a, var_b, cov = p_a * (1 - p_a), p_b * (1 - p_b), p_ab - p_a * p_b
     ppi = var_b - cov**2 / var_a if var_a > 0 else var_b
     spread = share * sd
     neyman_share = spread / spread.sum() if spread.sum() > 0 else share
     return AllItemsVariances(
-        paired=float(var_a + var_b - 2 * cov),
-        ppi=float(ppi),
+        paired=float(max(var_a + var_b - 2 * cov, 0.0)),
+        ppi=float(max(ppi, 0.0)),
         proportional=float(share @ sd**2),
         neyman=float(spread.sum() ** 2),
         stratum_share=tuple(float(v) for v in share),

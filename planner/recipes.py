@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from planner.intervals import ConfidenceInterval, percentile_interval
+from planner.neyman import moment_variances
 from planner.pools import overlap_rows, pool_counts
 from planner.resampling import bootstrap_sums, distinct_features
 from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, checked_inputs
@@ -73,6 +74,7 @@ class Recipe:
     m_grid: tuple[int, ...]
     fr_rate: tuple[float, ...]
     alpha_sig: float
+    estimator: str = "paired"
 
 
 # --------------------------------------------------------------------------- moments
@@ -376,6 +378,8 @@ def certify_recipe(
     q: float = 0.05,
     power: float | None = None,
     m_grid: list[int] | None = None,
+    estimator: str = "paired",
+    judge_agreement: float | None = None,
 ) -> Recipe:
     """Overlap and budget to certify a judge, with its FR curve (docs/method.md §4).
 
@@ -385,13 +389,31 @@ def certify_recipe(
     (``epsilon`` default 0.2), at least the alt-test's 30 items per human, and
     ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``.
 
+    ``estimator="ppi"`` / ``"neyman"`` (margin rule; docs/method.md §9) plan for the
+    estimate that also uses the judge-primary agreement on every item, ``judge_agreement``
+    = ``P(judge = primary)``: the variance drops to ``(1 - rho^2) Var(B)`` (PPI++) or
+    ``(sum_h W_h S_h)^2`` (Neyman panel over the agreement strata).
+
     >>> r = certify_recipe(0.035, 0.2188, n_items=1000, n_humans=3)
     >>> r.m, r.plan.rho, r.plan.total_labels
     (117, 0.117, 1234)
+    >>> [certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3, estimator=e,
+    ...                 judge_agreement=0.78).m for e in ("ppi", "neyman")]
+    [86, 84]
     """
     _budget_iv(n_items, n_humans)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    if estimator not in ("paired", "ppi", "neyman"):
+        raise ValueError(f"estimator must be 'paired', 'ppi' or 'neyman', got {estimator!r}")
+    if estimator != "paired":
+        if rule != "margin" or judge_agreement is None:
+            raise ValueError(
+                f"estimator={estimator!r} plans the margin rule and needs judge_agreement"
+            )
+        _moments_iv(sigma0_sq, alpha_sig)
+        variances = moment_variances(mu_d, sigma0_sq, judge_agreement=judge_agreement)
+        sigma0_sq = getattr(variances, estimator)
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if rule == "margin":
         m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
@@ -404,8 +426,9 @@ def certify_recipe(
     rates = false_rejection_rate(
         np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z
     )
-    return _recipe("certify", rule, m, n_items, n_humans, grid, rates, alpha_sig,
-                   f"the judge is expected to fail: mu_d + epsilon = {mu_d + epsilon:.4g} <= 0")
+    recipe = _recipe("certify", rule, m, n_items, n_humans, grid, rates, alpha_sig,
+                     f"the judge is expected to fail: mu_d + epsilon = {mu_d + epsilon:.4g} <= 0")
+    return replace(recipe, estimator=estimator)
 
 
 def rank_recipe(

@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from planner.neyman import (
     m_cert_by_estimator,
+    moment_variances,
     neyman_allocation,
     prior_cells,
     prior_variances,
 )
+from planner.recipes import certify_recipe, prior_moments
 
 FAST = settings(max_examples=80, deadline=None)
 
@@ -122,3 +124,34 @@ def test_allocation_bad_input():
         neyman_allocation([5, 5], [0.1], 5)
     with pytest.raises(ValueError, match="prevalence"):
         prior_variances(0.8, 0.9, n_labels=2, prevalence=[0.5, 0.6])
+
+
+def test_moment_variances_agree_with_the_prior():
+    for p_h, p_j, n_labels in ((0.85, 0.90, 2), (0.7, 0.8, 3), (0.9, 0.6, 4)):
+        mu_d, sigma0_sq = prior_moments(p_h, p_j, n_labels=n_labels)
+        cell, _ = prior_cells(p_h, p_j, n_labels=n_labels)
+        from_moments = moment_variances(mu_d, sigma0_sq, judge_agreement=float(np.trace(cell)))
+        from_prior = prior_variances(p_h, p_j, n_labels=n_labels)
+        for name in ("paired", "ppi", "proportional", "neyman"):
+            assert getattr(from_moments, name) == pytest.approx(getattr(from_prior, name))
+        assert from_prior.paired == pytest.approx(sigma0_sq)
+
+
+def test_certify_recipe_by_estimator():
+    recipes = {
+        e: certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3, estimator=e,
+                          judge_agreement=0.78)
+        for e in ("paired", "ppi", "neyman")
+    }
+    assert {e: r.m for e, r in recipes.items()} == {"paired": 117, "ppi": 86, "neyman": 84}
+    for e, r in recipes.items():
+        assert r.estimator == e
+        rate = dict(zip(r.m_grid, r.fr_rate, strict=True))[r.m]
+        assert rate <= 0.025
+    with pytest.raises(ValueError, match="judge_agreement"):
+        certify_recipe(0.035, 0.2, n_items=100, n_humans=3, estimator="ppi")
+    with pytest.raises(ValueError, match="margin"):
+        certify_recipe(0.035, 0.2, n_items=100, n_humans=3, estimator="ppi", rule="alt-test",
+                       judge_agreement=0.8)
+    with pytest.raises(ValueError, match="not a variance"):
+        moment_variances(0.035, 0.9, judge_agreement=0.78)
