@@ -43,7 +43,7 @@ STATIC = Path(__file__).parent / "static"
 DESCRIPTION = """\
 Plan, collect and re-estimate the human overlap needed to validate an LLM judge against
 human annotators. Authenticate with `Authorization: Bearer <api key>`. Errors have the body
-`{"error": "<code>", "detail": "<sentence>"}`. See SPEC.md for the statistics.
+`{"error": "<code>", "detail": "<sentence>"}`. See docs/method.md for the statistics.
 """
 
 

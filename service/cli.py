@@ -157,7 +157,7 @@ def plan(
     )] = None,
     judge: Annotated[str, typer.Option(help="The judge's rater id in --labels-csv.")] = "judge",
 ) -> None:
-    """Print the certification recipe (SPEC.md §4) as a table, from priors or from labels in hand.
+    """Print the certification recipe (docs/method.md §4) as a table, from priors or from labels in hand.
 
     Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9
     """
@@ -203,7 +203,7 @@ def simulate(
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the cells to this .csv or .json file.")] = None,
 ) -> None:
-    """Simulate designs and overlap rates (SPEC.md §6) with a progress bar; print or write the cells.
+    """Simulate designs and overlap rates (docs/method.md §6) with a progress bar; print or write the cells.
 
     Example: annoplan simulate --rho 0.05 --rho 0.25 --design random --trials 300 --out sim.csv
     """

@@ -1,4 +1,4 @@
-"""Simulation jobs (SPEC.md §6): the run itself, the process pool that runs large ones, and liveness.
+"""Simulation jobs (docs/method.md §6): the run itself, the process pool that runs large ones, and liveness.
 
 A large simulation is a ``simulations`` row plus a task in this server process's pool. The
 pool is started lazily at the first job (``spawn`` context: no fork of a threaded server)
@@ -101,7 +101,7 @@ def result_document(result: SimulationResult, alpha_sig: float) -> dict[str, Any
 def run_simulation(
     spec: SimulationSpec, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    """Run ``spec`` with the planner and return :func:`result_document` (SPEC.md §6)."""
+    """Run ``spec`` with the planner and return :func:`result_document` (docs/method.md §6)."""
     options = dict(spec.options)
     seed = options.pop("seed")
     if spec.humans is None:

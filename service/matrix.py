@@ -27,7 +27,7 @@ class LabelMatrix:
 
     ``raw`` holds codes ``0..L-1`` for the project's labels, ``L`` for CANNOT_ASSESS and
     ``L+1`` for INVALID, ``-1`` where a rater has no label; ``codes`` is ``raw`` with the two
-    special values set missing (the exclusion rule of SPEC.md §7), which is what agreement
+    special values set missing (the exclusion rule of docs/method.md §7), which is what agreement
     and the validation decision use. Rows follow ``item_ids`` (corpus order).
     """
 

@@ -179,7 +179,7 @@ class IdempotencyRecord(Base):
 
 
 class Plan(Base):
-    """A computed overlap plan (SPEC.md §4–5); the newest one of a project is in force."""
+    """A computed overlap plan (docs/method.md §4–5); the newest one of a project is in force."""
 
     __tablename__ = "plans"
 
@@ -232,7 +232,7 @@ class Batch(Base):
 
 
 class Simulation(Base):
-    """A simulation job (SPEC.md §6): its settings, progress and result."""
+    """A simulation job (docs/method.md §6): its settings, progress and result."""
 
     __tablename__ = "simulations"
 

@@ -46,7 +46,7 @@ def _moments(body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, 
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
         mu_d, sigma0_sq = prior_moments(body.p_h, body.p_j, n_labels=matrix.n_labels)
-        note = "symmetric noise channel, one held-in label (SPEC.md §4)"
+        note = "symmetric noise channel, one held-in label (docs/method.md §4)"
         if decision.rule == "alt-test":
             note += "; with one held-in label W_f - W_h equals xi, so these are also the alt-test moments"
         return {"source": "prior", "p_h": body.p_h, "p_j": body.p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq, "note": note}
@@ -63,7 +63,7 @@ def _moments(body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, 
 def pilot_estimate(
     matrix: LabelMatrix, judge: int, humans: list[int], rule: str, n_resamples: int
 ) -> dict[str, Any] | None:
-    """``mu_d``, ``sigma0^2`` from the overlap in hand, with intervals (SPEC.md §4); None without overlap."""
+    """``mu_d``, ``sigma0^2`` from the overlap in hand, with intervals (docs/method.md §4); None without overlap."""
     pilot = pilot_moments(matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels, rule=rule,
                           n_resamples=n_resamples, rng=0)
     if not (np.isfinite(pilot.mu_d) and np.isfinite(pilot.sigma0_sq)):
@@ -76,7 +76,7 @@ def pilot_estimate(
 
 
 def certification(decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int) -> Recipe:
-    """The certification recipe under the project's decision settings (SPEC.md §4)."""
+    """The certification recipe under the project's decision settings (docs/method.md §4)."""
     return certify_recipe(
         mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, rule=decision.rule,
         epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, q=decision.q,

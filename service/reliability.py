@@ -164,7 +164,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
 
 
 def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
-    """Judges ranked by score with intervals, top-1 probabilities and flip rates (SPEC.md §3)."""
+    """Judges ranked by score with intervals, top-1 probabilities and flip rates (docs/method.md §3)."""
     decision = DecisionSettings(**project.decision)
     matrix = load_matrix(session, project, criterion)
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")

@@ -1,4 +1,4 @@
-"""The protocol-aware report (SPEC.md §7): each judge against the primary human, per criterion
+"""The protocol-aware report (docs/method.md §7): each judge against the primary human, per criterion
 and aggregated, with the reporting checklist. Labels come from the database; every statistic
 comes from ``planner.protocol``; this module only pairs verdicts and assembles the document."""
 
@@ -79,7 +79,7 @@ class Marginals(BaseModel):
 
 
 class Rates(BaseModel):
-    """Shares of all pairs; ``coverage`` = share where both sides gave a regular label (SPEC.md §7)."""
+    """Shares of all pairs; ``coverage`` = share where both sides gave a regular label (docs/method.md §7)."""
 
     human_abstain: float | None
     judge_abstain: float | None
@@ -90,7 +90,7 @@ class Rates(BaseModel):
 
 
 class Association(BaseModel):
-    """The one association statistic reported (SPEC.md §2, binary verdicts)."""
+    """The one association statistic reported (docs/method.md §2, binary verdicts)."""
 
     statistic: Literal["phi"] = "phi"
     value: float | None
@@ -99,7 +99,7 @@ class Association(BaseModel):
 
 
 class Kappa(BaseModel):
-    """Cohen's kappa with its interval, next to both raters' positive rates (SPEC.md §2)."""
+    """Cohen's kappa with its interval, next to both raters' positive rates (docs/method.md §2)."""
 
     value: float | None
     standard_error: float | None
@@ -112,7 +112,7 @@ class Kappa(BaseModel):
 
 
 class Bounds(BaseModel):
-    """What the full set of pairs allows under exclusion (SPEC.md §7, "Coverage")."""
+    """What the full set of pairs allows under exclusion (docs/method.md §7, "Coverage")."""
 
     covered_accuracy: Stat
     manski_accuracy: Bound
@@ -120,7 +120,7 @@ class Bounds(BaseModel):
 
 
 class ProtocolOut(BaseModel):
-    """The declared protocol a number was computed under (SPEC.md §7)."""
+    """The declared protocol a number was computed under (docs/method.md §7)."""
 
     scale: str
     population: str
@@ -165,7 +165,7 @@ class Included(BaseModel):
 
 
 class AggregateOut(BaseModel):
-    """The criteria aggregated at one level; never compare across levels (SPEC.md §7)."""
+    """The criteria aggregated at one level; never compare across levels (docs/method.md §7)."""
 
     level: Level
     criteria: list[str]
@@ -192,7 +192,7 @@ class ChecklistItem(BaseModel):
 
 
 class Report(BaseModel):
-    """The protocol-aware report of a project (SPEC.md §7)."""
+    """The protocol-aware report of a project (docs/method.md §7)."""
 
     project: str
     project_name: str
@@ -237,7 +237,7 @@ def _protocol_out(protocol: Protocol, population: str, rule: str | None) -> Prot
 
 def _association(value: float | None, reason: str | None, labels: tuple[str, ...], positive: str) -> Association:
     if len(labels) == 2:
-        note = "phi; on binary verdicts it equals Pearson, Spearman, Kendall tau_b and MCC (SPEC.md §2)"
+        note = "phi; on binary verdicts it equals Pearson, Spearman, Kendall tau_b and MCC (docs/method.md §2)"
     else:
         note = f"phi of {positive!r} versus the other labels (the labels are not binary)"
     return Association(value=value, reason=None if value is not None else reason, note=note)
@@ -298,7 +298,7 @@ def _bootstrap_method(result: Aggregate) -> str:
 
 
 def comparison(summary: Summary, population: str, bootstrap: Aggregate, rule: str | None = None) -> Comparison:
-    """Every reported quantity of one judge-vs-human summary (SPEC.md §7, "Report").
+    """Every reported quantity of one judge-vs-human summary (docs/method.md §7, "Report").
 
     ``bootstrap`` is the aggregate whose kappa equals this table's (the criterion alone, or
     the pooled criteria): its percentile bootstrap is the report's one kappa interval method.
@@ -487,7 +487,7 @@ def _item(name: str, failures: list[str], why: str) -> ChecklistItem:
 
 
 def _checklist(judges: list[JudgeReport], criteria: list[str], declared: ProtocolOut) -> list[ChecklistItem]:
-    """Which reporting items of SPEC.md §7 this report satisfies, and why (SPEC.md §7, "Report")."""
+    """Which reporting items of docs/method.md §7 this report satisfies, and why (docs/method.md §7, "Report")."""
     tables = [(j.judge, c) for j in judges for c in j.criteria]
     none = [] if tables else ["no judge/primary-human pair to tabulate"]
     empty = none or [f"{j} on {c.criterion}: no pairs" for j, c in tables if c.n_items == 0]
@@ -524,7 +524,7 @@ def _checklist(judges: list[JudgeReport], criteria: list[str], declared: Protoco
 
 
 def build_report(session: Session, project: Project, options: ReportOptions) -> Report:
-    """The report of every judge against the primary human under ``options`` (SPEC.md §7)."""
+    """The report of every judge against the primary human under ``options`` (docs/method.md §7)."""
     criteria = _criteria_iv(project, options)
     declared = declared_protocol(project, criteria, options)
     matrices = [load_matrix(session, project, c) for c in criteria]

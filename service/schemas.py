@@ -88,7 +88,7 @@ Text = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")]
 
 
 class DecisionSettings(Strict):
-    """How the judge is validated (SPEC.md §3); defaults are SPEC.md's."""
+    """How the judge is validated (docs/method.md §3); defaults are docs/method.md's."""
 
     coefficient: Literal["po", "kappa", "alpha", "ac1"] = "po"
     rule: Literal["margin", "alt-test"] = "margin"
@@ -100,11 +100,11 @@ class DecisionSettings(Strict):
     q: float = Field(0.05, gt=0, lt=1)
     inconclusive_level: float = Field(0.2, gt=0, lt=1)
     handling: Literal["exclude", "recode", "three_class"] = Field(
-        "exclude", description="Default reporting rule for CANNOT_ASSESS (SPEC.md §7)."
+        "exclude", description="Default reporting rule for CANNOT_ASSESS (docs/method.md §7)."
     )
     recode_to: str | None = Field(None, description="Label CANNOT_ASSESS is recoded to (handling=recode).")
     aggregation: Literal["micro", "macro", "item"] = Field(
-        "micro", description="Default aggregation of rubric criteria in reports (SPEC.md §7)."
+        "micro", description="Default aggregation of rubric criteria in reports (docs/method.md §7)."
     )
     positive_label: str | None = Field(
         None,
@@ -262,7 +262,7 @@ Design = Literal["auto", "strat", "seq-refined", "seq-coverage", "random", "dept
 
 
 class PlanCreate(Strict):
-    """What to plan for and from what (SPEC.md §4–5)."""
+    """What to plan for and from what (docs/method.md §4–5)."""
 
     purpose: Literal["certify", "rank"] = "certify"
     source: Literal["prior", "pilot"] = "prior"

@@ -18,7 +18,7 @@ JobStatus = Literal["queued", "running", "done", "failed"]
 
 
 class SimulateBody(Strict):
-    """Settings of a simulation (SPEC.md §6); every field has a default from the project.
+    """Settings of a simulation (docs/method.md §6); every field has a default from the project.
 
     Without ``replay``, synthetic matrices are drawn from a symmetric noise channel. With
     ``replay: true`` the project's own dense labels (humans and judges who labeled every
@@ -96,7 +96,7 @@ class SimulationSettings(BaseModel):
 
 
 class SimulationCellRead(BaseModel):
-    """One grid point (SPEC.md §6); null where a rate has no denominator."""
+    """One grid point (docs/method.md §6); null where a rate has no denominator."""
 
     rho: float
     design: str
@@ -199,5 +199,5 @@ class AgreementRead(BaseModel):
     scale: Scale
     level: float
     n_resamples: int
-    coefficients: dict[str, EstimateRead] = Field(description="po, kappa, alpha and ac1 (SPEC.md §2).")
+    coefficients: dict[str, EstimateRead] = Field(description="po, kappa, alpha and ac1 (docs/method.md §2).")
 

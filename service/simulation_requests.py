@@ -153,7 +153,7 @@ def _synthetic(
 def _replay(
     session: Session, project: Project, body: SimulateBody, common: dict[str, Any], criterion: str
 ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray, np.ndarray]:
-    """Planner options, settings and dense codes of a replay of the project's labels (SPEC.md §6)."""
+    """Planner options, settings and dense codes of a replay of the project's labels (docs/method.md §6)."""
     given = sorted(set(GENERATOR_FIELDS) & body.model_fields_set)
     if given:
         raise Invalid(f"a replay uses the project's own labels; remove {', '.join(given)}")

@@ -1,4 +1,4 @@
-"""Stateless agreement: coefficients with intervals for a posted label matrix (SPEC.md §2)."""
+"""Stateless agreement: coefficients with intervals for a posted label matrix (docs/method.md §2)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def post_agreement(body: AgreementBody, _principal: PrincipalDep) -> AgreementRe
     Returns percent agreement, mean pairwise Cohen's kappa (weighted by the scale:
     linear for ordinal, quadratic for interval), Krippendorff's alpha at the scale's level
     and Gwet's AC1, each over the observed cells with a percentile item-bootstrap interval
-    at `level` (SPEC.md §2). An undefined coefficient has `defined: false`, a `reason` and
+    at `level` (docs/method.md §2). An undefined coefficient has `defined: false`, a `reason` and
     a null statistic. `seed` makes the intervals reproducible.
     """
     if body.values is not None and body.scale != "interval":

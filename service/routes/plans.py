@@ -36,7 +36,7 @@ def post_plan(
     pid: ProjectId, project: ProjectForPMWrite, body: PlanCreate, request: Request, session: WriteSession,
     principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Compute and store the plan in force (SPEC.md §4–5): recipe, design and per-rater lists.
+    """Compute and store the plan in force (docs/method.md §4–5): recipe, design and per-rater lists.
 
     `source=prior` plans from `p_h`, `p_j`; `source=pilot` from the overlap in hand. The
     design `auto` picks Strat or Seq-Coverage from the primary's stratum entropy. Lists of

@@ -1,4 +1,4 @@
-"""The protocol-aware report (SPEC.md §7) as JSON, CSV (the per-criterion tables) or an HTML page."""
+"""The protocol-aware report (docs/method.md §7) as JSON, CSV (the per-criterion tables) or an HTML page."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def get_report(
     project: ProjectForViewer,
     session: ReadSession,
     handling: Annotated[
-        Handling | None, Query(description="How CANNOT_ASSESS is handled (SPEC.md §7); default: the project's.")
+        Handling | None, Query(description="How CANNOT_ASSESS is handled (docs/method.md §7); default: the project's.")
     ] = None,
     recode_to: Annotated[
         str | None, Query(description="The label CANNOT_ASSESS is recoded to; required for handling=recode.")
@@ -60,7 +60,7 @@ def get_report(
         Costs, Query(description="Disagreement costs over the scored categories (kappa weights).")
     ] = "nominal",
     aggregation: Annotated[
-        Level | None, Query(description="How criteria are aggregated (SPEC.md §7); default: the project's.")
+        Level | None, Query(description="How criteria are aggregated (docs/method.md §7); default: the project's.")
     ] = None,
     rule: Annotated[
         Rule, Query(description="aggregation=item: an item is positive when all / any of its criteria are.")
@@ -73,7 +73,7 @@ def get_report(
     Per table: the full verdict table (CANNOT_ASSESS and INVALID rows and columns), both
     marginals, abstention/invalid rates and coverage, phi, kappa with interval next to both
     positive rates, accuracy, F1 of the positive label, and under exclusion the Manski and
-    sharp bounds; then a checklist of the reporting items of SPEC.md §7. Undefined values are
+    sharp bounds; then a checklist of the reporting items of docs/method.md §7. Undefined values are
     null with a reason. Aggregates only, no per-item data: viewers may read it.
     """
     declared = DecisionSettings(**project.decision)
@@ -207,7 +207,7 @@ def report_html(report: Report) -> str:
             f"({escape(a.kappa.interval_method or '')})</td></tr>"
             f"<tr><th>criteria included</th><td>{escape(included)}</td></tr></table>"
         )
-    parts.append("<h2>Reporting checklist (SPEC.md §7)</h2>")
+    parts.append("<h2>Reporting checklist (docs/method.md §7)</h2>")
     parts.append("<table><tr><th>item</th><th>satisfied</th><th>why</th></tr>")
     for item in report.checklist:
         mark = "<span class='ok'>yes</span>" if item.satisfied else "<span class='no'>no</span>"

@@ -1,4 +1,4 @@
-"""Simulations of a plan (SPEC.md §6): small runs answered at once, large ones as polled jobs.
+"""Simulations of a plan (docs/method.md §6): small runs answered at once, large ones as polled jobs.
 
 A run over ``simulation_max_work`` is refused (413), up to ``simulation_sync_limit`` it runs
 in the request (a sync route, so in the thread pool, never on the event loop), otherwise it
@@ -45,7 +45,7 @@ def post_simulation(
     pid: ProjectId, project: ProjectForPM, body: SimulateBody, request: Request, session: ReadSession,
     principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Simulate the plan in force, or the given settings, before paying for labels (SPEC.md §6).
+    """Simulate the plan in force, or the given settings, before paying for labels (docs/method.md §6).
 
     Each grid cell (human accuracy x `rho` x design x coefficient) reports bias, std and
     reliability of the human-pool score and the false-rejection, false-approval and

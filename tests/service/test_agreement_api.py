@@ -1,6 +1,6 @@
 """Issue 6 item 5: the stateless ``POST /agreement``.
 
-Figures are checked against SPEC.md §2's worked example (by hand), against the
+Figures are checked against docs/method.md §2's worked example (by hand), against the
 ``krippendorff`` package (independent), and against ``planner.agreement.summary_table``
 on the same codes and seed (the route must pass labels, scale, values and options through).
 """
@@ -41,7 +41,7 @@ def test_spec_worked_example(client):
     assert alpha["n_items"] == 4 and alpha["interval_method"] == "bootstrap"
     low, high = alpha["interval"]
     assert low <= high
-    # the missing rating restored as "1": alpha = 7/18 (SPEC.md §2)
+    # the missing rating restored as "1": alpha = 7/18 (docs/method.md §2)
     full = [row if None not in row else ["1", "2", "1"] for row in SPEC_EXAMPLE]
     restored = client.post("/agreement", json={"labels": ["1", "2"], "matrix": full, "n_resamples": 50}).json()
     assert restored["coefficients"]["alpha"]["statistic"] == pytest.approx(7 / 18, abs=1e-12)

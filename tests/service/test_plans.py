@@ -117,7 +117,7 @@ def test_pilot_plan_needs_overlap_then_plans_from_it(client):
     assert p["source"] == moments["source"] == "pilot" and moments["m_pilot"] > 0
     lo, hi = moments["mu_d_ci"]
     assert lo <= moments["mu_d"] <= hi
-    if p["recipe"]["feasible"]:  # SPEC.md §4.2 from the pilot moments, capped at the corpus
+    if p["recipe"]["feasible"]:  # docs/method.md §4.2 from the pilot moments, capped at the corpus
         z = norm.ppf(1 - 0.05 / 2)
         need = math.ceil(z**2 * moments["sigma0_sq"] / (moments["mu_d"] + 0.05) ** 2)
         assert p["recipe"]["m"] == need and p["m"] == min(need, 60)
@@ -127,7 +127,7 @@ def test_pilot_plan_needs_overlap_then_plans_from_it(client):
 
 
 def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
-    """SPEC.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05 gives m_cert = 117 (capped at n=20)."""
+    """docs/method.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05 gives m_cert = 117 (capped at n=20)."""
     pid = project["id"]
     p = make_plan(client, pid, **PRIOR, seed=5)
     recipe = p["recipe"]
@@ -144,7 +144,7 @@ def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
 
 
 def test_rank_plan_uses_the_ranking_recipe(client, project):
-    """SPEC.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 * 2 sigma0^2 / Delta_min^2)."""
+    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 * 2 sigma0^2 / Delta_min^2)."""
     p = make_plan(client, project["id"], purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
     sigma0_sq = p["recipe"]["moments"]["sigma0_sq"]
     z = norm.ppf(1 - 0.05 / 2)
@@ -165,7 +165,7 @@ def test_the_newest_plan_is_in_force(client, project):
 
 @pytest.mark.parametrize(("n_fail", "design"), [(5, "seq-coverage"), (50, "strat"), (8, "seq-coverage"), (20, "strat")])
 def test_auto_design_follows_the_primary_stratum_entropy(client, n_fail, design):
-    """pi_max > 0.9 (H < 0.5 bits) -> Seq-Coverage, otherwise Strat (SPEC.md §5, "Choosing")."""
+    """pi_max > 0.9 (H < 0.5 bits) -> Seq-Coverage, otherwise Strat (docs/method.md §5, "Choosing")."""
     pid = setup_project(client, 100)
     post_labels(client, pid, "prim", {f"i{i}": "fail" if i < n_fail else "pass" for i in range(100)})
     p = make_plan(client, pid, **PRIOR, design="auto", seed=1)
@@ -293,7 +293,7 @@ def test_plan_without_items_is_409(client):
 
 
 def test_prior_plan_budget_when_the_corpus_is_large_enough(client):
-    """SPEC.md §4: rho = m/n per secondary, B = n (1 + rho (K - 1)) human labels."""
+    """docs/method.md §4: rho = m/n per secondary, B = n (1 + rho (K - 1)) human labels."""
     pid = setup_project(client, 200)
     p = make_plan(client, pid, **PRIOR, seed=5)
     recipe = p["recipe"]
@@ -302,7 +302,7 @@ def test_prior_plan_budget_when_the_corpus_is_large_enough(client):
     assert recipe["per_rater"] == [200, 117, 117] and recipe["n_humans"] == 3
     assert recipe["total_human_labels"] == round(200 * (1 + 117 / 200 * 2))
     curve = {point["m"]: point["rate"] for point in recipe["false_rejection_curve"]}
-    sigma0 = math.sqrt(recipe["moments"]["sigma0_sq"])  # SPEC.md §4.1
+    sigma0 = math.sqrt(recipe["moments"]["sigma0_sq"])  # docs/method.md §4.1
     assert curve[117] == pytest.approx(norm.cdf(-(0.035 + 0.05) * math.sqrt(117) / sigma0))
 
 
@@ -315,7 +315,7 @@ def test_n_raters_sets_the_budget(client):
 
 
 def test_infeasible_plan_says_so(client, project):
-    """mu_d + eps <= 0: no overlap certifies this judge (SPEC.md §4.2); the plan says why."""
+    """mu_d + eps <= 0: no overlap certifies this judge (docs/method.md §4.2); the plan says why."""
     p = make_plan(client, project["id"], p_h=0.9, p_j=0.6, seed=1)
     assert p["m"] is None and p["recipe"]["feasible"] is False and p["recipe"]["reason"]
     assert p["recipe"]["moments"]["mu_d"] + 0.05 <= 0

@@ -1,6 +1,6 @@
 """The live reliability document and the judge ranking (issue 6): ETag/304 caching by label
 sequence, who may read them, insufficient data, several judges, and margins that match an
-independent leave-one-out computation (SPEC.md §3)."""
+independent leave-one-out computation (docs/method.md §3)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ LABELS = ["pass", "fail"]
 
 
 def loo_margins(codes: np.ndarray, judge: int, humans: list[int]) -> dict[int, dict[str, float]]:
-    """SPEC.md §3 with F = p_o, written out directly: per held-out human k, on O_k (items labeled
+    """docs/method.md §3 with F = p_o, written out directly: per held-out human k, on O_k (items labeled
     by the judge, k and at least one other human), m_k, d_k = mean(agree(judge, pool) -
     agree(k, pool)) and the pool score S(r_k; H_k) = mean agree(k, pool)."""
     observed = codes >= 0
@@ -286,7 +286,7 @@ def test_the_document_follows_the_project_decision_settings(client, decision):
     doc = get(client, f"/projects/{pid}/reliability").json()
     settings = client.get(f"/projects/{pid}").json()["decision"]
     epsilon = settings["epsilon"]
-    if epsilon is None:  # the rule's default (SPEC.md §3)
+    if epsilon is None:  # the rule's default (docs/method.md §3)
         epsilon = 0.2 if settings["rule"] == "alt-test" else 0.05
     v = validate_judge(
         codes, judge=0, humans=[1, 2, 3], n_labels=2, rule=settings["rule"], coefficient=settings["coefficient"],

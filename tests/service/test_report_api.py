@@ -281,7 +281,7 @@ def test_openapi_documents_the_report(client: TestClient) -> None:
 
 
 def test_ordinal_table_reproduces_the_spec_kappas(client: TestClient) -> None:
-    """SPEC.md §2 worked example: rows judge, columns human, categories 1..3 (kappa is symmetric)."""
+    """docs/method.md §2 worked example: rows judge, columns human, categories 1..3 (kappa is symmetric)."""
     pid = make_project(client, labels=["1", "2", "3"])
     counts = [[20, 5, 1], [6, 30, 7], [2, 8, 21]]
     pairs = [(str(h + 1), str(j + 1)) for j, row in enumerate(counts) for h, n in enumerate(row) for _ in range(n)]

@@ -32,7 +32,7 @@ CELL_FIELDS = {
     "false_approval", "wrong_decision", "rater_false_rejection", "undefined", "trials",
 }
 SMALL = {"p_h": 0.85, "p_j": 0.9, "rho": [0.25, 1.0], "design": "random", "trials": 40, "seed": 1}
-# what SMALL means for the fixture project (20 items, humans prim/h2/h3, SPEC defaults)
+# what SMALL means for the fixture project (20 items, humans prim/h2/h3, method defaults)
 SMALL_PLANNER = dict(
     n_items=20, n_humans=3, n_labels=2, p_h=0.85, p_j=[0.9], prevalence=None, rho=[0.25, 1.0],
     design=["random"], coefficient=["po"], rule="margin", epsilon=0.05, delta=0.05, omega_threshold=0.5,

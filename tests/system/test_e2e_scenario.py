@@ -24,7 +24,7 @@ RESAMPLES = 1_000  # the server's bootstrap_resamples, passed to it explicitly b
 
 
 def noisy(rng: np.random.Generator, truth: np.ndarray, accuracy: float) -> np.ndarray:
-    """Binary symmetric noise channel (SPEC.md §6)."""
+    """Binary symmetric noise channel (docs/method.md §6)."""
     return np.where(rng.random(truth.size) < accuracy, truth, 1 - truth)
 
 
@@ -68,7 +68,7 @@ def test_certification_scenario_end_to_end(database_url):
         r = admin.post(f"/projects/{pid}/plan", json=body)
         assert r.status_code == 201, r.text
         plan = r.json()
-        assert plan["m"] == 117 and plan["design"] == "strat"  # SPEC.md §4 example; balanced primary -> Strat
+        assert plan["m"] == 117 and plan["design"] == "strat"  # docs/method.md §4 example; balanced primary -> Strat
         assert plan["recipe"]["n_humans"] == 4
 
         keys = {}
@@ -127,7 +127,7 @@ def test_certification_scenario_end_to_end(database_url):
     assert doc["coefficients"]["po"]["n_items"] == plan["m"]  # items with two or more human labels
     assert doc["plan"]["m_target"] == plan["m"] and doc["plan"]["m_done_min"] == plan["m"]
     assert doc["plan"]["remaining_labels"] == 0 == progress["remaining_labels"]
-    # the recipe re-estimated from the pilot pools every held-out human's xi (SPEC.md §4, "Pilot")
+    # the recipe re-estimated from the pilot pools every held-out human's xi (docs/method.md §4, "Pilot")
     now = doc["recipe_now"]
     assert now["source"] == "pilot" and now["m_pilot"] == 4 * plan["m"]
     pooled = sum(direct[k]["d"] * direct[k]["m"] for k in humans) / sum(direct[k]["m"] for k in humans)
