@@ -36,6 +36,7 @@ from planner.designs import (
     design_masks,
     joint_strata,
     modal_strata,
+    neyman,
     proportional_allocation,
     random_subsets,
     seq_coverage,
@@ -45,7 +46,7 @@ from planner.designs import (
     stratum_entropy,
 )
 from planner.intervals import ConfidenceInterval, optional_float, percentile_interval
-from planner.neyman import neyman_allocation, prior_variances
+from planner.neyman import moment_variances, neyman_allocation, prior_variances
 from planner.ppi import ppi_mean
 from planner.protocol import Protocol, Summary, summarize
 from planner.recipes import (
@@ -119,7 +120,9 @@ __all__ = [
     "mcnemar_exact",
     "mean_pairwise_kappa",
     "modal_strata",
+    "moment_variances",
     "monitor_judge",
+    "neyman",
     "neyman_allocation",
     "optional_float",
     "overlap_plan",

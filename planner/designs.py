@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.codes import MISSING, check_codes
+from planner.neyman import neyman_allocation
 
 Rng = int | np.random.Generator | None
 
@@ -281,6 +282,45 @@ def strat(
     mask = stratified_masks(s[None], quota[None], key)
     panel = _prefix_list(mask[0], s, key[0])
     return {r: panel.copy() for r in ids}
+
+
+def neyman(
+    strata: object,
+    m: int,
+    *,
+    sds: object,
+    raters: Sequence[Hashable],
+    min_per_stratum: int = 2,
+    rng: Rng = None,
+) -> tuple[dict[Hashable, np.ndarray], np.ndarray]:
+    """One shared panel with ``n_h ∝ N_h S_h`` per stratum, and every item's inclusion
+    probability ``n_h / N_h`` (docs/method.md §9).
+
+    ``strata`` (one code ``0..H-1`` per item) must be known before any overlap: the
+    judge-primary agreement, the cell (primary label, judge label), or a supplied item
+    feature; ``sds`` holds ``S_h``, the standard deviation of a secondary's agreement with
+    the primary in each stratum (prior or pilot). Counts follow
+    ``planner.neyman.neyman_allocation``; the panel is prefix-stratified like Strat's.
+    Estimates from it must weight items by ``1 / inclusion``.
+
+    >>> agree = np.array([0] * 20 + [1] * 80)
+    >>> lists, inclusion = neyman(agree, 20, sds=[0.49, 0.37], raters=["a"], rng=0)
+    >>> np.bincount(agree[lists["a"]]).tolist(), inclusion[[0, -1]].tolist()
+    ([5, 15], [0.25, 0.1875])
+    """
+    s = _check_strata(strata, None)
+    m = _check_m(m, s.size)
+    ids = _check_raters(raters)
+    sizes = np.bincount(s)
+    sd = np.asarray(sds, dtype=float)
+    if sd.shape != (sizes.size,):
+        raise ValueError(f"sds must give one S_h per stratum 0..{sizes.size - 1}, got shape {sd.shape}")
+    quota = neyman_allocation(sizes, sd, m, min_per_stratum=min_per_stratum)
+    key = np.random.default_rng(rng).random((1, s.size))
+    panel = _prefix_list(stratified_masks(s[None], quota[None], key)[0], s, key[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inclusion = np.where(sizes > 0, quota / np.maximum(sizes, 1), 1.0)[s]
+    return {r: panel.copy() for r in ids}, inclusion
 
 
 def joint_strata(*features: object) -> np.ndarray:

@@ -155,3 +155,23 @@ def test_certify_recipe_by_estimator():
                        judge_agreement=0.8)
     with pytest.raises(ValueError, match="not a variance"):
         moment_variances(0.035, 0.9, judge_agreement=0.78)
+
+
+def test_neyman_design_panel_and_inclusion():
+    from planner.designs import neyman
+
+    rng = np.random.default_rng(8)
+    strata = rng.integers(0, 3, size=500)
+    sds = [0.5, 0.1, 0.3]
+    lists, inclusion = neyman(strata, 60, sds=sds, raters=["a", "b"], rng=8)
+    panel = lists["a"]
+    assert np.array_equal(panel, lists["b"]) and np.unique(panel).size == 60
+    sizes = np.bincount(strata)
+    quota = neyman_allocation(sizes, sds, 60)
+    assert np.bincount(strata[panel], minlength=3).tolist() == quota.tolist()
+    assert inclusion == pytest.approx(quota[strata] / sizes[strata])
+    # Horvitz-Thompson: the inverse probabilities of the panel add up to the corpus size.
+    assert np.sum(1 / inclusion[panel]) == pytest.approx(500)
+    # Every prefix of the list is close to the allocation's shares.
+    half = np.bincount(strata[panel[:30]], minlength=3)
+    assert np.all(np.abs(half - quota / 2) <= 1)
