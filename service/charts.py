@@ -1,81 +1,146 @@
-"""Small server-rendered SVG charts for the dashboard (no external assets)."""
+"""The dashboard's charts: what each plots (a :class:`Chart`), as server-rendered SVG or CSV.
+
+Every chart names its quantity and draws a numeric axis with ticks; no external assets.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import csv
+import io
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 
-WIDTH, ROW, PAD = 560, 26, 110
+WIDTH, ROW, PAD = 600, 26, 120
 
 
-def _x(value: float, low: float, high: float, width: int = WIDTH - PAD - 20) -> float:
-    return PAD + (value - low) / (high - low) * width if high > low else PAD
+@dataclass(frozen=True)
+class Chart:
+    """One chart's data: ``rows`` are ``(label, estimate, low, high)`` (interval),
+    ``(x, y)`` (line) or ``(label, done, target)`` (bars); ``columns`` name them in the CSV."""
+
+    id: str
+    kind: str
+    title: str
+    x_label: str
+    y_label: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple, ...]
+    marks: tuple[tuple[float, str], ...] = ()
+    y_range: tuple[float, float] | None = None
+    target: float | None = None
 
 
-def interval_chart(
-    chart_id: str, rows: Sequence[tuple[str, float | None, float | None, float | None]], *, marks: Sequence[tuple[float, str]]
-) -> str:
-    """Horizontal point-and-interval rows ``(label, estimate, low, high)`` with vertical reference marks."""
-    values = [v for _, e, lo, hi in rows for v in (e, lo, hi) if v is not None] + [m for m, _ in marks]
+def ticks(low: float, high: float, *, count: int = 5) -> list[float]:
+    """Round tick values covering ``[low, high]``: steps of 1, 2 or 5 times a power of ten."""
+    if not high > low:
+        return [low]
+    raw = (high - low) / count
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, math.floor(high / step + 1e-9) + 1)]
+
+
+def chart_svg(chart: Chart) -> str:
+    """The chart as a standalone SVG element (its ``id`` is the chart's)."""
+    if chart.kind == "interval":
+        return _interval_svg(chart)
+    if chart.kind == "line":
+        return _line_svg(chart)
+    return _bars_svg(chart)
+
+
+def chart_csv(chart: Chart) -> str:
+    """The chart's rows as CSV under its column names (undefined values empty)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(chart.columns)
+    writer.writerows(["" if v is None else v for v in row] for row in chart.rows)
+    return out.getvalue()
+
+
+def _open(chart: Chart, height: float) -> list[str]:
+    return [f'<svg id="{escape(chart.id)}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
+            f'viewBox="0 0 {WIDTH} {height:.0f}" role="img" font-family="sans-serif">'
+            f'<title>{escape(chart.title)}</title><rect width="100%" height="100%" fill="#fff"/>']
+
+
+def _x_axis(parts: list[str], low: float, high: float, x: Callable[[float], float], y: float, label: str) -> None:
+    parts.append(f'<line class="axis" x1="{x(low):.1f}" x2="{x(high):.1f}" y1="{y}" y2="{y}" stroke="#555"/>')
+    for t in ticks(low, high):
+        parts.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y}" y2="{y + 4}" stroke="#555"/>'
+                     f'<text class="tick" x="{x(t):.1f}" y="{y + 15}" font-size="10" text-anchor="middle">{t:g}</text>')
+    parts.append(f'<text x="{(x(low) + x(high)) / 2:.1f}" y="{y + 30}" font-size="11" '
+                 f'text-anchor="middle">{escape(label)}</text>')
+
+
+def _interval_svg(chart: Chart) -> str:
+    values = [v for row in chart.rows for v in row[1:4] if v is not None] + [m for m, _ in chart.marks]
     low, high = (min(values), max(values)) if values else (-1.0, 1.0)
     span = (high - low) or 1.0
-    low, high = low - 0.1 * span, high + 0.1 * span
-    height = ROW * (len(rows) + 1) + 10
-    parts = [f'<svg id="{chart_id}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" role="img">']
-    for value, label in marks:
-        x = _x(value, low, high)
-        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="4" y2="{height - 14}" stroke="#999" stroke-dasharray="4 3"/>')
-        parts.append(f'<text x="{x:.1f}" y="{height - 2}" font-size="10" text-anchor="middle">{escape(label)}</text>')
-    for k, (label, est, lo, hi) in enumerate(rows):
+    low, high = low - 0.08 * span, high + 0.08 * span
+    axis_y = ROW * (len(chart.rows) + 1)
+    height = axis_y + 40
+
+    def x(value: float) -> float:
+        return PAD + (value - low) / (high - low) * (WIDTH - PAD - 20)
+
+    parts = _open(chart, height)
+    for value, label in chart.marks:
+        parts.append(f'<line class="mark" x1="{x(value):.1f}" x2="{x(value):.1f}" y1="6" y2="{axis_y}" stroke="#999" '
+                     f'stroke-dasharray="4 3"/><text x="{x(value) + 3:.1f}" y="14" font-size="10" fill="#555">'
+                     f'{escape(label)}</text>')
+    for k, (label, est, lo, hi) in enumerate(row[:4] for row in chart.rows):
         y = ROW * (k + 1)
-        parts.append(f'<text x="4" y="{y + 4}" font-size="12">{escape(label)}</text>')
+        parts.append(f'<text x="4" y="{y + 4}" font-size="12">{escape(str(label))[:18]}</text>')
         if lo is not None and hi is not None:
-            parts.append(f'<line class="ci" x1="{_x(lo, low, high):.1f}" x2="{_x(hi, low, high):.1f}" y1="{y}" y2="{y}" '
-                         'stroke="#3465a4" stroke-width="3"/>')
+            parts.append(f'<line class="ci" x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" '
+                         'stroke="#729fcf" stroke-width="4"/>')
         if est is not None:
-            parts.append(f'<circle class="estimate" cx="{_x(est, low, high):.1f}" cy="{y}" r="5" fill="#204a87"/>')
+            parts.append(f'<circle class="estimate" cx="{x(est):.1f}" cy="{y}" r="5" fill="#204a87"/>')
         else:
             parts.append(f'<text x="{PAD}" y="{y + 4}" font-size="11" fill="#a40000">undefined</text>')
+    _x_axis(parts, low, high, x, axis_y, chart.x_label)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def line_chart(
-    chart_id: str, points: Sequence[tuple[float, float | None]], *, x_label: str, y_label: str,
-    y_range: tuple[float, float] | None = None, target: float | None = None,
-) -> str:
-    """A polyline of ``(x, y)`` points (undefined ``y`` skipped), with an optional horizontal target."""
-    height, left, bottom = 220, 50, 30
-    shown = [(x, y) for x, y in points if y is not None]
-    parts = [f'<svg id="{chart_id}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" role="img">']
+def _line_svg(chart: Chart) -> str:
+    height, left, bottom = 240, 60, 44
+    shown = [(x, y) for x, y in chart.rows if y is not None]
+    parts = _open(chart, height)
     if not shown:
         parts.append(f'<text x="{left}" y="{height / 2}" font-size="12">no data yet</text></svg>')
         return "".join(parts)
     xs = [x for x, _ in shown]
-    ys = [y for _, y in shown] + ([target] if target is not None else [])
+    ys = [y for _, y in shown] + ([chart.target] if chart.target is not None else [])
     x0, x1 = min(xs), max(xs)
-    y0, y1 = y_range or (min(ys), max(ys))
+    if x1 <= x0:
+        x0, x1 = x0 - 1, x1 + 1
+    y0, y1 = chart.y_range or (min(ys), max(ys))
     if y1 <= y0:
         y0, y1 = y0 - 0.05, y1 + 0.05
 
     def px(x: float) -> float:
-        return left + ((x - x0) / (x1 - x0) if x1 > x0 else 0.5) * (WIDTH - left - 20)
+        return left + (x - x0) / (x1 - x0) * (WIDTH - left - 20)
 
     def py(y: float) -> float:
         return height - bottom - (y - y0) / (y1 - y0) * (height - bottom - 10)
 
-    parts.append(f'<line x1="{left}" x2="{left}" y1="10" y2="{height - bottom}" stroke="#555"/>')
-    parts.append(f'<line x1="{left}" x2="{WIDTH - 20}" y1="{height - bottom}" y2="{height - bottom}" stroke="#555"/>')
-    for v in (y0, y1):
-        parts.append(f'<text x="{left - 4}" y="{py(v) + 4:.1f}" font-size="10" text-anchor="end">{v:.2f}</text>')
-    for v in (x0, x1):
-        parts.append(f'<text x="{px(v):.1f}" y="{height - bottom + 14}" font-size="10" text-anchor="middle">{v:g}</text>')
-    parts.append(f'<text x="{WIDTH / 2}" y="{height - 2}" font-size="11" text-anchor="middle">{escape(x_label)}</text>')
-    parts.append(f'<text x="12" y="{height / 2}" font-size="11" transform="rotate(-90 12 {height / 2})" '
-                 f'text-anchor="middle">{escape(y_label)}</text>')
-    if target is not None:
-        parts.append(f'<line x1="{left}" x2="{WIDTH - 20}" y1="{py(target):.1f}" y2="{py(target):.1f}" '
-                     'stroke="#cc0000" stroke-dasharray="5 3"/>')
+    parts.append(f'<line class="axis" x1="{left}" x2="{left}" y1="10" y2="{height - bottom}" stroke="#555"/>')
+    for t in ticks(y0, y1):
+        parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#555"/>'
+                     f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
+    parts.append(f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
+                 f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">{escape(chart.y_label)}</text>')
+    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label)
+    if chart.target is not None:
+        parts.append(f'<line class="target" x1="{left}" x2="{WIDTH - 20}" y1="{py(chart.target):.1f}" '
+                     f'y2="{py(chart.target):.1f}" stroke="#cc0000" stroke-dasharray="5 3"/>'
+                     f'<text x="{WIDTH - 22}" y="{py(chart.target) - 4:.1f}" font-size="10" fill="#cc0000" '
+                     f'text-anchor="end">target {chart.target:g}</text>')
     path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in shown)
     parts.append(f'<polyline class="series" points="{path}" fill="none" stroke="#204a87" stroke-width="2"/>')
     parts.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#204a87"/>' for x, y in shown)
@@ -83,10 +148,22 @@ def line_chart(
     return "".join(parts)
 
 
-def progress_bar(chart_id: str, done: int, target: int) -> str:
-    """A labelled bar of ``done`` out of ``target``."""
-    share = min(done / target, 1.0) if target else 0.0
-    return (f'<svg id="{chart_id}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="28" role="img">'
-            f'<rect x="0" y="4" width="{WIDTH - 120}" height="18" fill="#eee"/>'
-            f'<rect x="0" y="4" width="{(WIDTH - 120) * share:.1f}" height="18" fill="#4e9a06"/>'
-            f'<text x="{WIDTH - 112}" y="18" font-size="12">{done} / {target}</text></svg>')
+def _bars_svg(chart: Chart) -> str:
+    rows: Sequence[tuple[str, int, int]] = chart.rows
+    high = max([t for _, _, t in rows] + [d for _, d, _ in rows] + [1])
+    axis_y = ROW * (len(rows) + 1)
+    height = axis_y + 40
+
+    def x(value: float) -> float:
+        return PAD + value / high * (WIDTH - PAD - 80)
+
+    parts = _open(chart, height)
+    for k, (label, done, target) in enumerate(rows):
+        y = ROW * (k + 1)
+        parts.append(f'<text x="4" y="{y + 4}" font-size="12">{escape(str(label))[:18]}</text>'
+                     f'<rect x="{PAD}" y="{y - 8}" width="{x(target) - PAD:.1f}" height="16" fill="#eee"/>'
+                     f'<rect class="done" x="{PAD}" y="{y - 8}" width="{x(min(done, high)) - PAD:.1f}" height="16" '
+                     f'fill="#4e9a06"/><text x="{x(target) + 4:.1f}" y="{y + 4}" font-size="11">{done} / {target}</text>')
+    _x_axis(parts, 0, high, x, axis_y, chart.x_label)
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,115 +1,90 @@
-"""The dashboard page: decision, margins, pool score over time, progress, reliability vs overlap."""
+"""The dashboard's HTML: the projects index, one project's page (a panel per judge), and the login form."""
 
 from __future__ import annotations
 
 from html import escape
 from typing import Any
 
-import numpy as np
-from sqlalchemy.orm import Session
-
-from planner.decision import validate_judge
-from planner.simulate import COEFFICIENTS, simulate
-from service.charts import interval_chart, line_chart, progress_bar
-from service.matrix import cell_indices, corpus
-from service.models import Plan, Project
-from service.reliability import num
-from service.schemas import DecisionSettings
+from service.charts import Chart, chart_svg
+from service.models import Project
 from service.security_headers import CSRF_FIELD
-from service.sql import driver_rows
 
-HISTORY_POINTS = 8
-CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
-
-
-def pool_history(session: Session, project: Project, criterion: str) -> list[tuple[float, float | None]]:
-    """The human-pool score at up to 8 points of the label sequence, replayed from the events."""
-    events = driver_rows(
-        session,
-        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? ORDER BY seq",
-        (project.id, criterion),
-    )
-    item_ids, raters = corpus(session, project)
-    judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
-    humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
-    if not events or not judges or len(humans) < 2:
-        return []
-    decision = DecisionSettings(**project.decision)
-    seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
-    rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
-    flat = rows * len(raters) + cols
-    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
-    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, HISTORY_POINTS + 1)[1:], method="higher"))
-    points: list[tuple[float, float | None]] = []
-    start = 0
-    for cut in cuts:
-        end = int(np.searchsorted(seqs, cut, side="right"))
-        # Events in seq order: the last event of a cell in this stretch is its value at the cut.
-        _, last = np.unique(flat[start:end][::-1], return_index=True)
-        latest = start + (end - start - 1 - last)
-        raw.flat[flat[latest]] = codes[latest]
-        start = end
-        v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
-                           n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
-                           epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
-        points.append((float(cut), num(v.human_pool.estimate)))
-    return points
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;color:#222}
+.decision{font-size:1.3em;padding:.3em .5em;border-radius:6px;background:#eef}
+.pass{background:#d7f5c8} .reject{background:#f8d0d0} .inconclusive,.insufficient_data{background:#fbeec0}
+h2{font-size:1.15em;margin-top:1.8em} h3{font-size:1em;margin:1em 0 .3em} .note{color:#555;font-size:.9em}
+.infeasible{background:#f8d0d0;padding:.4em;border-radius:4px} .judge{border-top:2px solid #ccd;margin-top:1.5em}
+table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-bottom:1px solid #ddd}
+.downloads{font-size:.85em}"""
 
 
-def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, float | None]]:
-    """Simulated reliability of the human-pool score against overlap rate, for the plan in force."""
-    if plan is None:
-        return []
-    recipe = plan.recipe
-    moments = recipe.get("moments", {})
-    coefficient = project.decision.get("coefficient", "po")
-    n_items = min(int(recipe.get("n_items", 500)), 1000)
-    # A small corpus has no item per secondary at the lowest rates: those points are left out.
-    rhos = [rho for rho in CURVE_RHOS if round(rho * n_items) >= 1]
-    if not rhos:
-        return []
-    result = simulate(
-        n_items=n_items, n_humans=max(int(recipe.get("n_humans", 3)), 2),
-        n_labels=len(project.labels), p_h=moments.get("p_h", 0.85), p_j=moments.get("p_j", 0.9),
-        rho=rhos, design=plan.design,
-        coefficient=coefficient if coefficient in COEFFICIENTS else "po",
-        delta=project.target.get("delta", 0.05), trials=100, rng=plan.seed % 2**32,
-    )
-    return [(c.rho, num(c.reliability)) for c in result.cells]
+def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, ...], notes: dict[str, str],
+                   etag: str) -> str:
+    """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
-
-def dashboard_page(project: Project, doc: dict[str, Any], history: list, curve: list, etag: str) -> str:
-    """The whole dashboard as one HTML page with inline SVG; ``/static/dashboard.js`` polls for changes."""
-    margins = interval_chart(
-        "margins",
-        [(r["rater"], r["d"] if r["d"] is not None else r.get("rho_f"), *(r["ci"] or [None, None])) for r in doc["raters"]],
-        marks=[(-(doc.get("epsilon") or 0.0), "-epsilon"), (0.0, "0")],
-    )
-    plan = doc.get("plan") or {}
-    progress = progress_bar("progress", plan.get("m_done_min", 0), plan.get("m_target") or 0) if plan else \
-        "<p>No plan yet.</p>"
-    omega = "n/a" if doc.get("omega") is None else f"{doc['omega']:.2f}"
+    ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode.
+    """
+    by_id = {c.id: c for c in charts}
+    judges = doc["judges"]
     pool = doc.get("human_pool", {})
-    recipe_now = doc.get("recipe_now", {})
-    more = recipe_now.get("more_overlap_needed")
+    summary = "".join(
+        f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(v["decision"])}</td>'
+        f'<td>{_fmt(v["omega"])}</td></tr>'
+        for v in judges
+    ) or f'<tr><td colspan="3">{escape(doc["decision"])}: {escape(doc.get("reason") or "")}</td></tr>'
+    panels = "".join(_judge_panel(project, v, by_id[f"margins-{k + 1}"]) for k, v in enumerate(judges))
+    history = by_id["pool-history"]
+    defined = [(x, y) for x, y in history.rows if y is not None]
+    if len(defined) >= 2:
+        pool_chart = _figure(project, history)
+    else:
+        at = f" at label_seq {defined[0][0]:g}" if defined else ""
+        pool_chart = (f'<p id="pool-history" class="note">human-pool score {_fmt(pool.get("estimate"))}{at}; '
+                      "the line is drawn from the second point of the label sequence with a defined score.</p>")
+    progress = _figure(project, by_id["progress"]) if by_id["progress"].rows else "<p>No secondary annotator yet.</p>"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:640px}} .decision{{font-size:1.6em;padding:.4em;border-radius:6px;background:#eef}}
-.pass{{background:#d7f5c8}} .reject{{background:#f8d0d0}} .inconclusive,.insufficient_data{{background:#fbeec0}} h2{{font-size:1.1em;margin-top:1.6em}}</style>
+<html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability">
+<p class="note"><a href="/dashboard">all projects</a></p>
 <h1>{escape(project.name)}</h1>
-<div id="decision" class="decision {escape(doc['decision'])}">decision: <b>{escape(doc['decision'])}</b> &middot; omega {omega}
- (threshold {doc.get('omega_threshold')}) &middot; rule {escape(str(doc.get('rule')))}, coefficient {escape(str(doc.get('coefficient')))}</div>
-<p>{escape(doc.get('reason') or '')}</p>
-<p>label_seq <span id="label-seq">{doc['label_seq']}</span>; human-pool score {_fmt(pool.get('estimate'))}
- [{_fmt((pool.get('ci') or [None, None])[0])}, {_fmt((pool.get('ci') or [None, None])[1])}];
- overlap still needed by the pilot recipe: {'n/a' if more is None else more} items per annotator.</p>
-<h2>Per-rater margins d_k with 95% intervals</h2>{margins}
-<h2>Human-pool score over label_seq</h2>{line_chart("pool-history", history, x_label="label_seq", y_label="pool score")}
-<h2>Plan progress (least advanced secondary)</h2>{progress}
-<h2>Reliability vs overlap rate (simulated for the plan in force)</h2>
-{line_chart("overlap-curve", curve, x_label="overlap rate rho", y_label="reliability", y_range=(0.0, 1.0), target=0.95)}
+<p>label_seq <span id="label-seq">{doc['label_seq']}</span> &middot; {doc['n_items']} items &middot;
+ criterion {escape(doc['criterion'])} &middot; rule {escape(str(doc.get('rule')))}, coefficient
+ {escape(str(doc.get('coefficient')))}, pass when omega &ge; {doc.get('omega_threshold')}</p>
+<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th></tr>{summary}</table></div>
+<p id="monitoring" class="note">{escape(notes['monitoring'])}</p>
+{panels}
+<h2>Plan and overlap</h2>
+<p id="plan-verdict" class="{_verdict_class(notes['plan'])}">{escape(notes['plan'])}</p>
+<p id="recipe-now" class="{_verdict_class(notes['recipe_now'])}">{escape(notes['recipe_now'])}</p>
+<h3>Progress of each secondary annotator through the plan</h3>{progress}
+<h2>Human-pool score over label_seq</h2>
+<p class="note">The mean over held-out humans of their agreement with the other humans
+ ({escape(str(doc.get('coefficient')))}) on the labels in hand at each point of the label sequence;
+ 95% interval now [{_fmt((pool.get('ci') or [None, None])[0])}, {_fmt((pool.get('ci') or [None, None])[1])}].</p>
+{pool_chart}
+<h2>Reliability vs overlap rate</h2>
+<p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
+ within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
+{_figure(project, by_id['overlap-curve'])}
 <script src="/static/dashboard.js"></script>
+</body></html>"""
+
+
+def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
+    """The projects the key can see: name, decision per judge, omega, progress and the last label's time."""
+    body = "".join(
+        f'<tr><td><a href="/projects/{escape(r["id"])}/dashboard">{escape(r["name"])}</a></td>'
+        f'<td>{escape(r["decision"])}</td><td>{escape(r["omega"])}</td><td>{escape(r["progress"])}</td>'
+        f'<td>{escape(r["last_label"])}</td></tr>'
+        for r in rows
+    ) or '<tr><td colspan="5">No project yet: create one with POST /projects (see the API docs).</td></tr>'
+    more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
+<h1>Projects</h1>
+<table id="projects"><tr><th>project</th><th>decision</th><th>omega</th><th>progress (least advanced secondary)</th>
+<th>last label (UTC)</th></tr>{body}</table>{more}
+<p class="note"><a href="/docs">API documentation</a></p>
 </body></html>"""
 
 
@@ -126,6 +101,28 @@ def error_page(status_code: int, detail: str) -> str:
     """A minimal HTML error page; the detail (which may quote the request) is escaped."""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan: {status_code}</title></head>
 <body><h1>{status_code}</h1><p>{escape(detail)}</p></body></html>"""
+
+
+def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart) -> str:
+    decision = validation["decision"]
+    reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
+    return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix('margins-'))}">
+<h2>Judge {escape(validation['judge'])}</h2>
+<p class="decision {escape(decision)}">decision: <b>{escape(decision)}</b>{reason} &middot; omega {_fmt(validation['omega'])}</p>
+<h3>{escape(margins.title)}</h3>
+<p class="note">Each dot is the estimate and each bar its interval; the judge wins a rater whose value lies
+ above -epsilon{' (by a one-sided test at q, Benjamini-Yekutieli over the raters)' if validation['rule'] == 'alt-test' else ''}.</p>
+{_figure(project, margins)}</section>"""
+
+
+def _figure(project: Project, chart: Chart) -> str:
+    base = f"/projects/{escape(project.id)}/dashboard/charts/{escape(chart.id)}"
+    return (f'{chart_svg(chart)}<p class="downloads">download: <a href="{base}.csv" download>CSV</a> &middot; '
+            f'<a href="{base}.svg" download>SVG</a></p>')
+
+
+def _verdict_class(note: str) -> str:
+    return "infeasible" if "infeasible:" in note else ""
 
 
 def _fmt(x: float | None) -> str:

@@ -75,12 +75,31 @@ def pilot_estimate(
     }
 
 
-def certification(decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int) -> Recipe:
-    """The certification recipe under the project's decision settings (docs/method.md §4)."""
+def certification(
+    decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int,
+    epsilon: float | None = None,
+) -> Recipe:
+    """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4)."""
     return certify_recipe(
         mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, rule=decision.rule,
-        epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, q=decision.q,
+        epsilon=decision.resolved_epsilon() if epsilon is None else epsilon, alpha_sig=decision.alpha_sig, q=decision.q,
     )
+
+
+EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
+
+
+def feasible_with(
+    decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int, m: int | None
+) -> dict[str, Any]:
+    """What would let an infeasible certification fit the corpus: the smallest ``epsilon`` in steps of
+    0.01 up to 0.5 whose recipe fits (None if none does), and the corpus size the recipe needs."""
+    epsilon = next(
+        (e for e in EPSILON_STEPS if e > decision.resolved_epsilon() and certification(
+            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=e).feasible),
+        None,
+    )
+    return {"epsilon": epsilon, "n_items": m}
 
 
 def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict[str, Any] | None:
@@ -95,13 +114,17 @@ def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict
             .group_by(Assignment.rater_id)
         )
     }
-    humans = session.scalars(select(Rater.id).where(Rater.project_id == project.id, Rater.kind == "human")).all()
+    humans = session.execute(
+        select(Rater.id, Rater.external_id).where(Rater.project_id == project.id, Rater.kind == "human")
+        .order_by(Rater.id)
+    ).all()
     target = plan.m or 0
-    per = [done.get(rid, 0) for rid in humans]
+    per = [done.get(rid, 0) for rid, _ in humans]
     return {
         "plan": plan.id, "m_target": plan.m, "design": plan.design,
         "m_done_min": min(per) if per else 0,
         "remaining_labels": sum(max(0, target - n) for n in per),
+        "raters": [{"rater": name, "done": n} for (_, name), n in zip(humans, per, strict=True)],
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, exists, func, select, text
@@ -27,6 +28,14 @@ def projects_page(session: Session, project_id: str | None, page: PageParams) ->
     if project_id is not None:
         stmt = stmt.where(Project.id == project_id)
     return list(session.scalars(stmt.offset(page.after or 0).limit(page.limit + 1)))
+
+
+def last_label_times(session: Session, project_ids: list[str]) -> dict[str, datetime]:
+    """When each of the projects last received a label (projects without one are absent)."""
+    return dict(session.execute(  # type: ignore[arg-type]
+        select(LabelEvent.project_id, func.max(LabelEvent.created_at))
+        .where(LabelEvent.project_id.in_(project_ids)).group_by(LabelEvent.project_id)
+    ).all())
 
 
 def has_labels(session: Session, project_id: str) -> bool:

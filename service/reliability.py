@@ -17,7 +17,7 @@ from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Plan, Project, Rater
-from service.planning import certification, current_plan, pilot_estimate, plan_progress
+from service.planning import certification, current_plan, feasible_with, pilot_estimate, plan_progress
 from service.schemas import DecisionSettings
 
 PROTOCOL_NOTE = (
@@ -110,10 +110,14 @@ def _recipe_now(matrix: LabelMatrix, judge: int, humans: list[int], decision: De
         return {"source": "pilot", "m_cert": None, "reason": "no overlap in hand yet"}
     recipe = certification(decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0],
                            n_humans=max(len(humans), 2))
-    return {
+    doc = {
         **pilot, "m_cert": recipe.m, "feasible": recipe.feasible, "reason": recipe.reason,
         "more_overlap_needed": None if recipe.m is None else max(0, recipe.m - m_now),
     }
+    if not recipe.feasible:
+        doc["feasible_with"] = feasible_with(decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0],
+                                             n_humans=max(len(humans), 2), m=recipe.m)
+    return doc
 
 
 def reliability_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:

@@ -1,24 +1,42 @@
-"""The dashboard page and its login (a key in an HttpOnly cookie)."""
+"""The dashboard pages (projects index, one project), their chart downloads, and the login (a key in a cookie)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from service.auth import principal_for
-from service.dashboard import dashboard_page, error_page, login_page, overlap_curve, pool_history
-from service.deps import KEY_COOKIE, VIEWER, ProjectId, ReadSession, request_authorization, scoped_project
-from service.errors import AppError, Unauthorized
-from service.planning import current_plan
-from service.reliability import document_key, reliability_document
+from service.auth import Principal, Role, principal_for
+from service.charts import Chart, chart_csv, chart_svg
+from service.dashboard import dashboard_page, error_page, index_page, login_page
+from service.dashboard_charts import project_charts
+from service.dashboard_notes import monitoring_note, plan_verdict, recipe_now_verdict
+from service.deps import (
+    KEY_COOKIE,
+    VIEWER,
+    ProjectForViewer,
+    ProjectId,
+    ReadSession,
+    SettingsDep,
+    request_authorization,
+    scoped_project,
+)
+from service.errors import AppError, NotFound, Unauthorized, echo, error_responses
 from service.models import Project
+from service.pagination import PageParams, encode_cursor
+from service.planning import current_plan
+from service.project_index import index_rows
+from service.queries import projects_page
+from service.schemas import DecisionSettings
 from service.security_headers import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
 from service.uploads import RawBody
 
 router = APIRouter(tags=["dashboard"])
+INDEX_PAGE_SIZE = 25
+ChartId = Annotated[str, Path(max_length=40, description="A chart's id, as in the page: `margins-1` (one per judge), "
+                                                         "`pool-history`, `progress`, `overlap-curve`.")]
 
 
 def _login_form(message: str = "", status_code: int = 200) -> HTMLResponse:
@@ -41,7 +59,8 @@ def get_login() -> HTMLResponse:
                403: {"description": "Missing or wrong CSRF token: load the form again"}},
 )
 def post_login(request: Request, body: RawBody, session: ReadSession) -> Response:
-    """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only).
+    """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only); go to the
+    projects index (admin) or the key's project dashboard.
 
     The form's CSRF token must match the cookie set with the form (403 otherwise).
     """
@@ -53,7 +72,7 @@ def post_login(request: Request, body: RawBody, session: ReadSession) -> Respons
         principal = principal_for(session, f"Bearer {key}")
     except Unauthorized:
         return _login_form("unknown or revoked API key", 401)
-    target = f"/projects/{principal.project_id}/dashboard" if principal.project_id else "/docs"
+    target = f"/projects/{principal.project_id}/dashboard" if principal.project_id else "/dashboard"
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(KEY_COOKIE, key, httponly=True, samesite="strict", secure=request.url.scheme == "https")
     response.delete_cookie(CSRF_COOKIE, path="/login")
@@ -72,24 +91,79 @@ def _dashboard_access(pid: ProjectId, request: Request, session: ReadSession) ->
         return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
 
 
-@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={401: {"description": "Log in first"}})
+def _index_access(request: Request, session: ReadSession) -> Principal | Response:
+    """The principal of an admin, or of a PM or viewer of a project, or the page to answer instead: to the
+    login form without a valid key, else the error as HTML."""
+    try:
+        principal = principal_for(session, request_authorization(request))
+        if principal.role != Role.ADMIN:
+            scoped_project(session, principal, principal.project_id or "", VIEWER)
+        return principal
+    except Unauthorized:
+        return RedirectResponse("/login", status_code=303)
+    except AppError as exc:
+        return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
+
+
+@router.get("/dashboard", response_class=HTMLResponse, responses={303: {"description": "Log in first"}})
+def get_index(
+    access: Annotated[Principal | Response, Depends(_index_access)], request: Request, session: ReadSession,
+    settings: SettingsDep, cursor: Annotated[str | None, Query(description="The `more projects` link's cursor.")] = None,
+) -> Response:
+    """The projects the key can see (all for admin): name, decision per judge, omega, progress, last label."""
+    if isinstance(access, Response):
+        return access
+    page = PageParams(limit=INDEX_PAGE_SIZE, cursor=cursor)
+    projects = projects_page(session, None if access.role == Role.ADMIN else access.project_id, page)
+    rows = index_rows(session, projects[:INDEX_PAGE_SIZE], request.app.state.documents,
+                      n_resamples=settings.bootstrap_resamples)
+    more = len(projects) > INDEX_PAGE_SIZE
+    next_page = f"/dashboard?cursor={encode_cursor((page.after or 0) + INDEX_PAGE_SIZE)}" if more else None
+    return HTMLResponse(index_page(rows, next_page), headers={"Cache-Control": "no-store"})
+
+
+@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={303: {"description": "Log in first"}})
 def get_dashboard(
     pid: ProjectId, access: Annotated[Project | Response, Depends(_dashboard_access)], request: Request,
-    session: ReadSession,
+    session: ReadSession, settings: SettingsDep,
 ) -> Response:
     """The project's dashboard (viewer role or above; log in at `/login`)."""
     if isinstance(access, Response):
         return access
-    project = access
-    settings = request.app.state.settings
-    criterion = project.criteria[0]
-    plan = current_plan(session, pid)
-    etag = document_key(session, project, plan, criterion, "reliability")
-    cache = request.app.state.documents
-    doc = cache.get_or_build(
-        etag, lambda: reliability_document(session, project, criterion, n_resamples=settings.bootstrap_resamples)
-    )
-    curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
-    curve = cache.get_or_build(curve_key, lambda: overlap_curve(project, plan))
-    page = dashboard_page(project, doc, pool_history(session, project, criterion), curve, etag)
-    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+    doc, etag, charts = project_charts(session, access, request.app.state.documents,
+                                       n_resamples=settings.bootstrap_resamples)
+    decision = DecisionSettings(**access.decision)
+    notes = {
+        "plan": plan_verdict(current_plan(session, pid), decision),
+        "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
+        "monitoring": monitoring_note(doc),
+    }
+    return HTMLResponse(dashboard_page(access, doc, charts, notes, etag), headers={"Cache-Control": "no-store"})
+
+
+def _chart(project: Project, chart_id: str, request: Request, session: ReadSession, n_resamples: int) -> Chart:
+    _, _, charts = project_charts(session, project, request.app.state.documents, n_resamples=n_resamples)
+    chart = next((c for c in charts if c.id == chart_id), None)
+    if chart is None:
+        raise NotFound(f"no chart {echo(chart_id)}; the dashboard has {', '.join(c.id for c in charts)}")
+    return chart
+
+
+@router.get("/projects/{pid}/dashboard/charts/{chart_id}.csv", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/csv": {}}}, **error_responses(401, 403, 404, 422)})
+def get_chart_csv(project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession,
+                  settings: SettingsDep) -> Response:
+    """One dashboard chart's data as CSV (the rows it plots, intervals and reasons included)."""
+    chart = _chart(project, chart_id, request, session, settings.bootstrap_resamples)
+    return Response(chart_csv(chart), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{chart.id}.csv"'})
+
+
+@router.get("/projects/{pid}/dashboard/charts/{chart_id}.svg", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}}}, **error_responses(401, 403, 404, 422)})
+def get_chart_svg(project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession,
+                  settings: SettingsDep) -> Response:
+    """One dashboard chart as a standalone SVG image, as drawn on the page."""
+    chart = _chart(project, chart_id, request, session, settings.bootstrap_resamples)
+    return Response('<?xml version="1.0" encoding="UTF-8"?>\n' + chart_svg(chart), media_type="image/svg+xml",
+                    headers={"Content-Disposition": f'attachment; filename="{chart.id}.svg"'})

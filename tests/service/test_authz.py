@@ -77,6 +77,9 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/projects/{pid}/webhooks/label-studio", 200, 200, 401, 401, 401, 401, 401),
     # the dashboard page: HTML, a redirect to /login without a (valid) key
     ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
+    ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
+    ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/login", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/login", 303, 303, 303, 303, 401, 401, 303),  # the caller's key posted in the form
 ]
@@ -206,6 +209,8 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {}, {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]}),
     ("POST", "/projects/{pid}/webhooks/label-studio"): lambda w, c: ({}, {"json": {"action": "PROJECT_UPDATED"}}),
     ("POST", "/login"): _login_form,
+    ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv"): lambda w, c: ({"chart_id": "margins-1"}, {}),
+    ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg"): lambda w, c: ({"chart_id": "margins-1"}, {}),
 }
 
 

@@ -1,14 +1,28 @@
-"""The dashboard's data: the pool-score history replays the label events exactly."""
+"""The dashboard: the pool-score history replays the events; each chart names and plots one quantity
+consistently, with a numeric axis and downloads; infeasible plans are said plainly; the projects index."""
 
 from __future__ import annotations
 
+import csv
+import io
+import re
+import xml.etree.ElementTree as ET
+
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planner.decision import validate_judge
-from service.dashboard import pool_history
+from planner.recipes import certify_recipe
+from service.charts import ticks
+from service.dashboard_charts import pool_history
 from service.db import session_scope
 from service.models import Project
+from tests.conftest import ADMIN_KEY
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _labels(client: TestClient, pid: str, rows: list[tuple[str, str, str]]) -> None:
@@ -40,3 +54,140 @@ def test_pool_history_replays_events_with_corrections(client: TestClient, projec
         assert (score is None and not np.isfinite(want)) or score == want, (seq, score, want)
     final = client.get(f"/projects/{pid}/reliability").json()["human_pool"]["estimate"]
     assert history[-1][1] == final
+
+
+# --------------------------------------------------------------------------- pages and charts
+
+
+def _alt_test_two_judges(client: TestClient) -> str:
+    """60 items, three humans and two judges of different quality, decided by the alt-test."""
+    pid = client.post("/projects", json={"name": "two judges", "labels": ["no", "yes"],
+                                         "decision": {"rule": "alt-test", "epsilon": 0.2}}).json()["id"]
+    for ext, kind in [("good-judge", "judge"), ("weak-judge", "judge"), ("prim", "primary"), ("h2", "human"),
+                      ("h3", "human")]:
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(60)]).status_code == 200
+    rng = np.random.default_rng(11)
+    truth = rng.integers(2, size=60)
+    flip = {"good-judge": 0.05, "weak-judge": 0.35, "prim": 0.1, "h2": 0.15, "h3": 0.15}
+    rows = [(f"i{i}", k, ["no", "yes"][truth[i] ^ int(rng.random() < p)]) for k, p in flip.items() for i in range(60)]
+    _labels(client, pid, rows)
+    return pid
+
+
+def _svg(page: str, chart_id: str) -> ET.Element:
+    start = page.index(f'<svg id="{chart_id}"')
+    return ET.fromstring(page[start: page.index("</svg>", start) + 6])
+
+
+def test_alt_test_panels_plot_rho_f_minus_rho_h_inside_its_interval(client: TestClient) -> None:
+    pid = _alt_test_two_judges(client)
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    page = client.get(f"/projects/{pid}/dashboard").text
+    assert [v["judge"] for v in doc["judges"]] == ["good-judge", "weak-judge"]
+    for k, judge in enumerate(doc["judges"], start=1):
+        assert f"Judge {judge['judge']}" in page
+        svg = _svg(page, f"margins-{k}")
+        assert "rho_f - rho_h" in svg.find(f"{SVG}title").text
+        dots = [float(c.get("cx")) for c in svg.iter(f"{SVG}circle")]
+        bars = [(float(b.get("x1")), float(b.get("x2"))) for b in svg.iter(f"{SVG}line") if b.get("class") == "ci"]
+        assert len(dots) == len(bars) == 3
+        assert all(lo <= x <= hi for x, (lo, hi) in zip(dots, bars, strict=True)), (dots, bars)
+        assert [float(t.text) for t in svg.iter(f"{SVG}text") if t.get("class") == "tick"], "a numeric axis"
+        # The downloaded CSV holds the same quantity, computed here from the document's rho_f and rho_h.
+        csv_rows = list(csv.DictReader(io.StringIO(client.get(
+            f"/projects/{pid}/dashboard/charts/margins-{k}.csv").text)))
+        for row, rater in zip(csv_rows, judge["raters"], strict=True):
+            assert row["rater"] == rater["rater"]
+            assert float(row["estimate"]) == pytest.approx(rater["rho_f"] - rater["rho_h"])
+            assert [float(row["ci_low"]), float(row["ci_high"])] == pytest.approx(rater["ci"])
+            assert float(row["ci_low"]) <= float(row["estimate"]) <= float(row["ci_high"])
+
+
+def test_chart_downloads_are_csv_and_standalone_svg(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    _labels(client, pid, [(f"i{i}", k, "pass" if (i + j) % 3 else "fail")
+                          for j, k in enumerate(("judge", "prim", "h2", "h3")) for i in range(20)])
+    for chart in ("margins-1", "pool-history", "progress", "overlap-curve"):
+        r = client.get(f"/projects/{pid}/dashboard/charts/{chart}.svg")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
+        assert ET.fromstring(r.content).get("id") == chart
+        r = client.get(f"/projects/{pid}/dashboard/charts/{chart}.csv")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    history = list(csv.reader(io.StringIO(client.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text)))
+    assert history[0] == ["label_seq", "pool_score"] and history[-1][0] == "80"
+    r = client.get(f"/projects/{pid}/dashboard/charts/margins-9.csv")
+    assert r.status_code == 404 and "margins-1" in r.json()["detail"]
+
+
+def test_pool_score_with_one_point_is_a_value_not_a_chart(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    # The second human's only label comes last: the pool score is defined at label_seq 7 only.
+    _labels(client, pid, [(f"i{i}", k, "pass" if i else "fail") for k in ("judge", "prim") for i in range(3)])
+    _labels(client, pid, [("i0", "h2", "fail")])
+    page = client.get(f"/projects/{pid}/dashboard").text
+    history = list(csv.reader(io.StringIO(client.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text)))
+    assert len([row for row in history[1:] if row[1]]) == 1  # one defined point: at the last label
+    assert '<svg id="pool-history"' not in page
+    assert 'id="pool-history" class="note">human-pool score 1.000 at label_seq 7' in page
+
+
+def test_infeasible_plan_says_so_and_what_would_make_it_feasible(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    r = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.84})
+    recipe = r.json()
+    assert r.status_code == 201 and not recipe["recipe"]["feasible"], r.text
+    m = recipe["recipe"]["m"]
+    page = client.get(f"/projects/{pid}/dashboard").text
+    verdict = page[page.index('id="plan-verdict"'):].split("</p>")[0]
+    assert 'class="infeasible"' in verdict
+    assert f"infeasible: the recipe needs {m} items per annotator, the corpus has 20" in verdict
+    assert f"a corpus of at least {m} items" in verdict and "a pilot" in verdict
+    # The epsilon offered is the smallest step of 0.01 whose recipe fits the 20 items (checked with the planner).
+    epsilon = float(verdict.split("raise epsilon to ")[1].split(" ")[0])
+    mu_d, sigma0_sq = recipe["recipe"]["moments"]["mu_d"], recipe["recipe"]["moments"]["sigma0_sq"]
+    assert certify_recipe(mu_d, sigma0_sq, n_items=20, n_humans=3, epsilon=epsilon).feasible
+    assert not certify_recipe(mu_d, sigma0_sq, n_items=20, n_humans=3, epsilon=round(epsilon - 0.01, 2)).feasible
+    # Deciding by another rule now: the page says the recipe was for the margin rule.
+    assert client.patch(f"/projects/{pid}", json={"decision": {"rule": "alt-test"}}).status_code == 200
+    page = client.get(f"/projects/{pid}/dashboard").text
+    assert "computed for the margin rule, but the project now decides by the alt-test rule" in page
+
+
+def test_projects_index_lists_what_the_key_sees_and_login_goes_there(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    other = client.post("/projects", json={"name": "second <b>", "labels": ["a", "b"]}).json()["id"]
+    _labels(client, pid, [(f"i{i}", k, "pass") for k in ("judge", "prim", "h2") for i in range(4)])
+    page = client.get("/dashboard").text
+    assert page.count("<tr>") == 3  # header and two projects
+    assert f'href="/projects/{pid}/dashboard">demo</a>' in page and "second &lt;b&gt;" in page
+    assert "judge: " in page and "no label yet" in page and "no plan" in page
+    viewer = client.post(f"/projects/{other}/keys", json={"role": "viewer"}).json()["key"]
+    for key, landing in [(ADMIN_KEY, "/dashboard"), (viewer, f"/projects/{other}/dashboard")]:
+        token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
+        r = client.post("/login", content=f"key={key}&csrf={token}", follow_redirects=False,
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert (r.status_code, r.headers["location"]) == (303, landing)
+    client.cookies.clear()
+    page = client.get("/dashboard", headers={"Authorization": f"Bearer {viewer}"}).text
+    assert other in page and pid not in page
+    assert client.get("/dashboard", headers={"Authorization": ""}, follow_redirects=False).headers["location"] == "/login"
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (0.0, 1.0, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+    (-0.23, 0.11, [-0.2, -0.1, 0.0, 0.1]),
+    (0.0, 246.0, [0.0, 50.0, 100.0, 150.0, 200.0]),
+    (3.0, 3.0, [3.0]),
+])
+def test_ticks_are_round_numbers_inside_the_range(low: float, high: float, expected: list[float]) -> None:
+    assert ticks(low, high) == pytest.approx(expected)
+
+
+@given(st.floats(-1e6, 1e6), st.floats(1e-6, 1e6))
+def test_ticks_cover_any_range_evenly(low: float, span: float) -> None:
+    high = low + span
+    t = np.array(ticks(low, high))
+    assert 2 <= t.size <= 11
+    assert np.all(t >= low - 1e-9 * span) and np.all(t <= high + 1e-9 * span)
+    assert np.allclose(np.diff(t), np.diff(t)[0], rtol=1e-6)

@@ -1,0 +1,154 @@
+"""What the dashboard plots: margins per judge, pool score over label_seq, progress, reliability vs overlap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from planner.decision import validate_judge
+from planner.simulate import COEFFICIENTS, simulate
+from service.charts import Chart
+from service.matrix import cell_indices, corpus
+from service.models import Plan, Project
+from service.planning import current_plan
+from service.reliability import DocumentCache, document_key, num, reliability_document
+from service.schemas import DecisionSettings
+from service.sql import driver_rows
+
+HISTORY_POINTS = 8
+CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
+MARGIN_QUANTITY = {
+    "margin": ("d_k = S(judge; H_k) - S(r_k; H_k)",
+               "the judge's agreement with the other humans minus held-out human k's"),
+    "alt-test": ("rho_f - rho_h", "the judge's advantage probability minus held-out human k's"),
+}
+
+
+def pool_history(session: Session, project: Project, criterion: str) -> list[tuple[int, float | None]]:
+    """The human-pool score at up to 8 points of the label sequence, replayed from the events."""
+    events = driver_rows(
+        session,
+        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? ORDER BY seq",
+        (project.id, criterion),
+    )
+    item_ids, raters = corpus(session, project)
+    judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
+    humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
+    if not events or not judges or len(humans) < 2:
+        return []
+    decision = DecisionSettings(**project.decision)
+    seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
+    rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
+    flat = rows * len(raters) + cols
+    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
+    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, HISTORY_POINTS + 1)[1:], method="higher"))
+    points: list[tuple[int, float | None]] = []
+    start = 0
+    for cut in cuts:
+        end = int(np.searchsorted(seqs, cut, side="right"))
+        # Events in seq order: the last event of a cell in this stretch is its value at the cut.
+        _, last = np.unique(flat[start:end][::-1], return_index=True)
+        latest = start + (end - start - 1 - last)
+        raw.flat[flat[latest]] = codes[latest]
+        start = end
+        v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
+                           n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
+                           epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
+        points.append((int(cut), num(v.human_pool.estimate)))
+    return points
+
+
+def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, float | None]]:
+    """Simulated reliability of the human-pool score against overlap rate, for the plan in force."""
+    if plan is None:
+        return []
+    recipe = plan.recipe
+    moments = recipe.get("moments", {})
+    coefficient = project.decision.get("coefficient", "po")
+    n_items = min(int(recipe.get("n_items", 500)), 1000)
+    # A small corpus has no item per secondary at the lowest rates: those points are left out.
+    rhos = [rho for rho in CURVE_RHOS if round(rho * n_items) >= 1]
+    if not rhos:
+        return []
+    result = simulate(
+        n_items=n_items, n_humans=max(int(recipe.get("n_humans", 3)), 2),
+        n_labels=len(project.labels), p_h=moments.get("p_h", 0.85), p_j=moments.get("p_j", 0.9),
+        rho=rhos, design=plan.design,
+        coefficient=coefficient if coefficient in COEFFICIENTS else "po",
+        delta=project.target.get("delta", 0.05), trials=100, rng=plan.seed % 2**32,
+    )
+    return [(c.rho, num(c.reliability)) for c in result.cells]
+
+
+def margin_estimate(rater: dict[str, Any], rule: str) -> float | None:
+    """The plotted quantity of one held-out rater: ``d_k``, or ``rho_f - rho_h`` under the alt-test (its interval's)."""
+    if rule != "alt-test":
+        return rater["d"]
+    if rater["rho_f"] is None or rater["rho_h"] is None:
+        return None
+    return rater["rho_f"] - rater["rho_h"]
+
+
+def margins_chart(validation: dict[str, Any], number: int) -> Chart:
+    """Per held-out rater, the compared quantity and its interval, with -epsilon and 0 marked."""
+    rule = validation["rule"]
+    symbol, meaning = MARGIN_QUANTITY[rule]
+    epsilon = validation.get("epsilon") or 0.0
+    return Chart(
+        id=f"margins-{number}", kind="interval",
+        title=f"{symbol} per held-out rater with its 95% interval, judge {validation['judge']}: {meaning}",
+        x_label=symbol, y_label="held-out rater",
+        columns=("rater", "estimate", "ci_low", "ci_high", "m", "won", "reason"),
+        rows=tuple((r["rater"], margin_estimate(r, rule), *(r["ci"] or [None, None]), r["m"], r["won"], r["reason"])
+                   for r in validation["raters"]),
+        marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),
+    )
+
+
+def dashboard_charts(doc: dict[str, Any], history: list, curve: list) -> tuple[Chart, ...]:
+    """Every chart of the dashboard, in page order: one margins chart per judge, then the project's."""
+    plan = doc.get("plan") or {}
+    charts = [margins_chart(v, k + 1) for k, v in enumerate(doc["judges"])]
+    charts.append(Chart(
+        id="pool-history", kind="line",
+        title="human-pool score (mean over held-out humans of their agreement with the others) over label_seq",
+        x_label="label_seq", y_label="human-pool score", columns=("label_seq", "pool_score"), rows=tuple(history),
+    ))
+    charts.append(Chart(
+        id="progress", kind="bars",
+        title="planned overlap done per secondary annotator (items labeled of the plan's list)",
+        x_label="items labeled", y_label="secondary annotator", columns=("rater", "done", "target"),
+        rows=tuple((r["rater"], r["done"], plan.get("m_target") or 0) for r in plan.get("raters", [])),
+    ))
+    charts.append(Chart(
+        id="overlap-curve", kind="line",
+        title="reliability of the human-pool score vs overlap rate, simulated for the plan in force",
+        x_label="overlap rate rho (share of items each secondary labels)",
+        y_label="P(|sparse - full| <= delta)", columns=("rho", "reliability"), rows=tuple(curve),
+        y_range=(0.0, 1.0), target=0.95,
+    ))
+    return tuple(charts)
+
+
+def cached_reliability(session: Session, project: Project, documents: DocumentCache, *,
+                       n_resamples: int) -> tuple[dict[str, Any], str]:
+    """The reliability document of the first criterion and its ETag, from the document cache."""
+    criterion = project.criteria[0]
+    etag = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
+    doc = documents.get_or_build(
+        etag, lambda: reliability_document(session, project, criterion, n_resamples=n_resamples)
+    )
+    return doc, etag
+
+
+def project_charts(session: Session, project: Project, documents: DocumentCache, *,
+                   n_resamples: int) -> tuple[dict[str, Any], str, tuple[Chart, ...]]:
+    """The reliability document, its ETag and every dashboard chart (history and curve cached with it)."""
+    doc, etag = cached_reliability(session, project, documents, n_resamples=n_resamples)
+    plan = current_plan(session, project.id)
+    history = documents.get_or_build(f"history|{etag}", lambda: pool_history(session, project, project.criteria[0]))
+    curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
+    curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))
+    return doc, etag, dashboard_charts(doc, history, curve)

@@ -1,0 +1,36 @@
+"""The projects index: one row per project, with its decision, omega, progress and last label, as display text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from service.dashboard_charts import cached_reliability
+from service.models import Project
+from service.queries import last_label_times
+from service.reliability import DocumentCache
+
+
+def index_rows(session: Session, projects: list[Project], documents: DocumentCache, *,
+               n_resamples: int) -> list[dict[str, str]]:
+    """Each project's name, decision per judge, omega, progress and last label time (its documents cached)."""
+    last = last_label_times(session, [p.id for p in projects])
+    rows = []
+    for project in projects:
+        doc, _ = cached_reliability(session, project, documents, n_resamples=n_resamples)
+        when = last[project.id].strftime("%Y-%m-%d %H:%M") if project.id in last else "no label yet"
+        rows.append({"id": project.id, "name": project.name, **_status(doc), "last_label": when})
+    return rows
+
+
+def _status(doc: dict[str, Any]) -> dict[str, str]:
+    judges = doc["judges"]
+    if judges:
+        decision = "; ".join(f"{v['judge']}: {v['decision']}" for v in judges)
+        omega = "; ".join("n/a" if v["omega"] is None else f"{v['omega']:.2f}" for v in judges)
+    else:
+        decision, omega = f"{doc['decision']} ({doc['reason']})", "n/a"
+    plan = doc.get("plan")
+    progress = f"{plan['m_done_min']} / {plan['m_target']} items" if plan and plan.get("m_target") else "no plan"
+    return {"decision": decision, "omega": omega, "progress": progress}
