@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -95,5 +97,107 @@ def test_docs_pages_render_offline_under_their_csp(database_url: str, tmp_path: 
                                             or d.find_elements(By.CSS_SELECTOR, "[data-section-id]"))
             # ReDoc's "API docs by Redocly" badge points at its CDN; the CSP blocks it, nothing else.
             assert [e for e in console_errors(driver) if "cdn.redoc.ly/redoc/logo-mini.svg" not in e] == []
+        finally:
+            driver.quit()
+
+
+def _readme_project(c: httpx.Client) -> str:
+    """The README walkthrough: 3 items, a judge, ann-1 primary, ann-2 secondary, a prior plan, 9 labels."""
+    pid = c.post("/projects", json={"name": "toxicity", "labels": ["ok", "toxic"], "scale": "nominal"}).json()["id"]
+    c.post(f"/projects/{pid}/items", json=[{"external_id": f"q{i}"} for i in (1, 2, 3)]).raise_for_status()
+    for ext, kind in [("gpt-judge", "judge"), ("ann-1", "primary"), ("ann-2", "human")]:
+        c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
+    values = {"gpt-judge": "ok toxic ok", "ann-1": "ok ok ok"}
+    c.post(f"/projects/{pid}/labels", json=[{"item": f"q{i + 1}", "rater": k, "value": v}
+                                            for k, vs in values.items() for i, v in enumerate(vs.split())])
+    c.post(f"/projects/{pid}/plan", json={"purpose": "certify", "source": "prior", "p_h": 0.85, "p_j": 0.9})
+    c.post(f"/projects/{pid}/labels", json=[{"item": f"q{i + 1}", "rater": "ann-2", "value": v}
+                                            for i, v in enumerate("ok toxic ok".split())]).raise_for_status()
+    return pid
+
+
+def _two_judges_alt_test(c: httpx.Client) -> str:
+    """120 items, three humans and two judges of different quality, decided by the alt-test."""
+    pid = c.post("/projects", json={"name": "two judges, alt-test", "labels": ["no", "yes"],
+                                    "decision": {"rule": "alt-test", "epsilon": 0.2}}).json()["id"]
+    c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(120)]).raise_for_status()
+    flip = {"strong-judge": 0.05, "weak-judge": 0.35, "ann-1": 0.1, "ann-2": 0.15, "ann-3": 0.15}
+    for ext in flip:
+        kind = "judge" if ext.endswith("judge") else "primary" if ext == "ann-1" else "human"
+        c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
+    rng = np.random.default_rng(5)
+    truth = rng.integers(2, size=120)
+    rows = [{"item": f"i{i}", "rater": k, "value": ["no", "yes"][truth[i] ^ int(rng.random() < p)]}
+            for k, p in flip.items() for i in range(120)]
+    c.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
+    return pid
+
+
+def _infeasible_plan(c: httpx.Client) -> str:
+    """A 246-item corpus and a prior plan whose judge is a little worse than the humans."""
+    pid = c.post("/projects", json={"name": "infeasible plan", "labels": ["fail", "pass"]}).json()["id"]
+    c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(246)]).raise_for_status()
+    for ext, kind in [("judge", "judge"), ("ann-1", "primary"), ("ann-2", "human"), ("ann-3", "human")]:
+        c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
+    plan = c.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.835}).json()
+    assert not plan["recipe"]["feasible"], plan
+    return pid
+
+
+def _screenshot(driver: WebDriver, path: Path) -> None:
+    """The whole page, however long (the window grows to it)."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(800, height + 40)
+    assert driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+
+
+def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> None:
+    """The README project, a 2-judge alt-test project and an infeasible plan, as an admin sees them:
+    every dot inside its interval, one panel per judge, the infeasible plan said plainly, downloads served."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
+        with server.client() as c:
+            pids = {"readme": _readme_project(c), "alt-test": _two_judges_alt_test(c), "infeasible": _infeasible_plan(c)}
+        driver = chromium(tmp_path)
+        try:
+            driver.get(f"{server.base_url}/login")
+            driver.find_element(By.ID, "key").send_keys(ADMIN_KEY)
+            driver.find_element(By.ID, "login").click()
+            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/dashboard"))
+            index = driver.find_element(By.ID, "projects").text
+            assert all(name in index for name in ("toxicity", "two judges, alt-test", "infeasible plan")), index
+            _screenshot(driver, shots / "index.png")
+            for name, pid in pids.items():
+                driver.get(f"{server.base_url}/projects/{pid}/dashboard")
+                WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "plan-verdict"))
+                for panel in driver.find_elements(By.CSS_SELECTOR, "section.judge svg"):
+                    dots = panel.find_elements(By.CSS_SELECTOR, "circle.estimate")
+                    bars = panel.find_elements(By.CSS_SELECTOR, "line.ci")
+                    assert len(dots) == len(bars)
+                    for dot, bar in zip(dots, bars, strict=True):
+                        centre = dot.rect["x"] + dot.rect["width"] / 2
+                        assert bar.rect["x"] - 1 <= centre <= bar.rect["x"] + bar.rect["width"] + 1, (name, dot.rect)
+                    assert panel.find_elements(By.CSS_SELECTOR, "text.tick"), "the margins axis is numeric"
+                for link in driver.find_elements(By.CSS_SELECTOR, ".downloads a"):
+                    r = httpx.get(link.get_attribute("href"), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+                    assert r.status_code == 200 and r.text, link.get_attribute("href")
+                assert console_errors(driver) == []
+                _screenshot(driver, shots / f"dashboard-{name}.png")
+                driver.set_window_size(800, 1600)
+                page = driver.find_element(By.TAG_NAME, "body").text
+                if name == "alt-test":
+                    assert len(driver.find_elements(By.CSS_SELECTOR, "section.judge")) == 2
+                    assert "Judge strong-judge" in page and "Judge weak-judge" in page
+                    assert "rho_f - rho_h" in page
+                if name == "infeasible":
+                    verdict = driver.find_element(By.ID, "plan-verdict")
+                    assert "infeasible: the recipe needs" in verdict.text and "the corpus has 246" in verdict.text
+                    assert "raise epsilon to" in verdict.text and verdict.get_attribute("class") == "infeasible"
+                if name == "readme":
+                    assert "human-pool score" in driver.find_element(By.ID, "pool-history").text
         finally:
             driver.quit()
