@@ -17,7 +17,8 @@ WIDTH, ROW, PAD = 600, 26, 120
 
 @dataclass(frozen=True)
 class Chart:
-    """One chart's data: ``rows`` are ``(label, estimate, low, high)`` (interval),
+    """One chart's data: ``rows`` are ``(label, estimate, low, high, ..., reason)`` (interval; the reason
+    is shown where the estimate is undefined),
     ``(x, y)`` (line) or ``(label, done, target)`` (bars); ``columns`` name them in the CSV."""
 
     id: str
@@ -67,9 +68,12 @@ def _open(chart: Chart, height: float) -> list[str]:
             f'<title>{escape(chart.title)}</title><rect width="100%" height="100%" fill="#fff"/>']
 
 
-def _x_axis(parts: list[str], low: float, high: float, x: Callable[[float], float], y: float, label: str) -> None:
+def _x_axis(parts: list[str], low: float, high: float, x: Callable[[float], float], y: float, label: str, *,
+            integer: bool = False) -> None:
     parts.append(f'<line class="axis" x1="{x(low):.1f}" x2="{x(high):.1f}" y1="{y}" y2="{y}" stroke="#555"/>')
     for t in ticks(low, high):
+        if integer and t != int(t):
+            continue
         parts.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y}" y2="{y + 4}" stroke="#555"/>'
                      f'<text class="tick" x="{x(t):.1f}" y="{y + 15}" font-size="10" text-anchor="middle">{t:g}</text>')
     parts.append(f'<text x="{(x(low) + x(high)) / 2:.1f}" y="{y + 30}" font-size="11" '
@@ -81,7 +85,8 @@ def _interval_svg(chart: Chart) -> str:
     low, high = (min(values), max(values)) if values else (-1.0, 1.0)
     span = (high - low) or 1.0
     low, high = low - 0.08 * span, high + 0.08 * span
-    axis_y = ROW * (len(chart.rows) + 1)
+    top = 20  # the marks' labels
+    axis_y = top + ROW * len(chart.rows) + 6
     height = axis_y + 40
 
     def x(value: float) -> float:
@@ -89,19 +94,23 @@ def _interval_svg(chart: Chart) -> str:
 
     parts = _open(chart, height)
     for value, label in chart.marks:
-        parts.append(f'<line class="mark" x1="{x(value):.1f}" x2="{x(value):.1f}" y1="6" y2="{axis_y}" stroke="#999" '
-                     f'stroke-dasharray="4 3"/><text x="{x(value) + 3:.1f}" y="14" font-size="10" fill="#555">'
-                     f'{escape(label)}</text>')
-    for k, (label, est, lo, hi) in enumerate(row[:4] for row in chart.rows):
-        y = ROW * (k + 1)
+        # Labels of negative marks sit left of their line, the others right: -epsilon and 0 never overlap.
+        side, anchor = (-3, "end") if value < 0 else (3, "start")
+        parts.append(f'<line class="mark" x1="{x(value):.1f}" x2="{x(value):.1f}" y1="{top - 4}" y2="{axis_y}" '
+                     f'stroke="#999" stroke-dasharray="4 3"/><text x="{x(value) + side:.1f}" y="{top - 6}" '
+                     f'font-size="10" fill="#555" text-anchor="{anchor}">{escape(label)}</text>')
+    for k, (label, est, lo, hi, *rest) in enumerate(chart.rows):
+        y = top + ROW * k + ROW // 2
         parts.append(f'<text x="4" y="{y + 4}" font-size="12">{escape(str(label))[:18]}</text>')
         if lo is not None and hi is not None:
             parts.append(f'<line class="ci" x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" '
-                         'stroke="#729fcf" stroke-width="4"/>')
+                         'stroke="#729fcf" stroke-width="4" stroke-linecap="round"/>')
         if est is not None:
             parts.append(f'<circle class="estimate" cx="{x(est):.1f}" cy="{y}" r="5" fill="#204a87"/>')
         else:
-            parts.append(f'<text x="{PAD}" y="{y + 4}" font-size="11" fill="#a40000">undefined</text>')
+            why = f": {rest[-1]}" if rest and rest[-1] else ""
+            parts.append(f'<text x="{PAD}" y="{y + 4}" font-size="10" fill="#a40000">'
+                         f'{escape(("undefined" + why)[:80])}</text>')
     _x_axis(parts, low, high, x, axis_y, chart.x_label)
     parts.append("</svg>")
     return "".join(parts)
@@ -110,10 +119,8 @@ def _interval_svg(chart: Chart) -> str:
 def _line_svg(chart: Chart) -> str:
     height, left, bottom = 240, 60, 44
     shown = [(x, y) for x, y in chart.rows if y is not None]
-    parts = _open(chart, height)
     if not shown:
-        parts.append(f'<text x="{left}" y="{height / 2}" font-size="12">no data yet</text></svg>')
-        return "".join(parts)
+        return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
     xs = [x for x, _ in shown]
     ys = [y for _, y in shown] + ([chart.target] if chart.target is not None else [])
     x0, x1 = min(xs), max(xs)
@@ -122,6 +129,7 @@ def _line_svg(chart: Chart) -> str:
     y0, y1 = chart.y_range or (min(ys), max(ys))
     if y1 <= y0:
         y0, y1 = y0 - 0.05, y1 + 0.05
+    parts = _open(chart, height)
 
     def px(x: float) -> float:
         return left + (x - x0) / (x1 - x0) * (WIDTH - left - 20)
@@ -135,12 +143,12 @@ def _line_svg(chart: Chart) -> str:
                      f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
     parts.append(f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
                  f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">{escape(chart.y_label)}</text>')
-    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label)
+    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label, integer=all(float(x).is_integer() for x in xs))
     if chart.target is not None:
         parts.append(f'<line class="target" x1="{left}" x2="{WIDTH - 20}" y1="{py(chart.target):.1f}" '
                      f'y2="{py(chart.target):.1f}" stroke="#cc0000" stroke-dasharray="5 3"/>'
-                     f'<text x="{WIDTH - 22}" y="{py(chart.target) - 4:.1f}" font-size="10" fill="#cc0000" '
-                     f'text-anchor="end">target {chart.target:g}</text>')
+                     f'<text x="{left + 4}" y="{py(chart.target) - 4:.1f}" font-size="10" fill="#cc0000">'
+                     f'target {chart.target:g}</text>')
     path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in shown)
     parts.append(f'<polyline class="series" points="{path}" fill="none" stroke="#204a87" stroke-width="2"/>')
     parts.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#204a87"/>' for x, y in shown)
@@ -164,6 +172,6 @@ def _bars_svg(chart: Chart) -> str:
                      f'<rect x="{PAD}" y="{y - 8}" width="{x(target) - PAD:.1f}" height="16" fill="#eee"/>'
                      f'<rect class="done" x="{PAD}" y="{y - 8}" width="{x(min(done, high)) - PAD:.1f}" height="16" '
                      f'fill="#4e9a06"/><text x="{x(target) + 4:.1f}" y="{y + 4}" font-size="11">{done} / {target}</text>')
-    _x_axis(parts, 0, high, x, axis_y, chart.x_label)
+    _x_axis(parts, 0, high, x, axis_y, chart.x_label, integer=True)
     parts.append("</svg>")
     return "".join(parts)

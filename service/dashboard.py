@@ -41,7 +41,17 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
         at = f" at label_seq {defined[0][0]:g}" if defined else ""
         pool_chart = (f'<p id="pool-history" class="note">human-pool score {_fmt(pool.get("estimate"))}{at}; '
                       "the line is drawn from the second point of the label sequence with a defined score.</p>")
-    progress = _figure(project, by_id["progress"]) if by_id["progress"].rows else "<p>No secondary annotator yet.</p>"
+    if not doc.get("plan"):
+        progress = "<p>No plan yet.</p>"
+    else:
+        progress = _figure(project, by_id["progress"]) if by_id["progress"].rows else "<p>No secondary annotator yet.</p>"
+    curve = by_id["overlap-curve"]
+    if curve.rows:
+        curve_figure = _figure(project, curve)
+    elif doc.get("plan"):
+        curve_figure = "<p>No overlap rate of the curve gives each secondary annotator an item of this corpus.</p>"
+    else:
+        curve_figure = "<p>No plan yet: the curve is simulated for the plan in force.</p>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability">
@@ -65,7 +75,7 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
 <h2>Reliability vs overlap rate</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
  within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
-{_figure(project, by_id['overlap-curve'])}
+{curve_figure}
 <script src="/static/dashboard.js"></script>
 </body></html>"""
 

@@ -115,6 +115,7 @@ def dashboard_charts(doc: dict[str, Any], history: list, curve: list) -> tuple[C
         id="pool-history", kind="line",
         title="human-pool score (mean over held-out humans of their agreement with the others) over label_seq",
         x_label="label_seq", y_label="human-pool score", columns=("label_seq", "pool_score"), rows=tuple(history),
+        y_range=(min([0.0] + [y for _, y in history if y is not None]), 1.0),
     ))
     charts.append(Chart(
         id="progress", kind="bars",

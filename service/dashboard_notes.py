@@ -45,7 +45,8 @@ def recipe_now_verdict(recipe_now: dict[str, Any], n_items: int, decision: Decis
     if recipe_now.get("m_cert") is None and "feasible" not in recipe_now:
         return f"Recipe from the labels in hand: not yet ({recipe_now.get('reason') or 'no pilot'})."
     if recipe_now["feasible"]:
-        return (f"Recipe from the labels in hand (a pilot of {recipe_now['m_pilot']} items, {decision.rule} rule): "
+        return (f"Recipe from the labels in hand ({recipe_now['m_pilot']} held-out comparisons over "
+                f"{recipe_now['n_raters_pilot']} humans, {decision.rule} rule): "
                 f"{recipe_now['m_cert']} overlap items per secondary annotator; "
                 f"{recipe_now['more_overlap_needed']} more needed.")
     sentence = infeasible_sentence(recipe_now.get("m_cert"), n_items, recipe_now.get("reason", ""),

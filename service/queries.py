@@ -32,7 +32,7 @@ def projects_page(session: Session, project_id: str | None, page: PageParams) ->
 
 def last_label_times(session: Session, project_ids: list[str]) -> dict[str, datetime]:
     """When each of the projects last received a label (projects without one are absent)."""
-    return dict(session.execute(  # type: ignore[arg-type]
+    return dict(session.execute(
         select(LabelEvent.project_id, func.max(LabelEvent.created_at))
         .where(LabelEvent.project_id.in_(project_ids)).group_by(LabelEvent.project_id)
     ).all())

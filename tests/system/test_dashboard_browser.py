@@ -102,7 +102,8 @@ def test_docs_pages_render_offline_under_their_csp(database_url: str, tmp_path: 
 
 
 def _readme_project(c: httpx.Client) -> str:
-    """The README walkthrough: 3 items, a judge, ann-1 primary, ann-2 secondary, a prior plan, 9 labels."""
+    """The README walkthrough: 3 items, a judge, ann-1 primary, ann-2 secondary, a prior plan, ann-2's
+    batch, 9 labels."""
     pid = c.post("/projects", json={"name": "toxicity", "labels": ["ok", "toxic"], "scale": "nominal"}).json()["id"]
     c.post(f"/projects/{pid}/items", json=[{"external_id": f"q{i}"} for i in (1, 2, 3)]).raise_for_status()
     for ext, kind in [("gpt-judge", "judge"), ("ann-1", "primary"), ("ann-2", "human")]:
@@ -111,6 +112,7 @@ def _readme_project(c: httpx.Client) -> str:
     c.post(f"/projects/{pid}/labels", json=[{"item": f"q{i + 1}", "rater": k, "value": v}
                                             for k, vs in values.items() for i, v in enumerate(vs.split())])
     c.post(f"/projects/{pid}/plan", json={"purpose": "certify", "source": "prior", "p_h": 0.85, "p_j": 0.9})
+    c.post(f"/projects/{pid}/batches", json={"rater": "ann-2", "size": 20}).raise_for_status()
     c.post(f"/projects/{pid}/labels", json=[{"item": f"q{i + 1}", "rater": "ann-2", "value": v}
                                             for i, v in enumerate("ok toxic ok".split())]).raise_for_status()
     return pid
@@ -145,10 +147,12 @@ def _infeasible_plan(c: httpx.Client) -> str:
 
 
 def _screenshot(driver: WebDriver, path: Path) -> None:
-    """The whole page, however long (the window grows to it)."""
+    """The whole page, however long (the viewport is emulated at the page's height for the shot)."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(800, height + 40)
+    metrics = {"width": 800, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     assert driver.save_screenshot(str(path))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     assert path.stat().st_size > 10_000
 
 
@@ -187,7 +191,6 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
                     assert r.status_code == 200 and r.text, link.get_attribute("href")
                 assert console_errors(driver) == []
                 _screenshot(driver, shots / f"dashboard-{name}.png")
-                driver.set_window_size(800, 1600)
                 page = driver.find_element(By.TAG_NAME, "body").text
                 if name == "alt-test":
                     assert len(driver.find_elements(By.CSS_SELECTOR, "section.judge")) == 2
