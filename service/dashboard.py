@@ -49,9 +49,10 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
     if curve.rows:
         curve_figure = _figure(project, curve)
     elif doc.get("plan"):
-        curve_figure = "<p>No overlap rate of the curve gives each secondary annotator an item of this corpus.</p>"
+        curve_figure = ('<p id="overlap-curve" class="note">No overlap rate of the curve gives each secondary '
+                        "annotator an item of this corpus.</p>")
     else:
-        curve_figure = "<p>No plan yet: the curve is simulated for the plan in force.</p>"
+        curve_figure = '<p id="overlap-curve" class="note">No plan yet: the curve is simulated for the plan in force.</p>'
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability">
