@@ -191,3 +191,19 @@ def test_ticks_cover_any_range_evenly(low: float, span: float) -> None:
     assert 2 <= t.size <= 11
     assert np.all(t >= low - 1e-9 * span) and np.all(t <= high + 1e-9 * span)
     assert np.allclose(np.diff(t), np.diff(t)[0], rtol=1e-6)
+
+
+def test_projects_index_rows_agree_with_each_reliability_document_and_page_on(client: TestClient) -> None:
+    pid = _alt_test_two_judges(client)
+    for k in range(25):  # 26 projects: the first page holds 25 and links to the next
+        client.post("/projects", json={"name": f"extra-{k:02d}", "labels": ["a", "b"]})
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    page = client.get("/dashboard").text
+    row = page[page.index(f'href="/projects/{pid}/dashboard"'):].split("</tr>")[0]
+    cells = re.findall(r"<td>([^<]*)</td>", row)
+    assert cells[0] == "; ".join(f"{v['judge']}: {v['decision']}" for v in doc["judges"])
+    assert cells[1] == "; ".join(f"{v['omega']:.2f}" for v in doc["judges"])
+    assert "extra-23" in page and "extra-24" not in page
+    more = re.search(r'id="next" href="([^"]+)"', page).group(1)
+    rest = client.get(more.replace("&amp;", "&")).text
+    assert "extra-24" in rest and "extra-23" not in rest and 'id="next"' not in rest
