@@ -277,6 +277,46 @@ def demo(
     typer.echo(f"dashboard: {url}/projects/{pid}/dashboard   docs: {url}/docs")
 
 
+sync = typer.Typer(help="Bring labels in from annotation tools.", no_args_is_help=True)
+app.add_typer(sync, name="sync")
+
+
+@sync.command("label-studio")
+def sync_label_studio(
+    project: Annotated[str, typer.Option(help="The annoplan project id.")],
+    ls_project: Annotated[int, typer.Option(help="The Label Studio project id.")],
+    ls_url: Annotated[str, typer.Option(envvar="LABEL_STUDIO_URL", help="Label Studio's base URL.")] = "",
+    ls_token: Annotated[str, typer.Option(envvar="LABEL_STUDIO_TOKEN", help="A Label Studio API token.")] = "",
+    token_type: Annotated[str, typer.Option(help="Token (legacy API token) or Bearer (access token).")] = "Token",
+    from_name: Annotated[str | None, typer.Option(help="The choices control, when the config is ambiguous.")] = None,
+    primary: Annotated[str | None, typer.Option(help="Label Studio id or email of the primary annotator.")] = None,
+    judge_prefix: Annotated[str, typer.Option(help="Prefix of the judges' external ids.")] = "",
+    url: Annotated[str, typer.Option(envvar="ANNOPLAN_URL", help="The annoplan server.")] = "http://127.0.0.1:8000",
+    key: Annotated[str, typer.Option(envvar="ANNOPLAN_KEY", help="An admin key or a pm key of the project.")] = "",
+) -> None:
+    """Reconcile an annoplan project with a full snapshot of a Label Studio project (adds,
+    updates, retractions, judges from predictions) and print what changed; safe to rerun.
+
+    Example: annoplan sync label-studio --project p_... --ls-project 3 --ls-url http://127.0.0.1:8080
+    (with ANNOPLAN_KEY and LABEL_STUDIO_TOKEN set)
+    """
+    import httpx
+
+    if not (key and ls_url and ls_token):
+        raise typer.BadParameter("pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)")
+    body = {"url": ls_url, "project": ls_project, "token": ls_token, "token_type": token_type,
+            "from_name": from_name, "primary": primary, "judge_prefix": judge_prefix}
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
+        done = _ok(c.post(f"/projects/{project}/integrations/label-studio/sync", json=body))
+    changes = done["changes"]
+    typer.echo(f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, {changes['updated']} updated, "
+               f"{changes['retracted']} retracted, {changes['unchanged']} unchanged; "
+               f"{len(done['unmapped'])} unmapped, {len(done['raters_created'])} raters created; "
+               f"label_seq {done['labels']['label_seq']}")
+    for u in done["unmapped"][:20]:
+        typer.echo(f"  unmapped: task {u['task']} {u['rater']}: {u['value']!r}")
+
+
 def _ok(response: object) -> dict:
     import httpx
 

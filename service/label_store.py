@@ -1,10 +1,14 @@
-"""Label events: validated, de-duplicated, append-only writes with a per-project sequence."""
+"""Label events: validated, de-duplicated, append-only writes with a per-project sequence.
+
+An event is a label or a retraction (``kind = 'retraction'``, no value): a retraction ends
+the cell's current label (its ``current_labels`` row goes) and keeps the history.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select, text
+from sqlalchemy import delete, select, text, tuple_
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role
@@ -12,8 +16,8 @@ from service.errors import Forbidden, Invalid, echo
 from service.item_store import ids_by_external
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
 from service.project_rows import lock_project, reserve
-from service.schemas import LabelIn, LabelsAccepted
-from service.sql import db_value, insert_many
+from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted
+from service.sql import chunks, db_value, insert_many
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
@@ -144,3 +148,45 @@ def _append(session: Session, project_id: str, fresh: list, first_seq: int, now:
         ),
         {"project": project_id, "first": first_seq, "last": first_seq + len(fresh) - 1},
     )
+
+
+Cell = tuple[int, int, str]  # (item id, rater id, criterion)
+
+
+def retract_labels(session: Session, project: Project, cells: list[Cell]) -> LabelsRetracted:
+    """Append a retraction event for each cell that has a current label, and drop that label.
+
+    Cells without a current label (never labeled, or already retracted) write nothing.
+    """
+    lock_project(session, project.id)
+    wanted = sorted(set(cells))
+    labeled = sorted(
+        {
+            (i, r, c)
+            for part in chunks(wanted, 1_000)
+            for i, r, c in session.execute(
+                select(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).where(
+                    CurrentLabel.project_id == project.id,
+                    tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
+                )
+            )
+        }
+    )
+    if not labeled:
+        return LabelsRetracted(retracted=0, label_seq=project.label_seq)
+    first_seq = reserve(session, project.id, "label_seq", len(labeled))
+    stamp = db_value(session, LabelEvent.__table__.c.created_at, utcnow())
+    insert_many(
+        session, LabelEvent.__table__,
+        ("project_id", "seq", "item_id", "rater_id", "criterion", "kind", "created_at"),
+        [(project.id, first_seq + k, i, r, c, "retraction", stamp) for k, (i, r, c) in enumerate(labeled)],
+    )
+    for part in chunks(labeled, 1_000):
+        session.execute(
+            delete(CurrentLabel).where(
+                CurrentLabel.project_id == project.id,
+                tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
+            )
+        )
+    return LabelsRetracted(retracted=len(labeled), label_seq=first_seq + len(labeled) - 1)
+

@@ -73,11 +73,14 @@ def corpus(session: Session, project: Project) -> tuple[np.ndarray, list[RaterCo
 
 
 def cell_indices(
-    project: Project, item_ids: np.ndarray, raters: list[RaterColumn], cells: Sequence[tuple[int, int, str]]
+    project: Project, item_ids: np.ndarray, raters: list[RaterColumn], cells: Sequence[tuple[int, int, str | None]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row, column and raw code of each ``(item_id, rater_id, value)`` cell (see :class:`LabelMatrix`)."""
+    """Row, column and raw code of each ``(item_id, rater_id, value)`` cell (see :class:`LabelMatrix`).
+
+    A retraction event (value ``None``) has code ``-1``: the cell is missing again.
+    """
     n_labels = len(project.labels)
-    code_of = {v: c for c, v in enumerate(project.labels)} | {CANNOT_ASSESS: n_labels, INVALID: n_labels + 1}
+    code_of = {v: c for c, v in enumerate(project.labels)} | {CANNOT_ASSESS: n_labels, INVALID: n_labels + 1, None: -1}
     col_of = {r.id: k for k, r in enumerate(raters)}
     n = len(cells)
     order = np.argsort(item_ids)

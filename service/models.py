@@ -77,6 +77,11 @@ class Project(Base):
     label_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     item_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Label Studio choice -> project label, consulted before the exact and case-insensitive match
+    # (null: no mapping).
+    label_map: Mapped[dict[str, Any] | None]
+    # The Label Studio choices control last read from a labeling config (name, data key, choices).
+    label_studio: Mapped[dict[str, Any] | None]
 
 
 class Item(Base):
@@ -114,7 +119,11 @@ class Rater(Base):
 
 
 class LabelEvent(Base):
-    """One append-only label event; the current label of a cell is its latest event."""
+    """One append-only event: a label, or the retraction of the cell's label (``value`` null).
+
+    The current label of a cell is its latest event when that is a label; a retraction
+    removes the cell from ``current_labels``.
+    """
 
     __tablename__ = "label_events"
     __table_args__ = (UniqueConstraint("project_id", "seq"),)
@@ -125,9 +134,10 @@ class LabelEvent(Base):
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
     rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
     criterion: Mapped[str] = mapped_column(String(100))
-    value: Mapped[str] = mapped_column(String(200))
+    value: Mapped[str | None] = mapped_column(String(200))
     batch_id: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16), default="label", server_default="label")
 
 
 class CurrentLabel(Base):
@@ -246,3 +256,34 @@ class Simulation(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+
+
+class LabelStudioLink(Base):
+    """The cell a Label Studio annotation or prediction labels, so a deletion can retract it."""
+
+    __tablename__ = "label_studio_links"
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    source: Mapped[str] = mapped_column(String(16), primary_key=True)  # "annotation" or "prediction"
+    ls_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
+    criterion: Mapped[str] = mapped_column(String(100))
+
+
+class LabelStudioIssue(Base):
+    """A webhook delivery that could not be recorded, kept with its body to be replayed."""
+
+    __tablename__ = "label_studio_issues"
+    __table_args__ = (Index("ix_label_studio_issues_project_status", "project_id", "status"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    action: Mapped[str] = mapped_column(String(40))
+    task: Mapped[str | None] = mapped_column(String(40))
+    annotation: Mapped[str | None] = mapped_column(String(40))
+    reason: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open, resolved
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    resolved_at: Mapped[datetime | None]

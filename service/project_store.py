@@ -7,7 +7,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from service.auth import Role, create_key
-from service.errors import Conflict, Invalid
+from service.errors import Conflict, Invalid, echo
+from service.label_store import CANNOT_ASSESS
 from service.models import ApiKey, Project, new_public_id, utcnow
 from service.queries import has_labels, project_key, rater_id
 from service.schemas import KeyCreate, ProjectCreate
@@ -36,6 +37,10 @@ def change_project(session: Session, project: Project, changes: dict[str, Any]) 
         value = project.decision.get(field)
         if value is not None and value not in project.labels:
             raise Invalid(f"decision.{field} must be one of the labels {project.labels}")
+    allowed = set(project.labels) | ({CANNOT_ASSESS} if project.allow_abstain else set())
+    for choice, value in (project.label_map or {}).items():
+        if value not in allowed:
+            raise Invalid(f"label_map[{echo(choice)}] = {echo(value)} is not one of the labels {project.labels}")
     session.flush()
     return project
 

@@ -9,10 +9,20 @@ from sqlalchemy import Row, exists, func, select, text
 from sqlalchemy.orm import Session
 
 from service.errors import Invalid, NotFound, echo
-from service.models import ApiKey, CurrentLabel, Item, LabelEvent, Project, Rater, Simulation
+from service.models import (
+    ApiKey,
+    CurrentLabel,
+    Item,
+    LabelEvent,
+    LabelStudioIssue,
+    Plan,
+    Project,
+    Rater,
+    Simulation,
+)
 from service.pagination import PageParams
 
-LABEL_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at")
+LABEL_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted")
 """The columns of :func:`label_rows`, in order."""
 
 
@@ -69,6 +79,32 @@ def has_primary(session: Session, project_id: str) -> bool:
     return session.scalar(select(Rater.id).where(Rater.project_id == project_id, Rater.kind == "primary")) is not None
 
 
+def has_plan(session: Session, project_id: str) -> bool:
+    """Whether the project has any plan."""
+    return bool(session.scalar(select(exists().where(Plan.project_id == project_id))))
+
+
+def has_invalid_labels(session: Session, rater_id: int) -> bool:
+    """Whether the rater's current labels include ``INVALID``."""
+    return bool(session.scalar(select(exists().where(CurrentLabel.rater_id == rater_id, CurrentLabel.value == "INVALID"))))
+
+
+def project_rater(session: Session, project_id: str, rid: str) -> Rater:
+    """The project's rater by id, else by external id, locked for an update; 404 when there is none."""
+    by_id = Rater.id == int(rid) if rid.isdecimal() and len(rid) < 19 else None
+    for where in (by_id, Rater.external_id == rid):
+        if where is not None:
+            found = session.scalar(select(Rater).where(Rater.project_id == project_id, where).with_for_update())
+            if found is not None:
+                return found
+    raise NotFound(f"no rater {echo(rid)} in this project")
+
+
+def rater_label_count(session: Session, rater_id: int) -> int:
+    """How many current labels the rater has."""
+    return session.scalar(select(func.count()).select_from(CurrentLabel).where(CurrentLabel.rater_id == rater_id)) or 0
+
+
 def raters_page(session: Session, project_id: str, page: PageParams) -> list[Row[tuple[Rater, int]]]:
     """``(rater, current label count)`` by rater id after the cursor (one more than the page)."""
     counts = (
@@ -87,6 +123,17 @@ def raters_page(session: Session, project_id: str, page: PageParams) -> list[Row
     if page.after is not None:
         stmt = stmt.where(Rater.id > page.after)
     return list(session.execute(stmt))
+
+
+def issues_page(session: Session, project_id: str, status: str | None, page: PageParams) -> list[LabelStudioIssue]:
+    """The project's Label Studio inbox (of one ``status``, or all) oldest first, after the cursor
+    (one more than the page, for ``next``)."""
+    stmt = select(LabelStudioIssue).where(LabelStudioIssue.project_id == project_id).order_by(LabelStudioIssue.id)
+    if status is not None:
+        stmt = stmt.where(LabelStudioIssue.status == status)
+    if page.after is not None:
+        stmt = stmt.where(LabelStudioIssue.id > page.after)
+    return list(session.scalars(stmt.limit(page.limit + 1)))
 
 
 def project_key(session: Session, project_id: str, key_id: str) -> ApiKey:
@@ -116,12 +163,13 @@ def label_rows(
     limit: int | None = None,
 ) -> list[Row[Any]]:
     """Rows of :data:`LABEL_COLUMNS` by ``seq`` after ``since_seq`` (at most ``limit``): current labels,
-    or every event with ``history``."""
+    or every event with ``history`` (a retraction: ``retracted`` true, value ``None``)."""
     src = LabelEvent if history else CurrentLabel
     stmt = (
         select(
             Item.external_id.label("item"), Rater.external_id.label("rater"), src.criterion, src.value, src.seq,
             LabelEvent.batch_id.label("batch"), LabelEvent.created_at.label("created_at"),
+            (LabelEvent.kind == "retraction").label("retracted"),
         )
         .join(Item, Item.id == src.item_id)
         .join(Rater, Rater.id == src.rater_id)

@@ -151,7 +151,11 @@ class ProjectPatch(Strict):
     allow_abstain: bool | None = None
     decision: DecisionSettings | None = None
     target: TargetSettings | None = None
-
+    label_map: dict[Annotated[str, Field(max_length=200)], str] | None = Field(
+        None, max_length=1000,
+        description="Label Studio choice -> project label, tried before the exact and case-insensitive match "
+                    "(imports, webhooks, replays); `{}` clears it.",
+    )
 
 
 class ProjectRead(BaseModel):
@@ -166,6 +170,11 @@ class ProjectRead(BaseModel):
     label_seq: int
     n_items: int
     created_at: datetime
+    label_map: dict[str, str] = Field(default_factory=dict, description="Label Studio choice -> project label.")
+    label_studio: dict[str, Any] | None = Field(
+        None, description="The Label Studio choices control last read from a labeling config: `from_name`, "
+                          "`to_name`, `data_key` (where the text is), `choices`, `single`."
+    )
 
 
 class KeyCreate(Strict):
@@ -216,6 +225,11 @@ class RaterCreate(Strict):
     name: str | None = Field(None, max_length=200)
 
 
+class RaterPatch(Strict):
+    kind: RaterKind | None = Field(None, description="A new kind; only while the project has no plan.")
+    name: str | None = Field(None, min_length=1, max_length=200)
+
+
 class RaterRead(BaseModel):
     id: str
     external_id: str
@@ -238,14 +252,20 @@ class LabelsAccepted(BaseModel):
     label_seq: int = Field(description="The project's last label event after this write.")
 
 
+class LabelsRetracted(BaseModel):
+    retracted: int = Field(description="Retraction events written (cells whose current label was withdrawn).")
+    label_seq: int = Field(description="The project's last label event after this write.")
+
+
 class LabelRow(BaseModel):
     item: str
     rater: str
     criterion: str
-    value: str
+    value: str | None = Field(description="The label; null for a retraction event (`history=true` only).")
     seq: int
     batch: str | None
     created_at: datetime | None = None
+    retracted: bool = Field(False, description="Whether this event withdraws the cell's label (`history=true` only).")
 
 
 class Page(BaseModel, Generic[T]):

@@ -1,21 +1,22 @@
-"""Label Studio: import of a JSON export, the annotation webhook, and batches as tasks."""
+"""Label Studio: import of any JSON export, the annotation webhook and its inbox, and batches as tasks."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Body, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
-from pydantic import ValidationError
 
 from service.assignment import visible_batch
 from service.auth import Principal, Role, principal_for
+from service.db import session_scope
 from service.deps import (
     PM,
     PrincipalDep,
     ProjectForAnnotator,
+    ProjectForPM,
     ProjectForPMWrite,
     ProjectId,
     ReadSession,
@@ -25,25 +26,33 @@ from service.deps import (
 )
 from service.errors import Invalid, TooLarge, Unauthorized, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.label_studio import (
-    RECORDED_ACTIONS,
-    ExportedTask,
-    ImportResult,
-    LSAnnotationEvent,
-    LSTask,
+from service.label_studio import ExportedTask, ImportResult, batch_tasks, import_rows
+from service.label_studio_inbox import (
+    IssueRead,
+    ReplayResult,
     WebhookResult,
-    batch_tasks,
-    import_export,
-    record_annotation,
+    issue_read,
+    receive,
+    replay_issues,
 )
+from service.label_studio_sync import SyncRequest, SyncResult, fetch_snapshot
 from service.models import Project
+from service.pagination import PageDep, page_of
+from service.queries import issues_page
+from service.schemas import Page
 from service.uploads import RawBody
 
 router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
 
 FromName = Annotated[
     str | None,
-    Query(description="The choices control (`from_name`) to read; default: each annotation's first choices result."),
+    Query(max_length=200, description="The choices control (`from_name`) whose choice is the label; needed only "
+          "when the labeling config has several single-choice controls and their choices do not tell."),
+]
+LabelConfig = Annotated[
+    str | None,
+    Query(max_length=100_000, description="The Label Studio project's labeling config (XML): names the control, "
+          "the data key of the text and the choices. Remembered by the project; webhooks carry it themselves."),
 ]
 Criterion = Annotated[
     str | None, Query(description="The criterion the labels are for (needed when the project has several).")
@@ -58,12 +67,14 @@ Criterion = Annotated[
 def import_label_studio(
     pid: ProjectId,
     project: ProjectForPMWrite,
-    tasks: Annotated[list[LSTask], Body(description="A Label Studio JSON export: a list of tasks.")],
+    rows: Annotated[list[Any], Body(description="A Label Studio JSON export: a snapshot, the Export button's "
+                                                "JSON, or JSON_MIN.")],
     request: Request,
     raw: RawBody,
     session: WriteSession,
     principal: PrincipalDep,
     settings: SettingsDep,
+    label_config: LabelConfig = None,
     from_name: FromName = None,
     primary: Annotated[
         str | None, Query(description="Label Studio user id or email of the annotator to make the `primary` rater.")
@@ -77,26 +88,35 @@ def import_label_studio(
 ) -> JSONResponse:
     """Import a Label Studio JSON export (admin, pm) as items, raters and labels, in one transaction.
 
+    - Every JSON export is read: a snapshot (with full predictions), the Export button's JSON
+      (its predictions are only ids: listed in `skipped` with where to get their labels), and
+      JSON_MIN (one row per annotation; needs `from_name` or `label_config` unless the project
+      remembers its control from a webhook or an earlier import).
+    - The label is the choice of one choices control: `from_name`, else the config's one
+      single-choice control, else the one whose every choice maps to a project label.
     - Each task is an item: external id `str(task id)` (or `data.annoplan_item` for tasks
-      exported by `GET .../batches/{bid}/label-studio`), text `data.text` or the first string
-      field, the other scalar `data` fields as features. Existing items are updated.
-    - Each annotator is a `human` rater with external id `ls-user-<Label Studio user id>`
-      (name: the email when `completed_by` carries one); `primary` makes one of them the
-      `primary`. Each prediction's `model_version` is a `judge` rater `<judge_prefix><model_version>`.
-    - A choice maps to the project label equal to it, else to the one equal ignoring case.
-      Choices that map to none are listed in `unmapped` (`strict=true`: 422, nothing written);
-      cancelled annotations, results without exactly one choice, and a rater's earlier label
-      of an item it labeled again are listed in `skipped`.
+      exported by `GET .../batches/{bid}/label-studio`), text the data key the control reads
+      (else `data.text`, else the first string field), the other scalar `data` fields as features.
+    - Each annotator is a `human` rater `ls-user-<Label Studio user id>` (name: the email when
+      `completed_by` carries one; a nameless existing rater gets it); `primary` makes one of
+      them the `primary` (promoting a `human` made by a webhook). Each prediction's
+      `model_version` is a `judge` rater `<judge_prefix><model_version>`.
+    - A choice maps through the project's `label_map`, else to the equal label, else to the one
+      equal ignoring case. Choices that map to none are listed in `unmapped` (`strict=true`: 422).
+    - The export is the state of its tasks: a cancelled annotation, or one without a choice,
+      withdraws its rater's label of the task; an annotation or prediction recorded earlier for
+      these tasks and absent now was deleted. Both become retraction events (`changes.retracted`).
     """
-    n_rows = sum(len(t.annotations) + len(t.predictions) for t in tasks)
-    if max(len(tasks), n_rows) > settings.max_rows:
+    n_rows = sum(1 + len(r.get("annotations") or []) + len(r.get("predictions") or [])
+                 for r in rows if isinstance(r, dict))
+    if max(len(rows), n_rows) > settings.max_rows:
         raise TooLarge(
-            f"{max(len(tasks), n_rows)} rows in one request; the limit is {settings.max_rows}", code="too_many_rows"
+            f"{max(len(rows), n_rows)} rows in one request; the limit is {settings.max_rows}", code="too_many_rows"
         )
     return idempotent_write(
         session, principal, idem, request_fingerprint(request, raw),
-        lambda: (200, import_export(
-            session, project, principal, tasks, from_name=from_name, primary=primary,
+        lambda: (200, import_rows(
+            session, project, principal, rows, label_config=label_config, from_name=from_name, primary=primary,
             judge_prefix=judge_prefix, criterion=criterion, strict=strict,
         )),
     )
@@ -140,8 +160,12 @@ WEBHOOK_BODY = {
                     "required": ["action"],
                     "properties": {
                         "action": {"type": "string", "example": "ANNOTATION_CREATED"},
-                        "annotation": {"$ref": "#/components/schemas/LSAnnotation"},
-                        "task": {"$ref": "#/components/schemas/LSTask"},
+                        "annotation": {"type": "object", "description": "The annotation: `id`, `completed_by`, "
+                                       "`result`, `was_cancelled`, `task`."},
+                        "annotations": {"type": "array", "items": {"type": "object"},
+                                        "description": "`ANNOTATIONS_DELETED`: the deleted annotations' `id`s."},
+                        "task": {"type": "object", "description": "The task: `id` and `data`."},
+                        "project": {"type": "object", "description": "The Label Studio project: `label_config`."},
                     },
                     "description": "A Label Studio webhook payload; fields not listed are ignored.",
                 }
@@ -169,16 +193,21 @@ def label_studio_webhook(
     criterion: Criterion = None,
     idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Receive Label Studio `ANNOTATION_CREATED` / `ANNOTATION_UPDATED` webhooks and record the label.
+    """Receive Label Studio annotation webhooks: `ANNOTATION_CREATED`, `ANNOTATION_UPDATED`, `ANNOTATIONS_DELETED`.
 
     Configure the webhook in Label Studio with this URL and a header `Authorization: Bearer
     <key>` or `X-Annoplan-Secret: <key>`, the key being an admin key or a pm key of this
-    project; any other secret is a 401 and nothing is written. The annotator is the rater
-    `ls-user-<user id>` (created as `human` when new); an unknown task becomes an item from
-    the payload's `task`. An update that changes the choice appends a correction. Other
-    actions answer `{"ignored": "<action>"}`; a cancelled annotation, or one without exactly
-    one choice, answers with `skipped` and writes nothing; a choice that matches no project
-    label, or a malformed payload, is a 422.
+    project; any other secret is a 401 and nothing is written. The control and the text's
+    data key are read from the payload's `project.label_config`. The annotator is the rater
+    `ls-user-<user id>` (created as `human` when new); an unknown task becomes an item. An
+    update that changes the choice appends a correction; a skipped (cancelled) or emptied
+    annotation, and a deleted one, append a retraction of that rater's label of the task.
+    Other actions answer `{"ignored": "<action>"}`.
+
+    A delivery that cannot be recorded (a choice no label maps to, an ambiguous control, a
+    rater kind clash) is kept in the inbox (`GET .../integrations/label-studio/issues`) and
+    answered 200 with `issue` and `reason`, since Label Studio drops a refused delivery;
+    only a body that is not a JSON object with an `action` is a 422.
     """
     try:
         payload: Any = orjson.loads(raw)
@@ -186,21 +215,74 @@ def label_studio_webhook(
         raise Invalid(f"body is not valid JSON: {exc}", code="malformed_body") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("action"), str):
         raise Invalid("body must be a JSON object with a string 'action'", code="malformed_body")
-    if payload["action"] not in RECORDED_ACTIONS:
-        return JSONResponse({"ignored": payload["action"]})
-    try:
-        event = LSAnnotationEvent.model_validate(payload)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False)
-        where = ".".join(str(p) for p in errors[0]["loc"])
-        fields = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors[:50]]
-        raise Invalid(f"{where}: {errors[0]['msg']}", code="malformed_body", fields=fields) from None
     return idempotent_write(
         session, principal, idem, request_fingerprint(request, raw),
-        lambda: (200, record_annotation(
-            session, project, principal, event, from_name=from_name, criterion=criterion
+        lambda: (200, receive(
+            session, project, principal, payload, from_name=from_name, criterion=criterion
         ).model_dump(exclude_none=True)),
     )
+
+
+@router.get(
+    "/integrations/label-studio/issues",
+    response_model=Page[IssueRead],
+    responses=error_responses(401, 403, 404, 422),
+)
+def list_issues(
+    pid: ProjectId,
+    project: ProjectForPM,
+    session: ReadSession,
+    principal: PrincipalDep,
+    page: PageDep,
+    status: Annotated[
+        Literal["open", "resolved", "superseded", "all"], Query(description="Which issues (default: open).")
+    ] = "open",
+) -> Page[IssueRead]:
+    """Webhook deliveries that could not be recorded (admin, pm), oldest first, with the reason."""
+    rows = issues_page(session, project.id, None if status == "all" else status, page)
+    return page_of(rows, page, key=lambda i: i.id, read=issue_read)
+
+
+@router.post(
+    "/integrations/label-studio/issues/replay",
+    response_model=ReplayResult,
+    responses=error_responses(401, 403, 404),
+)
+def replay_label_studio_issues(
+    pid: ProjectId, project: ProjectForPMWrite, session: WriteSession, principal: PrincipalDep
+) -> ReplayResult:
+    """Replay the open issues (admin, pm) in the order they came, e.g. after a `label_map` fix.
+
+    An issue recorded now is `resolved`; one whose annotation a later delivery recorded (or
+    deleted) is `superseded` and not replayed; the rest stay open with the current reason.
+    """
+    return replay_issues(session, project, principal)
+
+
+@router.post(
+    "/integrations/label-studio/sync",
+    response_model=SyncResult,
+    responses=error_responses(401, 403, 404, 409, 422, 502),
+)
+def sync_label_studio(
+    pid: ProjectId, project: ProjectForPM, body: SyncRequest, request: Request, principal: PrincipalDep
+) -> SyncResult:
+    """Pull a full snapshot of a Label Studio project and reconcile the project with it (admin, pm).
+
+    Fetches the project's labeling config and a snapshot export (full predictions and
+    annotators) through Label Studio's API with `token` (used for this call only, never
+    stored), then reconciles as `POST .../import/label-studio` does: new and changed labels,
+    retractions of skipped, emptied and deleted annotations and predictions, judges from
+    predictions by `model_version`. Idempotent: a second sync with nothing changed in Label
+    Studio reports no change. This recovers any webhook delivery that was missed. 502 when
+    Label Studio cannot be reached, refuses the token, or fails the export; nothing is written.
+    """
+    label_config, rows = fetch_snapshot(body)  # no write transaction open while Label Studio works
+    with session_scope(request.app.state.sessions, write=True) as writer:
+        done = import_rows(writer, scoped_project(writer, principal, project.id, PM), principal, rows,
+                           label_config=label_config, from_name=body.from_name, primary=body.primary,
+                           judge_prefix=body.judge_prefix, criterion=body.criterion)
+        return SyncResult(**done.model_dump(), tasks=len(rows))
 
 
 @router.get(
@@ -217,9 +299,10 @@ def batch_as_tasks(
 ) -> list[ExportedTask]:
     """A batch's items as Label Studio tasks to import (pm, or the batch's annotator).
 
-    Each task's `data` holds the item's features, its `text` (when it has one) and
+    Each task's `data` holds the item's features, its text (when it has one) under the data
+    key the project's labeling config reads (`text` until one is known), and
     `annoplan_item` (its external id, which the import and webhook map back to the item);
     `meta` names the batch and its rater. No labels are included: not the judge's, not
     other raters'.
     """
-    return batch_tasks(session, visible_batch(session, project, principal, bid))
+    return batch_tasks(session, project, visible_batch(session, project, principal, bid))

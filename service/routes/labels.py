@@ -75,7 +75,11 @@ def export_labels(
     since_seq: Annotated[int, Query(ge=0, le=2**63 - 1, description="Only events after this sequence number.")] = 0,
     format: Annotated[Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")] = "json",
 ) -> Page[LabelRow] | StreamingResponse:
-    """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`."""
+    """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`.
+
+    A retracted label (a Label Studio deletion or skip) is no longer current; in the history
+    its retraction is an event with `retracted` true and `value` null (empty in CSV).
+    """
     only_rater = None if rater is None else rater_id(session, project.id, rater)
     if criterion is not None and criterion not in project.criteria:
         raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
@@ -101,7 +105,7 @@ def _csv(rows: Sequence[Row[Any]]) -> Iterator[str]:
     writer.writerow(LABEL_COLUMNS)
     for start in range(0, len(rows), 1000):
         writer.writerows(
-            [*r[:6], r[6].isoformat() if r[6] else ""] for r in rows[start : start + 1000]
+            [*r[:6], r[6].isoformat() if r[6] else "", "true" if r[7] else "false"] for r in rows[start : start + 1000]
         )
         yield buf.getvalue()
         buf.seek(0)

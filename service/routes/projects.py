@@ -40,7 +40,8 @@ def project_read(p: Project) -> ProjectRead:
     return ProjectRead(
         id=p.id, name=p.name, labels=p.labels, scale=p.scale, criteria=p.criteria,
         allow_abstain=p.allow_abstain, decision=p.decision, target=p.target,
-        label_seq=p.label_seq, n_items=p.item_count, created_at=p.created_at,
+        label_seq=p.label_seq, n_items=p.item_count, created_at=p.created_at, label_map=p.label_map or {},
+        label_studio=p.label_studio,
     )
 
 

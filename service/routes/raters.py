@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from service.auth import Role
@@ -17,9 +19,9 @@ from service.deps import (
 from service.errors import error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.pagination import PageDep, page_of
-from service.queries import raters_page
-from service.rater_store import add_rater
-from service.schemas import Page, RaterCreate, RaterRead
+from service.queries import project_rater, rater_label_count, raters_page
+from service.rater_store import add_rater, change_rater
+from service.schemas import Page, RaterCreate, RaterPatch, RaterRead
 
 router = APIRouter(prefix="/projects/{pid}/raters", tags=["raters"])
 
@@ -51,3 +53,29 @@ def list_raters(
             name=None if viewer else row[0].name, n_labels=row[1],
         ),
     )
+
+
+@router.patch("/{rid}", response_model=RaterRead, responses=error_responses(401, 403, 404, 409, 422))
+def patch_rater(
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    rid: Annotated[str, Path(description="The rater's id (or its external id).")],
+    body: RaterPatch,
+    request: Request,
+    session: WriteSession,
+    principal: PrincipalDep,
+    idem: IdempotencyKey = None,
+) -> JSONResponse:
+    """Rename a rater or change its kind (admin, pm), e.g. make a webhook-made `human` the `primary`.
+
+    The kind is fixed once the project has a plan (409 `plan_depends_on_rater`: plans are
+    built on the kinds); a second primary is a 409; a judge with `INVALID` labels stays a judge (422).
+    """
+
+    def write() -> tuple[int, RaterRead]:
+        rater = change_rater(session, project_rater(session, project.id, rid), body.model_dump(exclude_unset=True))
+        return 200, RaterRead(id=str(rater.id), external_id=rater.external_id, kind=rater.kind, name=rater.name,
+                              n_labels=rater_label_count(session, rater.id))
+
+    fingerprint = request_fingerprint(request, body.model_dump_json(exclude_unset=True).encode())
+    return idempotent_write(session, principal, idem, fingerprint, write)

@@ -58,6 +58,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/projects/{pid}/items", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/items", 200, 200, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/raters", 201, 201, 403, 403, 401, 401, 404),
+    ("PATCH", "/projects/{pid}/raters/{rid}", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/raters", 200, 200, 403, 200, 401, 401, 404),  # viewer: no names (checked below)
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     ("GET", "/projects/{pid}/labels", 200, 200, 403, 403, 401, 401, 404),  # strict: annotator may not export even its own
@@ -75,6 +76,10 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/projects/{pid}/import/label-studio", 200, 200, 403, 403, 401, 401, 404),
     # a shared-secret webhook: any key but an admin or pm key of the project is a 401 (nothing revealed)
     ("POST", "/projects/{pid}/webhooks/label-studio", 200, 200, 401, 401, 401, 401, 401),
+    ("GET", "/projects/{pid}/integrations/label-studio/issues", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/integrations/label-studio/issues/replay", 200, 200, 403, 403, 401, 401, 404),
+    # the role is checked before Label Studio is called: at an unreachable address, admin and pm get the 502
+    ("POST", "/projects/{pid}/integrations/label-studio/sync", 502, 502, 403, 403, 401, 401, 404),
     # the dashboard page: HTML, a redirect to /login without a (valid) key
     ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
     ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
@@ -208,6 +213,10 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("POST", "/projects/{pid}/import/label-studio"): lambda w, c: (
         {}, {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]}),
     ("POST", "/projects/{pid}/webhooks/label-studio"): lambda w, c: ({}, {"json": {"action": "PROJECT_UPDATED"}}),
+    ("PATCH", "/projects/{pid}/raters/{rid}"): lambda w, c: (
+        {"rid": IDLE_HUMAN}, {"json": {"name": NAMES[IDLE_HUMAN]}}),
+    ("POST", "/projects/{pid}/integrations/label-studio/sync"): lambda w, c: (
+        {}, {"json": {"url": "http://127.0.0.1:9", "project": 1, "token": "t"}}),
     ("POST", "/login"): _login_form,
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv"): lambda w, c: ({"chart_id": "margins-1"}, {}),
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg"): lambda w, c: ({"chart_id": "margins-1"}, {}),

@@ -59,13 +59,14 @@ def import_export(client: TestClient, pid: str, body: Any = None, **params: Any)
 #   task 101: user 7 "Pass", user 8 "FAIL", judge "Pass"
 #   task 102: user 7 "Fail", user 8 cancelled, judge "Fail"
 #   task 103: user 7 "Unsure" (unmapped), user 9 tone "rude" first then verdict "Pass", judge "Pass"
+#   (no labeling config: the control is "verdict", whose choices map to labels; "tone"'s never do)
 #   task 104: user 8 two choices (skipped), user 9 "pass", judge "Fail"
 #   task 105: no annotations
 #   task 106: user 7 "PASS"; no "text" field, the text is in "dialogue"
 EXPECTED = {
     ("101", "ls-user-7"): "pass", ("101", "ls-user-8"): "fail", ("101", JUDGE): "pass",
     ("102", "ls-user-7"): "fail", ("102", JUDGE): "fail",
-    ("103", JUDGE): "pass",
+    ("103", "ls-user-9"): "pass", ("103", JUDGE): "pass",
     ("104", "ls-user-9"): "pass", ("104", JUDGE): "fail",
     ("106", "ls-user-7"): "pass",
 }
@@ -104,13 +105,13 @@ def test_import_counts_raters_mapping_and_reports(client: TestClient, project: d
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["items"] == {"created": 6, "updated": 0, "unchanged": 0}
-    assert body["labels"] == {"accepted": 9, "duplicates": 0, "label_seq": 9}
+    assert body["labels"] == {"accepted": 10, "duplicates": 0, "label_seq": 10}
     assert {(c["external_id"], c["kind"], c["name"]) for c in body["raters_created"]} == {
         ("ls-user-7", "human", "ana@example.com"), ("ls-user-8", "human", None),
         ("ls-user-9", "human", "cho@example.com"), (JUDGE, "judge", JUDGE),
     }
     assert sorted((u["task"], u["annotation"], u["rater"], u["value"]) for u in body["unmapped"]) == [
-        (103, 505, "ls-user-7", "Unsure"), (103, 506, "ls-user-9", "rude"),
+        (103, 505, "ls-user-7", "Unsure"),
     ]
     skipped = {(s["task"], s["annotation"], s["rater"]): s["reason"] for s in body["skipped"]}
     assert skipped == {(102, 504, "ls-user-8"): "cancelled", (104, 507, "ls-user-8"): "2 choices selected; one is needed"}
@@ -129,7 +130,7 @@ def test_reimport_writes_nothing_new(client: TestClient, project: dict) -> None:
     assert import_export(client, pid).status_code == 200
     again = import_export(client, pid).json()
     assert again["items"] == {"created": 0, "updated": 0, "unchanged": 6}
-    assert again["labels"] == {"accepted": 0, "duplicates": 9, "label_seq": 9}
+    assert again["labels"] == {"accepted": 0, "duplicates": 10, "label_seq": 10}
     assert again["raters_created"] == []
 
 
@@ -138,7 +139,7 @@ def test_from_name_picks_the_control(client: TestClient, project: dict) -> None:
     body = import_export(client, pid, from_name="verdict").json()
     assert body["labels"]["accepted"] == 10  # task 103's user 9 now reads "Pass"
     assert [(u["task"], u["value"]) for u in body["unmapped"]] == [(103, "Unsure")]
-    assert current_labels(client, pid) == {**EXPECTED, ("103", "ls-user-9"): "pass"}
+    assert current_labels(client, pid) == EXPECTED
 
 
 def test_from_name_that_no_result_has_skips_everything(client: TestClient) -> None:
@@ -155,7 +156,7 @@ def test_strict_mode_writes_nothing(client: TestClient, project: dict) -> None:
     r = import_export(client, pid, strict="true")
     assert r.status_code == 422
     assert r.json()["error"] == "unmapped_values"
-    assert {f["value"] for f in r.json()["fields"]} == {"Unsure", "rude"}
+    assert {f["value"] for f in r.json()["fields"]} == {"Unsure"}
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
     assert client.get(f"/projects/{pid}").json()["n_items"] == 20
     assert set(raters(client, pid)) == {"judge", "prim", "h2", "h3"}
@@ -228,7 +229,7 @@ def test_criterion_is_needed_with_several(client: TestClient) -> None:
     assert r.status_code == 422
     assert client.get(f"/projects/{pid}").json()["n_items"] == 0
     r = import_export(client, pid, criterion="safe")
-    assert r.status_code == 200 and r.json()["labels"]["accepted"] == 9
+    assert r.status_code == 200 and r.json()["labels"]["accepted"] == 10
     assert current_labels(client, pid, criterion="safe") == EXPECTED
 
 
@@ -236,7 +237,7 @@ def test_criterion_is_needed_with_several(client: TestClient) -> None:
     "body",
     [
         {"id": 1, "data": {}},  # an object, not a list
-        [{"id": 1}],  # no data
+        [{"id": 1, "data": "text"}],  # data not an object
         [{"id": 1, "data": {}, "annotations": [{"id": 2, "result": []}]}],  # no completed_by
         [{"id": 1, "data": {}, "annotations": [{"completed_by": {"first_name": "x"}}]}],  # no id nor email
         [{"id": 1, "data": {}, "annotations": [{"completed_by": 3, "result": [{"value": {}}]}]}],  # result without type
@@ -263,7 +264,7 @@ def test_import_roles_and_idempotency(client: TestClient, project: dict) -> None
     replay = client.post(f"/projects/{pid}/import/label-studio", json=fixture("export.json"), headers=headers)
     assert first.status_code == replay.status_code == 200
     assert replay.json() == first.json() and replay.headers.get("Idempotent-Replayed") == "true"
-    assert client.get(f"/projects/{pid}").json()["label_seq"] == 9
+    assert client.get(f"/projects/{pid}").json()["label_seq"] == 10
 
 
 # --- webhook ----------------------------------------------------------------------------------
@@ -323,8 +324,16 @@ def test_webhook_secret_header_and_admin_key(client: TestClient, project: dict) 
 def test_webhook_other_actions_are_ignored(client: TestClient, project: dict) -> None:
     pid = project["id"]
     auth = {"X-Annoplan-Secret": new_key(client, pid, "pm")}
-    r = webhook(client, pid, fixture("webhook_annotations_deleted.json"), auth)
-    assert r.status_code == 200 and r.json() == {"ignored": "ANNOTATIONS_DELETED"}
+    r = webhook(client, pid, {"action": "PROJECT_UPDATED", "project": {"id": 12}}, auth)
+    assert r.status_code == 200 and r.json() == {"ignored": "PROJECT_UPDATED"}
+    assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
+
+
+def test_webhook_deletion_of_an_unknown_annotation_writes_nothing(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    r = webhook(client, pid, fixture("webhook_annotations_deleted.json"), {"X-Annoplan-Secret": ADMIN})
+    assert r.status_code == 200
+    assert r.json() == {"action": "ANNOTATIONS_DELETED", "retracted": 0, "unknown_annotations": [611], "label_seq": 0}
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
 
 
@@ -362,19 +371,8 @@ def _created(**changes: Any) -> dict:
     return payload
 
 
-@pytest.mark.parametrize(
-    "payload",
-    [
-        b"{not json",
-        b"[1, 2]",
-        {"annotation": {}},  # no action
-        {"action": "ANNOTATION_CREATED"},  # no annotation
-        {"action": "ANNOTATION_UPDATED", "annotation": {"id": 3, "result": []}},  # no completed_by
-        {"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": []}},  # no task at all
-        {"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": "x", "task": 9}},
-    ],
-)
-def test_webhook_malformed_payload_is_422(client: TestClient, project: dict, payload: Any) -> None:
+@pytest.mark.parametrize("payload", [b"{not json", b"[1, 2]", {"annotation": {}}])  # the last: no action
+def test_webhook_body_that_is_no_delivery_is_422(client: TestClient, project: dict, payload: Any) -> None:
     pid = project["id"]
     r = webhook(client, pid, payload, {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 422, r.text
@@ -382,16 +380,45 @@ def test_webhook_malformed_payload_is_422(client: TestClient, project: dict, pay
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
 
 
-def test_webhook_unmapped_and_unknown_task_are_422_and_write_nothing(client: TestClient, project: dict) -> None:
+def open_issues(client: TestClient, pid: str) -> list[dict]:
+    r = client.get(f"/projects/{pid}/integrations/label-studio/issues")
+    assert r.status_code == 200, r.text
+    return r.json()["items"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ({"action": "ANNOTATION_CREATED"}, "annotation: Field required"),
+        ({"action": "ANNOTATION_UPDATED", "annotation": {"id": 3, "result": []}}, "annotation.completed_by: Field"),
+        ({"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": []}}, "names no task"),
+        ({"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": "x", "task": 9}},
+         "annotation.result: Input should be a valid list"),
+    ],
+)
+def test_webhook_malformed_delivery_is_kept_in_the_inbox(client: TestClient, project: dict, payload: Any,
+                                                         reason: str) -> None:
+    """Label Studio drops a refused delivery: an authenticated one that cannot be read is kept, answered 200."""
+    pid = project["id"]
+    r = webhook(client, pid, payload, {"X-Annoplan-Secret": ADMIN})
+    assert r.status_code == 200, r.text
+    assert reason in r.json()["reason"] and r.json()["issue"] == open_issues(client, pid)[0]["id"]
+    assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
+
+
+def test_webhook_unmapped_and_unknown_task_go_to_the_inbox_and_write_nothing(client: TestClient, project: dict) -> None:
     pid = project["id"]
     unsure = _created(result=[{"type": "choices", "from_name": "verdict", "to_name": "text",
                                "value": {"choices": ["Unsure"]}}])
     r = webhook(client, pid, unsure, {"X-Annoplan-Secret": ADMIN})
-    assert r.status_code == 422 and r.json()["error"] == "unmapped_value"
+    assert r.status_code == 200 and "['Unsure'] match none of the project's labels" in r.json()["reason"]
     bare = _created()
     del bare["task"]
     r = webhook(client, pid, bare, {"X-Annoplan-Secret": ADMIN})
-    assert r.status_code == 422 and r.json()["error"] == "unknown_task"
+    assert r.status_code == 200 and r.json()["reason"].startswith("unknown task: no item '201'")
+    assert [(i["annotation"], i["task"], i["status"]) for i in open_issues(client, pid)] == [
+        ("611", "201", "open"), ("611", "201", "open")
+    ]
     assert client.get(f"/projects/{pid}").json()["n_items"] == 20
     assert "ls-user-12" not in raters(client, pid)
 
@@ -506,4 +533,7 @@ def test_openapi_documents_the_endpoints_and_errors(client: TestClient) -> None:
         assert op["description"]
     webhook_params = {p["name"] for p in doc["paths"]["/projects/{pid}/webhooks/label-studio"]["post"]["parameters"]}
     assert "X-Annoplan-Secret" in webhook_params
-    assert {"LSTask", "LSAnnotation"} <= set(doc["components"]["schemas"])
+    for path, method in [("/projects/{pid}/integrations/label-studio/issues", "get"),
+                         ("/projects/{pid}/integrations/label-studio/issues/replay", "post"),
+                         ("/projects/{pid}/raters/{rid}", "patch")]:
+        assert {"401", "403", "404"} <= set(doc["paths"][path][method]["responses"]), path
