@@ -259,7 +259,7 @@ def test_retractions_reach_every_reader(client: TestClient) -> None:
     assert csv.splitlines()[0].endswith(",retracted") and csv.count(",true") == 2
     assert ok(client.get(f"/projects/{pid}/reliability"))["label_seq"] == reliability["label_seq"] + 2
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200
-    assert client.get(f"/projects/{pid}/report", params={"positive_label": "Positive"}).status_code == 200
+    assert client.get(f"/projects/{pid}/report", params={"positive": "Positive"}).status_code == 200
 
 
 def test_an_annotation_gone_from_a_later_export_is_retracted(client: TestClient) -> None:
