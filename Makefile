@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: serve test lint migrate bench clean
+.PHONY: serve test lint migrate bench clean label-studio
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,24 @@ migrate: $(VENV)/.runtime
 
 bench: $(VENV)/.test
 	for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# Label Studio in its own virtualenv, for the README's setup and the opt-in live test
+# (tests/system/test_label_studio_live.py): legacy API tokens on, webhooks to loopback allowed.
+LS_VENV ?= .venv-ls
+LS_PORT ?= 8080
+LABEL_STUDIO_USERNAME ?= admin@example.com
+LABEL_STUDIO_PASSWORD ?= annoplan-ls-password
+LABEL_STUDIO_TOKEN ?= annoplan-ls-token-0123456789
+
+$(LS_VENV)/bin/label-studio:
+	$(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install -q 'label-studio==1.23.2'
+
+label-studio: $(LS_VENV)/bin/label-studio
+	LABEL_STUDIO_BASE_DATA_DIR=$(CURDIR)/.label-studio SSRF_PROTECTION_ENABLED=false \
+	$(LS_VENV)/bin/label-studio start --no-browser --host 127.0.0.1 --port $(LS_PORT) \
+	  --username $(LABEL_STUDIO_USERNAME) --password $(LABEL_STUDIO_PASSWORD) \
+	  --user-token $(LABEL_STUDIO_TOKEN) --enable-legacy-api-token
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,127 @@
+"""Opt-in: drive a real Label Studio (issue 17) against a live annoplan server.
+
+Skipped unless ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_TOKEN`` (a legacy API token: start
+Label Studio with ``--enable-legacy-api-token``) are set; Label Studio must run with
+``SSRF_PROTECTION_ENABLED=false`` to deliver webhooks to a loopback annoplan. ``make
+label-studio`` installs and starts one that fits. The test creates a Label Studio project
+with a webhook to annoplan, then: create, update, delete, skip an annotation (each reaching
+annoplan by webhook), a prediction (no webhook: recovered by sync), the Export button's JSON
+and JSON_MIN imported, and a sync that is then idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.live_server import LiveServer
+
+LS_URL = os.environ.get("LABEL_STUDIO_URL", "").rstrip("/")
+LS_TOKEN = os.environ.get("LABEL_STUDIO_TOKEN", "")
+pytestmark = pytest.mark.skipif(not (LS_URL and LS_TOKEN), reason="set LABEL_STUDIO_URL and LABEL_STUDIO_TOKEN")
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio_1_23_2"
+LABEL_CONFIG = json.loads((FIXTURES / "webhooks.ndjson").read_text().splitlines()[0])["project"]["label_config"]
+LABELS = ["Positive", "Negative", "Neutral"]
+ADMIN = "ak_label_studio_live_admin"
+
+
+def ok(r: httpx.Response) -> Any:
+    assert r.status_code < 300, f"{r.request.method} {r.request.url}: {r.status_code} {r.text[:500]}"
+    return r.json() if r.content else None
+
+
+def sentiment(choice: str) -> list[dict]:
+    return [{"from_name": "sentiment", "to_name": "text", "type": "choices", "value": {"choices": [choice]}}]
+
+
+def eventually(check: Callable[[], bool], what: str, within: float = 15.0) -> None:
+    """Label Studio posts webhooks on its own schedule: wait for their effect."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"not within {within:.0f} s: {what}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def ls() -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=LS_URL, headers={"Authorization": f"Token {LS_TOKEN}"}, timeout=60) as client:
+        yield client
+
+
+def test_label_studio_end_to_end(database_url: str, ls: httpx.Client) -> None:
+    with LiveServer(database_url, ADMIN) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "live ls", "labels": LABELS}))["id"]
+        pm = ok(annoplan.post(f"/projects/{pid}/keys", json={"role": "pm"}))["key"]
+        # Label Studio gives a delivery 1 s: warm the webhook path (imports, connections) first
+        ok(annoplan.post(f"/projects/{pid}/webhooks/label-studio", json={"action": "PROJECT_UPDATED"},
+                         headers={"X-Annoplan-Secret": pm}))
+
+        def current() -> dict[tuple[str, str], str]:
+            rows = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
+            return {(r["item"], r["rater"]): r["value"] for r in rows}
+
+        project = ok(ls.post("/api/projects", json={"title": f"annoplan live {pid}", "label_config": LABEL_CONFIG}))
+        lsp = project["id"]
+        try:
+            me = ok(ls.get("/api/current-user/whoami"))["id"]
+            rater = f"ls-user-{me}"
+            ok(ls.post("/api/webhooks", json={
+                "project": lsp, "url": f"{server.base_url}/projects/{pid}/webhooks/label-studio",
+                "headers": {"X-Annoplan-Secret": pm}, "send_payload": True, "send_for_all_actions": False,
+                "actions": ["ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED"], "is_active": True,
+            }))
+            ok(ls.post(f"/api/projects/{lsp}/import", json=[{"text": f"live task {n}", "source": "live"}
+                                                             for n in range(3)]))
+            tasks = sorted(t["id"] for t in ok(ls.get("/api/tasks", params={"project": lsp}))["tasks"])
+            t1, t2, t3 = (str(t) for t in tasks)
+
+            # create -> a label; update -> a correction; delete -> a retraction
+            ann = ok(ls.post(f"/api/tasks/{t1}/annotations", json={"result": sentiment("Positive")}))
+            eventually(lambda: current().get((t1, rater)) == "Positive", "the created label")
+            ok(ls.patch(f"/api/annotations/{ann['id']}", json={"result": sentiment("Negative")}))
+            eventually(lambda: current().get((t1, rater)) == "Negative", "the updated label")
+            ls.delete(f"/api/annotations/{ann['id']}").raise_for_status()
+            eventually(lambda: (t1, rater) not in current(), "the deletion's retraction")
+            # a label, then a skip of the same task
+            ann2 = ok(ls.post(f"/api/tasks/{t2}/annotations", json={"result": sentiment("Neutral")}))
+            eventually(lambda: current().get((t2, rater)) == "Neutral", "the second label")
+            ok(ls.patch(f"/api/annotations/{ann2['id']}", json={"was_cancelled": True, "result": []}))
+            eventually(lambda: (t2, rater) not in current(), "the skip's retraction")
+            history = ok(annoplan.get(f"/projects/{pid}/labels", params={"history": "true"}))["items"]
+            assert [(h["item"], h["value"], h["retracted"]) for h in history] == [
+                (t1, "Positive", False), (t1, "Negative", False), (t1, None, True),
+                (t2, "Neutral", False), (t2, None, True),
+            ]
+
+            # a prediction sends no webhook: a sync brings the judge in
+            ok(ls.post(f"/api/tasks/{t3}/annotations", json={"result": sentiment("Positive")}))
+            ok(ls.post("/api/predictions", json={"task": int(t3), "model_version": "live-judge",
+                                                 "result": sentiment("Negative")}))
+            eventually(lambda: current().get((t3, rater)) == "Positive", "the third label")
+            body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN}
+            synced = ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/sync", json=body))
+            assert synced["changes"]["added"] == 1 and current()[(t3, "live-judge")] == "Negative"
+            again = ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/sync", json=body))
+            assert {k: again["changes"][k] for k in ("added", "updated", "retracted")} == {
+                "added": 0, "updated": 0, "retracted": 0}
+            assert ok(annoplan.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"] == []
+
+            # the exports people download import into a fresh project with the same human labels
+            for export_type in ("JSON", "JSON_MIN"):
+                rows = ok(ls.get(f"/api/projects/{lsp}/export", params={"exportType": export_type}))
+                fresh = ok(annoplan.post("/projects", json={"name": f"from {export_type}", "labels": LABELS}))["id"]
+                got = ok(annoplan.post(f"/projects/{fresh}/import/label-studio", json=rows,
+                                       params={"label_config": LABEL_CONFIG}))
+                assert got["format"] == ("json" if export_type == "JSON" else "json_min")
+                labels = ok(annoplan.get(f"/projects/{fresh}/labels"))["items"]
+                assert {(r["item"], r["rater"], r["value"]) for r in labels} == {(t3, rater, "Positive")}
+        finally:
+            ls.delete(f"/api/projects/{lsp}")
