@@ -303,18 +303,19 @@ def sync_label_studio(
     import httpx
 
     if not (key and ls_url and ls_token):
-        raise typer.BadParameter("pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)")
+        raise typer.BadParameter(
+            "pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)"
+        )
     body = {"url": ls_url, "project": ls_project, "token": ls_token, "token_type": token_type,
             "from_name": from_name, "primary": primary, "judge_prefix": judge_prefix}
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
             done = _ok(c.post(f"/projects/{project}/integrations/label-studio/sync", json=body))
     except httpx.HTTPError as exc:
-        typer.echo(f"annoplan at {url} could not be reached: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
     changes = done["changes"]
-    typer.echo(f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, {changes['updated']} updated, "
-               f"{changes['retracted']} retracted, {changes['unchanged']} unchanged; "
+    typer.echo(f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, "
+               f"{changes['updated']} updated, {changes['retracted']} retracted, {changes['unchanged']} unchanged; "
                f"{len(done['unmapped'])} unmapped, {len(done['raters_created'])} raters created; "
                f"label_seq {done['labels']['label_seq']}")
     for u in done["unmapped"][:20]:

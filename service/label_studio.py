@@ -73,7 +73,9 @@ class LabelChanges(BaseModel):
     added: int = Field(description="Cells that had no current label.")
     updated: int = Field(description="Cells whose current label changed (a correction event).")
     unchanged: int = Field(description="Cells whose current label already had this value.")
-    retracted: int = Field(description="Current labels withdrawn: skipped, emptied or deleted annotations or predictions.")
+    retracted: int = Field(
+        description="Current labels withdrawn: skipped, emptied or deleted annotations or predictions."
+    )
 
 
 class ImportResult(BaseModel):
@@ -361,7 +363,9 @@ def read_export(
                 ))
                 continue
             if not pred.model_version:
-                reading.skipped.append(Skipped(task=task.id, prediction=pred.id, reason="prediction without model_version"))
+                reading.skipped.append(
+                    Skipped(task=task.id, prediction=pred.id, reason="prediction without model_version")
+                )
                 continue
             rater = judge_prefix + pred.model_version
             reading.raters[rater] = RaterCreate(external_id=rater, kind="judge", name=pred.model_version)
@@ -473,7 +477,8 @@ def reconcile(
     _forget_links(session, project, gone)
     insert_many(
         session, LabelStudioLink.__table__, ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
-        [(project.id, source, ls_id, item_ids[i], rater_ids[r], crit) for (source, ls_id), (i, r) in reading.links.items()],
+        [(project.id, source, ls_id, item_ids[i], rater_ids[r], crit)
+         for (source, ls_id), (i, r) in reading.links.items()],
         on_conflict=("project_id", "source", "ls_id"),
     )
     values = [(before.get((r.item, r.rater)), r.value) for r in rows]

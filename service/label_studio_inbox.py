@@ -44,14 +44,22 @@ class WebhookResult(BaseModel):
     item: str | None = None
     rater: str | None = None
     value: str | None = Field(None, description="The project label recorded.")
-    skipped: str | None = Field(None, description="Why the annotation gives no label (its rater's label of the task is withdrawn).")
-    retracted: int | None = Field(None, description="Current labels withdrawn by a skip, an emptied annotation or a deletion.")
-    unknown_annotations: list[int] | None = Field(None, description="Deleted annotation ids this project never recorded.")
+    skipped: str | None = Field(
+        None, description="Why the annotation gives no label (its rater's label of the task is withdrawn)."
+    )
+    retracted: int | None = Field(
+        None, description="Current labels withdrawn by a skip, an emptied annotation or a deletion."
+    )
+    unknown_annotations: list[int] | None = Field(
+        None, description="Deleted annotation ids this project never recorded."
+    )
     item_created: bool | None = None
     rater_created: bool | None = None
     labels: LabelsAccepted | None = None
     label_seq: int | None = Field(None, description="The project's last label event after this delivery.")
-    issue: int | None = Field(None, description="The inbox issue that keeps this delivery, when it could not be recorded.")
+    issue: int | None = Field(
+        None, description="The inbox issue that keeps this delivery, when it could not be recorded."
+    )
     reason: str | None = Field(None, description="Why the delivery could not be recorded.")
 
 

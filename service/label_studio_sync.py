@@ -12,7 +12,7 @@ import time
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from service.errors import AppError
 from service.label_studio import ImportResult
@@ -37,7 +37,9 @@ class SyncRequest(Strict):
         "Token", description="`Token` for a legacy API token (Label Studio started with "
                              "`--enable-legacy-api-token`), `Bearer` for an access token."
     )
-    from_name: str | None = Field(None, max_length=200, description="The choices control, when the config is ambiguous.")
+    from_name: str | None = Field(
+        None, max_length=200, description="The choices control, when the config is ambiguous."
+    )
     primary: str | None = Field(None, max_length=200, description="Label Studio user id or email of the primary.")
     judge_prefix: str = Field("", max_length=100, description="Prefix of the judges' external ids.")
     criterion: str | None = Field(None, max_length=100)
@@ -70,7 +72,9 @@ def _json(response: httpx.Response, what: str) -> Any:
         raise LabelStudioUnavailable(f"Label Studio's answer for {what} is not JSON") from None
 
 
-def fetch_snapshot(req: SyncRequest, *, timeout: float = 30.0, ready_within: float = 300.0) -> tuple[str | None, list[Any]]:
+def fetch_snapshot(
+    req: SyncRequest, *, timeout: float = 30.0, ready_within: float = 300.0
+) -> tuple[str | None, list[Any]]:
     """The project's labeling config and a full snapshot of its tasks; 502 when Label Studio fails."""
     headers = {"Authorization": f"{req.token_type} {req.token.get_secret_value()}"}
     base = f"/api/projects/{req.project}"
@@ -90,7 +94,9 @@ def fetch_snapshot(req: SyncRequest, *, timeout: float = 30.0, ready_within: flo
                           "the snapshot download")
             client.delete(f"{base}/exports/{export['id']}")
     except httpx.HTTPError as exc:
-        raise LabelStudioUnavailable(f"Label Studio at {req.url[:100]} could not be reached: {type(exc).__name__}") from None
+        raise LabelStudioUnavailable(
+            f"Label Studio at {req.url[:100]} could not be reached: {type(exc).__name__}"
+        ) from None
     if not isinstance(tasks, list):
         raise LabelStudioUnavailable("the snapshot download is not a list of tasks")
     return config, tasks

@@ -86,7 +86,8 @@ def has_plan(session: Session, project_id: str) -> bool:
 
 def has_invalid_labels(session: Session, rater_id: int) -> bool:
     """Whether the rater's current labels include ``INVALID``."""
-    return bool(session.scalar(select(exists().where(CurrentLabel.rater_id == rater_id, CurrentLabel.value == "INVALID"))))
+    invalid = exists().where(CurrentLabel.rater_id == rater_id, CurrentLabel.value == "INVALID")
+    return bool(session.scalar(select(invalid)))
 
 
 def project_rater(session: Session, project_id: str, rid: str) -> Rater:
