@@ -311,8 +311,8 @@ def neyman(
     s = _check_strata(strata, None)
     m = _check_m(m, s.size)
     ids = _check_raters(raters)
-    sizes = np.bincount(s)
     sd = np.asarray(sds, dtype=float)
+    sizes = np.bincount(s, minlength=sd.size if sd.ndim == 1 else 0)
     if sd.shape != (sizes.size,):
         raise ValueError(f"sds must give one S_h per stratum 0..{sizes.size - 1}, got shape {sd.shape}")
     quota = neyman_allocation(sizes, sd, m, min_per_stratum=min_per_stratum)

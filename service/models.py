@@ -11,6 +11,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -223,6 +224,9 @@ class Assignment(Base):
     position: Mapped[int] = mapped_column(Integer)
     batch_id: Mapped[str | None] = mapped_column(ForeignKey("batches.id", ondelete="SET NULL"))
     lease_expires_at: Mapped[datetime | None]
+    # Probability that the design put this item on the list (None: not a probability sample,
+    # e.g. depth-first or sequential designs); estimates weight by its inverse (docs/method.md §9).
+    inclusion_probability: Mapped[float | None] = mapped_column(Float)
 
 
 class Batch(Base):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,11 +14,13 @@ from sqlalchemy.orm import Session
 from planner.designs import (
     choose_design,
     depth_first,
+    neyman,
     random_subsets,
     seq_coverage,
     seq_refined,
     strat,
 )
+from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
 from planner.recipes import (
     Recipe,
     certify_recipe,
@@ -33,6 +36,9 @@ from service.schemas import DecisionSettings, PlanCreate
 from service.sql import insert_many
 
 SEQUENTIAL = ("seq-refined", "seq-coverage")
+PANELS = ("strat", "neyman")
+ESTIMATORS = ("paired", "ppi", "neyman")
+UNKNOWN_SD = 0.5  # S_h of a stratum with no judge-primary pair yet: the largest a share can have
 
 
 def current_plan(session: Session, project_id: str) -> Plan | None:
@@ -141,6 +147,91 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
     }
 
 
+def judge_agreement(matrix: LabelMatrix) -> np.ndarray | None:
+    """Per item ``1[judge = primary]``, ``-1`` where either label is missing; None without both raters."""
+    judges, primary = matrix.columns("judge"), matrix.columns("primary")
+    if not judges or not primary:
+        return None
+    j, p = matrix.codes[:, judges[0]], matrix.codes[:, primary[0]]
+    return np.where((j < 0) | (p < 0), -1, (j == p).astype(np.int64))
+
+
+def _variances(body: PlanCreate, moments: dict[str, Any], matrix: LabelMatrix) -> AllItemsVariances | None:
+    """The all-items variance constants under the plan's source (docs/method.md §9); None when unknown."""
+    if body.source == "prior":
+        assert body.p_h is not None and body.p_j is not None
+        return prior_variances(body.p_h, body.p_j, n_labels=matrix.n_labels)
+    agree = judge_agreement(matrix)
+    if agree is None or not (agree >= 0).any():
+        return None
+    try:
+        return moment_variances(moments["mu_d"], moments["sigma0_sq"], judge_agreement=float(agree[agree >= 0].mean()))
+    except ValueError:  # pilot moments from a larger pool need not fit the binary A, B law
+        return None
+
+
+def _m_by_estimator(
+    body: PlanCreate, decision: DecisionSettings, moments: dict[str, Any], matrix: LabelMatrix, n_humans: int
+) -> dict[str, Any] | None:
+    """m for the paired, PPI and Neyman estimates, and the human labels each saves (docs/method.md §9)."""
+    if body.purpose != "certify" or decision.rule != "margin":
+        return None
+    if body.source == "prior":
+        assert body.p_h is not None and body.p_j is not None
+        agreement = float(np.trace(prior_cells(body.p_h, body.p_j, n_labels=matrix.n_labels)[0]))
+    else:
+        agree = judge_agreement(matrix)
+        if agree is None or not (agree >= 0).any():
+            return None
+        agreement = float(agree[agree >= 0].mean())
+    n_items = matrix.raw.shape[0]
+    m: dict[str, int | None] = {}
+    for estimator in ESTIMATORS:
+        try:
+            recipe = certify_recipe(
+                moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans,
+                epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, estimator=estimator,
+                judge_agreement=agreement,
+            )
+        except ValueError:
+            return None
+        m[estimator] = recipe.m
+    paired = m["paired"]
+    saved = {
+        e: None if paired is None or m[e] is None else (paired - int(m[e] or 0)) * (n_humans - 1)
+        for e in ("ppi", "neyman")
+    }
+    return {"m": m, "human_labels_saved": saved, "judge_agreement": agreement}
+
+
+def _neyman_panel(
+    body: PlanCreate, moments: dict[str, Any], matrix: LabelMatrix, m: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The Neyman panel over the judge-primary agreement strata, its inclusion probabilities and a summary."""
+    agree = judge_agreement(matrix)
+    if agree is None or not (agree >= 0).any():
+        raise Conflict("the neyman design stratifies on judge-primary agreement: load the judge's and the "
+                       "primary's labels first", code="no_strata")
+    variances = _variances(body, moments, matrix)
+    if variances is None:
+        raise Conflict("the pilot moments give no stratum spread; plan the neyman design from priors",
+                       code="no_strata")
+    strata = np.where(agree < 0, 2, agree)
+    sds = [*variances.stratum_sd, UNKNOWN_SD]
+    if m < int(np.minimum(np.bincount(strata, minlength=3), 2).sum()):
+        raise Conflict(f"m={m} is too small for a Neyman panel: every stratum needs 2 items", code="m_too_small")
+    lists, inclusion = neyman(strata, m, sds=sds, raters=["panel"], rng=seed)
+    panel = lists["panel"]
+    sizes = np.bincount(strata, minlength=3)
+    taken = np.bincount(strata[panel], minlength=3)
+    summary = {
+        "strata": ["judge and primary disagree", "judge and primary agree", "judge or primary label missing"],
+        "stratum_sizes": sizes.tolist(), "stratum_sd": sds, "allocation": taken.tolist(),
+        "weighting": "ht",
+    }
+    return panel, inclusion[panel], summary
+
+
 def _strata(matrix: LabelMatrix) -> np.ndarray:
     """Per item, the primary's label, or an extra stratum ``L`` where it has none yet."""
     primary = matrix.columns("primary")
@@ -196,14 +287,22 @@ def create_plan(
         **recipe_dict(recipe), "m_planned": m, "n_items": n_items, "n_humans": n_humans,
         "moments": moments, "design": design, "design_reason": why, "stratum_entropy": entropy,
         "warnings": warnings + notes, "purpose": body.purpose,
+        "by_estimator": _m_by_estimator(body, decision, moments, matrix, n_humans),
     }
     panel: list[int] = []
+    panel_inclusion: list[float] = []
     if m is not None and design == "strat":
-        panel = matrix.item_ids[strat(_strata(matrix), m, raters=["panel"], rng=seed)["panel"]].tolist()
+        strata = _strata(matrix)
+        index = strat(strata, m, raters=["panel"], rng=seed)["panel"]
+        share = np.bincount(strata[index], minlength=strata.max() + 1) / np.bincount(strata)
+        panel, panel_inclusion = matrix.item_ids[index].tolist(), share[strata[index]].tolist()
+    elif m is not None and design == "neyman":
+        index, probability, document["neyman"] = _neyman_panel(body, moments, matrix, m, seed)
+        panel, panel_inclusion = matrix.item_ids[index].tolist(), probability.tolist()
     plan = Plan(
         id=new_public_id("plan"), project_id=project.id, purpose=body.purpose, source=body.source,
-        design=design, seed=seed, m=m, params={**body.model_dump(), "panel": panel}, recipe=document,
-        label_seq=project.label_seq,
+        design=design, seed=seed, m=m, recipe=document, label_seq=project.label_seq,
+        params={**body.model_dump(), "panel": panel, "panel_inclusion": panel_inclusion},
     )
     session.add(plan)
     session.flush()
@@ -222,7 +321,7 @@ def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatr
     if m == 0:
         return matrix.item_ids[:0]
     rater_seed = [plan.seed, zlib.crc32(rater.external_id.encode())]
-    if plan.design == "strat":
+    if plan.design in PANELS:
         return np.asarray(plan.params["panel"], dtype=np.int64)
     if plan.design == "random":
         index = random_subsets(n_items, m, raters=[0], rng=rater_seed)[0]
@@ -282,8 +381,40 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     planned = [int(i) for i in _planned_items(session, plan, rater, matrix) if int(i) not in existing]
     planned = planned[: max(0, target - len(existing))]
     start = max(existing.values(), default=-1) + 1
+    probability = _inclusion(plan, rater, project.item_count)
     insert_many(
         session, Assignment.__table__,
-        ("project_id", "rater_id", "item_id", "plan_id", "position"),
-        [(plan.project_id, rater.id, item, plan.id, start + k) for k, item in enumerate(planned)],
+        ("project_id", "rater_id", "item_id", "plan_id", "position", "inclusion_probability"),
+        [(plan.project_id, rater.id, item, plan.id, start + k, probability(item)) for k, item in enumerate(planned)],
     )
+
+
+def _inclusion(plan: Plan, rater: Rater, n_items: int) -> Callable[[int], float | None]:
+    """Item id -> the probability that the design put it on ``rater``'s list (None: not a probability sample)."""
+    if rater.kind == "primary":
+        return lambda item: 1.0
+    if plan.design in PANELS:
+        by_item = dict(zip(plan.params["panel"], plan.params.get("panel_inclusion") or [], strict=False))
+        return by_item.get
+    if plan.design == "random" and n_items:
+        share = min(plan.m or 0, n_items) / n_items
+        return lambda item: share
+    return lambda item: None
+
+
+def inclusion_by_item(session: Session, plan: Plan | None, matrix: LabelMatrix) -> np.ndarray | None:
+    """Per item (matrix order), its probability of entering the overlap under a Neyman plan, for
+    inverse-probability weights (docs/method.md §9); items off the plan count as certain.
+    None when the plan draws items with equal probability (no weights needed)."""
+    if plan is None or plan.design != "neyman":
+        return None
+    probability = np.ones(matrix.item_ids.size)
+    position = {int(item): k for k, item in enumerate(matrix.item_ids)}
+    for item, p in session.execute(
+        select(Assignment.item_id, Assignment.inclusion_probability)
+        .join(Rater, Rater.id == Assignment.rater_id)
+        .where(Assignment.plan_id == plan.id, Rater.kind == "human", Assignment.inclusion_probability.is_not(None))
+    ):
+        if int(item) in position:
+            probability[position[int(item)]] = p
+    return probability

@@ -17,7 +17,14 @@ from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Plan, Project, Rater
-from service.planning import certification, current_plan, feasible_with, pilot_estimate, plan_progress
+from service.planning import (
+    certification,
+    current_plan,
+    feasible_with,
+    inclusion_by_item,
+    pilot_estimate,
+    plan_progress,
+)
 from service.schemas import DecisionSettings
 
 PROTOCOL_NOTE = (
@@ -132,6 +139,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                      "resampling_unit": "item", "note": PROTOCOL_NOTE},
         "rule": decision.rule, "coefficient": decision.coefficient, "omega_threshold": decision.omega_threshold,
     }
+    plan = current_plan(session, project.id)
+    inclusion = inclusion_by_item(session, plan, matrix)
+    doc["weighting"] = "none" if inclusion is None else "ht"
     validations = []
     for j in judges:
         if len(humans) >= 2:
@@ -140,6 +150,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(),
                 omega_threshold=decision.omega_threshold, q=decision.q,
                 inconclusive_level=decision.inconclusive_level, n_resamples=n_resamples, rng=seed,
+                inclusion=inclusion,
             )
             validations.append(_validation(v, matrix, j))
     if validations:
@@ -156,7 +167,6 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     else:
         doc["coefficients"] = {}
     doc["coefficients_population"] = "human raters (primary and secondaries): the human ceiling"
-    plan = current_plan(session, project.id)
     doc["plan"] = plan_progress(session, project, plan)
     m_now = min((r["m"] for r in doc["raters"]), default=0)
     doc["recipe_now"] = (

@@ -278,7 +278,7 @@ class Health(BaseModel):
     database: Literal["ok", "unreachable"]
 
 
-Design = Literal["auto", "strat", "seq-refined", "seq-coverage", "random", "depth-first"]
+Design = Literal["auto", "strat", "seq-refined", "seq-coverage", "random", "depth-first", "neyman"]
 
 
 class PlanCreate(Strict):

@@ -1,0 +1,116 @@
+"""Plans that use every label (issue 14): m for the paired, PPI and Neyman estimates, the
+Neyman panel with stored inclusion probabilities, and a reliability document that weights
+by their inverse (docs/method.md §9)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, select
+
+from planner.decision import validate_judge
+from planner.neyman import neyman_allocation, prior_variances
+from service.db import make_engine
+from service.models import Assignment, Item, Rater
+from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels, setup_project
+
+N_ITEMS = 300
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def corpus(seed: int) -> dict[str, np.ndarray]:
+    """Two-label corpus: primary and secondaries right w.p. .85, the judge w.p. .90."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, N_ITEMS)
+
+    def rater(p: float) -> np.ndarray:
+        return np.where(rng.random(N_ITEMS) < p, truth, 1 - truth)
+
+    return {"prim": rater(0.85), "judge": rater(0.9), "h2": rater(0.85), "h3": rater(0.85)}
+
+
+def words(codes: np.ndarray, items: list[int] | None = None) -> dict[str, str]:
+    index = range(N_ITEMS) if items is None else items
+    return {f"i{i}": ("pass", "fail")[int(codes[i])] for i in index}
+
+
+def test_plan_reports_m_for_every_estimator_and_the_labels_saved(client, project):
+    plan = make_plan(client, project["id"], purpose="certify", design="random", **PRIOR)
+    by = plan["recipe"]["by_estimator"]
+    assert by["m"] == {"paired": 117, "ppi": 86, "neyman": 84}
+    k = plan["recipe"]["n_humans"]
+    assert by["human_labels_saved"] == {"ppi": (117 - 86) * (k - 1), "neyman": (117 - 84) * (k - 1)}
+    assert by["judge_agreement"] == pytest.approx(0.85 * 0.9 + 0.15 * 0.1)
+
+
+def test_neyman_needs_the_judge_and_primary_labels_first(client):
+    pid = setup_project(client, 50)
+    r = client.post(f"/projects/{pid}/plan", json={"design": "neyman", **PRIOR})
+    assert r.status_code == 409 and r.json()["error"] == "no_strata", r.text
+
+
+def test_neyman_panel_weights_and_reliability(client, engine):
+    pid = setup_project(client, N_ITEMS)
+    labels = corpus(5)
+    post_labels(client, pid, "prim", words(labels["prim"]))
+    post_labels(client, pid, "judge", words(labels["judge"]))
+    plan = make_plan(client, pid, purpose="certify", design="neyman", seed=3, **PRIOR)
+    assert plan["design"] == "neyman" and plan["m"] == 117  # the recipe for the project's rule
+    summary = plan["recipe"]["neyman"]
+    agree = labels["judge"] == labels["prim"]
+    sizes = [int((~agree).sum()), int(agree.sum()), 0]
+    assert summary["stratum_sizes"] == sizes
+    sds = prior_variances(0.85, 0.9, n_labels=2).stratum_sd
+    expected = neyman_allocation(sizes, [*sds, 0.5], 117).tolist()
+    assert summary["allocation"] == expected and summary["weighting"] == "ht"
+
+    panel = full_list(client, pid, "h2")
+    assert full_list(client, pid, "h3") == panel
+    index = [int(i[1:]) for i in panel]
+    assert np.bincount(agree[index], minlength=2).tolist() == expected[:2]
+    with engine.connect() as conn:
+        stored = dict(conn.execute(
+            select(Item.external_id, Assignment.inclusion_probability)
+            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
+            .where(Rater.project_id == pid, Rater.external_id == "h2")
+        ).all())
+    prob = np.where(agree, expected[1] / sizes[1], expected[0] / sizes[0])
+    assert [stored[f"i{i}"] for i in index] == pytest.approx(prob[index].tolist())
+
+    for rater in ("h2", "h3"):
+        post_labels(client, pid, rater, words(labels[rater], index))
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["weighting"] == "ht"
+    codes = np.full((N_ITEMS, 4), -1)
+    codes[:, 0], codes[:, 3] = labels["prim"], labels["judge"]
+    for column, rater in ((1, "h2"), (2, "h3")):
+        codes[index, column] = labels[rater][index]
+    weighted = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, inclusion=prob, n_resamples=10)
+    plain = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=10)
+    served = {r["rater"]: r["d"] for r in doc["raters"]}
+    for r, name in zip(weighted.raters, ("prim", "h2", "h3"), strict=True):
+        assert served[name] == pytest.approx(r.d, abs=1e-9)
+    assert any(not math.isclose(a.d, b.d) for a, b in zip(weighted.raters, plain.raters, strict=True))
+
+
+def test_other_designs_store_their_inclusion_probability(client, engine):
+    pid = setup_project(client, 200)
+    make_plan(client, pid, design="random", m=50, seed=1, **PRIOR)
+    full_list(client, pid, "h2")
+    with engine.connect() as conn:
+        values = conn.execute(
+            select(Assignment.inclusion_probability).join(Rater, Rater.id == Assignment.rater_id)
+            .where(Rater.project_id == pid, Rater.external_id == "h2")
+        ).scalars().all()
+    assert len(values) == 50 and set(values) == {0.25}
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["weighting"] == "none"
