@@ -1,8 +1,8 @@
 """Assignments keep the probability that their item entered the rater's overlap, so estimates
 from unequal-probability panels (Neyman) can weight by its inverse.
 
-Revision ID: 0003_inclusion
-Revises: 0002
+Revision ID: 0004_inclusion
+Revises: 0003_label_studio
 Create Date: 2026-11-30 14:45:00
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0003_inclusion'
-down_revision = '0002'
+revision = '0004_inclusion'
+down_revision = '0003_label_studio'
 branch_labels = None
 depends_on = None
 
