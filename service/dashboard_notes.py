@@ -33,7 +33,8 @@ def plan_verdict(plan: Plan | None, decision: DecisionSettings) -> str:
             text += " The plan lists every item meanwhile."
         text = f"{head} is {text}"
     if recipe.get("purpose") == "rank":
-        text += " This recipe is for ranking judges, not for certifying one: plan with purpose certify for the decision."
+        text += (" This recipe is for ranking judges, not for certifying one: plan with purpose certify for the "
+                 "decision.")
     elif recipe.get("rule") != decision.rule:
         text += (f" This recipe was computed for the {recipe.get('rule')} rule, but the project now decides by the "
                  f"{decision.rule} rule: plan again.")

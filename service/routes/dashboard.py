@@ -108,7 +108,8 @@ def _index_access(request: Request, session: ReadSession) -> Principal | Respons
 @router.get("/dashboard", response_class=HTMLResponse, responses={303: {"description": "Log in first"}})
 def get_index(
     access: Annotated[Principal | Response, Depends(_index_access)], request: Request, session: ReadSession,
-    settings: SettingsDep, cursor: Annotated[str | None, Query(description="The `more projects` link's cursor.")] = None,
+    settings: SettingsDep,
+    cursor: Annotated[str | None, Query(description="The `more projects` link's cursor.")] = None,
 ) -> Response:
     """The projects the key can see (all for admin): name, decision per judge, omega, progress, last label."""
     if isinstance(access, Response):

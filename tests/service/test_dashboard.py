@@ -171,7 +171,8 @@ def test_projects_index_lists_what_the_key_sees_and_login_goes_there(client: Tes
     client.cookies.clear()
     page = client.get("/dashboard", headers={"Authorization": f"Bearer {viewer}"}).text
     assert other in page and pid not in page
-    assert client.get("/dashboard", headers={"Authorization": ""}, follow_redirects=False).headers["location"] == "/login"
+    anonymous = client.get("/dashboard", headers={"Authorization": ""}, follow_redirects=False)
+    assert anonymous.headers["location"] == "/login"
 
 
 @pytest.mark.parametrize(("low", "high", "expected"), [

@@ -165,7 +165,8 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
     shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
     with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
         with server.client() as c:
-            pids = {"readme": _readme_project(c), "alt-test": _two_judges_alt_test(c), "infeasible": _infeasible_plan(c)}
+            pids = {"readme": _readme_project(c), "alt-test": _two_judges_alt_test(c),
+                    "infeasible": _infeasible_plan(c)}
         driver = chromium(tmp_path)
         try:
             driver.get(f"{server.base_url}/login")
