@@ -191,3 +191,33 @@ def test_cli_sync_prints_what_changed(database_url: str, label_studio: FakeLabel
         assert f"0 added, 0 updated, 0 retracted, {n} unchanged" in again.output
         bad = runner.invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": "nope"})
         assert bad.exit_code == 1 and "label_studio_unavailable" in bad.output
+
+
+def test_concurrent_webhooks_for_one_new_task_and_user_all_record(database_url: str) -> None:
+    """Racing deliveries that create the same item and rater: every one recorded, none sent to
+    the inbox by the race, no 500 (SQLite here; PostgreSQL with ANNOPLAN_TEST_DATABASE_URL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    template = json.loads((FIXTURES / "webhooks.ndjson").read_text().splitlines()[0])
+    with LiveServer(database_url, ADMIN) as server, server.client() as c:
+        pid = c.post("/projects", json={"name": "race", "labels": LABELS}).json()["id"]
+
+        def deliver(n: int) -> tuple[int, dict]:
+            payload = copy.deepcopy(template)
+            task = 500 + n % 3  # three tasks, each delivered by several threads at once
+            payload["task"]["id"] = payload["annotation"]["task"] = task
+            payload["annotation"].update(id=7000 + n, completed_by=n % 4)
+            payload["annotation"]["result"][0]["value"]["choices"] = [LABELS[n % 3]]
+            with server.client() as own:
+                r = own.post(f"/projects/{pid}/webhooks/label-studio", json=payload,
+                             headers={"X-Annoplan-Secret": ADMIN})
+            return r.status_code, r.json()
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(deliver, range(12)))
+        assert all(status == 200 and "issue" not in body for status, body in results), results
+        rows = c.get(f"/projects/{pid}/labels", params={"limit": 1000}).json()["items"]
+        assert {(r["item"], r["rater"], r["value"]) for r in rows} == {
+            (str(500 + n % 3), f"ls-user-{n % 4}", LABELS[n % 3]) for n in range(12)
+        }
+        assert c.get(f"/projects/{pid}/integrations/label-studio/issues").json()["items"] == []
