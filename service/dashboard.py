@@ -78,6 +78,7 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
  within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
 {curve_figure}
 <script src="/static/dashboard.js"></script>
+<script src="/static/chart_png.js"></script>
 </body></html>"""
 
 
@@ -129,7 +130,8 @@ def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart) -
 def _figure(project: Project, chart: Chart) -> str:
     base = f"/projects/{escape(project.id)}/dashboard/charts/{escape(chart.id)}"
     return (f'{chart_svg(chart)}<p class="downloads">download: <a href="{base}.csv" download>CSV</a> &middot; '
-            f'<a href="{base}.svg" download>SVG</a></p>')
+            f'<a href="{base}.svg" download>SVG</a> &middot; '
+            f'<a class="png" href="#" data-chart="{escape(chart.id)}">PNG</a></p>')
 
 
 def _verdict_class(note: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -187,7 +188,7 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
                         centre = dot.rect["x"] + dot.rect["width"] / 2
                         assert bar.rect["x"] - 1 <= centre <= bar.rect["x"] + bar.rect["width"] + 1, (name, dot.rect)
                     assert panel.find_elements(By.CSS_SELECTOR, "text.tick"), "the margins axis is numeric"
-                for link in driver.find_elements(By.CSS_SELECTOR, ".downloads a"):
+                for link in driver.find_elements(By.CSS_SELECTOR, ".downloads a[download]"):
                     r = httpx.get(link.get_attribute("href"), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
                     assert r.status_code == 200 and r.text, link.get_attribute("href")
                 assert console_errors(driver) == []
@@ -203,5 +204,18 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
                     assert "raise epsilon to" in verdict.text and verdict.get_attribute("class") == "infeasible"
                 if name == "readme":
                     assert "human-pool score" in driver.find_element(By.ID, "pool-history").text
+                    # The PNG link draws the chart's SVG on a canvas and saves it (under the page's CSP).
+                    downloads = tmp_path / "downloads"
+                    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
+                                           {"behavior": "allow", "downloadPath": str(downloads)})
+                    driver.find_element(By.CSS_SELECTOR, 'a.png[data-chart="margins-1"]').click()
+                    png = downloads / "margins-1.png"
+                    WebDriverWait(driver, 30).until(lambda d: png.exists() and png.stat().st_size > 0)
+                    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+                    width, height = struct.unpack(">II", png.read_bytes()[16:24])
+                    svg = driver.find_element(By.ID, "margins-1")
+                    assert (width, height) == (2 * int(svg.get_attribute("width")), 2 * int(svg.get_attribute("height")))
+                    shutil.copy(png, shots / "margins-1.png")
+                    assert console_errors(driver) == []
         finally:
             driver.quit()
