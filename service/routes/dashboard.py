@@ -105,7 +105,10 @@ def _index_access(request: Request, session: ReadSession) -> Principal | Respons
         return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
 
 
-@router.get("/dashboard", response_class=HTMLResponse, responses={303: {"description": "Log in first"}})
+@router.get("/dashboard", response_class=HTMLResponse, responses={
+    303: {"description": "Log in first (to `/login`)"},
+    403: {"description": "An annotator key: the dashboard is for admin, PM and viewer keys (HTML page)"},
+})
 def get_index(
     access: Annotated[Principal | Response, Depends(_index_access)], request: Request, session: ReadSession,
     settings: SettingsDep,
@@ -123,7 +126,11 @@ def get_index(
     return HTMLResponse(index_page(rows, next_page), headers={"Cache-Control": "no-store"})
 
 
-@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={303: {"description": "Log in first"}})
+@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={
+    303: {"description": "Log in first (to `/login`)"},
+    403: {"description": "An annotator key (HTML page)"},
+    404: {"description": "No such project, or outside the key's scope (HTML page)"},
+})
 def get_dashboard(
     pid: ProjectId, access: Annotated[Project | Response, Depends(_dashboard_access)], request: Request,
     session: ReadSession, settings: SettingsDep,
