@@ -9,9 +9,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.schemas import ErrorBody
 
 log = logging.getLogger("annoplan")
 
@@ -82,14 +83,6 @@ def echo(value: object) -> str:
 
 def _bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... (truncated)"
-
-
-class ErrorBody(BaseModel):
-    """The error document, as documented in OpenAPI."""
-
-    error: str
-    detail: str
-    fields: list[dict[str, Any]] | None = None
 
 
 def error_body(code: str, detail: str, fields: list[Any] | None = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from service.matrix import load_matrix
 from service.models import CurrentLabel, Plan, Project, Rater, Simulation
 from service.planning import current_plan
 from service.schemas import DecisionSettings
-from service.sim_schemas import SimulateBody, SimulationSettings
+from service.schemas.simulations import SimulateBody, SimulationSettings
 
 DEFAULT_RHOS = [0.05, 0.1, 0.15, 0.25, 0.5]
 GENERATOR_FIELDS = ("n_items", "n_humans", "n_labels", "p_h", "p_j", "prevalence", "clusters", "cluster_difficulty")

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from planner.agreement import summary_table
 from service.deps import PrincipalDep
 from service.errors import Invalid, TooLarge, echo, error_responses
-from service.sim_schemas import AgreementBody, AgreementRead, EstimateRead
+from service.schemas.simulations import AgreementBody, AgreementRead, EstimateRead
 
 router = APIRouter(tags=["agreement"])
 

@@ -21,7 +21,12 @@ from service.errors import error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import Project
 from service.pagination import PageDep, page_of
-from service.project_store import add_project, add_project_key, change_project, revoke_key
+from service.project_store import (
+    add_project,
+    add_project_key,
+    change_project,
+    revoke_key,
+)
 from service.queries import projects_page
 from service.schemas import (
     KeyCreate,

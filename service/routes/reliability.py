@@ -13,6 +13,7 @@ from service.errors import Invalid, echo, error_responses
 from service.models import Project
 from service.planning import current_plan
 from service.reliability import document_key, ranking_document, reliability_document
+from service.schemas.documents import RankingDocument, ReliabilityDocument
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
 Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
@@ -35,7 +36,7 @@ def _cached(
     return JSONResponse(doc, headers=headers)
 
 
-@router.get("/reliability", responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
+@router.get("/reliability", response_model=ReliabilityDocument, responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
 def get_reliability(
     pid: ProjectId, project: ProjectForViewer, request: Request, session: ReadSession, settings: SettingsDep,
     criterion: Criterion = None, if_none_match: IfNoneMatch = None,
@@ -49,7 +50,7 @@ def get_reliability(
                    lambda name: reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples))
 
 
-@router.get("/ranking", responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
+@router.get("/ranking", response_model=RankingDocument, responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
 def get_ranking(
     pid: ProjectId, project: ProjectForViewer, request: Request, session: ReadSession, settings: SettingsDep,
     criterion: Criterion = None, if_none_match: IfNoneMatch = None,

@@ -21,7 +21,7 @@ from service.idempotency import IdempotencyKey, idempotent_write, request_finger
 from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
 from service.models import Simulation, new_public_id
 from service.queries import project_simulation
-from service.sim_schemas import (
+from service.schemas.simulations import (
     SimulateBody,
     SimulationJob,
     SimulationQueued,

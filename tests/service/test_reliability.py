@@ -306,3 +306,32 @@ def test_the_document_follows_the_project_decision_settings(client, decision):
 def finite(x: float | None) -> float | None:
     """JSON has no NaN: the document sends null for an undefined number."""
     return None if x is None or not np.isfinite(x) else x
+
+
+@pytest.mark.parametrize(
+    ("raters", "decision"),
+    [
+        ({"j": ("judge", 0.8)}, {}),
+        ({"j": ("judge", 0.8), "h1": ("primary", 0.9)}, {}),
+        ({"h1": ("primary", 0.9), "h2": ("human", 0.9)}, {}),
+        ({**THREE_HUMANS, "j2": ("judge", 0.6)}, {}),
+        ({**THREE_HUMANS, "j2": ("judge", 0.6)}, {"rule": "alt-test"}),
+    ],
+)
+def test_served_documents_match_their_openapi_models(client, raters, decision):
+    """Every field the documents carry is declared (the models forbid extras), in every state:
+    no human, one human, no judge, several judges, the alt-test rule, with a plan in force."""
+    from service.schemas.documents import RankingDocument, ReliabilityDocument
+
+    pid, _ = setup_dense(client, raters, n_items=40)
+    if decision:
+        assert client.patch(f"/projects/{pid}", json={"decision": decision}).status_code == 200
+    if len(raters) > 3:
+        r = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.9, "p_j": 0.8, "seed": 1})
+        assert r.status_code == 201, r.text
+    ReliabilityDocument.model_validate(get(client, f"/projects/{pid}/reliability").json())
+    RankingDocument.model_validate(get(client, f"/projects/{pid}/ranking").json())
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, model in (("reliability", "ReliabilityDocument"), ("ranking", "RankingDocument")):
+        schema = paths[f"/projects/{{pid}}/{path}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": f"#/components/schemas/{model}"}

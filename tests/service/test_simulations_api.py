@@ -23,8 +23,8 @@ from service.app import create_app
 from service.db import make_engine
 from service.jobs import STALE_AFTER, STALE_ERROR, SimulationSpec, run_job
 from service.models import Simulation, new_public_id, utcnow
+from service.schemas.simulations import CoefficientName, DesignName
 from service.settings import Settings
-from service.sim_schemas import CoefficientName, DesignName
 
 ADMIN_KEY = "ak_test_admin_key"
 CELL_FIELDS = {

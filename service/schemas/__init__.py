@@ -1,4 +1,7 @@
-"""Request and response bodies (pydantic), kept apart from the ORM models."""
+"""Request and response bodies (pydantic), kept apart from the ORM models: every schema lives in
+this package. The resources' bodies (projects, items, raters, labels, plans, batches, pages,
+errors) are here; the larger documents have a module each: ``documents`` (``/reliability``,
+``/ranking``), ``report``, ``simulations`` (and ``/agreement``), ``label_studio``."""
 
 from __future__ import annotations
 
@@ -271,6 +274,14 @@ class LabelRow(BaseModel):
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None
+
+
+class ErrorBody(BaseModel):
+    """The error document, as documented in OpenAPI."""
+
+    error: str
+    detail: str
+    fields: list[dict[str, Any]] | None = None
 
 
 class Health(BaseModel):

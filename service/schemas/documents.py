@@ -1,0 +1,172 @@
+"""The live documents dashboards poll: ``/reliability`` (the judge's status) and ``/ranking``.
+
+Undefined numbers are ``null`` and come with a ``reason``; intervals are ``[low, high]`` pairs
+whose ends are ``null`` when undefined. Models forbid extra fields, so a test that validates
+served documents catches any drift between the code that builds them and this contract.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.schemas.simulations import EstimateRead
+
+Interval = list[float | None]
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RaterMargin(_Document):
+    """One held-out human: the overlap ``m`` and the judge's margin over it (or the alt-test)."""
+
+    rater: str
+    m: int
+    d: float | None = Field(description="Judge's pool score minus the human's (margin rule); null under the alt-test.")
+    rho_f: float | None
+    rho_h: float | None
+    p_value: float | None
+    ci: Interval
+    won: bool | None = Field(description="Whether the judge won this human; null when the human was skipped.")
+    reason: str
+
+
+class HumanPool(_Document):
+    """The human-pool score: mean over humans of their agreement with the others."""
+
+    estimate: float | None
+    ci: Interval
+    n_raters: int
+
+
+class JudgeValidation(_Document):
+    """One judge's decision against the human pool, with the per-human margins behind it."""
+
+    judge: str
+    decision: str
+    reason: str
+    omega: float | None
+    omega_threshold: float
+    p_opposite: float | None
+    rule: str
+    coefficient: str
+    epsilon: float
+    raters: list[RaterMargin]
+    human_pool: HumanPool
+
+
+class DocumentProtocol(_Document):
+    """How abstentions are handled and what is resampled."""
+
+    scale: str
+    handling: str
+    aggregation: str
+    resampling_unit: str
+    note: str
+
+
+class RaterProgress(_Document):
+    """Planned items a secondary has labeled."""
+
+    rater: str
+    done: int
+
+
+class PlanProgress(_Document):
+    """How far the secondaries are through the plan in force."""
+
+    plan: str
+    m_target: int | None
+    design: str
+    m_done_min: int
+    remaining_labels: int
+    raters: list[RaterProgress]
+
+
+class FeasibleWith(_Document):
+    """What would let an infeasible certification fit: a larger ``epsilon`` (null if none up to
+    0.5 does) and the corpus size the recipe needs."""
+
+    epsilon: float | None
+    n_items: int | None
+
+
+class RecipeNow(_Document):
+    """The certification recipe re-estimated from the overlap in hand (pilot moments)."""
+
+    source: str
+    m_cert: int | None
+    reason: str
+    feasible: bool | None = None
+    more_overlap_needed: int | None = None
+    mu_d: float | None = None
+    sigma0_sq: float | None = None
+    mu_d_ci: Interval | None = None
+    sigma0_sq_ci: Interval | None = None
+    m_pilot: int | None = None
+    n_raters_pilot: int | None = None
+    feasible_with: FeasibleWith | None = None
+
+
+class ReliabilityDocument(_Document):
+    """The live status: the first judge's decision at the top level, every judge in ``judges``."""
+
+    label_seq: int
+    n_items: int
+    criterion: str
+    protocol: DocumentProtocol
+    rule: str
+    coefficient: str
+    omega_threshold: float
+    judge: str | None
+    decision: str
+    reason: str
+    omega: float | None
+    p_opposite: float | None = None
+    epsilon: float | None = None
+    raters: list[RaterMargin]
+    human_pool: HumanPool
+    coefficients: dict[str, EstimateRead]
+    coefficients_population: str
+    plan: PlanProgress | None
+    recipe_now: RecipeNow
+    judges: list[JudgeValidation]
+
+
+class JudgeRank(_Document):
+    """One judge's score with its interval, and how often it comes first under resampling."""
+
+    judge: str
+    score: float | None
+    ci: Interval
+    omega: float | None
+    p_top1: float | None
+    n_raters: int
+    defined: bool
+    reason: str
+
+
+class RankMargin(_Document):
+    """The score difference between two judges, and how often resampling flips their order."""
+
+    better: str
+    worse: str
+    margin: float | None
+    ci: Interval
+    p_flip: float | None
+
+
+class RankingDocument(_Document):
+    """Judges ranked by score; empty with a ``reason`` without a judge and two humans."""
+
+    label_seq: int
+    criterion: str
+    rule: str
+    coefficient: str
+    judges: list[JudgeRank]
+    order: list[str]
+    margins: list[RankMargin]
+    flip_share: float | None
+    n_items: int | None = None
+    reason: str | None = None
