@@ -18,14 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-<<<<<<< HEAD
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import delete, select
-=======
-from pydantic import ValidationError
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
->>>>>>> ab2934d (One schemas home: service/schemas/ holds every body (resources in the package, documents, report, simulations and Label Studio in a module each; ErrorBody with them); /reliability and /ranking declare typed models (ReliabilityDocument, RankingDocument) shown in OpenAPI and validated against served documents in every state; the report's CSV and HTML renderers move to service/report_render.py; ruff configured (120 columns, E/W/F/I/B/C4/UP))
 from sqlalchemy.orm import Session
 
 from service.auth import Principal
@@ -45,7 +39,6 @@ from service.label_studio_payloads import (
 )
 from service.models import Batch, CurrentLabel, Item, LabelStudioLink, Project, Rater
 from service.project_rows import lock_project
-<<<<<<< HEAD
 from service.rater_store import ensure_raters
 from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, LabelsRetracted, RaterCreate
 from service.sql import insert_many
@@ -112,25 +105,6 @@ class ExportedTask(BaseModel):
     data: dict[str, Any]
     meta: TaskMeta
 
-=======
-from service.schemas import ItemIn, LabelIn, RaterCreate
-from service.schemas.label_studio import (
-    ExportedTask,
-    ImportResult,
-    LSAnnotationEvent,
-    LSResult,
-    LSTask,
-    LSUser,
-    Skipped,
-    TaskMeta,
-    Unmapped,
-    WebhookResult,
-)
-
-ITEM_KEY = "annoplan_item"
-USER_PREFIX = "ls-user-"
-RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
->>>>>>> ab2934d (One schemas home: service/schemas/ holds every body (resources in the package, documents, report, simulations and Label Studio in a module each; ErrorBody with them); /reliability and /ranking declare typed models (ReliabilityDocument, RankingDocument) shown in OpenAPI and validated against served documents in every state; the report's CSV and HTML renderers move to service/report_render.py; ruff configured (120 columns, E/W/F/I/B/C4/UP))
 
 def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)

@@ -26,7 +26,6 @@ from service.deps import (
 )
 from service.errors import Invalid, TooLarge, Unauthorized, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-<<<<<<< HEAD
 from service.label_studio import ExportedTask, ImportResult, batch_tasks, import_rows
 from service.label_studio_inbox import (
     IssueRead,
@@ -35,29 +34,12 @@ from service.label_studio_inbox import (
     issue_read,
     receive,
     replay_issues,
-=======
-from service.label_studio import (
-    RECORDED_ACTIONS,
-    batch_tasks,
-    import_export,
-    record_annotation,
->>>>>>> ab2934d (One schemas home: service/schemas/ holds every body (resources in the package, documents, report, simulations and Label Studio in a module each; ErrorBody with them); /reliability and /ranking declare typed models (ReliabilityDocument, RankingDocument) shown in OpenAPI and validated against served documents in every state; the report's CSV and HTML renderers move to service/report_render.py; ruff configured (120 columns, E/W/F/I/B/C4/UP))
 )
 from service.label_studio_sync import SyncRequest, SyncResult, fetch_snapshot
 from service.models import Project
-<<<<<<< HEAD
 from service.pagination import PageDep, page_of
 from service.queries import issues_page
 from service.schemas import Page
-=======
-from service.schemas.label_studio import (
-    ExportedTask,
-    ImportResult,
-    LSAnnotationEvent,
-    LSTask,
-    WebhookResult,
-)
->>>>>>> ab2934d (One schemas home: service/schemas/ holds every body (resources in the package, documents, report, simulations and Label Studio in a module each; ErrorBody with them); /reliability and /ranking declare typed models (ReliabilityDocument, RankingDocument) shown in OpenAPI and validated against served documents in every state; the report's CSV and HTML renderers move to service/report_render.py; ruff configured (120 columns, E/W/F/I/B/C4/UP))
 from service.uploads import RawBody
 
 router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])

@@ -1,7 +1,9 @@
-"""Request and response bodies (pydantic), kept apart from the ORM models: every schema lives in
-this package. The resources' bodies (projects, items, raters, labels, plans, batches, pages,
-errors) are here; the larger documents have a module each: ``documents`` (``/reliability``,
-``/ranking``), ``report``, ``simulations`` (and ``/agreement``), ``label_studio``."""
+"""Request and response bodies (pydantic), kept apart from the ORM models.
+
+The resources' bodies (projects, items, raters, labels, plans, batches, pages, errors) are
+here; the larger documents have a module each: ``documents`` (``/reliability``, ``/ranking``),
+``report``, ``simulations`` (and ``/agreement``). Label Studio's objects stay with their
+adapter in ``service.label_studio``."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import service.label_studio
-from service.label_studio import item_from_task, label_for
-from service.schemas.label_studio import LSTask
+from service.label_studio import LSTask, item_from_task, label_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio"
 JUDGE = "gpt-4o-judge-v2"
