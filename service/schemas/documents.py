@@ -7,6 +7,8 @@ served documents catches any drift between the code that builds them and this co
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.schemas.simulations import EstimateRead
@@ -119,6 +121,9 @@ class ReliabilityDocument(_Document):
     rule: str
     coefficient: str
     omega_threshold: float
+    weighting: Literal["none", "ht"] = Field(
+        description="'ht': estimates weighted by inverse inclusion probability (a Neyman panel)."
+    )
     judge: str | None
     decision: str
     reason: str
