@@ -207,20 +207,26 @@ def neyman_allocation(
     sd = np.where(sd < _NEGLIGIBLE_SD, 0.0, sd)
     spread = size * sd if np.any(size * sd > 0) else size.astype(float)
     # The bounded optimum is clip(c N_h S_h, low_h, N_h) with c chosen so the counts sum to m;
-    # the sum grows with c, so c is found by bisection.
+    # the sum is piecewise linear and increasing in c, with breaks where a stratum hits a bound.
     top = float(np.max(size[spread > 0] / spread[spread > 0]))
-    if np.clip(top * spread, low, size).sum() < m:
+    full = spread > 0
+    if size[full].sum() + low[~full].sum() < m:
         # Strata with spread are full; the rest goes to the others in proportion to N_h.
-        spread, top = np.where(spread > 0, np.inf, size.astype(float)), 1.0
-    c_low, c_high = 0.0, top
-    for _ in range(200):
-        c = (c_low + c_high) / 2.0
-        if np.clip(c * spread, low, size).sum() < m:
-            c_low = c
-        else:
-            c_high = c
-    share = np.clip(c_high * spread, low, size)
+        alloc = size.copy()
+        alloc[~full] = neyman_allocation(
+            size[~full], np.ones(int((~full).sum())), int(m - size[full].sum()),
+            min_per_stratum=min_per_stratum,
+        )
+        return alloc
+    breaks = np.unique(np.concatenate([[0.0, top], low[full] / spread[full], size[full] / spread[full]]))
+    totals = np.clip(breaks[:, None] * spread, low, size).sum(axis=1)
+    j = min(int(np.searchsorted(totals, m)), breaks.size - 1)
+    if j == 0 or totals[j] == totals[j - 1]:
+        c = breaks[j]
+    else:
+        c = breaks[j - 1] + (m - totals[j - 1]) * (breaks[j] - breaks[j - 1]) / (totals[j] - totals[j - 1])
+    share = np.clip(c * spread, low, size)
     alloc = np.floor(share + 1e-9).astype(np.int64)
     order = np.argsort(-(share - alloc), kind="stable")
     alloc[order[: m - alloc.sum()]] += 1
-    return alloc
+    return np.asarray(alloc, dtype=np.int64)

@@ -20,6 +20,8 @@ from planner.designs import (
     seq_refined,
     strat,
 )
+from planner.estimator_check import estimator_check
+from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
 from planner.recipes import (
     Recipe,
@@ -38,6 +40,7 @@ from service.sql import insert_many
 SEQUENTIAL = ("seq-refined", "seq-coverage")
 PANELS = ("strat", "neyman")
 ESTIMATORS = ("paired", "ppi", "neyman")
+CHECK_TRIALS = 1000
 UNKNOWN_SD = 0.5  # S_h of a stratum with no judge-primary pair yet: the largest a share can have
 
 
@@ -201,7 +204,23 @@ def _m_by_estimator(
         e: None if paired is None or m[e] is None else (paired - int(m[e] or 0)) * (n_humans - 1)
         for e in ("ppi", "neyman")
     }
-    return {"m": m, "human_labels_saved": saved, "judge_agreement": agreement}
+    out: dict[str, Any] = {"m": m, "human_labels_saved": saved, "judge_agreement": agreement}
+    sized = {e: v for e, v in m.items() if v is not None and 4 <= v <= n_items}
+    if body.source == "prior" and sized and n_items >= 4:
+        assert body.p_h is not None and body.p_j is not None
+        checks = estimator_check(body.p_h, body.p_j, n_labels=matrix.n_labels, n_items=n_items, m=sized,
+                                 epsilon=decision.resolved_epsilon(), trials=CHECK_TRIALS, rng=0)
+        out["check"] = {
+            "trials": CHECK_TRIALS, "promise_fr": decision.alpha_sig / 2,
+            "note": "simulated per-rater FR of the judge the prior describes, and FA of a judge as far below "
+                    "-epsilon as it is above, each estimator at its own m (docs/method.md §9)",
+            "estimators": {
+                e: {"m": c.m, "fr": optional_float(c.fr), "fr_se": optional_float(c.fr_se),
+                    "fa": optional_float(c.fa), "fa_se": optional_float(c.fa_se)}
+                for e, c in checks.items()
+            },
+        }
+    return out
 
 
 def _neyman_panel(

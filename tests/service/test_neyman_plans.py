@@ -52,6 +52,17 @@ def test_plan_reports_m_for_every_estimator_and_the_labels_saved(client, project
     assert by["judge_agreement"] == pytest.approx(0.85 * 0.9 + 0.15 * 0.1)
 
 
+def test_plan_check_shows_fr_and_fa_for_each_estimator(client):
+    pid = setup_project(client, 2000)
+    check = make_plan(client, pid, purpose="certify", **PRIOR)["recipe"]["by_estimator"]["check"]
+    assert check["promise_fr"] == 0.025 and check["trials"] == 1000
+    rows = check["estimators"]
+    assert {e: r["m"] for e, r in rows.items()} == {"paired": 117, "ppi": 86, "neyman": 84}
+    for r in rows.values():  # each estimator at its own m keeps the FR promise (4 MC SE slack)
+        assert r["fr"] <= 0.025 + 4 * r["fr_se"]
+        assert 0 <= r["fa"] <= 1
+
+
 def test_neyman_needs_the_judge_and_primary_labels_first(client):
     pid = setup_project(client, 50)
     r = client.post(f"/projects/{pid}/plan", json={"design": "neyman", **PRIOR})
