@@ -31,6 +31,9 @@ Rng = int | np.random.Generator | None
 DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
 """Design names shared by the served lists and the simulator's masks (docs/method.md §5)."""
 
+SHARED_PANELS = ("depth-first", "shared-panel", "strat", "neyman")
+"""Designs that give every secondary the same items."""
+
 ENTROPY_THRESHOLD_BITS = 0.5
 """Below this stratum entropy the primary's label is a weak stratum signal (docs/method.md §5)."""
 
@@ -38,6 +41,18 @@ DOMINANT_SHARE = 0.8
 """Share of items that at most ``DOMINANT_CLUSTERS`` clusters may hold before a warning."""
 
 DOMINANT_CLUSTERS = 3
+
+
+def design_pool_size(design: str, n_humans: int) -> int:
+    """Held-in labels ``s`` on an overlap item of a held-out human (docs/method.md §4, item 2).
+
+    ``K - 1`` on a shared panel; 1 otherwise (secondaries' subsets disjoint or mostly so:
+    the conservative choice, since the variance falls with ``s``).
+
+    >>> design_pool_size("strat", 4), design_pool_size("random", 4)
+    (3, 1)
+    """
+    return n_humans - 1 if design in SHARED_PANELS else 1
 
 
 @dataclass(frozen=True)

@@ -86,25 +86,143 @@ def _probability_iv(value: float, name: str) -> float:
     return float(value)
 
 
-def prior_moments(p_h: float, p_j: float, *, n_labels: int) -> tuple[float, float]:
-    """``(mu_d, sigma0^2)`` under the symmetric noise channel (docs/method.md §4, "Priors").
+@dataclass(frozen=True)
+class XiLattice:
+    """Per-item distribution of ``s xi``, an integer in ``-s..s`` (docs/method.md §4, items 1-2).
 
-    With ``q(p) = (1-p)/(L-1)`` and one held-in label: ``P_J = p_h p_j + (1-p_h) q(p_j)``,
-    ``P_R = p_h^2 + (1-p_h) q(p_h)``, ``P_JR = p_h^2 p_j + (1-p_h) q(p_j) q(p_h)``;
-    ``mu_d = P_J - P_R``, ``sigma0^2 = P_J + P_R - 2 P_JR - mu_d^2``.
+    ``s`` (``pool_size``) is the number of held-in labels on an overlap item: ``xi`` is the
+    judge's minus the held-out human's share of agreeing pool members, so ``s xi`` counts
+    members. ``probabilities[j]`` is ``P(s xi = j - s)``.
+    """
 
-    >>> [round(v, 4) for v in prior_moments(0.85, 0.90, n_labels=2)]
-    [0.035, 0.2188]
+    pool_size: int
+    probabilities: np.ndarray
+
+    @property
+    def mu_d(self) -> float:
+        """``E[xi]``."""
+        return float(self.probabilities @ self._values) / self.pool_size
+
+    @property
+    def variance(self) -> float:
+        """``sigma_s^2 = Var(xi)``."""
+        second = float(self.probabilities @ self._values**2) / self.pool_size**2
+        return max(second - self.mu_d**2, 0.0)
+
+    @property
+    def advantage(self) -> tuple[float, float]:
+        """``(p_plus, p_minus)``: chances that the judge, resp. the human, is strictly closer
+        to the pool; the alt-test's ``W_f - W_h`` is the sign of ``xi`` (docs/method.md §4, item 5)."""
+        s = self.pool_size
+        return float(self.probabilities[s + 1 :].sum()), float(self.probabilities[:s].sum())
+
+    @property
+    def _values(self) -> np.ndarray:
+        return np.arange(-self.pool_size, self.pool_size + 1, dtype=float)
+
+
+def _members(a: float, b: float, pool_size: int) -> np.ndarray:
+    """Distribution over ``-s..s`` of a sum of ``s`` i.i.d. steps: +1 w.p. ``a``, -1 w.p. ``b``."""
+    step = np.array([b, 1.0 - a - b, a])
+    out = np.array([1.0])
+    for _ in range(pool_size):
+        out = np.convolve(out, step)
+    return out
+
+
+def xi_lattice(p_h: float, p_j: float, *, n_labels: int, pool_size: int = 1) -> XiLattice:
+    """Exact per-item distribution of ``s xi`` under the symmetric noise channel (docs/method.md §4).
+
+    Humans report the truth with probability ``p_h``, the judge with ``p_j``, otherwise a
+    uniformly chosen other label (``q(p) = (1-p)/(L-1)``); the ``s`` held-in labels are
+    independent given the truth. When judge and held-out human give the same label
+    ``xi = 0``; otherwise each pool member adds +1 (agrees with the judge), -1 (with the
+    human) or 0, with chances fixed by whether each of the two is right.
+
+    >>> lattice = xi_lattice(0.85, 0.90, n_labels=2)
+    >>> round(lattice.mu_d, 4), round(lattice.variance, 6)
+    (0.035, 0.218775)
+    >>> [round(xi_lattice(0.85, 0.90, n_labels=2, pool_size=s).variance, 6) for s in (2, 4)]
+    [0.162675, 0.134625]
     """
     p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
     if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
         raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
+        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+    q_h = (1.0 - p_h) / (n_labels - 1)
+    both_wrong_apart = (1.0 - p_h) * (1.0 - p_j) * (n_labels - 2) / (n_labels - 1)
+    cases = (  # (probability, P(member agrees with judge), P(member agrees with human))
+        (p_h * (1.0 - p_j), q_h, p_h),  # human right, judge wrong
+        ((1.0 - p_h) * p_j, p_h, q_h),  # judge right, human wrong
+        (both_wrong_apart, q_h, q_h),  # both wrong, different labels
+    )
+    probabilities = np.zeros(2 * pool_size + 1)
+    for weight, a, b in cases:
+        probabilities += weight * _members(a, b, pool_size)
+    probabilities[pool_size] += 1.0 - sum(c[0] for c in cases)  # same label: xi = 0
+    return XiLattice(int(pool_size), probabilities)
+
+
+def prior_moments(p_h: float, p_j: float, *, n_labels: int, pool_size: int = 1) -> tuple[float, float]:
+    """``(mu_d, sigma_s^2)`` under the symmetric noise channel (docs/method.md §4, "Priors").
+
+    With ``q(p) = (1-p)/(L-1)`` and one held-in label: ``P_J = p_h p_j + (1-p_h) q(p_j)``,
+    ``P_R = p_h^2 + (1-p_h) q(p_h)``, ``P_JR = p_h^2 p_j + (1-p_h) q(p_j) q(p_h)``;
+    ``mu_d = P_J - P_R``, ``sigma0^2 = P_J + P_R - 2 P_JR - mu_d^2``. With ``s = pool_size``
+    held-in labels per overlap item ``sigma_s^2 = V_b + (sigma0^2 - V_b)/s``,
+    ``V_b = ((L p_h - 1)/(L - 1))^2 (p_j(1-p_j) + p_h(1-p_h))``.
+
+    >>> [round(v, 4) for v in prior_moments(0.85, 0.90, n_labels=2)]
+    [0.035, 0.2188]
+    >>> round(prior_moments(0.85, 0.90, n_labels=2, pool_size=2)[1], 6)
+    0.162675
+    """
+    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
+    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
+        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
+        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
     q_h, q_j = (1.0 - p_h) / (n_labels - 1), (1.0 - p_j) / (n_labels - 1)
     p_judge = p_h * p_j + (1.0 - p_h) * q_j
     p_human = p_h * p_h + (1.0 - p_h) * q_h
     p_both = p_h * p_h * p_j + (1.0 - p_h) * q_j * q_h
     mu_d = p_judge - p_human
-    return mu_d, p_judge + p_human - 2.0 * p_both - mu_d * mu_d
+    sigma0_sq = p_judge + p_human - 2.0 * p_both - mu_d * mu_d
+    between = ((n_labels * p_h - 1.0) / (n_labels - 1)) ** 2 * (p_j * (1 - p_j) + p_h * (1 - p_h))
+    return mu_d, between + (sigma0_sq - between) / pool_size
+
+
+def paired_variance(p_h: float, p_a: float, p_b: float, *, n_labels: int, n_humans: int) -> float:
+    """Per-item variance ``sigma_Delta^2`` of the score margin of judges ``a`` and ``b``.
+
+    docs/method.md §4, item 3: the held-out human's term cancels in the margin, so with
+    ``P_x = p_h p_x + (1-p_h) q(p_x)`` and ``P_ab = p_h p_a p_b + (1-p_h) q(p_a) q(p_b)``:
+    ``sigma_pair^2 = P_a + P_b - 2 P_ab - Delta^2``,
+    ``V_b' = ((L p_h - 1)/(L - 1))^2 (p_a(1-p_a) + p_b(1-p_b))`` and
+    ``sigma_Delta^2 = V_b' + (sigma_pair^2 - V_b')/K``.
+
+    By hand (``p_h = .85``, ``p_a = .90``, ``p_b = .85``, ``L = 2``, ``K = 3``): ``P_a = .78``,
+    ``P_b = .745``, ``P_ab = .6525``, ``sigma_pair^2 = .218775``, ``V_b' = .106575``:
+
+    >>> round(paired_variance(0.85, 0.90, 0.85, n_labels=2, n_humans=3), 6)
+    0.143975
+    """
+    p_h, p_a, p_b = (_probability_iv(v, n) for v, n in ((p_h, "p_h"), (p_a, "p_a"), (p_b, "p_b")))
+    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
+        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    if not isinstance(n_humans, (int, np.integer)) or n_humans < 2:
+        raise ValueError(f"n_humans must be an integer >= 2, got {n_humans!r}")
+
+    def q(p: float) -> float:
+        return (1.0 - p) / (n_labels - 1)
+
+    agree_a, agree_b = p_h * p_a + (1 - p_h) * q(p_a), p_h * p_b + (1 - p_h) * q(p_b)
+    both = p_h * p_a * p_b + (1 - p_h) * q(p_a) * q(p_b)
+    delta = agree_a - agree_b
+    pair = agree_a + agree_b - 2.0 * both - delta * delta
+    between = ((n_labels * p_h - 1.0) / (n_labels - 1)) ** 2 * (p_a * (1 - p_a) + p_b * (1 - p_b))
+    return between + (pair - between) / n_humans
 
 
 def advantage_moments(p_plus: float, p_minus: float) -> tuple[float, float]:
@@ -230,6 +348,83 @@ def false_rejection_rate(
     return float(rate) if rate.ndim == 0 else rate
 
 
+_EXACT_M_MAX = 4000  # beyond this overlap the continuity-corrected normal form is used
+_TRIM = 1e-17  # lattice probabilities this small are dropped while convolving
+
+
+def _cut(m: np.ndarray, epsilon: float, pool_size: int) -> np.ndarray:
+    """``c(m)``: the largest integer ``S = s m d_k`` with ``d_k < -epsilon``."""
+    return np.ceil(-epsilon * m * pool_size - 1e-9) - 1.0
+
+
+def corrected_false_rejection_rate(
+    m: int | np.ndarray, mu_d: float, sigma_sq: float, *, epsilon: float, pool_size: int = 1
+) -> np.ndarray:
+    """Continuity-corrected per-rater FR on the lattice of ``s m d_k`` (docs/method.md §4, item 1).
+
+    ``FR(m) = Phi((c(m) + 1/2 - s m mu_d) / (s sigma_s sqrt(m)))``, ``c(m) = ceil(-eps m s) - 1``.
+
+    By hand at ``m = 117``: ``c = ceil(-5.85) - 1 = -6``,
+    ``z = (-5.5 - 4.095)/(0.46773 sqrt(117)) = -1.8965``:
+
+    >>> round(float(corrected_false_rejection_rate(117, 0.035, 0.218775, epsilon=0.05)), 4)
+    0.0289
+    """
+    _moments_iv(sigma_sq, 0.5)
+    m = np.asarray(m, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (_cut(m, epsilon, pool_size) + 0.5 - pool_size * m * mu_d) / (
+            pool_size * math.sqrt(sigma_sq) * np.sqrt(m)
+        )
+    return np.asarray(ndtr(z), dtype=float)
+
+
+def exact_false_rejection_rates(lattice: XiLattice, m_max: int, *, epsilon: float) -> np.ndarray:
+    """``Pr[d_k < -eps]`` at ``m = 1..m_max``: the ``m``-fold convolution of the item lattice.
+
+    docs/method.md §4, item 1. ``s m d_k`` is a sum of ``m`` independent draws of
+    ``s xi``; probabilities below 1e-17 at either end are dropped as the sum grows. Above
+    ``m = 4000`` the continuity-corrected normal form takes over.
+
+    >>> round(float(exact_false_rejection_rates(xi_lattice(0.85, 0.9, n_labels=2), 117, epsilon=0.05)[-1]), 4)
+    0.0285
+    """
+    s = lattice.pool_size
+    exact_max = min(m_max, _EXACT_M_MAX)
+    rates = np.empty(m_max)
+    pmf, low = np.array([1.0]), 0  # pmf[j] = P(S = low + j)
+    cuts = _cut(np.arange(1, exact_max + 1, dtype=float), epsilon, s)
+    for m in range(1, exact_max + 1):
+        pmf, low = np.convolve(pmf, lattice.probabilities), low - s
+        keep = np.flatnonzero(pmf > _TRIM)
+        pmf, low = pmf[keep[0] : keep[-1] + 1], low + int(keep[0])
+        upto = int(cuts[m - 1]) - low + 1
+        rates[m - 1] = float(pmf[: max(upto, 0)].sum())
+    if m_max > exact_max:
+        rest = np.arange(exact_max + 1, m_max + 1)
+        rates[exact_max:] = corrected_false_rejection_rate(
+            rest, lattice.mu_d, lattice.variance, epsilon=epsilon, pool_size=s
+        )
+    return np.minimum(rates, 1.0)
+
+
+def enveloped_m(rates: np.ndarray, target: float) -> int | float:
+    """Smallest ``m`` with ``rates[m'-1] <= target`` for every ``m' >= m`` on the grid ``1..M``.
+
+    docs/method.md §4, item 1 (the monotone envelope of a zig-zagging rate); ``inf`` when
+    the last rate misses the target.
+
+    >>> enveloped_m(np.array([0.5, 0.02, 0.03, 0.01, 0.02]), 0.025)
+    4
+    """
+    above = np.flatnonzero(rates > target)
+    if above.size == 0:
+        return 1
+    if above[-1] == rates.size - 1:
+        return math.inf
+    return int(above[-1]) + 2
+
+
 def _m_needed(z: float, variance: float, gap: float) -> int | float:
     """``ceil(z^2 variance / gap^2)``, at least 1; ``inf`` when ``gap <= 0`` or the ratio overflows."""
     if gap <= 0:
@@ -256,22 +451,24 @@ def m_cert(
     return _m_needed(float(ndtri(1.0 - alpha_sig / 2.0)), sigma0_sq, mu_d + epsilon)
 
 
-def m_rank(sigma0_sq: float, delta_min: float, *, n_judges: int, alpha_sig: float = 0.05) -> int | float:
+def m_rank(variance: float, delta_min: float, *, n_judges: int, alpha_sig: float = 0.05) -> int | float:
     """Overlap to order ``J`` judges ``delta_min`` apart (docs/method.md §4, item 3).
 
-    ``m_rank = ceil(z_{1-alpha_sig/(J-1)}^2 2 sigma0^2 / Delta_min^2)`` (Bonferroni over
-    the ``J - 1`` neighbours; paired differences double the variance).
+    ``m_rank = ceil(z_{1-alpha_sig/(J-1)}^2 sigma_Delta^2 / Delta_min^2)``: one-sided,
+    Bonferroni over the ``J - 1`` adjacent pairs; ``variance`` is the largest per-item
+    variance of an adjacent pair's margin (``paired_variance``).
 
-    >>> m_rank(0.2, 0.05, n_judges=2)
-    433
+    >>> m_rank(0.2, 0.05, n_judges=2)  # ceil(1.6449^2 0.2 / 0.05^2) = ceil(216.5)
+    217
     """
-    _moments_iv(sigma0_sq, alpha_sig)
+    _moments_iv(variance, alpha_sig)
+    sigma0_sq = variance
     if not (np.isfinite(delta_min) and delta_min > 0):
         raise ValueError(f"delta_min must be a finite number > 0, got {delta_min!r}")
     if not isinstance(n_judges, (int, np.integer)) or n_judges < 2:
         raise ValueError(f"n_judges must be an integer >= 2, got {n_judges!r}")
     z = float(ndtri(1.0 - alpha_sig / (n_judges - 1)))
-    return _m_needed(z, 2.0 * sigma0_sq, delta_min)
+    return _m_needed(z, sigma0_sq, delta_min)
 
 
 def alt_test_quantile(n_humans: int, *, q: float = 0.05) -> float:
@@ -292,23 +489,27 @@ def alt_test_quantile(n_humans: int, *, q: float = 0.05) -> float:
 
 def m_alt_test(
     mu: float, sigma_sq: float, *, n_humans: int, epsilon: float | None = None, q: float = 0.05,
-    power: float | None = None,
+    power: float | None = None, alpha_sig: float = 0.05,
 ) -> int | float:
     """Alt-test overlap ``ceil((z_{1-alpha*} + z_{power})^2 sigma^2 / (mu + eps)^2)``.
 
     docs/method.md §4, item 5.
 
-    ``mu``, ``sigma_sq`` are the moments of ``W_f - W_h`` (``advantage_moments``);
-    ``power=None`` plans for the 50% point (``z_{power} = 0``); ``math.inf`` when
-    ``mu + eps <= 0``.
+    ``mu``, ``sigma_sq`` are the moments of ``W_f - W_h`` (``advantage_moments``). The
+    default ``power`` is ``1 - alpha_sig/2``: a truly good judge then fails a held-out
+    human no more often than the margin rule promises (``power=0.5`` plans for the 50%
+    point). ``math.inf`` when ``mu + eps <= 0``.
 
-    >>> m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1)
+    >>> m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1, power=0.5)  # ceil(2.0933^2 0.3 / 0.01)
     132
+    >>> m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1)  # ceil((2.0933 + 1.9600)^2 0.3 / 0.01)
+    493
     """
-    _moments_iv(sigma_sq, 0.5)
-    if power is not None and not 0.0 < power < 1.0:
+    _moments_iv(sigma_sq, alpha_sig)
+    power = 1.0 - alpha_sig / 2.0 if power is None else power
+    if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1) or None, got {power!r}")
-    z = alt_test_quantile(n_humans, q=q) + (0.0 if power is None else float(ndtri(power)))
+    z = alt_test_quantile(n_humans, q=q) + float(ndtri(power))
     epsilon = DEFAULT_EPSILON["alt-test"] if epsilon is None else epsilon
     return _m_needed(z, sigma_sq, mu + epsilon)
 
@@ -366,6 +567,16 @@ def _recipe(
                   tuple(float(r) for r in np.atleast_1d(rates)), float(alpha_sig))
 
 
+def _lattice_rates(
+    mu_d: float, sigma_sq: float, epsilon: float, pool_size: int, lattice: XiLattice | None, m_max: int
+) -> np.ndarray:
+    """Per-rater FR at ``m = 1..m_max``: exact on ``lattice`` when given, else continuity-corrected."""
+    if lattice is not None:
+        return exact_false_rejection_rates(lattice, m_max, epsilon=epsilon)
+    m = np.arange(1, m_max + 1)
+    return corrected_false_rejection_rate(m, mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size)
+
+
 def certify_recipe(
     mu_d: float,
     sigma0_sq: float,
@@ -380,23 +591,30 @@ def certify_recipe(
     m_grid: list[int] | None = None,
     estimator: str = "paired",
     judge_agreement: float | None = None,
+    pool_size: int = 1,
+    lattice: XiLattice | None = None,
 ) -> Recipe:
     """Overlap and budget to certify a judge, with its FR curve (docs/method.md §4).
 
-    ``rule="margin"``: ``m_cert`` (``epsilon`` default 0.05) and
-    ``FR(m) = Phi(-(mu_d + eps) sqrt(m)/sigma0)``. ``rule="alt-test"``: ``mu_d``,
-    ``sigma0_sq`` are the moments of ``W_f - W_h``; ``m_alt_test`` with ``q``, ``power``
-    (``epsilon`` default 0.2), at least the alt-test's 30 items per human, and
-    ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``.
+    ``rule="margin"`` (``epsilon`` default 0.05): ``sigma0_sq`` is the per-item variance
+    ``sigma_s^2`` for ``pool_size = s`` held-in labels per overlap item (``prior_moments``).
+    The FR of one held-out human is exact on the lattice of ``s m d_k`` when ``lattice``
+    (the item distribution, ``xi_lattice``) is given, else continuity-corrected; ``m`` is
+    the smallest overlap with ``FR(m') <= alpha_sig/2`` for every ``m' >= m`` (the
+    monotone envelope; ``m_cert`` is where the search starts). ``rule="alt-test"``:
+    ``mu_d``, ``sigma0_sq`` are the moments of ``W_f - W_h``; ``m_alt_test`` with ``q``
+    and ``power`` (default ``1 - alpha_sig/2``; ``epsilon`` default 0.2), at least the
+    alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``.
 
     ``estimator="ppi"`` / ``"neyman"`` (margin rule; docs/method.md §9) plan for the
     estimate that also uses the judge-primary agreement on every item, ``judge_agreement``
     = ``P(judge = primary)``: the variance drops to ``(1 - rho^2) Var(B)`` (PPI++) or
     ``(sum_h W_h S_h)^2`` (Neyman panel over the agreement strata).
 
-    >>> r = certify_recipe(0.035, 0.2188, n_items=1000, n_humans=3)
-    >>> r.m, r.plan.rho, r.plan.total_labels
-    (117, 0.117, 1234)
+    >>> r = certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3,
+    ...                    lattice=xi_lattice(0.85, 0.90, n_labels=2))
+    >>> r.m, r.plan.rho, r.plan.total_labels  # m_cert = 117; the exact FR stays above .025 up to 119
+    (120, 0.12, 1240)
     >>> [certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3, estimator=e,
     ...                 judge_agreement=0.78).m for e in ("ppi", "neyman")]
     [86, 84]
@@ -415,24 +633,35 @@ def certify_recipe(
         variances = moment_variances(mu_d, sigma0_sq, judge_agreement=judge_agreement)
         sigma0_sq = getattr(variances, estimator)
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
-    if rule == "margin":
+    if lattice is not None and lattice.pool_size != pool_size:
+        raise ValueError(f"lattice is for pool_size={lattice.pool_size}, not {pool_size}")
+    if rule == "margin" and estimator == "paired":
         m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
-        critical_z = 0.0
+        search = 0 if math.isinf(m) else max(3 * int(m), int(m) + 200)
+        rates_upto = _lattice_rates(mu_d, sigma0_sq, epsilon, pool_size, lattice, search)
+        m = enveloped_m(rates_upto, alpha_sig / 2.0) if search else m
+        grid = _m_grid(n_items, m, m_grid)
+        rates = _lattice_rates(mu_d, sigma0_sq, epsilon, pool_size, lattice, max(grid))[np.array(grid) - 1]
     else:
-        m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power)
-        m = max(m, ALT_TEST_MIN_ITEMS)
-        critical_z = alt_test_quantile(n_humans, q=q)
-    grid = _m_grid(n_items, m, m_grid)
-    rates = false_rejection_rate(
-        np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z
-    )
+        if rule == "margin":
+            m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
+            critical_z = 0.0
+        else:
+            m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power,
+                           alpha_sig=alpha_sig)
+            m = max(m, ALT_TEST_MIN_ITEMS)
+            critical_z = alt_test_quantile(n_humans, q=q)
+        grid = _m_grid(n_items, m, m_grid)
+        rates = false_rejection_rate(
+            np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z
+        )
     recipe = _recipe("certify", rule, m, n_items, n_humans, grid, rates, alpha_sig,
                      f"the judge is expected to fail: mu_d + epsilon = {mu_d + epsilon:.4g} <= 0")
     return replace(recipe, estimator=estimator)
 
 
 def rank_recipe(
-    sigma0_sq: float,
+    variance: float,
     delta_min: float,
     *,
     n_items: int,
@@ -443,14 +672,15 @@ def rank_recipe(
 ) -> Recipe:
     """Overlap and budget to rank ``n_judges`` judges, with the misorder curve (docs/method.md §4).
 
-    ``m = m_rank``; ``fr_rate(m) = Phi(-delta_min sqrt(m) / sqrt(2 sigma0^2))``, the
-    chance that two judges ``delta_min`` apart come out in the wrong order.
+    ``variance`` is the largest per-item variance of an adjacent pair's margin
+    (``paired_variance``); ``m = m_rank``; ``fr_rate(m) = Phi(-delta_min sqrt(m / variance))``,
+    the chance that two adjacent judges ``delta_min`` apart come out in the wrong order.
 
     >>> rank_recipe(0.2, 0.05, n_items=10_000, n_humans=4, n_judges=2).plan.total_labels
-    11299
+    10651
     """
-    m = m_rank(sigma0_sq, delta_min, n_judges=n_judges, alpha_sig=alpha_sig)
+    m = m_rank(variance, delta_min, n_judges=n_judges, alpha_sig=alpha_sig)
     _budget_iv(n_items, n_humans)
     grid = _m_grid(n_items, m, m_grid)
-    rates = false_rejection_rate(np.array(grid), delta_min, 2.0 * sigma0_sq, epsilon=0.0)
+    rates = false_rejection_rate(np.array(grid), delta_min, variance, epsilon=0.0)
     return _recipe("rank", "margin", m, n_items, n_humans, grid, rates, alpha_sig, "")

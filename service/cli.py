@@ -161,20 +161,23 @@ def plan(
 
     Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9
     """
-    from planner.recipes import certify_recipe, pilot_moments, prior_moments
+    from planner.recipes import XiLattice, certify_recipe, pilot_moments, xi_lattice
 
     if labels_csv is not None:
         codes, raters, j, n_labels = _codes_from_csv(labels_csv, judge)
         humans = [k for k in range(len(raters)) if k != j]
         pilot = pilot_moments(codes, judge=j, humans=humans, n_labels=n_labels, n_resamples=200, rng=0)
         mu_d, sigma0_sq, source = pilot.mu_d, pilot.sigma0_sq, f"pilot ({pilot.m} xi values)"
+        lattice = None
         n_items, n_raters = codes.shape[0], len(humans)
         if not np.isfinite(mu_d):
             raise typer.BadParameter("no overlap in the CSV: items need the judge and two humans")
     else:
-        mu_d, sigma0_sq = prior_moments(p_h, p_j, n_labels=n_labels)
+        lattice: XiLattice | None = xi_lattice(p_h, p_j, n_labels=n_labels)
+        mu_d, sigma0_sq = lattice.mu_d, lattice.variance
         source = f"prior (p_h={p_h}, p_j={p_j}, L={n_labels})"
-    recipe = certify_recipe(mu_d, sigma0_sq, n_items=n_items, n_humans=n_raters, epsilon=epsilon, alpha_sig=alpha_sig)
+    recipe = certify_recipe(mu_d, sigma0_sq, n_items=n_items, n_humans=n_raters, epsilon=epsilon, alpha_sig=alpha_sig,
+                            lattice=lattice)
     table = Table(title="annoplan certification recipe")
     table.add_column("quantity")
     table.add_column("value", justify="right")

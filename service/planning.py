@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from planner.designs import (
     choose_design,
     depth_first,
+    design_pool_size,
     neyman,
     random_subsets,
     seq_coverage,
@@ -25,10 +26,13 @@ from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
 from planner.recipes import (
     Recipe,
+    XiLattice,
+    advantage_moments,
     certify_recipe,
+    paired_variance,
     pilot_moments,
-    prior_moments,
     rank_recipe,
+    xi_lattice,
 )
 from service.errors import Conflict, Invalid
 from service.matrix import LabelMatrix, load_matrix
@@ -51,14 +55,19 @@ def current_plan(session: Session, project_id: str) -> Plan | None:
     )
 
 
-def _moments(body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, n_resamples: int) -> dict[str, Any]:
+def _moments(
+    body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, n_resamples: int, pool_size: int
+) -> dict[str, Any]:
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
-        mu_d, sigma0_sq = prior_moments(body.p_h, body.p_j, n_labels=matrix.n_labels)
-        note = "symmetric noise channel, one held-in label (docs/method.md §4)"
+        lattice = xi_lattice(body.p_h, body.p_j, n_labels=matrix.n_labels, pool_size=pool_size)
+        mu_d, sigma0_sq = lattice.mu_d, lattice.variance
+        note = f"symmetric noise channel, {pool_size} held-in label(s) per overlap item (docs/method.md §4)"
         if decision.rule == "alt-test":
-            note += "; with one held-in label W_f - W_h equals xi, so these are also the alt-test moments"
-        return {"source": "prior", "p_h": body.p_h, "p_j": body.p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq, "note": note}
+            mu_d, sigma0_sq = advantage_moments(*lattice.advantage)
+            note += "; moments of W_f - W_h, the sign of xi"
+        return {"source": "prior", "p_h": body.p_h, "p_j": body.p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq,
+                "pool_size": pool_size, "note": note, "lattice": lattice}
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         raise Conflict("a pilot plan needs a judge and at least two human raters with labels", code="no_pilot")
@@ -86,13 +95,35 @@ def pilot_estimate(
 
 def certification(
     decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int,
-    epsilon: float | None = None,
+    epsilon: float | None = None, pool_size: int = 1, lattice: XiLattice | None = None,
 ) -> Recipe:
-    """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4)."""
+    """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4).
+
+    With a prior ``lattice`` the margin rule's FR is exact on the lattice; without one (a pilot) it is
+    continuity-corrected for ``pool_size`` held-in labels per overlap item.
+    """
+    margin = decision.rule == "margin"
     return certify_recipe(
         mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, rule=decision.rule,
         epsilon=decision.resolved_epsilon() if epsilon is None else epsilon, alpha_sig=decision.alpha_sig, q=decision.q,
+        pool_size=lattice.pool_size if lattice is not None and margin else pool_size,
+        lattice=lattice if margin else None,
     )
+
+
+def ranking_variance(moments: dict[str, Any], delta_min: float, *, n_labels: int, n_humans: int) -> float:
+    """Per-item variance of an adjacent pair's margin (docs/method.md §4, item 3).
+
+    From priors: ``paired_variance`` for the judge at ``p_j`` and one ``delta_min`` below it in ``d``
+    (accuracy ``p_j - delta_min / (p_h - q(p_h))``). From a pilot, which holds no second judge, the
+    unpaired bound ``2 sigma0^2``.
+    """
+    if moments["source"] != "prior":
+        return 2.0 * float(moments["sigma0_sq"])
+    p_h, p_j = float(moments["p_h"]), float(moments["p_j"])
+    slope = (n_labels * p_h - 1.0) / (n_labels - 1)
+    p_b = min(max(p_j - delta_min / slope, 0.0), 1.0) if slope > 0 else p_j
+    return paired_variance(p_h, p_j, p_b, n_labels=n_labels, n_humans=n_humans)
 
 
 EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
@@ -179,9 +210,12 @@ def _m_by_estimator(
     """m for the paired, PPI and Neyman estimates, and the human labels each saves (docs/method.md §9)."""
     if body.purpose != "certify" or decision.rule != "margin":
         return None
+    mu_d, sigma_sq = moments["mu_d"], moments["sigma0_sq"]
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
         agreement = float(np.trace(prior_cells(body.p_h, body.p_j, n_labels=matrix.n_labels)[0]))
+        one = xi_lattice(body.p_h, body.p_j, n_labels=matrix.n_labels)  # §9 estimates: the primary is the pool
+        mu_d, sigma_sq = one.mu_d, one.variance
     else:
         agree = judge_agreement(matrix)
         if agree is None or not (agree >= 0).any():
@@ -192,7 +226,7 @@ def _m_by_estimator(
     for estimator in ESTIMATORS:
         try:
             recipe = certify_recipe(
-                moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans,
+                mu_d, sigma_sq, n_items=n_items, n_humans=n_humans,
                 epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, estimator=estimator,
                 judge_agreement=agreement,
             )
@@ -285,14 +319,20 @@ def create_plan(
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
     humans = matrix.columns("primary", "human")
     n_humans = body.n_raters or max(len(humans), 2)
-    moments = _moments(body, matrix, decision, n_resamples)
+    design, entropy, why, warnings = _design(body, matrix)
+    pool_size = design_pool_size(design, n_humans)
+    moments = _moments(body, matrix, decision, n_resamples, pool_size)
+    lattice = moments.pop("lattice", None)
     if body.purpose == "certify":
-        recipe = certification(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans)
+        recipe = certification(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans,
+                               pool_size=pool_size, lattice=lattice)
     else:
         n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
         assert body.delta_min is not None
+        variance = ranking_variance(moments, body.delta_min, n_labels=matrix.n_labels, n_humans=n_humans)
+        moments["ranking_variance"] = variance
         recipe = rank_recipe(
-            moments["sigma0_sq"], body.delta_min, n_items=n_items, n_humans=n_humans, n_judges=n_judges,
+            variance, body.delta_min, n_items=n_items, n_humans=n_humans, n_judges=n_judges,
             alpha_sig=decision.alpha_sig,
         )
     m = body.m if body.m is not None else recipe.m
@@ -300,7 +340,6 @@ def create_plan(
     if m is not None and m > n_items:
         notes.append(f"the recipe asks for {m} overlap items but the corpus has {n_items}: every item is planned")
         m = n_items
-    design, entropy, why, warnings = _design(body, matrix)
     seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
     document = {
         **recipe_dict(recipe), "m_planned": m, "n_items": n_items, "n_humans": n_humans,

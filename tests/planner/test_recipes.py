@@ -9,20 +9,23 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 from planner.recipes import (
     advantage_moments,
     alt_test_quantile,
     certify_recipe,
+    exact_false_rejection_rates,
     false_rejection_rate,
     m_alt_test,
     m_cert,
     m_rank,
     overlap_plan,
+    paired_variance,
     pilot_moments,
     prior_moments,
     rank_recipe,
+    xi_lattice,
 )
 
 FAST = settings(max_examples=60, deadline=None)
@@ -144,8 +147,9 @@ def test_false_rejection_rate_is_vectorised_and_handles_zero_variance():
 
 
 def test_m_rank_by_hand():
-    # z_{1-0.05/2} = 1.95996 for three judges: ceil(1.95996^2 * 2 * 0.25 / 0.04^2) = 1201
-    assert m_rank(0.25, 0.04, n_judges=3) == 1201
+    # one-sided z_{1-0.05/2} = 1.95996 for three judges on the paired variance:
+    # ceil(1.95996^2 * 0.25 / 0.04^2) = ceil(600.23) = 601
+    assert m_rank(0.25, 0.04, n_judges=3) == 601
     assert m_rank(0.25, 0.04, n_judges=10) > m_rank(0.25, 0.04, n_judges=3)
     with pytest.raises(ValueError, match="delta_min must be a finite number > 0"):
         m_rank(0.25, 0.0, n_judges=3)
@@ -160,7 +164,9 @@ def test_alt_test_quantiles_from_spec():
 def test_m_alt_test_by_hand_and_with_power():
     # K=3: alpha* = 2 * .05 / (3 * 11/6) = 1/55; z = 2.0933; ceil(z^2 * 0.3 / 0.1^2) = 132
     z = norm.ppf(1 - 1 / 55)
-    assert m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1) == math.ceil(z * z * 30) == 132
+    assert m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1, power=0.5) == math.ceil(z * z * 30) == 132
+    # default power 1 - alpha_sig/2: ceil((2.0933 + 1.95996)^2 * 30) = 493
+    assert m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1) == math.ceil((z + norm.ppf(0.975)) ** 2 * 30) == 493
     with_power = m_alt_test(0.0, 0.3, n_humans=3, epsilon=0.1, power=0.8)
     assert with_power == math.ceil((z + norm.ppf(0.8)) ** 2 * 30)
     assert m_alt_test(-0.3, 0.3, n_humans=3, epsilon=0.1) == math.inf
@@ -187,33 +193,40 @@ def test_overlap_plan_validation():
 
 
 def test_certify_recipe_margin():
-    r = certify_recipe(0.035, 0.2188, n_items=1000, n_humans=4)
-    assert (r.goal, r.rule, r.m, r.feasible, r.reason) == ("certify", "margin", 117, True, "")
-    assert r.plan == overlap_plan(1000, 4, 117)
-    assert r.plan.total_labels == 1000 + 3 * 117
+    """Continuity-corrected (no lattice given): the envelope of the corrected rate, checked by hand."""
+    r = certify_recipe(0.035, 0.218775, n_items=1000, n_humans=4)
+    m = np.arange(1, 600)
+    cut = np.ceil(-0.05 * m - 1e-9) - 1
+    corrected = norm.cdf((cut + 0.5 - m * 0.035) / np.sqrt(m * 0.218775))
+    expected = int(np.flatnonzero(corrected > 0.025)[-1]) + 2
+    assert (r.goal, r.rule, r.m, r.feasible, r.reason) == ("certify", "margin", expected, True, "")
+    assert r.m >= m_cert(0.035, 0.218775)
+    assert r.plan == overlap_plan(1000, 4, r.m)
     rates = dict(zip(r.m_grid, r.fr_rate))
-    assert rates[117] == pytest.approx(false_rejection_rate(117, 0.035, 0.2188, epsilon=0.05))
-    assert rates[117] <= 0.025
-    assert all(np.diff(r.fr_rate) <= 0) and r.m_grid[0] == 1 and r.m_grid[-1] == 1000
+    assert rates[r.m] == pytest.approx(corrected[r.m - 1])
+    assert r.m_grid[0] == 1 and r.m_grid[-1] == 1000
 
 
 def test_certify_recipe_infeasible_cases():
     failing = certify_recipe(-0.1, 0.2, n_items=1000, n_humans=3)
     assert failing.m is None and not failing.feasible and failing.plan is None
     assert "expected to fail" in failing.reason
-    assert min(failing.fr_rate) > 0.5
+    assert failing.fr_rate[-1] > 0.99  # FR grows to 1 with the overlap
     too_big = certify_recipe(0.0, 0.25, n_items=100, n_humans=3, epsilon=0.01)
-    assert too_big.m == m_cert(0.0, 0.25, epsilon=0.01) and too_big.m > 100
+    assert too_big.m >= m_cert(0.0, 0.25, epsilon=0.01) and too_big.m > 100
     assert not too_big.feasible and "only n_items=100" in too_big.reason
 
 
 def test_certify_recipe_alt_test():
-    r = certify_recipe(0.0, 0.3, n_items=500, n_humans=3, rule="alt-test", epsilon=0.1)
+    r = certify_recipe(0.0, 0.3, n_items=500, n_humans=3, rule="alt-test", epsilon=0.1, power=0.5)
     assert r.m == 132 and r.rule == "alt-test"
     z = alt_test_quantile(3)
     rates = dict(zip(r.m_grid, r.fr_rate))
     assert rates[132] == pytest.approx(norm.cdf(z - 0.1 * math.sqrt(132 / 0.3)))
-    assert rates[132] == pytest.approx(0.5, abs=0.01)  # planned at the 50% point
+    assert rates[132] == pytest.approx(0.5, abs=0.01)  # planned at the 50% point on request
+    default = certify_recipe(0.0, 0.3, n_items=1000, n_humans=3, rule="alt-test", epsilon=0.1)
+    assert default.m == 493  # power 1 - alpha_sig/2 by default
+    assert dict(zip(default.m_grid, default.fr_rate))[493] <= 0.025
     easy = certify_recipe(0.5, 0.3, n_items=500, n_humans=3, rule="alt-test")
     assert easy.m == 30  # the alt-test skips humans under 30 items
     assert certify_recipe(0.0, 0.3, n_items=500, n_humans=3, rule="alt-test", epsilon=0.1,
@@ -221,9 +234,9 @@ def test_certify_recipe_alt_test():
 
 
 def test_rank_recipe():
-    r = rank_recipe(0.25, 0.04, n_items=5000, n_humans=3, n_judges=3, m_grid=[100, 1201, 3000])
-    assert r.m == 1201 and r.feasible and r.plan.total_labels == 5000 + 2 * 1201
-    expected = norm.cdf(-0.04 * np.sqrt([100, 1201, 3000]) / math.sqrt(0.5))
+    r = rank_recipe(0.25, 0.04, n_items=5000, n_humans=3, n_judges=3, m_grid=[100, 601, 3000])
+    assert r.m == 601 and r.feasible and r.plan.total_labels == 5000 + 2 * 601
+    expected = norm.cdf(-0.04 * np.sqrt([100, 601, 3000]) / math.sqrt(0.25))
     np.testing.assert_allclose(r.fr_rate, expected)
     with pytest.raises(ValueError, match="m_grid must be a non-empty list of integers >= 1"):
         rank_recipe(0.25, 0.04, n_items=5000, n_humans=3, n_judges=3, m_grid=[0.5])
@@ -285,3 +298,104 @@ def test_pilot_is_invariant_to_item_order():
     b = pilot_moments(codes[rng.permutation(200)], judge=3, humans=[1, 2, 0], n_labels=2,
                       n_resamples=50, rng=3)
     assert a == b
+
+
+# --------------------------------------------------------------------------- exact lattice, pool size
+
+
+def trinomial_fr(m: int, a: float, b: float, epsilon: float) -> float:
+    """P(N+ - N- < -eps m) for m items with steps +1 (a), -1 (b), 0: by binomial conditioning."""
+    cut = math.ceil(-epsilon * m - 1e-9) - 1
+    n_minus = np.arange(m + 1)
+    return float(np.sum(binom.pmf(n_minus, m, b) * binom.cdf(cut + n_minus, m - n_minus, a / (1 - b))))
+
+
+def enumerated_steps(p_h: float, p_j: float, n_labels: int, pool_size: int) -> dict[int, float]:
+    """P(s xi = x) by brute-force enumeration of truth, held-out, judge and s held-in labels."""
+    h, j = channel(p_h, n_labels), channel(p_j, n_labels)
+    dist: dict[int, float] = {}
+    for t, r, judge, *pool in itertools.product(range(n_labels), repeat=3 + pool_size):
+        prob = h[t, r] * j[t, judge] * np.prod([h[t, x] for x in pool]) / n_labels
+        x = sum(int(judge == y) - int(r == y) for y in pool)
+        dist[x] = dist.get(x, 0.0) + prob
+    return dist
+
+
+def test_pool_size_variance_check_values():
+    assert [round(prior_moments(0.85, 0.90, n_labels=2, pool_size=s)[1], 6) for s in (1, 2, 4)] == [
+        0.218775, 0.162675, 0.134625]
+
+
+@pytest.mark.parametrize(("p_h", "p_j", "n_labels", "pool_size"),
+                         [(0.85, 0.9, 2, 1), (0.8, 0.75, 3, 2), (0.7, 0.72, 4, 3)])
+def test_lattice_matches_enumeration(p_h, p_j, n_labels, pool_size):
+    lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=pool_size)
+    dist = enumerated_steps(p_h, p_j, n_labels, pool_size)
+    expected = [dist.get(x, 0.0) for x in range(-pool_size, pool_size + 1)]
+    np.testing.assert_allclose(lattice.probabilities, expected, atol=1e-12)
+    mu_d, variance = prior_moments(p_h, p_j, n_labels=n_labels, pool_size=pool_size)
+    assert lattice.mu_d == pytest.approx(mu_d, abs=1e-12)
+    assert lattice.variance == pytest.approx(variance, abs=1e-12)
+
+
+def test_exact_false_rejection_check_value_and_independent_enumeration():
+    lattice = xi_lattice(0.85, 0.90, n_labels=2)
+    rates = exact_false_rejection_rates(lattice, 300, epsilon=0.05)
+    assert round(rates[116], 4) == 0.0285  # m = 117, the method's check value (normal form: .0247)
+    a, b = lattice.probabilities[2], lattice.probabilities[0]
+    independent = [trinomial_fr(m, a, b, 0.05) for m in range(1, 301)]
+    np.testing.assert_allclose(rates, independent, atol=1e-10)
+
+
+@pytest.mark.parametrize(("p_h", "p_j", "n_labels", "epsilon", "alpha_sig"), [
+    (0.85, 0.90, 2, 0.05, 0.05), (0.8, 0.8, 2, 0.05, 0.05), (0.85, 0.83, 3, 0.05, 0.1),
+    (0.75, 0.78, 2, 0.1, 0.05), (0.9, 0.88, 4, 0.05, 0.05), (0.7, 0.69, 2, 0.05, 0.2),
+])
+def test_recommended_m_keeps_the_promise_for_every_larger_m(p_h, p_j, n_labels, epsilon, alpha_sig):
+    """Exact FR <= alpha/2 at every m' >= the recommended m (the monotone envelope), and the
+    plain normal m_cert would break it somewhere (the defect this guards against) or equal it."""
+    lattice = xi_lattice(p_h, p_j, n_labels=n_labels)
+    r = certify_recipe(lattice.mu_d, lattice.variance, n_items=10**6, n_humans=3, epsilon=epsilon,
+                       alpha_sig=alpha_sig, lattice=lattice)
+    a, b = lattice.probabilities[2], lattice.probabilities[0]
+    upto = 3 * r.m + 50
+    rates = np.array([trinomial_fr(m, a, b, epsilon) for m in range(r.m, upto)])
+    assert rates.max() <= alpha_sig / 2 + 1e-12
+    assert trinomial_fr(r.m - 1, a, b, epsilon) > alpha_sig / 2  # the smallest such m
+    normal = m_cert(lattice.mu_d, lattice.variance, epsilon=epsilon, alpha_sig=alpha_sig)
+    assert normal <= r.m
+
+
+def test_paired_variance_matches_enumeration_and_m_rank_is_not_overconservative():
+    """sigma_Delta^2 against enumeration of the K-human average margin of two judges."""
+    p_h, p_a, p_b, n_labels, k = 0.85, 0.90, 0.86, 2, 3
+    h, ja, jb = channel(p_h, n_labels), channel(p_a, n_labels), channel(p_b, n_labels)
+    mean = second = 0.0
+    for t, a, b, *humans in itertools.product(range(n_labels), repeat=3 + k):
+        prob = ja[t, a] * jb[t, b] * np.prod([h[t, x] for x in humans]) / n_labels
+        margin = np.mean([int(a == x) - int(b == x) for x in humans])
+        mean += prob * margin
+        second += prob * margin**2
+    assert paired_variance(p_h, p_a, p_b, n_labels=n_labels, n_humans=k) == pytest.approx(
+        second - mean**2, abs=1e-12)
+
+
+def misorder_rate(m: int, trials: int, seed: int) -> float:
+    """Two judges ranked by mean d_k over K = 3 humans on m shared items: how often b beats a."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, size=(trials, m))
+    humans = np.stack([noisy(truth, 0.85, 2, rng) for _ in range(3)])
+    a, b = noisy(truth, 0.90, 2, rng), noisy(truth, 0.86, 2, rng)
+    score = [np.mean([(j == humans[k]).mean(axis=1) for k in range(3)], axis=0) for j in (a, b)]
+    return float(np.mean(score[1] > score[0]) + 0.5 * np.mean(score[1] == score[0]))
+
+
+def test_m_rank_misorder_rate_holds_at_m_and_fails_at_half():
+    delta = (0.85 - 0.15) * (0.90 - 0.86)  # P_a - P_b = (p_h - q_h)(p_a - p_b)
+    variance = paired_variance(0.85, 0.90, 0.86, n_labels=2, n_humans=3)
+    m = m_rank(variance, delta, n_judges=2, alpha_sig=0.05)
+    trials = 4000
+    at_m, at_half = misorder_rate(m, trials, 1), misorder_rate(m // 2, trials, 2)
+    se = math.sqrt(0.05 * 0.95 / trials)
+    assert at_m <= 0.05 + 2 * se
+    assert at_half > 0.05  # not over-conservative: half the overlap breaks the promise

@@ -3,6 +3,7 @@ re-planning that keeps what was assigned, and sequential lists configured at the
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections.abc import Iterator
@@ -117,26 +118,55 @@ def test_pilot_plan_needs_overlap_then_plans_from_it(client):
     assert p["source"] == moments["source"] == "pilot" and moments["m_pilot"] > 0
     lo, hi = moments["mu_d_ci"]
     assert lo <= moments["mu_d"] <= hi
-    if p["recipe"]["feasible"]:  # docs/method.md §4.2 from the pilot moments, capped at the corpus
-        z = norm.ppf(1 - 0.05 / 2)
-        need = math.ceil(z**2 * moments["sigma0_sq"] / (moments["mu_d"] + 0.05) ** 2)
+    if p["recipe"]["feasible"]:  # docs/method.md §4 from the pilot moments, capped at the corpus
+        need = corrected_envelope(moments["mu_d"], moments["sigma0_sq"], pool_size=2)  # strat, K = 3
         assert p["recipe"]["m"] == need and p["m"] == min(need, 60)
 
 
 # --- the prior recipe and the document ---------------------------------------------------------
 
 
+def corrected_envelope(mu: float, variance: float, *, pool_size: int, eps: float = 0.05, alpha: float = 0.05) -> int:
+    """Smallest m whose continuity-corrected FR stays <= alpha/2 at every larger m (docs/method.md §4)."""
+    m = np.arange(1, 20_000)
+    cut = np.ceil(-eps * m * pool_size - 1e-9) - 1
+    rate = norm.cdf((cut + 0.5 - pool_size * m * mu) / (pool_size * math.sqrt(variance * m)))
+    return int(np.flatnonzero(rate > alpha / 2)[-1]) + 2
+
+
+def lattice_envelope(p_h: float, p_j: float, pool_size: int, eps: float = 0.05, alpha: float = 0.05) -> int:
+    """The same from the exact item distribution (binary labels), enumerated here and convolved m times."""
+    step = {}
+    for t, r, j, *pool in itertools.product((0, 1), repeat=3 + pool_size):
+        prob = np.prod([p_h if x == t else 1 - p_h for x in (r, *pool)]) * (p_j if j == t else 1 - p_j) / 2
+        x = sum(int(j == y) - int(r == y) for y in pool)
+        step[x] = step.get(x, 0.0) + prob
+    item = np.array([step.get(x, 0.0) for x in range(-pool_size, pool_size + 1)])
+    pmf, low, over = np.array([1.0]), 0, []
+    for m in range(1, 600):
+        pmf, low = np.convolve(pmf, item), low - pool_size
+        cut = math.ceil(-eps * m * pool_size - 1e-9) - 1
+        over.append(pmf[: max(cut - low + 1, 0)].sum() > alpha / 2)
+    return int(np.flatnonzero(over)[-1]) + 2
+
+
 def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
-    """docs/method.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05 gives m_cert = 117 (capped at n=20)."""
+    """docs/method.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05. On the shared Strat panel of 3 humans each
+    overlap item has 2 held-in labels: sigma_2^2 = .162675, and the exact FR's envelope sets m (capped at n=20)."""
     pid = project["id"]
     p = make_plan(client, pid, **PRIOR, seed=5)
     recipe = p["recipe"]
-    assert recipe["m"] == 117
+    assert p["design"] == "strat" and recipe["moments"]["pool_size"] == 2
+    assert recipe["m"] == lattice_envelope(0.85, 0.90, pool_size=2)
     assert recipe["feasible"] is False and recipe["reason"]  # more than the corpus of 20 items...
     assert p["m"] == recipe["m_planned"] == 20 and recipe["warnings"]  # ...so every item is planned
     assert recipe["moments"]["mu_d"] == pytest.approx(0.035)
-    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.218775)
+    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.162675)
+    disjoint = make_plan(client, pid, **PRIOR, design="random", seed=5)["recipe"]
+    assert disjoint["moments"]["sigma0_sq"] == pytest.approx(0.218775)  # one held-in label
+    assert disjoint["m"] == 120  # m_cert = 117 by the normal form; the exact FR zig-zags above .025 up to 119
     assert p["seed"] == 5 and p["purpose"] == "certify" and p["source"] == "prior"
+    p = make_plan(client, pid, **PRIOR, seed=5)
     got = client.get(f"/projects/{pid}/plan").json()
     fields = ("id", "m", "design", "seed", "recipe")
     assert {k: got[k] for k in fields} == {k: p[k] for k in fields}
@@ -144,11 +174,19 @@ def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
 
 
 def test_rank_plan_uses_the_ranking_recipe(client, project):
-    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 * 2 sigma0^2 / Delta_min^2)."""
+    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 sigma_Delta^2 / Delta_min^2), the paired variance
+    of the judge at p_j against one Delta_min below it, averaged over the K humans."""
     p = make_plan(client, project["id"], purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
-    sigma0_sq = p["recipe"]["moments"]["sigma0_sq"]
+    p_h, p_a, k = PRIOR["p_h"], PRIOR["p_j"], p["recipe"]["n_humans"]
+    p_b = p_a - 0.05 / (p_h - (1 - p_h))
+    agree_a, agree_b = p_h * p_a + (1 - p_h) * (1 - p_a), p_h * p_b + (1 - p_h) * (1 - p_b)
+    both = p_h * p_a * p_b + (1 - p_h) * (1 - p_a) * (1 - p_b)
+    pair = agree_a + agree_b - 2 * both - (agree_a - agree_b) ** 2
+    between = (2 * p_h - 1) ** 2 * (p_a * (1 - p_a) + p_b * (1 - p_b))
+    variance = between + (pair - between) / k
     z = norm.ppf(1 - 0.05 / 2)
-    assert p["recipe"]["m"] == math.ceil(z**2 * 2 * sigma0_sq / 0.05**2)
+    assert p["recipe"]["moments"]["ranking_variance"] == pytest.approx(variance)
+    assert p["recipe"]["m"] == math.ceil(z**2 * variance / 0.05**2)
     assert p["purpose"] == "rank"
 
 
@@ -295,23 +333,22 @@ def test_plan_without_items_is_409(client):
 def test_prior_plan_budget_when_the_corpus_is_large_enough(client):
     """docs/method.md §4: rho = m/n per secondary, B = n (1 + rho (K - 1)) human labels."""
     pid = setup_project(client, 200)
-    p = make_plan(client, pid, **PRIOR, seed=5)
+    p = make_plan(client, pid, **PRIOR, design="random", seed=5)
     recipe = p["recipe"]
-    assert recipe["m"] == p["m"] == 117 and recipe["feasible"] is True and recipe["reason"] == ""
-    assert recipe["rho"] == pytest.approx(117 / 200)
-    assert recipe["per_rater"] == [200, 117, 117] and recipe["n_humans"] == 3
-    assert recipe["total_human_labels"] == round(200 * (1 + 117 / 200 * 2))
+    assert recipe["m"] == p["m"] == 120 and recipe["feasible"] is True and recipe["reason"] == ""
+    assert recipe["rho"] == pytest.approx(120 / 200)
+    assert recipe["per_rater"] == [200, 120, 120] and recipe["n_humans"] == 3
+    assert recipe["total_human_labels"] == round(200 * (1 + 120 / 200 * 2))
     curve = {point["m"]: point["rate"] for point in recipe["false_rejection_curve"]}
-    sigma0 = math.sqrt(recipe["moments"]["sigma0_sq"])  # docs/method.md §4.1
-    assert curve[117] == pytest.approx(norm.cdf(-(0.035 + 0.05) * math.sqrt(117) / sigma0))
+    assert curve[120] <= 0.025  # the exact rate at the recommended m keeps the promise
 
 
 def test_n_raters_sets_the_budget(client):
     pid = setup_project(client, 400)
-    p = make_plan(client, pid, **PRIOR, n_raters=5, seed=1)
+    p = make_plan(client, pid, **PRIOR, n_raters=5, design="random", seed=1)
     recipe = p["recipe"]
-    assert recipe["n_humans"] == 5 and recipe["per_rater"] == [400] + [117] * 4
-    assert recipe["total_human_labels"] == round(400 * (1 + 117 / 400 * 4))
+    assert recipe["n_humans"] == 5 and recipe["per_rater"] == [400] + [120] * 4
+    assert recipe["total_human_labels"] == round(400 * (1 + 120 / 400 * 4))
 
 
 def test_infeasible_plan_says_so(client, project):

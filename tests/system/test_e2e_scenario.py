@@ -20,6 +20,7 @@ N_ITEMS = 2_000
 P_H, P_J = 0.85, 0.90
 LABELS = ["pass", "fail"]
 ANNOTATORS = ("ann-1", "ann-2", "ann-3")
+M_SHARED_PANEL = 74  # exact-lattice envelope for 3 held-in labels (tests/service/test_plans.py::lattice_envelope)
 RESAMPLES = 1_000  # the server's bootstrap_resamples, passed to it explicitly below
 
 
@@ -68,7 +69,9 @@ def test_certification_scenario_end_to_end(database_url):
         r = admin.post(f"/projects/{pid}/plan", json=body)
         assert r.status_code == 201, r.text
         plan = r.json()
-        assert plan["m"] == 117 and plan["design"] == "strat"  # docs/method.md §4 example; balanced primary -> Strat
+        assert plan["design"] == "strat"  # balanced primary -> Strat (docs/method.md §5)
+        # docs/method.md §4 example on a shared panel of 4 humans: 3 held-in labels per overlap item
+        assert plan["recipe"]["moments"]["pool_size"] == 3 and plan["m"] == M_SHARED_PANEL
         assert plan["recipe"]["n_humans"] == 4
 
         keys = {}
