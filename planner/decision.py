@@ -29,6 +29,7 @@ from planner.rules import (
     checked_inputs,
     judge_score,
     judge_wins,
+    passes,
     pool_score,
     rater_stats,
 )
@@ -248,18 +249,17 @@ def _decision(
 ) -> tuple[str, float, str]:
     """Decision, bootstrap probability of the opposite one, and why (docs/method.md §3).
 
-    Pass when ``omega >= threshold``; inconclusive when ``omega`` sits at the threshold
-    or resampling gives the opposite decision more often than ``inconclusive_level``.
+    Pass when ``omega >= threshold`` (``omega`` at the threshold passes, as in Calderon et
+    al.); inconclusive only when resampling gives the opposite decision more often than
+    ``inconclusive_level`` (or no resample leaves a usable human).
     """
     if n_humans < 2:
         return "insufficient_data", np.nan, "fewer than two humans"
     if not np.isfinite(omega):
         return "insufficient_data", np.nan, "no human has usable overlap (see each rater's reason)"
-    passed = omega >= threshold
+    passed = bool(passes(omega, threshold))
     rep_omega = rep_omega[np.isfinite(rep_omega)]
-    p_opposite = float(np.mean((rep_omega >= threshold) != passed)) if rep_omega.size else np.nan
-    if np.isclose(omega, threshold):
-        return "inconclusive", p_opposite, f"omega sits at the threshold {threshold}"
+    p_opposite = float(np.mean(passes(rep_omega, threshold) != passed)) if rep_omega.size else np.nan
     if np.isnan(p_opposite):
         return "inconclusive", p_opposite, "no bootstrap resample leaves a usable human"
     if p_opposite > inconclusive_level:

@@ -312,14 +312,18 @@ def test_borderline_judge_is_inconclusive():
     assert 0.2 < v.p_opposite <= 1.0 or np.isclose(v.omega, 0.5)
 
 
-def test_omega_at_threshold_is_inconclusive():
+def test_omega_at_threshold_passes_and_inconclusive_comes_only_from_resampling():
     # h0 = 0000, h1 = 0011 (agree .5); judge = 0100 agrees .25 with h1 and .75 with h0:
-    # d_0 = .25 - .5 (lost), d_1 = .75 - .5 (won), omega = 1/2
+    # d_0 = .25 - .5 (lost), d_1 = .75 - .5 (won), omega = 1/2 = omega_threshold
     codes = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 0]])
-    v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=20, rng=0)
-    assert [r.d for r in v.raters] == [-0.25, 0.25]
-    assert [r.won for r in v.raters] == [False, True]
-    assert v.omega == 0.5 and v.decision == "inconclusive" and "threshold" in v.reason
+    few = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=200, rng=0)
+    assert [r.d for r in few.raters] == [-0.25, 0.25]
+    assert [r.won for r in few.raters] == [False, True]
+    # four items: resampling flips the decision often, and that alone makes it inconclusive
+    assert few.omega == 0.5 and few.decision == "inconclusive" and "bootstrap" in few.reason
+    # the same pattern 200 times: omega = omega* is a stable pass (as in Calderon et al.)
+    many = validate_judge(np.tile(codes, (200, 1)), judge=2, humans=[0, 1], n_labels=2, n_resamples=200, rng=0)
+    assert many.omega == 0.5 and many.decision == "pass" and many.p_opposite <= 0.2 and many.reason == ""
 
 
 def test_undefined_coefficient_is_skipped_not_zero():
