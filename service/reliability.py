@@ -142,6 +142,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     plan = current_plan(session, project.id)
     inclusion = inclusion_by_item(session, plan, matrix)
     doc["weighting"] = "none" if inclusion is None else "ht"
+    primary = matrix.columns("primary")
+    estimator = decision.estimator if primary else "paired"
+    doc["estimator"] = estimator
     validations = []
     for j in judges:
         if len(humans) >= 2:
@@ -150,7 +153,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(),
                 omega_threshold=decision.omega_threshold, q=decision.q,
                 inconclusive_level=decision.inconclusive_level, n_resamples=n_resamples, rng=seed,
-                inclusion=inclusion,
+                inclusion=inclusion, estimator=estimator, primary=primary[0] if primary else None,
             )
             validations.append(_validation(v, matrix, j))
     if validations:

@@ -119,6 +119,19 @@ class DecisionSettings(Strict):
         "more labels must declare it.",
     )
 
+    estimator: Literal["paired", "ppi"] = Field(
+        "paired",
+        description="How each secondary's margin d_k is estimated: on the overlap alone (paired), or "
+        "prediction-powered from the judge-primary agreement on every item (ppi; rule margin, "
+        "coefficient po; docs/method.md §9).",
+    )
+
+    @model_validator(mode="after")
+    def _ppi_needs_the_margin(self) -> DecisionSettings:
+        if self.estimator == "ppi" and (self.rule != "margin" or self.coefficient != "po"):
+            raise ValueError("estimator 'ppi' estimates p_o margins: use rule 'margin' and coefficient 'po'")
+        return self
+
     def resolved_epsilon(self) -> float:
         """The margin in force: the declared one or the rule's default."""
         if self.epsilon is not None:

@@ -124,6 +124,10 @@ class ReliabilityDocument(_Document):
     weighting: Literal["none", "ht"] = Field(
         description="'ht': estimates weighted by inverse inclusion probability (a Neyman panel)."
     )
+    estimator: Literal["paired", "ppi"] = Field(
+        description="How secondaries' margins are estimated: the overlap alone, or prediction-powered "
+        "from the judge-primary agreement on every item (docs/method.md §9)."
+    )
     judge: str | None
     decision: str
     reason: str

@@ -15,6 +15,7 @@ from planner.decision import validate_judge
 from planner.neyman import neyman_allocation, prior_variances
 from service.db import make_engine
 from service.models import Assignment, Item, Rater
+from service.schemas.documents import ReliabilityDocument
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels, setup_project
 
 N_ITEMS = 300
@@ -46,9 +47,11 @@ def words(codes: np.ndarray, items: list[int] | None = None) -> dict[str, str]:
 def test_plan_reports_m_for_every_estimator_and_the_labels_saved(client, project):
     plan = make_plan(client, project["id"], purpose="certify", design="random", **PRIOR)
     by = plan["recipe"]["by_estimator"]
-    assert by["m"] == {"paired": 117, "ppi": 86, "neyman": 84}
+    # Paired: the exact lattice rate's envelope (117 -> 120, docs/method.md §4); PPI and Neyman:
+    # the normal recipe on their reduced variances.
+    assert by["m"] == {"paired": 120, "ppi": 86, "neyman": 84}
     k = plan["recipe"]["n_humans"]
-    assert by["human_labels_saved"] == {"ppi": (117 - 86) * (k - 1), "neyman": (117 - 84) * (k - 1)}
+    assert by["human_labels_saved"] == {"ppi": (120 - 86) * (k - 1), "neyman": (120 - 84) * (k - 1)}
     assert by["judge_agreement"] == pytest.approx(0.85 * 0.9 + 0.15 * 0.1)
 
 
@@ -57,7 +60,7 @@ def test_plan_check_shows_fr_and_fa_for_each_estimator(client):
     check = make_plan(client, pid, purpose="certify", **PRIOR)["recipe"]["by_estimator"]["check"]
     assert check["promise_fr"] == 0.025 and check["trials"] == 1000
     rows = check["estimators"]
-    assert {e: r["m"] for e, r in rows.items()} == {"paired": 117, "ppi": 86, "neyman": 84}
+    assert {e: r["m"] for e, r in rows.items()} == {"paired": 120, "ppi": 86, "neyman": 84}
     for r in rows.values():  # each estimator at its own m keeps the FR promise (4 MC SE slack)
         assert r["fr"] <= 0.025 + 4 * r["fr_se"]
         assert 0 <= r["fa"] <= 1
@@ -75,13 +78,14 @@ def test_neyman_panel_weights_and_reliability(client, engine):
     post_labels(client, pid, "prim", words(labels["prim"]))
     post_labels(client, pid, "judge", words(labels["judge"]))
     plan = make_plan(client, pid, purpose="certify", design="neyman", seed=3, **PRIOR)
-    assert plan["design"] == "neyman" and plan["m"] == 117  # the recipe for the project's rule
+    m = plan["m"]
+    assert plan["design"] == "neyman" and m == plan["recipe"]["m"]  # the recipe for the project's rule
     summary = plan["recipe"]["neyman"]
     agree = labels["judge"] == labels["prim"]
     sizes = [int((~agree).sum()), int(agree.sum()), 0]
     assert summary["stratum_sizes"] == sizes
     sds = prior_variances(0.85, 0.9, n_labels=2).stratum_sd
-    expected = neyman_allocation(sizes, [*sds, 0.5], 117).tolist()
+    expected = neyman_allocation(sizes, [*sds, 0.5], m).tolist()
     assert summary["allocation"] == expected and summary["weighting"] == "ht"
 
     panel = full_list(client, pid, "h2")
@@ -100,6 +104,7 @@ def test_neyman_panel_weights_and_reliability(client, engine):
     for rater in ("h2", "h3"):
         post_labels(client, pid, rater, words(labels[rater], index))
     doc = client.get(f"/projects/{pid}/reliability").json()
+    ReliabilityDocument.model_validate(doc)
     assert doc["weighting"] == "ht"
     codes = np.full((N_ITEMS, 4), -1)
     codes[:, 0], codes[:, 3] = labels["prim"], labels["judge"]
@@ -125,3 +130,34 @@ def test_other_designs_store_their_inclusion_probability(client, engine):
     assert len(values) == 50 and set(values) == {0.25}
     doc = client.get(f"/projects/{pid}/reliability").json()
     assert doc["weighting"] == "none"
+
+
+def test_reliability_with_the_ppi_estimator(client):
+    r = client.post("/projects", json={"name": "bad", "labels": ["pass", "fail"],
+                                       "decision": {"estimator": "ppi", "rule": "alt-test"}})
+    assert r.status_code == 422 and "estimator 'ppi'" in r.text, r.text
+    pid = client.post("/projects", json={"name": "ppi", "labels": ["pass", "fail"],
+                                         "decision": {"estimator": "ppi"}}).json()["id"]
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    items = [{"external_id": f"i{i}"} for i in range(N_ITEMS)]
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
+    labels = corpus(9)
+    overlap = list(range(0, N_ITEMS, 3))
+    post_labels(client, pid, "prim", words(labels["prim"]))
+    post_labels(client, pid, "judge", words(labels["judge"]))
+    for rater in ("h2", "h3"):
+        post_labels(client, pid, rater, words(labels[rater], overlap))
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    ReliabilityDocument.model_validate(doc)
+    assert doc["estimator"] == "ppi" and doc["weighting"] == "none"
+    codes = np.full((N_ITEMS, 4), -1)
+    codes[:, 0], codes[:, 3] = labels["prim"], labels["judge"]
+    for column, rater in ((1, "h2"), (2, "h3")):
+        codes[overlap, column] = labels[rater][overlap]
+    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, estimator="ppi", primary=0,
+                       n_resamples=10)
+    served = {r["rater"]: r for r in doc["raters"]}
+    for r, name in zip(v.raters, ("prim", "h2", "h3"), strict=True):
+        assert served[name]["d"] == pytest.approx(r.d, abs=1e-9)
+        assert served[name]["ci"] == pytest.approx(r.ci.as_list(), abs=1e-9) or name == "prim"
