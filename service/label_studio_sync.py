@@ -14,7 +14,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
-from service.errors import AppError
+from service.errors import AppError, Invalid, echo
 from service.label_studio import ImportResult
 from service.schemas import Strict
 
@@ -56,6 +56,25 @@ class SyncResult(ImportResult):
     """What a sync changed: the reconciliation of the snapshot with the project."""
 
     tasks: int = Field(description="Tasks in the snapshot.")
+
+
+def check_allowed(url: str, allowed: list[str]) -> None:
+    """422 unless ``url`` is under one of the ``allowed`` base URLs (same scheme, host and port,
+    path below it); an empty list allows any.
+
+    >>> check_allowed("http://ls:8080/", ["http://ls:8080"])
+    >>> check_allowed("http://ls:80801", ["http://ls:8080"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    service.errors.Invalid: url 'http://ls:80801' is not a Label Studio this server may call ...
+    """
+    target = httpx.URL(url)
+    for base in map(httpx.URL, allowed):
+        if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port) and \
+                target.path.startswith(base.path.rstrip("/")):
+            return
+    if allowed:
+        raise Invalid(f"url {echo(url)} is not a Label Studio this server may call (ANNOPLAN_LABEL_STUDIO_URLS)",
+                      code="label_studio_not_allowed")
 
 
 def _json(response: httpx.Response, what: str) -> Any:

@@ -35,7 +35,7 @@ from service.label_studio_inbox import (
     receive,
     replay_issues,
 )
-from service.label_studio_sync import SyncRequest, SyncResult, fetch_snapshot
+from service.label_studio_sync import SyncRequest, SyncResult, check_allowed, fetch_snapshot
 from service.models import Project
 from service.pagination import PageDep, page_of
 from service.queries import issues_page
@@ -265,7 +265,8 @@ def replay_label_studio_issues(
     responses=error_responses(401, 403, 404, 409, 422, 502),
 )
 def sync_label_studio(
-    pid: ProjectId, project: ProjectForPM, body: SyncRequest, request: Request, principal: PrincipalDep
+    pid: ProjectId, project: ProjectForPM, body: SyncRequest, request: Request, principal: PrincipalDep,
+    settings: SettingsDep,
 ) -> SyncResult:
     """Pull a full snapshot of a Label Studio project and reconcile the project with it (admin, pm).
 
@@ -276,7 +277,9 @@ def sync_label_studio(
     predictions by `model_version`. Idempotent: a second sync with nothing changed in Label
     Studio reports no change. This recovers any webhook delivery that was missed. 502 when
     Label Studio cannot be reached, refuses the token, or fails the export; nothing is written.
+    A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set) is a 422 and is not called.
     """
+    check_allowed(body.url, settings.label_studio_urls)
     label_config, rows = fetch_snapshot(body)  # no write transaction open while Label Studio works
     with session_scope(request.app.state.sessions, write=True) as writer:
         done = import_rows(writer, scoped_project(writer, principal, project.id, PM), principal, rows,

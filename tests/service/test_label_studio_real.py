@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import service.label_studio_config
 import service.label_studio_payloads
+import service.label_studio_sync
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio_1_23_2"
 LABELS = ["Positive", "Negative", "Neutral"]  # no "Mixed": the real server's 4th choice is unmapped here
@@ -99,7 +100,7 @@ def expected_judge_labels(tasks: list[dict]) -> dict[tuple[str, str], str]:
 
 
 def test_doctests() -> None:
-    for module in (service.label_studio_config, service.label_studio_payloads):
+    for module in (service.label_studio_config, service.label_studio_payloads, service.label_studio_sync):
         assert doctest.testmod(module).failed == 0, module
 
 

@@ -177,6 +177,19 @@ def test_sync_failures_are_502_and_write_nothing(client: TestClient, label_studi
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
 
 
+def test_sync_calls_only_allowed_label_studios(settings: Any, label_studio: FakeLabelStudio) -> None:
+    from service.app import create_app
+
+    allowed = settings.model_copy(update={"label_studio_urls": [label_studio.url]})
+    with TestClient(create_app(allowed), headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+        pid = new_project(client)
+        other = f"http://127.0.0.1:{label_studio.port + 1}"
+        r = sync(client, pid, label_studio, url=other)
+        assert r.status_code == 422 and r.json()["error"] == "label_studio_not_allowed"
+        assert label_studio.calls == []
+        assert sync(client, pid, label_studio, url=label_studio.url + "/").status_code == 200
+
+
 def test_cli_sync_prints_what_changed(database_url: str, label_studio: FakeLabelStudio) -> None:
     runner = CliRunner()
     with LiveServer(database_url, ADMIN) as server, server.client() as c:

@@ -47,6 +47,8 @@ def seeded(module_url: str) -> Iterator[dict[str, Any]]:
         database_url=module_url, admin_key=ADMIN_KEY, bootstrap_resamples=20,
         # keep every simulation in-process and small: a fuzzer must not fill the process pool
         simulation_sync_limit=20_000, simulation_max_work=20_000,
+        # the Label Studio sync calls the URL it is given: only a loopback port nothing serves
+        label_studio_urls=["http://127.0.0.1:9"],
     ))
     with TestClient(app, raise_server_exceptions=False, headers=AUTH) as c:
         pid = c.post("/projects", json={"name": "fuzz", "labels": ["pass", "fail"]}).json()["id"]
