@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from service.models import Plan
-from service.planning import feasible_with
 from service.schemas import DecisionSettings
 
 
@@ -19,14 +18,11 @@ def plan_verdict(plan: Plan | None, decision: DecisionSettings) -> str:
     moments = recipe.get("moments", {})
     head = f"Plan in force ({recipe.get('purpose', plan.purpose)}, from {moments.get('source', plan.source)}, " \
            f"design {plan.design})"
-    for_rule = recipe.get("purpose") == "certify" and recipe.get("rule") == decision.rule
     if recipe.get("feasible"):
         text = f"{head}: {recipe['m']} overlap items per secondary annotator of {recipe['n_items']}; feasible."
     else:
-        hint = None
-        if for_rule and "mu_d" in moments:
-            hint = feasible_with(decision, moments["mu_d"], moments["sigma0_sq"], n_items=recipe["n_items"],
-                                 n_humans=recipe["n_humans"], m=recipe.get("m"))
+        # The epsilon hint was computed with the plan, under the rule it was planned for.
+        hint = recipe.get("feasible_with") if recipe.get("rule") == decision.rule else None
         text = infeasible_sentence(recipe.get("m"), recipe["n_items"], recipe.get("reason", ""), hint, decision,
                                    prior=moments.get("source") == "prior")
         if recipe.get("m") is not None:

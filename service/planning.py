@@ -130,13 +130,16 @@ EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
 
 
 def feasible_with(
-    decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int, m: int | None
+    decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int, m: int | None,
+    pool_size: int = 1, lattice: XiLattice | None = None,
 ) -> dict[str, Any]:
     """What would let an infeasible certification fit the corpus: the smallest ``epsilon`` in steps of
-    0.01 up to 0.5 whose recipe fits (None if none does), and the corpus size the recipe needs."""
+    0.01 up to 0.5 whose recipe (the same :func:`certification`) fits (None if none does), and the
+    corpus size the recipe needs."""
     epsilon = next(
         (e for e in EPSILON_STEPS if e > decision.resolved_epsilon() and certification(
-            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=e).feasible),
+            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=e, pool_size=pool_size,
+            lattice=lattice).feasible),
         None,
     )
     return {"epsilon": epsilon, "n_items": m}
@@ -347,6 +350,9 @@ def create_plan(
         "warnings": warnings + notes, "purpose": body.purpose,
         "by_estimator": _m_by_estimator(body, decision, moments, matrix, n_humans),
     }
+    if body.purpose == "certify" and not recipe.feasible:
+        document["feasible_with"] = feasible_with(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items,
+                                                  n_humans=n_humans, m=recipe.m, pool_size=pool_size, lattice=lattice)
     panel: list[int] = []
     panel_inclusion: list[float] = []
     if m is not None and design == "strat":

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner.decision import validate_judge
-from planner.recipes import certify_recipe
+from planner.recipes import certify_recipe, xi_lattice
 from service.charts import ticks
 from service.dashboard_charts import pool_history
 from service.db import session_scope
@@ -143,11 +143,17 @@ def test_infeasible_plan_says_so_and_what_would_make_it_feasible(client: TestCli
     assert 'class="infeasible"' in verdict
     assert f"infeasible: the recipe needs {m} items per annotator, the corpus has 20" in verdict
     assert f"a corpus of at least {m} items" in verdict and "a pilot" in verdict
-    # The epsilon offered is the smallest step of 0.01 whose recipe fits the 20 items (checked with the planner).
+    # The epsilon offered is the smallest step of 0.01 whose recipe fits the 20 items: checked with the
+    # planner on the plan's own prior (its lattice of xi for the design's held-in pool).
     epsilon = float(verdict.split("raise epsilon to ")[1].split(" ")[0])
-    mu_d, sigma0_sq = recipe["recipe"]["moments"]["mu_d"], recipe["recipe"]["moments"]["sigma0_sq"]
-    assert certify_recipe(mu_d, sigma0_sq, n_items=20, n_humans=3, epsilon=epsilon).feasible
-    assert not certify_recipe(mu_d, sigma0_sq, n_items=20, n_humans=3, epsilon=round(epsilon - 0.01, 2)).feasible
+    pool_size = recipe["recipe"]["moments"]["pool_size"]
+    lattice = xi_lattice(0.85, 0.84, n_labels=2, pool_size=pool_size)
+
+    def fits(e: float) -> bool:
+        return certify_recipe(lattice.mu_d, lattice.variance, n_items=20, n_humans=3, epsilon=e,
+                              pool_size=pool_size, lattice=lattice).feasible
+
+    assert fits(epsilon) and not fits(round(epsilon - 0.01, 2)), epsilon
     # Deciding by another rule now: the page says the recipe was for the margin rule.
     assert client.patch(f"/projects/{pid}", json={"decision": {"rule": "alt-test"}}).status_code == 200
     page = client.get(f"/projects/{pid}/dashboard").text
