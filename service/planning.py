@@ -253,10 +253,16 @@ def _m_by_estimator(
                     "-epsilon as it is above, each estimator at its own m (docs/method.md §9)",
             "estimators": {
                 e: {"m": c.m, "fr": optional_float(c.fr), "fr_se": optional_float(c.fr_se),
-                    "fa": optional_float(c.fa), "fa_se": optional_float(c.fa_se)}
+                    "fa": optional_float(c.fa), "fa_se": optional_float(c.fa_se),
+                    "keeps_promise": bool(c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se)}
                 for e, c in checks.items()
             },
         }
+        out["warnings"] = [
+            f"simulated FR of the {e} estimate at m={c.m} is {c.fr:.3f}, above the promise "
+            f"{decision.alpha_sig / 2} by more than 2 Monte Carlo SE: plan more overlap for it"
+            for e, c in checks.items() if not c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se
+        ]
     return out
 
 

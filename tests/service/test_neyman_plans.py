@@ -64,6 +64,13 @@ def test_plan_check_shows_fr_and_fa_for_each_estimator(client):
     for r in rows.values():  # each estimator at its own m keeps the FR promise (4 MC SE slack)
         assert r["fr"] <= 0.025 + 4 * r["fr_se"]
         assert 0 <= r["fa"] <= 1
+        assert r["keeps_promise"] == (r["fr"] <= 0.025 + 2 * r["fr_se"])
+    warned = {w.split(" estimate")[0].split("the ")[-1] for w in check_warnings(pid, client)}
+    assert warned == {e for e, r in rows.items() if not r["keeps_promise"]}
+
+
+def check_warnings(pid: str, client) -> list[str]:
+    return client.get(f"/projects/{pid}/plan").json()["recipe"]["by_estimator"]["warnings"]
 
 
 def test_neyman_needs_the_judge_and_primary_labels_first(client):
