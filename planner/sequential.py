@@ -97,44 +97,6 @@ def _alpha_iv(alpha: float, *, one_sided: bool = False) -> None:
         raise ValueError(f"alpha must be in (0, {upper}), got {alpha!r}")
 
 
-# --------------------------------------------------------------------------- e-BH
-
-
-def e_bh(e_values: object, *, q: float = 0.05) -> np.ndarray:
-    """Indices rejected by e-BH at level ``q`` (Wang & Ramdas 2022; docs/method.md §8).
-
-    With ``K`` e-values sorted decreasingly, rejects the ``k*`` largest,
-    ``k* = max{k : e_(k) >= K / (q k)}`` (none when no ``k`` qualifies). Valid under any
-    dependence between the e-values. Indices come back sorted.
-
-    Examples
-    --------
-    >>> e_bh([80, 35, 3], q=0.05)
-    array([0, 1])
-    """
-    e = np.asarray(e_values, dtype=float)
-    if e.ndim != 1:
-        raise ValueError(f"e_values must be one-dimensional, got shape {e.shape}")
-    if np.any(np.isnan(e)) or np.any(e < 0):
-        raise ValueError("e_values must be numbers >= 0")
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"q must be in (0, 1), got {q!r}")
-    return np.flatnonzero(_e_bh_mask(e[None, :], q)[0])
-
-
-def _e_bh_mask(e: np.ndarray, q: float) -> np.ndarray:
-    """e-BH rejections per row of ``e`` (rows are independent looks)."""
-    width = e.shape[-1]
-    order = np.argsort(-e, axis=-1, kind="stable")
-    ranked = np.take_along_axis(e, order, axis=-1)
-    ranks = np.arange(1, width + 1)
-    passes = ranked >= width / (q * ranks)
-    n_rejected = np.where(passes.any(axis=-1), width - np.argmax(passes[..., ::-1], axis=-1), 0)
-    reject: np.ndarray = np.empty_like(passes)
-    np.put_along_axis(reject, order, ranks <= n_rejected[..., None], axis=-1)
-    return reject
-
-
 # --------------------------------------------------------------------------- bets
 
 

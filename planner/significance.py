@@ -1,4 +1,4 @@
-"""Significance machinery of the alternative-annotator test: t-test and BY (docs/method.md §3).
+"""Significance machinery: the alt-test's t-test and BY (docs/method.md §3), e-BH (§8).
 
 Both functions work on arrays with any leading axes (replicates, trials, judges); the last
 axis of ``by_rejections`` holds the family of held-out humans.
@@ -51,8 +51,36 @@ def by_rejections(p: np.ndarray, tested: np.ndarray, q: float) -> np.ndarray:
     ordered = np.take_along_axis(values, order, axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         bound = ranks * q / (n_tested * harmonic[n_tested])
-    passes = ordered <= bound
+    return _step_up(order, ordered <= bound)
+
+
+def _step_up(order: np.ndarray, passes: np.ndarray) -> np.ndarray:
+    """Step-up on the last axis: reject the first ``r`` of ``order`` (``r``: last passing rank)."""
+    width = passes.shape[-1]
+    ranks = np.arange(1, width + 1)
     n_rejected = np.where(passes.any(axis=-1), width - np.argmax(passes[..., ::-1], axis=-1), 0)
-    reject = np.empty_like(passes)
+    reject: np.ndarray = np.empty_like(passes)
     np.put_along_axis(reject, order, ranks <= n_rejected[..., None], axis=-1)
     return np.asarray(reject, dtype=bool)
+
+
+def e_bh(e_values: object, *, q: float = 0.05) -> np.ndarray:
+    """Indices rejected by e-BH at level ``q`` (Wang & Ramdas 2022; docs/method.md §8).
+
+    With ``K`` e-values sorted decreasingly, rejects the ``k*`` largest,
+    ``k* = max{k : e_(k) >= K / (q k)}`` (none when no ``k`` qualifies). Valid under any
+    dependence between the e-values. Indices come back sorted.
+
+    >>> e_bh([80, 35, 3], q=0.05)
+    array([0, 1])
+    """
+    e = np.asarray(e_values, dtype=float)
+    if e.ndim != 1:
+        raise ValueError(f"e_values must be one-dimensional, got shape {e.shape}")
+    if np.any(np.isnan(e)) or np.any(e < 0):
+        raise ValueError("e_values must be numbers >= 0")
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    order = np.argsort(-e, kind="stable")
+    ranks = np.arange(1, e.size + 1)
+    return np.flatnonzero(_step_up(order, e[order] >= e.size / (q * ranks)))

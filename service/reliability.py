@@ -17,6 +17,7 @@ from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Plan, Project, Rater
+from service.monitoring import arrival_ranks, monitored_decision
 from service.planning import (
     certification,
     current_plan,
@@ -146,8 +147,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     estimator = decision.estimator if primary else "paired"
     doc["estimator"] = estimator
     validations = []
+    order = arrival_ranks(session, project, matrix) if judges and len(humans) >= 2 else None
     for j in judges:
-        if len(humans) >= 2:
+        if order is not None:
             v = validate_judge(
                 matrix.codes, judge=j, humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
                 coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(),
@@ -155,13 +157,18 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 inconclusive_level=decision.inconclusive_level, n_resamples=n_resamples, rng=seed,
                 inclusion=inclusion, estimator=estimator, primary=primary[0] if primary else None,
             )
-            validations.append(_validation(v, matrix, j))
+            fixed = _validation(v, matrix, j)
+            validations.append(
+                fixed | monitored_decision(matrix, order, j, humans, decision, fixed, plan, weighted=inclusion is not None)
+            )
+    doc["monitoring_mode"] = "fixed" if inclusion is not None else decision.resolved_monitoring()
     if validations:
         doc.update({k: v for k, v in validations[0].items()})
     else:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
         doc.update({"judge": None, "decision": "insufficient_data", "reason": why, "omega": None, "raters": [],
-                    "human_pool": {"estimate": None, "ci": [None, None], "n_raters": 0}})
+                    "human_pool": {"estimate": None, "ci": [None, None], "n_raters": 0},
+                    "provisional": False, "fixed_decision": "insufficient_data", "monitoring": None})
     human_codes = matrix.codes[:, humans] if humans else np.empty((matrix.raw.shape[0], 0), dtype=np.int64)
     if len(humans) >= 2:
         table = summary_table(human_codes, n_labels=matrix.n_labels, scale=project.scale,

@@ -132,6 +132,32 @@ class DecisionSettings(Strict):
             raise ValueError("estimator 'ppi' estimates p_o margins: use rule 'margin' and coefficient 'po'")
         return self
 
+    monitoring: Literal["anytime", "fixed"] | None = Field(
+        None,
+        description="How the live decision may be read: 'anytime' (valid at every look, "
+        "docs/method.md §8; the default for p_o and the alt-test) or 'fixed' (valid once, at the "
+        "planned overlap; provisional before it; the default and only mode for kappa, alpha, AC1).",
+    )
+    multiplicity: Literal["e-bh", "bonferroni"] = Field(
+        "e-bh", description="How anytime monitoring combines the humans' e-values (docs/method.md §8)."
+    )
+
+    @model_validator(mode="after")
+    def _monitorable(self) -> DecisionSettings:
+        if self.monitoring == "anytime" and self.coefficient != "po":
+            raise ValueError(
+                f"monitoring='anytime' needs coefficient 'po' (margin rule or alt-test): "
+                f"{self.coefficient} is a ratio, not a bounded mean, so it is monitored 'fixed' "
+                "only (docs/method.md §8)"
+            )
+        return self
+
+    def resolved_monitoring(self) -> str:
+        """The monitoring mode in force: the declared one, or anytime where it applies."""
+        if self.monitoring is not None:
+            return self.monitoring
+        return "anytime" if self.coefficient == "po" else "fixed"
+
     def resolved_epsilon(self) -> float:
         """The margin in force: the declared one or the rule's default."""
         if self.epsilon is not None:

@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize
 
 from planner import sequential
-from planner.sequential import (
-    confidence_sequence,
-    e_bh,
-    monitor_judge,
-    normal_mixture_boundary,
-)
+from planner.sequential import confidence_sequence, monitor_judge, normal_mixture_boundary
+from planner.significance import e_bh
 
 FAST = settings(max_examples=40, deadline=None)
 

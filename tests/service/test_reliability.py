@@ -294,7 +294,7 @@ def test_the_document_follows_the_project_decision_settings(client, decision):
         inconclusive_level=settings["inconclusive_level"], n_resamples=1000, rng=doc["label_seq"],
     )
     assert (doc["rule"], doc["coefficient"], doc["epsilon"]) == (v.rule, v.coefficient, v.epsilon)
-    assert doc["decision"] == v.decision and doc["omega"] == pytest.approx(v.omega)
+    assert doc["fixed_decision"] == v.decision and doc["omega"] == pytest.approx(v.omega)
     assert doc["omega_threshold"] == settings["omega_threshold"]
     for got, want in zip(doc["raters"], v.raters, strict=True):
         assert got["won"] == want.won and got["m"] == want.m

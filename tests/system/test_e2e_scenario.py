@@ -111,7 +111,7 @@ def test_certification_scenario_end_to_end(database_url):
         codes, judge=0, humans=humans, n_labels=2, rule="margin", coefficient="po", epsilon=0.05,
         omega_threshold=0.5, q=0.05, inconclusive_level=0.2, n_resamples=RESAMPLES, rng=label_seq,
     )
-    assert doc["decision"] == expected.decision
+    assert doc["fixed_decision"] == expected.decision  # the fixed-sample view, beside the monitored one
     assert doc["omega"] == pytest.approx(expected.omega)
     assert doc["p_opposite"] == pytest.approx(expected.p_opposite)
     assert doc["label_seq"] == label_seq and doc["n_items"] == N_ITEMS and doc["judge"] == "judge"

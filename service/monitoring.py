@@ -1,0 +1,172 @@
+"""The monitored decision of /reliability: anytime-valid, or fixed-sample and provisional.
+
+Arrival order is the ``label_seq`` of each current label (docs/method.md §8): the label that
+completes an item for a held-out human dates that item.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from planner.sequential import Monitoring, monitor_judge
+from service.matrix import LabelMatrix
+from service.models import Plan, Project
+from service.schemas import DecisionSettings
+from service.sql import driver_rows
+
+BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
+
+
+def arrival_ranks(session: Session, project: Project, matrix: LabelMatrix) -> np.ndarray:
+    """The ``label_seq`` of every current label, shaped like ``matrix.raw`` (-1 where none)."""
+    cells = driver_rows(
+        session,
+        "SELECT item_id, rater_id, seq FROM current_labels WHERE project_id = ? AND criterion = ?",
+        (project.id, matrix.criterion),
+    )
+    order = np.full(matrix.raw.shape, -1, dtype=np.int64)
+    n = len(cells)
+    if n == 0 or matrix.item_ids.size == 0:
+        return order
+    sorter = np.argsort(matrix.item_ids)
+    items = np.fromiter((c[0] for c in cells), np.int64, n)
+    rows = sorter[np.searchsorted(matrix.item_ids, items, sorter=sorter)]
+    col_of = {r.id: k for k, r in enumerate(matrix.raters)}
+    cols = np.fromiter((col_of[c[1]] for c in cells), np.int64, n)
+    order[rows, cols] = np.fromiter((c[2] for c in cells), np.int64, n)
+    return order
+
+
+def planned_budget(plan: Plan | None) -> int | None:
+    """Usable overlap per human by which the plan expects the monitored decision (None: no plan)."""
+    if plan is None:
+        return None
+    simulated = (plan.recipe or {}).get("monitoring") or {}
+    budget = simulated.get("budget")
+    return int(budget) if budget else plan.m
+
+
+def _num(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _band(times: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[dict[str, Any]]:
+    """At most ``BAND_POINTS`` points of a rater's confidence sequence, always the last one."""
+    if times.size == 0:
+        return []
+    keep = np.unique(
+        np.linspace(0, times.size - 1, min(BAND_POINTS, times.size)).round().astype(int)
+    )
+    return [
+        {
+            "label_seq": int(times[i]),
+            "n": int(i + 1),
+            "lower": float(lower[i]),
+            "upper": float(upper[i]),
+        }
+        for i in keep
+    ]
+
+
+def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str, Any]:
+    """The monitoring block: decision, looks, and per human status, e-values and band."""
+    return {
+        "mode": mode,
+        "decision": m.decision,
+        "reason": m.reason,
+        "looks": m.looks,
+        "decided_at_label_seq": m.decided_at,
+        "needed_won": m.needed,
+        "budget": m.budget,
+        "alpha": m.alpha,
+        "epsilon": m.epsilon,
+        "multiplicity": m.multiplicity,
+        "raters": [
+            {
+                "rater": matrix.raters[r.rater].external_id,
+                "status": r.status,
+                "certified_at_label_seq": r.certified_at,
+                "e_value": _num(r.e_value),
+                "e_value_lost": _num(r.e_value_lost),
+                "threshold": r.threshold,
+                "n": r.n,
+                "d": _num(r.d),
+                "cs": r.cs.as_list(),
+                "band": _band(r.arrival, r.lower, r.upper),
+            }
+            for r in m.raters
+        ],
+    }
+
+
+def monitored_decision(
+    matrix: LabelMatrix,
+    order: np.ndarray,
+    judge: int,
+    humans: list[int],
+    decision: DecisionSettings,
+    fixed: dict[str, Any],
+    plan: Plan | None,
+    *,
+    weighted: bool = False,
+) -> dict[str, Any]:
+    """The decision in force for one judge, with its monitoring block.
+
+    ``fixed`` is the fixed-sample validation of that judge (its ``decision`` and per-rater
+    ``m``). Anytime mode: the monitored decision, valid at every look. Fixed mode: the
+    fixed-sample decision, ``provisional`` until every secondary has the plan's ``m``.
+    """
+    mode = decision.resolved_monitoring()
+    block = None
+    if weighted and mode == "anytime":  # unequal inclusion: the e-processes would need weights (docs §8)
+        mode = "fixed"
+    if decision.coefficient == "po" and not weighted:
+        m = monitor_judge(
+            matrix.codes,
+            judge=judge,
+            humans=humans,
+            n_labels=matrix.n_labels,
+            order=order,
+            rule=decision.rule,
+            epsilon=decision.resolved_epsilon(),
+            alpha=decision.alpha_sig,
+            omega_threshold=decision.omega_threshold,
+            multiplicity=decision.multiplicity,
+            budget=planned_budget(plan),
+        )
+        block = monitoring_block(m, matrix, mode)
+    if mode == "anytime" and block is not None:
+        return {
+            "decision": block["decision"],
+            "reason": block["reason"],
+            "provisional": False,
+            "fixed_decision": fixed["decision"],
+            "monitoring": block,
+        }
+    secondaries = {matrix.raters[k].external_id for k in matrix.columns("human")}
+    m_secondary = [r["m"] for r in fixed["raters"] if r["rater"] in secondaries]
+    planned = plan.m if plan is not None else None
+    reached = planned is not None and bool(m_secondary) and min(m_secondary) >= planned
+    reason = fixed["reason"]
+    if not reached:
+        short = (
+            "no plan with a planned overlap"
+            if planned is None
+            else f"the secondaries have {min(m_secondary, default=0)} of the planned {planned}"
+        )
+        if weighted:
+            short += "; the panel has unequal inclusion, which anytime monitoring cannot weight yet"
+        reason = (
+            f"provisional: a fixed-sample decision holds at the planned overlap only ({short})"
+            + (f"; {reason}" if reason else "")
+        )
+    return {
+        "decision": fixed["decision"],
+        "reason": reason,
+        "provisional": not reached,
+        "fixed_decision": fixed["decision"],
+        "monitoring": block,
+    }

@@ -1,0 +1,166 @@
+"""Anytime-valid monitoring in the service (issue 12): decision settings, the monitoring block of
+/reliability in label_seq order, fixed mode reported provisional until the planned overlap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from planner.sequential import monitor_judge
+
+LABELS = ["pass", "fail"]
+RATERS = {
+    "judge": ("judge", 0.95),
+    "prim": ("primary", 0.85),
+    "h2": ("human", 0.85),
+    "h3": ("human", 0.85),
+}
+
+
+def interleaved_project(
+    c: TestClient, n_items: int = 240, seed: int = 0, h3_items: int | None = None
+) -> tuple[str, np.ndarray]:
+    """Every rater labels every item (h3 only the first ``h3_items``); labels arrive shuffled."""
+    pid = c.post("/projects", json={"name": "mon", "labels": LABELS}).json()["id"]
+    c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(n_items)])
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, n_items)
+    columns, rows = [], []
+    for ext, (kind, accuracy) in RATERS.items():
+        assert (
+            c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code
+            == 201
+        )
+        codes = np.where(rng.random(n_items) < accuracy, truth, 1 - truth)
+        if ext == "h3" and h3_items is not None:
+            codes[h3_items:] = -1
+        columns.append(codes)
+        rows += [
+            {"item": f"i{i}", "rater": ext, "value": LABELS[v]}
+            for i, v in enumerate(codes)
+            if v >= 0
+        ]
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    for part in np.array_split(np.arange(len(rows)), 4):
+        assert c.post(f"/projects/{pid}/labels", json=[rows[i] for i in part]).status_code == 200
+    return pid, np.column_stack(columns)
+
+
+def label_seqs(c: TestClient, pid: str, shape: tuple[int, int]) -> np.ndarray:
+    """Each current label's seq, read from the label export (not from the service's matrix)."""
+    order = np.full(shape, -1, dtype=np.int64)
+    col = {name: k for k, name in enumerate(RATERS)}
+    cursor = None
+    while True:
+        params = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+        page = c.get(f"/projects/{pid}/labels", params=params).json()
+        for row in page["items"]:
+            order[int(row["item"][1:]), col[row["rater"]]] = row["seq"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return order
+
+
+def test_anytime_is_the_default_and_the_block_follows_label_seq(client):
+    pid, codes = interleaved_project(client)
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
+    block = doc["monitoring"]
+    expected = monitor_judge(
+        codes, judge=0, humans=[1, 2, 3], n_labels=2, order=label_seqs(client, pid, codes.shape)
+    )
+    assert doc["decision"] == block["decision"] == expected.decision == "pass"
+    assert block["decided_at_label_seq"] == expected.decided_at
+    assert block["looks"] == expected.looks
+    assert doc["fixed_decision"] in {"pass", "reject", "inconclusive"}
+    for got, want in zip(block["raters"], expected.raters, strict=True):
+        assert got["status"] == want.status and got["n"] == want.n
+        assert got["e_value"] == pytest.approx(want.e_value, rel=1e-9)
+        assert got["cs"] == pytest.approx([want.cs.low, want.cs.high])
+        band = got["band"]
+        assert band[-1]["n"] == want.n and band[-1]["lower"] == pytest.approx(want.cs.low)
+        assert all(a["label_seq"] <= b["label_seq"] for a, b in zip(band, band[1:], strict=False))
+        assert all(p["lower"] <= p["upper"] for p in band)
+
+
+def test_the_etag_scheme_is_unchanged(client):
+    pid, _ = interleaved_project(client, n_items=60)
+    first = client.get(f"/projects/{pid}/reliability")
+    again = client.get(
+        f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]}
+    )
+    assert again.status_code == 304
+    patch = {"decision": {"monitoring": "fixed"}}
+    assert client.patch(f"/projects/{pid}", json=patch).status_code == 200
+    fixed = client.get(
+        f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]}
+    )
+    assert fixed.status_code == 200 and fixed.json()["monitoring_mode"] == "fixed"
+
+
+def test_fixed_mode_is_provisional_until_every_secondary_has_the_planned_m(client):
+    pid, _ = interleaved_project(client, n_items=120, h3_items=80)
+    assert (
+        client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}}).status_code
+        == 200
+    )
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["provisional"] is True and "no plan" in doc["reason"]
+    assert doc["decision"] == doc["fixed_decision"]
+    assert doc["monitoring"]["mode"] == "fixed"  # still shown, for comparison
+    body = {"source": "prior", "p_h": 0.85, "p_j": 0.95, "m": 100, "design": "strat"}
+    assert client.post(f"/projects/{pid}/plan", json=body).status_code == 201
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["provisional"] is True and "80 of the planned 100" in doc["reason"]
+    body["m"] = 80
+    assert client.post(f"/projects/{pid}/plan", json=body).status_code == 201
+    assert client.get(f"/projects/{pid}/reliability").json()["provisional"] is False
+
+
+def test_ratio_coefficients_are_fixed_and_have_no_monitoring_block(client):
+    pid, _ = interleaved_project(client, n_items=60)
+    assert (
+        client.patch(f"/projects/{pid}", json={"decision": {"coefficient": "kappa"}}).status_code
+        == 200
+    )
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["monitoring_mode"] == "fixed" and doc["monitoring"] is None and doc["provisional"]
+
+
+def test_alt_test_is_monitored(client):
+    pid, codes = interleaved_project(client, n_items=200, seed=3)
+    patch = {"decision": {"rule": "alt-test", "multiplicity": "bonferroni"}}
+    assert client.patch(f"/projects/{pid}", json=patch).status_code == 200
+    block = client.get(f"/projects/{pid}/reliability").json()["monitoring"]
+    expected = monitor_judge(
+        codes,
+        judge=0,
+        humans=[1, 2, 3],
+        n_labels=2,
+        rule="alt-test",
+        multiplicity="bonferroni",
+        order=label_seqs(client, pid, codes.shape),
+    )
+    assert (block["decision"], block["multiplicity"]) == (expected.decision, "bonferroni")
+    assert [r["status"] for r in block["raters"]] == [r.status for r in expected.raters]
+
+
+@pytest.mark.parametrize(
+    ("decision", "message"),
+    [
+        ({"monitoring": "sometimes"}, "anytime"),
+        ({"coefficient": "kappa", "monitoring": "anytime"}, "ratio"),
+        ({"multiplicity": "holm"}, "e-bh"),
+    ],
+)
+def test_bad_monitoring_settings_are_422_and_nothing_is_written(client, decision, message):
+    pid = client.post("/projects", json={"name": "bad", "labels": LABELS}).json()["id"]
+    before = client.get(f"/projects/{pid}").json()["decision"]
+    r = client.patch(f"/projects/{pid}", json={"decision": decision})
+    assert r.status_code == 422 and message in r.text
+    assert client.get(f"/projects/{pid}").json()["decision"] == before
+    created = client.post(
+        "/projects", json={"name": "bad2", "labels": LABELS, "decision": decision}
+    )
+    assert created.status_code == 422 and message in created.text
