@@ -37,6 +37,7 @@ from planner.recipes import (
 from service.errors import Conflict, Invalid
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
+from service.monitoring import plan_monitoring
 from service.project_rows import lock_project
 from service.schemas import DecisionSettings, PlanCreate
 from service.sql import insert_many
@@ -359,6 +360,10 @@ def create_plan(
     if body.purpose == "certify" and not recipe.feasible:
         document["feasible_with"] = feasible_with(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items,
                                                   n_humans=n_humans, m=recipe.m, pool_size=pool_size, lattice=lattice)
+    if body.purpose == "certify" and m is not None:
+        document["monitoring"] = plan_monitoring(
+            decision, moments, n_labels=matrix.n_labels, n_humans=n_humans, m=m, n_items=n_items
+        )
     panel: list[int] = []
     panel_inclusion: list[float] = []
     if m is not None and design == "strat":

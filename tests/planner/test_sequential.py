@@ -470,3 +470,21 @@ def test_alt_test_monitoring_passes_good_and_rejects_bad_judges() -> None:
     assert np.mean([m.decision == "reject" for m in bad]) >= 0.8
     equal = _monitor_runs(P_H, 600, RUNS, seed=28, rule="alt-test")
     assert np.mean([m.decision == "reject" for m in equal]) <= ALPHA + 2 * _se(ALPHA, RUNS)
+
+
+def test_simulated_operating_characteristics() -> None:
+    """The plan's simulation agrees with the promises tested above and shows the peeking cost."""
+    from planner.sequential import simulate_monitoring
+
+    margin = simulate_monitoring(
+        P_H, P_BOUNDARY, n_labels=2, n_humans=3, m=M_FIXED, n_trials=200, rng=1
+    )
+    bound = ALPHA + 2 * _se(ALPHA, 200)
+    assert margin.anytime.p_pass <= bound and margin.anytime.p_reject <= bound
+    assert margin.fixed_peeking.p_pass > 0.3 and margin.fixed_once.p_pass > 0.3
+    assert math.isnan(margin.stop_quantile_90)  # most margin runs never decide
+    good = simulate_monitoring(P_H, 0.90, n_labels=2, n_humans=3, m=M_FIXED, n_trials=100, rng=2)
+    assert good.anytime.p_pass >= 0.9 and M_FIXED < good.expected_stop < 5 * M_FIXED
+    assert good.expected_stop <= good.stop_quantile_90 <= good.horizon == 5 * M_FIXED
+    with pytest.raises(ValueError, match="n_humans"):
+        simulate_monitoring(P_H, 0.9, n_labels=2, n_humans=1, m=10)

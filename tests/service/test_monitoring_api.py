@@ -164,3 +164,42 @@ def test_bad_monitoring_settings_are_422_and_nothing_is_written(client, decision
         "/projects", json={"name": "bad2", "labels": LABELS, "decision": decision}
     )
     assert created.status_code == 422 and message in created.text
+
+
+def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
+    pid = client.post("/projects", json={"name": "plan", "labels": LABELS}).json()["id"]
+    client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(2000)])
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
+    good = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.90})
+    block = good.json()["recipe"]["monitoring"]
+    assert block["simulated"] and block["mode"] == "anytime" and block["m_cert"] == 117
+    assert 117 < block["expected_stop"] < 5 * 117 and block["budget"] >= block["expected_stop"]
+    assert block["wrong_decision"] == "reject"
+    assert block["error"]["anytime"] <= 0.05 + 2 * block["mc_se_max"]
+    # a judge worse than the margin, planned at a fixed m: peeking approves it, anytime does not
+    body = {"source": "prior", "p_h": 0.85, "p_j": 0.75, "m": 150}
+    bad = client.post(f"/projects/{pid}/plan", json=body).json()["recipe"]["monitoring"]
+    assert bad["wrong_decision"] == "pass"
+    assert bad["error"]["anytime"] <= 0.05 + 2 * bad["mc_se_max"]
+    assert bad["error"]["fixed_every_look"] > bad["error"]["anytime"] + 0.1
+    live = client.get(f"/projects/{pid}/reliability").json()["monitoring"]
+    assert live["decision"] == "insufficient_data" and live["budget"] == bad["budget"]
+
+
+def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
+    from service.dashboard import dashboard_page
+    from service.db import session_scope
+    from service.models import Project
+
+    pid, _ = interleaved_project(client, n_items=120)
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    with session_scope(client.app.state.sessions) as session:
+        page = dashboard_page(session.get(Project, pid), doc, [], [], '"e"')
+    assert page.count('class="band"') == 3
+    assert "anytime-valid" in page and "(anytime mode)" in page
+    client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}})
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    with session_scope(client.app.state.sessions) as session:
+        page = dashboard_page(session.get(Project, pid), doc, [], [], '"e"')
+    assert "fixed-sample" in page and "provisional" in page
