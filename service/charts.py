@@ -50,6 +50,8 @@ def chart_svg(chart: Chart) -> str:
         return _interval_svg(chart)
     if chart.kind == "line":
         return _line_svg(chart)
+    if chart.kind == "band":
+        return _band_svg(chart)
     return _bars_svg(chart)
 
 
@@ -173,5 +175,53 @@ def _bars_svg(chart: Chart) -> str:
                      f'<rect class="done" x="{PAD}" y="{y - 8}" width="{x(min(done, high)) - PAD:.1f}" height="16" '
                      f'fill="#4e9a06"/><text x="{x(target) + 4:.1f}" y="{y + 4}" font-size="11">{done} / {target}</text>')
     _x_axis(parts, 0, high, x, axis_y, chart.x_label, integer=True)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+BAND_COLOURS = ("#3465a4", "#cc0000", "#4e9a06", "#75507b", "#c17d11", "#555753")
+
+
+def _band_svg(chart: Chart) -> str:
+    """One shaded band per series: rows ``(series, x, n, low, high)`` in x order, with marks."""
+    height, left, bottom = 240, 60, 44
+    if not chart.rows:
+        return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
+    xs = [row[1] for row in chart.rows]
+    ys = [v for row in chart.rows for v in row[3:5]] + [m for m, _ in chart.marks]
+    x0, x1 = min(xs), max(xs)
+    if x1 <= x0:
+        x0, x1 = x0 - 1, x1 + 1
+    y0, y1 = min(ys), max(ys)
+    parts = _open(chart, height)
+
+    def px(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * (WIDTH - left - 20)
+
+    def py(y: float) -> float:
+        return height - bottom - (y - y0) / (y1 - y0) * (height - bottom - 10)
+
+    parts.append(f'<line class="axis" x1="{left}" x2="{left}" y1="10" y2="{height - bottom}" stroke="#555"/>')
+    for t in ticks(y0, y1):
+        parts.append(f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" '
+                     f'text-anchor="end">{t:g}</text>')
+    parts.append(f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
+                 f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">'
+                 f'{escape(chart.y_label)}</text>')
+    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label, integer=True)
+    for value, label in chart.marks:
+        parts.append(f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
+                     f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{py(value) - 3:.1f}" '
+                     f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>')
+    series = list(dict.fromkeys(row[0] for row in chart.rows))
+    for k, name in enumerate(series):
+        band = [row for row in chart.rows if row[0] == name]
+        colour = BAND_COLOURS[k % len(BAND_COLOURS)]
+        edge = [(px(r[1]), py(r[4])) for r in band] + [(px(r[1]), py(r[3])) for r in reversed(band)]
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in edge)
+        parts.append(f'<polygon class="band" points="{path}" fill="{colour}" fill-opacity="0.25" '
+                     f'stroke="{colour}"><title>{escape(str(name))}</title></polygon>'
+                     f'<text x="{left + 8}" y="{22 + 13 * k}" font-size="11" fill="{colour}">'
+                     f'{escape(str(name))[:18]}</text>')
     parts.append("</svg>")
     return "".join(parts)

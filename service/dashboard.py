@@ -32,7 +32,8 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
         f'<td>{_fmt(v["omega"])}</td></tr>'
         for v in judges
     ) or f'<tr><td colspan="3">{escape(doc["decision"])}: {escape(doc.get("reason") or "")}</td></tr>'
-    panels = "".join(_judge_panel(project, v, by_id[f"margins-{k + 1}"]) for k, v in enumerate(judges))
+    panels = "".join(_judge_panel(project, v, by_id[f"margins-{k + 1}"], by_id[f"sequences-{k + 1}"])
+                     for k, v in enumerate(judges))
     history = by_id["pool-history"]
     defined = [(x, y) for x, y in history.rows if y is not None]
     if len(defined) >= 2:
@@ -115,7 +116,7 @@ def error_page(status_code: int, detail: str) -> str:
 <body><h1>{status_code}</h1><p>{escape(detail)}</p></body></html>"""
 
 
-def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart) -> str:
+def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, sequences: Chart) -> str:
     decision = validation["decision"]
     reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
     return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix('margins-'))}">
@@ -124,7 +125,18 @@ def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart) -
 <h3>{escape(margins.title)}</h3>
 <p class="note">Each dot is the estimate and each bar its interval; the judge wins a rater whose value lies
  above -epsilon{' (by a one-sided test at q, Benjamini-Yekutieli over the raters)' if validation['rule'] == 'alt-test' else ''}.</p>
-{_figure(project, margins)}</section>"""
+{_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
+
+
+def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> str:
+    monitoring = validation.get("monitoring")
+    if not monitoring:
+        return ""
+    statuses = ", ".join(f"{r['rater']} {r['status']}" for r in monitoring["raters"])
+    return (f"<h3>{escape(chart.title)}</h3><p class=\"note\">{escape(monitoring['mode'])} monitoring: "
+            f"{escape(monitoring['decision'])} after {monitoring['looks']} looks ({escape(statuses)}); a rater is "
+            "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
+            f"looks at once.</p>{_figure(project, chart)}")
 
 
 def _figure(project: Project, chart: Chart) -> str:

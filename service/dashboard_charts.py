@@ -107,10 +107,25 @@ def margins_chart(validation: dict[str, Any], number: int) -> Chart:
     )
 
 
+def sequences_chart(validation: dict[str, Any], number: int) -> Chart:
+    """Per held-out rater, the confidence sequence of its margin over label_seq (docs/method.md §8)."""
+    monitoring = validation.get("monitoring") or {}
+    epsilon = validation.get("epsilon") or 0.0
+    return Chart(
+        id=f"sequences-{number}", kind="band",
+        title=f"confidence sequence of d_k per held-out rater over label_seq, judge {validation['judge']}: "
+              "valid at every look at once",
+        x_label="label_seq", y_label="d_k", columns=("rater", "label_seq", "n", "lower", "upper"),
+        rows=tuple((r["rater"], p["label_seq"], p["n"], p["lower"], p["upper"])
+                   for r in monitoring.get("raters", []) for p in r["band"]),
+        marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),
+    )
+
+
 def dashboard_charts(doc: dict[str, Any], history: list, curve: list) -> tuple[Chart, ...]:
-    """Every chart of the dashboard, in page order: one margins chart per judge, then the project's."""
+    """Every chart of the dashboard, in page order: margins and sequences per judge, then the project's."""
     plan = doc.get("plan") or {}
-    charts = [margins_chart(v, k + 1) for k, v in enumerate(doc["judges"])]
+    charts = [c for k, v in enumerate(doc["judges"]) for c in (margins_chart(v, k + 1), sequences_chart(v, k + 1))]
     charts.append(Chart(
         id="pool-history", kind="line",
         title="human-pool score (mean over held-out humans of their agreement with the others) over label_seq",

@@ -71,7 +71,11 @@ def infeasible_sentence(m: int | None, n_items: int, reason: str, hint: dict[str
 
 
 def monitoring_note(doc: dict[str, Any]) -> str:
-    """How the decision may be read: fixed-sample, valid at the planned overlap and provisional before it."""
+    """How the decision may be read: anytime-valid, or fixed-sample (valid at the planned overlap, provisional
+    before it)."""
+    if doc.get("monitoring_mode") == "anytime":
+        return ("monitoring: anytime-valid. The decision may be read after every label and acted on at once: "
+                "the chance that any look wrongly passes or rejects stays below alpha (docs/method.md §8).")
     plan = doc.get("plan") or {}
     target, done = plan.get("m_target"), plan.get("m_done_min", 0)
     if not target:

@@ -35,8 +35,8 @@ from service.uploads import RawBody
 
 router = APIRouter(tags=["dashboard"])
 INDEX_PAGE_SIZE = 25
-ChartId = Annotated[str, Path(max_length=40, description="A chart's id, as in the page: `margins-1` (one per judge), "
-                                                         "`pool-history`, `progress`, `overlap-curve`.")]
+ChartId = Annotated[str, Path(max_length=40, description="A chart's id, as in the page: `margins-1`, `sequences-1` "
+                                                         "(one each per judge), `pool-history`, `progress`, `overlap-curve`.")]
 
 
 def _login_form(message: str = "", status_code: int = 200) -> HTMLResponse:

@@ -188,18 +188,19 @@ def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
 
 
 def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
-    from service.dashboard import dashboard_page
-    from service.db import session_scope
-    from service.models import Project
+    from service.charts import chart_csv, chart_svg
+    from service.dashboard_charts import dashboard_charts
+    from service.dashboard_notes import monitoring_note
 
     pid, _ = interleaved_project(client, n_items=120)
     doc = client.get(f"/projects/{pid}/reliability").json()
-    with session_scope(client.app.state.sessions) as session:
-        page = dashboard_page(session.get(Project, pid), doc, [], [], '"e"')
-    assert page.count('class="band"') == 3
-    assert "anytime-valid" in page and "(anytime mode)" in page
+    chart = {c.id: c for c in dashboard_charts(doc, [], [])}["sequences-1"]
+    assert chart_svg(chart).count('class="band"') == 3
+    rows = chart_csv(chart).splitlines()
+    assert rows[0] == "rater,label_seq,n,lower,upper" and len(rows) == 1 + 3 * 60
+    last = {r["rater"]: r for r in doc["monitoring"]["raters"]}
+    assert rows[60].split(",")[:3] == ["prim", str(last["prim"]["band"][-1]["label_seq"]), "120"]
+    assert "anytime-valid" in monitoring_note(doc)
     client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}})
     doc = client.get(f"/projects/{pid}/reliability").json()
-    with session_scope(client.app.state.sessions) as session:
-        page = dashboard_page(session.get(Project, pid), doc, [], [], '"e"')
-    assert "fixed-sample" in page and "provisional" in page
+    assert "fixed-sample" in monitoring_note(doc) and "provisional" in monitoring_note(doc)

@@ -71,6 +71,8 @@ def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path
             assert decision in driver.find_element(By.ID, "decision").text
             assert len(driver.find_elements(By.CSS_SELECTOR, "#margins-1 circle.estimate")) == 4
             assert len(driver.find_elements(By.CSS_SELECTOR, "#margins-1 line.ci")) == 4
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#sequences-1 polygon.band")) == 4
+            assert "anytime-valid" in driver.find_element(By.ID, "monitoring").text
             assert driver.find_elements(By.CSS_SELECTOR, "#pool-history polyline.series")
             assert driver.find_elements(By.CSS_SELECTOR, "#overlap-curve polyline.series")
             assert "?" not in driver.current_url, "the key must never travel in a URL"
