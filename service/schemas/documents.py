@@ -42,8 +42,53 @@ class HumanPool(_Document):
     n_raters: int
 
 
+class BandPoint(_Document):
+    """One point of a human's confidence sequence: bounds on ``d_k`` after ``n`` usable items."""
+
+    label_seq: int
+    n: int
+    lower: float
+    upper: float
+
+
+class RaterMonitoring(_Document):
+    """One held-out human under anytime-valid monitoring (docs/method.md §8)."""
+
+    rater: str
+    status: Literal["won", "lost", "open"] = Field(description="Certified won or lost at some look, else open.")
+    certified_at_label_seq: int | None
+    e_value: float | None = Field(description="Capital against 'the judge is worse than the margin'.")
+    e_value_lost: float | None = Field(description="Capital against 'the judge is within the margin'.")
+    threshold: float = Field(description="What one e-value must reach alone (K / alpha).")
+    n: int = Field(description="Usable items in arrival order.")
+    d: float | None
+    cs: Interval = Field(description="Confidence-sequence bounds on d_k now (valid at every look).")
+    band: list[BandPoint] = Field(description="The confidence sequence at up to 60 points of label_seq.")
+
+
+class Monitoring(_Document):
+    """The decision that may be read at every look, and what it rests on (docs/method.md §8)."""
+
+    mode: Literal["anytime", "fixed"]
+    decision: Literal["pass", "reject", "continue", "inconclusive", "insufficient_data"]
+    reason: str
+    looks: int = Field(description="Prefixes (distinct label_seq values) at which the decision was evaluated.")
+    decided_at_label_seq: int | None
+    needed_won: int
+    budget: int | None = Field(description="Usable overlap per human after which 'continue' is 'inconclusive'.")
+    alpha: float
+    epsilon: float
+    multiplicity: Literal["e-bh", "bonferroni"]
+    raters: list[RaterMonitoring]
+
+
 class JudgeValidation(_Document):
-    """One judge's decision against the human pool, with the per-human margins behind it."""
+    """One judge's decision against the human pool, with the per-human margins behind it.
+
+    ``decision`` is the one in force: the monitored decision in anytime mode, else the
+    fixed-sample one (``provisional`` until every secondary has the plan's ``m``);
+    ``fixed_decision`` is the fixed-sample decision in both modes.
+    """
 
     judge: str
     decision: str
@@ -56,6 +101,9 @@ class JudgeValidation(_Document):
     epsilon: float
     raters: list[RaterMargin]
     human_pool: HumanPool
+    provisional: bool
+    fixed_decision: str
+    monitoring: Monitoring | None
 
 
 class DocumentProtocol(_Document):
@@ -141,6 +189,10 @@ class ReliabilityDocument(_Document):
     plan: PlanProgress | None
     recipe_now: RecipeNow
     judges: list[JudgeValidation]
+    monitoring_mode: Literal["anytime", "fixed"]
+    provisional: bool
+    fixed_decision: str
+    monitoring: Monitoring | None
 
 
 class JudgeRank(_Document):

@@ -172,9 +172,10 @@ def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
     for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
         client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
     good = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.90})
-    block = good.json()["recipe"]["monitoring"]
-    assert block["simulated"] and block["mode"] == "anytime" and block["m_cert"] == 117
-    assert 117 < block["expected_stop"] < 5 * 117 and block["budget"] >= block["expected_stop"]
+    recipe = good.json()["recipe"]
+    block, m = recipe["monitoring"], recipe["m_planned"]
+    assert block["simulated"] and block["mode"] == "anytime" and block["m_cert"] == m
+    assert 0.5 * m < block["expected_stop"] < 5 * m and block["budget"] >= block["expected_stop"]
     assert block["wrong_decision"] == "reject"
     assert block["error"]["anytime"] <= 0.05 + 2 * block["mc_se_max"]
     # a judge worse than the margin, planned at a fixed m: peeking approves it, anytime does not
