@@ -32,10 +32,12 @@ from service.routes import (
     reliability,
     report,
     simulations,
+    webhooks,
 )
 from service.schemas import ItemIn, LabelIn
 from service.security_headers import SecurityHeaders
 from service.settings import Settings, get_settings
+from service.webhook_sender import WebhookSender
 
 log = logging.getLogger("annoplan")
 STATIC = Path(__file__).parent / "static"
@@ -64,7 +66,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             pass
         if secret:
             print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
+        sender = WebhookSender(app.state.sessions, settings, app.state.documents)
+        if settings.webhook_sender:
+            sender.start()
         yield
+        sender.stop()
         engine.dispose()
 
     app = FastAPI(
@@ -75,7 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
-        dashboard, label_studio, docs,
+        dashboard, label_studio, docs, webhooks,
     ):
         app.include_router(module.router)
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")

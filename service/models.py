@@ -291,3 +291,79 @@ class LabelStudioIssue(Base):
     status: Mapped[str] = mapped_column(String(16), default="open")  # open, resolved
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     resolved_at: Mapped[datetime | None]
+
+
+class Certificate(Base):
+    """A frozen, re-derivable validation decision (an in-toto statement); one per (label_seq, settings)."""
+
+    __tablename__ = "certificates"
+    __table_args__ = (UniqueConstraint("project_id", "label_seq", "settings_sha256"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    label_seq: Mapped[int] = mapped_column(BigInteger)
+    settings_sha256: Mapped[str] = mapped_column(String(64))
+    criterion: Mapped[str] = mapped_column(String(100))
+    decision: Mapped[str] = mapped_column(String(32))
+    statement: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Webhook(Base):
+    """An outbound webhook: where to send which events, signed with its secret (Standard Webhooks)."""
+
+    __tablename__ = "webhooks"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[list[str]]
+    secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WebhookEvent(Base):
+    """The transactional outbox: an event, written in the transaction of the change it announces."""
+
+    __tablename__ = "webhook_events"
+    __table_args__ = (UniqueConstraint("project_id", "dedupe_key"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    type: Mapped[str] = mapped_column(String(40))
+    dedupe_key: Mapped[str | None] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WebhookDelivery(Base):
+    """One event to one webhook: attempts, the next try, the lease of the sender working on it."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    webhook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"), index=True)
+    event_id: Mapped[str] = mapped_column(ForeignKey("webhook_events.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(default=utcnow)
+    retry_until: Mapped[datetime]
+    lease_until: Mapped[datetime | None]
+    lease_token: Mapped[str | None] = mapped_column(String(40))
+    last_attempt_at: Mapped[datetime | None]
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    delivered_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DecisionWatch(Base):
+    """The last decision the webhook sender saw for a project, so a change is announced once."""
+
+    __tablename__ = "decision_watches"
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    label_seq: Mapped[int] = mapped_column(BigInteger)
+    decision: Mapped[str | None] = mapped_column(String(32))
+    omega: Mapped[float | None]

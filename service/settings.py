@@ -29,6 +29,14 @@ class Settings(BaseSettings):
     # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
     # this server send requests where a pm says, so set it wherever that network matters.
     label_studio_urls: list[str] = Field(default_factory=list)
+    webhook_sender: bool = Field(True, description="Run the outbound webhook sender in this process.")
+    webhook_allow_private: bool = Field(False, description="Allow webhook targets on loopback or private networks.")
+    webhook_poll_seconds: float = Field(1.0, gt=0)
+    webhook_timeout_seconds: float = Field(10.0, gt=0)
+    webhook_lease_seconds: float = Field(60.0, gt=0)
+    webhook_retry_base_seconds: float = Field(5.0, gt=0)
+    webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
+    webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)
 
 
 @lru_cache

@@ -17,6 +17,7 @@ from service.deps import (
 from service.errors import NotFound, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import Plan
+from service.outbox import emit
 from service.planning import create_plan, current_plan, plan_progress
 from service.schemas import PlanCreate, PlanRead
 
@@ -46,6 +47,9 @@ def post_plan(
 
     def write() -> tuple[int, PlanRead]:
         plan, _ = create_plan(session, project, body, n_resamples=min(settings.bootstrap_resamples, 500))
+        announced = {"plan": plan.id, "purpose": plan.purpose, "design": plan.design, "m": plan.m,
+                     "label_seq": plan.label_seq}
+        emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
         return 201, plan_read(plan, plan_progress(session, project, plan))
 
     return idempotent_write(session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write)

@@ -1,0 +1,268 @@
+"""Outbound webhooks: subscriptions, signed deliveries (checked by the standardwebhooks package),
+retries with backoff, the delivery log, redelivery, every event type, the SSRF guard, and claims
+that never hand one delivery to two senders."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from standardwebhooks import Webhook as Verifier
+
+from service.app import create_app
+from service.models import WebhookDelivery
+from service.settings import Settings
+from service.webhook_sender import WebhookSender, after_failure, claim_due, retry_delay
+from tests.conftest import ADMIN_KEY
+from tests.webhook_receiver import Receiver
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    """The app with the background sender off (tests run its rounds), private targets allowed."""
+    quiet = settings.model_copy(update={
+        "webhook_sender": False, "webhook_allow_private": True, "webhook_retry_base_seconds": 0.01,
+        "bootstrap_resamples": 200, "lease_seconds": 1,
+    })
+    with TestClient(create_app(quiet), raise_server_exceptions=False) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        yield c
+
+
+def sender_of(client: TestClient) -> WebhookSender:
+    app = client.app
+    return WebhookSender(app.state.sessions, app.state.settings, app.state.documents)
+
+
+def run_until(client: TestClient, receiver: Receiver, n: int, rounds: int = 50) -> list:
+    sender = sender_of(client)
+    for _ in range(rounds):
+        sender.run_once()
+        if len(receiver.received) >= n:
+            break
+        time.sleep(0.02)
+    return receiver.wait_for(n, timeout=1)
+
+
+@pytest.fixture
+def pid(client: TestClient) -> str:
+    p = client.post("/projects", json={"name": "hooks", "labels": ["pass", "fail"]}).json()
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        assert client.post(f"/projects/{p['id']}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    items = [{"external_id": f"i{i:02d}"} for i in range(20)]
+    assert client.post(f"/projects/{p['id']}/items", json=items).status_code == 200
+    return p["id"]
+
+
+def subscribe(client: TestClient, pid: str, url: str, events: list[str]) -> dict:
+    r = client.post(f"/projects/{pid}/webhooks", json={"url": url, "events": events})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def verified(hook: dict, received) -> dict:
+    """The payload, after the standardwebhooks package accepted the signature."""
+    return Verifier(hook["secret"]).verify(received.body, received.headers)
+
+
+def test_subscribe_list_get_delete(client: TestClient, pid: str) -> None:
+    hook = subscribe(client, pid, "http://127.0.0.1:9/hook", ["plan.created", "decision.changed"])
+    assert hook["secret"].startswith("whsec_") and hook["events"] == ["decision.changed", "plan.created"]
+    listed = client.get(f"/projects/{pid}/webhooks").json()["items"]
+    assert [h["id"] for h in listed] == [hook["id"]] and "secret" not in listed[0]
+    assert "secret" not in client.get(f"/projects/{pid}/webhooks/{hook['id']}").json()
+    assert client.delete(f"/projects/{pid}/webhooks/{hook['id']}").status_code == 204
+    assert client.get(f"/projects/{pid}/webhooks/{hook['id']}").status_code == 404
+    assert client.get(f"/projects/{pid}/webhooks").json()["items"] == []
+
+
+@pytest.mark.parametrize("body, code", [
+    ({"url": "not a url", "events": ["plan.created"]}, "invalid_url"),
+    ({"url": "ftp://example.com/x", "events": ["plan.created"]}, "invalid_url"),
+    ({"url": "http://user:pw@example.com/x", "events": ["plan.created"]}, "invalid_url"),
+    ({"url": "http://host.invalid/x", "events": ["plan.created"]}, "unresolvable_host"),
+    ({"url": "http://127.0.0.1:9/x", "events": ["label.created"]}, "validation_error"),
+    ({"url": "http://127.0.0.1:9/x", "events": []}, "validation_error"),
+])
+def test_bad_subscriptions_are_refused_and_nothing_is_written(
+    client: TestClient, pid: str, body: dict, code: str
+) -> None:
+    r = client.post(f"/projects/{pid}/webhooks", json=body)
+    assert r.status_code == 422 and r.json()["error"] == code, r.text
+    assert client.get(f"/projects/{pid}/webhooks").json()["items"] == []
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/x", "http://localhost/x", "http://10.1.2.3/x",
+                                 "http://169.254.169.254/latest", "http://[::1]/x", "http://[::ffff:127.0.0.1]/x"])
+def test_ssrf_guard_refuses_private_targets(settings: Settings, url: str) -> None:
+    strict = settings.model_copy(update={"webhook_sender": False})
+    with TestClient(create_app(strict), raise_server_exceptions=False) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        p = c.post("/projects", json={"name": "x", "labels": ["a", "b"]}).json()["id"]
+        r = c.post(f"/projects/{p}/webhooks", json={"url": url, "events": ["plan.created"]})
+        assert r.status_code == 422 and r.json()["error"] == "private_target", r.text
+        assert "ANNOPLAN_WEBHOOK_ALLOW_PRIVATE" in r.json()["detail"]
+        assert c.get(f"/projects/{p}/webhooks").json()["items"] == []
+
+
+def test_only_pms_manage_webhooks(client: TestClient, pid: str) -> None:
+    keys = {
+        role: client.post(f"/projects/{pid}/keys",
+                          json={"role": role, **({"rater": "h2"} if role == "annotator" else {})}).json()["key"]
+        for role in ("pm", "viewer", "annotator")
+    }
+    body = {"url": "http://127.0.0.1:9/x", "events": ["plan.created"]}
+    assert client.post(f"/projects/{pid}/webhooks", json=body, headers={"Authorization": f"Bearer {keys['pm']}"}
+                       ).status_code == 201
+    for role in ("viewer", "annotator"):
+        auth = {"Authorization": f"Bearer {keys[role]}"}
+        assert client.post(f"/projects/{pid}/webhooks", json=body, headers=auth).status_code == 403
+        assert client.get(f"/projects/{pid}/webhooks", headers=auth).status_code == 403
+
+
+def plan(client: TestClient, pid: str) -> dict:
+    r = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random",
+                                                   "seed": 1})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_plan_created_is_signed_and_logged(client: TestClient, pid: str) -> None:
+    with Receiver() as receiver:
+        hook = subscribe(client, pid, receiver.url, ["plan.created"])
+        made = plan(client, pid)
+        (got,) = run_until(client, receiver, 1)
+        payload = verified(hook, got)
+        assert payload["type"] == "plan.created" and payload["data"]["plan"] == made["id"]
+        assert payload["data"]["project"] == pid and got.headers["webhook-signature"].startswith("v1,")
+        log = client.get(f"/projects/{pid}/webhooks/{hook['id']}/deliveries").json()["items"]
+        assert [(d["status"], d["attempts"], d["event_id"]) for d in log] == [
+            ("delivered", 1, got.headers["webhook-id"])]
+        tampered = got.body.replace(made["id"].encode(), b"plan_forged000000")
+        with pytest.raises(Exception, match="(?i)signature"):
+            Verifier(hook["secret"]).verify(tampered, got.headers)
+
+
+def test_failures_are_retried_with_the_same_id_then_redelivered(client: TestClient, pid: str) -> None:
+    with Receiver(lambda n: (500 if n < 2 else 200, 0.0)) as receiver:
+        hook = subscribe(client, pid, receiver.url, ["plan.created"])
+        plan(client, pid)
+        got = run_until(client, receiver, 3)
+        assert len({g.headers["webhook-id"] for g in got}) == 1
+        (delivery,) = client.get(f"/projects/{pid}/webhooks/{hook['id']}/deliveries").json()["items"]
+        assert delivery["status"] == "delivered" and delivery["attempts"] == 3 and delivery["last_error"] is None
+        r = client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver")
+        assert r.status_code == 202 and r.json()["status"] == "pending"
+        again = run_until(client, receiver, 4)[-1]
+        assert again.headers["webhook-id"] == got[0].headers["webhook-id"]
+        assert verified(hook, again)["type"] == "plan.created"
+        assert client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/999999/redeliver").status_code == 404
+
+
+def test_a_failing_target_is_logged_and_given_up_after_the_window(client: TestClient, pid: str) -> None:
+    client.app.state.settings = client.app.state.settings.model_copy(update={"webhook_retry_window_seconds": 0})
+    with Receiver(lambda n: (503, 0.0)) as receiver:
+        hook = subscribe(client, pid, receiver.url, ["plan.created"])
+        plan(client, pid)
+        run_until(client, receiver, 1)
+        (delivery,) = client.get(f"/projects/{pid}/webhooks/{hook['id']}/deliveries").json()["items"]
+        assert delivery["status"] == "failed" and delivery["last_status_code"] == 503
+        assert delivery["last_error"].startswith("HTTP 503")
+
+
+def test_backoff_keeps_trying_for_at_least_24_hours() -> None:
+    """A target that always fails: exponential, jittered delays; retried until the window ends, then failed."""
+    rng = random.Random(0)
+    start = now = datetime(2026, 1, 1, tzinfo=UTC)
+    until = start + timedelta(hours=24)
+    delays, status, attempts = [], "pending", 0
+    while status == "pending":
+        attempts += 1
+        delay = retry_delay(attempts, base=5, cap=7200, rng=rng)
+        status, next_at = after_failure(attempts, now, until, delay)
+        delays.append((next_at - now).total_seconds())
+        now = next_at
+    assert now - start >= timedelta(hours=24) and status == "failed"
+    assert all(2.5 * 2 ** k <= d <= 5 * 2 ** k for k, d in enumerate(delays[:8]))  # doubling, jittered
+    assert max(delays) <= 7200 and len(set(delays[:10])) == 10
+    assert 20 < attempts < 40
+
+
+def test_claims_never_hand_one_delivery_to_two_senders(client: TestClient, pid: str) -> None:
+    """Six senders claim at once, over and over: every delivery is claimed exactly once."""
+    with Receiver() as receiver:
+        subscribe(client, pid, receiver.url, ["plan.created"])
+        for _ in range(12):
+            plan(client, pid)
+    sessions = client.app.state.sessions
+    claims: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def work() -> None:
+        barrier.wait()
+        while got := claim_due(sessions, lease_seconds=600, limit=2):
+            claims.extend(c.id for c in got)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(Counter(claims).values()) == [1] * 12
+    with sessions() as s:
+        assert {d.attempts for d in s.query(WebhookDelivery)} == {1}
+
+
+def labels(client: TestClient, pid: str, judge_agrees: bool) -> None:
+    rows = []
+    for i in range(20):
+        truth = "pass" if i % 3 else "fail"
+        other = "fail" if truth == "pass" else "pass"
+        rows += [{"item": f"i{i:02d}", "rater": r, "value": truth} for r in ("prim", "h2", "h3")]
+        rows.append({"item": f"i{i:02d}", "rater": "judge", "value": truth if judge_agrees else other})
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+
+
+def test_decision_changed_carries_old_and_new(client: TestClient, pid: str) -> None:
+    with Receiver() as receiver:
+        hook = subscribe(client, pid, receiver.url, ["decision.changed"])
+        sender_of(client).run_once()
+        assert receiver.received == []  # nothing changed since the subscription
+        labels(client, pid, judge_agrees=True)
+        first = verified(hook, run_until(client, receiver, 1)[0])["data"]
+        assert (first["old"]["decision"], first["new"]["decision"]) == ("insufficient_data", "pass")
+        assert first["omega"] == 1.0 and first["label_seq"] == 80
+        labels(client, pid, judge_agrees=False)
+        second = verified(hook, run_until(client, receiver, 2)[1])["data"]
+        assert (second["old"]["decision"], second["new"]["decision"]) == ("pass", "reject")
+        assert second["new"]["omega"] == 0.0 and second["label_seq"] == 100
+        sender_of(client).run_once()
+        assert len(receiver.received) == 2  # announced once
+
+
+def test_plan_reached_and_batch_expired(client: TestClient, pid: str) -> None:
+    with Receiver() as receiver:
+        hook = subscribe(client, pid, receiver.url, ["plan.reached", "batch.expired"])
+        r = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random",
+                                                       "seed": 1, "m": 3})
+        assert r.status_code == 201, r.text
+        batch = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 3}).json()
+        time.sleep(1.1)  # the test app's lease is one second
+        expired = verified(hook, run_until(client, receiver, 1)[0])
+        assert expired["type"] == "batch.expired" and expired["data"]["batch"] == batch["id"]
+        assert expired["data"]["unlabeled"] == batch["items"]
+        for rater in ("h2", "h3"):
+            items = client.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 3}).json()["items"]
+            rows = [{"item": i, "rater": rater, "value": "pass"} for i in items]
+            assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+        reached = verified(hook, run_until(client, receiver, 2)[1])
+        assert reached["type"] == "plan.reached" and reached["data"]["m_done_min"] == 3
+        sender_of(client).run_once()
+        assert [json.loads(g.body)["type"] for g in receiver.received] == ["batch.expired", "plan.reached"]
