@@ -268,7 +268,8 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
     if report_digest != digests["report"]:
         mismatches.append(Mismatch("report", "the predicate differs from the one the report digest certifies",
                                    digests["report"], report_digest))
-    echoed = predicate["result"].get("computed_with", {}) if isinstance(predicate["result"], Mapping) else {}
+    result = predicate["result"] if isinstance(predicate["result"], Mapping) else {}
+    echoed = result.get("computed_with") if isinstance(result.get("computed_with"), Mapping) else {}
     for section, key in ECHOED:
         name, now = f"{section}.{key}", predicate[section].get(key)
         if echoed.get(name) != now:
@@ -281,9 +282,10 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
     else:
         recomputed["computed_with"] = echoed  # a changed setting is named once, above
         mismatches += _differences(predicate["result"], recomputed, "result")
+    software = predicate.get("software") if isinstance(predicate.get("software"), Mapping) else {}
+    here = software_versions()
     notes = tuple(
-        f"certified with {name} {version}, checked with {software_versions()[name]}"
-        for name, version in sorted((predicate.get("software") or {}).items())
-        if software_versions().get(name, version) != version
+        f"certified with {name} {version}, checked with {here[name]}"
+        for name, version in sorted(software.items()) if here.get(name, version) != version
     )
     return Verification(match=not mismatches, mismatches=tuple(mismatches), notes=notes)

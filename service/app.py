@@ -20,6 +20,7 @@ from service.reliability import DocumentCache
 from service.routes import (
     agreement,
     batches,
+    certificates,
     dashboard,
     docs,
     health,
@@ -81,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
-        dashboard, label_studio, docs, webhooks,
+        dashboard, label_studio, docs, webhooks, certificates,
     ):
         app.include_router(module.router)
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")

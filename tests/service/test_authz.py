@@ -85,6 +85,17 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg", 200, 200, 403, 200, 401, 401, 404),
+    # outbound webhooks: PMs only; certificates: issued by PMs, read by viewers, verified with any key
+    ("POST", "/projects/{pid}/webhooks", 201, 201, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/webhooks", 200, 200, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/webhooks/{wid}", 200, 200, 403, 403, 401, 401, 404),
+    ("DELETE", "/projects/{pid}/webhooks/{wid}", 204, 204, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/webhooks/{wid}/deliveries", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/webhooks/{wid}/deliveries/{did}/redeliver", 202, 202, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/certificates", 201, 201, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/certificates", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/certificates/{cid}", 200, 200, 403, 200, 401, 401, 404),
+    ("POST", "/certificates/verify", 200, 200, 200, 200, 401, 401, 200),
     ("GET", "/login", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/login", 303, 303, 303, 303, 401, 401, 303),  # the caller's key posted in the form
 ]
@@ -131,7 +142,7 @@ def module_url(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> s
 @pytest.fixture(scope="module")
 def world(module_url: str) -> Iterator[World]:
     settings = Settings(database_url=module_url, admin_key=ADMIN_KEY, bootstrap_resamples=20,
-                        simulation_sync_limit=1_000)
+                        simulation_sync_limit=1_000, webhook_sender=False, webhook_allow_private=True)
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         w = World(client, "", "")
         w.pid = w.admin("POST", "/projects", json={"name": "A", "labels": ["pass", "fail"]})["id"]
@@ -193,7 +204,39 @@ def _throwaway_key(w: World, caller: str) -> Request:
     return {"kid": w.key(w.pid, "viewer")[0]}, {}
 
 
+def _webhook(w: World, caller: str) -> Request:
+    hook = w.admin("POST", f"/projects/{w.pid}/webhooks", json={"url": "http://127.0.0.1:9/h", "events": ["plan.created"]})
+    return {"wid": hook["id"]}, {}
+
+
+def _delivery(w: World, caller: str) -> Request:
+    params, _ = _webhook(w, caller)
+    w.admin("POST", f"/projects/{w.pid}/plan", json=PLAN)
+    (delivery,) = w.admin("GET", f"/projects/{w.pid}/webhooks/{params['wid']}/deliveries")["items"]
+    return {**params, "did": str(delivery["id"])}, {}
+
+
+def _certificate(w: World, caller: str) -> Request:
+    made = w.admin("POST", f"/projects/{w.pid}/certificates", json={"seed": next(w.counter), "n_resamples": 10})
+    return {"cid": made["predicate"]["certificate"]["id"]}, {}
+
+
+def _verification(w: World, caller: str) -> Request:
+    made = w.admin("POST", f"/projects/{w.pid}/certificates", json={"n_resamples": 10})
+    labels = w.admin("GET", f"/projects/{w.pid}/labels", params={"limit": 1000})["items"]
+    return {}, {"json": {"certificate": made, "labels": labels}}
+
+
 BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
+    ("POST", "/projects/{pid}/webhooks"): lambda w, c: (
+        {}, {"json": {"url": "http://127.0.0.1:9/h", "events": ["decision.changed"]}}),
+    ("GET", "/projects/{pid}/webhooks/{wid}"): _webhook,
+    ("DELETE", "/projects/{pid}/webhooks/{wid}"): _webhook,
+    ("GET", "/projects/{pid}/webhooks/{wid}/deliveries"): _webhook,
+    ("POST", "/projects/{pid}/webhooks/{wid}/deliveries/{did}/redeliver"): _delivery,
+    ("POST", "/projects/{pid}/certificates"): lambda w, c: ({}, {"json": {"seed": next(w.counter), "n_resamples": 10}}),
+    ("GET", "/projects/{pid}/certificates/{cid}"): _certificate,
+    ("POST", "/certificates/verify"): _verification,
     ("POST", "/agreement"): lambda w, c: ({}, {"json": AGREEMENT}),
     ("POST", "/projects"): lambda w, c: ({}, {"json": {"name": w.fresh("p"), "labels": ["x", "y"]}}),
     ("PATCH", "/projects/{pid}"): lambda w, c: ({}, {"json": {"name": "A"}}),

@@ -1,0 +1,114 @@
+"""Certificates: freeze the decision with its labels and settings; re-derive one from a label export."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import select
+
+from planner.certificate import verify_certificate
+from service.certificate_schemas import (
+    CertificateCreate,
+    CertificateSummary,
+    MismatchRead,
+    Statement,
+    VerifyRequest,
+    VerifyResult,
+)
+from service.certificates import certificate_settings, existing_certificate, issue_certificate, snapshot_at
+from service.db import session_scope
+from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
+from service.errors import Invalid, NotFound, error_responses
+from service.models import Certificate
+from service.pagination import PageDep, encode_cursor
+from service.routes.projects import ProjectId
+from service.schemas import Page
+
+router = APIRouter(tags=["certificates"])
+CertificateId = Annotated[str, Path(description="The certificate's id.")]
+
+
+def _statement_response(row: Certificate, status: int) -> JSONResponse:
+    location = f"/projects/{row.project_id}/certificates/{row.id}"
+    return JSONResponse(row.statement, status, headers={"Location": location})
+
+
+@router.post(
+    "/projects/{pid}/certificates", status_code=201, response_model=Statement,
+    responses={**error_responses(401, 403, 404, 409, 422),
+               200: {"model": Statement, "description": "Already issued for these labels and settings"}},
+)
+def post_certificate(
+    pid: ProjectId, body: CertificateCreate, request: Request, session: ReadSession, principal: PrincipalDep,
+    settings: SettingsDep,
+) -> JSONResponse:
+    """Freeze the decision at the current (or a given) `label_seq` as an in-toto Statement v1.
+
+    Subjects: `labels-snapshot` (SHA-256 of the RFC 8785 canonical label rows up to
+    `label_seq`) and `report` (SHA-256 of the canonical predicate without its issue
+    metadata). The predicate holds the protocol, decision settings, plan, seeds, software
+    versions and result. Idempotent: the same `label_seq` and settings return the first
+    certificate (200). 409 `no_judge` when the project has no judge.
+    """
+    project = project_for(session, principal, pid, "admin", "pm")
+    frozen = certificate_settings(session, project, body, n_resamples=settings.bootstrap_resamples)
+    twin = existing_certificate(session, pid, frozen)
+    if twin is not None:
+        return _statement_response(twin, 200)
+    snapshot = snapshot_at(session, pid, frozen["label_seq"])
+    with session_scope(request.app.state.sessions, write=True) as writer:
+        row, created = issue_certificate(writer, frozen, snapshot,
+                                         retry_window_seconds=settings.webhook_retry_window_seconds)
+    return _statement_response(row, 201 if created else 200)
+
+
+@router.get("/projects/{pid}/certificates", response_model=Page[CertificateSummary],
+            responses=error_responses(401, 403, 404, 422))
+def list_certificates(pid: ProjectId, session: ReadSession, principal: PrincipalDep, page: PageDep
+                      ) -> Page[CertificateSummary]:
+    """The project's certificates, oldest first (viewers and up)."""
+    project_for(session, principal, pid, "admin", "pm", "viewer")
+    offset = page.after or 0
+    rows = session.scalars(
+        select(Certificate).where(Certificate.project_id == pid).order_by(Certificate.created_at, Certificate.id)
+        .offset(offset).limit(page.limit + 1)
+    ).all()
+    items = [
+        CertificateSummary(id=c.id, label_seq=c.label_seq, criterion=c.criterion, decision=c.decision,
+                           report_sha256=c.statement["subject"][1]["digest"]["sha256"], created_at=c.created_at)
+        for c in rows[: page.limit]
+    ]
+    more = len(rows) > page.limit
+    return Page(items=items, next_cursor=encode_cursor(offset + page.limit) if more else None)
+
+
+@router.get("/projects/{pid}/certificates/{cid}", response_model=Statement, responses=error_responses(401, 403, 404))
+def get_certificate(pid: ProjectId, cid: CertificateId, session: ReadSession, principal: PrincipalDep) -> JSONResponse:
+    """One certificate: the in-toto statement (viewers and up)."""
+    project_for(session, principal, pid, "admin", "pm", "viewer")
+    row = session.get(Certificate, cid)
+    if row is None or row.project_id != pid:
+        raise NotFound(f"certificate {cid[:100]!r} not found")
+    return _statement_response(row, 200)
+
+
+@router.post("/certificates/verify", response_model=VerifyResult, responses=error_responses(401, 413, 422))
+def post_verify(body: VerifyRequest, principal: PrincipalDep) -> VerifyResult:
+    """Re-derive a certificate from a label export (any key; nothing is read from the database).
+
+    Recomputes the snapshot digest and the decision under the predicate's settings:
+    `match` is false when a label was changed, removed or added, a setting such as
+    `decision.epsilon` or `seeds.seed` was edited, or the result does not recompute —
+    each mismatch names its field.
+    """
+    try:
+        check = verify_certificate(body.certificate, body.labels)
+    except ValueError as error:
+        raise Invalid(str(error)[:300], code="invalid_certificate") from None
+    return VerifyResult(
+        match=check.match, notes=list(check.notes),
+        mismatches=[MismatchRead(field=m.field, reason=m.reason, certified=m.certified, found=m.found)
+                    for m in check.mismatches],
+    )

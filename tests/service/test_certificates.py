@@ -1,0 +1,191 @@
+"""Certificates over HTTP: issue (idempotent), list and read by role, the snapshot digest checked by an
+independent canonicalisation of the label export, verification by any key, and the offline CLI."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from service.cli import app as cli
+
+RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]
+
+
+def make_project(client: TestClient, raters: list[tuple[str, str]] = RATERS) -> str:
+    pid = client.post("/projects", json={"name": "cert", "labels": ["pass", "fail"]}).json()["id"]
+    for ext, kind in raters:
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i:02d}"} for i in range(30)]).status_code == 200
+    return pid
+
+
+def write_labels(client: TestClient, pid: str, *, flip_every: int) -> None:
+    rows = []
+    for i in range(30):
+        truth = "pass" if i % 3 else "fail"
+        rows += [{"item": f"i{i:02d}", "rater": r, "value": truth} for r in ("prim", "h2")]
+        rows.append({"item": f"i{i:02d}", "rater": "h3", "value": truth if i % 5 else "pass"})
+        wrong = i % flip_every == 0
+        rows.append({"item": f"i{i:02d}", "rater": "judge", "value": ("fail" if truth == "pass" else "pass") if wrong else truth})
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+
+
+@pytest.fixture
+def pid(client: TestClient) -> str:
+    pid = make_project(client)
+    write_labels(client, pid, flip_every=4)
+    write_labels(client, pid, flip_every=6)  # corrections: a history with superseded events
+    return pid
+
+
+def history(client: TestClient, pid: str) -> list[dict]:
+    text = client.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}).text
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_issue_is_idempotent_per_label_seq_and_settings(client: TestClient, pid: str) -> None:
+    r = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100})
+    assert r.status_code == 201, r.text
+    s = r.json()
+    cid = s["predicate"]["certificate"]["id"]
+    assert r.headers["location"] == f"/projects/{pid}/certificates/{cid}"
+    assert s["_type"] == "https://in-toto.io/Statement/v1"
+    assert s["predicateType"] == "https://annoplan.dev/validation-certificate/v1"
+    assert [x["name"] for x in s["subject"]] == ["labels-snapshot", "report"]
+    p = s["predicate"]
+    assert p["label_seq"] == 127 and p["decision"]["epsilon"] == 0.05 and p["seeds"]["bit_generator"] == "PCG64"
+    assert p["raters"] == dict(RATERS) and p["result"]["decision"] in ("pass", "reject", "inconclusive")
+    again = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100})
+    assert again.status_code == 200 and again.json() == s
+    other = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100, "seed": 5})
+    assert other.status_code == 201 and other.json()["predicate"]["certificate"]["id"] != cid
+    listed = client.get(f"/projects/{pid}/certificates").json()["items"]
+    assert [c["id"] for c in listed] == [cid, other.json()["predicate"]["certificate"]["id"]]
+    assert client.get(f"/projects/{pid}/certificates/{cid}").json() == s
+
+
+def test_snapshot_digest_matches_an_independent_canonicalisation(client: TestClient, pid: str) -> None:
+    """At an earlier label_seq: the latest event per cell up to it, sorted, hashed with json + hashlib."""
+    cut = 123  # inside the corrections: some cells at their first value, some at their second
+    s = client.post(f"/projects/{pid}/certificates", json={"label_seq": cut, "n_resamples": 50}).json()
+    latest: dict = {}
+    for row in history(client, pid):
+        if row["seq"] <= cut:
+            latest[(row["item"], row["rater"], row["criterion"])] = row
+    rows = [{k: latest[c][k] for k in ("item", "rater", "criterion", "value", "seq")} for c in sorted(latest)]
+    canonical = json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()
+    assert s["subject"][0]["digest"]["sha256"] == hashlib.sha256(canonical).hexdigest()
+    assert s["predicate"]["snapshot"]["n_rows"] == 120 and 120 < max(r["seq"] for r in rows) <= cut
+
+
+@pytest.mark.parametrize("body, status, code", [
+    ({"label_seq": 10_000}, 422, "invalid"), ({"criterion": "tone"}, 422, "invalid"),
+    ({"seed": -1}, 422, "validation_error"), ({"colour": 1}, 422, "validation_error"),
+])
+def test_bad_requests_write_nothing(client: TestClient, pid: str, body: dict, status: int, code: str) -> None:
+    r = client.post(f"/projects/{pid}/certificates", json=body)
+    assert r.status_code == status and r.json()["error"] == code, r.text
+    assert client.get(f"/projects/{pid}/certificates").json()["items"] == []
+
+
+def test_no_judge_and_too_few_humans_are_refused(client: TestClient) -> None:
+    pid = make_project(client, [("prim", "primary"), ("h2", "human")])
+    r = client.post(f"/projects/{pid}/certificates", json={})
+    assert r.status_code == 409 and r.json()["error"] == "no_judge" and "judge" in r.json()["detail"]
+    pid = make_project(client, [("judge", "judge"), ("prim", "primary")])
+    r = client.post(f"/projects/{pid}/certificates", json={})
+    assert r.status_code == 409 and r.json()["error"] == "too_few_humans"
+    assert client.get(f"/projects/{pid}/certificates").json()["items"] == []
+
+
+def key(client: TestClient, pid: str, role: str) -> dict:
+    body = {"role": role, **({"rater": "h2"} if role == "annotator" else {})}
+    return {"Authorization": f"Bearer {client.post(f'/projects/{pid}/keys', json=body).json()['key']}"}
+
+
+def test_roles(client: TestClient, pid: str) -> None:
+    pm, viewer, annotator = (key(client, pid, r) for r in ("pm", "viewer", "annotator"))
+    made = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}, headers=pm)
+    assert made.status_code == 201
+    cid = made.json()["predicate"]["certificate"]["id"]
+    assert client.post(f"/projects/{pid}/certificates", json={}, headers=viewer).status_code == 403
+    assert client.get(f"/projects/{pid}/certificates", headers=viewer).status_code == 200
+    assert client.get(f"/projects/{pid}/certificates/{cid}", headers=viewer).status_code == 200
+    assert client.get(f"/projects/{pid}/certificates", headers=annotator).status_code == 403
+    assert client.get(f"/projects/{pid}/certificates/nope", headers=viewer).status_code == 404
+    other = make_project(client)
+    assert client.get(f"/projects/{other}/certificates/{cid}").status_code == 404
+
+
+def fields(body: dict) -> list[str]:
+    return [m["field"] for m in body["mismatches"]]
+
+
+def test_verify_endpoint_any_key(client: TestClient, pid: str) -> None:
+    s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    rows = history(client, pid)
+    viewer = key(client, pid, "viewer")
+    ok = client.post("/certificates/verify", json={"certificate": s, "labels": rows}, headers=viewer)
+    assert ok.status_code == 200 and ok.json() == {"match": True, "mismatches": [], "notes": []}
+    changed = [dict(r) for r in rows]
+    changed[-1]["value"] = "pass" if changed[-1]["value"] == "fail" else "fail"
+    bad = client.post("/certificates/verify", json={"certificate": s, "labels": changed}).json()
+    assert not bad["match"] and bad["mismatches"][0]["field"] == "labels-snapshot"
+    assert bad["mismatches"][0]["reason"].startswith("label changed")
+    edited = json.loads(json.dumps(s))
+    edited["predicate"]["decision"]["epsilon"] = 0.2
+    bad = client.post("/certificates/verify", json={"certificate": edited, "labels": rows}).json()
+    assert not bad["match"] and "decision.epsilon" in fields(bad)
+    r = client.post("/certificates/verify", json={"certificate": {"_type": "x"}, "labels": rows})
+    assert r.status_code == 422 and r.json()["error"] == "invalid_certificate"
+    assert client.post("/certificates/verify", json={"certificate": s, "labels": rows},
+                       headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+def test_cli_verify_offline(client: TestClient, pid: str, tmp_path: Path) -> None:
+    s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    cert = tmp_path / "cert.json"
+    cert.write_text(json.dumps(s))
+    exported = client.get(f"/projects/{pid}/labels", params={"format": "csv"}).text
+    labels = tmp_path / "labels.csv"
+    labels.write_text(exported)
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["verify", str(cert), str(labels)])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["match"] is True
+    ndjson = tmp_path / "labels.ndjson"
+    ndjson.write_text("\n".join(json.dumps(r) for r in history(client, pid)))
+    assert runner.invoke(cli, ["verify", str(cert), str(ndjson)]).exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(exported)))
+    removed = tmp_path / "removed.csv"
+    with removed.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows[1:])
+    bad = runner.invoke(cli, ["verify", str(cert), str(removed)])
+    assert bad.exit_code == 1
+    report = json.loads(bad.output)
+    assert not report["match"] and report["mismatches"][0]["reason"].startswith("label removed")
+    wrong = runner.invoke(cli, ["verify", str(labels), str(labels)])
+    assert wrong.exit_code != 0 and "Traceback" not in wrong.output
+
+
+def test_certificate_created_is_announced(client: TestClient, pid: str) -> None:
+    from service.models import WebhookEvent
+
+    client.app.state.settings = client.app.state.settings.model_copy(update={"webhook_allow_private": True})
+    assert client.post(f"/projects/{pid}/webhooks",
+                       json={"url": "http://127.0.0.1:9/x", "events": ["certificate.created"]}).status_code == 201
+    s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50})  # the same one: no second event
+    with client.app.state.sessions() as session:
+        events = session.query(WebhookEvent).filter_by(type="certificate.created").all()
+    assert [e.payload["data"]["certificate"] for e in events] == [s["predicate"]["certificate"]["id"]]
+    assert events[0].payload["data"]["report_sha256"] == s["subject"][1]["digest"]["sha256"]
