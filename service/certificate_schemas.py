@@ -13,7 +13,7 @@ from service.schemas import Strict
 class CertificateCreate(Strict):
     """What to freeze: the labels up to ``label_seq`` (default: all so far), one criterion, a seed."""
 
-    label_seq: int | None = Field(None, ge=0, le=2**63 - 1, description="Certify the labels up to this sequence number.")
+    label_seq: int | None = Field(None, ge=0, le=2**63 - 1, description="Certify the labels up to this sequence.")
     criterion: str | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
     seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the bootstrap (numpy PCG64).")
     n_resamples: int | None = Field(None, ge=0, le=100_000, description="Bootstrap resamples (default: the server's).")

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from planner.certificate import BIT_GENERATOR, certificate_statement, label_snapshot, sha256_hex
 from service.certificate_schemas import CertificateCreate
-from service.errors import Conflict, Invalid
+from service.errors import Conflict, Invalid, echo
 from service.models import Certificate, Item, LabelEvent, Project, Rater, new_public_id, utcnow
 from service.outbox import emit
 from service.planning import current_plan
@@ -38,7 +38,7 @@ def certificate_settings(
         raise Invalid(f"label_seq {label_seq} is beyond the project's last label ({project.label_seq})")
     criterion = body.criterion or project.criteria[0]
     if criterion not in project.criteria:
-        raise Invalid(f"unknown criterion {criterion[:100]!r}; the project has {project.criteria}")
+        raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
     kinds = dict(session.execute(select(Rater.external_id, Rater.kind).where(Rater.project_id == project.id)).all())
     if "judge" not in kinds.values():
         raise Conflict("this project has no judge rater: there is no decision to certify", code="no_judge")

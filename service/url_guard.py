@@ -6,11 +6,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from service.errors import Invalid
-
-
-def _echo(url: str) -> str:
-    return url if len(url) <= 100 else url[:100] + "..."
+from service.errors import Invalid, echo
 
 
 def checked_webhook_url(url: str, *, allow_private: bool) -> str:
@@ -24,15 +20,15 @@ def checked_webhook_url(url: str, *, allow_private: bool) -> str:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as error:
-        raise Invalid(f"malformed url {_echo(url)!r}: {error}", code="invalid_url") from None
+        raise Invalid(f"malformed url {echo(url)}: {error}", code="invalid_url") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid(f"malformed url {_echo(url)!r}: it needs http:// or https:// and a host", code="invalid_url")
+        raise Invalid(f"malformed url {echo(url)}: it needs http:// or https:// and a host", code="invalid_url")
     if parts.username is not None or parts.password is not None:
         raise Invalid("the url must not carry credentials; the signature authenticates deliveries", code="invalid_url")
     try:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
-        raise Invalid(f"the host {parts.hostname[:100]!r} does not resolve", code="unresolvable_host") from None
+        raise Invalid(f"the host {echo(parts.hostname)} does not resolve", code="unresolvable_host") from None
     if allow_private:
         return url
     for info in infos:
@@ -40,7 +36,7 @@ def checked_webhook_url(url: str, *, allow_private: bool) -> str:
         mapped = getattr(address, "ipv4_mapped", None)
         if not (mapped or address).is_global or (mapped or address).is_multicast:
             raise Invalid(
-                f"the host {parts.hostname[:100]!r} resolves to {address}, a loopback, private or reserved address; "
+                f"the host {echo(parts.hostname)} resolves to {address}, a loopback, private or reserved address; "
                 "set ANNOPLAN_WEBHOOK_ALLOW_PRIVATE=1 to allow such targets",
                 code="private_target",
             )

@@ -20,7 +20,7 @@ from service.certificate_schemas import (
 from service.certificates import certificate_settings, existing_certificate, issue_certificate, snapshot_at
 from service.db import session_scope
 from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
-from service.errors import Invalid, NotFound, error_responses
+from service.errors import Invalid, NotFound, echo, error_responses
 from service.models import Certificate
 from service.pagination import PageDep, encode_cursor
 from service.routes.projects import ProjectId
@@ -90,7 +90,7 @@ def get_certificate(pid: ProjectId, cid: CertificateId, session: ReadSession, pr
     project_for(session, principal, pid, "admin", "pm", "viewer")
     row = session.get(Certificate, cid)
     if row is None or row.project_id != pid:
-        raise NotFound(f"certificate {cid[:100]!r} not found")
+        raise NotFound(f"certificate {echo(cid)} not found")
     return _statement_response(row, 200)
 
 

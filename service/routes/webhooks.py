@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy import select, update
 
 from service.deps import PrincipalDep, ReadSession, SettingsDep, WriteSession, project_for
-from service.errors import NotFound, error_responses
+from service.errors import NotFound, echo, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.models import Webhook, WebhookDelivery, WebhookEvent, new_public_id, utcnow
 from service.pagination import PageDep, encode_cursor
@@ -32,7 +32,7 @@ def _read(hook: Webhook) -> WebhookRead:
 def _webhook(session: ReadSession, pid: str, wid: str) -> Webhook:
     hook = session.get(Webhook, wid)
     if hook is None or hook.project_id != pid:
-        raise NotFound(f"webhook {wid[:100]!r} not found")
+        raise NotFound(f"webhook {echo(wid)} not found")
     return hook
 
 

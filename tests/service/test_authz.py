@@ -205,7 +205,8 @@ def _throwaway_key(w: World, caller: str) -> Request:
 
 
 def _webhook(w: World, caller: str) -> Request:
-    hook = w.admin("POST", f"/projects/{w.pid}/webhooks", json={"url": "http://127.0.0.1:9/h", "events": ["plan.created"]})
+    body = {"url": "http://127.0.0.1:9/h", "events": ["plan.created"]}
+    hook = w.admin("POST", f"/projects/{w.pid}/webhooks", json=body)
     return {"wid": hook["id"]}, {}
 
 

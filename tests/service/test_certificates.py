@@ -22,7 +22,8 @@ def make_project(client: TestClient, raters: list[tuple[str, str]] = RATERS) -> 
     pid = client.post("/projects", json={"name": "cert", "labels": ["pass", "fail"]}).json()["id"]
     for ext, kind in raters:
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
-    assert client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i:02d}"} for i in range(30)]).status_code == 200
+    items = [{"external_id": f"i{i:02d}"} for i in range(30)]
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
     return pid
 
 
@@ -33,7 +34,8 @@ def write_labels(client: TestClient, pid: str, *, flip_every: int) -> None:
         rows += [{"item": f"i{i:02d}", "rater": r, "value": truth} for r in ("prim", "h2")]
         rows.append({"item": f"i{i:02d}", "rater": "h3", "value": truth if i % 5 else "pass"})
         wrong = i % flip_every == 0
-        rows.append({"item": f"i{i:02d}", "rater": "judge", "value": ("fail" if truth == "pass" else "pass") if wrong else truth})
+        judged = ("fail" if truth == "pass" else "pass") if wrong else truth
+        rows.append({"item": f"i{i:02d}", "rater": "judge", "value": judged})
     assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
 
 

@@ -18,7 +18,9 @@ from tests.live_server import LiveServer
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("command", [[], ["serve"], ["migrate"], ["keys", "create"], ["plan"], ["simulate"], ["demo"]])
+@pytest.mark.parametrize(
+    "command", [[], ["serve"], ["migrate"], ["keys", "create"], ["plan"], ["simulate"], ["demo"], ["verify"]]
+)
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
