@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import shutil
 import sys
@@ -327,9 +328,11 @@ def sync_label_studio(
 
 def _label_rows(path: Path) -> list[dict]:
     """Rows of a label export: CSV (a header row), NDJSON (one object a line) or a JSON array or page."""
+    from service.csv_safety import restored_cell
+
     text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".csv":
-        return list(csv.DictReader(text.splitlines()))
+    if path.suffix.lower() == ".csv":  # exports neutralise formula-like cells; read back the original text
+        return [{k: restored_cell(v or "") for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
     try:
         if path.suffix.lower() in (".ndjson", ".jsonl"):
             return [json.loads(line) for line in text.splitlines() if line.strip()]

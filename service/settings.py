@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     webhook_sender: bool = Field(True, description="Run the outbound webhook sender in this process.")
     webhook_allow_private: bool = Field(False, description="Allow webhook targets on loopback or private networks.")
     webhook_poll_seconds: float = Field(1.0, gt=0)
+    webhook_decision_seconds: float = Field(
+        5.0, ge=0, description="Least time between two re-reads of a project's decision for decision.changed."
+    )
     webhook_timeout_seconds: float = Field(10.0, gt=0)
     webhook_lease_seconds: float = Field(60.0, gt=0)
     webhook_retry_base_seconds: float = Field(5.0, gt=0)

@@ -7,6 +7,9 @@ for projects whose ``label_seq`` moved and that have a webhook listening.
 
 from __future__ import annotations
 
+import math
+import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -54,12 +57,17 @@ def _subscriptions(sessions: sessionmaker[Session]) -> dict[str, dict[str, Any]]
     return listening
 
 
-def _decision_changed(sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache) -> None:
+def _decision_changed(
+    sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache, seen: dict[str, float]
+) -> None:
+    if time.monotonic() - seen.get(pid, -math.inf) < settings.webhook_decision_seconds:
+        return  # re-read at most this often while labels stream in, so ingest keeps the CPU
     with session_scope(sessions) as session:
         project = session.get(Project, pid)
         watch = session.get(DecisionWatch, pid)
         if project is None or (watch is not None and watch.label_seq == project.label_seq):
             return
+        seen[pid] = time.monotonic()
         doc = live_decision(session, project, documents, n_resamples=settings.bootstrap_resamples)
     try:
         with session_scope(sessions, write=True) as session:
@@ -127,14 +135,23 @@ def _batches_expired(sessions: sessionmaker[Session], pid: str, since: Any, sett
             pass
 
 
+@dataclass
+class Seen:
+    """What one sender has looked at: per project, the ``label_seq`` of its last plan check and
+    the time of its last decision re-read."""
+
+    plan_checked: dict[str, int] = field(default_factory=dict)
+    decision_read: dict[str, float] = field(default_factory=dict)
+
+
 def announce_changes(
-    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: dict[str, int]
+    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen
 ) -> None:
-    """Write the outbox events of changes no request announces (``seen``: this sender's last label_seq per project)."""
+    """Write the outbox events of changes no request announces."""
     listening = _subscriptions(sessions)
     for pid in listening.get("decision.changed", {}):
-        _decision_changed(sessions, pid, settings, documents)
+        _decision_changed(sessions, pid, settings, documents, seen.decision_read)
     for pid in listening.get("plan.reached", {}):
-        _plan_reached(sessions, pid, settings, seen)
+        _plan_reached(sessions, pid, settings, seen.plan_checked)
     for pid, since in listening.get("batch.expired", {}).items():
         _batches_expired(sessions, pid, since, settings)

@@ -31,7 +31,7 @@ from service.models import Webhook, WebhookDelivery, WebhookEvent, utcnow
 from service.reliability import DocumentCache
 from service.settings import Settings
 from service.url_guard import checked_webhook_url
-from service.watch import announce_changes
+from service.watch import Seen, announce_changes
 
 log = logging.getLogger("annoplan.webhooks")
 
@@ -167,7 +167,7 @@ class WebhookSender:
         self.rng = random.Random()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._seen: dict[str, int] = {}
+        self._seen = Seen()
 
     def run_once(self) -> int:
         """One round: announce changes the outbox should carry, then send what is due; deliveries attempted."""

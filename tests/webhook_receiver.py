@@ -11,13 +11,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass(frozen=True)
 class Received:
+    path: str
     headers: dict[str, str]
     body: bytes
     at: float
 
 
 class Receiver:
-    """``with Receiver() as r``: ``r.url``, ``r.received``; ``respond(n)`` returns (status, delay seconds)."""
+    """``with Receiver() as r``: ``r.url``, ``r.received``; ``respond(n)`` returns (status, delay seconds).
+
+    ``overlaps`` counts requests that arrived while the same message to the same path was in flight.
+    """
 
     def __init__(self, respond: Callable[[int], tuple[int, float]] = lambda n: (200, 0.0)):
         self.respond = respond
@@ -30,11 +34,11 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                msg = self.headers.get("webhook-id", "")
+                msg = self.path + " " + self.headers.get("webhook-id", "")
                 with receiver._lock:
                     n = len(receiver.received)
                     headers = {k.lower(): v for k, v in self.headers.items()}
-                    receiver.received.append(Received(headers, body, time.time()))
+                    receiver.received.append(Received(self.path, headers, body, time.time()))
                     receiver.in_flight[msg] = receiver.in_flight.get(msg, 0) + 1
                     receiver.overlaps += receiver.in_flight[msg] > 1
                 status, delay = receiver.respond(n)

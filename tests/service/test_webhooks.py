@@ -29,7 +29,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
     """The app with the background sender off (tests run its rounds), private targets allowed."""
     quiet = settings.model_copy(update={
         "webhook_sender": False, "webhook_allow_private": True, "webhook_retry_base_seconds": 0.01,
-        "bootstrap_resamples": 200, "lease_seconds": 1,
+        "bootstrap_resamples": 200, "lease_seconds": 1, "webhook_decision_seconds": 0,
     })
     with TestClient(create_app(quiet), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
