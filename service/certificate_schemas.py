@@ -9,13 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.schemas import Strict
 
+JSON_SAFE = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger integers are not canonical
+
 
 class CertificateCreate(Strict):
     """What to freeze: the labels up to ``label_seq`` (default: all so far), one criterion, a seed."""
 
-    label_seq: int | None = Field(None, ge=0, le=2**63 - 1, description="Certify the labels up to this sequence.")
+    label_seq: int | None = Field(None, ge=0, le=JSON_SAFE, description="Certify the labels up to this sequence.")
     criterion: str | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
-    seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the bootstrap (numpy PCG64).")
+    seed: int = Field(0, ge=0, le=JSON_SAFE, description="Seed of the bootstrap (numpy PCG64), below 2^53.")
     n_resamples: int | None = Field(None, ge=0, le=100_000, description="Bootstrap resamples (default: the server's).")
 
 

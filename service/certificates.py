@@ -45,7 +45,7 @@ def certificate_settings(
     if sum(kind in ("primary", "human") for kind in kinds.values()) < 2:
         raise Conflict("a certificate needs at least two human raters (primary or human)", code="too_few_humans")
     decision = DecisionSettings(**project.decision)
-    plan = current_plan(session, project.id)
+    plan = current_plan(session, project.id)  # its seed may pass 2^53: a decimal string in canonical JSON
     return {
         "project": {"id": project.id, "name": project.name},
         "label_seq": label_seq,
@@ -57,7 +57,7 @@ def certificate_settings(
                      "omega_threshold": decision.omega_threshold, "q": decision.q,
                      "inconclusive_level": decision.inconclusive_level, "alpha_sig": decision.alpha_sig},
         "plan": None if plan is None else {"id": plan.id, "purpose": plan.purpose, "source": plan.source,
-                                           "design": plan.design, "m": plan.m, "seed": plan.seed},
+                                           "design": plan.design, "m": plan.m, "seed": str(plan.seed)},
         "seeds": {"seed": body.seed, "bit_generator": BIT_GENERATOR,
                   "n_resamples": n_resamples if body.n_resamples is None else body.n_resamples},
     }

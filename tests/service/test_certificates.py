@@ -44,6 +44,8 @@ def pid(client: TestClient) -> str:
     pid = make_project(client)
     write_labels(client, pid, flip_every=4)
     write_labels(client, pid, flip_every=6)  # corrections: a history with superseded events
+    plan = {"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random"}  # a random 62-bit seed
+    assert client.post(f"/projects/{pid}/plan", json=plan).status_code == 201
     return pid
 
 
@@ -64,6 +66,7 @@ def test_issue_is_idempotent_per_label_seq_and_settings(client: TestClient, pid:
     p = s["predicate"]
     assert p["label_seq"] == 127 and p["decision"]["epsilon"] == 0.05 and p["seeds"]["bit_generator"] == "PCG64"
     assert p["raters"] == dict(RATERS) and p["result"]["decision"] in ("pass", "reject", "inconclusive")
+    assert p["plan"]["seed"] == str(client.get(f"/projects/{pid}/plan").json()["seed"])
     again = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100})
     assert again.status_code == 200 and again.json() == s
     other = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100, "seed": 5})
@@ -89,7 +92,8 @@ def test_snapshot_digest_matches_an_independent_canonicalisation(client: TestCli
 
 @pytest.mark.parametrize("body, status, code", [
     ({"label_seq": 10_000}, 422, "invalid"), ({"criterion": "tone"}, 422, "invalid"),
-    ({"seed": -1}, 422, "validation_error"), ({"colour": 1}, 422, "validation_error"),
+    ({"seed": -1}, 422, "validation_error"), ({"seed": 2**53}, 422, "validation_error"),
+    ({"colour": 1}, 422, "validation_error"),
 ])
 def test_bad_requests_write_nothing(client: TestClient, pid: str, body: dict, status: int, code: str) -> None:
     r = client.post(f"/projects/{pid}/certificates", json=body)
