@@ -250,6 +250,10 @@ def _differences(certified: Any, found: Any, path: str) -> list[Mismatch]:
     return []
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Verification:
     """Re-derive a certificate from a label export (docs/method.md §10).
 
@@ -268,8 +272,7 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
     if report_digest != digests["report"]:
         mismatches.append(Mismatch("report", "the predicate differs from the one the report digest certifies",
                                    digests["report"], report_digest))
-    result = predicate["result"] if isinstance(predicate["result"], Mapping) else {}
-    echoed = result.get("computed_with") if isinstance(result.get("computed_with"), Mapping) else {}
+    echoed = _mapping(_mapping(predicate["result"]).get("computed_with"))
     for section, key in ECHOED:
         name, now = f"{section}.{key}", predicate[section].get(key)
         if echoed.get(name) != now:
@@ -280,12 +283,11 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
     except (KeyError, TypeError, ValueError) as error:
         mismatches.append(Mismatch("result", f"cannot be recomputed: {str(error)[:100]}", None, None))
     else:
-        recomputed["computed_with"] = echoed  # a changed setting is named once, above
+        recomputed["computed_with"] = dict(echoed)  # a changed setting is named once, above
         mismatches += _differences(predicate["result"], recomputed, "result")
-    software = predicate.get("software") if isinstance(predicate.get("software"), Mapping) else {}
     here = software_versions()
     notes = tuple(
         f"certified with {name} {version}, checked with {here[name]}"
-        for name, version in sorted(software.items()) if here.get(name, version) != version
+        for name, version in sorted(_mapping(predicate.get("software")).items()) if here.get(name, version) != version
     )
     return Verification(match=not mismatches, mismatches=tuple(mismatches), notes=notes)
