@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from planner.certificate import BIT_GENERATOR, certificate_statement, label_snapshot, sha256_hex
 from service.certificate_schemas import CertificateCreate
-from service.errors import Conflict, Invalid, echo
+from service.errors import Conflict, Invalid, NotFound, echo
 from service.models import Certificate, Item, LabelEvent, Project, Rater, new_public_id, utcnow
 from service.outbox import emit
 from service.planning import current_plan
@@ -95,3 +95,19 @@ def issue_certificate(
         "report_sha256": statement["subject"][1]["digest"]["sha256"],
     }, retry_window_seconds=retry_window_seconds)
     return row, True
+
+
+def project_certificate(session: Session, project_id: str, cid: str) -> Certificate:
+    """One certificate of the project; 404 otherwise."""
+    row = session.get(Certificate, cid)
+    if row is None or row.project_id != project_id:
+        raise NotFound(f"certificate {echo(cid)} not found")
+    return row
+
+
+def certificates_page(session: Session, project_id: str, *, offset: int, limit: int) -> list[Certificate]:
+    """Up to ``limit`` of the project's certificates from ``offset``, oldest first."""
+    return list(session.scalars(
+        select(Certificate).where(Certificate.project_id == project_id)
+        .order_by(Certificate.created_at, Certificate.id).offset(offset).limit(limit)
+    ))

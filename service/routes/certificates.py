@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
 
 from planner.certificate import verify_certificate
 from service.certificate_schemas import (
@@ -17,13 +16,19 @@ from service.certificate_schemas import (
     VerifyRequest,
     VerifyResult,
 )
-from service.certificates import certificate_settings, existing_certificate, issue_certificate, snapshot_at
+from service.certificates import (
+    certificate_settings,
+    certificates_page,
+    existing_certificate,
+    issue_certificate,
+    project_certificate,
+    snapshot_at,
+)
 from service.db import session_scope
-from service.deps import PrincipalDep, ReadSession, SettingsDep, project_for
-from service.errors import Invalid, NotFound, echo, error_responses
+from service.deps import PrincipalDep, ProjectForPM, ProjectForViewer, ProjectId, ReadSession, SettingsDep
+from service.errors import Invalid, error_responses
 from service.models import Certificate
 from service.pagination import PageDep, encode_cursor
-from service.routes.projects import ProjectId
 from service.schemas import Page
 
 router = APIRouter(tags=["certificates"])
@@ -41,7 +46,7 @@ def _statement_response(row: Certificate, status: int) -> JSONResponse:
                200: {"model": Statement, "description": "Already issued for these labels and settings"}},
 )
 def post_certificate(
-    pid: ProjectId, body: CertificateCreate, request: Request, session: ReadSession, principal: PrincipalDep,
+    pid: ProjectId, project: ProjectForPM, body: CertificateCreate, request: Request, session: ReadSession,
     settings: SettingsDep,
 ) -> JSONResponse:
     """Freeze the decision at the current (or a given) `label_seq` as an in-toto Statement v1.
@@ -52,12 +57,11 @@ def post_certificate(
     versions and result. Idempotent: the same `label_seq` and settings return the first
     certificate (200). 409 `no_judge` when the project has no judge.
     """
-    project = project_for(session, principal, pid, "admin", "pm")
     frozen = certificate_settings(session, project, body, n_resamples=settings.bootstrap_resamples)
-    twin = existing_certificate(session, pid, frozen)
+    twin = existing_certificate(session, project.id, frozen)
     if twin is not None:
         return _statement_response(twin, 200)
-    snapshot = snapshot_at(session, pid, frozen["label_seq"])
+    snapshot = snapshot_at(session, project.id, frozen["label_seq"])
     with session_scope(request.app.state.sessions, write=True) as writer:
         row, created = issue_certificate(writer, frozen, snapshot,
                                          retry_window_seconds=settings.webhook_retry_window_seconds)
@@ -66,15 +70,11 @@ def post_certificate(
 
 @router.get("/projects/{pid}/certificates", response_model=Page[CertificateSummary],
             responses=error_responses(401, 403, 404, 422))
-def list_certificates(pid: ProjectId, session: ReadSession, principal: PrincipalDep, page: PageDep
+def list_certificates(pid: ProjectId, project: ProjectForViewer, session: ReadSession, page: PageDep
                       ) -> Page[CertificateSummary]:
     """The project's certificates, oldest first (viewers and up)."""
-    project_for(session, principal, pid, "admin", "pm", "viewer")
     offset = page.after or 0
-    rows = session.scalars(
-        select(Certificate).where(Certificate.project_id == pid).order_by(Certificate.created_at, Certificate.id)
-        .offset(offset).limit(page.limit + 1)
-    ).all()
+    rows = certificates_page(session, project.id, offset=offset, limit=page.limit + 1)
     items = [
         CertificateSummary(id=c.id, label_seq=c.label_seq, criterion=c.criterion, decision=c.decision,
                            report_sha256=c.statement["subject"][1]["digest"]["sha256"], created_at=c.created_at)
@@ -85,13 +85,10 @@ def list_certificates(pid: ProjectId, session: ReadSession, principal: Principal
 
 
 @router.get("/projects/{pid}/certificates/{cid}", response_model=Statement, responses=error_responses(401, 403, 404))
-def get_certificate(pid: ProjectId, cid: CertificateId, session: ReadSession, principal: PrincipalDep) -> JSONResponse:
+def get_certificate(pid: ProjectId, cid: CertificateId, project: ProjectForViewer, session: ReadSession
+                    ) -> JSONResponse:
     """One certificate: the in-toto statement (viewers and up)."""
-    project_for(session, principal, pid, "admin", "pm", "viewer")
-    row = session.get(Certificate, cid)
-    if row is None or row.project_id != pid:
-        raise NotFound(f"certificate {echo(cid)} not found")
-    return _statement_response(row, 200)
+    return _statement_response(project_certificate(session, project.id, cid), 200)
 
 
 @router.post("/certificates/verify", response_model=VerifyResult, responses=error_responses(401, 413, 422))
