@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from service.errors import NotFound, echo
+from service.errors import Conflict, NotFound, echo
 from service.models import Webhook, WebhookDelivery, WebhookEvent, new_public_id, utcnow
 from service.pagination import PageParams
 from service.webhook_sender import new_webhook_secret
@@ -47,7 +47,10 @@ def deliveries_page(session: Session, wid: str, page: PageParams) -> list[tuple[
 
 
 def schedule_redelivery(session: Session, wid: str, did: int, *, window_seconds: float) -> tuple[WebhookDelivery, str]:
-    """Make the delivery due now with a fresh retry window; the delivery and its event type (404 if not the hook's)."""
+    """Make the delivery due now with a fresh retry window; the delivery and its event type.
+
+    404 when it is not the webhook's; 409 while a sender holds it (its outcome would overwrite the request).
+    """
     row = session.execute(
         select(WebhookDelivery, WebhookEvent.type).join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
         .where(WebhookDelivery.id == did, WebhookDelivery.webhook_id == wid)
@@ -55,6 +58,9 @@ def schedule_redelivery(session: Session, wid: str, did: int, *, window_seconds:
     if row is None:
         raise NotFound(f"delivery {did} not found")
     now = utcnow()
+    if row[0].lease_until is not None and row[0].lease_until > now:
+        raise Conflict("this delivery is being sent right now; redeliver it once that attempt is logged",
+                       code="delivery_in_flight")
     session.execute(update(WebhookDelivery).where(WebhookDelivery.id == did).values(
         status="pending", next_attempt_at=now, retry_until=now + timedelta(seconds=window_seconds),
     ))

@@ -104,12 +104,15 @@ def list_deliveries(
 
 
 @router.post("/{wid}/deliveries/{did}/redeliver", status_code=202, response_model=DeliveryRead,
-             responses=error_responses(401, 403, 404))
+             responses=error_responses(401, 403, 404, 409))
 def redeliver(
     pid: ProjectId, wid: WebhookId, did: DeliveryId, project: ProjectForPMWrite, session: WriteSession,
     settings: SettingsDep,
 ) -> DeliveryRead:
-    """Send a delivery again now (delivered or failed ones too), with a fresh retry window."""
+    """Send a delivery again now (delivered or failed ones too), with a fresh retry window.
+
+    409 `delivery_in_flight` while a sender is working on it.
+    """
     project_webhook(session, project.id, wid)
     delivery, event_type = schedule_redelivery(session, wid, did, window_seconds=settings.webhook_retry_window_seconds)
     return _delivery_read(delivery, event_type)

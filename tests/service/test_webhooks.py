@@ -164,6 +164,11 @@ def test_failures_are_retried_with_the_same_id_then_redelivered(client: TestClie
         assert again.headers["webhook-id"] == got[0].headers["webhook-id"]
         assert verified(hook, again)["type"] == "plan.created"
         assert client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/999999/redeliver").status_code == 404
+        assert client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver"
+                           ).status_code == 202
+        assert len(claim_due(client.app.state.sessions, lease_seconds=600, limit=1)) == 1  # a sender holds it now
+        r = client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver")
+        assert r.status_code == 409 and r.json()["error"] == "delivery_in_flight"
 
 
 def test_a_failing_target_is_logged_and_given_up_after_the_window(client: TestClient, pid: str) -> None:
