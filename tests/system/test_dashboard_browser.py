@@ -182,7 +182,7 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
             for name, pid in pids.items():
                 driver.get(f"{server.base_url}/projects/{pid}/dashboard")
                 WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "plan-verdict"))
-                for panel in driver.find_elements(By.CSS_SELECTOR, "section.judge svg"):
+                for panel in driver.find_elements(By.CSS_SELECTOR, "section.judge svg[id^='margins-']"):
                     dots = panel.find_elements(By.CSS_SELECTOR, "circle.estimate")
                     bars = panel.find_elements(By.CSS_SELECTOR, "line.ci")
                     assert len(dots) == len(bars)
