@@ -279,17 +279,27 @@ def _neyman_panel(
     if variances is None:
         raise Conflict("the pilot moments give no stratum spread; plan the neyman design from priors",
                        code="no_strata")
-    strata = np.where(agree < 0, 2, agree)
-    sds = [*variances.stratum_sd, UNKNOWN_SD]
-    if m < int(np.minimum(np.bincount(strata, minlength=3), 2).sum()):
+    if body.strata == "labels":
+        assert body.p_h is not None and body.p_j is not None
+        n_labels = matrix.n_labels
+        judge, primary = matrix.codes[:, matrix.columns("judge")[0]], matrix.codes[:, matrix.columns("primary")[0]]
+        strata = np.where(agree < 0, n_labels * n_labels, primary * n_labels + judge)
+        b_rate = prior_cells(body.p_h, body.p_j, n_labels=n_labels)[1].ravel()
+        sds = [*np.sqrt(b_rate * (1 - b_rate)).tolist(), UNKNOWN_SD]
+        names = [f"primary label {a}, judge label {b}" for a in range(n_labels) for b in range(n_labels)]
+        names.append("judge or primary label missing")
+    else:
+        strata = np.where(agree < 0, 2, agree)
+        sds = [*variances.stratum_sd, UNKNOWN_SD]
+        names = ["judge and primary disagree", "judge and primary agree", "judge or primary label missing"]
+    sizes = np.bincount(strata, minlength=len(sds))
+    if m < int(np.minimum(sizes, 2).sum()):
         raise Conflict(f"m={m} is too small for a Neyman panel: every stratum needs 2 items", code="m_too_small")
     lists, inclusion = neyman(strata, m, sds=sds, raters=["panel"], rng=seed)
     panel = lists["panel"]
-    sizes = np.bincount(strata, minlength=3)
-    taken = np.bincount(strata[panel], minlength=3)
+    taken = np.bincount(strata[panel], minlength=len(sds))
     summary = {
-        "strata": ["judge and primary disagree", "judge and primary agree", "judge or primary label missing"],
-        "stratum_sizes": sizes.tolist(), "stratum_sd": sds, "allocation": taken.tolist(),
+        "strata": names, "stratum_sizes": sizes.tolist(), "stratum_sd": sds, "allocation": taken.tolist(),
         "weighting": "ht",
     }
     return panel, inclusion[panel], summary

@@ -346,6 +346,11 @@ class PlanCreate(Strict):
     n_judges: int | None = Field(None, ge=2, le=100, description="Judges to rank (purpose=rank).")
     delta_min: float | None = Field(None, gt=0, lt=1, description="Smallest judge margin to resolve (purpose=rank).")
     design: Design = "auto"
+    strata: Literal["agreement", "labels"] = Field(
+        "agreement",
+        description="Strata of the neyman design, known before any overlap: judge-primary agreement, or the "
+        "cell (primary label, judge label) (source=prior).",
+    )
     m: int | None = Field(None, ge=1, description="Override the recipe's overlap per secondary annotator.")
     seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the item draw; random when absent.")
 
@@ -355,6 +360,8 @@ class PlanCreate(Strict):
             raise ValueError("source 'prior' needs p_h and p_j")
         if self.purpose == "rank" and self.delta_min is None:
             raise ValueError("purpose 'rank' needs delta_min")
+        if self.strata == "labels" and self.source != "prior":
+            raise ValueError("strata 'labels' take each cell's spread from the prior: use source 'prior'")
         return self
 
 

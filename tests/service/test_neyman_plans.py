@@ -168,3 +168,24 @@ def test_reliability_with_the_ppi_estimator(client):
     for r, name in zip(v.raters, ("prim", "h2", "h3"), strict=True):
         assert served[name]["d"] == pytest.approx(r.d, abs=1e-9)
         assert served[name]["ci"] == pytest.approx(r.ci.as_list(), abs=1e-9) or name == "prim"
+
+
+def test_neyman_over_label_cells(client):
+    pid = setup_project(client, N_ITEMS)
+    labels = corpus(6)
+    post_labels(client, pid, "prim", words(labels["prim"]))
+    post_labels(client, pid, "judge", words(labels["judge"]))
+    r = client.post(f"/projects/{pid}/plan", json={"design": "neyman", "strata": "labels", "source": "pilot"})
+    assert r.status_code == 422 and "strata 'labels'" in r.text, r.text
+    plan = make_plan(client, pid, purpose="certify", design="neyman", strata="labels", m=60, seed=2, **PRIOR)
+    summary = plan["recipe"]["neyman"]
+    cell = labels["prim"] * 2 + labels["judge"]
+    sizes = np.bincount(cell, minlength=5).tolist()
+    assert summary["stratum_sizes"] == sizes and len(summary["strata"]) == 5
+    # A cell's spread: P(r_k = primary | primary a, judge b) by hand for two labels.
+    both = 0.5 * 0.85 * 0.9 * 0.85 + 0.5 * 0.15 * 0.1 * 0.15
+    agree_rate = both / (0.5 * 0.85 * 0.9 + 0.5 * 0.15 * 0.1)
+    assert summary["stratum_sd"][0] == pytest.approx(math.sqrt(agree_rate * (1 - agree_rate)))
+    assert summary["allocation"] == neyman_allocation(sizes, summary["stratum_sd"], 60).tolist()
+    panel = [int(i[1:]) for i in full_list(client, pid, "h2")]
+    assert np.bincount(cell[panel], minlength=5).tolist() == summary["allocation"]
