@@ -637,7 +637,8 @@ def certify_recipe(
         raise ValueError(f"lattice is for pool_size={lattice.pool_size}, not {pool_size}")
     if rule == "margin" and estimator == "paired":
         m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
-        search = 0 if math.isinf(m) else max(3 * int(m), int(m) + 200)
+        # an overlap far beyond the corpus is infeasible whatever the lattice says: no exact search
+        search = 0 if math.isinf(m) or m > 4 * max(n_items, _EXACT_M_MAX) else max(3 * int(m), int(m) + 200)
         rates_upto = _lattice_rates(mu_d, sigma0_sq, epsilon, pool_size, lattice, search)
         m = enveloped_m(rates_upto, alpha_sig / 2.0) if search else m
         grid = _m_grid(n_items, m, m_grid)
