@@ -28,7 +28,7 @@ from planner.neyman import neyman_allocation
 
 Rng = int | np.random.Generator | None
 
-DESIGNS = ("random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage")
+DESIGNS = ("random", "depth-first", "shared-panel", "strat", "disjoint", "seq-refined", "seq-coverage")
 """Design names shared by the served lists and the simulator's masks (docs/method.md §5)."""
 
 SHARED_PANELS = ("depth-first", "shared-panel", "strat", "neyman")
@@ -46,8 +46,8 @@ DOMINANT_CLUSTERS = 3
 def design_pool_size(design: str, n_humans: int) -> int:
     """Held-in labels ``s`` on an overlap item of a held-out human (docs/method.md §4, item 2).
 
-    ``K - 1`` on a shared panel; 1 otherwise (secondaries' subsets disjoint or mostly so:
-    the conservative choice, since the variance falls with ``s``).
+    ``K - 1`` on a shared panel; 1 otherwise (``disjoint`` subsets, or mostly so: the
+    conservative choice, since the variance falls with ``s``).
 
     >>> design_pool_size("strat", 4), design_pool_size("random", 4)
     (3, 1)
@@ -220,10 +220,23 @@ def _prefix_list(mask: np.ndarray, strata: np.ndarray, key: np.ndarray) -> np.nd
     return np.asarray(chosen[_interleaved(strata[chosen])], dtype=np.int64)
 
 
+def _order_strata(strata: object, n_items: int) -> np.ndarray:
+    """Strata that order a list (one stratum for all when none are given)."""
+    if strata is None:
+        return np.zeros(n_items, dtype=np.int64)
+    s = _check_strata(strata, None)
+    if s.size != n_items:
+        raise ValueError(f"strata must give one code per item ({n_items}), got {s.size}")
+    return s
+
+
 def random_subsets(
-    n_items: int, m: int, *, raters: Sequence[Hashable], rng: Rng = None
+    n_items: int, m: int, *, raters: Sequence[Hashable], strata: object = None, rng: Rng = None
 ) -> dict[Hashable, np.ndarray]:
-    """Independent uniform subsets of ``m`` items per rater, in random order (docs/method.md §5).
+    """Independent uniform subsets of ``m`` items per rater (docs/method.md §5, Random).
+
+    Each list is in random order, prefix-stratified on ``strata`` (e.g. the primary's
+    label) when given.
 
     >>> lists = random_subsets(10, 4, raters=["a", "b"], rng=0)
     >>> sorted(lists), [len(v) for v in lists.values()]
@@ -232,12 +245,12 @@ def random_subsets(
     n_items = _check_n_items(n_items)
     m = _check_m(m, n_items)
     ids = _check_raters(raters)
+    order = _order_strata(strata, n_items)
     gen = np.random.default_rng(rng)
     lists = {}
     for r in ids:
         key = gen.random((1, n_items))
-        chosen = np.flatnonzero(uniform_masks(key, m)[0])
-        lists[r] = chosen[np.argsort(key[0, chosen])].astype(np.int64)
+        lists[r] = _prefix_list(uniform_masks(key, m)[0], order, key[0])
     return lists
 
 
@@ -253,9 +266,11 @@ def depth_first(n_items: int, m: int, *, raters: Sequence[Hashable]) -> dict[Has
 
 
 def shared_panel(
-    n_items: int, m: int, *, raters: Sequence[Hashable], rng: Rng = None
+    n_items: int, m: int, *, raters: Sequence[Hashable], strata: object = None, rng: Rng = None
 ) -> dict[Hashable, np.ndarray]:
     """One uniform random panel of ``m`` items, the same list for every rater (docs/method.md §5).
+
+    In random order, prefix-stratified on ``strata`` when given.
 
     >>> lists = shared_panel(10, 4, raters=["a", "b"], rng=0)
     >>> bool(np.array_equal(lists["a"], lists["b"]))
@@ -265,8 +280,7 @@ def shared_panel(
     m = _check_m(m, n_items)
     ids = _check_raters(raters)
     key = np.random.default_rng(rng).random((1, n_items))
-    chosen = np.flatnonzero(uniform_masks(key, m)[0])
-    panel = chosen[np.argsort(key[0, chosen])].astype(np.int64)
+    panel = _prefix_list(uniform_masks(key, m)[0], _order_strata(strata, n_items), key[0])
     return {r: panel.copy() for r in ids}
 
 
@@ -336,6 +350,54 @@ def neyman(
     with np.errstate(divide="ignore", invalid="ignore"):
         inclusion = np.where(sizes > 0, quota / np.maximum(sizes, 1), 1.0)[s]
     return {r: panel.copy() for r in ids}, inclusion
+
+
+def disjoint(
+    strata: object,
+    m: int,
+    *,
+    raters: Sequence[Hashable],
+    n_labels: int | None = None,
+    coverage: object = None,
+    rng: Rng = None,
+) -> dict[Hashable, np.ndarray]:
+    """Per rater, ``m`` items drawn proportionally across strata, avoiding items other
+    secondaries already have: subsets are disjoint while ``m (K - 1) <= n`` (docs/method.md §5).
+
+    ``strata``: the primary's label per item (or ``joint_strata``); ``coverage``: per item,
+    how many secondaries are already assigned it (default none). Raters in one call are
+    configured in turn; each list is prefix-stratified.
+
+    >>> primary = np.array([0] * 6 + [1] * 4)
+    >>> lists = disjoint(primary, 5, raters=["a", "b"], rng=0)
+    >>> sorted(lists["a"].tolist() + lists["b"].tolist()) == list(range(10))
+    True
+    """
+    s = _check_strata(strata, n_labels)
+    m = _check_m(m, s.size)
+    ids = _check_raters(raters)
+    covered = _coverage_counts(coverage, s.size)
+    gen = np.random.default_rng(rng)
+    quota = proportional_allocation(np.bincount(s), m)[None]
+    lists: dict[Hashable, np.ndarray] = {}
+    for r in ids:
+        key = gen.random((1, s.size))
+        mask = stratified_masks(s[None], quota, key, covered[None])
+        lists[r] = _prefix_list(mask[0], s, key[0])
+        covered += mask[0]
+    return lists
+
+
+def _coverage_counts(coverage: object, n_items: int) -> np.ndarray:
+    """``coverage`` as a fresh int64 array of one non-negative count per item (zeros by default)."""
+    if coverage is None:
+        return np.zeros(n_items, dtype=np.int64)
+    covered = np.asarray(coverage)
+    if covered.shape != (n_items,) or not np.issubdtype(covered.dtype, np.integer):
+        raise ValueError(f"coverage must be one integer count per item, shape ({n_items},)")
+    if covered.size and covered.min() < 0:
+        raise ValueError("coverage counts must be non-negative")
+    return covered.astype(np.int64).copy()
 
 
 def joint_strata(*features: object) -> np.ndarray:
@@ -432,34 +494,70 @@ def seq_coverage(
     primary: int,
     raters: Sequence[Hashable],
     n_labels: int,
-    coverage: object = None,
+    assigned: object = None,
     rng: Rng = None,
 ) -> dict[Hashable, np.ndarray]:
-    """Seq-Refined with ties inside a stratum broken toward the least-covered items.
+    """Seq-Refined that equalises pairwise overlap between secondaries (docs/method.md §5).
 
-    docs/method.md §5, Seq-Coverage. ``coverage`` is, per item, the number of raters
-    already assigned it (default: the number of labels in hand per item). Raters in one
-    call are configured in turn, each assignment adding one to the coverage of its items.
+    Strata are the modal label in hand crossed with the set of earlier secondaries already
+    assigned the item; proportional allocation over them gives the new rater about
+    ``m m_j / n`` items in common with every earlier secondary ``j`` (what independent draws
+    give on average, but the same for every pair). ``assigned`` ``(n_items, J)`` marks the
+    items each of ``J`` earlier secondaries was assigned (default: their labels in hand,
+    every column but the primary's). Raters in one call are configured in turn.
 
     >>> in_hand = np.array([[0, -1], [0, 1], [0, -1], [0, 1]])
-    >>> sorted(seq_coverage(in_hand, 2, primary=0, raters=["r3"], n_labels=2, rng=0)["r3"].tolist())
-    [0, 2]
+    >>> lists = seq_coverage(in_hand, 2, primary=0, raters=["r3"], n_labels=2, rng=0)
+    >>> int(np.isin(lists["r3"], [1, 3]).sum())  # half of r2's items, as m m_j / n = 1
+    1
     """
     arr = _check_in_hand(codes, n_labels, primary)
-    if coverage is None:
-        covered = (arr != MISSING).sum(axis=1).astype(np.int64)
+    if assigned is None:
+        held = np.delete(arr, primary, axis=1) != MISSING
     else:
-        covered = np.asarray(coverage)
-        if covered.shape != (arr.shape[0],) or not np.issubdtype(covered.dtype, np.integer):
-            raise ValueError(
-                f"coverage must be one integer count per item, shape ({arr.shape[0]},)"
-            )
-        if covered.size and covered.min() < 0:
-            raise ValueError("coverage counts must be non-negative")
-        covered = covered.astype(np.int64)
-    return _seq_lists(
-        arr, m, primary=primary, raters=raters, n_labels=n_labels, rng=rng, coverage=covered
-    )
+        held = np.asarray(assigned)
+        if held.ndim != 2 or held.shape[0] != arr.shape[0] or held.dtype != bool:
+            raise ValueError(f"assigned must be a boolean matrix ({arr.shape[0]}, n_secondaries)")
+    modal = modal_strata(arr, primary=primary, n_labels=n_labels)
+    m = _check_m(m, modal.size)
+    ids = _check_raters(raters)
+    gen = np.random.default_rng(rng)
+    columns = list(held.T)
+    lists: dict[Hashable, np.ndarray] = {}
+    for r in ids:
+        so_far = np.array(columns, dtype=bool).reshape(len(columns), 1, modal.size)
+        strata, quota = coverage_strata(modal[None], so_far, m, n_labels=n_labels)
+        key = gen.random((1, modal.size))
+        mask = stratified_masks(strata, quota, key)
+        lists[r] = _prefix_list(mask[0], modal, key[0])
+        columns.append(mask[0])
+    return lists
+
+
+_MAX_PATTERN_STRATA = 4096  # beyond this many (label, assignment pattern) strata, count coverage
+
+
+def coverage_strata(
+    modal: np.ndarray, assigned: np.ndarray, m: int, *, n_labels: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seq-Coverage strata ``(T, n_items)`` and their quotas ``(T, n_strata)`` for ``m`` items.
+
+    A stratum is a modal label crossed with who already has the item; ``assigned``
+    ``(J, T, n_items)`` marks earlier secondaries' items. The pattern (which of the ``J``
+    has the item) is used while ``(L + 1) 2^J <= 4096``, else the count of them. Quotas are
+    proportional per label first (exactly as Seq-Refined's), then across the patterns
+    within each label.
+    """
+    n_assigned = assigned.shape[0]
+    if (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA:
+        bits = (1 << np.arange(n_assigned, dtype=np.int64))[:, None, None]
+        code, width = (assigned * bits).sum(axis=0), 2**n_assigned
+    else:
+        code, width = assigned.sum(axis=0), n_assigned + 1
+    strata = (modal * width + code).astype(np.int64)
+    sizes = _stratum_sizes(strata, (n_labels + 1) * width).reshape(strata.shape[0], n_labels + 1, width)
+    per_label = proportional_allocation(sizes.sum(axis=-1), m)
+    return strata, proportional_allocation(sizes, per_label).reshape(strata.shape[0], -1)
 
 
 def _seq_lists(
@@ -470,23 +568,18 @@ def _seq_lists(
     raters: Sequence[Hashable],
     n_labels: int,
     rng: Rng,
-    coverage: np.ndarray | None = None,
 ) -> dict[Hashable, np.ndarray]:
-    """Seq-Refined lists, or Seq-Coverage lists when ``coverage`` is given."""
+    """Seq-Refined lists: each rater stratified by the modal label in hand."""
     s = modal_strata(codes, primary=primary, n_labels=n_labels)
     m = _check_m(m, s.size)
     ids = _check_raters(raters)
     gen = np.random.default_rng(rng)
     quota = proportional_allocation(np.bincount(s, minlength=n_labels + 1), m)[None]
-    covered = None if coverage is None else coverage.copy()
     lists: dict[Hashable, np.ndarray] = {}
     for r in ids:
         key = gen.random((1, s.size))
-        priority = None if covered is None else covered[None]
-        mask = stratified_masks(s[None], quota, key, priority)
+        mask = stratified_masks(s[None], quota, key)
         lists[r] = _prefix_list(mask[0], s, key[0])
-        if covered is not None:
-            covered += mask[0]
     return lists
 
 
@@ -498,7 +591,7 @@ def design_masks(
     ``humans`` holds every human's labels, rater-major ``(K, T, n_items)``, row 0 the
     primary, who sees every item. Secondaries ``1..K-1`` get ``m`` items each, drawn by the
     same selection steps (and the same random draws, in the same order) as the served
-    designs ``random_subsets``, ``depth_first``, ``shared_panel``, ``strat``,
+    designs ``random_subsets``, ``depth_first``, ``shared_panel``, ``strat``, ``disjoint``,
     ``seq_refined`` and ``seq_coverage`` (the Seq designs configure each secondary from
     the labels of the primary and the secondaries before it).
     """
@@ -516,12 +609,19 @@ def design_masks(
     elif design == "random":
         for k in range(1, n_humans):
             mask[k] = uniform_masks(rng.random((trials, n_items)), m)
+    elif design == "disjoint":
+        quota = proportional_allocation(_stratum_sizes(humans[0], n_labels), m)
+        for k in range(1, n_humans):
+            coverage = mask[1:].sum(axis=0)
+            mask[k] = stratified_masks(humans[0], quota, rng.random((trials, n_items)), coverage)
     else:
         for k in range(1, n_humans):
-            strata = batched_modal_strata(humans, mask, n_labels=n_labels)
-            quota = proportional_allocation(_stratum_sizes(strata, n_labels + 1), m)
-            coverage = mask[1:].sum(axis=0) if design == "seq-coverage" else None
-            mask[k] = stratified_masks(strata, quota, rng.random((trials, n_items)), coverage)
+            modal = batched_modal_strata(humans, mask, n_labels=n_labels)
+            if design == "seq-coverage":
+                strata, quota = coverage_strata(modal, mask[1:k], m, n_labels=n_labels)
+            else:
+                strata, quota = modal, proportional_allocation(_stratum_sizes(modal, n_labels + 1), m)
+            mask[k] = stratified_masks(strata, quota, rng.random((trials, n_items)))
     return mask
 
 

@@ -15,6 +15,7 @@ from planner.designs import (
     choose_design,
     depth_first,
     design_pool_size,
+    disjoint,
     neyman,
     random_subsets,
     seq_coverage,
@@ -43,6 +44,7 @@ from service.schemas import DecisionSettings, PlanCreate
 from service.sql import insert_many
 
 SEQUENTIAL = ("seq-refined", "seq-coverage")
+COVERAGE_AWARE = ("disjoint", "seq-coverage")  # a list depends on the lists already drawn
 PANELS = ("strat", "neyman")
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000
@@ -409,9 +411,12 @@ def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatr
     if plan.design in PANELS:
         return np.asarray(plan.params["panel"], dtype=np.int64)
     if plan.design == "random":
-        index = random_subsets(n_items, m, raters=[0], rng=rater_seed)[0]
+        index = random_subsets(n_items, m, raters=[0], strata=_strata(matrix), rng=rater_seed)[0]
     elif plan.design == "depth-first":
         index = depth_first(n_items, m, raters=[0])[0]
+    elif plan.design == "disjoint":
+        coverage = _assigned(session, plan.project_id, matrix).sum(axis=1)
+        index = disjoint(_strata(matrix), m, raters=[0], coverage=coverage, rng=rater_seed)[0]
     else:
         primary = matrix.columns("primary")
         if not primary:
@@ -423,21 +428,25 @@ def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatr
             index = seq_refined(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels, rng=rater_seed)[0]
         else:
             index = seq_coverage(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels,
-                                 coverage=_coverage(session, plan.project_id, matrix), rng=rater_seed)[0]
+                                 assigned=_assigned(session, plan.project_id, matrix), rng=rater_seed)[0]
     return matrix.item_ids[index]
 
 
-def _coverage(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
-    """Per item (matrix order), how many secondaries have been assigned it."""
-    counts = {
-        item: n for item, n in session.execute(
-            select(Assignment.item_id, func.count())
-            .join(Rater, Rater.id == Assignment.rater_id)
-            .where(Assignment.project_id == project_id, Rater.kind == "human")
-            .group_by(Assignment.item_id)
-        )
-    }
-    return np.fromiter((counts.get(int(i), 0) for i in matrix.item_ids), np.int64, matrix.item_ids.size)
+def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
+    """``(n_items, n_secondaries)`` (matrix item order): which secondary has been assigned which item."""
+    rows = session.execute(
+        select(Assignment.item_id, Assignment.rater_id)
+        .join(Rater, Rater.id == Assignment.rater_id)
+        .where(Assignment.project_id == project_id, Rater.kind == "human")
+    ).all()
+    raters = sorted({r for _, r in rows})
+    position = {int(item): k for k, item in enumerate(matrix.item_ids)}
+    out = np.zeros((matrix.item_ids.size, len(raters)), dtype=bool)
+    column = {r: k for k, r in enumerate(raters)}
+    for item, rater in rows:
+        if int(item) in position:
+            out[position[int(item)], column[rater]] = True
+    return out
 
 
 def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix | None = None) -> None:
@@ -454,7 +463,7 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
     if held >= target:
         return
-    if plan.design in SEQUENTIAL:
+    if plan.design in SEQUENTIAL + COVERAGE_AWARE:
         # Lists drawn from the labels and coverage in hand: configure one rater at a time.
         lock_project(session, project.id)
     matrix = matrix or load_matrix(session, project, project.criteria[0])

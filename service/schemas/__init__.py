@@ -330,7 +330,7 @@ class Health(BaseModel):
     database: Literal["ok", "unreachable"]
 
 
-Design = Literal["auto", "strat", "seq-refined", "seq-coverage", "random", "depth-first", "neyman"]
+Design = Literal["auto", "strat", "disjoint", "seq-refined", "seq-coverage", "random", "depth-first", "neyman"]
 
 
 class PlanCreate(Strict):

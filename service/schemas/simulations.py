@@ -11,7 +11,7 @@ from service.schemas import Labels, Scale, Strict
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 Rate = Annotated[float, Field(gt=0, le=1)]
-DesignName = Literal["random", "depth-first", "shared-panel", "strat", "seq-refined", "seq-coverage"]
+DesignName = Literal["random", "depth-first", "shared-panel", "strat", "disjoint", "seq-refined", "seq-coverage"]
 CoefficientName = Literal["po", "kappa", "alpha"]
 RuleName = Literal["margin", "alt-test"]
 JobStatus = Literal["queued", "running", "done", "failed"]

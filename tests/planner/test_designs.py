@@ -15,6 +15,7 @@ from planner.designs import (
     choose_design,
     depth_first,
     design_masks,
+    disjoint,
     joint_strata,
     modal_strata,
     proportional_allocation,
@@ -211,7 +212,9 @@ def pairwise_overlaps(lists: dict) -> np.ndarray:
     return np.array([np.intersect1d(a, b).size for a, b in itertools.combinations(lists.values(), 2)])
 
 
-def test_seq_coverage_equalises_overlap_better_than_seq_refined():
+def test_seq_coverage_equalises_pairwise_overlap_at_the_random_level():
+    """Every pair of secondaries shares about m^2/n items (not zero, not a shared panel), with a
+    much smaller spread across pairs than independent Seq-Refined draws."""
     rng = np.random.default_rng(5)
     n, m = 600, 120
     codes = rng.integers(0, 3, n)[:, None]
@@ -221,40 +224,41 @@ def test_seq_coverage_equalises_overlap_better_than_seq_refined():
         cov = seq_coverage(codes, m, primary=0, raters=raters, n_labels=3, rng=seed)
         ref = seq_refined(codes, m, primary=0, raters=raters, n_labels=3, rng=seed)
         check_lists(cov, raters, n, m)
-        # per-item coverage: 4 * 120 = 480 < 600 assignments, so no item is given twice
-        assert np.bincount(np.concatenate(list(cov.values())), minlength=n).max() == 1
-        coverage_spread.append(np.ptp(pairwise_overlaps(cov)))
+        overlaps = pairwise_overlaps(cov)
+        assert np.all(np.abs(overlaps - m * m / n) <= 4)  # 24 each, up to rounding over strata
+        coverage_spread.append(np.ptp(overlaps))
         refined_spread.append(np.ptp(pairwise_overlaps(ref)))
-    assert max(coverage_spread) == 0
-    assert min(refined_spread) > 0
+    assert np.mean(coverage_spread) < np.mean(refined_spread) / 2
 
 
-def test_seq_coverage_evens_item_coverage_when_items_must_repeat():
+def test_disjoint_subsets_while_they_fit_then_even_coverage():
     rng = np.random.default_rng(6)
-    n, m = 100, 70
-    codes = rng.integers(0, 2, n)[:, None]
-    raters = ["r2", "r3", "r4"]
-    cov = seq_coverage(codes, m, primary=0, raters=raters, n_labels=2, rng=0)
-    ref = seq_refined(codes, m, primary=0, raters=raters, n_labels=2, rng=0)
-    counts_cov = np.bincount(np.concatenate(list(cov.values())), minlength=n)
-    counts_ref = np.bincount(np.concatenate(list(ref.values())), minlength=n)
-    # 210 assignments over 100 items: coverage never gives an item a third rater while
-    # items of the same stratum still have one; refined draws independently
-    assert np.ptp(counts_cov) <= 2 and counts_cov.var() < counts_ref.var()
-    s = codes[:, 0]
+    primary = rng.integers(0, 2, 100)
+    lists = disjoint(primary, 30, raters=["r2", "r3", "r4"], rng=0)
+    check_lists(lists, ["r2", "r3", "r4"], 100, 30)
+    counts = np.bincount(np.concatenate(list(lists.values())), minlength=100)
+    assert counts.max() == 1  # m (K - 1) = 90 <= 100: no item is given twice
+    for items in lists.values():  # each subset proportional to the primary's labels
+        share = 30 * np.bincount(primary, minlength=2) / 100
+        assert np.all(np.abs(np.bincount(primary[items], minlength=2) - share) < 1)
+    # 210 assignments over 100 items: no item gets a third rater while one in its stratum has one
+    crowded = disjoint(primary, 70, raters=["r2", "r3", "r4"], rng=0)
+    counts = np.bincount(np.concatenate(list(crowded.values())), minlength=100)
     for stratum in (0, 1):
-        assert np.ptp(counts_cov[s == stratum]) <= 1
+        assert np.ptp(counts[primary == stratum]) <= 1
 
 
-def test_seq_coverage_one_rater_at_task_start():
+def test_disjoint_one_rater_at_task_start_and_seq_coverage_validation():
     codes = np.array([[0, 1], [0, -1], [1, 1], [1, -1], [0, -1], [1, -1]])
     # the service passes its own assignment counts, e.g. an item assigned but not labeled
     coverage = np.array([1, 0, 1, 1, 2, 0])
-    lists = seq_coverage(codes, 2, primary=0, raters=["new"], n_labels=2, coverage=coverage, rng=0)
+    lists = disjoint(codes[:, 0], 2, raters=["new"], n_labels=2, coverage=coverage, rng=0)
     # stratum 0 = items 0, 1, 4 -> least covered is item 1; stratum 1 = 2, 3, 5 -> item 5
     assert sorted(lists["new"].tolist()) == [1, 5]
     with pytest.raises(ValueError, match="coverage must be one integer count per item"):
-        seq_coverage(codes, 2, primary=0, raters=["new"], n_labels=2, coverage=[1, 2])
+        disjoint(codes[:, 0], 2, raters=["new"], n_labels=2, coverage=[1, 2])
+    with pytest.raises(ValueError, match="assigned must be a boolean matrix"):
+        seq_coverage(codes, 2, primary=0, raters=["new"], n_labels=2, assigned=[1, 2])
     with pytest.raises(ValueError, match="primary must be a column index"):
         seq_coverage(codes, 2, primary=2, raters=["new"], n_labels=2)
 
@@ -336,17 +340,19 @@ def served_lists(design: str, humans: np.ndarray, m: int, gen: np.random.Generat
         return strat(humans[0, 0], m, raters=raters, n_labels=3, rng=gen)
     in_hand = np.full((n, humans.shape[0]), -1)
     in_hand[:, 0] = humans[0, 0]
-    assigned = np.zeros(n, dtype=np.int64)
+    coverage = np.zeros(n, dtype=np.int64)
     lists = {}
     for k, rater in enumerate(raters, start=1):
-        if design == "seq-coverage":
+        if design == "disjoint":  # one secondary at a time, as the service configures them
+            one = disjoint(humans[0, 0], m, raters=[rater], n_labels=3, coverage=coverage, rng=gen)
+        elif design == "seq-coverage":
             one = seq_coverage(in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3,
-                               coverage=assigned, rng=gen)
+                               assigned=in_hand[:, 1:k] >= 0, rng=gen)
         else:
             one = seq_refined(in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3, rng=gen)
         lists[rater] = one[rater]
         in_hand[one[rater], k] = humans[k, 0, one[rater]]
-        assigned[one[rater]] += 1
+        coverage[one[rater]] += 1
     return lists
 
 

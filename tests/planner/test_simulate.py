@@ -106,9 +106,13 @@ def test_design_masks_follow_the_designs():
     for t in range(6):
         share = 60 * np.bincount(primary[t], minlength=3) / 300
         assert np.all(np.abs(np.bincount(primary[t][strat[t]], minlength=3) - share) < 1)
-    # Seq-Coverage spreads 3 x 60 = 180 < 300 assignments: no item goes to two secondaries
+    # Disjoint spreads 3 x 60 = 180 < 300 assignments: no item goes to two secondaries
+    apart = design_masks("disjoint", humans, 60, n_labels=3, rng=rng)
+    assert apart[1:].sum(axis=0).max() == 1
+    # Seq-Coverage equalises pairwise overlap at about m^2/n = 12 items per pair
     cover = design_masks("seq-coverage", humans, 60, n_labels=3, rng=rng)
-    assert cover[1:].sum(axis=0).max() == 1
+    pairs = [np.sum(cover[a] & cover[b], axis=1) for a in range(1, 4) for b in range(a + 1, 4)]
+    assert np.all(np.abs(np.array(pairs) - 12) <= 4)
     refined = design_masks("seq-refined", humans, 60, n_labels=3, rng=rng)
     assert refined[1:].sum(axis=0).max() >= 2
 

@@ -281,21 +281,29 @@ def test_sequential_lists_are_configured_at_the_first_batch(client, engine, desi
         assert sum(int(i[1:]) < 20 for i in first["items"]) == 2  # prefixes are stratified too
 
 
-def test_seq_coverage_spreads_items_across_raters(client):
-    """With m = n/2 and two strata, the second rater's list is the complement of the first's."""
+def test_disjoint_lists_are_complements_and_seq_coverage_shares_m2_over_n(client):
+    """docs/method.md §5. With m = n/2 and two strata: Disjoint gives the second rater the complement of
+    the first's list; Seq-Coverage gives it exactly m^2/n = 10 items in common (5 per stratum)."""
+    pid = setup_project(client, 40)
+    post_labels(client, pid, "prim", {f"i{i}": "fail" if i % 2 else "pass" for i in range(40)})
+    make_plan(client, pid, **PRIOR, design="disjoint", m=20, seed=8)
+    h2, h3 = full_list(client, pid, "h2"), full_list(client, pid, "h3")
+    assert len(h2) == len(h3) == 20
+    assert set(h2) | set(h3) == {f"i{i}" for i in range(40)}
+    assert sum(int(i[1:]) % 2 for i in h2[:4]) == 2  # prefix-stratified
     pid = setup_project(client, 40)
     post_labels(client, pid, "prim", {f"i{i}": "fail" if i % 2 else "pass" for i in range(40)})
     make_plan(client, pid, **PRIOR, design="seq-coverage", m=20, seed=8)
     h2, h3 = full_list(client, pid, "h2"), full_list(client, pid, "h3")
-    assert len(h2) == len(h3) == 20
-    assert set(h2) | set(h3) == {f"i{i}" for i in range(40)}
+    common = set(h2) & set(h3)
+    assert len(common) == 10 and sum(int(i[1:]) % 2 for i in common) == 5
 
 
 def test_seq_coverage_spreads_items_across_raters_configured_at_once(database_url):
-    """Two raters' first batches at the same moment, on a real server: still complements.
+    """Two raters' first batches at the same moment, on a real server: still exactly m^2/n in common.
 
     Regression (PostgreSQL): nothing serialised the configuration of different raters, so both
-    read coverage 0 and about half of each list was on the other (fixed by a project row lock)."""
+    read no earlier assignment and drew independently (fixed by a project row lock)."""
     with LiveServer(database_url, ADMIN_KEY) as server, server.client() as admin:
         for seed in range(8):  # the race is likely but not certain in any one round
             pid = setup_project(admin, 200)
@@ -311,7 +319,7 @@ def test_seq_coverage_spreads_items_across_raters_configured_at_once(database_ur
             with ThreadPoolExecutor(2) as pool:
                 h2, h3 = pool.map(first_batch, ["h2", "h3"])
             assert len(h2) == len(h3) == 100
-            assert not set(h2) & set(h3), f"seed {seed}: {len(set(h2) & set(h3))} items on both lists"
+            assert len(set(h2) & set(h3)) == 50, f"seed {seed}: {len(set(h2) & set(h3))} items on both lists"
 
 
 def test_sequential_design_without_a_primary_is_409(client):
