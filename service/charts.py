@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 
 WIDTH, ROW, PAD = 600, 26, 120
+PLANE = (240, 60, 44)  # height, left margin, bottom margin of x-y charts
 
 
 @dataclass(frozen=True)
@@ -118,19 +119,11 @@ def _interval_svg(chart: Chart) -> str:
     return "".join(parts)
 
 
-def _line_svg(chart: Chart) -> str:
-    height, left, bottom = 240, 60, 44
-    shown = [(x, y) for x, y in chart.rows if y is not None]
-    if not shown:
-        return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
-    xs = [x for x, _ in shown]
-    ys = [y for _, y in shown] + ([chart.target] if chart.target is not None else [])
-    x0, x1 = min(xs), max(xs)
-    if x1 <= x0:
-        x0, x1 = x0 - 1, x1 + 1
-    y0, y1 = chart.y_range or (min(ys), max(ys))
-    if y1 <= y0:
-        y0, y1 = y0 - 0.05, y1 + 0.05
+def _plane(chart: Chart, xs: tuple[float, float], ys: tuple[float, float], *,
+           integer_x: bool) -> tuple[list[str], Callable[[float], float], Callable[[float], float]]:
+    """An x-y chart's opened SVG with both axes drawn, and its x and y pixel maps."""
+    (x0, x1), (y0, y1) = xs, ys
+    height, left, bottom = PLANE
     parts = _open(chart, height)
 
     def px(x: float) -> float:
@@ -145,7 +138,24 @@ def _line_svg(chart: Chart) -> str:
                      f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
     parts.append(f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
                  f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">{escape(chart.y_label)}</text>')
-    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label, integer=all(float(x).is_integer() for x in xs))
+    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label, integer=integer_x)
+    return parts, px, py
+
+
+def _line_svg(chart: Chart) -> str:
+    left = PLANE[1]
+    shown = [(x, y) for x, y in chart.rows if y is not None]
+    if not shown:
+        return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
+    xs = [x for x, _ in shown]
+    ys = [y for _, y in shown] + ([chart.target] if chart.target is not None else [])
+    x0, x1 = min(xs), max(xs)
+    if x1 <= x0:
+        x0, x1 = x0 - 1, x1 + 1
+    y0, y1 = chart.y_range or (min(ys), max(ys))
+    if y1 <= y0:
+        y0, y1 = y0 - 0.05, y1 + 0.05
+    parts, px, py = _plane(chart, (x0, x1), (y0, y1), integer_x=all(float(x).is_integer() for x in xs))
     if chart.target is not None:
         parts.append(f'<line class="target" x1="{left}" x2="{WIDTH - 20}" y1="{py(chart.target):.1f}" '
                      f'y2="{py(chart.target):.1f}" stroke="#cc0000" stroke-dasharray="5 3"/>'
@@ -184,7 +194,7 @@ BAND_COLOURS = ("#3465a4", "#cc0000", "#4e9a06", "#75507b", "#c17d11", "#555753"
 
 def _band_svg(chart: Chart) -> str:
     """One shaded band per series: rows ``(series, x, n, low, high)`` in x order, with marks."""
-    height, left, bottom = 240, 60, 44
+    left = PLANE[1]
     if not chart.rows:
         return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
     xs = [row[1] for row in chart.rows]
@@ -192,23 +202,7 @@ def _band_svg(chart: Chart) -> str:
     x0, x1 = min(xs), max(xs)
     if x1 <= x0:
         x0, x1 = x0 - 1, x1 + 1
-    y0, y1 = min(ys), max(ys)
-    parts = _open(chart, height)
-
-    def px(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * (WIDTH - left - 20)
-
-    def py(y: float) -> float:
-        return height - bottom - (y - y0) / (y1 - y0) * (height - bottom - 10)
-
-    parts.append(f'<line class="axis" x1="{left}" x2="{left}" y1="10" y2="{height - bottom}" stroke="#555"/>')
-    for t in ticks(y0, y1):
-        parts.append(f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" '
-                     f'text-anchor="end">{t:g}</text>')
-    parts.append(f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
-                 f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">'
-                 f'{escape(chart.y_label)}</text>')
-    _x_axis(parts, x0, x1, px, height - bottom, chart.x_label, integer=True)
+    parts, px, py = _plane(chart, (x0, x1), (min(ys), max(ys)), integer_x=True)
     for value, label in chart.marks:
         parts.append(f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
                      f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{py(value) - 3:.1f}" '
