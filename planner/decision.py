@@ -14,13 +14,13 @@ two humans observed can enter any ``O_k`` and are kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtri
 
 from planner.codes import MISSING
-from planner.intervals import ConfidenceInterval, percentile_interval
+from planner.intervals import ConfidenceInterval, is_approximate, percentile_interval
 from planner.pools import feature_width, item_features, overlap_rows
 from planner.ppi import PPIGaps, ppi_gap_features, ppi_gaps
 from planner.resampling import bootstrap_sums, distinct_features, distinct_rows
@@ -46,6 +46,8 @@ ESTIMATORS = ("paired", "ppi")
 class RaterOutcome:
     """One held-out human ``r_k``: its overlap and whether the judge won it (docs/method.md §3).
 
+    ``ci.approximate`` flags an interval from fewer than 100 items of ``O_k`` or with a
+    minority label under 10 of them (docs/method.md §2, "Intervals").
     ``d`` is ``S_F(judge; H_k) - S_F(r_k; H_k)`` (``rule="margin"``, NaN under the
     alt-test); ``rho_f``, ``rho_h``, ``p_value`` are the alt-test's advantage
     probabilities and one-sided p-value (NaN under the margin rule). ``ci`` is the
@@ -144,6 +146,19 @@ class Ranking:
 
 
 # --------------------------------------------------------------------------- validation
+
+
+def _overlap_class_counts(
+    codes: np.ndarray, judge: int, humans: list[int], n_labels: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per held-out human (``humans`` order), its label counts over ``O_k`` ``(K, L)``; the label
+    counts of every human over the items of some ``O_k`` ``(L,)``; and how many such items."""
+    sub = codes[:, humans]
+    observed = sub != MISSING
+    usable = observed & (codes[:, judge] != MISSING)[:, None] & (observed.sum(axis=1) >= 2)[:, None]
+    per_human = np.stack([np.bincount(sub[usable[:, k], k], minlength=n_labels) for k in range(len(humans))])
+    pooled = sub[usable.any(axis=1)]
+    return per_human, np.bincount(pooled[pooled != MISSING], minlength=n_labels), int(pooled.shape[0])
 
 
 def _replicated_stats(
@@ -366,10 +381,12 @@ def validate_judge(
             d, se = float(gaps.d[0, i]), float(gaps.standard_error[0, i])
             ppi_ci[int(c)] = ConfidenceInterval(d - z * se, d + z * se)
     wins = judge_wins(point, rule, epsilon, q, min_items)
+    classes, pooled_classes, n_pooled = _overlap_class_counts(codes, judge, sorted(humans), n_labels)
     outcomes: dict[int, RaterOutcome] = {}
     for k, position in enumerate(order):
         used = bool(wins.used[0, 0, k])
         m = int(round(point.m[0, k]))
+        ci = ppi_ci.get(k) or percentile_interval(reps.diff[:, 0, k], confidence_level)
         outcomes[int(position)] = RaterOutcome(
             rater=humans[position],
             m=m,
@@ -377,14 +394,15 @@ def validate_judge(
             rho_f=float(point.rho_f[0, 0, k]),
             rho_h=float(point.rho_h[0, 0, k]),
             p_value=float(point.p_value[0, 0, k]),
-            ci=ppi_ci.get(k) or percentile_interval(reps.diff[:, 0, k], confidence_level),
+            ci=replace(ci, approximate=is_approximate(m, classes[k])),
             won=bool(wins.won[0, 0, k]) if used else None,
             reason=_skip_reason(m, min_items, used, rule),
         )
     pool = pool_score(point, min_items)
+    pool_ci = percentile_interval(pool_score(reps, min_items), confidence_level)
     human_pool = PoolScore(
         estimate=float(pool[0]),
-        ci=percentile_interval(pool_score(reps, min_items), confidence_level),
+        ci=replace(pool_ci, approximate=is_approximate(n_pooled, pooled_classes)),
         n_raters=int(((point.m >= min_items) & np.isfinite(point.pool)).sum()),
     )
     omega = float(wins.omega[0, 0])

@@ -24,12 +24,37 @@ def optional_float(value: float | None) -> float | None:
     return float(value)
 
 
+APPROXIMATE_BELOW_ITEMS = 100
+"""An interval from fewer items than this is flagged approximate (docs/method.md §2)."""
+APPROXIMATE_BELOW_MINORITY = 10
+"""... and so is one whose minority class has fewer items than this."""
+
+
+def is_approximate(n_items: int, class_counts: np.ndarray) -> bool:
+    """Whether an interval from ``n_items`` items with these per-class counts is only approximate.
+
+    Fewer than 100 items, or a minority class (the rarest label that occurs, or a single
+    label throughout) under 10 items: percentile bootstrap coverage falls short of nominal
+    there (docs/method.md §2, "Intervals").
+
+    >>> is_approximate(500, np.array([480, 20, 0])), is_approximate(500, np.array([495, 5]))
+    (False, True)
+    """
+    present = class_counts[class_counts > 0]
+    return bool(n_items < APPROXIMATE_BELOW_ITEMS or present.size < 2 or present.min() < APPROXIMATE_BELOW_MINORITY)
+
+
 @dataclass(frozen=True)
 class ConfidenceInterval:
-    """A two-sided interval; both ends NaN when the statistic is undefined."""
+    """A two-sided interval; both ends NaN when the statistic is undefined.
+
+    ``approximate`` is True when it comes from too few items for its nominal coverage
+    (``is_approximate``).
+    """
 
     low: float
     high: float
+    approximate: bool = False
 
     def as_list(self) -> list[float | None]:
         """The interval as ``[low, high]`` with ``None`` for undefined ends (JSON-friendly)."""
@@ -45,7 +70,7 @@ def percentile_interval(replicates: np.ndarray, confidence_level: float) -> Conf
     """Percentile bootstrap interval over the finite replicates (docs/method.md §2, "Intervals").
 
     >>> percentile_interval(np.arange(5.0), 0.5)
-    ConfidenceInterval(low=1.0, high=3.0)
+    ConfidenceInterval(low=1.0, high=3.0, approximate=False)
     """
     if not 0.0 < confidence_level < 1.0:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")

@@ -102,11 +102,12 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
             {
                 "rater": matrix.raters[r.rater].external_id, "m": r.m, "d": num(r.d),
                 "rho_f": num(r.rho_f), "rho_h": num(r.rho_h), "p_value": num(r.p_value),
-                "ci": r.ci.as_list(), "won": r.won, "reason": r.reason,
+                "ci": r.ci.as_list(), "approximate": r.ci.approximate, "won": r.won, "reason": r.reason,
             }
             for r in v.raters
         ],
         "human_pool": {"estimate": num(v.human_pool.estimate), "ci": v.human_pool.ci.as_list(),
+                       "approximate": v.human_pool.ci.approximate,
                        "n_raters": v.human_pool.n_raters},
     }
 
@@ -167,7 +168,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     else:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
         doc.update({"judge": None, "decision": "insufficient_data", "reason": why, "omega": None, "raters": [],
-                    "human_pool": {"estimate": None, "ci": [None, None], "n_raters": 0},
+                    "human_pool": {"estimate": None, "ci": [None, None], "approximate": False, "n_raters": 0},
                     "provisional": False, "fixed_decision": "insufficient_data", "monitoring": None})
     human_codes = matrix.codes[:, humans] if humans else np.empty((matrix.raw.shape[0], 0), dtype=np.int64)
     if len(humans) >= 2:

@@ -30,6 +30,10 @@ class RaterMargin(_Document):
     rho_h: float | None
     p_value: float | None
     ci: Interval
+    approximate: bool = Field(
+        description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
+        "is below nominal (docs/method.md §2)."
+    )
     won: bool | None = Field(description="Whether the judge won this human; null when the human was skipped.")
     reason: str
 
@@ -39,6 +43,10 @@ class HumanPool(_Document):
 
     estimate: float | None
     ci: Interval
+    approximate: bool = Field(
+        description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
+        "is below nominal (docs/method.md §2)."
+    )
     n_raters: int
 
 

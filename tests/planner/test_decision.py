@@ -459,3 +459,19 @@ def test_rank_judges_invariant_to_judge_order_and_flags_close_judges():
     close = next(pm for pm in a.margins if {pm.better, pm.worse} == {4, 5})
     assert close.p_flip > 0.1 and close.ci.low < 0 < close.ci.high
     assert a.order[-1] == 6
+
+
+def test_intervals_from_few_items_or_a_rare_label_are_flagged_approximate():
+    """docs/method.md §2: < 100 items of O_k, or a minority label under 10 of them."""
+    rng = np.random.default_rng(8)
+    truth = rng.integers(0, 2, 1000)
+    codes = np.column_stack([np.where(rng.random(1000) < 0.9, truth, 1 - truth) for _ in range(4)])
+    whole = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=50, rng=0)
+    assert not any(r.ci.approximate for r in whole.raters) and not whole.human_pool.ci.approximate
+    few = validate_judge(codes[:60], judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=50, rng=0)
+    assert all(r.ci.approximate for r in few.raters) and few.human_pool.ci.approximate
+    skewed = codes.copy()
+    skewed[:, :3] = 0
+    skewed[:5, 0] = 1  # human 0 uses label 1 on 5 items only
+    rare = validate_judge(skewed, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=50, rng=0)
+    assert [r.ci.approximate for r in rare.raters] == [True, True, True]  # humans 1, 2: one label only
