@@ -393,7 +393,7 @@ def main() -> None:
     if not args:
         app(args)  # prints the help
     try:
-        app(args, standalone_mode=False)
+        code = app(args, standalone_mode=False)  # without standalone mode click returns typer.Exit's code
     except CliError as e:
         _fail(str(e))
     except typer.Abort:
@@ -404,6 +404,8 @@ def main() -> None:
         _fail(getattr(e, "format_message", lambda: str(e))(), hint="add --help for the options")
     except (OSError, ValueError) as e:
         _fail(str(e))
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 def _fail(message: str, *, hint: str | None = None) -> None:

@@ -7,6 +7,9 @@ import csv
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from service.cli import app as cli
+from tests.conftest import ROOT
 
 RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]
 
@@ -181,6 +185,12 @@ def test_cli_verify_offline(client: TestClient, pid: str, tmp_path: Path) -> Non
     assert not report["match"] and report["mismatches"][0]["reason"].startswith("label removed")
     wrong = runner.invoke(cli, ["verify", str(labels), str(labels)])
     assert wrong.exit_code != 0 and "Traceback" not in wrong.output
+    # as a person runs it (the script's entry point): the exit status says whether it matched
+    for path, status in ((labels, 0), (removed, 1)):
+        run = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "verify", str(cert),
+                              str(path)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert run.returncode == status and json.loads(run.stdout)["match"] is (status == 0), run.stderr
 
 
 def test_certificate_created_is_announced(client: TestClient, pid: str) -> None:
