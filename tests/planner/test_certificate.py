@@ -234,3 +234,26 @@ def test_verify_refuses_what_is_not_a_certificate(broken: dict, message: str) ->
     s.update(broken)
     with pytest.raises(ValueError, match=message):
         verify_certificate(s, spec_rows())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_verify_matches_its_own_labels_and_catches_any_single_edit(data: st.DataObject) -> None:
+    """Invariant: a certificate re-derives from its labels; changing, dropping or adding any one label breaks it."""
+    n_items = data.draw(st.integers(3, 12))
+    values = data.draw(st.lists(st.lists(st.sampled_from(LABELS), min_size=4, max_size=4),
+                                min_size=n_items, max_size=n_items))
+    rows = [{"item": f"x{i}", "rater": r, "criterion": "default", "value": values[i][k], "seq": 4 * i + k + 1}
+            for i in range(n_items) for k, r in enumerate(("h1", "h2", "h3", "judge"))]
+    settings_ = {**spec_settings(), "label_seq": len(rows), "seeds": {"seed": 1, "bit_generator": "PCG64",
+                                                                      "n_resamples": 20}}
+    s = certificate_statement(label_snapshot(rows, label_seq=len(rows)), settings_, certificate={"id": "c"})
+    assert verify_certificate(s, rows).match
+    k = data.draw(st.integers(0, len(rows) - 1))
+    changed = [dict(r) for r in rows]
+    changed[k]["value"] = next(v for v in LABELS if v != rows[k]["value"])
+    dropped = rows[:k] + rows[k + 1:]
+    added = [*rows, {"item": "x99", "rater": "h1", "criterion": "default", "value": "a", "seq": 3}]
+    for edited, kind in ((changed, "label changed"), (dropped, "label removed"), (added, "label added")):
+        check = verify_certificate(s, edited)
+        assert not check.match and check.mismatches[0].reason.startswith(kind)
