@@ -204,8 +204,10 @@ def _band_svg(chart: Chart) -> str:
         x0, x1 = x0 - 1, x1 + 1
     parts, px, py = _plane(chart, (x0, x1), (min(ys), max(ys)), integer_x=True)
     for value, label in chart.marks:
+        # Labels of negative marks sit below their line, the others above: -epsilon and 0 never overlap.
+        label_y = py(value) + (11 if value < 0 else -3)
         parts.append(f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
-                     f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{py(value) - 3:.1f}" '
+                     f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{label_y:.1f}" '
                      f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>')
     series = list(dict.fromkeys(row[0] for row in chart.rows))
     for k, name in enumerate(series):

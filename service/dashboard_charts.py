@@ -20,10 +20,11 @@ from service.sql import driver_rows
 HISTORY_POINTS = 8
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 MARGIN_QUANTITY = {
-    "margin": ("d_k = S(judge; H_k) - S(r_k; H_k)",
+    "margin": ("d_k", "d_k = S(judge; H_k) - S(r_k; H_k)",
                "the judge's agreement with the other humans minus held-out human k's"),
-    "alt-test": ("rho_f - rho_h", "the judge's advantage probability minus held-out human k's"),
+    "alt-test": ("rho_f - rho_h", "rho_f - rho_h", "the judge's advantage probability minus held-out human k's"),
 }
+"""Per rule, the compared quantity: its short name, its formula and what it means."""
 
 
 def pool_history(session: Session, project: Project, criterion: str) -> list[tuple[int, float | None]]:
@@ -94,7 +95,7 @@ def margin_estimate(rater: dict[str, Any], rule: str) -> float | None:
 def margins_chart(validation: dict[str, Any], number: int) -> Chart:
     """Per held-out rater, the compared quantity and its interval, with -epsilon and 0 marked."""
     rule = validation["rule"]
-    symbol, meaning = MARGIN_QUANTITY[rule]
+    _, symbol, meaning = MARGIN_QUANTITY[rule]
     epsilon = validation.get("epsilon") or 0.0
     return Chart(
         id=f"margins-{number}", kind="interval",
@@ -111,11 +112,12 @@ def sequences_chart(validation: dict[str, Any], number: int) -> Chart:
     """Per held-out rater, the confidence sequence of its margin over label_seq (docs/method.md §8)."""
     monitoring = validation.get("monitoring") or {}
     epsilon = validation.get("epsilon") or 0.0
+    name = MARGIN_QUANTITY[validation["rule"]][0]
     return Chart(
         id=f"sequences-{number}", kind="band",
-        title=f"confidence sequence of d_k per held-out rater over label_seq, judge {validation['judge']}: "
+        title=f"confidence sequence of {name} per held-out rater over label_seq, judge {validation['judge']}: "
               "valid at every look at once",
-        x_label="label_seq", y_label="d_k", columns=("rater", "label_seq", "n", "lower", "upper"),
+        x_label="label_seq", y_label=name, columns=("rater", "label_seq", "n", "lower", "upper"),
         rows=tuple((r["rater"], p["label_seq"], p["n"], p["lower"], p["upper"])
                    for r in monitoring.get("raters", []) for p in r["band"]),
         marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),

@@ -134,17 +134,21 @@ EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
 
 def feasible_with(
     decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int, m: int | None,
-    pool_size: int = 1, lattice: XiLattice | None = None,
+    pool_size: int = 1,
 ) -> dict[str, Any]:
     """What would let an infeasible certification fit the corpus: the smallest ``epsilon`` in steps of
-    0.01 up to 0.5 whose recipe (the same :func:`certification`) fits (None if none does), and the
-    corpus size the recipe needs."""
-    epsilon = next(
-        (e for e in EPSILON_STEPS if e > decision.resolved_epsilon() and certification(
-            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=e, pool_size=pool_size,
-            lattice=lattice).feasible),
-        None,
-    )
+    0.01 up to 0.5 whose recipe from the moments (for ``pool_size`` held-in labels) fits, None if none
+    does, and the corpus size the recipe needs. The exact lattice recipe of a prior plan can ask a few
+    items more than the moments (120 against 117 at the README's prior), so the epsilon is a guide."""
+    def fits(epsilon: float) -> bool:
+        # Far from fitting by the normal approximation m ~ sigma0^2 (2 / (mu_d + epsilon))^2: not computed
+        # (the recipe's cost grows with m).
+        if mu_d + epsilon <= 0 or sigma0_sq * (2.0 / (mu_d + epsilon)) ** 2 > 4 * n_items:
+            return False
+        return certification(decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=epsilon,
+                             pool_size=pool_size).feasible
+
+    epsilon = next((e for e in EPSILON_STEPS if e > decision.resolved_epsilon() and fits(e)), None)
     return {"epsilon": epsilon, "n_items": m}
 
 
@@ -371,7 +375,7 @@ def create_plan(
     }
     if body.purpose == "certify" and not recipe.feasible:
         document["feasible_with"] = feasible_with(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items,
-                                                  n_humans=n_humans, m=recipe.m, pool_size=pool_size, lattice=lattice)
+                                                  n_humans=n_humans, m=recipe.m, pool_size=pool_size)
     if body.purpose == "certify" and m is not None:
         document["monitoring"] = plan_monitoring(
             decision, moments, n_labels=matrix.n_labels, n_humans=n_humans, m=m, n_items=n_items

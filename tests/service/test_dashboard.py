@@ -89,6 +89,7 @@ def test_alt_test_panels_plot_rho_f_minus_rho_h_inside_its_interval(client: Test
         assert f"Judge {judge['judge']}" in page
         svg = _svg(page, f"margins-{k}")
         assert "rho_f - rho_h" in svg.find(f"{SVG}title").text
+        assert "confidence sequence of rho_f - rho_h" in _svg(page, f"sequences-{k}").find(f"{SVG}title").text
         dots = [float(c.get("cx")) for c in svg.iter(f"{SVG}circle")]
         bars = [(float(b.get("x1")), float(b.get("x2"))) for b in svg.iter(f"{SVG}line") if b.get("class") == "ci"]
         assert len(dots) == len(bars) == 3
@@ -143,15 +144,15 @@ def test_infeasible_plan_says_so_and_what_would_make_it_feasible(client: TestCli
     assert 'class="infeasible"' in verdict
     assert f"infeasible: the recipe needs {m} items per annotator, the corpus has 20" in verdict
     assert f"a corpus of at least {m} items" in verdict and "a pilot" in verdict
-    # The epsilon offered is the smallest step of 0.01 whose recipe fits the 20 items: checked with the
-    # planner on the plan's own prior (its lattice of xi for the design's held-in pool).
+    # The epsilon offered is the smallest step of 0.01 whose recipe from the moments fits the 20 items:
+    # checked with the planner on the plan's own prior (its moments for the design's held-in pool).
     epsilon = float(verdict.split("raise epsilon to ")[1].split(" ")[0])
     pool_size = recipe["recipe"]["moments"]["pool_size"]
     lattice = xi_lattice(0.85, 0.84, n_labels=2, pool_size=pool_size)
 
     def fits(e: float) -> bool:
         return certify_recipe(lattice.mu_d, lattice.variance, n_items=20, n_humans=3, epsilon=e,
-                              pool_size=pool_size, lattice=lattice).feasible
+                              pool_size=pool_size).feasible
 
     assert fits(epsilon) and not fits(round(epsilon - 0.01, 2)), epsilon
     # Deciding by another rule now: the page says the recipe was for the margin rule.
