@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.auth import ensure_admin_key
 from service.db import make_engine, make_sessionmaker, session_scope
-from service.errors import install_error_handlers
+from service.errors import ErrorBody, install_error_handlers
 from service.limits import BodySizeLimit
 from service.reliability import DocumentCache
 from service.routes import (
@@ -98,8 +99,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 schema["components"]["schemas"][model.__name__] = model.model_json_schema()
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]
+            _document_validation_errors_as_error_body(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _document_validation_errors_as_error_body(schema: dict) -> None:
+    """Every 422 is answered with the one error body (``install_error_handlers``), so the
+    OpenAPI document says so wherever FastAPI would name its default validation error."""
+    schemas = schema["components"]["schemas"]
+    schemas.setdefault("ErrorBody", ErrorBody.model_json_schema())
+    default = {"$ref": "#/components/schemas/HTTPValidationError"}
+    for operation in (op for path in schema.get("paths", {}).values() for op in path.values()):
+        response = operation.get("responses", {}).get("422", {})
+        content = response.get("content", {}).get("application/json", {})
+        if content.get("schema") == default:
+            content["schema"] = {"$ref": "#/components/schemas/ErrorBody"}
+    uses_default = '"#/components/schemas/HTTPValidationError"' in json.dumps(schema["paths"])
+    if not uses_default:
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)

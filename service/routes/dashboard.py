@@ -108,6 +108,7 @@ def _index_access(request: Request, session: ReadSession) -> Principal | Respons
 @router.get("/dashboard", response_class=HTMLResponse, responses={
     303: {"description": "Log in first (to `/login`)"},
     403: {"description": "An annotator key: the dashboard is for admin, PM and viewer keys (HTML page)"},
+    **error_responses(422),
 })
 def get_index(
     access: Annotated[Principal | Response, Depends(_index_access)], request: Request, session: ReadSession,
