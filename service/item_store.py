@@ -6,7 +6,8 @@ import orjson
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from service.errors import Invalid, echo
+from service.errors import Conflict, Invalid, echo
+from service.identifiers import collision_key
 from service.models import Item, Project, Rater
 from service.project_rows import lock_project, reserve
 from service.schemas import ItemIn, ItemsUpserted
@@ -14,7 +15,7 @@ from service.sql import CHUNK, chunks, driver_rows
 
 
 def ids_by_external(
-    session: Session, model: type[Item] | type[Rater], project_id: str, external_ids: list[str]
+    session: Session, model: type[Item | Rater], project_id: str, external_ids: list[str]
 ) -> dict[str, int]:
     """Map external ids of one project to internal ids (unknown ids are absent)."""
     if len(external_ids) > CHUNK:  # a bulk upload: one scan of the project beats many IN lists
@@ -30,6 +31,28 @@ def ids_by_external(
         )
         found.update((ext, iid) for ext, iid in rows)
     return found
+
+
+def refuse_look_alikes(
+    session: Session, model: type[Item | Rater], project_id: str, new_ids: list[str]
+) -> None:
+    """409 when a new id has the collision key (NFKC form) of another id of the project or of ``new_ids``."""
+    kind = "item" if model is Item else "rater"
+    by_key: dict[str, str] = {}
+    for ext in new_ids:
+        other = by_key.setdefault(collision_key(ext), ext)
+        if other != ext:
+            raise Conflict(f"{kind} {echo(ext)} looks the same as {kind} {echo(other)} of this request "
+                           "(equal NFKC forms); use one id", code="look_alike_id")
+    for part in chunks(list(by_key)):
+        for key, existing in session.execute(
+            select(model.external_key, model.external_id).where(
+                model.project_id == project_id, model.external_key.in_(part)
+            )
+        ):
+            if existing != by_key[key]:
+                raise Conflict(f"{kind} {echo(by_key[key])} looks the same as the existing {kind} {echo(existing)} "
+                               "(equal NFKC forms); use that id", code="look_alike_id")
 
 
 def _canonical(features: dict) -> bytes:
@@ -61,6 +84,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
         if ext in existing and (_canonical(existing[ext][1]), existing[ext][2]) != (_canonical(r.features), r.text)
     ]
     if new:
+        refuse_look_alikes(session, Item, project.id, [r.external_id for r in new])
         start = reserve(session, project.id, "item_count", len(new)) - 1  # positions count from 0
         session.execute(
             insert(Item),

@@ -21,8 +21,11 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+from service.identifiers import collision_key
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -85,9 +88,17 @@ class Project(Base):
     label_studio: Mapped[dict[str, Any] | None]
 
 
+def _external_key(context: DefaultExecutionContext) -> str:
+    """Column default: the collision key of the row's external id."""
+    return collision_key(context.get_current_parameters()["external_id"])
+
+
 class Item(Base):
     __tablename__ = "items"
-    __table_args__ = (UniqueConstraint("project_id", "external_id"),)
+    __table_args__ = (
+        UniqueConstraint("project_id", "external_id"),
+        UniqueConstraint("project_id", "external_key"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
@@ -96,12 +107,14 @@ class Item(Base):
     features: Mapped[dict[str, Any]] = mapped_column(default=dict)
     text: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    external_key: Mapped[str | None] = mapped_column(Text, default=_external_key)
 
 
 class Rater(Base):
     __tablename__ = "raters"
     __table_args__ = (
         UniqueConstraint("project_id", "external_id"),
+        UniqueConstraint("project_id", "external_key"),
         Index(
             "uq_raters_one_primary",
             "project_id",
@@ -117,6 +130,7 @@ class Rater(Base):
     kind: Mapped[str] = mapped_column(String(16))
     name: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    external_key: Mapped[str | None] = mapped_column(Text, default=_external_key)
 
 
 class LabelEvent(Base):

@@ -10,15 +10,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.errors import Conflict, Invalid, echo
+from service.item_store import refuse_look_alikes
 from service.models import Project, Rater
 from service.queries import has_invalid_labels, has_plan, has_primary, rater_kind
 from service.schemas import RaterCreate
 
 
 def add_rater(session: Session, project: Project, body: RaterCreate) -> Rater:
-    """The new rater; 409 when its external id is taken or a second primary is asked for."""
+    """The new rater; 409 when its external id (or a look-alike) is taken or a second primary is asked for."""
     if rater_kind(session, project.id, body.external_id) is not None:
         raise Conflict(f"rater {echo(body.external_id)} already exists in this project", code="rater_exists")
+    refuse_look_alikes(session, Rater, project.id, [body.external_id])
     if body.kind == "primary" and has_primary(session, project.id):
         raise Conflict("this project already has a primary rater", code="primary_exists")
     rater = Rater(project_id=project.id, **body.model_dump())
@@ -93,6 +95,7 @@ def ensure_raters(session: Session, project: Project, wanted: list[RaterCreate])
     new = [r for r in wanted if r.external_id not in known]
     if any(r.kind == "primary" for r in new) and has_primary(session, project.id):
         raise Conflict("this project already has a primary rater", code="primary_exists")
+    refuse_look_alikes(session, Rater, project.id, [r.external_id for r in new])
     try:
         with session.begin_nested():
             session.add_all(Rater(project_id=project.id, **r.model_dump()) for r in new)

@@ -20,7 +20,7 @@ CSP = (
 )
 CSRF_COOKIE = "annoplan_login_csrf"
 CSRF_FIELD = "csrf"
-_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 
 def csp_with_inline_scripts(html: str) -> str:

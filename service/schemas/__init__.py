@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from planner.codes import SPECIAL
+from service.identifiers import ExternalId
 
 SPECIAL_VALUES = SPECIAL
 Scale = Literal["nominal", "ordinal", "interval"]
@@ -223,7 +224,7 @@ class ProjectRead(BaseModel):
 
 class KeyCreate(Strict):
     role: Role
-    rater: str | None = Field(None, description="External id of the rater (annotator keys only).")
+    rater: ExternalId | None = Field(None, description="External id of the rater (annotator keys only).")
     name: str | None = Field(None, max_length=200)
 
     @model_validator(mode="after")
@@ -244,7 +245,7 @@ class KeyCreated(BaseModel):
 
 
 class ItemIn(StrictRow):
-    external_id: Text = Field(min_length=1, max_length=200)
+    external_id: ExternalId
     features: dict[Text, Text | int | float | bool | None] = Field(default_factory=dict)
     text: Text | None = None
 
@@ -264,7 +265,7 @@ class ItemsUpserted(BaseModel):
 
 
 class RaterCreate(Strict):
-    external_id: str = Field(min_length=1, max_length=200)
+    external_id: ExternalId
     kind: RaterKind
     name: str | None = Field(None, max_length=200)
 
@@ -283,8 +284,8 @@ class RaterRead(BaseModel):
 
 
 class LabelIn(StrictRow):
-    item: Text = Field(min_length=1, max_length=200)
-    rater: Text = Field(min_length=1, max_length=200)
+    item: ExternalId
+    rater: ExternalId
     criterion: Text | None = None
     value: Text = Field(min_length=1, max_length=200)
     batch: Text | None = None
@@ -379,7 +380,7 @@ class PlanRead(BaseModel):
 
 
 class BatchCreate(Strict):
-    rater: str | None = Field(None, description="External id of the rater; implied for annotator keys.")
+    rater: ExternalId | None = Field(None, description="External id of the rater; implied for annotator keys.")
     size: int = Field(50, ge=1, description="Items wanted (at most the configured batch limit, default 1000).")
 
 

@@ -8,10 +8,13 @@ import hashlib
 import html
 import io
 import re
+import unicodedata
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,7 +48,7 @@ def test_dashboard_of_a_small_planned_project_renders(client: TestClient, n_item
 
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e308"])
 def test_agreement_refuses_non_finite_interval_values(client: TestClient, value: str) -> None:
-    body = '{"labels": ["a", "b"], "scale": "interval", "values": [%s, 1], "matrix": [["a", "b"], ["a", "a"]]}' % value
+    body = f'{{"labels": ["a", "b"], "scale": "interval", "values": [{value}, 1], "matrix": [["a", "b"], ["a", "a"]]}}'
     r = client.post("/agreement", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
     assert r.json()["fields"][0]["loc"] == ["body", "values", 0]
@@ -166,7 +169,7 @@ def test_docs_pages_load_every_asset_from_this_server(client: TestClient, page: 
         assert fetched.status_code == 200 and len(fetched.content) > 1000, url
     # The page's own inline script is allowed by its hash, nothing else inline.
     csp = r.headers["content-security-policy"]
-    for script in re.findall(r"<script>(.*?)</script>", r.text, re.S):
+    for script in re.findall(r"<script>(.*?)</script>", r.text, re.DOTALL):
         digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
         assert f"'sha256-{digest}'" in csp
     assert "'unsafe-inline'" not in re.search(r"script-src ([^;]*)", csp).group(1)
@@ -175,7 +178,7 @@ def test_docs_pages_load_every_asset_from_this_server(client: TestClient, page: 
 
 # --- 9. CSV formula injection -----------------------------------------------------------------
 
-FORMULAS = ["=HYPERLINK(\"http://x\")", "+1+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx", "'=quoted"]
+FORMULAS = ["=HYPERLINK(\"http://x\")", "+1+cmd", "-2+3", "@SUM(A1)", "'=quoted"]  # ids: no tab or CR
 
 
 def _csv_cells(text: str) -> list[list[str]]:
@@ -225,3 +228,76 @@ def test_safe_cell_is_reversible_and_never_a_formula(text: str) -> None:
 ])
 def test_safe_cell_check_values(value: str, written: str) -> None:
     assert safe_cell(value) == written
+
+
+# --- 10. look-alike ids ----------------------------------------------------------------------
+
+
+def _rater(client: TestClient, pid: str, external_id: str) -> Response:
+    return client.post(f"/projects/{pid}/raters", json={"external_id": external_id, "kind": "human"})
+
+
+def test_ids_are_stored_in_nfc(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    nfd = unicodedata.normalize("NFD", "café")
+    assert nfd != "café"
+    r = _rater(client, pid, nfd)
+    assert r.status_code == 201 and r.json()["external_id"] == "café"
+    assert _rater(client, pid, "café").status_code == 409  # the same id, typed precomposed
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": nfd}]).json()["created"] == 1
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": "café"}]).json()["unchanged"] == 1
+    # Labels may name them in either form.
+    r = client.post(f"/projects/{pid}/labels", json=[{"item": "café", "rater": nfd, "value": "pass"}])
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("bad", ["a\u200bb", "\ufeffa", "a\u200d", "a\u2060b", "\u202eab", " a", "a ", "a\t", "\na"])
+def test_invisible_characters_and_surrounding_whitespace_are_refused(client: TestClient, project: dict, bad: str) -> None:
+    pid = project["id"]
+    r = _rater(client, pid, bad)
+    assert r.status_code == 422, r.text
+    assert "ids may not" in r.json()["detail"]
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": bad}]).status_code == 422
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": "ok"}]).json()["created"] == 1
+
+
+def test_nfkc_look_alikes_get_409_naming_the_existing_id(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    assert _rater(client, pid, "norm-a").status_code == 201
+    r = _rater(client, pid, "norm-ａ")  # full-width a
+    assert r.status_code == 409 and r.json()["error"] == "look_alike_id"
+    assert "'norm-a'" in r.json()["detail"]
+    # The other way round: the look-alike first, then the plain id.
+    assert _rater(client, pid, "ｘ1").status_code == 201
+    r = _rater(client, pid, "x1")
+    assert r.status_code == 409 and "'ｘ1'" in r.json()["detail"]
+    r = client.post(f"/projects/{pid}/items", json=[{"external_id": "i１"}])  # 'i1' exists (fixture)
+    assert r.status_code == 409 and "'i1'" in r.json()["detail"], r.text
+    r = client.post(f"/projects/{pid}/items", json=[{"external_id": "ﬁle"}, {"external_id": "file"}])
+    assert r.status_code == 409, r.text
+    assert client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"][-1]["external_id"] == "i19"
+
+
+def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Path) -> None:
+    """Ids stored before 0003_id_keys get their key; of two legacy look-alikes only the first does."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from tests.conftest import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'legacy.db'}"
+    command.upgrade(alembic_config(url), "0002")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO projects (id, name, labels, scale, criteria, decision, target, label_seq, "
+                          "item_count, allow_abstain, created_at) VALUES ('p1', 'p', '[]', 'nominal', '[]', '{}', '{}', 0, 0, 0, "
+                          "'2026-01-01')"))
+        for ext in ("norm-a", "norm-ａ", "plain"):
+            conn.execute(text("INSERT INTO raters (project_id, external_id, kind, created_at) "
+                              "VALUES ('p1', :e, 'human', '2026-01-01')"), {"e": ext})
+    command.upgrade(alembic_config(url), "head")
+    with engine.begin() as conn:
+        keys = dict(conn.execute(text("SELECT external_id, external_key FROM raters")).all())
+    assert keys == {"norm-a": "norm-a", "norm-ａ": None, "plain": "plain"}
+    command.downgrade(alembic_config(url), "0002")
+    engine.dispose()
