@@ -26,6 +26,7 @@ from service.routes import (
     docs,
     health,
     items,
+    keys,
     label_studio,
     labels,
     plans,
@@ -83,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
-        dashboard, label_studio, docs, webhooks, certificates,
+        dashboard, label_studio, docs, webhooks, certificates, keys,
     ):
         app.include_router(module.router)
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")

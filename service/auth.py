@@ -10,8 +10,8 @@ from enum import StrEnum
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.errors import Unauthorized
-from service.models import ApiKey, new_public_id
+from service.errors import Conflict, NotFound, Unauthorized, echo
+from service.models import ApiKey, Rater, new_public_id, utcnow
 
 
 class Role(StrEnum):
@@ -99,3 +99,33 @@ def ensure_admin_key(session: Session, configured: str | None) -> str | None:
         return None
     _, secret = create_key(session, role=Role.ADMIN, name="generated at first start")
     return secret
+
+
+def listed_keys(session: Session, *, include_revoked: bool = False) -> list[tuple[ApiKey, str | None]]:
+    """Every key (never a secret) with its rater's external id, oldest first; revoked ones on request."""
+    stmt = select(ApiKey, Rater.external_id).outerjoin(Rater, Rater.id == ApiKey.rater_id)
+    if not include_revoked:
+        stmt = stmt.where(ApiKey.revoked_at.is_(None))
+    return [(key, rater) for key, rater in session.execute(stmt.order_by(ApiKey.created_at, ApiKey.id))]
+
+
+def revoke_key(session: Session, key_id: str) -> ApiKey:
+    """Revoke any key by id (it stops working at once); revoking a revoked key changes nothing.
+
+    The last working admin key cannot be revoked (409): nobody could administer the service.
+    """
+    row = session.scalar(select(ApiKey).where(ApiKey.id == key_id).with_for_update())
+    if row is None:
+        raise NotFound(f"key {echo(key_id)} not found")
+    if row.revoked_at is not None:
+        return row
+    if row.role == "admin":
+        admins = session.scalars(
+            select(ApiKey.id).where(ApiKey.role == "admin", ApiKey.revoked_at.is_(None)).with_for_update()
+        ).all()
+        if admins == [row.id]:
+            raise Conflict("this is the last working admin key; create another admin key first",
+                           code="last_admin_key")
+    row.revoked_at = utcnow()
+    session.flush()
+    return row

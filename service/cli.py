@@ -118,6 +118,52 @@ def keys_create(
     typer.echo(secret)
 
 
+@keys.command("list")
+def keys_list(
+    all_keys: Annotated[bool, typer.Option("--all", help="Show revoked keys too.")] = False,
+) -> None:
+    """List the keys of the configured database (ids, roles, scope; never secrets).
+
+    Example: annoplan keys list --all
+    """
+    from service.auth import listed_keys
+    from service.db import make_sessionmaker, session_scope
+
+    engine = _migrated_engine()
+    with session_scope(make_sessionmaker(engine)) as session:
+        rows = listed_keys(session, include_revoked=all_keys)
+    engine.dispose()
+    table = Table(title="annoplan API keys")
+    for column in ("id", "role", "project", "rater", "name", "created", "revoked"):
+        table.add_column(column)
+    for key, rater in rows:
+        table.add_row(key.id, key.role, key.project_id or "", rater or "", key.name or "",
+                      key.created_at.isoformat(timespec="seconds"),
+                      key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "")
+    console.print(table)
+
+
+@keys.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id, as `annoplan keys list` shows it.")]) -> None:
+    """Revoke a key (admin keys too); it stops working at once.
+
+    Example: annoplan keys revoke k_3f9a...
+    """
+    from service.auth import revoke_key
+    from service.db import make_sessionmaker, session_scope
+    from service.errors import AppError
+
+    engine = _migrated_engine()
+    try:
+        with session_scope(make_sessionmaker(engine), write=True) as session:
+            revoke_key(session, key_id)
+    except AppError as exc:
+        raise CliError(exc.detail) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"revoked {key_id}")
+
+
 def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int, int]:
     """A label export CSV (item, rater, value columns) as a code matrix; the judge's column index."""
     from planner.codes import SPECIAL

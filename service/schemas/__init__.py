@@ -244,6 +244,18 @@ class KeyCreated(BaseModel):
     key: str = Field(description="The secret; shown once, only its hash is stored.")
 
 
+class KeyRead(BaseModel):
+    """A key as listed: who it is for, never its secret."""
+
+    id: str
+    role: Role
+    project: str | None
+    rater: str | None
+    name: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
 class ItemIn(StrictRow):
     external_id: ExternalId
     features: dict[Text, Text | int | float | bool | None] = Field(default_factory=dict)

@@ -53,6 +53,8 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects", 200, 200, 403, 403, 401, 401, 200),  # pm: its own project only (checked below)
     ("GET", "/projects/{pid}", 200, 200, 403, 403, 401, 401, 404),
     ("PATCH", "/projects/{pid}", 200, 200, 403, 403, 401, 401, 404),
+    ("GET", "/keys", 200, 403, 403, 403, 401, 401, 403),
+    ("DELETE", "/keys/{kid}", 204, 403, 403, 403, 401, 401, 403),
     ("POST", "/projects/{pid}/keys", 201, 403, 403, 403, 401, 401, 404),
     ("DELETE", "/projects/{pid}/keys/{kid}", 204, 403, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/items", 200, 200, 403, 403, 401, 401, 404),
@@ -243,6 +245,7 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("PATCH", "/projects/{pid}"): lambda w, c: ({}, {"json": {"name": "A"}}),
     ("POST", "/projects/{pid}/keys"): lambda w, c: ({}, {"json": {"role": "viewer"}}),
     ("DELETE", "/projects/{pid}/keys/{kid}"): _throwaway_key,
+    ("DELETE", "/keys/{kid}"): _throwaway_key,
     ("POST", "/projects/{pid}/items"): lambda w, c: ({}, {"json": [{"external_id": w.fresh("extra-item")}]}),
     ("POST", "/projects/{pid}/raters"): lambda w, c: (
         {}, {"json": {"external_id": w.fresh("extra-rater"), "kind": "human"}}),

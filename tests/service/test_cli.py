@@ -18,9 +18,10 @@ from tests.live_server import LiveServer
 runner = CliRunner()
 
 
-@pytest.mark.parametrize(
-    "command", [[], ["serve"], ["migrate"], ["keys", "create"], ["plan"], ["simulate"], ["demo"], ["verify"]]
-)
+@pytest.mark.parametrize("command", [
+    [], ["serve"], ["migrate"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["plan"], ["simulate"],
+    ["demo"], ["verify"],
+])
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
@@ -133,3 +134,29 @@ def test_keys_create_on_an_unmigrated_database_says_to_migrate(tmp_path: Path) -
     result = _run_script(["keys", "create", "--role", "admin"], tmp_path,
                          ANNOPLAN_DATABASE_URL="sqlite:///./empty.db")
     assert result.returncode == 1 and "annoplan migrate" in result.stderr, result.stderr
+
+
+def test_keys_list_and_revoke_an_admin_key(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replaced admin key can be found and revoked from the command line."""
+    from service.settings import get_settings
+
+    monkeypatch.setenv("ANNOPLAN_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    try:
+        secret = runner.invoke(app, ["keys", "create", "--role", "admin", "--name", "old admin"]).output.strip()
+        assert runner.invoke(app, ["keys", "create", "--role", "admin", "--name", "new admin"]).exit_code == 0
+        listed = runner.invoke(app, ["keys", "list"])
+        assert listed.exit_code == 0, listed.output
+        (line,) = [x for x in listed.output.splitlines() if "old admin" in x]
+        key_id = next(word for word in line.replace("│", " ").split() if word.startswith("k_"))
+        assert secret not in listed.output
+        revoked = runner.invoke(app, ["keys", "revoke", key_id])
+        assert revoked.exit_code == 0 and key_id in revoked.output, revoked.output
+        assert "old admin" not in runner.invoke(app, ["keys", "list"]).output
+        assert "old admin" in runner.invoke(app, ["keys", "list", "--all"]).output
+        missing = runner.invoke(app, ["keys", "revoke", "k_nope"])
+        assert "not found" in str(missing.exception)  # main() prints it as one line
+    finally:
+        get_settings.cache_clear()
+    with LiveServer(database_url, ADMIN_KEY) as server, server.client(secret) as c:
+        assert c.get("/projects").status_code == 401

@@ -301,3 +301,39 @@ def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Pa
     assert keys == {"norm-a": "norm-a", "norm-ａ": None, "plain": "plain"}
     command.downgrade(alembic_config(url), "0002")
     engine.dispose()
+
+
+# --- 8. admin keys listed and revoked ---------------------------------------------------------
+
+
+def test_admin_keys_are_listed_and_revocable(client: TestClient, project: dict) -> None:
+    from service.auth import create_key
+    from service.db import session_scope
+
+    with session_scope(client.app.state.sessions, write=True) as session:
+        old_id, old_secret = (lambda kv: (kv[0].id, kv[1]))(
+            create_key(session, role="admin", name="generated at first start"))
+    viewer = client.post(f"/projects/{project['id']}/keys", json={"role": "viewer"}).json()
+    listed = client.get("/keys").json()
+    by_id = {k["id"]: k for k in listed}
+    assert by_id[old_id]["role"] == "admin" and by_id[old_id]["name"] == "generated at first start"
+    assert by_id[viewer["id"]]["project"] == project["id"]
+    assert not any(secret in client.get("/keys").text for secret in (old_secret, viewer["key"]))
+    assert client.get("/projects", headers={"Authorization": f"Bearer {old_secret}"}).status_code == 200
+    assert client.delete(f"/keys/{old_id}").status_code == 204
+    assert client.get("/projects", headers={"Authorization": f"Bearer {old_secret}"}).status_code == 401
+    assert client.delete(f"/keys/{old_id}").status_code == 204  # already revoked: nothing changes
+    assert old_id not in {k["id"] for k in client.get("/keys").json()}
+    assert old_id in {k["id"] for k in client.get("/keys", params={"include_revoked": True}).json()}
+    # Non-admins may not list or revoke keys.
+    as_viewer = {"Authorization": f"Bearer {viewer['key']}"}
+    assert client.get("/keys", headers=as_viewer).status_code == 403
+    assert client.delete(f"/keys/{viewer['id']}", headers=as_viewer).status_code == 403
+    assert client.delete("/keys/k_nope").status_code == 404
+
+
+def test_the_last_working_admin_key_cannot_be_revoked(client: TestClient) -> None:
+    (mine,) = [k for k in client.get("/keys").json() if k["role"] == "admin"]
+    r = client.delete(f"/keys/{mine['id']}")
+    assert r.status_code == 409 and r.json()["error"] == "last_admin_key"
+    assert client.get("/keys").status_code == 200
