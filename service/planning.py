@@ -337,7 +337,12 @@ def _design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float | None, s
 def create_plan(
     session: Session, project: Project, body: PlanCreate, *, n_resamples: int
 ) -> tuple[Plan, dict[str, Any]]:
-    """Compute and store the plan in force; lists of existing secondaries are drawn now (non-sequential designs)."""
+    """Compute and store the plan in force; lists of existing secondaries are drawn now (non-sequential designs).
+
+    Plans of one project are made one at a time (project row lock), so concurrent plans and
+    the batch requests that extend lists cannot assign an item twice.
+    """
+    lock_project(session, project.id)
     decision = DecisionSettings(**project.decision)
     matrix = load_matrix(session, project, project.criteria[0])
     n_items = matrix.raw.shape[0]
@@ -467,9 +472,9 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
     if held >= target:
         return
-    if plan.design in SEQUENTIAL + COVERAGE_AWARE:
-        # Lists drawn from the labels and coverage in hand: configure one rater at a time.
-        lock_project(session, project.id)
+    # One list is extended at a time per project: concurrent batch requests and a re-plan
+    # would otherwise append the same items (sequential and coverage-aware designs also read what is in hand).
+    lock_project(session, project.id)
     matrix = matrix or load_matrix(session, project, project.criteria[0])
     existing = {
         item: pos for item, pos in session.execute(

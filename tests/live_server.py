@@ -26,14 +26,16 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """``uvicorn service.app:create_app`` on ``database_url`` (already migrated), on loopback.
+    """``uvicorn service.app:create_app`` on ``database_url`` (already migrated), on loopback,
+    with ``workers`` processes.
 
     Use as a context manager; ``kill()`` sends SIGKILL (a crash), ``start()`` starts again
     on the same port and database.
     """
 
-    def __init__(self, database_url: str, admin_key: str, **settings: object):
+    def __init__(self, database_url: str, admin_key: str, *, workers: int = 1, **settings: object):
         self.database_url = database_url
+        self.workers = workers
         self.admin_key = admin_key
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -48,7 +50,8 @@ class LiveServer:
     def start(self) -> LiveServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
+             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+             *(["--workers", str(self.workers)] if self.workers > 1 else [])],
             cwd=ROOT, env=self.env,
         )
         deadline = time.monotonic() + START_DEADLINE_S
