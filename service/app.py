@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import IntegrityError
 
 from service.auth import ensure_admin_key
+from service.database_health import DatabaseState, install_outage_handlers
 from service.db import make_engine, make_sessionmaker, session_scope
 from service.errors import ErrorBody, install_error_handlers
 from service.limits import BodySizeLimit
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessions = make_sessionmaker(engine)
+        app.state.database.watch(engine)
         secret = None
         try:
             with session_scope(app.state.sessions, write=True) as session:
@@ -81,7 +83,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.documents = DocumentCache()
+    app.state.database = DatabaseState()
     install_error_handlers(app)
+    install_outage_handlers(app)
     for module in (
         health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
         dashboard, label_studio, docs, webhooks, certificates, keys,

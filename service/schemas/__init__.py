@@ -340,7 +340,8 @@ class ErrorBody(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
-    database: Literal["ok", "unreachable"]
+    database: Literal["ok", "unreachable", "read_only", "full", "busy"]
+    detail: str | None = Field(None, description="What is wrong with the database, when it is not ok.")
 
 
 Design = Literal["auto", "strat", "disjoint", "seq-refined", "seq-coverage", "random", "depth-first", "neyman"]

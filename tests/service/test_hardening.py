@@ -337,3 +337,78 @@ def test_the_last_working_admin_key_cannot_be_revoked(client: TestClient) -> Non
     r = client.delete(f"/keys/{mine['id']}")
     assert r.status_code == 409 and r.json()["error"] == "last_admin_key"
     assert client.get("/keys").status_code == 200
+
+
+# --- 6. database outages ------------------------------------------------------------------------
+
+
+def _on_every_connection(client: TestClient, *pragmas: str) -> None:
+    """Run SQLite ``pragmas`` on every new connection of the app's engine, from now on."""
+    from sqlalchemy import event
+
+    engine = client.app.state.engine
+
+    def apply(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        for pragma in pragmas:
+            dbapi_conn.execute(pragma)
+
+    event.listen(engine, "connect", apply)
+    engine.dispose()  # pooled connections predate the pragmas
+
+
+def _assert_503(r: Response, state: str) -> None:
+    assert r.status_code == 503, r.text
+    assert int(r.headers["retry-after"]) > 0
+    assert r.json()["error"] == "database_unavailable" and r.json()["detail"]
+    health = r if r.request.url.path == "/healthz" else None
+    assert health is None or health.json()["database"] == state
+
+
+sqlite_only = pytest.mark.skipif(bool(__import__("os").environ.get("ANNOPLAN_TEST_DATABASE_URL")),
+                                 reason="SQLite pragmas simulate the outage")
+
+
+@sqlite_only
+def test_disk_full_is_503_and_healthz_says_so_until_a_write_succeeds(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    page_count = client.app.state.engine.connect().exec_driver_sql("PRAGMA page_count").scalar()
+    _on_every_connection(client, f"PRAGMA max_page_count = {page_count + 2}")
+    rows = [{"external_id": f"big{i}", "text": "x" * 2000} for i in range(200)]
+    _assert_503(client.post(f"/projects/{pid}/items", json=rows), "full")
+    health = client.get("/healthz")
+    assert health.status_code == 503 and health.json()["database"] == "full", health.text
+    assert "retry-after" in health.headers
+    assert client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"][-1]["external_id"] == "i19"
+    _on_every_connection(client, "PRAGMA max_page_count = 1073741823")
+    assert client.post(f"/projects/{pid}/items", json=rows).status_code == 200
+    assert client.get("/healthz").json() == {"status": "ok", "database": "ok"}
+
+
+@sqlite_only
+def test_read_only_database_is_503_for_writes_and_reads_still_work(client: TestClient, project: dict) -> None:
+    pid = project["id"]
+    _on_every_connection(client, "PRAGMA query_only = ON")
+    _assert_503(client.post(f"/projects/{pid}/raters", json={"external_id": "new", "kind": "human"}), "read_only")
+    _assert_503(client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "judge", "value": "pass"}]),
+                "read_only")
+    assert client.get(f"/projects/{pid}/raters").status_code == 200
+    health = client.get("/healthz")
+    assert health.status_code == 503 and health.json()["database"] == "read_only", health.text
+
+
+def test_unreachable_database_is_503_with_retry_after(client: TestClient, project: dict) -> None:
+    from service.db import make_engine, make_sessionmaker
+
+    app = client.app
+    good = app.state.engine, app.state.sessions
+    app.state.engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:9/annoplan?connect_timeout=2")
+    app.state.sessions = make_sessionmaker(app.state.engine)
+    try:
+        _assert_503(client.get(f"/projects/{project['id']}"), "unreachable")
+        _assert_503(client.post("/projects", json={"name": "x", "labels": ["a", "b"]}), "unreachable")
+        health = client.get("/healthz")
+        assert health.status_code == 503 and health.json()["database"] == "unreachable"
+    finally:
+        app.state.engine.dispose()
+        app.state.engine, app.state.sessions = good
+    assert client.get(f"/projects/{project['id']}").status_code == 200
