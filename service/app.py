@@ -17,6 +17,7 @@ from service.auth import ensure_admin_key
 from service.database_health import DatabaseState, install_outage_handlers
 from service.db import make_engine, make_sessionmaker, session_scope
 from service.errors import ErrorBody, install_error_handlers
+from service.jobs import RUNNER
 from service.limits import BodySizeLimit
 from service.reliability import DocumentCache
 from service.routes import (
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sender.start()
         yield
         sender.stop()
+        RUNNER.shutdown()
         engine.dispose()
 
     app = FastAPI(

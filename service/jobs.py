@@ -2,7 +2,7 @@
 
 A large simulation is a ``simulations`` row plus a task in this server process's pool. The
 pool is started lazily at the first job (``spawn`` context: no fork of a threaded server)
-and sized by ``simulation_workers``; concurrent.futures shuts it down at interpreter exit.
+and sized by ``simulation_workers``; the app's shutdown stops it (:meth:`JobRunner.shutdown`).
 The child opens its own engine from the database URL, marks the row ``running``, writes
 ``done``/``total`` (grid cells) at most once a second, and stores the result or the error.
 
@@ -205,6 +205,28 @@ class JobRunner:
                 del self._held[job_id]
                 raise
         future.add_done_callback(lambda f: self._finished(job_id, f))
+
+    def shutdown(self) -> None:
+        """Stop the pool with the server: queued jobs are cancelled, running ones stopped.
+
+        Both are then marked failed by :meth:`_finished` (the client may submit them again).
+        Without this, a job's worker process (and multiprocessing's resource tracker) outlived a
+        server stopped with SIGTERM until the job ended.
+        """
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # The executor has no public way to stop a running task: end its worker processes.
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers:
+            process.terminate()
+        for process in workers:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+        pool.shutdown(wait=True)
 
     def _executor(self, workers: int) -> ProcessPoolExecutor:
         if self._pool is None:

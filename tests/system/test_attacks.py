@@ -5,10 +5,13 @@ Each test failed before its fix; they run on SQLite and, in CI, on PostgreSQL.
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 
@@ -63,3 +66,62 @@ def test_concurrent_plans_and_batches_racing_a_replan_never_500(database_url: st
             for h in everyone:
                 r = admin.post(f"/projects/{pid}/batches", json={"rater": h, "size": 1000})
                 assert r.status_code == 200, r.text
+
+
+def descendants(pid: int) -> set[int]:
+    """Process ids below ``pid`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (zombies count as gone)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
+
+
+def test_sigterm_stops_the_simulation_pool_with_the_server(database_url: str) -> None:
+    server = LiveServer(database_url, ADMIN_KEY, simulation_sync_limit=0).start()
+    try:
+        with server.client() as c:
+            pid = project_with_raters(c, 20, ["h1", "h2"])
+            body = {"p_h": 0.85, "p_j": 0.9, "rho": [0.25, 0.5, 0.75, 1.0], "trials": 20_000, "seed": 1}
+            r = c.post(f"/projects/{pid}/simulate", json=body)
+            assert r.status_code == 202, r.text
+            poll = r.json()["poll"]
+            deadline = time.monotonic() + 60
+            while c.get(poll).json()["status"] != "running":
+                assert time.monotonic() < deadline, "the job never started"
+                time.sleep(0.2)
+        assert server.proc is not None
+        pool = descendants(server.proc.pid)
+        assert pool, "the job runs in a child process"
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while alive(pool) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(pool) == set(), "worker pool or resource tracker outlived the server"
+    finally:
+        server.stop()
+    with LiveServer(database_url, ADMIN_KEY) as again, again.client() as c:
+        job = c.get(poll).json()
+        assert job["status"] == "failed", job
