@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from service.auth import listed_keys, revoke_key
-from service.deps import PrincipalDep, ReadSession, WriteSession, require_role
+from service.deps import AdminPrincipal, ReadSession, WriteSession
 from service.errors import error_responses
 from service.models import ApiKey
 from service.schemas import KeyRead
@@ -24,17 +24,15 @@ def key_read(key: ApiKey, rater: str | None) -> KeyRead:
 
 @router.get("", response_model=list[KeyRead], responses=error_responses(401, 403))
 def list_keys(
-    session: ReadSession, principal: PrincipalDep,
+    session: ReadSession, _admin: AdminPrincipal,
     include_revoked: Annotated[bool, Query(description="List revoked keys too.")] = False,
 ) -> list[KeyRead]:
     """Every working key of the service, admin keys included, oldest first (admin). Secrets are never shown."""
-    require_role(principal, "admin")
     return [key_read(key, rater) for key, rater in listed_keys(session, include_revoked=include_revoked)]
 
 
 @router.delete("/{kid}", status_code=204, responses=error_responses(401, 403, 404, 409))
-def delete_key(kid: KeyId, session: WriteSession, principal: PrincipalDep) -> Response:
+def delete_key(kid: KeyId, session: WriteSession, _admin: AdminPrincipal) -> Response:
     """Revoke any key, an admin key too (admin); it stops working at once. 409 for the last admin key."""
-    require_role(principal, "admin")
     revoke_key(session, kid)
     return Response(status_code=204)
