@@ -27,7 +27,8 @@ def small_planned_project(client: TestClient, n_items: int = 3) -> str:
     pid = client.post("/projects", json={"name": "small", "labels": ["pass", "fail"]}).json()["id"]
     for ext, kind in [("judge", "judge"), ("a1", "primary"), ("a2", "human")]:
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
-    assert client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(n_items)]).status_code == 200
+    items = [{"external_id": f"i{i}"} for i in range(n_items)]
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
     assert client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9}).status_code == 201
     return pid
 
@@ -252,7 +253,9 @@ def test_ids_are_stored_in_nfc(client: TestClient, project: dict) -> None:
 
 
 @pytest.mark.parametrize("bad", ["a\u200bb", "\ufeffa", "a\u200d", "a\u2060b", "\u202eab", " a", "a ", "a\t", "\na"])
-def test_invisible_characters_and_surrounding_whitespace_are_refused(client: TestClient, project: dict, bad: str) -> None:
+def test_invisible_characters_and_surrounding_whitespace_are_refused(
+    client: TestClient, project: dict, bad: str
+) -> None:
     pid = project["id"]
     r = _rater(client, pid, bad)
     assert r.status_code == 422, r.text
@@ -290,8 +293,8 @@ def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Pa
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO projects (id, name, labels, scale, criteria, decision, target, label_seq, "
-                          "item_count, allow_abstain, created_at) VALUES ('p1', 'p', '[]', 'nominal', '[]', '{}', '{}', 0, 0, 0, "
-                          "'2026-01-01')"))
+                          "item_count, allow_abstain, created_at) "
+                          "VALUES ('p1', 'p', '[]', 'nominal', '[]', '{}', '{}', 0, 0, 0, '2026-01-01')"))
         for ext in ("norm-a", "norm-ａ", "plain"):
             conn.execute(text("INSERT INTO raters (project_id, external_id, kind, created_at) "
                               "VALUES ('p1', :e, 'human', '2026-01-01')"), {"e": ext})
@@ -412,3 +415,4 @@ def test_unreachable_database_is_503_with_retry_after(client: TestClient, projec
         app.state.engine.dispose()
         app.state.engine, app.state.sessions = good
     assert client.get(f"/projects/{project['id']}").status_code == 200
+

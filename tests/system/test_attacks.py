@@ -52,10 +52,11 @@ def test_concurrent_plans_and_batches_racing_a_replan_never_500(database_url: st
             # New raters join and a re-plan races the batch requests of every rater.
             new = [f"n{k}" for k in range(6)]
             for h in new:
-                assert admin.post(f"/projects/{pid}/raters", json={"external_id": h, "kind": "human"}).status_code == 201
+                r = admin.post(f"/projects/{pid}/raters", json={"external_id": h, "kind": "human"})
+                assert r.status_code == 201, r.text
             everyone = ["h1", "h2", *new]
 
-            def call(c: httpx.Client, k: int, pid: str = pid) -> httpx.Response:
+            def call(c: httpx.Client, k: int, pid: str = pid, everyone: list[str] = everyone) -> httpx.Response:
                 if k % 6 == 0:
                     return c.post(f"/projects/{pid}/plan", json={**PRIOR, "design": "random", "seed": 100 + k})
                 return c.post(f"/projects/{pid}/batches", json={"rater": everyone[k % len(everyone)], "size": 5})
@@ -125,3 +126,40 @@ def test_sigterm_stops_the_simulation_pool_with_the_server(database_url: str) ->
     with LiveServer(database_url, ADMIN_KEY) as again, again.client() as c:
         job = c.get(poll).json()
         assert job["status"] == "failed", job
+
+
+def test_a_100k_item_upload_leaves_healthz_answering_under_two_workers(database_url: str) -> None:
+    """No request holds a worker's GIL for long: /healthz keeps answering on every connection
+    (some on the uploading worker) while 100,000 items are validated and stored.
+
+    Before the fix one validation call over the whole upload held the GIL for about 10 s and
+    uvicorn's 5 s health check killed the worker."""
+    with LiveServer(database_url, ADMIN_KEY, workers=2) as server, server.client() as c:
+        pid = c.post("/projects", json={"name": "big", "labels": ["a", "b"]}).json()["id"]
+        rows = [{"external_id": f"item-{i:06d}", "features": {"topic": "x" * 20}} for i in range(100_000)]
+        pollers = [httpx.Client(base_url=server.base_url, timeout=60) for _ in range(4)]
+        for p in pollers:  # connections opened now, spread over both workers, then kept alive
+            assert p.get("/healthz").status_code == 200
+        worst = [0.0] * len(pollers)
+        stop = threading.Event()
+
+        def poll(k: int) -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                assert pollers[k].get("/healthz").status_code == 200
+                worst[k] = max(worst[k], time.perf_counter() - t)
+                time.sleep(0.05)
+
+        with ThreadPoolExecutor(len(pollers)) as pool:
+            watching = [pool.submit(poll, k) for k in range(len(pollers))]
+            try:
+                r = c.post(f"/projects/{pid}/items", json=rows, timeout=600)
+            finally:
+                stop.set()
+            for w in watching:
+                w.result()
+        for p in pollers:
+            p.close()
+        assert r.status_code == 200 and r.json()["created"] == 100_000, r.text[:300]
+        # uvicorn kills a worker whose health check waits 5 s: none may come near it.
+        assert max(worst) < 5.0, f"/healthz waited {max(worst):.1f} s during the upload"
