@@ -129,7 +129,8 @@ def install_error_handlers(app: FastAPI) -> None:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media and media != "application/json" and any(e.get("loc", ("",))[0] == "body" for e in exc.errors()):
             return JSONResponse(
-                error_body("unsupported_media_type", f"content type {echo(media)} is not accepted; send application/json"),
+                error_body("unsupported_media_type",
+                           f"content type {echo(media)} is not accepted; send application/json"),
                 415,
             )
         fields = [

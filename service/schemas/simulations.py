@@ -167,12 +167,16 @@ class SimulationJob(BaseModel):
     finished_at: datetime | None
 
 
+LabelValue = Annotated[float, Field(ge=-1e12, le=1e12)]
+"""A number an interval-scale label stands for: finite, and small enough that squared differences are too."""
+
+
 class AgreementBody(Strict):
     """A label matrix: rows are items, columns raters, ``null`` a missing rating."""
 
     labels: Labels
     scale: Scale = "nominal"
-    values: Annotated[list[Annotated[float, Field(ge=-1e12, le=1e12)]], Field(min_length=2, max_length=100)] | None = Field(
+    values: Annotated[list[LabelValue], Field(min_length=2, max_length=100)] | None = Field(
         None, description="Interval scale only: the number each label stands for (default 0..L-1)."
     )
     matrix: list[list[str | None]] = Field(min_length=1)
