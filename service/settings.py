@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     simulation_sync_limit: int = Field(200_000, ge=0)
     simulation_max_work: int = Field(50_000_000, ge=1)
     simulation_workers: int = Field(1, ge=1)
+    agreement_max_work: int = Field(50_000_000, ge=1)
     bootstrap_resamples: int = Field(1_000, ge=0)
     # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
     # this server send requests where a pm says, so set it wherever that network matters.

@@ -68,7 +68,7 @@ class LiveServer:
         """An HTTP client of this server authenticated with ``key`` (default: admin)."""
         return httpx.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {key or self.admin_key}"},
-            timeout=60, **kwargs,
+            **{"timeout": 60, **kwargs},
         )
 
     def kill(self) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
+
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from planner.agreement import summary_table
-from service.deps import PrincipalDep
+from service.cancellable import ClientGone, run_while_connected
+from service.deps import PrincipalDep, SettingsDep
 from service.errors import Invalid, TooLarge, echo, error_responses
 from service.schemas.simulations import AgreementBody, AgreementRead, EstimateRead
 
@@ -14,6 +18,8 @@ router = APIRouter(tags=["agreement"])
 
 MAX_CELLS = 1_000_000
 """Largest matrix accepted, in cells (rows x columns)."""
+INLINE_WORK = 2_000_000
+"""Work (cells x resamples) computed in a thread of the server; more runs in a child process."""
 
 
 def matrix_codes(body: AgreementBody) -> np.ndarray:
@@ -45,8 +51,15 @@ def matrix_codes(body: AgreementBody) -> np.ndarray:
     return codes
 
 
+def agreement_table(codes: np.ndarray, **options: object) -> dict[str, dict]:
+    """``planner.agreement.summary_table`` as plain dicts, which can cross a process boundary."""
+    return {key: estimate.as_dict() for key, estimate in summary_table(codes, **options).items()}
+
+
 @router.post("/agreement", response_model=AgreementRead, responses=error_responses(401, 413, 422))
-def post_agreement(body: AgreementBody, _principal: PrincipalDep) -> AgreementRead:
+async def post_agreement(
+    body: AgreementBody, request: Request, _principal: PrincipalDep, settings: SettingsDep
+) -> AgreementRead | Response:
     """Agreement of a posted matrix (any key; nothing is stored).
 
     Rows are items, columns raters, cells labels from `labels` or `null` for missing.
@@ -55,18 +68,35 @@ def post_agreement(body: AgreementBody, _principal: PrincipalDep) -> AgreementRe
     and Gwet's AC1, each over the observed cells with a percentile item-bootstrap interval
     at `level` (docs/method.md §2). An undefined coefficient has `defined: false`, a `reason` and
     a null statistic. `seed` makes the intervals reproducible.
+
+    The work, cells x `n_resamples`, is bounded by `ANNOPLAN_AGREEMENT_MAX_WORK` (413 past
+    it). A large computation runs in a child process and stops if the client disconnects.
     """
     if body.values is not None and body.scale != "interval":
         raise Invalid("values apply to the interval scale only")
     if body.values is not None and len(body.values) != len(body.labels):
         raise Invalid(f"values must hold one number per label ({len(body.labels)}), got {len(body.values)}")
-    codes = matrix_codes(body)
-    table = summary_table(
-        codes, n_labels=len(body.labels), scale=body.scale, values=body.values, confidence_level=body.level,
-        n_resamples=body.n_resamples, rng=body.seed,
-    )
+    cells = sum(len(row) for row in body.matrix)
+    work = cells * body.n_resamples
+    if work > settings.agreement_max_work:
+        most = max(settings.agreement_max_work // max(cells, 1), 0)
+        raise TooLarge(
+            f"{cells:,} cells x {body.n_resamples:,} resamples is {work:,} units of work; the limit is "
+            f"{settings.agreement_max_work:,}: send at most {most:,} resamples for this matrix, or fewer cells",
+            code="agreement_too_large",
+        )
+    codes = await asyncio.to_thread(matrix_codes, body)
+    options = {"n_labels": len(body.labels), "scale": body.scale, "values": body.values,
+               "confidence_level": body.level, "n_resamples": body.n_resamples, "rng": body.seed}
+    if work <= INLINE_WORK:
+        table = await asyncio.to_thread(partial(agreement_table, codes, **options))
+    else:
+        try:
+            table = await run_while_connected(request, agreement_table, codes, **options)
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the client closed the connection
     return AgreementRead(
         n_items=codes.shape[0], n_raters=codes.shape[1], scale=body.scale, level=body.level,
         n_resamples=body.n_resamples,
-        coefficients={key: EstimateRead(**estimate.as_dict()) for key, estimate in table.items()},
+        coefficients={key: EstimateRead(**estimate) for key, estimate in table.items()},
     )

@@ -12,6 +12,7 @@ import unicodedata
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from service.csv_safety import restored_cell, safe_cell
 from service.errors import ECHO_CHARS
+from tests.conftest import ADMIN_KEY
 
 
 def small_planned_project(client: TestClient, n_items: int = 3) -> str:
@@ -139,8 +141,6 @@ def test_dashboard_script_is_served_from_the_package(client: TestClient, project
 
 
 def test_login_needs_the_forms_csrf_token(client: TestClient) -> None:
-    from tests.conftest import ADMIN_KEY
-
     del client.headers["Authorization"]
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     # A cross-site form post carries no token (and no SameSite=Strict cookie): refused.
@@ -416,3 +416,59 @@ def test_unreachable_database_is_503_with_retry_after(client: TestClient, projec
         app.state.engine, app.state.sessions = good
     assert client.get(f"/projects/{project['id']}").status_code == 200
 
+
+
+# --- 4. CPU exhaustion --------------------------------------------------------------------------
+
+
+def _matrix(n_items: int, n_raters: int, seed: int = 0) -> list[list[str | None]]:
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(-1, 3, size=(n_items, n_raters))
+    return [[None if c < 0 else "abc"[c] for c in row] for row in codes]
+
+
+def test_agreement_work_is_bounded_for_every_key(client: TestClient, project: dict) -> None:
+    annotator = client.post(f"/projects/{project['id']}/keys", json={"role": "annotator", "rater": "h2"}).json()
+    body = {"labels": ["a", "b", "c"], "matrix": _matrix(1000, 10), "n_resamples": 10_000}
+    for key in (ADMIN_KEY, annotator["key"]):
+        r = client.post("/agreement", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 413 and r.json()["error"] == "agreement_too_large", r.text
+        assert "at most 5,000 resamples" in r.json()["detail"]
+    assert client.post("/agreement", json={**body, "n_resamples": 5_000}).status_code == 200
+
+
+def test_large_agreement_in_a_child_process_equals_the_planner(client: TestClient) -> None:
+    from planner.agreement import summary_table
+    from service.routes.agreement import INLINE_WORK
+
+    matrix = _matrix(2000, 5, seed=3)
+    body = {"labels": ["a", "b", "c"], "matrix": matrix, "n_resamples": 400, "seed": 11}
+    assert 2000 * 5 * 400 > INLINE_WORK  # the child-process path
+    r = client.post("/agreement", json=body)
+    assert r.status_code == 200, r.text
+    codes = np.array([[-1 if v is None else "abc".index(v) for v in row] for row in matrix])
+    direct = summary_table(codes, n_labels=3, n_resamples=400, rng=11)
+    for key, estimate in direct.items():
+        got = r.json()["coefficients"][key]
+        assert got["statistic"] == pytest.approx(estimate.result.statistic, abs=1e-12)
+        assert got["interval"] == pytest.approx(list(estimate.interval.as_list()), abs=1e-12)
+
+
+def test_dashboard_history_is_computed_once_per_label_seq(
+    client: TestClient, project: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import service.dashboard_charts as dashboard_route
+
+    pid = project["id"]
+    rows = [{"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
+            for i in range(20) for k, r in enumerate(["judge", "prim", "h2"])]
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    calls = []
+    replay = dashboard_route.pool_history
+    monkeypatch.setattr(dashboard_route, "pool_history", lambda *a: calls.append(1) or replay(*a))
+    for _ in range(3):
+        assert client.get(f"/projects/{pid}/dashboard").status_code == 200
+    assert len(calls) == 1
+    assert client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h3", "value": "pass"}]).status_code == 200
+    assert client.get(f"/projects/{pid}/dashboard").status_code == 200
+    assert len(calls) == 2

@@ -163,3 +163,52 @@ def test_a_100k_item_upload_leaves_healthz_answering_under_two_workers(database_
         assert r.status_code == 200 and r.json()["created"] == 100_000, r.text[:300]
         # uvicorn kills a worker whose health check waits 5 s: none may come near it.
         assert max(worst) < 5.0, f"/healthz waited {max(worst):.1f} s during the upload"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def computations(server_pid: int) -> set[int]:
+    """Processes running a computation: those the server's forkserver (its direct child) forked."""
+    forkservers = {p for p in descendants(server_pid) if "forkserver" in cmdline(p) and parent(p) == server_pid}
+    return set().union(*(descendants(f) for f in forkservers))
+
+
+def parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError):
+        return None
+
+
+def test_agreement_work_stops_when_its_client_leaves(database_url: str) -> None:
+    """A large /agreement runs in a child process that is killed when the client disconnects."""
+    import json
+    import socket
+
+    import numpy as np
+
+    with LiveServer(database_url, ADMIN_KEY, agreement_max_work=10**10) as server:
+        assert server.proc is not None
+        codes = np.random.default_rng(0).integers(0, 5, size=(20_000, 10))
+        body = json.dumps({"labels": list("abcde"), "matrix": [["abcde"[c] for c in row] for row in codes],
+                           "n_resamples": 5_000}).encode()
+        head = (f"POST /agreement HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(head + body)
+            deadline = time.monotonic() + 120
+            while not (running := computations(server.proc.pid)):
+                assert time.monotonic() < deadline, "the computation never started in a child process"
+                time.sleep(0.05)
+            time.sleep(0.5)
+            assert alive(running), "the computation outlasts half a second"
+        # The client has gone: its computation must stop.
+        deadline = time.monotonic() + 10
+        while alive(running) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive(running) == set(), "the computation ran on after its client left"
