@@ -5,12 +5,13 @@ Every chart names its quantity and draws a numeric axis with ticks; no external 
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+
+from service.csv_safety import SafeWriter
 
 WIDTH, ROW, PAD = 600, 26, 120
 PLANE = (240, 60, 44)  # height, left margin, bottom margin of x-y charts
@@ -57,9 +58,9 @@ def chart_svg(chart: Chart) -> str:
 
 
 def chart_csv(chart: Chart) -> str:
-    """The chart's rows as CSV under its column names (undefined values empty)."""
+    """The chart's rows as CSV under its column names (undefined values empty; formulas neutralised)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeWriter(out, lineterminator="\n")
     writer.writerow(chart.columns)
     writer.writerows(["" if v is None else v for v in row] for row in chart.rows)
     return out.getvalue()

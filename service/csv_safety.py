@@ -39,8 +39,8 @@ def restored_cell(text: str) -> str:
 class SafeWriter:
     """A ``csv.writer`` whose every cell goes through :func:`safe_cell`."""
 
-    def __init__(self, out: _Writable):
-        self._writer = csv.writer(out)
+    def __init__(self, out: _Writable, **fmtparams: Any):
+        self._writer = csv.writer(out, **fmtparams)
 
     def writerow(self, row: Iterable[object]) -> None:
         """Write one row of neutralised cells."""

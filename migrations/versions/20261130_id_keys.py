@@ -1,7 +1,7 @@
 """Items and raters get external_key, the NFKC form of their id, unique per project (look-alike ids).
 
-Revision ID: 0003_id_keys
-Revises: 0002
+Revision ID: 0006_id_keys
+Revises: 0005_webhooks
 Create Date: 2026-11-30 14:30:00
 """
 
@@ -12,8 +12,8 @@ import unicodedata
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0003_id_keys'
-down_revision = '0002'
+revision = '0006_id_keys'
+down_revision = '0005_webhooks'
 branch_labels = None
 depends_on = None
 

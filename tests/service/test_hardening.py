@@ -282,7 +282,7 @@ def test_nfkc_look_alikes_get_409_naming_the_existing_id(client: TestClient, pro
 
 
 def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Path) -> None:
-    """Ids stored before 0003_id_keys get their key; of two legacy look-alikes only the first does."""
+    """Ids stored before 0006_id_keys get their key; of two legacy look-alikes only the first does."""
     from alembic import command
     from sqlalchemy import create_engine, text
 
