@@ -236,6 +236,8 @@ def labels(client: TestClient, pid: str, judge_agrees: bool) -> None:
 
 
 def test_decision_changed_carries_old_and_new(client: TestClient, pid: str) -> None:
+    # 20 items decide the fixed-sample rule; the anytime decision (the default) needs more overlap
+    assert client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}}).status_code == 200
     with Receiver() as receiver:
         hook = subscribe(client, pid, receiver.url, ["decision.changed"])
         sender_of(client).run_once()
