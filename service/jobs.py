@@ -227,6 +227,14 @@ class JobRunner:
             if process.is_alive():
                 process.kill()
         pool.shutdown(wait=True)
+        with self._lock:
+            held = list(self._held.items())
+        for job_id, (sessions, _) in held:  # recorded now, not left to callbacks racing the exit
+            try:
+                _update(sessions, job_id, ACTIVE, status="failed", error="cancelled: the server shut down",
+                        finished_at=utcnow())
+            except Exception:
+                log.exception("could not record the cancellation of simulation %s", job_id)
 
     def _executor(self, workers: int) -> ProcessPoolExecutor:
         if self._pool is None:
