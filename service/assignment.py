@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import Exists, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role
@@ -23,7 +23,7 @@ from service.planning import current_plan, ensure_assignments
 from service.schemas import BatchCreate, BatchRead, BatchStatus
 
 
-def _labeled():
+def _labeled() -> Exists:
     """True for an assignment whose rater has labeled its item (any criterion)."""
     return exists().where(CurrentLabel.item_id == Assignment.item_id, CurrentLabel.rater_id == Assignment.rater_id)
 
@@ -73,11 +73,23 @@ def issue_batch(
         .with_for_update(of=Assignment, skip_locked=True)
     ).all()
     if not chosen:
-        return BatchRead(id=None, rater=rater.external_id, items=[], design=plan.design, expires_at=None,
-                         done=remaining == 0, remaining=remaining)
+        return BatchRead(
+            id=None,
+            rater=rater.external_id,
+            items=[],
+            design=plan.design,
+            expires_at=None,
+            done=remaining == 0,
+            remaining=remaining,
+        )
     batch = Batch(
-        id=new_public_id("b"), project_id=project.id, rater_id=rater.id, plan_id=plan.id, design=plan.design,
-        items=[ext for _, ext in chosen], expires_at=now + timedelta(seconds=lease_seconds),
+        id=new_public_id("b"),
+        project_id=project.id,
+        rater_id=rater.id,
+        plan_id=plan.id,
+        design=plan.design,
+        items=[ext for _, ext in chosen],
+        expires_at=now + timedelta(seconds=lease_seconds),
     )
     session.add(batch)
     session.flush()
@@ -86,15 +98,24 @@ def issue_batch(
         .where(Assignment.id.in_([aid for aid, _ in chosen]))
         .values(batch_id=batch.id, lease_expires_at=batch.expires_at)
     )
-    return BatchRead(id=batch.id, rater=rater.external_id, items=batch.items, design=plan.design,
-                     expires_at=batch.expires_at, done=False, remaining=remaining)
+    return BatchRead(
+        id=batch.id,
+        rater=rater.external_id,
+        items=batch.items,
+        design=plan.design,
+        expires_at=batch.expires_at,
+        done=False,
+        remaining=remaining,
+    )
 
 
 def visible_batch(session: Session, project: Project, principal: Principal, bid: str) -> Batch:
     """The batch if it is in this project and the caller is a PM/admin or its annotator; else 404."""
     batch = session.get(Batch, bid)
-    if batch is None or batch.project_id != project.id or (
-        principal.role == Role.ANNOTATOR and batch.rater_id != principal.rater_id
+    if (
+        batch is None
+        or batch.project_id != project.id
+        or (principal.role == Role.ANNOTATOR and batch.rater_id != principal.rater_id)
     ):
         raise NotFound(f"batch {echo(bid)} not found")
     return batch
@@ -105,17 +126,27 @@ def batch_status(session: Session, batch: Batch) -> BatchStatus:
     rater = session.get(Rater, batch.rater_id)
     assert rater is not None
     labeled = {
-        ext for (ext,) in session.execute(
+        ext
+        for (ext,) in session.execute(
             select(Item.external_id)
             .join(CurrentLabel, CurrentLabel.item_id == Item.id)
-            .where(CurrentLabel.rater_id == batch.rater_id, Item.project_id == batch.project_id,
-                   Item.external_id.in_(batch.items))
+            .where(
+                CurrentLabel.rater_id == batch.rater_id,
+                Item.project_id == batch.project_id,
+                Item.external_id.in_(batch.items),
+            )
         )
     }
     return BatchStatus(
-        id=batch.id, rater=rater.external_id, items=batch.items, design=batch.design, created_at=batch.created_at,
-        expires_at=batch.expires_at, released=batch.released_at is not None,
-        expired=batch.expires_at <= utcnow(), labeled=len(labeled),
+        id=batch.id,
+        rater=rater.external_id,
+        items=batch.items,
+        design=batch.design,
+        created_at=batch.created_at,
+        expires_at=batch.expires_at,
+        released=batch.released_at is not None,
+        expired=batch.expires_at <= utcnow(),
+        labeled=len(labeled),
         unlabeled=[i for i in batch.items if i not in labeled],
     )
 

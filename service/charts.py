@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
 from service.csv_safety import SafeWriter
 
@@ -29,7 +30,7 @@ class Chart:
     x_label: str
     y_label: str
     columns: tuple[str, ...]
-    rows: tuple[tuple, ...]
+    rows: tuple[tuple[Any, ...], ...]
     marks: tuple[tuple[float, str], ...] = ()
     y_range: tuple[float, float] | None = None
     target: float | None = None
@@ -67,21 +68,35 @@ def chart_csv(chart: Chart) -> str:
 
 
 def _open(chart: Chart, height: float) -> list[str]:
-    return [f'<svg id="{escape(chart.id)}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
-            f'viewBox="0 0 {WIDTH} {height:.0f}" role="img" font-family="sans-serif">'
-            f'<title>{escape(chart.title)}</title><rect width="100%" height="100%" fill="#fff"/>']
+    return [
+        f'<svg id="{escape(chart.id)}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
+        f'viewBox="0 0 {WIDTH} {height:.0f}" role="img" font-family="sans-serif">'
+        f'<title>{escape(chart.title)}</title><rect width="100%" height="100%" fill="#fff"/>'
+    ]
 
 
-def _x_axis(parts: list[str], low: float, high: float, x: Callable[[float], float], y: float, label: str, *,
-            integer: bool = False) -> None:
+def _x_axis(
+    parts: list[str],
+    low: float,
+    high: float,
+    x: Callable[[float], float],
+    y: float,
+    label: str,
+    *,
+    integer: bool = False,
+) -> None:
     parts.append(f'<line class="axis" x1="{x(low):.1f}" x2="{x(high):.1f}" y1="{y}" y2="{y}" stroke="#555"/>')
     for t in ticks(low, high):
         if integer and t != int(t):
             continue
-        parts.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y}" y2="{y + 4}" stroke="#555"/>'
-                     f'<text class="tick" x="{x(t):.1f}" y="{y + 15}" font-size="10" text-anchor="middle">{t:g}</text>')
-    parts.append(f'<text x="{(x(low) + x(high)) / 2:.1f}" y="{y + 30}" font-size="11" '
-                 f'text-anchor="middle">{escape(label)}</text>')
+        parts.append(
+            f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y}" y2="{y + 4}" stroke="#555"/>'
+            f'<text class="tick" x="{x(t):.1f}" y="{y + 15}" font-size="10" text-anchor="middle">{t:g}</text>'
+        )
+    parts.append(
+        f'<text x="{(x(low) + x(high)) / 2:.1f}" y="{y + 30}" font-size="11" '
+        f'text-anchor="middle">{escape(label)}</text>'
+    )
 
 
 def _interval_svg(chart: Chart) -> str:
@@ -100,28 +115,34 @@ def _interval_svg(chart: Chart) -> str:
     for value, label in chart.marks:
         # Labels of negative marks sit left of their line, the others right: -epsilon and 0 never overlap.
         side, anchor = (-3, "end") if value < 0 else (3, "start")
-        parts.append(f'<line class="mark" x1="{x(value):.1f}" x2="{x(value):.1f}" y1="{top - 4}" y2="{axis_y}" '
-                     f'stroke="#999" stroke-dasharray="4 3"/><text x="{x(value) + side:.1f}" y="{top - 6}" '
-                     f'font-size="10" fill="#555" text-anchor="{anchor}">{escape(label)}</text>')
+        parts.append(
+            f'<line class="mark" x1="{x(value):.1f}" x2="{x(value):.1f}" y1="{top - 4}" y2="{axis_y}" '
+            f'stroke="#999" stroke-dasharray="4 3"/><text x="{x(value) + side:.1f}" y="{top - 6}" '
+            f'font-size="10" fill="#555" text-anchor="{anchor}">{escape(label)}</text>'
+        )
     for k, (label, est, lo, hi, *rest) in enumerate(chart.rows):
         y = top + ROW * k + ROW // 2
         parts.append(f'<text x="4" y="{y + 4}" font-size="12">{escape(str(label))[:18]}</text>')
         if lo is not None and hi is not None:
-            parts.append(f'<line class="ci" x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" '
-                         'stroke="#729fcf" stroke-width="4" stroke-linecap="round"/>')
+            parts.append(
+                f'<line class="ci" x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y}" y2="{y}" '
+                'stroke="#729fcf" stroke-width="4" stroke-linecap="round"/>'
+            )
         if est is not None:
             parts.append(f'<circle class="estimate" cx="{x(est):.1f}" cy="{y}" r="5" fill="#204a87"/>')
         else:
             why = f": {rest[-1]}" if rest and rest[-1] else ""
-            parts.append(f'<text x="{PAD}" y="{y + 4}" font-size="10" fill="#a40000">'
-                         f'{escape(("undefined" + why)[:80])}</text>')
+            parts.append(
+                f'<text x="{PAD}" y="{y + 4}" font-size="10" fill="#a40000">{escape(("undefined" + why)[:80])}</text>'
+            )
     _x_axis(parts, low, high, x, axis_y, chart.x_label)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _plane(chart: Chart, xs: tuple[float, float], ys: tuple[float, float], *,
-           integer_x: bool) -> tuple[list[str], Callable[[float], float], Callable[[float], float]]:
+def _plane(
+    chart: Chart, xs: tuple[float, float], ys: tuple[float, float], *, integer_x: bool
+) -> tuple[list[str], Callable[[float], float], Callable[[float], float]]:
     """An x-y chart's opened SVG with both axes drawn, and its x and y pixel maps."""
     (x0, x1), (y0, y1) = xs, ys
     height, left, bottom = PLANE
@@ -135,10 +156,14 @@ def _plane(chart: Chart, xs: tuple[float, float], ys: tuple[float, float], *,
 
     parts.append(f'<line class="axis" x1="{left}" x2="{left}" y1="10" y2="{height - bottom}" stroke="#555"/>')
     for t in ticks(y0, y1):
-        parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#555"/>'
-                     f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
-    parts.append(f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
-                 f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">{escape(chart.y_label)}</text>')
+        parts.append(
+            f'<line x1="{left - 4}" x2="{left}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#555"/>'
+            f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>'
+        )
+    parts.append(
+        f'<text x="12" y="{(height - bottom) / 2:.0f}" font-size="11" '
+        f'transform="rotate(-90 12 {(height - bottom) / 2:.0f})" text-anchor="middle">{escape(chart.y_label)}</text>'
+    )
     _x_axis(parts, x0, x1, px, height - bottom, chart.x_label, integer=integer_x)
     return parts, px, py
 
@@ -158,10 +183,12 @@ def _line_svg(chart: Chart) -> str:
         y0, y1 = y0 - 0.05, y1 + 0.05
     parts, px, py = _plane(chart, (x0, x1), (y0, y1), integer_x=all(float(x).is_integer() for x in xs))
     if chart.target is not None:
-        parts.append(f'<line class="target" x1="{left}" x2="{WIDTH - 20}" y1="{py(chart.target):.1f}" '
-                     f'y2="{py(chart.target):.1f}" stroke="#cc0000" stroke-dasharray="5 3"/>'
-                     f'<text x="{left + 4}" y="{py(chart.target) - 4:.1f}" font-size="10" fill="#cc0000">'
-                     f'target {chart.target:g}</text>')
+        parts.append(
+            f'<line class="target" x1="{left}" x2="{WIDTH - 20}" y1="{py(chart.target):.1f}" '
+            f'y2="{py(chart.target):.1f}" stroke="#cc0000" stroke-dasharray="5 3"/>'
+            f'<text x="{left + 4}" y="{py(chart.target) - 4:.1f}" font-size="10" fill="#cc0000">'
+            f"target {chart.target:g}</text>"
+        )
     path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in shown)
     parts.append(f'<polyline class="series" points="{path}" fill="none" stroke="#204a87" stroke-width="2"/>')
     parts.extend(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#204a87"/>' for x, y in shown)
@@ -181,10 +208,12 @@ def _bars_svg(chart: Chart) -> str:
     parts = _open(chart, height)
     for k, (label, done, target) in enumerate(rows):
         y = ROW * (k + 1)
-        parts.append(f'<text x="4" y="{y + 4}" font-size="12">{escape(str(label))[:18]}</text>'
-                     f'<rect x="{PAD}" y="{y - 8}" width="{x(target) - PAD:.1f}" height="16" fill="#eee"/>'
-                     f'<rect class="done" x="{PAD}" y="{y - 8}" width="{x(min(done, high)) - PAD:.1f}" height="16" '
-                     f'fill="#4e9a06"/><text x="{x(target) + 4:.1f}" y="{y + 4}" font-size="11">{done} / {target}</text>')
+        parts.append(
+            f'<text x="4" y="{y + 4}" font-size="12">{escape(str(label))[:18]}</text>'
+            f'<rect x="{PAD}" y="{y - 8}" width="{x(target) - PAD:.1f}" height="16" fill="#eee"/>'
+            f'<rect class="done" x="{PAD}" y="{y - 8}" width="{x(min(done, high)) - PAD:.1f}" height="16" '
+            f'fill="#4e9a06"/><text x="{x(target) + 4:.1f}" y="{y + 4}" font-size="11">{done} / {target}</text>'
+        )
     _x_axis(parts, 0, high, x, axis_y, chart.x_label, integer=True)
     parts.append("</svg>")
     return "".join(parts)
@@ -207,18 +236,22 @@ def _band_svg(chart: Chart) -> str:
     for value, label in chart.marks:
         # Labels of negative marks sit below their line, the others above: -epsilon and 0 never overlap.
         label_y = py(value) + (11 if value < 0 else -3)
-        parts.append(f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
-                     f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{label_y:.1f}" '
-                     f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>')
+        parts.append(
+            f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
+            f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{label_y:.1f}" '
+            f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>'
+        )
     series = list(dict.fromkeys(row[0] for row in chart.rows))
     for k, name in enumerate(series):
         band = [row for row in chart.rows if row[0] == name]
         colour = BAND_COLOURS[k % len(BAND_COLOURS)]
         edge = [(px(r[1]), py(r[4])) for r in band] + [(px(r[1]), py(r[3])) for r in reversed(band)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in edge)
-        parts.append(f'<polygon class="band" points="{path}" fill="{colour}" fill-opacity="0.25" '
-                     f'stroke="{colour}"><title>{escape(str(name))}</title></polygon>'
-                     f'<text x="{left + 8}" y="{22 + 13 * k}" font-size="11" fill="{colour}">'
-                     f'{escape(str(name))[:18]}</text>')
+        parts.append(
+            f'<polygon class="band" points="{path}" fill="{colour}" fill-opacity="0.25" '
+            f'stroke="{colour}"><title>{escape(str(name))}</title></polygon>'
+            f'<text x="{left + 8}" y="{22 + 13 * k}" font-size="11" fill="{colour}">'
+            f"{escape(str(name))[:18]}</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)

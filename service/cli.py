@@ -8,7 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -16,8 +16,14 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-app = typer.Typer(help="annoplan: plan and check the human overlap that validates an LLM judge.",
-                  no_args_is_help=True, add_completion=False)
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+app = typer.Typer(
+    help="annoplan: plan and check the human overlap that validates an LLM judge.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 keys = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
 # Piped output is not cut at 80 columns: tables keep every column when redirected to a file.
@@ -29,7 +35,7 @@ class CliError(Exception):
     """A problem the person at the terminal can fix: printed as one line, exit status 1."""
 
 
-def _migrated_engine():  # noqa: ANN202 - sqlalchemy types stay lazy
+def _migrated_engine() -> Engine:
     """An engine on the configured database, refusing one that holds no annoplan schema.
 
     A missing SQLite file is not created: ``annoplan keys create`` run in the wrong
@@ -197,11 +203,16 @@ def plan(
     p_j: Annotated[float, typer.Option(help="Prior judge accuracy.")] = 0.90,
     epsilon: Annotated[float, typer.Option(help="Margin of the decision rule.")] = 0.05,
     alpha_sig: Annotated[float, typer.Option(help="Total false-rejection budget.")] = 0.05,
-    labels_csv: Annotated[Path | None, typer.Option(
-        exists=True, dir_okay=False, readable=True,
-        help="Plan from a label CSV (pilot) instead of priors: a label export, e.g. "
-             "curl -H 'Authorization: Bearer KEY' 'URL/projects/PID/labels?format=csv' > export.csv",
-    )] = None,
+    labels_csv: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="Plan from a label CSV (pilot) instead of priors: a label export, e.g. "
+            "curl -H 'Authorization: Bearer KEY' 'URL/projects/PID/labels?format=csv' > export.csv",
+        ),
+    ] = None,
     judge: Annotated[str, typer.Option(help="The judge's rater id in --labels-csv.")] = "judge",
 ) -> None:
     """Print the certification recipe (docs/method.md §4) as a table, from priors or from labels in hand.
@@ -210,26 +221,31 @@ def plan(
     """
     from planner.recipes import XiLattice, certify_recipe, pilot_moments, xi_lattice
 
+    lattice: XiLattice | None = None
     if labels_csv is not None:
         codes, raters, j, n_labels = _codes_from_csv(labels_csv, judge)
         humans = [k for k in range(len(raters)) if k != j]
         pilot = pilot_moments(codes, judge=j, humans=humans, n_labels=n_labels, n_resamples=200, rng=0)
         mu_d, sigma0_sq, source = pilot.mu_d, pilot.sigma0_sq, f"pilot ({pilot.m} xi values)"
-        lattice = None
         n_items, n_raters = codes.shape[0], len(humans)
         if not np.isfinite(mu_d):
             raise typer.BadParameter("no overlap in the CSV: items need the judge and two humans")
     else:
-        lattice: XiLattice | None = xi_lattice(p_h, p_j, n_labels=n_labels)
+        lattice = xi_lattice(p_h, p_j, n_labels=n_labels)
         mu_d, sigma0_sq = lattice.mu_d, lattice.variance
         source = f"prior (p_h={p_h}, p_j={p_j}, L={n_labels})"
-    recipe = certify_recipe(mu_d, sigma0_sq, n_items=n_items, n_humans=n_raters, epsilon=epsilon, alpha_sig=alpha_sig,
-                            lattice=lattice)
+    recipe = certify_recipe(
+        mu_d, sigma0_sq, n_items=n_items, n_humans=n_raters, epsilon=epsilon, alpha_sig=alpha_sig, lattice=lattice
+    )
     table = Table(title="annoplan certification recipe")
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    rows = [("source", source), ("mu_d", f"{mu_d:.4f}"), ("sigma0^2", f"{sigma0_sq:.4f}"),
-            ("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices")]
+    rows = [
+        ("source", source),
+        ("mu_d", f"{mu_d:.4f}"),
+        ("sigma0^2", f"{sigma0_sq:.4f}"),
+        ("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices"),
+    ]
     if recipe.plan is not None:
         rows += [("rho = m/n", f"{recipe.plan.rho:.3f}"), ("total human labels", f"{recipe.plan.total_labels:,}")]
     if recipe.reason:
@@ -261,12 +277,33 @@ def simulate(
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("simulating", total=None)
-        result = run(n_items=n_items, n_humans=n_humans, n_labels=n_labels, p_h=p_h, p_j=p_j, rho=rho,
-                     design=design, coefficient=coefficient, trials=trials, rng=seed,
-                     progress=lambda done, total: progress.update(task, completed=done, total=total))
+        result = run(
+            n_items=n_items,
+            n_humans=n_humans,
+            n_labels=n_labels,
+            p_h=p_h,
+            p_j=p_j,
+            rho=rho,
+            design=design,
+            coefficient=coefficient,
+            trials=trials,
+            rng=seed,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
     cells = [c.as_dict() for c in result.cells]
-    columns = ["design", "coefficient", "rho", "m", "bias", "std", "reliability", "false_rejection",
-               "false_approval", "wrong_decision", "trials"]
+    columns = [
+        "design",
+        "coefficient",
+        "rho",
+        "m",
+        "bias",
+        "std",
+        "reliability",
+        "false_rejection",
+        "false_approval",
+        "wrong_decision",
+        "trials",
+    ]
     if out is not None and out.suffix == ".json":
         out.write_text(json.dumps(result.as_dict(), indent=2))
     elif out is not None:
@@ -282,8 +319,10 @@ def simulate(
     console.print(table)
     for curve in sorted({(c["design"], c["coefficient"]) for c in cells}):
         found = result.min_rho(design=curve[0], coefficient=curve[1])
-        console.print(f"{curve[0]}, {curve[1]}: smallest rho with reliability >= 0.95: "
-                      f"{'none on this grid' if found is None else found}")
+        console.print(
+            f"{curve[0]}, {curve[1]}: smallest rho with reliability >= 0.95: "
+            f"{'none on this grid' if found is None else found}"
+        )
 
 
 @app.command()
@@ -305,8 +344,9 @@ def demo(
     if not key:
         raise typer.BadParameter("pass --key or set ANNOPLAN_ADMIN_KEY")
     labels = ["pass", "fail"]
-    codes = synthetic_codes(n_items, n_labels=2, accuracies=[0.9, 0.85, 0.85, 0.85, 0.85],
-                            prevalence=[0.7, 0.3], rng=seed)[0]
+    codes = synthetic_codes(
+        n_items, n_labels=2, accuracies=[0.9, 0.85, 0.85, 0.85, 0.85], prevalence=[0.7, 0.3], rng=seed
+    )[0]
     names = ["judge", "ann-1", "ann-2", "ann-3", "ann-4"]
     kinds = ["judge", "primary", "human", "human", "human"]
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
@@ -314,8 +354,11 @@ def demo(
         for name, kind in zip(names, kinds, strict=True):
             _ok(c.post(f"/projects/{pid}/raters", json={"external_id": name, "kind": kind}))
         _ok(c.post(f"/projects/{pid}/items", json=[{"external_id": f"item-{i:05d}"} for i in range(n_items)]))
-        first = [{"item": f"item-{i:05d}", "rater": names[k], "value": labels[codes[i, k]]}
-                 for k in (0, 1) for i in range(n_items)]
+        first = [
+            {"item": f"item-{i:05d}", "rater": names[k], "value": labels[codes[i, k]]}
+            for k in (0, 1)
+            for i in range(n_items)
+        ]
         _ok(c.post(f"/projects/{pid}/labels", json=first))
         _ok(c.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "seed": seed}))
         for k in (2, 3, 4):
@@ -356,23 +399,32 @@ def sync_label_studio(
         raise typer.BadParameter(
             "pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)"
         )
-    body = {"url": ls_url, "project": ls_project, "token": ls_token, "token_type": token_type,
-            "from_name": from_name, "primary": primary, "judge_prefix": judge_prefix}
+    body = {
+        "url": ls_url,
+        "project": ls_project,
+        "token": ls_token,
+        "token_type": token_type,
+        "from_name": from_name,
+        "primary": primary,
+        "judge_prefix": judge_prefix,
+    }
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
             done = _ok(c.post(f"/projects/{project}/integrations/label-studio/sync", json=body))
     except httpx.HTTPError as exc:
         raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
     changes = done["changes"]
-    typer.echo(f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, "
-               f"{changes['updated']} updated, {changes['retracted']} retracted, {changes['unchanged']} unchanged; "
-               f"{len(done['unmapped'])} unmapped, {len(done['raters_created'])} raters created; "
-               f"label_seq {done['labels']['label_seq']}")
+    typer.echo(
+        f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, "
+        f"{changes['updated']} updated, {changes['retracted']} retracted, {changes['unchanged']} unchanged; "
+        f"{len(done['unmapped'])} unmapped, {len(done['raters_created'])} raters created; "
+        f"label_seq {done['labels']['label_seq']}"
+    )
     for u in done["unmapped"][:20]:
         typer.echo(f"  unmapped: task {u['task']} {u['rater']}: {u['value']!r}")
 
 
-def _label_rows(path: Path) -> list[dict]:
+def _label_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a label export: CSV (a header row), NDJSON (one object a line) or a JSON array or page."""
     from service.csv_safety import restored_cell
 
@@ -393,10 +445,15 @@ def _label_rows(path: Path) -> list[dict]:
 
 @app.command()
 def verify(
-    certificate: Annotated[Path, typer.Argument(help="The certificate (an in-toto statement, JSON).", exists=True,
-                                                dir_okay=False)],
-    labels: Annotated[Path, typer.Argument(help="A label export: .csv, .ndjson or .json (current labels or "
-                                                "history).", exists=True, dir_okay=False)],
+    certificate: Annotated[
+        Path, typer.Argument(help="The certificate (an in-toto statement, JSON).", exists=True, dir_okay=False)
+    ],
+    labels: Annotated[
+        Path,
+        typer.Argument(
+            help="A label export: .csv, .ndjson or .json (current labels or history).", exists=True, dir_okay=False
+        ),
+    ],
 ) -> None:
     """Re-derive a certificate offline from a label export; print {"match", "mismatches"} as JSON.
 
@@ -414,21 +471,31 @@ def verify(
         check = verify_certificate(statement, _label_rows(labels))
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    typer.echo(json.dumps({
-        "match": check.match, "notes": list(check.notes),
-        "mismatches": [{"field": m.field, "reason": m.reason, "certified": m.certified, "found": m.found}
-                       for m in check.mismatches],
-    }, indent=2))
+    typer.echo(
+        json.dumps(
+            {
+                "match": check.match,
+                "notes": list(check.notes),
+                "mismatches": [
+                    {"field": m.field, "reason": m.reason, "certified": m.certified, "found": m.found}
+                    for m in check.mismatches
+                ],
+            },
+            indent=2,
+        )
+    )
     if not check.match:
         raise typer.Exit(1)
 
 
-def _ok(response: object) -> dict:
+def _ok(response: object) -> dict[str, Any]:
     import httpx
 
     assert isinstance(response, httpx.Response)
     if response.status_code >= 400:
-        typer.echo(f"{response.request.method} {response.request.url}: {response.status_code} {response.text}", err=True)
+        typer.echo(
+            f"{response.request.method} {response.request.url}: {response.status_code} {response.text}", err=True
+        )
         raise typer.Exit(1)
     return response.json()
 
@@ -447,7 +514,7 @@ def main() -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.TyperException as e:  # a usage error: unknown option, bad value, missing file
-        _fail(getattr(e, "format_message", lambda: str(e))(), hint="add --help for the options")
+        _fail(e.format_message(), hint="add --help for the options")
     except (OSError, ValueError) as e:
         _fail(str(e))
     if isinstance(code, int) and code:

@@ -124,7 +124,7 @@ def sequences_chart(validation: dict[str, Any], number: int) -> Chart:
     )
 
 
-def dashboard_charts(doc: dict[str, Any], history: list, curve: list) -> tuple[Chart, ...]:
+def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) -> tuple[Chart, ...]:
     """Every chart of the dashboard, in page order: margins and sequences per judge, then the project's."""
     plan = doc.get("plan") or {}
     charts = [c for k, v in enumerate(doc["judges"]) for c in (margins_chart(v, k + 1), sequences_chart(v, k + 1))]

@@ -23,6 +23,12 @@ CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
 
 
+Cell = tuple[int, int, str]
+"""(item id, rater id, criterion)."""
+Cells = dict[Cell, tuple[str, str | None, int]]
+"""Per cell of a write: its value, batch and row number."""
+
+
 def _allowed_values(project: Project, kind: str) -> frozenset[str]:
     """The values a rater of ``kind`` may write in ``project``."""
     extra = {CANNOT_ASSESS} if project.allow_abstain else set()
@@ -45,9 +51,7 @@ def _criterion_error(project: Project, criterion: str | None, n: int) -> Invalid
     return Invalid(f"row {n}: unknown criterion {echo(criterion)}; the project has {project.criteria}")
 
 
-def write_labels(
-    session: Session, project: Project, principal: Principal, rows: list[LabelIn]
-) -> LabelsAccepted:
+def write_labels(session: Session, project: Project, principal: Principal, rows: list[LabelIn]) -> LabelsAccepted:
     """Append one event per changed cell; identical resubmissions are counted, not written.
 
     All-or-nothing: any bad row raises before anything is written.
@@ -62,7 +66,7 @@ def write_labels(
     }
     criteria = set(project.criteria)
     default_criterion = project.criteria[0] if len(criteria) == 1 else None
-    cells: dict[tuple[int, int, str], tuple[str, str | None, int]] = {}
+    cells: Cells = {}
     duplicates = 0
     for n, row in enumerate(rows, start=1):
         rater = raters.get(row.rater)
@@ -103,21 +107,20 @@ def write_labels(
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 
-def _check_batches(session: Session, project: Project, cells: dict) -> None:
+def _check_batches(session: Session, project: Project, cells: Cells) -> None:
     """Every batch named must exist in this project and belong to the row's rater."""
     named = sorted({batch for _, batch, _ in cells.values() if batch is not None})
-    owners = {
-        bid: rid
-        for bid, rid in session.execute(
+    owners = dict(
+        session.execute(
             select(Batch.id, Batch.rater_id).where(Batch.project_id == project.id, Batch.id.in_(named))
-        )
-    }
+        ).all()
+    )
     for (_, rater_id, _), (_, batch, n) in cells.items():
         if batch is not None and owners.get(batch) != rater_id:
             raise Invalid(f"row {n}: batch {echo(batch)} is not a batch of this rater in this project")
 
 
-def _current_values(session: Session, project_id: str, cells: dict) -> dict[tuple[int, int, str], str]:
+def _current_values(session: Session, project_id: str, cells: Cells) -> dict[Cell, str]:
     rater_ids = sorted({r for _, r, _ in cells})
     item_ids = sorted({i for i, _, _ in cells})
     stmt = select(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion, CurrentLabel.value).where(
@@ -128,11 +131,14 @@ def _current_values(session: Session, project_id: str, cells: dict) -> dict[tupl
     return {(i, r, c): v for i, r, c, v in session.execute(stmt)}
 
 
-def _append(session: Session, project_id: str, fresh: list, first_seq: int, now: datetime) -> None:
+def _append(
+    session: Session, project_id: str, fresh: list[tuple[Cell, str, str | None]], first_seq: int, now: datetime
+) -> None:
     """Insert the events, then bring ``current_labels`` up to date from them in one statement."""
     stamp = db_value(session, LabelEvent.__table__.c.created_at, now)
     insert_many(
-        session, LabelEvent.__table__,
+        session,
+        LabelEvent.__table__,
         ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at"),
         [
             (project_id, first_seq + k, item, rater, criterion, value, batch, stamp)
@@ -177,7 +183,8 @@ def retract_labels(session: Session, project: Project, cells: list[Cell]) -> Lab
     first_seq = reserve(session, project.id, "label_seq", len(labeled))
     stamp = db_value(session, LabelEvent.__table__.c.created_at, utcnow())
     insert_many(
-        session, LabelEvent.__table__,
+        session,
+        LabelEvent.__table__,
         ("project_id", "seq", "item_id", "rater_id", "criterion", "kind", "created_at"),
         [(project.id, first_seq + k, i, r, c, "retraction", stamp) for k, (i, r, c) in enumerate(labeled)],
     )
@@ -189,4 +196,3 @@ def retract_labels(session: Session, project: Project, cells: list[Cell]) -> Lab
             )
         )
     return LabelsRetracted(retracted=len(labeled), label_seq=first_seq + len(labeled) - 1)
-

@@ -41,14 +41,21 @@ class BodySizeLimit:
                 return
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive), send)
+        await self.app(
+            scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive), send
+        )
 
     async def _reject(self, send: Send) -> None:
         body = orjson.dumps(
             error_body("payload_too_large", f"request body exceeds the limit of {self.max_bytes} bytes")
         )
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

@@ -69,15 +69,24 @@ def _moments(
         if decision.rule == "alt-test":
             mu_d, sigma0_sq = advantage_moments(*lattice.advantage)
             note += "; moments of W_f - W_h, the sign of xi"
-        return {"source": "prior", "p_h": body.p_h, "p_j": body.p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq,
-                "pool_size": pool_size, "note": note, "lattice": lattice}
+        return {
+            "source": "prior",
+            "p_h": body.p_h,
+            "p_j": body.p_j,
+            "mu_d": mu_d,
+            "sigma0_sq": sigma0_sq,
+            "pool_size": pool_size,
+            "note": note,
+            "lattice": lattice,
+        }
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         raise Conflict("a pilot plan needs a judge and at least two human raters with labels", code="no_pilot")
     pilot = pilot_estimate(matrix, judges[0], humans, decision.rule, n_resamples)
     if pilot is None:
-        raise Conflict("no overlap in hand yet: a pilot plan needs items labeled by the judge and two humans",
-                       code="no_pilot")
+        raise Conflict(
+            "no overlap in hand yet: a pilot plan needs items labeled by the judge and two humans", code="no_pilot"
+        )
     return {**pilot, "note": "plug-in estimates from the labels in hand; their uncertainty is the interval"}
 
 
@@ -85,20 +94,32 @@ def pilot_estimate(
     matrix: LabelMatrix, judge: int, humans: list[int], rule: str, n_resamples: int
 ) -> dict[str, Any] | None:
     """``mu_d``, ``sigma0^2`` from the overlap in hand, with intervals (docs/method.md §4); None without overlap."""
-    pilot = pilot_moments(matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels, rule=rule,
-                          n_resamples=n_resamples, rng=0)
+    pilot = pilot_moments(
+        matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels, rule=rule, n_resamples=n_resamples, rng=0
+    )
     if not (np.isfinite(pilot.mu_d) and np.isfinite(pilot.sigma0_sq)):
         return None
     return {
-        "source": "pilot", "mu_d": pilot.mu_d, "sigma0_sq": pilot.sigma0_sq,
-        "mu_d_ci": pilot.mu_d_ci.as_list(), "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(),
-        "m_pilot": pilot.m, "n_raters_pilot": pilot.n_raters,
+        "source": "pilot",
+        "mu_d": pilot.mu_d,
+        "sigma0_sq": pilot.sigma0_sq,
+        "mu_d_ci": pilot.mu_d_ci.as_list(),
+        "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(),
+        "m_pilot": pilot.m,
+        "n_raters_pilot": pilot.n_raters,
     }
 
 
 def certification(
-    decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int,
-    epsilon: float | None = None, pool_size: int = 1, lattice: XiLattice | None = None,
+    decision: DecisionSettings,
+    mu_d: float,
+    sigma0_sq: float,
+    *,
+    n_items: int,
+    n_humans: int,
+    epsilon: float | None = None,
+    pool_size: int = 1,
+    lattice: XiLattice | None = None,
 ) -> Recipe:
     """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4).
 
@@ -107,8 +128,14 @@ def certification(
     """
     margin = decision.rule == "margin"
     return certify_recipe(
-        mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, rule=decision.rule,
-        epsilon=decision.resolved_epsilon() if epsilon is None else epsilon, alpha_sig=decision.alpha_sig, q=decision.q,
+        mu_d,
+        sigma0_sq,
+        n_items=n_items,
+        n_humans=n_humans,
+        rule=decision.rule,
+        epsilon=decision.resolved_epsilon() if epsilon is None else epsilon,
+        alpha_sig=decision.alpha_sig,
+        q=decision.q,
         pool_size=lattice.pool_size if lattice is not None and margin else pool_size,
         lattice=lattice if margin else None,
     )
@@ -133,20 +160,28 @@ EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
 
 
 def feasible_with(
-    decision: DecisionSettings, mu_d: float, sigma0_sq: float, *, n_items: int, n_humans: int, m: int | None,
+    decision: DecisionSettings,
+    mu_d: float,
+    sigma0_sq: float,
+    *,
+    n_items: int,
+    n_humans: int,
+    m: int | None,
     pool_size: int = 1,
 ) -> dict[str, Any]:
     """What would let an infeasible certification fit the corpus: the smallest ``epsilon`` in steps of
     0.01 up to 0.5 whose recipe from the moments (for ``pool_size`` held-in labels) fits, None if none
     does, and the corpus size the recipe needs. The exact lattice recipe of a prior plan can ask a few
     items more than the moments (120 against 117 at the README's prior), so the epsilon is a guide."""
+
     def fits(epsilon: float) -> bool:
         # Far from fitting by the normal approximation m ~ sigma0^2 (2 / (mu_d + epsilon))^2: not computed
         # (the recipe's cost grows with m).
         if mu_d + epsilon <= 0 or sigma0_sq * (2.0 / (mu_d + epsilon)) ** 2 > 4 * n_items:
             return False
-        return certification(decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=epsilon,
-                             pool_size=pool_size).feasible
+        return certification(
+            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=epsilon, pool_size=pool_size
+        ).feasible
 
     epsilon = next((e for e in EPSILON_STEPS if e > decision.resolved_epsilon() and fits(e)), None)
     return {"epsilon": epsilon, "n_items": m}
@@ -157,21 +192,28 @@ def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict
     if plan is None:
         return None
     done = {
-        rid: n for rid, n in session.execute(
+        rid: n
+        for rid, n in session.execute(
             select(Assignment.rater_id, func.count())
-            .join(CurrentLabel, (CurrentLabel.item_id == Assignment.item_id) & (CurrentLabel.rater_id == Assignment.rater_id))
+            .join(
+                CurrentLabel,
+                (CurrentLabel.item_id == Assignment.item_id) & (CurrentLabel.rater_id == Assignment.rater_id),
+            )
             .where(Assignment.project_id == project.id)
             .group_by(Assignment.rater_id)
         )
     }
     humans = session.execute(
-        select(Rater.id, Rater.external_id).where(Rater.project_id == project.id, Rater.kind == "human")
+        select(Rater.id, Rater.external_id)
+        .where(Rater.project_id == project.id, Rater.kind == "human")
         .order_by(Rater.id)
     ).all()
     target = plan.m or 0
     per = [done.get(rid, 0) for rid, _ in humans]
     return {
-        "plan": plan.id, "m_target": plan.m, "design": plan.design,
+        "plan": plan.id,
+        "m_target": plan.m,
+        "design": plan.design,
         "m_done_min": min(per) if per else 0,
         "remaining_labels": sum(max(0, target - n) for n in per),
         "raters": [{"rater": name, "done": n} for (_, name), n in zip(humans, per, strict=True)],
@@ -182,8 +224,12 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
     """A recipe as JSON: overlap, budget and the error curve."""
     plan = recipe.plan
     return {
-        "goal": recipe.goal, "rule": recipe.rule, "m": recipe.m, "feasible": recipe.feasible,
-        "reason": recipe.reason, "alpha_sig": recipe.alpha_sig,
+        "goal": recipe.goal,
+        "rule": recipe.rule,
+        "m": recipe.m,
+        "feasible": recipe.feasible,
+        "reason": recipe.reason,
+        "alpha_sig": recipe.alpha_sig,
         "rho": plan.rho if plan else None,
         "per_rater": list(plan.per_rater) if plan else None,
         "total_human_labels": plan.total_labels if plan else None,
@@ -236,8 +282,13 @@ def _m_by_estimator(
     for estimator in ESTIMATORS:
         try:
             recipe = certify_recipe(
-                mu_d, sigma_sq, n_items=n_items, n_humans=n_humans,
-                epsilon=decision.resolved_epsilon(), alpha_sig=decision.alpha_sig, estimator=estimator,
+                mu_d,
+                sigma_sq,
+                n_items=n_items,
+                n_humans=n_humans,
+                epsilon=decision.resolved_epsilon(),
+                alpha_sig=decision.alpha_sig,
+                estimator=estimator,
                 judge_agreement=agreement,
             )
         except ValueError:
@@ -252,23 +303,38 @@ def _m_by_estimator(
     sized = {e: v for e, v in m.items() if v is not None and 4 <= v <= n_items}
     if body.source == "prior" and sized and n_items >= 4:
         assert body.p_h is not None and body.p_j is not None
-        checks = estimator_check(body.p_h, body.p_j, n_labels=matrix.n_labels, n_items=n_items, m=sized,
-                                 epsilon=decision.resolved_epsilon(), trials=CHECK_TRIALS, rng=0)
+        checks = estimator_check(
+            body.p_h,
+            body.p_j,
+            n_labels=matrix.n_labels,
+            n_items=n_items,
+            m=sized,
+            epsilon=decision.resolved_epsilon(),
+            trials=CHECK_TRIALS,
+            rng=0,
+        )
         out["check"] = {
-            "trials": CHECK_TRIALS, "promise_fr": decision.alpha_sig / 2,
+            "trials": CHECK_TRIALS,
+            "promise_fr": decision.alpha_sig / 2,
             "note": "simulated per-rater FR of the judge the prior describes, and FA of a judge as far below "
-                    "-epsilon as it is above, each estimator at its own m (docs/method.md §9)",
+            "-epsilon as it is above, each estimator at its own m (docs/method.md §9)",
             "estimators": {
-                e: {"m": c.m, "fr": optional_float(c.fr), "fr_se": optional_float(c.fr_se),
-                    "fa": optional_float(c.fa), "fa_se": optional_float(c.fa_se),
-                    "keeps_promise": bool(c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se)}
+                e: {
+                    "m": c.m,
+                    "fr": optional_float(c.fr),
+                    "fr_se": optional_float(c.fr_se),
+                    "fa": optional_float(c.fa),
+                    "fa_se": optional_float(c.fa_se),
+                    "keeps_promise": bool(c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se),
+                }
                 for e, c in checks.items()
             },
         }
         out["warnings"] = [
             f"simulated FR of the {e} estimate at m={c.m} is {c.fr:.3f}, above the promise "
             f"{decision.alpha_sig / 2} by more than 2 Monte Carlo SE: plan more overlap for it"
-            for e, c in checks.items() if not c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se
+            for e, c in checks.items()
+            if not c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se
         ]
     return out
 
@@ -279,12 +345,13 @@ def _neyman_panel(
     """The Neyman panel over the judge-primary agreement strata, its inclusion probabilities and a summary."""
     agree = judge_agreement(matrix)
     if agree is None or not (agree >= 0).any():
-        raise Conflict("the neyman design stratifies on judge-primary agreement: load the judge's and the "
-                       "primary's labels first", code="no_strata")
+        raise Conflict(
+            "the neyman design stratifies on judge-primary agreement: load the judge's and the primary's labels first",
+            code="no_strata",
+        )
     variances = _variances(body, moments, matrix)
     if variances is None:
-        raise Conflict("the pilot moments give no stratum spread; plan the neyman design from priors",
-                       code="no_strata")
+        raise Conflict("the pilot moments give no stratum spread; plan the neyman design from priors", code="no_strata")
     if body.strata == "labels":
         assert body.p_h is not None and body.p_j is not None
         n_labels = matrix.n_labels
@@ -305,7 +372,10 @@ def _neyman_panel(
     panel = lists["panel"]
     taken = np.bincount(strata[panel], minlength=len(sds))
     summary = {
-        "strata": names, "stratum_sizes": sizes.tolist(), "stratum_sd": sds, "allocation": taken.tolist(),
+        "strata": names,
+        "stratum_sizes": sizes.tolist(),
+        "stratum_sd": sds,
+        "allocation": taken.tolist(),
         "weighting": "ht",
     }
     return panel, inclusion[panel], summary
@@ -355,15 +425,26 @@ def create_plan(
     moments = _moments(body, matrix, decision, n_resamples, pool_size)
     lattice = moments.pop("lattice", None)
     if body.purpose == "certify":
-        recipe = certification(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans,
-                               pool_size=pool_size, lattice=lattice)
+        recipe = certification(
+            decision,
+            moments["mu_d"],
+            moments["sigma0_sq"],
+            n_items=n_items,
+            n_humans=n_humans,
+            pool_size=pool_size,
+            lattice=lattice,
+        )
     else:
         n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
         assert body.delta_min is not None
         variance = ranking_variance(moments, body.delta_min, n_labels=matrix.n_labels, n_humans=n_humans)
         moments["ranking_variance"] = variance
         recipe = rank_recipe(
-            variance, body.delta_min, n_items=n_items, n_humans=n_humans, n_judges=n_judges,
+            variance,
+            body.delta_min,
+            n_items=n_items,
+            n_humans=n_humans,
+            n_judges=n_judges,
             alpha_sig=decision.alpha_sig,
         )
     m = body.m if body.m is not None else recipe.m
@@ -373,14 +454,28 @@ def create_plan(
         m = n_items
     seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
     document = {
-        **recipe_dict(recipe), "m_planned": m, "n_items": n_items, "n_humans": n_humans,
-        "moments": moments, "design": design, "design_reason": why, "stratum_entropy": entropy,
-        "warnings": warnings + notes, "purpose": body.purpose,
+        **recipe_dict(recipe),
+        "m_planned": m,
+        "n_items": n_items,
+        "n_humans": n_humans,
+        "moments": moments,
+        "design": design,
+        "design_reason": why,
+        "stratum_entropy": entropy,
+        "warnings": warnings + notes,
+        "purpose": body.purpose,
         "by_estimator": _m_by_estimator(body, decision, moments, matrix, n_humans),
     }
     if body.purpose == "certify" and not recipe.feasible:
-        document["feasible_with"] = feasible_with(decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items,
-                                                  n_humans=n_humans, m=recipe.m, pool_size=pool_size)
+        document["feasible_with"] = feasible_with(
+            decision,
+            moments["mu_d"],
+            moments["sigma0_sq"],
+            n_items=n_items,
+            n_humans=n_humans,
+            m=recipe.m,
+            pool_size=pool_size,
+        )
     if body.purpose == "certify" and m is not None:
         document["monitoring"] = plan_monitoring(
             decision, moments, n_labels=matrix.n_labels, n_humans=n_humans, m=m, n_items=n_items
@@ -396,8 +491,15 @@ def create_plan(
         index, probability, document["neyman"] = _neyman_panel(body, moments, matrix, m, seed)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), probability.tolist()
     plan = Plan(
-        id=new_public_id("plan"), project_id=project.id, purpose=body.purpose, source=body.source,
-        design=design, seed=seed, m=m, recipe=document, label_seq=project.label_seq,
+        id=new_public_id("plan"),
+        project_id=project.id,
+        purpose=body.purpose,
+        source=body.source,
+        design=design,
+        seed=seed,
+        m=m,
+        recipe=document,
+        label_seq=project.label_seq,
         params={**body.model_dump(), "panel": panel, "panel_inclusion": panel_inclusion},
     )
     session.add(plan)
@@ -429,15 +531,24 @@ def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatr
     else:
         primary = matrix.columns("primary")
         if not primary:
-            raise Conflict("sequential designs stratify on labels in hand: add the primary rater and its labels first",
-                           code="no_primary")
+            raise Conflict(
+                "sequential designs stratify on labels in hand: add the primary rater and its labels first",
+                code="no_primary",
+            )
         in_hand = [primary[0]] + [k for k in matrix.columns("human") if (matrix.codes[:, k] >= 0).any()]
         codes = matrix.codes[:, in_hand]
         if plan.design == "seq-refined":
             index = seq_refined(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels, rng=rater_seed)[0]
         else:
-            index = seq_coverage(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels,
-                                 assigned=_assigned(session, plan.project_id, matrix), rng=rater_seed)[0]
+            index = seq_coverage(
+                codes,
+                m,
+                primary=0,
+                raters=[0],
+                n_labels=matrix.n_labels,
+                assigned=_assigned(session, plan.project_id, matrix),
+                rng=rater_seed,
+            )[0]
     return matrix.item_ids[index]
 
 
@@ -477,7 +588,8 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     lock_project(session, project.id)
     matrix = matrix or load_matrix(session, project, project.criteria[0])
     existing = {
-        item: pos for item, pos in session.execute(
+        item: pos
+        for item, pos in session.execute(
             select(Assignment.item_id, Assignment.position).where(Assignment.rater_id == rater.id)
         )
     }
@@ -486,7 +598,8 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     start = max(existing.values(), default=-1) + 1
     probability = _inclusion(plan, rater, project.item_count)
     insert_many(
-        session, Assignment.__table__,
+        session,
+        Assignment.__table__,
         ("project_id", "rater_id", "item_id", "plan_id", "position", "inclusion_probability"),
         [(plan.project_id, rater.id, item, plan.id, start + k, probability(item)) for k, item in enumerate(planned)],
     )

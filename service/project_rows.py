@@ -27,4 +27,4 @@ def reserve(session: Session, project_id: str, counter: str, n: int) -> int:
     last = session.execute(
         update(Project).where(Project.id == project_id).values({column: column + n}).returning(column)
     ).scalar_one()
-    return last - n + 1
+    return int(last) - n + 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, exists, func, select, text
+from sqlalchemy import exists, func, select, text
 from sqlalchemy.orm import Session
 
 from service.errors import Invalid, NotFound, echo
@@ -42,10 +42,13 @@ def projects_page(session: Session, project_id: str | None, page: PageParams) ->
 
 def last_label_times(session: Session, project_ids: list[str]) -> dict[str, datetime]:
     """When each of the projects last received a label (projects without one are absent)."""
-    return dict(session.execute(
-        select(LabelEvent.project_id, func.max(LabelEvent.created_at))
-        .where(LabelEvent.project_id.in_(project_ids)).group_by(LabelEvent.project_id)
-    ).all())
+    return dict(
+        session.execute(
+            select(LabelEvent.project_id, func.max(LabelEvent.created_at))
+            .where(LabelEvent.project_id.in_(project_ids))
+            .group_by(LabelEvent.project_id)
+        ).all()
+    )
 
 
 def has_labels(session: Session, project_id: str) -> bool:
@@ -106,7 +109,7 @@ def rater_label_count(session: Session, rater_id: int) -> int:
     return session.scalar(select(func.count()).select_from(CurrentLabel).where(CurrentLabel.rater_id == rater_id)) or 0
 
 
-def raters_page(session: Session, project_id: str, page: PageParams) -> list[Row[tuple[Rater, int]]]:
+def raters_page(session: Session, project_id: str, page: PageParams) -> list[tuple[Rater, int]]:
     """``(rater, current label count)`` by rater id after the cursor (one more than the page)."""
     counts = (
         select(CurrentLabel.rater_id, func.count().label("n"))
@@ -123,7 +126,7 @@ def raters_page(session: Session, project_id: str, page: PageParams) -> list[Row
     )
     if page.after is not None:
         stmt = stmt.where(Rater.id > page.after)
-    return list(session.execute(stmt))
+    return [(rater, n) for rater, n in session.execute(stmt)]
 
 
 def issues_page(session: Session, project_id: str, status: str | None, page: PageParams) -> list[LabelStudioIssue]:
@@ -162,14 +165,19 @@ def label_rows(
     criterion: str | None,
     since_seq: int,
     limit: int | None = None,
-) -> list[Row[Any]]:
+) -> list[Any]:
     """Rows of :data:`LABEL_COLUMNS` by ``seq`` after ``since_seq`` (at most ``limit``): current labels,
     or every event with ``history`` (a retraction: ``retracted`` true, value ``None``)."""
     src = LabelEvent if history else CurrentLabel
     stmt = (
         select(
-            Item.external_id.label("item"), Rater.external_id.label("rater"), src.criterion, src.value, src.seq,
-            LabelEvent.batch_id.label("batch"), LabelEvent.created_at.label("created_at"),
+            Item.external_id.label("item"),
+            Rater.external_id.label("rater"),
+            src.criterion,
+            src.value,
+            src.seq,
+            LabelEvent.batch_id.label("batch"),
+            LabelEvent.created_at.label("created_at"),
             (LabelEvent.kind == "retraction").label("retracted"),
         )
         .join(Item, Item.id == src.item_id)

@@ -41,11 +41,11 @@ def num(x: float | None) -> float | None:
 
 def document_key(session: Session, project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
     """What a document depends on: labels (``label_seq``), corpus, raters, settings, plan, criterion — its ETag."""
-    raters = session.execute(
-        select(func.count(), func.max(Rater.id)).where(Rater.project_id == project.id)
-    ).one()
-    raw = (f"{kind}|{project.id}|{project.label_seq}|{project.item_count}|{tuple(raters)}|{criterion}|"
-           f"{sorted(project.decision.items())}|{project.scale}|{plan.id if plan else ''}")
+    raters = session.execute(select(func.count(), func.max(Rater.id)).where(Rater.project_id == project.id)).one()
+    raw = (
+        f"{kind}|{project.id}|{project.label_seq}|{project.item_count}|{tuple(raters)}|{criterion}|"
+        f"{sorted(project.decision.items())}|{project.scale}|{plan.id if plan else ''}"
+    )
     return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
 
 
@@ -96,36 +96,63 @@ class DocumentCache:
 def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any]:
     return {
         "judge": matrix.raters[judge].external_id,
-        "decision": v.decision, "reason": v.reason, "omega": num(v.omega), "omega_threshold": v.omega_threshold,
-        "p_opposite": num(v.p_opposite), "rule": v.rule, "coefficient": v.coefficient, "epsilon": v.epsilon,
+        "decision": v.decision,
+        "reason": v.reason,
+        "omega": num(v.omega),
+        "omega_threshold": v.omega_threshold,
+        "p_opposite": num(v.p_opposite),
+        "rule": v.rule,
+        "coefficient": v.coefficient,
+        "epsilon": v.epsilon,
         "raters": [
             {
-                "rater": matrix.raters[r.rater].external_id, "m": r.m, "d": num(r.d),
-                "rho_f": num(r.rho_f), "rho_h": num(r.rho_h), "p_value": num(r.p_value),
-                "ci": r.ci.as_list(), "approximate": r.ci.approximate, "won": r.won, "reason": r.reason,
+                "rater": matrix.raters[r.rater].external_id,
+                "m": r.m,
+                "d": num(r.d),
+                "rho_f": num(r.rho_f),
+                "rho_h": num(r.rho_h),
+                "p_value": num(r.p_value),
+                "ci": r.ci.as_list(),
+                "approximate": r.ci.approximate,
+                "won": r.won,
+                "reason": r.reason,
             }
             for r in v.raters
         ],
-        "human_pool": {"estimate": num(v.human_pool.estimate), "ci": v.human_pool.ci.as_list(),
-                       "approximate": v.human_pool.ci.approximate,
-                       "n_raters": v.human_pool.n_raters},
+        "human_pool": {
+            "estimate": num(v.human_pool.estimate),
+            "ci": v.human_pool.ci.as_list(),
+            "approximate": v.human_pool.ci.approximate,
+            "n_raters": v.human_pool.n_raters,
+        },
     }
 
 
-def _recipe_now(matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings,
-                m_now: int, n_resamples: int) -> dict[str, Any]:
+def _recipe_now(
+    matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings, m_now: int, n_resamples: int
+) -> dict[str, Any]:
     pilot = pilot_estimate(matrix, judge, humans, decision.rule, n_resamples)
     if pilot is None:
         return {"source": "pilot", "m_cert": None, "reason": "no overlap in hand yet"}
-    recipe = certification(decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0],
-                           n_humans=max(len(humans), 2))
+    recipe = certification(
+        decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0], n_humans=max(len(humans), 2)
+    )
     doc = {
-        **pilot, "m_cert": recipe.m, "feasible": recipe.feasible, "reason": recipe.reason,
+        **pilot,
+        "m_cert": recipe.m,
+        "feasible": recipe.feasible,
+        "reason": recipe.reason,
         "more_overlap_needed": None if recipe.m is None else max(0, recipe.m - m_now),
     }
     if not recipe.feasible:
-        doc["feasible_with"] = feasible_with(decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0],
-                                             n_humans=max(len(humans), 2), m=recipe.m)
+        doc["feasible_with"] = feasible_with(
+            decision,
+            pilot["mu_d"],
+            pilot["sigma0_sq"],
+            n_items=matrix.raw.shape[0],
+            n_humans=max(len(humans), 2),
+            m=recipe.m,
+        )
     return doc
 
 
@@ -136,10 +163,19 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     seed = project.label_seq
     doc: dict[str, Any] = {
-        "label_seq": matrix.label_seq, "n_items": int(matrix.raw.shape[0]), "criterion": criterion,
-        "protocol": {"scale": project.scale, "handling": "exclude", "aggregation": "per criterion",
-                     "resampling_unit": "item", "note": PROTOCOL_NOTE},
-        "rule": decision.rule, "coefficient": decision.coefficient, "omega_threshold": decision.omega_threshold,
+        "label_seq": matrix.label_seq,
+        "n_items": int(matrix.raw.shape[0]),
+        "criterion": criterion,
+        "protocol": {
+            "scale": project.scale,
+            "handling": "exclude",
+            "aggregation": "per criterion",
+            "resampling_unit": "item",
+            "note": PROTOCOL_NOTE,
+        },
+        "rule": decision.rule,
+        "coefficient": decision.coefficient,
+        "omega_threshold": decision.omega_threshold,
     }
     plan = current_plan(session, project.id)
     inclusion = inclusion_by_item(session, plan, matrix)
@@ -152,28 +188,50 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     for j in judges:
         if order is not None:
             v = validate_judge(
-                matrix.codes, judge=j, humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
-                coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(),
-                omega_threshold=decision.omega_threshold, q=decision.q,
-                inconclusive_level=decision.inconclusive_level, n_resamples=n_resamples, rng=seed,
-                inclusion=inclusion, estimator=estimator, primary=primary[0] if primary else None,
+                matrix.codes,
+                judge=j,
+                humans=humans,
+                n_labels=matrix.n_labels,
+                rule=decision.rule,
+                coefficient=decision.coefficient,
+                epsilon=decision.resolved_epsilon(),
+                omega_threshold=decision.omega_threshold,
+                q=decision.q,
+                inconclusive_level=decision.inconclusive_level,
+                n_resamples=n_resamples,
+                rng=seed,
+                inclusion=inclusion,
+                estimator=estimator,
+                primary=primary[0] if primary else None,
             )
             fixed = _validation(v, matrix, j)
             validations.append(
-                fixed | monitored_decision(matrix, order, j, humans, decision, fixed, plan, weighted=inclusion is not None)
+                fixed
+                | monitored_decision(matrix, order, j, humans, decision, fixed, plan, weighted=inclusion is not None)
             )
     doc["monitoring_mode"] = "fixed" if inclusion is not None else decision.resolved_monitoring()
     if validations:
         doc.update({k: v for k, v in validations[0].items()})
     else:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
-        doc.update({"judge": None, "decision": "insufficient_data", "reason": why, "omega": None, "raters": [],
-                    "human_pool": {"estimate": None, "ci": [None, None], "approximate": False, "n_raters": 0},
-                    "provisional": False, "fixed_decision": "insufficient_data", "monitoring": None})
+        doc.update(
+            {
+                "judge": None,
+                "decision": "insufficient_data",
+                "reason": why,
+                "omega": None,
+                "raters": [],
+                "human_pool": {"estimate": None, "ci": [None, None], "approximate": False, "n_raters": 0},
+                "provisional": False,
+                "fixed_decision": "insufficient_data",
+                "monitoring": None,
+            }
+        )
     human_codes = matrix.codes[:, humans] if humans else np.empty((matrix.raw.shape[0], 0), dtype=np.int64)
     if len(humans) >= 2:
-        table = summary_table(human_codes, n_labels=matrix.n_labels, scale=project.scale,
-                              n_resamples=n_resamples, rng=seed)
+        table = summary_table(
+            human_codes, n_labels=matrix.n_labels, scale=project.scale, n_resamples=n_resamples, rng=seed
+        )
         doc["coefficients"] = {k: e.as_dict() for k, e in table.items()}
     else:
         doc["coefficients"] = {}
@@ -182,7 +240,8 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     m_now = min((r["m"] for r in doc["raters"]), default=0)
     doc["recipe_now"] = (
         _recipe_now(matrix, judges[0], humans, decision, m_now, min(n_resamples, 200))
-        if judges and len(humans) >= 2 else {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
+        if judges and len(humans) >= 2
+        else {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
     )
     doc["judges"] = validations
     return doc
@@ -193,26 +252,58 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
     decision = DecisionSettings(**project.decision)
     matrix = load_matrix(session, project, criterion)
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
-    base = {"label_seq": matrix.label_seq, "criterion": criterion, "rule": decision.rule,
-            "coefficient": decision.coefficient}
+    base = {
+        "label_seq": matrix.label_seq,
+        "criterion": criterion,
+        "rule": decision.rule,
+        "coefficient": decision.coefficient,
+    }
     if not judges or len(humans) < 2:
-        return {**base, "judges": [], "order": [], "margins": [], "flip_share": None,
-                "reason": "ranking needs at least one judge and two human raters"}
-    r = rank_judges(matrix.codes, judges=judges, humans=humans, n_labels=matrix.n_labels, rule=decision.rule,
-                    coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(), q=decision.q,
-                    n_resamples=n_resamples, rng=project.label_seq)
+        return {
+            **base,
+            "judges": [],
+            "order": [],
+            "margins": [],
+            "flip_share": None,
+            "reason": "ranking needs at least one judge and two human raters",
+        }
+    r = rank_judges(
+        matrix.codes,
+        judges=judges,
+        humans=humans,
+        n_labels=matrix.n_labels,
+        rule=decision.rule,
+        coefficient=decision.coefficient,
+        epsilon=decision.resolved_epsilon(),
+        q=decision.q,
+        n_resamples=n_resamples,
+        rng=project.label_seq,
+    )
     name = {k: matrix.raters[k].external_id for k in judges}
     return {
         **base,
         "judges": [
-            {"judge": name[s.judge], "score": num(s.score), "ci": s.ci.as_list(), "omega": num(s.omega),
-             "p_top1": num(s.p_top1), "n_raters": s.n_raters, "defined": s.defined, "reason": s.reason}
+            {
+                "judge": name[s.judge],
+                "score": num(s.score),
+                "ci": s.ci.as_list(),
+                "omega": num(s.omega),
+                "p_top1": num(s.p_top1),
+                "n_raters": s.n_raters,
+                "defined": s.defined,
+                "reason": s.reason,
+            }
             for s in r.judges
         ],
         "order": [name[k] for k in r.order],
         "margins": [
-            {"better": name[m.better], "worse": name[m.worse], "margin": num(m.margin), "ci": m.ci.as_list(),
-             "p_flip": num(m.p_flip)}
+            {
+                "better": name[m.better],
+                "worse": name[m.worse],
+                "margin": num(m.margin),
+                "ci": m.ci.as_list(),
+                "p_flip": num(m.p_flip),
+            }
             for m in r.margins
         ],
         "flip_share": num(r.flip_share),

@@ -76,7 +76,7 @@ def _protocol_out(protocol: Protocol, population: str, rule: str | None) -> Prot
     return ProtocolOut(
         scale=protocol.scale,
         population=f"{population}; {protocol.population}",
-        handling=protocol.handling,  # type: ignore[arg-type]
+        handling=protocol.handling,
         recode_to=protocol.recode_to,
         labels=list(protocol.labels),
         positive=protocol.positive,
@@ -85,7 +85,7 @@ def _protocol_out(protocol: Protocol, population: str, rule: str | None) -> Prot
         cost_matrix=[list(row) for row in protocol.cost_matrix],
         aggregation=protocol.aggregation,
         resampling_unit=protocol.resampling_unit,
-        rule=rule,  # type: ignore[arg-type]
+        rule=rule,
     )
 
 
@@ -181,8 +181,9 @@ def comparison(summary: Summary, population: str, bootstrap: Aggregate, rule: st
             reason=None if summary.n_items else "no pairs",
         ),
         accuracy=_stat(summary.accuracy, reasons, "accuracy"),
-        association=_association(summary.phi, _reason(reasons, "phi", "phi is undefined"),
-                                 summary.protocol.labels, summary.protocol.positive),
+        association=_association(
+            summary.phi, _reason(reasons, "phi", "phi is undefined"), summary.protocol.labels, summary.protocol.positive
+        ),
         kappa=Kappa(
             value=summary.kappa,
             standard_error=summary.kappa_se,
@@ -208,12 +209,13 @@ def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
     else:
         kappa_reason = None
     return AggregateOut(
-        level=result.protocol.aggregation,  # type: ignore[arg-type]
+        level=result.protocol.aggregation,
         criteria=list(result.criteria),
         protocol=_protocol_out(result.protocol, population, result.rule),
         accuracy=_stat(result.accuracy, reasons, "accuracy"),
-        association=_association(result.phi, _reason(reasons, "phi", "phi is undefined"),
-                                 result.protocol.labels, result.protocol.positive),
+        association=_association(
+            result.phi, _reason(reasons, "phi", "phi is undefined"), result.protocol.labels, result.protocol.positive
+        ),
         kappa=Kappa(
             value=result.kappa,
             standard_error=None,
@@ -259,7 +261,11 @@ def _positive(project: Project, options: ReportOptions) -> str:
 
 
 def _summaries(
-    matrices: list[LabelMatrix], judge: int, human: int, project: Project, options: ReportOptions,
+    matrices: list[LabelMatrix],
+    judge: int,
+    human: int,
+    project: Project,
+    options: ReportOptions,
     keep: np.ndarray | None = None,
 ) -> dict[str, Summary]:
     """Per criterion: the summary of the judge against the human on the items both labelled."""
@@ -319,9 +325,14 @@ def declared_protocol(project: Project, criteria: list[str], options: ReportOpti
     try:
         per_criterion = {
             c: summarize(
-                np.array([], dtype=str), np.array([], dtype=str), labels=project.labels,
-                positive=_positive(project, options), handling=options.handling,
-                recode_to=options.recode_to, costs=options.costs, items=[],
+                np.array([], dtype=str),
+                np.array([], dtype=str),
+                labels=project.labels,
+                positive=_positive(project, options),
+                handling=options.handling,
+                recode_to=options.recode_to,
+                costs=options.costs,
+                items=[],
             )
             for c in criteria
         }
@@ -351,29 +362,41 @@ def _checklist(judges: list[JudgeReport], criteria: list[str], declared: Protoco
         association = [
             f"{j} on {c.criterion}: {c.association.reason}" for j, c in tables if c.association.value is None
         ]
-    intervals = none or [
-        f"{j} on {c.criterion}: {c.kappa.reason}" for j, c in tables if c.kappa.interval is None
-    ] + [f"{j.judge} aggregated: {j.aggregate.kappa.reason}" for j in judges if j.aggregate.kappa.interval is None]
+    intervals = none or [f"{j} on {c.criterion}: {c.kappa.reason}" for j, c in tables if c.kappa.interval is None] + [
+        f"{j.judge} aggregated: {j.aggregate.kappa.reason}" for j in judges if j.aggregate.kappa.interval is None
+    ]
     if declared.handling != "exclude":
         bounds = [f"bounds are given under handling=exclude; this report uses handling={declared.handling}"]
     else:
         bounds = empty
     return [
-        _item("confusion table and N", none,
-              "full tables with CANNOT_ASSESS and INVALID rows and columns, N and the scored N"),
+        _item(
+            "confusion table and N",
+            none,
+            "full tables with CANNOT_ASSESS and INVALID rows and columns, N and the scored N",
+        ),
         _item("both marginals", none, "human and judge verdict counts and scored shares in every table"),
         _item("coverage and abstention rates", empty, "abstention and invalid rates of both sides, joint coverage"),
         _item("handling rule", [], f"handling={declared.handling} in every protocol block"),
-        _item("aggregation level and resampling unit", [],
-              f"aggregation={declared.aggregation}, resampling unit: {declared.resampling_unit}"),
+        _item(
+            "aggregation level and resampling unit",
+            [],
+            f"aggregation={declared.aggregation}, resampling unit: {declared.resampling_unit}",
+        ),
         _item("one binary association statistic", association, "phi, reported once"),
-        _item("kappa with interval", intervals,
-              "kappa with one interval method throughout (a percentile bootstrap of the resampling "
-              "unit), next to both positive rates"),
+        _item(
+            "kappa with interval",
+            intervals,
+            "kappa with one interval method throughout (a percentile bootstrap of the resampling "
+            "unit), next to both positive rates",
+        ),
         _item("per-criterion tables", none, f"one table per judge and criterion ({', '.join(criteria)})"),
         _item("coverage bounds with covered accuracy", bounds, "Manski and sharp bounds next to covered accuracy"),
-        _item("INVALID outputs counted, never recoded", [],
-              "INVALID has its own row, column and rates, and is never scored"),
+        _item(
+            "INVALID outputs counted, never recoded",
+            [],
+            "INVALID has its own row, column and rates, and is never scored",
+        ),
     ]
 
 
@@ -402,17 +425,19 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
             result = _aggregate(_summaries(matrices, judge, human, project, options, keep=common), options)
         else:
             result = _aggregate(per_criterion, options)
-        reports.append(JudgeReport(
-            judge=raters[judge].external_id,
-            human=raters[human].external_id,
-            criteria=[
-                CriterionComparison(
-                    criterion=c, **comparison(s, PAIRED, _aggregate({c: s}, options, "micro")).model_dump()
-                )
-                for c, s in per_criterion.items()
-            ],
-            aggregate=_aggregate_out(result, population),
-        ))
+        reports.append(
+            JudgeReport(
+                judge=raters[judge].external_id,
+                human=raters[human].external_id,
+                criteria=[
+                    CriterionComparison(
+                        criterion=c, **comparison(s, PAIRED, _aggregate({c: s}, options, "micro")).model_dump()
+                    )
+                    for c, s in per_criterion.items()
+                ],
+                aggregate=_aggregate_out(result, population),
+            )
+        )
     return Report(
         project=project.id,
         project_name=project.name,

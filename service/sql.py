@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, Table
+from sqlalchemy import ColumnElement, Table
 from sqlalchemy.orm import Session
 
 T = TypeVar("T")
@@ -20,7 +20,7 @@ def chunks(values: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
         yield values[start : start + size]
 
 
-def db_value(session: Session, column: Column[Any], value: Any) -> Any:
+def db_value(session: Session, column: ColumnElement[Any], value: Any) -> Any:
     """``value`` as the driver stores it in ``column`` (e.g. SQLite's timestamp text)."""
     dialect = session.get_bind().dialect
     process = column.type.dialect_impl(dialect).bind_processor(dialect)
@@ -70,6 +70,6 @@ def driver_rows(session: Session, sql: str, params: tuple[Any, ...]) -> list[tup
     cursor = conn.connection.cursor()
     try:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        return list(cursor.fetchall())
     finally:
         cursor.close()

@@ -35,8 +35,14 @@ from service.uploads import RawBody
 
 router = APIRouter(tags=["dashboard"])
 INDEX_PAGE_SIZE = 25
-ChartId = Annotated[str, Path(max_length=40, description="A chart's id, as in the page: `margins-1`, `sequences-1` "
-                                                         "(one each per judge), `pool-history`, `progress`, `overlap-curve`.")]
+ChartId = Annotated[
+    str,
+    Path(
+        max_length=40,
+        description="A chart's id, as in the page: `margins-1`, `sequences-1` "
+        "(one each per judge), `pool-history`, `progress`, `overlap-curve`.",
+    ),
+]
 
 
 def _login_form(message: str = "", status_code: int = 200) -> HTMLResponse:
@@ -54,9 +60,13 @@ def get_login() -> HTMLResponse:
 
 
 @router.post(
-    "/login", response_class=HTMLResponse,
-    responses={303: {"description": "Logged in"}, 401: {"description": "Unknown key"},
-               403: {"description": "Missing or wrong CSRF token: load the form again"}},
+    "/login",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Logged in"},
+        401: {"description": "Unknown key"},
+        403: {"description": "Missing or wrong CSRF token: load the form again"},
+    },
 )
 def post_login(request: Request, body: RawBody, session: ReadSession) -> Response:
     """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only); go to the
@@ -105,13 +115,19 @@ def _index_access(request: Request, session: ReadSession) -> Principal | Respons
         return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
 
 
-@router.get("/dashboard", response_class=HTMLResponse, responses={
-    303: {"description": "Log in first (to `/login`)"},
-    403: {"description": "An annotator key: the dashboard is for admin, PM and viewer keys (HTML page)"},
-    **error_responses(422),
-})
+@router.get(
+    "/dashboard",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Log in first (to `/login`)"},
+        403: {"description": "An annotator key: the dashboard is for admin, PM and viewer keys (HTML page)"},
+        **error_responses(422),
+    },
+)
 def get_index(
-    access: Annotated[Principal | Response, Depends(_index_access)], request: Request, session: ReadSession,
+    access: Annotated[Principal | Response, Depends(_index_access)],
+    request: Request,
+    session: ReadSession,
     settings: SettingsDep,
     cursor: Annotated[str | None, Query(description="The `more projects` link's cursor.")] = None,
 ) -> Response:
@@ -120,27 +136,36 @@ def get_index(
         return access
     page = PageParams(limit=INDEX_PAGE_SIZE, cursor=cursor)
     projects = projects_page(session, None if access.role == Role.ADMIN else access.project_id, page)
-    rows = index_rows(session, projects[:INDEX_PAGE_SIZE], request.app.state.documents,
-                      n_resamples=settings.bootstrap_resamples)
+    rows = index_rows(
+        session, projects[:INDEX_PAGE_SIZE], request.app.state.documents, n_resamples=settings.bootstrap_resamples
+    )
     more = len(projects) > INDEX_PAGE_SIZE
     next_page = f"/dashboard?cursor={encode_cursor((page.after or 0) + INDEX_PAGE_SIZE)}" if more else None
     return HTMLResponse(index_page(rows, next_page), headers={"Cache-Control": "no-store"})
 
 
-@router.get("/projects/{pid}/dashboard", response_class=HTMLResponse, responses={
-    303: {"description": "Log in first (to `/login`)"},
-    403: {"description": "An annotator key (HTML page)"},
-    404: {"description": "No such project, or outside the key's scope (HTML page)"},
-})
+@router.get(
+    "/projects/{pid}/dashboard",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Log in first (to `/login`)"},
+        403: {"description": "An annotator key (HTML page)"},
+        404: {"description": "No such project, or outside the key's scope (HTML page)"},
+    },
+)
 def get_dashboard(
-    pid: ProjectId, access: Annotated[Project | Response, Depends(_dashboard_access)], request: Request,
-    session: ReadSession, settings: SettingsDep,
+    pid: ProjectId,
+    access: Annotated[Project | Response, Depends(_dashboard_access)],
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
 ) -> Response:
     """The project's dashboard (viewer role or above; log in at `/login`)."""
     if isinstance(access, Response):
         return access
-    doc, etag, charts = project_charts(session, access, request.app.state.documents,
-                                       n_resamples=settings.bootstrap_resamples)
+    doc, etag, charts = project_charts(
+        session, access, request.app.state.documents, n_resamples=settings.bootstrap_resamples
+    )
     decision = DecisionSettings(**access.decision)
     notes = {
         "plan": plan_verdict(current_plan(session, pid), decision),
@@ -158,21 +183,35 @@ def _chart(project: Project, chart_id: str, request: Request, session: ReadSessi
     return chart
 
 
-@router.get("/projects/{pid}/dashboard/charts/{chart_id}.csv", response_class=PlainTextResponse,
-            responses={200: {"content": {"text/csv": {}}}, **error_responses(401, 403, 404, 422)})
-def get_chart_csv(project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession,
-                  settings: SettingsDep) -> Response:
+@router.get(
+    "/projects/{pid}/dashboard/charts/{chart_id}.csv",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/csv": {}}}, **error_responses(401, 403, 404, 422)},
+)
+def get_chart_csv(
+    project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession, settings: SettingsDep
+) -> Response:
     """One dashboard chart's data as CSV (the rows it plots, intervals and reasons included)."""
     chart = _chart(project, chart_id, request, session, settings.bootstrap_resamples)
-    return Response(chart_csv(chart), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{chart.id}.csv"'})
+    return Response(
+        chart_csv(chart),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{chart.id}.csv"'},
+    )
 
 
-@router.get("/projects/{pid}/dashboard/charts/{chart_id}.svg", response_class=Response,
-            responses={200: {"content": {"image/svg+xml": {}}}, **error_responses(401, 403, 404, 422)})
-def get_chart_svg(project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession,
-                  settings: SettingsDep) -> Response:
+@router.get(
+    "/projects/{pid}/dashboard/charts/{chart_id}.svg",
+    response_class=Response,
+    responses={200: {"content": {"image/svg+xml": {}}}, **error_responses(401, 403, 404, 422)},
+)
+def get_chart_svg(
+    project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession, settings: SettingsDep
+) -> Response:
     """One dashboard chart as a standalone SVG image, as drawn on the page."""
     chart = _chart(project, chart_id, request, session, settings.bootstrap_resamples)
-    return Response('<?xml version="1.0" encoding="UTF-8"?>\n' + chart_svg(chart), media_type="image/svg+xml",
-                    headers={"Content-Disposition": f'attachment; filename="{chart.id}.svg"'})
+    return Response(
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + chart_svg(chart),
+        media_type="image/svg+xml",
+        headers={"Content-Disposition": f'attachment; filename="{chart.id}.svg"'},
+    )

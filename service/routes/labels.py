@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from sqlalchemy import Row
 
 from service.csv_safety import SafeWriter
 from service.deps import (
@@ -39,8 +38,15 @@ router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
     responses=error_responses(401, 403, 404, 409, 413, 415, 422),
 )
 def post_labels(
-    pid: ProjectId, project: ProjectForAnnotatorWrite, request: Request, body: RawBody, session: WriteSession,
-    principal: PrincipalDep, settings: SettingsDep, content_type: ContentType = None, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForAnnotatorWrite,
+    request: Request,
+    body: RawBody,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    content_type: ContentType = None,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Append label events in bulk: JSON array, NDJSON or CSV; all-or-nothing.
 
@@ -51,7 +57,10 @@ def post_labels(
     """
     rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
     return idempotent_write(
-        session, principal, idem, request_fingerprint(request, body),
+        session,
+        principal,
+        idem,
+        request_fingerprint(request, body),
         lambda: (200, write_labels(session, project, principal, rows)),
     )
 
@@ -73,7 +82,9 @@ def export_labels(
     rater: Annotated[str | None, Query(description="Only this rater (external id).")] = None,
     criterion: Annotated[str | None, Query()] = None,
     since_seq: Annotated[int, Query(ge=0, le=2**63 - 1, description="Only events after this sequence number.")] = 0,
-    format: Annotated[Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")] = "json",
+    format: Annotated[
+        Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")
+    ] = "json",
 ) -> Page[LabelRow] | StreamingResponse:
     """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`.
 
@@ -85,8 +96,13 @@ def export_labels(
         raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
     json = format == "json"
     rows = label_rows(
-        session, project.id, history=history, rater_id=only_rater, criterion=criterion,
-        since_seq=max(since_seq, page.after or 0), limit=page.limit + 1 if json else None,
+        session,
+        project.id,
+        history=history,
+        rater_id=only_rater,
+        criterion=criterion,
+        since_seq=max(since_seq, page.after or 0),
+        limit=page.limit + 1 if json else None,
     )
     if json:
         return page_of(rows, page, key=lambda r: r.seq, read=lambda r: LabelRow(**r._asdict()))
@@ -94,12 +110,12 @@ def export_labels(
     return StreamingResponse(_ndjson(rows) if format == "ndjson" else _csv(rows), media_type=media)
 
 
-def _ndjson(rows: Sequence[Row[Any]]) -> Iterator[bytes]:
+def _ndjson(rows: Sequence[Sequence[Any]]) -> Iterator[bytes]:
     for r in rows:
         yield orjson.dumps(dict(zip(LABEL_COLUMNS, r, strict=True))) + b"\n"
 
 
-def _csv(rows: Sequence[Row[Any]]) -> Iterator[str]:
+def _csv(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
     buf = io.StringIO()
     writer = SafeWriter(buf)
     writer.writerow(LABEL_COLUMNS)

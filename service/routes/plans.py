@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -24,18 +26,32 @@ from service.schemas import PlanCreate, PlanRead
 router = APIRouter(prefix="/projects/{pid}/plan", tags=["plans"])
 
 
-def plan_read(plan: Plan, progress: dict | None = None) -> PlanRead:
+def plan_read(plan: Plan, progress: dict[str, Any] | None = None) -> PlanRead:
     """The public view of a plan."""
     return PlanRead(
-        id=plan.id, purpose=plan.purpose, source=plan.source, design=plan.design, seed=plan.seed, m=plan.m,
-        label_seq=plan.label_seq, created_at=plan.created_at, recipe=plan.recipe, progress=progress,
+        id=plan.id,
+        purpose=plan.purpose,
+        source=plan.source,
+        design=plan.design,
+        seed=plan.seed,
+        m=plan.m,
+        label_seq=plan.label_seq,
+        created_at=plan.created_at,
+        recipe=plan.recipe,
+        progress=progress,
     )
 
 
 @router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422))
 def post_plan(
-    pid: ProjectId, project: ProjectForPMWrite, body: PlanCreate, request: Request, session: WriteSession,
-    principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    body: PlanCreate,
+    request: Request,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Compute and store the plan in force (docs/method.md §4–5): recipe, design and per-rater lists.
 
@@ -52,7 +68,9 @@ def post_plan(
         emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
         return 201, plan_read(plan, plan_progress(session, project, plan))
 
-    return idempotent_write(session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write)
+    return idempotent_write(
+        session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write
+    )
 
 
 @router.get("", response_model=PlanRead, responses=error_responses(401, 403, 404))

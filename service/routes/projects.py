@@ -43,9 +43,18 @@ router = APIRouter(prefix="/projects", tags=["projects"])
 def project_read(p: Project) -> ProjectRead:
     """The public view of a project."""
     return ProjectRead(
-        id=p.id, name=p.name, labels=p.labels, scale=p.scale, criteria=p.criteria,
-        allow_abstain=p.allow_abstain, decision=p.decision, target=p.target,
-        label_seq=p.label_seq, n_items=p.item_count, created_at=p.created_at, label_map=p.label_map or {},
+        id=p.id,
+        name=p.name,
+        labels=p.labels,
+        scale=p.scale,
+        criteria=p.criteria,
+        allow_abstain=p.allow_abstain,
+        decision=p.decision,
+        target=p.target,
+        label_seq=p.label_seq,
+        n_items=p.item_count,
+        created_at=p.created_at,
+        label_map=p.label_map or {},
         label_studio=p.label_studio,
     )
 
@@ -77,8 +86,13 @@ def get_project(pid: ProjectId, project: ProjectForPM) -> ProjectRead:
 
 @router.patch("/{pid}", response_model=ProjectRead, responses=error_responses(401, 403, 404, 409, 422))
 def patch_project(
-    pid: ProjectId, project: ProjectForPMWrite, body: ProjectPatch, request: Request, session: WriteSession,
-    principal: PrincipalDep, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    body: ProjectPatch,
+    request: Request,
+    session: WriteSession,
+    principal: PrincipalDep,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Change settings; labels, scale and criteria are frozen once labels exist (409)."""
     changes = body.model_dump(exclude_unset=True)
@@ -89,7 +103,9 @@ def patch_project(
 
 
 @router.post("/{pid}/keys", status_code=201, response_model=KeyCreated, responses=error_responses(401, 403, 404, 422))
-def create_project_key(pid: ProjectId, project: ProjectForAdminWrite, body: KeyCreate, session: WriteSession) -> KeyCreated:
+def create_project_key(
+    pid: ProjectId, project: ProjectForAdminWrite, body: KeyCreate, session: WriteSession
+) -> KeyCreated:
     """Create a key for this project (admin). The secret is in this response only."""
     row, secret = add_project_key(session, project, body)
     return KeyCreated(id=row.id, role=body.role, project=pid, rater=body.rater, key=secret)

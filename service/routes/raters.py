@@ -28,16 +28,25 @@ router = APIRouter(prefix="/projects/{pid}/raters", tags=["raters"])
 
 @router.post("", status_code=201, response_model=RaterRead, responses=error_responses(401, 403, 404, 409, 422))
 def create_rater(
-    pid: ProjectId, project: ProjectForPMWrite, body: RaterCreate, request: Request, session: WriteSession,
-    principal: PrincipalDep, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    body: RaterCreate,
+    request: Request,
+    session: WriteSession,
+    principal: PrincipalDep,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Add a rater; `external_id` is unique in the project and there is at most one `primary`."""
 
     def write() -> tuple[int, RaterRead]:
         rater = add_rater(session, project, body)
-        return 201, RaterRead(id=str(rater.id), external_id=rater.external_id, kind=rater.kind, name=rater.name, n_labels=0)
+        return 201, RaterRead(
+            id=str(rater.id), external_id=rater.external_id, kind=rater.kind, name=rater.name, n_labels=0
+        )
 
-    return idempotent_write(session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write)
+    return idempotent_write(
+        session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write
+    )
 
 
 @router.get("", response_model=Page[RaterRead], responses=error_responses(401, 403, 404, 422))
@@ -47,10 +56,15 @@ def list_raters(
     """Raters with their label counts (viewers see ids, kinds and counts only)."""
     viewer = principal.role == Role.VIEWER
     return page_of(
-        raters_page(session, project.id, page), page, key=lambda row: row[0].id,
+        raters_page(session, project.id, page),
+        page,
+        key=lambda row: row[0].id,
         read=lambda row: RaterRead(
-            id=str(row[0].id), external_id=row[0].external_id, kind=row[0].kind,
-            name=None if viewer else row[0].name, n_labels=row[1],
+            id=str(row[0].id),
+            external_id=row[0].external_id,
+            kind=row[0].kind,
+            name=None if viewer else row[0].name,
+            n_labels=row[1],
         ),
     )
 
@@ -74,8 +88,13 @@ def patch_rater(
 
     def write() -> tuple[int, RaterRead]:
         rater = change_rater(session, project_rater(session, project.id, rid), body.model_dump(exclude_unset=True))
-        return 200, RaterRead(id=str(rater.id), external_id=rater.external_id, kind=rater.kind, name=rater.name,
-                              n_labels=rater_label_count(session, rater.id))
+        return 200, RaterRead(
+            id=str(rater.id),
+            external_id=rater.external_id,
+            kind=rater.kind,
+            name=rater.name,
+            n_labels=rater_label_count(session, rater.id),
+        )
 
     fingerprint = request_fingerprint(request, body.model_dump_json(exclude_unset=True).encode())
     return idempotent_write(session, principal, idem, fingerprint, write)

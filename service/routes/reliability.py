@@ -22,7 +22,12 @@ CACHE_HEADERS = {"Cache-Control": "no-cache"}
 
 
 def _cached(
-    request: Request, session: Any, project: Project, criterion: str | None, if_none_match: str | None, kind: str,
+    request: Request,
+    session: Any,
+    project: Project,
+    criterion: str | None,
+    if_none_match: str | None,
+    kind: str,
     build: Callable[[str], dict[str, Any]],
 ) -> Response:
     name = criterion or project.criteria[0]
@@ -36,25 +41,57 @@ def _cached(
     return JSONResponse(doc, headers=headers)
 
 
-@router.get("/reliability", response_model=ReliabilityDocument, responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
+@router.get(
+    "/reliability",
+    response_model=ReliabilityDocument,
+    responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}},
+)
 def get_reliability(
-    pid: ProjectId, project: ProjectForViewer, request: Request, session: ReadSession, settings: SettingsDep,
-    criterion: Criterion = None, if_none_match: IfNoneMatch = None,
+    pid: ProjectId,
+    project: ProjectForViewer,
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
+    criterion: Criterion = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response:
     """The live status: decision, omega, per-rater margins with intervals, human-pool score,
     coefficients, plan progress and the recipe re-estimated from the labels in hand.
 
     Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`.
     """
-    return _cached(request, session, project, criterion, if_none_match, "reliability",
-                   lambda name: reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples))
+    return _cached(
+        request,
+        session,
+        project,
+        criterion,
+        if_none_match,
+        "reliability",
+        lambda name: reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples),
+    )
 
 
-@router.get("/ranking", response_model=RankingDocument, responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}})
+@router.get(
+    "/ranking",
+    response_model=RankingDocument,
+    responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}},
+)
 def get_ranking(
-    pid: ProjectId, project: ProjectForViewer, request: Request, session: ReadSession, settings: SettingsDep,
-    criterion: Criterion = None, if_none_match: IfNoneMatch = None,
+    pid: ProjectId,
+    project: ProjectForViewer,
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
+    criterion: Criterion = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response:
     """Judges ranked by score, with pairwise margins, top-1 probabilities and the flip rate."""
-    return _cached(request, session, project, criterion, if_none_match, "ranking",
-                   lambda name: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples))
+    return _cached(
+        request,
+        session,
+        project,
+        criterion,
+        if_none_match,
+        "ranking",
+        lambda name: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples),
+    )

@@ -42,7 +42,12 @@ def get_report(
         str | None, Query(description="The label CANNOT_ASSESS is recoded to; required for handling=recode.")
     ] = None,
     positive: Annotated[
-        str | None, Query(description="The positive (MET) label; default the project's decision.positive_label, else the last of two labels.")
+        str | None,
+        Query(
+            description=(
+                "The positive (MET) label; default the project's decision.positive_label, else the last of two labels."
+            )
+        ),
     ] = None,
     costs: Annotated[
         Costs, Query(description="Disagreement costs over the scored categories (kappa weights).")
@@ -68,8 +73,13 @@ def get_report(
     if handling is None:
         handling, recode_to = declared.handling, recode_to or declared.recode_to
     options = ReportOptions(
-        handling=handling, recode_to=recode_to, positive=positive, costs=costs,
-        aggregation=aggregation or declared.aggregation, rule=rule, criterion=criterion,
+        handling=handling,
+        recode_to=recode_to,
+        positive=positive,
+        costs=costs,
+        aggregation=aggregation or declared.aggregation,
+        rule=rule,
+        criterion=criterion,
     )
     report = build_report(session, project, options)
     if fmt == "csv":

@@ -33,13 +33,27 @@ no Authorization header, a revoked PM key of A, and a PM key of project B."""
 
 # Distinctive ids, so a body leaking them is found by a substring search.
 JUDGE, PRIMARY, ANN, OTHER_HUMAN, IDLE_HUMAN = (
-    "rtr-judge-j1", "rtr-primary-p1", "rtr-annot-a1", "rtr-human-h9", "rtr-human-h8"
+    "rtr-judge-j1",
+    "rtr-primary-p1",
+    "rtr-annot-a1",
+    "rtr-human-h9",
+    "rtr-human-h8",
 )
-NAMES = {JUDGE: "Name Of Judge", PRIMARY: "Name Of Primary", ANN: "Name Of Annotator", OTHER_HUMAN: "Name Of Other",
-         IDLE_HUMAN: "Name Of Idle"}
+NAMES = {
+    JUDGE: "Name Of Judge",
+    PRIMARY: "Name Of Primary",
+    ANN: "Name Of Annotator",
+    OTHER_HUMAN: "Name Of Other",
+    IDLE_HUMAN: "Name Of Idle",
+}
 N_ITEMS = 60
 ITEMS = [f"itm-{i:03d}" for i in range(N_ITEMS)]
-AGREEMENT = {"labels": ["yes", "no"], "matrix": [["yes", "yes"], ["no", "yes"], ["no", "no"]], "n_resamples": 20, "seed": 1}
+AGREEMENT = {
+    "labels": ["yes", "no"],
+    "matrix": [["yes", "yes"], ["no", "yes"], ["no", "no"]],
+    "n_resamples": 20,
+    "seed": 1,
+}
 PLAN = {"p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 7, "m": 40}
 SMALL_SIMULATION = {"trials": 1, "n_items": 20, "rho": 0.5, "design": "strat", "coefficient": "po", "seed": 3}
 
@@ -63,7 +77,17 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("PATCH", "/projects/{pid}/raters/{rid}", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/raters", 200, 200, 403, 200, 401, 401, 404),  # viewer: no names (checked below)
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
-    ("GET", "/projects/{pid}/labels", 200, 200, 403, 403, 401, 401, 404),  # strict: annotator may not export even its own
+    (
+        "GET",
+        "/projects/{pid}/labels",
+        200,
+        200,
+        403,
+        403,
+        401,
+        401,
+        404,
+    ),  # strict: annotator may not export even its own
     ("POST", "/projects/{pid}/plan", 201, 201, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/plan", 200, 200, 403, 200, 401, 401, 404),
     ("POST", "/projects/{pid}/simulate", 200, 200, 403, 403, 401, 401, 404),
@@ -143,8 +167,14 @@ def module_url(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> s
 
 @pytest.fixture(scope="module")
 def world(module_url: str) -> Iterator[World]:
-    settings = Settings(database_url=module_url, admin_key=ADMIN_KEY, bootstrap_resamples=20,
-                        simulation_sync_limit=1_000, webhook_sender=False, webhook_allow_private=True)
+    settings = Settings(
+        database_url=module_url,
+        admin_key=ADMIN_KEY,
+        bootstrap_resamples=20,
+        simulation_sync_limit=1_000,
+        webhook_sender=False,
+        webhook_allow_private=True,
+    )
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         w = World(client, "", "")
         w.pid = w.admin("POST", "/projects", json={"name": "A", "labels": ["pass", "fail"]})["id"]
@@ -155,19 +185,29 @@ def world(module_url: str) -> Iterator[World]:
         w.admin("POST", f"/projects/{w.other_pid}/raters", json={"external_id": "b-human", "kind": "human"})
         w.admin("POST", f"/projects/{w.pid}/items", json=[{"external_id": i} for i in ITEMS])
         w.admin("POST", f"/projects/{w.other_pid}/items", json=[{"external_id": "b-item"}])
-        rows = [{"item": i, "rater": r, "value": "pass" if (k + j) % 3 else "fail"}
-                for k, i in enumerate(ITEMS) for j, r in enumerate((JUDGE, PRIMARY, OTHER_HUMAN))]
+        rows = [
+            {"item": i, "rater": r, "value": "pass" if (k + j) % 3 else "fail"}
+            for k, i in enumerate(ITEMS)
+            for j, r in enumerate((JUDGE, PRIMARY, OTHER_HUMAN))
+        ]
         w.admin("POST", f"/projects/{w.pid}/labels", json=rows)
         w.admin("POST", f"/projects/{w.pid}/plan", json=PLAN)
-        queued = w.client.post(f"/projects/{w.pid}/simulate", json={**SMALL_SIMULATION, "trials": 30},
-                               headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+        queued = w.client.post(
+            f"/projects/{w.pid}/simulate",
+            json={**SMALL_SIMULATION, "trials": 30},
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        )
         assert queued.status_code == 202, queued.text
         w.sim_id = queued.json()["id"]
         revoked_id, revoked = w.key(w.pid, "pm")
         w.admin("DELETE", f"/projects/{w.pid}/keys/{revoked_id}")
         w.keys = {
-            "admin": ADMIN_KEY, "pm": w.key(w.pid, "pm")[1], "annotator": w.key(w.pid, "annotator", ANN)[1],
-            "viewer": w.key(w.pid, "viewer")[1], "no_key": None, "revoked": revoked,
+            "admin": ADMIN_KEY,
+            "pm": w.key(w.pid, "pm")[1],
+            "annotator": w.key(w.pid, "annotator", ANN)[1],
+            "viewer": w.key(w.pid, "viewer")[1],
+            "no_key": None,
+            "revoked": revoked,
             "other_project": w.key(w.other_pid, "pm")[1],
         }
         yield w
@@ -197,8 +237,10 @@ def _ann_batch(w: World, caller: str) -> Request:
 
 def _login_form(w: World, caller: str) -> Request:
     token = re.search(r'name="csrf" value="([^"]+)"', w.client.get("/login").text).group(1)  # sets the cookie too
-    form = {"content": f"key={w.keys[caller] or ''}&csrf={token}",
-            "headers": {"Content-Type": "application/x-www-form-urlencoded"}}
+    form = {
+        "content": f"key={w.keys[caller] or ''}&csrf={token}",
+        "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+    }
     return {}, form
 
 
@@ -232,7 +274,9 @@ def _verification(w: World, caller: str) -> Request:
 
 BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("POST", "/projects/{pid}/webhooks"): lambda w, c: (
-        {}, {"json": {"url": "http://127.0.0.1:9/h", "events": ["decision.changed"]}}),
+        {},
+        {"json": {"url": "http://127.0.0.1:9/h", "events": ["decision.changed"]}},
+    ),
     ("GET", "/projects/{pid}/webhooks/{wid}"): _webhook,
     ("DELETE", "/projects/{pid}/webhooks/{wid}"): _webhook,
     ("GET", "/projects/{pid}/webhooks/{wid}/deliveries"): _webhook,
@@ -248,7 +292,9 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("DELETE", "/keys/{kid}"): _throwaway_key,
     ("POST", "/projects/{pid}/items"): lambda w, c: ({}, {"json": [{"external_id": w.fresh("extra-item")}]}),
     ("POST", "/projects/{pid}/raters"): lambda w, c: (
-        {}, {"json": {"external_id": w.fresh("extra-rater"), "kind": "human"}}),
+        {},
+        {"json": {"external_id": w.fresh("extra-rater"), "kind": "human"}},
+    ),
     ("POST", "/projects/{pid}/labels"): _label_rows,
     ("POST", "/projects/{pid}/plan"): lambda w, c: ({}, {"json": PLAN}),
     ("POST", "/projects/{pid}/simulate"): lambda w, c: ({}, {"json": SMALL_SIMULATION}),
@@ -258,12 +304,18 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("POST", "/projects/{pid}/batches/{bid}/release"): _ann_batch,
     ("GET", "/projects/{pid}/batches/{bid}/label-studio"): _ann_batch,
     ("POST", "/projects/{pid}/import/label-studio"): lambda w, c: (
-        {}, {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]}),
+        {},
+        {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]},
+    ),
     ("POST", "/projects/{pid}/webhooks/label-studio"): lambda w, c: ({}, {"json": {"action": "PROJECT_UPDATED"}}),
     ("PATCH", "/projects/{pid}/raters/{rid}"): lambda w, c: (
-        {"rid": IDLE_HUMAN}, {"json": {"name": NAMES[IDLE_HUMAN]}}),
+        {"rid": IDLE_HUMAN},
+        {"json": {"name": NAMES[IDLE_HUMAN]}},
+    ),
     ("POST", "/projects/{pid}/integrations/label-studio/sync"): lambda w, c: (
-        {}, {"json": {"url": "http://127.0.0.1:9", "project": 1, "token": "t"}}),
+        {},
+        {"json": {"url": "http://127.0.0.1:9", "project": 1, "token": "t"}},
+    ),
     ("POST", "/login"): _login_form,
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv"): lambda w, c: ({"chart_id": "margins-1"}, {}),
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg"): lambda w, c: ({"chart_id": "margins-1"}, {}),
@@ -329,7 +381,10 @@ def test_matrix_rows_have_one_status_per_caller() -> None:
 def test_annotator_writes_only_its_own_rater_all_or_nothing(world: World) -> None:
     pid = world.pid
     before = world.admin("GET", f"/projects/{pid}")["label_seq"]
-    mixed = [{"item": ITEMS[0], "rater": ANN, "value": "fail"}, {"item": ITEMS[1], "rater": OTHER_HUMAN, "value": "fail"}]
+    mixed = [
+        {"item": ITEMS[0], "rater": ANN, "value": "fail"},
+        {"item": ITEMS[1], "rater": OTHER_HUMAN, "value": "fail"},
+    ]
     r = world.call("annotator", "POST", f"/projects/{pid}/labels", json=mixed)
     assert r.status_code == 403, r.text
     for rater in (JUDGE, PRIMARY, OTHER_HUMAN):
@@ -347,8 +402,10 @@ def test_annotator_fetches_only_its_own_batches(world: World) -> None:
     pid = world.pid
     theirs = world.admin("POST", f"/projects/{pid}/batches", json={"rater": IDLE_HUMAN, "size": 2})
     assert theirs["id"]
-    for method, path in [("GET", f"/projects/{pid}/batches/{theirs['id']}"),
-                         ("POST", f"/projects/{pid}/batches/{theirs['id']}/release")]:
+    for method, path in [
+        ("GET", f"/projects/{pid}/batches/{theirs['id']}"),
+        ("POST", f"/projects/{pid}/batches/{theirs['id']}/release"),
+    ]:
         r = world.call("annotator", method, path)
         assert r.status_code == 404, r.text  # another rater's batch: hidden, not forbidden
     status = world.admin("GET", f"/projects/{pid}/batches/{theirs['id']}")
@@ -369,7 +426,10 @@ def test_annotator_cannot_read_labels_even_filtered_to_itself(world: World) -> N
 
 
 def test_annotator_key_is_404_on_another_project(world: World) -> None:
-    for method, path in [("POST", f"/projects/{world.other_pid}/batches"), ("GET", f"/projects/{world.other_pid}/plan")]:
+    for method, path in [
+        ("POST", f"/projects/{world.other_pid}/batches"),
+        ("GET", f"/projects/{world.other_pid}/plan"),
+    ]:
         r = world.call("annotator", method, path, json={"size": 1} if method == "POST" else None)
         assert r.status_code == 404, r.text
     row = {"item": "b-item", "rater": "b-human", "value": "pass"}

@@ -41,7 +41,9 @@ TAIL = [
 def table_contents(engine: Engine) -> dict[str, list[str]]:
     """Every row of every table of the schema, read straight from the database."""
     with engine.connect() as conn:
-        return {t.name: sorted(repr(tuple(row)) for row in conn.execute(select(t))) for t in Base.metadata.sorted_tables}
+        return {
+            t.name: sorted(repr(tuple(row)) for row in conn.execute(select(t))) for t in Base.metadata.sorted_tables
+        }
 
 
 def snapshot(client: TestClient, engine: Engine, pid: str) -> dict:
@@ -100,7 +102,9 @@ def build_projects(c: TestClient) -> tuple[dict, dict]:
         assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
     items = [{"external_id": f"i{i}", "features": {"topic": "a" if i % 2 else "b"}} for i in range(20)]
     assert c.post(f"/projects/{pid}/items", json=items).status_code == 200
-    rows = [{"item": f"i{i}", "rater": r, "value": "pass" if i % 2 else "fail"} for i in range(5) for r in ("judge", "prim")]
+    rows = [
+        {"item": f"i{i}", "rater": r, "value": "pass" if i % 2 else "fail"} for i in range(5) for r in ("judge", "prim")
+    ]
     r = c.post(f"/projects/{pid}/labels", json=rows)
     assert r.status_code == 200, r.text
     assert r.json() == {"accepted": 10, "duplicates": 0, "label_seq": 10}
@@ -188,7 +192,10 @@ def test_the_snapshot_sees_every_kind_of_write(client, labelled, unchanged, subt
         ("item-update", lambda: client.post(f"/projects/{pid}/items", json=[{"external_id": "new", "text": "t"}])),
         ("rater", lambda: client.post(f"/projects/{pid}/raters", json={"external_id": "h9", "kind": "human"})),
         ("rename", lambda: client.patch(f"/projects/{pid}", json={"name": "renamed"})),
-        ("idempotency-record", lambda: client.post(f"/projects/{pid}/items", json=[], headers={"Idempotency-Key": "k"})),
+        (
+            "idempotency-record",
+            lambda: client.post(f"/projects/{pid}/items", json=[], headers={"Idempotency-Key": "k"}),
+        ),
     ]
     for name, write in writes:
         with subtests.test(msg=name):
@@ -202,18 +209,43 @@ def test_the_snapshot_sees_every_kind_of_write(client, labelled, unchanged, subt
 BAD_ROWS = [
     ("value-not-a-label", {"item": "i5", "rater": "h2", "value": "maybe"}, "invalid", ("row 3", "maybe")),
     ("label-case-differs", {"item": "i5", "rater": "h2", "value": "Pass"}, "invalid", ("row 3", "Pass")),
-    ("abstain-not-allowed", {"item": "i5", "rater": "h2", "value": "CANNOT_ASSESS"}, "invalid", ("row 3", "CANNOT_ASSESS")),
-    ("abstain-not-allowed-judge", {"item": "i5", "rater": "judge", "value": "CANNOT_ASSESS"}, "invalid", ("row 3", "CANNOT_ASSESS")),
+    (
+        "abstain-not-allowed",
+        {"item": "i5", "rater": "h2", "value": "CANNOT_ASSESS"},
+        "invalid",
+        ("row 3", "CANNOT_ASSESS"),
+    ),
+    (
+        "abstain-not-allowed-judge",
+        {"item": "i5", "rater": "judge", "value": "CANNOT_ASSESS"},
+        "invalid",
+        ("row 3", "CANNOT_ASSESS"),
+    ),
     ("invalid-from-human", {"item": "i5", "rater": "h2", "value": "INVALID"}, "invalid", ("row 3", "INVALID")),
     ("invalid-from-primary", {"item": "i7", "rater": "prim", "value": "INVALID"}, "invalid", ("row 3", "INVALID")),
     ("unknown-item", {"item": "nope", "rater": "h2", "value": "pass"}, "invalid", ("row 3", "nope")),
     ("unknown-rater", {"item": "i5", "rater": "ghost", "value": "pass"}, "invalid", ("row 3", "ghost")),
     ("item-of-other-project", {"item": "only2", "rater": "h2", "value": "pass"}, "invalid", ("row 3", "only2")),
     ("rater-of-other-project", {"item": "i5", "rater": "judge2", "value": "pass"}, "invalid", ("row 3", "judge2")),
-    ("unknown-criterion", {"item": "i5", "rater": "h2", "criterion": "style", "value": "pass"}, "invalid", ("row 3", "style")),
-    ("unknown-batch", {"item": "i5", "rater": "h2", "value": "pass", "batch": "b_nope"}, "invalid", ("row 3", "b_nope")),
+    (
+        "unknown-criterion",
+        {"item": "i5", "rater": "h2", "criterion": "style", "value": "pass"},
+        "invalid",
+        ("row 3", "style"),
+    ),
+    (
+        "unknown-batch",
+        {"item": "i5", "rater": "h2", "value": "pass", "batch": "b_nope"},
+        "invalid",
+        ("row 3", "b_nope"),
+    ),
     ("missing-value", {"item": "i5", "rater": "h2"}, "validation_error", ("row 3", "value")),
-    ("unknown-field", {"item": "i5", "rater": "h2", "value": "pass", "score": 1}, "validation_error", ("row 3", "score")),
+    (
+        "unknown-field",
+        {"item": "i5", "rater": "h2", "value": "pass", "score": 1},
+        "validation_error",
+        ("row 3", "score"),
+    ),
     ("value-not-a-string", {"item": "i5", "rater": "h2", "value": 1}, "validation_error", ("row 3",)),
     ("empty-item", {"item": "", "rater": "h2", "value": "pass"}, "validation_error", ("row 3",)),
     ("row-not-an-object", ["i5", "h2", "pass"], "validation_error", ("row 3",)),
@@ -248,8 +280,10 @@ def test_batch_of_another_rater_writes_nothing(client, labelled, engine):
     assert lease.status_code == 200, lease.text
     bid, items = lease.json()["id"], lease.json()["items"]
     unchanged = Unchanged(client, engine, pid)
-    rows = [{"item": items[0], "rater": "h2", "value": "pass", "batch": bid},
-            {"item": items[1], "rater": "h3", "value": "pass", "batch": bid}]
+    rows = [
+        {"item": items[0], "rater": "h2", "value": "pass", "batch": bid},
+        {"item": items[1], "rater": "h3", "value": "pass", "batch": bid},
+    ]
     assert_error(client.post(f"/projects/{pid}/labels", json=rows), 422, "invalid", mentions=("row 2", bid))
     unchanged.check()
     r = client.post(f"/projects/{pid}/labels", json=rows[:1])
@@ -297,7 +331,11 @@ def test_invalid_from_a_judge_is_accepted(client, labelled):
 
 
 def test_writes_to_an_unknown_project_are_404(client, labelled, unchanged, subtests):
-    for path, body in [("labels", GOOD), ("items", [{"external_id": "x"}]), ("raters", {"external_id": "x", "kind": "human"})]:
+    for path, body in [
+        ("labels", GOOD),
+        ("items", [{"external_id": "x"}]),
+        ("raters", {"external_id": "x", "kind": "human"}),
+    ]:
         with subtests.test(msg=path):
             assert_error(client.post(f"/projects/p_nope/{path}", json=body), 404, "not_found")
             unchanged.check()
@@ -319,7 +357,12 @@ MALFORMED = [
         b'{"item": "i7", "rater": "judge", "value": pass}\n{"item": "i8", "rater": "judge", "value": "pass"}\n',
         ("line 3",),
     ),
-    ("csv-too-many-fields", "text/csv", b"item,rater,value\ni5,judge,pass\ni6,judge,fail,extra\ni7,judge,pass\n", ("line 3",)),
+    (
+        "csv-too-many-fields",
+        "text/csv",
+        b"item,rater,value\ni5,judge,pass\ni6,judge,fail,extra\ni7,judge,pass\n",
+        ("line 3",),
+    ),
     ("csv-too-few-fields", "text/csv", b"item,rater,value\ni5,judge,pass\ni6,judge,pass\ni7,judge\n", ("line 4",)),
     ("csv-unclosed-quote", "text/csv", b'item,rater,value\ni5,judge,pass\ni6,"judge,pass\n', ("line",)),
     ("csv-duplicate-header", "text/csv", b"item,item,value\ni5,judge,pass\n", ("line 1",)),
@@ -357,10 +400,18 @@ def test_malformed_item_body_is_422(client, labelled, unchanged, subtests):
 
 def test_bad_item_rows_write_nothing(client, labelled, unchanged, subtests):
     cases = [
-        ("nested-feature", [{"external_id": "x1"}, {"external_id": "x2", "features": {"a": {"nested": 1}}}], ("row 2",)),
+        (
+            "nested-feature",
+            [{"external_id": "x1"}, {"external_id": "x2", "features": {"a": {"nested": 1}}}],
+            ("row 2",),
+        ),
         ("no-external-id", [{"external_id": "x1"}, {"id": "x2"}], ("row 2",)),
         ("conflicting-duplicate", [{"external_id": "x1", "text": "a"}, {"external_id": "x1", "text": "b"}], ("x1",)),
-        ("unknown-field", [{"external_id": "i0", "features": {"topic": "changed"}}, {"external_id": "x2", "colour": "red"}], ("row 2",)),
+        (
+            "unknown-field",
+            [{"external_id": "i0", "features": {"topic": "changed"}}, {"external_id": "x2", "colour": "red"}],
+            ("row 2",),
+        ),
     ]
     for name, rows, mentions in cases:
         with subtests.test(msg=name):
@@ -373,7 +424,12 @@ def test_bad_item_rows_write_nothing(client, labelled, unchanged, subtests):
 def test_wrong_content_type_is_415(client, labelled, unchanged, subtests):
     body = b'[{"item": "i5", "rater": "judge", "value": "pass", "external_id": "x"}]'
     for endpoint in ("items", "labels"):
-        for media in ("text/plain", "application/xml", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded"):
+        for media in (
+            "text/plain",
+            "application/xml",
+            "multipart/form-data; boundary=x",
+            "application/x-www-form-urlencoded",
+        ):
             with subtests.test(msg=f"{endpoint} {media}"):
                 r = client.post(f"/projects/{labelled['id']}/{endpoint}", content=body, headers={"content-type": media})
                 assert_error(r, 415, "unsupported_media_type")
@@ -399,6 +455,7 @@ def test_wrong_content_type_on_json_endpoints_is_415(client, labelled, unchanged
 
 
 # --- size limits --------------------------------------------------------------------------
+
 
 def test_body_over_the_size_limit_is_413(client, labelled, unchanged, database_url, subtests):
     rows = [{"item": f"i{i % 20}", "rater": "h3", "value": "pass"} for i in range(60)]
@@ -427,7 +484,9 @@ def test_body_over_the_size_limit_is_413(client, labelled, unchanged, database_u
             exact = exact[:-1] + b" " * (2048 - len(exact)) + b"]"  # JSON whitespace padding
             assert len(exact) == 2048
             over = exact[:-1] + b" ]"
-            assert_error(small.post(f"/projects/{pid}/labels", content=over, headers={"content-type": "application/json"}), 413)
+            assert_error(
+                small.post(f"/projects/{pid}/labels", content=over, headers={"content-type": "application/json"}), 413
+            )
             unchanged.check()
             r = small.post(f"/projects/{pid}/labels", content=exact, headers={"content-type": "application/json"})
             assert r.status_code == 200, r.text
@@ -478,6 +537,7 @@ def test_too_many_rows_is_413(client, labelled, unchanged, database_url, subtest
 
 
 # --- raters and project settings ----------------------------------------------------------
+
 
 def test_bad_raters_are_rejected(client, labelled, unchanged, subtests):
     pid = labelled["id"]
@@ -562,6 +622,7 @@ def test_invalid_project_settings_are_422(client, labelled, unchanged, subtests)
 
 # --- reads: filters and pagination --------------------------------------------------------
 
+
 def test_bad_export_filters_are_422(client, labelled, unchanged, subtests):
     cases = [
         ("unknown-criterion", {"criterion": "style"}, "invalid"),
@@ -639,7 +700,12 @@ def test_nul_characters_are_422_and_write_nothing(client, labelled, unchanged):
         ("feature", "POST", f"/projects/{pid}/items", [{"external_id": "x", "features": {"k": "a\u0000"}}]),
         ("rater id", "POST", f"/projects/{pid}/raters", {"external_id": "h\u0000", "kind": "human"}),
         ("project name", "POST", "/projects", {"name": "n\u0000", "labels": ["a", "b"]}),
-        ("label batch", "POST", f"/projects/{pid}/labels", [{"item": "i1", "rater": "h2", "value": "pass", "batch": "b\u0000"}]),
+        (
+            "label batch",
+            "POST",
+            f"/projects/{pid}/labels",
+            [{"item": "i1", "rater": "h2", "value": "pass", "batch": "b\u0000"}],
+        ),
     ]
     wrong = {}
     for name, method, path, body in cases:
@@ -674,7 +740,9 @@ def test_annotator_may_only_write_its_own_rater(client, labelled, engine):
     unchanged = Unchanged(client, engine, pid)
     annotator = {"Authorization": f"Bearer {made.json()['key']}"}
     rows = [{"item": "i7", "rater": "h2", "value": "pass"}, {"item": "i7", "rater": "h3", "value": "pass"}]
-    assert_error(client.post(f"/projects/{pid}/labels", json=rows, headers=annotator), 403, "forbidden", mentions=("row 2",))
+    assert_error(
+        client.post(f"/projects/{pid}/labels", json=rows, headers=annotator), 403, "forbidden", mentions=("row 2",)
+    )
     unchanged.check()
     r = client.post(f"/projects/{pid}/labels", json=rows[:1], headers=annotator)
     assert r.status_code == 200, r.text  # control: its own rater is fine

@@ -39,19 +39,32 @@ def walk(client: TestClient, path: str, limit: int, **params: object) -> list[di
 @pytest.fixture
 def logged(client: TestClient) -> str:
     """A two-criteria project with 23 events of which 19 are current labels, on 8 items."""
-    pid = ok(client.post("/projects", json={"name": "e", "labels": ["lo", "mid", "hi"], "scale": "ordinal",
-                                           "criteria": ["acc", "tone"]}), 201).json()["id"]
+    pid = ok(
+        client.post(
+            "/projects",
+            json={"name": "e", "labels": ["lo", "mid", "hi"], "scale": "ordinal", "criteria": ["acc", "tone"]},
+        ),
+        201,
+    ).json()["id"]
     for ext, kind in [("j", "judge"), ("p", "primary"), ("h", "human")]:
         ok(client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}), 201)
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": f"it,{k}"} for k in range(8)]))
     values = ["lo", "mid", "hi"]
     first = [
         {"item": f"it,{k}", "rater": r, "criterion": c, "value": values[(k + len(r) + len(c)) % 3]}
-        for k in range(8) for r, c in [("j", "acc"), ("p", "acc")]
+        for k in range(8)
+        for r, c in [("j", "acc"), ("p", "acc")]
     ] + [{"item": f"it,{k}", "rater": "h", "criterion": "tone", "value": "mid"} for k in range(3)]
     assert ok(client.post(f"/projects/{pid}/labels", json=first)).json()["label_seq"] == 19
-    corrections = [{**row, "value": "INVALID" if row["rater"] == "j" else "hi" if row["value"] != "hi" else "lo"} for row in first[:4]]
-    assert ok(client.post(f"/projects/{pid}/labels", json=corrections)).json() == {"accepted": 4, "duplicates": 0, "label_seq": 23}
+    corrections = [
+        {**row, "value": "INVALID" if row["rater"] == "j" else "hi" if row["value"] != "hi" else "lo"}
+        for row in first[:4]
+    ]
+    assert ok(client.post(f"/projects/{pid}/labels", json=corrections)).json() == {
+        "accepted": 4,
+        "duplicates": 0,
+        "label_seq": 23,
+    }
     return pid
 
 
@@ -118,14 +131,22 @@ def test_cursor_is_opaque_and_reusable(client, logged):
 
 
 def test_items_raters_and_projects_pages_walk_every_row_once(client):
-    pids = [ok(client.post("/projects", json={"name": f"p{k}", "labels": ["a", "b"]}), 201).json()["id"] for k in range(5)]
+    pids = [
+        ok(client.post("/projects", json={"name": f"p{k}", "labels": ["a", "b"]}), 201).json()["id"] for k in range(5)
+    ]
     pid = pids[0]
-    ok(client.post(f"/projects/{pid}/items", json=[{"external_id": f"x{k:02d}", "features": {"k": k}} for k in range(23)]))
+    ok(
+        client.post(
+            f"/projects/{pid}/items", json=[{"external_id": f"x{k:02d}", "features": {"k": k}} for k in range(23)]
+        )
+    )
     for k in range(7):
         ok(client.post(f"/projects/{pid}/raters", json={"external_id": f"r{k}", "kind": "human"}), 201)
-    cases = [(f"/projects/{pid}/items", "external_id", [f"x{k:02d}" for k in range(23)]),
-             (f"/projects/{pid}/raters", "external_id", [f"r{k}" for k in range(7)]),
-             ("/projects", "id", pids)]
+    cases = [
+        (f"/projects/{pid}/items", "external_id", [f"x{k:02d}" for k in range(23)]),
+        (f"/projects/{pid}/raters", "external_id", [f"r{k}" for k in range(7)]),
+        ("/projects", "id", pids),
+    ]
     for path, key, expected in cases:
         for limit in (1, 2, 3, 7, 22, 23, 24, 100):
             got = [row[key] for row in walk(client, path, limit)]
@@ -143,11 +164,17 @@ def test_default_page_size_is_100(client):
 
 # --- NDJSON and CSV exports ---------------------------------------------------------------
 
+
 def normalised(row: dict) -> tuple:
     """A row with types fixed up for comparison across formats (CSV has only strings)."""
     return (
-        row["item"], row["rater"], row["criterion"], row["value"], int(row["seq"]),
-        row["batch"] or None, datetime.fromisoformat(row["created_at"]),
+        row["item"],
+        row["rater"],
+        row["criterion"],
+        row["value"],
+        int(row["seq"]),
+        row["batch"] or None,
+        datetime.fromisoformat(row["created_at"]),
     )
 
 
@@ -222,7 +249,9 @@ def test_batch_ids_are_exported_in_every_format(client, project):
     assert ok(client.post(f"/projects/{pid}/labels", json=rows)).json()["accepted"] == 4
     as_json = everything(client, pid, history="true")
     assert [r["batch"] for r in as_json] == [lease["id"]] * 3 + [None]
-    as_ndjson = from_ndjson(ok(client.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"})).text)
+    as_ndjson = from_ndjson(
+        ok(client.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"})).text
+    )
     as_csv = from_csv(ok(client.get(f"/projects/{pid}/labels", params={"history": "true", "format": "csv"})).text)
     expected = [normalised(x) for x in as_json]
     assert [normalised(x) for x in as_ndjson] == expected

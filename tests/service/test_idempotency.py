@@ -31,11 +31,17 @@ def engine(database_url: str) -> Iterator[Engine]:
 def state(client: TestClient, engine: Engine, pid: str) -> dict:
     """Row counts of every table plus the label history and the project, for before/after checks."""
     with engine.connect() as conn:
-        tables = {t.name: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in Base.metadata.sorted_tables}
+        tables = {
+            t.name: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in Base.metadata.sorted_tables
+        }
     history = client.get(f"/projects/{pid}/labels", params={"history": "true", "limit": 1000}).json()
-    return {"tables": tables, "history": history, "project": client.get(f"/projects/{pid}").json(),
-            "items": client.get(f"/projects/{pid}/items", params={"limit": 1000}).json(),
-            "raters": client.get(f"/projects/{pid}/raters").json()}
+    return {
+        "tables": tables,
+        "history": history,
+        "project": client.get(f"/projects/{pid}").json(),
+        "items": client.get(f"/projects/{pid}/items", params={"limit": 1000}).json(),
+        "raters": client.get(f"/projects/{pid}/raters").json(),
+    }
 
 
 def assert_replay(first, again) -> None:
@@ -95,16 +101,33 @@ def test_same_key_on_another_endpoint_is_409(client, project, engine):
 def test_different_keys_are_different_writes(client, project):
     pid = project["id"]
     path = f"/projects/{pid}/labels"
-    assert client.post(path, json=LABELS_A, headers=key("a1")).json() == {"accepted": 2, "duplicates": 0, "label_seq": 2}
+    assert client.post(path, json=LABELS_A, headers=key("a1")).json() == {
+        "accepted": 2,
+        "duplicates": 0,
+        "label_seq": 2,
+    }
     # the same body under a new key is a new request: nothing new to write, so duplicates
     second = client.post(path, json=LABELS_A, headers=key("a2"))
     assert second.json() == {"accepted": 0, "duplicates": 2, "label_seq": 2}
     assert second.headers.get("idempotent-replayed") is None
     # corrections under new keys each append an event
-    assert client.post(path, json=LABELS_B, headers=key("b1")).json() == {"accepted": 1, "duplicates": 1, "label_seq": 3}
-    assert client.post(path, json=LABELS_A, headers=key("a3")).json() == {"accepted": 1, "duplicates": 1, "label_seq": 4}
+    assert client.post(path, json=LABELS_B, headers=key("b1")).json() == {
+        "accepted": 1,
+        "duplicates": 1,
+        "label_seq": 3,
+    }
+    assert client.post(path, json=LABELS_A, headers=key("a3")).json() == {
+        "accepted": 1,
+        "duplicates": 1,
+        "label_seq": 4,
+    }
     history = client.get(path, params={"history": "true", "rater": "h2"}).json()["items"]
-    assert [(r["item"], r["value"]) for r in history] == [("i1", "pass"), ("i2", "fail"), ("i1", "fail"), ("i1", "pass")]
+    assert [(r["item"], r["value"]) for r in history] == [
+        ("i1", "pass"),
+        ("i2", "fail"),
+        ("i1", "fail"),
+        ("i1", "pass"),
+    ]
 
 
 def test_items_replay_the_first_counts(client, project, engine):

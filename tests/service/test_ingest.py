@@ -57,6 +57,7 @@ def label_seq(client: TestClient, pid: str) -> int:
 
 # --- items --------------------------------------------------------------------------------
 
+
 def test_items_as_json_array(client):
     pid = new_project(client)
     rows = [
@@ -79,26 +80,34 @@ def test_items_as_json_array(client):
 def test_items_as_ndjson(client):
     pid = new_project(client)
     body = '{"external_id": "a", "features": {"k": 1}}\n\n{"external_id": "b", "text": "t"}\n'
-    assert ok(client.post(f"/projects/{pid}/items", content=body, headers=NDJSON)) == {"created": 2, "updated": 0, "unchanged": 0}
-    assert [(i["external_id"], i["features"], i["text"]) for i in all_items(client, pid)] == [("a", {"k": 1}, None), ("b", {}, "t")]
+    assert ok(client.post(f"/projects/{pid}/items", content=body, headers=NDJSON)) == {
+        "created": 2,
+        "updated": 0,
+        "unchanged": 0,
+    }
+    assert [(i["external_id"], i["features"], i["text"]) for i in all_items(client, pid)] == [
+        ("a", {"k": 1}, None),
+        ("b", {}, "t"),
+    ]
 
 
 def test_ndjson_media_type_aliases(client):
     pid = new_project(client)
     for n, media in enumerate(["application/ndjson", "application/jsonl", "application/x-ndjson; charset=utf-8"]):
-        r = client.post(f"/projects/{pid}/items", content=f'{{"external_id": "a{n}"}}\n', headers={"content-type": media})
+        r = client.post(
+            f"/projects/{pid}/items", content=f'{{"external_id": "a{n}"}}\n', headers={"content-type": media}
+        )
         assert ok(r)["created"] == 1, media
 
 
 def test_items_as_csv_extra_columns_become_features(client):
     pid = new_project(client)
-    body = (
-        "external_id,topic,text,lang\r\n"
-        'a,x,"hello, world\nsecond line",en\r\n'
-        "b,y,,\r\n"
-        '"c,1",z,"say ""hi""",fr\r\n'
-    )
-    assert ok(client.post(f"/projects/{pid}/items", content=body.encode(), headers=CSV)) == {"created": 3, "updated": 0, "unchanged": 0}
+    body = 'external_id,topic,text,lang\r\na,x,"hello, world\nsecond line",en\r\nb,y,,\r\n"c,1",z,"say ""hi""",fr\r\n'
+    assert ok(client.post(f"/projects/{pid}/items", content=body.encode(), headers=CSV)) == {
+        "created": 3,
+        "updated": 0,
+        "unchanged": 0,
+    }
     assert [(i["external_id"], i["features"], i["text"]) for i in all_items(client, pid)] == [
         ("a", {"topic": "x", "lang": "en"}, "hello, world\nsecond line"),
         ("b", {"topic": "y"}, None),  # empty cells are absent, not empty strings
@@ -111,7 +120,11 @@ def test_items_csv_with_utf8_bom_and_header_only(client):
     body = "\ufeffexternal_id,topic\nb\u00e9,caf\u00e9\n".encode()
     assert ok(client.post(f"/projects/{pid}/items", content=body, headers=CSV))["created"] == 1
     assert [(i["external_id"], i["features"]) for i in all_items(client, pid)] == [("b\u00e9", {"topic": "caf\u00e9"})]
-    assert ok(client.post(f"/projects/{pid}/items", content=b"external_id,topic\n", headers=CSV)) == {"created": 0, "updated": 0, "unchanged": 0}
+    assert ok(client.post(f"/projects/{pid}/items", content=b"external_id,topic\n", headers=CSV)) == {
+        "created": 0,
+        "updated": 0,
+        "unchanged": 0,
+    }
 
 
 def test_csv_column_named_features_is_not_silently_dropped(client):
@@ -130,12 +143,12 @@ def test_reupload_counts_created_updated_unchanged(client):
     ok(client.post(f"/projects/{pid}/items", json=first))
     before = {i["external_id"]: i for i in all_items(client, pid)}
     second = [
-        first[0],                                                   # unchanged
-        {**first[1], "features": {"topic": "y"}},                   # feature changed
-        {**first[2], "text": "new text"},                           # text changed
-        {"external_id": "d", "features": {"topic": "x"}},           # text dropped: updated
-        {"external_id": "e"},                                       # new
-        {"external_id": "e"},                                       # repeated identically: once
+        first[0],  # unchanged
+        {**first[1], "features": {"topic": "y"}},  # feature changed
+        {**first[2], "text": "new text"},  # text changed
+        {"external_id": "d", "features": {"topic": "x"}},  # text dropped: updated
+        {"external_id": "e"},  # new
+        {"external_id": "e"},  # repeated identically: once
     ]
     assert ok(client.post(f"/projects/{pid}/items", json=second)) == {"created": 1, "updated": 3, "unchanged": 1}
     after = {i["external_id"]: i for i in all_items(client, pid)}
@@ -151,7 +164,10 @@ def test_feature_type_change_from_number_to_bool_is_an_update(client):
     """true is not 1 in JSON, although True == 1 in Python."""
     pid = new_project(client)
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a", "features": {"flag": 1}}]))
-    assert ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a", "features": {"flag": True}}]))["updated"] == 1
+    assert (
+        ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a", "features": {"flag": True}}]))["updated"]
+        == 1
+    )
     assert all_items(client, pid)[0]["features"] == {"flag": True}
 
 
@@ -159,8 +175,15 @@ def test_csv_reupload_is_unchanged(client):
     pid = new_project(client)
     body = "external_id,topic,text\na,x,hello\nb,y,\n"
     assert ok(client.post(f"/projects/{pid}/items", content=body, headers=CSV))["created"] == 2
-    assert ok(client.post(f"/projects/{pid}/items", content=body, headers=CSV)) == {"created": 0, "updated": 0, "unchanged": 2}
-    same_as_json = [{"external_id": "a", "features": {"topic": "x"}, "text": "hello"}, {"external_id": "b", "features": {"topic": "y"}}]
+    assert ok(client.post(f"/projects/{pid}/items", content=body, headers=CSV)) == {
+        "created": 0,
+        "updated": 0,
+        "unchanged": 2,
+    }
+    same_as_json = [
+        {"external_id": "a", "features": {"topic": "x"}, "text": "hello"},
+        {"external_id": "b", "features": {"topic": "y"}},
+    ]
     assert ok(client.post(f"/projects/{pid}/items", json=same_as_json)) == {"created": 0, "updated": 0, "unchanged": 2}
 
 
@@ -174,6 +197,7 @@ def test_items_of_two_projects_are_separate(client):
 
 # --- labels -------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def pid(client: TestClient) -> str:
     """A binary yes/no project with raters j (judge), p (primary), h (human) and items a..f."""
@@ -184,16 +208,31 @@ def pid(client: TestClient) -> str:
 
 def test_labels_as_json_ndjson_and_csv(client, pid):
     as_json = [{"item": "a", "rater": "j", "value": "yes"}, {"item": "a", "rater": "p", "value": "no"}]
-    as_ndjson = '{"item": "b", "rater": "j", "value": "no"}\n{"item": "b", "rater": "h", "value": "yes", "criterion": "default"}\n'
+    as_ndjson = (
+        '{"item": "b", "rater": "j", "value": "no"}\n'
+        '{"item": "b", "rater": "h", "value": "yes", "criterion": "default"}\n'
+    )
     as_csv = "rater,item,value,criterion\np,c,yes,\nj,c,INVALID,default\nh,c,no,\n"
     assert ok(client.post(f"/projects/{pid}/labels", json=as_json)) == {"accepted": 2, "duplicates": 0, "label_seq": 2}
-    assert ok(client.post(f"/projects/{pid}/labels", content=as_ndjson, headers=NDJSON)) == {"accepted": 2, "duplicates": 0, "label_seq": 4}
-    assert ok(client.post(f"/projects/{pid}/labels", content=as_csv, headers=CSV)) == {"accepted": 3, "duplicates": 0, "label_seq": 7}
+    assert ok(client.post(f"/projects/{pid}/labels", content=as_ndjson, headers=NDJSON)) == {
+        "accepted": 2,
+        "duplicates": 0,
+        "label_seq": 4,
+    }
+    assert ok(client.post(f"/projects/{pid}/labels", content=as_csv, headers=CSV)) == {
+        "accepted": 3,
+        "duplicates": 0,
+        "label_seq": 7,
+    }
     rows = labels(client, pid)
     assert cells(rows) == {
-        ("a", "j", "default"): "yes", ("a", "p", "default"): "no",
-        ("b", "j", "default"): "no", ("b", "h", "default"): "yes",
-        ("c", "p", "default"): "yes", ("c", "j", "default"): "INVALID", ("c", "h", "default"): "no",
+        ("a", "j", "default"): "yes",
+        ("a", "p", "default"): "no",
+        ("b", "j", "default"): "no",
+        ("b", "h", "default"): "yes",
+        ("c", "p", "default"): "yes",
+        ("c", "j", "default"): "INVALID",
+        ("c", "h", "default"): "no",
     }
     assert [r["seq"] for r in rows] == list(range(1, 8))  # export order is seq order
     assert all(r["batch"] is None and r["created_at"] for r in rows)
@@ -209,7 +248,11 @@ def test_resubmitting_the_same_labels_writes_nothing(client, pid):
     history = labels(client, pid, history="true")
     assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 0, "duplicates": 6, "label_seq": 6}
     csv_body = "item,rater,value\n" + "".join(f"{r['item']},{r['rater']},{r['value']}\n" for r in rows)
-    assert ok(client.post(f"/projects/{pid}/labels", content=csv_body, headers=CSV)) == {"accepted": 0, "duplicates": 6, "label_seq": 6}
+    assert ok(client.post(f"/projects/{pid}/labels", content=csv_body, headers=CSV)) == {
+        "accepted": 0,
+        "duplicates": 6,
+        "label_seq": 6,
+    }
     explicit = [{**r, "criterion": "default"} for r in rows]
     assert ok(client.post(f"/projects/{pid}/labels", json=explicit)) == {"accepted": 0, "duplicates": 6, "label_seq": 6}
     assert labels(client, pid, history="true") == history
@@ -220,27 +263,42 @@ def test_partly_new_payload_counts_both(client, pid):
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "j", "value": "yes"}]))
     rows = [
         {"item": "a", "rater": "j", "value": "yes"},  # duplicate of the stored label
-        {"item": "a", "rater": "h", "value": "no"},   # new
-        {"item": "a", "rater": "h", "value": "no"},   # duplicate inside the payload
-        {"item": "b", "rater": "j", "value": "no"},   # new
+        {"item": "a", "rater": "h", "value": "no"},  # new
+        {"item": "a", "rater": "h", "value": "no"},  # duplicate inside the payload
+        {"item": "b", "rater": "j", "value": "no"},  # new
     ]
     assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 2, "duplicates": 2, "label_seq": 3}
 
 
 def test_empty_payload_writes_nothing(client, pid):
     assert ok(client.post(f"/projects/{pid}/labels", json=[])) == {"accepted": 0, "duplicates": 0, "label_seq": 0}
-    assert ok(client.post(f"/projects/{pid}/labels", content=b"", headers=NDJSON)) == {"accepted": 0, "duplicates": 0, "label_seq": 0}
+    assert ok(client.post(f"/projects/{pid}/labels", content=b"", headers=NDJSON)) == {
+        "accepted": 0,
+        "duplicates": 0,
+        "label_seq": 0,
+    }
 
 
 def test_a_correction_appends_an_event(client, pid):
-    ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}, {"item": "b", "rater": "h", "value": "yes"}]))
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "no"}])) == {"accepted": 1, "duplicates": 0, "label_seq": 3}
+    ok(
+        client.post(
+            f"/projects/{pid}/labels",
+            json=[{"item": "a", "rater": "h", "value": "yes"}, {"item": "b", "rater": "h", "value": "yes"}],
+        )
+    )
+    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "no"}])) == {
+        "accepted": 1,
+        "duplicates": 0,
+        "label_seq": 3,
+    }
     current = labels(client, pid)
     assert [(r["item"], r["value"], r["seq"]) for r in current] == [("b", "yes", 2), ("a", "no", 3)]
     history = labels(client, pid, history="true")
     assert [(r["item"], r["value"], r["seq"]) for r in history] == [("a", "yes", 1), ("b", "yes", 2), ("a", "no", 3)]
     # going back to the first value is a new event, not a duplicate of an old one
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))["accepted"] == 1
+    assert (
+        ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))["accepted"] == 1
+    )
     assert cells(labels(client, pid))[("a", "h", "default")] == "yes"
     assert [r["value"] for r in labels(client, pid, history="true") if r["item"] == "a"] == ["yes", "no", "yes"]
     counts = {r["external_id"]: r["n_labels"] for r in ok(client.get(f"/projects/{pid}/raters"))["items"]}
@@ -250,8 +308,16 @@ def test_a_correction_appends_an_event(client, pid):
 def test_label_seq_is_per_project(client, pid):
     other = new_project(client)
     ok(client.post(f"/projects/{other}/items", json=[{"external_id": "a"}]))
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": e, "rater": "h", "value": "yes"} for e in "abc"]))["label_seq"] == 3
-    assert ok(client.post(f"/projects/{other}/labels", json=[{"item": "a", "rater": "h", "value": "no"}]))["label_seq"] == 1
+    assert (
+        ok(client.post(f"/projects/{pid}/labels", json=[{"item": e, "rater": "h", "value": "yes"} for e in "abc"]))[
+            "label_seq"
+        ]
+        == 3
+    )
+    assert (
+        ok(client.post(f"/projects/{other}/labels", json=[{"item": "a", "rater": "h", "value": "no"}]))["label_seq"]
+        == 1
+    )
     assert label_seq(client, pid) == 3
     assert [r["seq"] for r in labels(client, other, history="true")] == [1]
     assert len(labels(client, pid, history="true")) == 3
@@ -259,7 +325,12 @@ def test_label_seq_is_per_project(client, pid):
 
 def test_created_at_is_timezone_aware_and_ordered_by_seq(client, pid):
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))
-    ok(client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "yes"}, {"item": "a", "rater": "h", "value": "no"}]))
+    ok(
+        client.post(
+            f"/projects/{pid}/labels",
+            json=[{"item": "b", "rater": "h", "value": "yes"}, {"item": "a", "rater": "h", "value": "no"}],
+        )
+    )
     stamps = [datetime.fromisoformat(r["created_at"]) for r in labels(client, pid, history="true")]
     assert all(s.utcoffset() is not None and s.utcoffset().total_seconds() == 0 for s in stamps)
     assert stamps == sorted(stamps) and stamps[1] == stamps[2]  # one write, one timestamp
@@ -267,21 +338,30 @@ def test_created_at_is_timezone_aware_and_ordered_by_seq(client, pid):
 
 # --- export filters -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def history_pid(client: TestClient) -> str:
     """Two criteria, three raters, some corrections: seq 1..14."""
     pid = new_project(client, criteria=["acc", "tone"])
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in "abcd"]))
-    first = [{"item": e, "rater": r, "criterion": c, "value": "yes"} for e in "ab" for r in ("j", "h") for c in ("acc", "tone")]
+    first = [
+        {"item": e, "rater": r, "criterion": c, "value": "yes"}
+        for e in "ab"
+        for r in ("j", "h")
+        for c in ("acc", "tone")
+    ]
     assert ok(client.post(f"/projects/{pid}/labels", json=first))["label_seq"] == 8
     second = [
-        {"item": "a", "rater": "j", "criterion": "acc", "value": "no"},   # correction, seq 9
+        {"item": "a", "rater": "j", "criterion": "acc", "value": "no"},  # correction, seq 9
         {"item": "c", "rater": "p", "criterion": "acc", "value": "yes"},  # seq 10
         {"item": "c", "rater": "p", "criterion": "tone", "value": "no"},  # seq 11
         {"item": "b", "rater": "h", "criterion": "tone", "value": "no"},  # correction, seq 12
     ]
     assert ok(client.post(f"/projects/{pid}/labels", json=second))["label_seq"] == 12
-    third = [{"item": "a", "rater": "j", "criterion": "acc", "value": "yes"}, {"item": "d", "rater": "j", "criterion": "tone", "value": "no"}]
+    third = [
+        {"item": "a", "rater": "j", "criterion": "acc", "value": "yes"},
+        {"item": "d", "rater": "j", "criterion": "tone", "value": "no"},
+    ]
     assert ok(client.post(f"/projects/{pid}/labels", json=third))["label_seq"] == 14
     return pid
 
@@ -311,7 +391,9 @@ def test_rater_and_criterion_filters(client, history_pid):
     for history in ("true", "false"):
         every = labels(client, history_pid, history=history)
         for rater in ("j", "p", "h"):
-            assert labels(client, history_pid, history=history, rater=rater) == [r for r in every if r["rater"] == rater]
+            assert labels(client, history_pid, history=history, rater=rater) == [
+                r for r in every if r["rater"] == rater
+            ]
         for criterion in ("acc", "tone"):
             got = labels(client, history_pid, history=history, criterion=criterion)
             assert got == [r for r in every if r["criterion"] == criterion]
@@ -322,10 +404,14 @@ def test_rater_and_criterion_filters(client, history_pid):
 
 # --- criteria and abstention --------------------------------------------------------------
 
+
 def test_multi_criteria_project_requires_the_criterion(client):
     pid = new_project(client, criteria=["accuracy", "tone"])
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a"}, {"external_id": "b"}]))
-    rows = [{"item": "a", "rater": "j", "criterion": "accuracy", "value": "yes"}, {"item": "b", "rater": "j", "value": "yes"}]
+    rows = [
+        {"item": "a", "rater": "j", "criterion": "accuracy", "value": "yes"},
+        {"item": "b", "rater": "j", "value": "yes"},
+    ]
     r = client.post(f"/projects/{pid}/labels", json=rows)
     assert r.status_code == 422, r.text
     assert r.json()["error"] == "invalid" and "criterion" in r.json()["detail"] and "row 2" in r.json()["detail"]
@@ -335,7 +421,11 @@ def test_multi_criteria_project_requires_the_criterion(client):
     rows[1]["criterion"] = "tone"
     rows.append({"item": "a", "rater": "j", "criterion": "tone", "value": "no"})  # same item and rater, other criterion
     assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 3, "duplicates": 0, "label_seq": 3}
-    assert cells(labels(client, pid)) == {("a", "j", "accuracy"): "yes", ("b", "j", "tone"): "yes", ("a", "j", "tone"): "no"}
+    assert cells(labels(client, pid)) == {
+        ("a", "j", "accuracy"): "yes",
+        ("b", "j", "tone"): "yes",
+        ("a", "j", "tone"): "no",
+    }
     assert [r["item"] for r in labels(client, pid, criterion="tone")] == ["b", "a"]
 
 
@@ -344,16 +434,32 @@ def test_criterion_names_fit_the_label_columns(client):
     r = client.post("/projects", json={"name": "long", "labels": ["yes", "no"], "criteria": ["c" * 101, "short"]})
     assert r.status_code == 422 and "at most 100 characters" in r.json()["detail"], r.text
     name = "c" * 100
-    pid = ok(client.post("/projects", json={"name": "long", "labels": ["yes", "no"], "criteria": [name, "short"]}), 201)["id"]
+    pid = ok(
+        client.post("/projects", json={"name": "long", "labels": ["yes", "no"], "criteria": [name, "short"]}), 201
+    )["id"]
     ok(client.post(f"/projects/{pid}/raters", json={"external_id": "h", "kind": "human"}), 201)
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "a"}]))
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "criterion": name, "value": "yes"}]))["accepted"] == 1
+    assert (
+        ok(
+            client.post(
+                f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "criterion": name, "value": "yes"}]
+            )
+        )["accepted"]
+        == 1
+    )
     assert [r["criterion"] for r in labels(client, pid)] == [name]
 
 
 def test_single_criterion_project_accepts_its_criterion_by_name(client, pid):
-    ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "j", "criterion": "default", "value": "yes"}]))
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "j", "value": "yes"}]))["duplicates"] == 1
+    ok(
+        client.post(
+            f"/projects/{pid}/labels", json=[{"item": "a", "rater": "j", "criterion": "default", "value": "yes"}]
+        )
+    )
+    assert (
+        ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "j", "value": "yes"}]))["duplicates"]
+        == 1
+    )
 
 
 def test_abstention_project_accepts_cannot_assess(client):
@@ -371,28 +477,49 @@ def test_abstention_project_accepts_cannot_assess(client):
     r = client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "INVALID"}])
     assert r.status_code == 422, r.text
     # an abstention can be corrected into a label like any value
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))["accepted"] == 1
+    assert (
+        ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))["accepted"] == 1
+    )
 
 
 def test_abstention_can_be_switched_on_after_labels_exist(client, pid):
     """allow_abstain is not one of the frozen settings (labels, scale)."""
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "h", "value": "yes"}]))
-    assert client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "CANNOT_ASSESS"}]).status_code == 422
+    assert (
+        client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "CANNOT_ASSESS"}]).status_code
+        == 422
+    )
     assert ok(client.patch(f"/projects/{pid}", json={"allow_abstain": True}))["allow_abstain"] is True
-    assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "CANNOT_ASSESS"}]))["accepted"] == 1
+    assert (
+        ok(client.post(f"/projects/{pid}/labels", json=[{"item": "b", "rater": "h", "value": "CANNOT_ASSESS"}]))[
+            "accepted"
+        ]
+        == 1
+    )
 
 
 def test_labels_with_commas_and_quotes_round_trip_through_csv(client):
-    pid = new_project(client, labels=['good, mostly', 'bad "really"', "n/a"])
+    pid = new_project(client, labels=["good, mostly", 'bad "really"', "n/a"])
     ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "x,1"}, {"external_id": 'y"2'}]))
     body = 'item,rater,value\n"x,1",h,"good, mostly"\n"y""2",h,"bad ""really"""\n'
     assert ok(client.post(f"/projects/{pid}/labels", content=body, headers=CSV))["accepted"] == 2
-    assert cells(labels(client, pid)) == {("x,1", "h", "default"): "good, mostly", ('y"2', "h", "default"): 'bad "really"'}
+    assert cells(labels(client, pid)) == {
+        ("x,1", "h", "default"): "good, mostly",
+        ('y"2', "h", "default"): 'bad "really"',
+    }
     as_json = [{"item": "x,1", "rater": "h", "value": "good, mostly"}]
-    assert ok(client.post(f"/projects/{pid}/labels", content=json.dumps(as_json), headers={"content-type": "application/json"}))["duplicates"] == 1
+    assert (
+        ok(
+            client.post(
+                f"/projects/{pid}/labels", content=json.dumps(as_json), headers={"content-type": "application/json"}
+            )
+        )["duplicates"]
+        == 1
+    )
 
 
 # --- concurrent writers -------------------------------------------------------------------
+
 
 def test_concurrent_identical_label_uploads_write_each_cell_once(client, pid):
     """Duplicate checks must see the other writers' labels (PostgreSQL: lock the project row first)."""

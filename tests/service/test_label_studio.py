@@ -51,8 +51,9 @@ def raters(client: TestClient, pid: str) -> dict[str, tuple[str, str | None]]:
 
 
 def import_export(client: TestClient, pid: str, body: Any = None, **params: Any) -> Any:
-    return client.post(f"/projects/{pid}/import/label-studio", json=fixture("export.json") if body is None else body,
-                       params=params)
+    return client.post(
+        f"/projects/{pid}/import/label-studio", json=fixture("export.json") if body is None else body, params=params
+    )
 
 
 # What the export fixture holds, read by hand:
@@ -64,10 +65,15 @@ def import_export(client: TestClient, pid: str, body: Any = None, **params: Any)
 #   task 105: no annotations
 #   task 106: user 7 "PASS"; no "text" field, the text is in "dialogue"
 EXPECTED = {
-    ("101", "ls-user-7"): "pass", ("101", "ls-user-8"): "fail", ("101", JUDGE): "pass",
-    ("102", "ls-user-7"): "fail", ("102", JUDGE): "fail",
-    ("103", "ls-user-9"): "pass", ("103", JUDGE): "pass",
-    ("104", "ls-user-9"): "pass", ("104", JUDGE): "fail",
+    ("101", "ls-user-7"): "pass",
+    ("101", "ls-user-8"): "fail",
+    ("101", JUDGE): "pass",
+    ("102", "ls-user-7"): "fail",
+    ("102", JUDGE): "fail",
+    ("103", "ls-user-9"): "pass",
+    ("103", JUDGE): "pass",
+    ("104", "ls-user-9"): "pass",
+    ("104", JUDGE): "fail",
     ("106", "ls-user-7"): "pass",
 }
 
@@ -107,14 +113,19 @@ def test_import_counts_raters_mapping_and_reports(client: TestClient, project: d
     assert body["items"] == {"created": 6, "updated": 0, "unchanged": 0}
     assert body["labels"] == {"accepted": 10, "duplicates": 0, "label_seq": 10}
     assert {(c["external_id"], c["kind"], c["name"]) for c in body["raters_created"]} == {
-        ("ls-user-7", "human", "ana@example.com"), ("ls-user-8", "human", None),
-        ("ls-user-9", "human", "cho@example.com"), (JUDGE, "judge", JUDGE),
+        ("ls-user-7", "human", "ana@example.com"),
+        ("ls-user-8", "human", None),
+        ("ls-user-9", "human", "cho@example.com"),
+        (JUDGE, "judge", JUDGE),
     }
     assert sorted((u["task"], u["annotation"], u["rater"], u["value"]) for u in body["unmapped"]) == [
         (103, 505, "ls-user-7", "Unsure"),
     ]
     skipped = {(s["task"], s["annotation"], s["rater"]): s["reason"] for s in body["skipped"]}
-    assert skipped == {(102, 504, "ls-user-8"): "cancelled", (104, 507, "ls-user-8"): "2 choices selected; one is needed"}
+    assert skipped == {
+        (102, 504, "ls-user-8"): "cancelled",
+        (104, 507, "ls-user-8"): "2 choices selected; one is needed",
+    }
     assert current_labels(client, pid) == EXPECTED
     items = {i["external_id"]: i for i in client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"]}
     assert items["101"]["features"] == {"source": "chat", "turns": 2}
@@ -203,7 +214,9 @@ def test_existing_rater_of_another_kind_is_a_conflict(client: TestClient) -> Non
 
 def test_judge_prefix_and_existing_primary_takes_human_labels(client: TestClient) -> None:
     pid = new_project(client)
-    assert client.post(f"/projects/{pid}/raters", json={"external_id": "ls-user-9", "kind": "primary"}).status_code == 201
+    assert (
+        client.post(f"/projects/{pid}/raters", json={"external_id": "ls-user-9", "kind": "primary"}).status_code == 201
+    )
     body = import_export(client, pid, judge_prefix="ls-model-").json()
     assert "ls-user-9" not in {c["external_id"] for c in body["raters_created"]}
     assert raters(client, pid)["ls-model-" + JUDGE] == ("judge", JUDGE)
@@ -255,8 +268,11 @@ def test_import_roles_and_idempotency(client: TestClient, project: dict) -> None
     viewer = new_key(client, pid, "viewer")
     annotator = new_key(client, pid, "annotator", "h2")
     for key in (viewer, annotator):
-        r = client.post(f"/projects/{pid}/import/label-studio", json=fixture("export.json"),
-                        headers={"Authorization": f"Bearer {key}"})
+        r = client.post(
+            f"/projects/{pid}/import/label-studio",
+            json=fixture("export.json"),
+            headers={"Authorization": f"Bearer {key}"},
+        )
         assert r.status_code == 403
     pm = new_key(client, pid, "pm")
     headers = {"Authorization": f"Bearer {pm}", "Idempotency-Key": "ls-1"}
@@ -283,8 +299,12 @@ def no_default_auth(client: TestClient) -> Iterator[None]:
 def webhook(client: TestClient, pid: str, payload: Any, headers: dict[str, str], **params: Any) -> Any:
     with no_default_auth(client):
         content = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return client.post(f"/projects/{pid}/webhooks/label-studio", content=content, params=params,
-                           headers={"Content-Type": "application/json", **headers})
+        return client.post(
+            f"/projects/{pid}/webhooks/label-studio",
+            content=content,
+            params=params,
+            headers={"Content-Type": "application/json", **headers},
+        )
 
 
 def test_webhook_created_then_updated_is_a_correction(client: TestClient, project: dict) -> None:
@@ -293,8 +313,14 @@ def test_webhook_created_then_updated_is_a_correction(client: TestClient, projec
     r = webhook(client, pid, fixture("webhook_annotation_created.json"), auth)
     assert r.status_code == 200, r.text
     assert r.json() == {
-        "action": "ANNOTATION_CREATED", "task": 201, "item": "201", "rater": "ls-user-12", "value": "fail",
-        "item_created": True, "rater_created": True, "labels": {"accepted": 1, "duplicates": 0, "label_seq": 1},
+        "action": "ANNOTATION_CREATED",
+        "task": 201,
+        "item": "201",
+        "rater": "ls-user-12",
+        "value": "fail",
+        "item_created": True,
+        "rater_created": True,
+        "labels": {"accepted": 1, "duplicates": 0, "label_seq": 1},
     }
     item = client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"][-1]
     assert item["external_id"] == "201" and item["features"] == {"source": "chat", "turns": 1}
@@ -360,8 +386,7 @@ def test_webhook_bad_secret_is_401_and_writes_nothing(client: TestClient, projec
 
 
 def test_webhook_to_unknown_project_is_404_for_admin(client: TestClient) -> None:
-    r = webhook(client, "p_missing", fixture("webhook_annotation_created.json"),
-                {"Authorization": f"Bearer {ADMIN}"})
+    r = webhook(client, "p_missing", fixture("webhook_annotation_created.json"), {"Authorization": f"Bearer {ADMIN}"})
     assert r.status_code == 404
 
 
@@ -392,12 +417,15 @@ def open_issues(client: TestClient, pid: str) -> list[dict]:
         ({"action": "ANNOTATION_CREATED"}, "annotation: Field required"),
         ({"action": "ANNOTATION_UPDATED", "annotation": {"id": 3, "result": []}}, "annotation.completed_by: Field"),
         ({"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": []}}, "names no task"),
-        ({"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": "x", "task": 9}},
-         "annotation.result: Input should be a valid list"),
+        (
+            {"action": "ANNOTATION_CREATED", "annotation": {"completed_by": 4, "result": "x", "task": 9}},
+            "annotation.result: Input should be a valid list",
+        ),
     ],
 )
-def test_webhook_malformed_delivery_is_kept_in_the_inbox(client: TestClient, project: dict, payload: Any,
-                                                         reason: str) -> None:
+def test_webhook_malformed_delivery_is_kept_in_the_inbox(
+    client: TestClient, project: dict, payload: Any, reason: str
+) -> None:
     """Label Studio drops a refused delivery: an authenticated one that cannot be read is kept, answered 200."""
     pid = project["id"]
     r = webhook(client, pid, payload, {"X-Annoplan-Secret": ADMIN})
@@ -408,8 +436,9 @@ def test_webhook_malformed_delivery_is_kept_in_the_inbox(client: TestClient, pro
 
 def test_webhook_unmapped_and_unknown_task_go_to_the_inbox_and_write_nothing(client: TestClient, project: dict) -> None:
     pid = project["id"]
-    unsure = _created(result=[{"type": "choices", "from_name": "verdict", "to_name": "text",
-                               "value": {"choices": ["Unsure"]}}])
+    unsure = _created(
+        result=[{"type": "choices", "from_name": "verdict", "to_name": "text", "value": {"choices": ["Unsure"]}}]
+    )
     r = webhook(client, pid, unsure, {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 200 and "['Unsure'] match none of the project's labels" in r.json()["reason"]
     bare = _created()
@@ -417,7 +446,8 @@ def test_webhook_unmapped_and_unknown_task_go_to_the_inbox_and_write_nothing(cli
     r = webhook(client, pid, bare, {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 200 and r.json()["reason"].startswith("unknown task: no item '201'")
     assert [(i["annotation"], i["task"], i["status"]) for i in open_issues(client, pid)] == [
-        ("611", "201", "open"), ("611", "201", "open")
+        ("611", "201", "open"),
+        ("611", "201", "open"),
     ]
     assert client.get(f"/projects/{pid}").json()["n_items"] == 20
     assert "ls-user-12" not in raters(client, pid)
@@ -436,8 +466,9 @@ def test_webhook_cancelled_and_multi_choice_are_skipped(client: TestClient, proj
     pid = project["id"]
     r = webhook(client, pid, _created(was_cancelled=True, result=[]), {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 200 and r.json()["skipped"] == "cancelled" and "labels" not in r.json()
-    two = _created(result=[{"type": "choices", "from_name": "verdict", "to_name": "text",
-                            "value": {"choices": ["Pass", "Fail"]}}])
+    two = _created(
+        result=[{"type": "choices", "from_name": "verdict", "to_name": "text", "value": {"choices": ["Pass", "Fail"]}}]
+    )
     r = webhook(client, pid, two, {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 200 and r.json()["skipped"] == "2 choices selected; one is needed"
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
@@ -501,15 +532,21 @@ def test_batch_export_roles(client: TestClient, project: dict) -> None:
 def test_round_trip_batch_to_label_studio_and_back(client: TestClient, project: dict) -> None:
     """Tasks exported for h2, annotated in Label Studio by user 12, import back onto the same items."""
     pid = project["id"]
-    assert client.post(f"/projects/{pid}/raters", json={"external_id": "ls-user-12", "kind": "human"}).status_code == 201
+    assert (
+        client.post(f"/projects/{pid}/raters", json={"external_id": "ls-user-12", "kind": "human"}).status_code == 201
+    )
     b = planned_batch(client, pid, "h2", 5)
     tasks = client.get(f"/projects/{pid}/batches/{b['id']}/label-studio").json()
+
     def verdict(choice: str) -> dict:
         return {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": [choice]}}
 
     annotated = [
-        {**t, "id": 9000 + n,
-         "annotations": [{"id": 700 + n, "completed_by": 12, "result": [verdict("Fail" if n % 2 else "Pass")]}]}
+        {
+            **t,
+            "id": 9000 + n,
+            "annotations": [{"id": 700 + n, "completed_by": 12, "result": [verdict("Fail" if n % 2 else "Pass")]}],
+        }
         for n, t in enumerate(tasks)
     ]
     body = import_export(client, pid, annotated).json()
@@ -533,7 +570,9 @@ def test_openapi_documents_the_endpoints_and_errors(client: TestClient) -> None:
         assert op["description"]
     webhook_params = {p["name"] for p in doc["paths"]["/projects/{pid}/webhooks/label-studio"]["post"]["parameters"]}
     assert "X-Annoplan-Secret" in webhook_params
-    for path, method in [("/projects/{pid}/integrations/label-studio/issues", "get"),
-                         ("/projects/{pid}/integrations/label-studio/issues/replay", "post"),
-                         ("/projects/{pid}/raters/{rid}", "patch")]:
+    for path, method in [
+        ("/projects/{pid}/integrations/label-studio/issues", "get"),
+        ("/projects/{pid}/integrations/label-studio/issues/replay", "post"),
+        ("/projects/{pid}/raters/{rid}", "patch"),
+    ]:
         assert {"401", "403", "404"} <= set(doc["paths"][path][method]["responses"]), path

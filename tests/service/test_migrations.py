@@ -62,13 +62,22 @@ def schema(engine: Engine) -> dict:
             "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(table)],
             "pk": insp.get_pk_constraint(table)["constrained_columns"],
             "fks": sorted(
-                (f["name"], tuple(f["constrained_columns"]), f["referred_table"], tuple(f["referred_columns"]),
-                 (f.get("options") or {}).get("ondelete"))
+                (
+                    f["name"],
+                    tuple(f["constrained_columns"]),
+                    f["referred_table"],
+                    tuple(f["referred_columns"]),
+                    (f.get("options") or {}).get("ondelete"),
+                )
                 for f in insp.get_foreign_keys(table)
             ),
             "indexes": sorted(
-                (i["name"], tuple(i["column_names"]), bool(i["unique"]),
-                 str((i.get("dialect_options") or {}).get(f"{engine.dialect.name}_where")))
+                (
+                    i["name"],
+                    tuple(i["column_names"]),
+                    bool(i["unique"]),
+                    str((i.get("dialect_options") or {}).get(f"{engine.dialect.name}_where")),
+                )
                 for i in insp.get_indexes(table)
             ),
             "uniques": sorted((u["name"], tuple(u["column_names"])) for u in insp.get_unique_constraints(table)),
@@ -160,22 +169,35 @@ def test_migrated_schema_equals_the_models_create_all(fresh_url, engine, tmp_pat
 def test_at_most_one_primary_is_enforced_by_the_schema(fresh_url, engine):
     """The migration's partial unique index, not only the endpoint, keeps one primary per project."""
     command.upgrade(alembic_config(fresh_url), "head")
-    common = {"labels": ["a", "b"], "scale": "nominal", "criteria": ["default"], "allow_abstain": False,
-              "decision": {}, "target": {}, "label_seq": 0, "item_count": 0}
+    common = {
+        "labels": ["a", "b"],
+        "scale": "nominal",
+        "criteria": ["default"],
+        "allow_abstain": False,
+        "decision": {},
+        "target": {},
+        "label_seq": 0,
+        "item_count": 0,
+    }
     with engine.begin() as conn:
         conn.execute(insert(Project), [{"id": "p1", "name": "one", **common}, {"id": "p2", "name": "two", **common}])
-        conn.execute(insert(Rater), [
-            {"project_id": "p1", "external_id": "prim", "kind": "primary"},
-            {"project_id": "p1", "external_id": "h1", "kind": "human"},
-            {"project_id": "p1", "external_id": "h2", "kind": "human"},
-            {"project_id": "p2", "external_id": "prim", "kind": "primary"},
-        ])
+        conn.execute(
+            insert(Rater),
+            [
+                {"project_id": "p1", "external_id": "prim", "kind": "primary"},
+                {"project_id": "p1", "external_id": "h1", "kind": "human"},
+                {"project_id": "p1", "external_id": "h2", "kind": "human"},
+                {"project_id": "p2", "external_id": "prim", "kind": "primary"},
+            ],
+        )
     with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(insert(Rater), [{"project_id": "p1", "external_id": "prim2", "kind": "primary"}])
     with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(insert(Rater), [{"project_id": "p1", "external_id": "h1", "kind": "judge"}])
     with engine.connect() as conn:
-        assert conn.execute(select(Rater.external_id).where(Rater.project_id == "p1").order_by(Rater.id)).scalars().all() == ["prim", "h1", "h2"]
+        assert conn.execute(
+            select(Rater.external_id).where(Rater.project_id == "p1").order_by(Rater.id)
+        ).scalars().all() == ["prim", "h1", "h2"]
 
 
 def test_downgrade_with_data_and_upgrade_to_an_empty_working_database(fresh_url, engine):
@@ -193,7 +215,11 @@ def test_downgrade_with_data_and_upgrade_to_an_empty_working_database(fresh_url,
         pid = c.post("/projects", json={"name": "m", "labels": ["a", "b"]}).json()["id"]
         assert c.post(f"/projects/{pid}/raters", json={"external_id": "j", "kind": "judge"}).status_code == 201
         assert c.post(f"/projects/{pid}/items", json=[{"external_id": "x"}]).status_code == 200
-        r = c.post(f"/projects/{pid}/labels", json=[{"item": "x", "rater": "j", "value": "a"}], headers={"Idempotency-Key": "m"})
+        r = c.post(
+            f"/projects/{pid}/labels",
+            json=[{"item": "x", "rater": "j", "value": "a"}],
+            headers={"Idempotency-Key": "m"},
+        )
         assert r.status_code == 200, r.text
         assert c.post(f"/projects/{pid}/keys", json={"role": "pm"}).status_code == 201
     engine.dispose()  # release pooled connections before DDL

@@ -90,3 +90,16 @@ def test_out_of_scope_project_is_hidden_before_the_role_is_checked(client, proje
             deps.scoped_project(session, principal, project["id"], deps.PM)
         with pytest.raises(Forbidden):
             deps.scoped_project(session, Principal("k", Role.VIEWER, project["id"], None), project["id"], deps.PM)
+
+
+def test_readme_layout_names_every_service_module():
+    readme = (ROUTES.parents[1] / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    layout = layout[: layout.index("\n## ", 1)]
+    service = ROUTES.parent
+    missing = [
+        str(path.relative_to(service))
+        for path in sorted(service.rglob("*.py"))
+        if path.stem != "__init__" and f"`{path.name}`" not in layout and f"`{path.stem}`" not in layout
+    ]
+    assert missing == []

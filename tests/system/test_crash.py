@@ -33,7 +33,6 @@ RATERS = ("ann-1", "ann-2")
 ACKS_BEFORE_KILL = 60
 
 
-
 @dataclass
 class Post:
     """One label POST: its rows as (item, rater, value) and what the client saw."""
@@ -168,7 +167,9 @@ def test_sigkill_mid_stream_loses_no_acknowledged_label_and_splits_no_post(datab
             with server.client() as c:
                 assert c.get(f"/projects/{pid}").json()["label_seq"] == len(seqs)
         with server.client() as c:  # the restarted server takes writes again
-            r = c.post(f"/projects/{pid}/labels", json=[{"item": f"i{N_ITEMS - 1}", "rater": RATERS[0], "value": "pass"}])
+            r = c.post(
+                f"/projects/{pid}/labels", json=[{"item": f"i{N_ITEMS - 1}", "rater": RATERS[0], "value": "pass"}]
+            )
             assert r.status_code == 200 and r.json()["accepted"] == 1, r.text
     finally:
         server.stop()
@@ -184,7 +185,11 @@ class CommittedAtResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def watching(message: Message) -> None:
-            if message["type"] == "http.response.start" and scope["method"] == "POST" and scope["path"].endswith("/labels"):
+            if (
+                message["type"] == "http.response.start"
+                and scope["method"] == "POST"
+                and scope["path"].endswith("/labels")
+            ):
                 with self.engine.connect() as conn:  # another connection: sees committed rows only
                     self.seen.append(conn.execute(select(func.count()).select_from(LabelEvent)).scalar_one())
             await send(message)
@@ -204,7 +209,9 @@ def test_label_post_is_committed_before_its_response_is_sent(database_url: str) 
         with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
             pid = c.post("/projects", json={"name": "ack", "labels": ["pass", "fail"]}).json()["id"]
             assert c.post(f"/projects/{pid}/raters", json={"external_id": "h", "kind": "human"}).status_code == 201
-            assert c.post(f"/projects/{pid}/items", json=[{"external_id": "i0"}, {"external_id": "i1"}]).status_code == 200
+            assert (
+                c.post(f"/projects/{pid}/items", json=[{"external_id": "i0"}, {"external_id": "i1"}]).status_code == 200
+            )
             for n, item in enumerate(("i0", "i1"), start=1):
                 r = c.post(f"/projects/{pid}/labels", json=[{"item": item, "rater": "h", "value": "pass"}])
                 assert r.status_code == 200 and r.json()["accepted"] == 1, r.text

@@ -36,9 +36,18 @@ def chromium(tmp_path: Path) -> WebDriver:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--window-size=800,1600", f"--user-data-dir={tmp_path / 'profile'}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=800,1600",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(DRIVER), options=options)
 
@@ -46,7 +55,9 @@ def chromium(tmp_path: Path) -> WebDriver:
 def console_errors(driver: WebDriver) -> list[str]:
     """Severe console messages so far (a blocked script or style shows up here); the
     browser's own guess at /favicon.ico is not the page's."""
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]]
+    return [
+        e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]
+    ]
 
 
 def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path) -> None:
@@ -96,8 +107,12 @@ def test_docs_pages_render_offline_under_their_csp(database_url: str, tmp_path: 
             WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".swagger-ui .opblock"))
             assert "annoplan" in driver.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title").text
             driver.get(f"{server.base_url}/redoc")
-            WebDriverWait(driver, 30).until(lambda d: "POST /agreement" in d.find_element(By.TAG_NAME, "body").text
-                                            or d.find_elements(By.CSS_SELECTOR, "[data-section-id]"))
+            WebDriverWait(driver, 30).until(
+                lambda d: (
+                    "POST /agreement" in d.find_element(By.TAG_NAME, "body").text
+                    or d.find_elements(By.CSS_SELECTOR, "[data-section-id]")
+                )
+            )
             # ReDoc's "API docs by Redocly" badge points at its CDN; the CSP blocks it, nothing else.
             assert [e for e in console_errors(driver) if "cdn.redoc.ly/redoc/logo-mini.svg" not in e] == []
         finally:
@@ -112,19 +127,31 @@ def _readme_project(c: httpx.Client) -> str:
     for ext, kind in [("gpt-judge", "judge"), ("ann-1", "primary"), ("ann-2", "human")]:
         c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
     values = {"gpt-judge": "ok toxic ok", "ann-1": "ok ok ok"}
-    c.post(f"/projects/{pid}/labels", json=[{"item": f"q{i + 1}", "rater": k, "value": v}
-                                            for k, vs in values.items() for i, v in enumerate(vs.split())])
+    c.post(
+        f"/projects/{pid}/labels",
+        json=[
+            {"item": f"q{i + 1}", "rater": k, "value": v} for k, vs in values.items() for i, v in enumerate(vs.split())
+        ],
+    )
     c.post(f"/projects/{pid}/plan", json={"purpose": "certify", "source": "prior", "p_h": 0.85, "p_j": 0.9})
     c.post(f"/projects/{pid}/batches", json={"rater": "ann-2", "size": 20}).raise_for_status()
-    c.post(f"/projects/{pid}/labels", json=[{"item": f"q{i + 1}", "rater": "ann-2", "value": v}
-                                            for i, v in enumerate("ok toxic ok".split())]).raise_for_status()
+    c.post(
+        f"/projects/{pid}/labels",
+        json=[{"item": f"q{i + 1}", "rater": "ann-2", "value": v} for i, v in enumerate("ok toxic ok".split())],
+    ).raise_for_status()
     return pid
 
 
 def _two_judges_alt_test(c: httpx.Client) -> str:
     """120 items, three humans and two judges of different quality, decided by the alt-test."""
-    pid = c.post("/projects", json={"name": "two judges, alt-test", "labels": ["no", "yes"],
-                                    "decision": {"rule": "alt-test", "epsilon": 0.2}}).json()["id"]
+    pid = c.post(
+        "/projects",
+        json={
+            "name": "two judges, alt-test",
+            "labels": ["no", "yes"],
+            "decision": {"rule": "alt-test", "epsilon": 0.2},
+        },
+    ).json()["id"]
     c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(120)]).raise_for_status()
     flip = {"strong-judge": 0.05, "weak-judge": 0.35, "ann-1": 0.1, "ann-2": 0.15, "ann-3": 0.15}
     for ext in flip:
@@ -132,8 +159,11 @@ def _two_judges_alt_test(c: httpx.Client) -> str:
         c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
     rng = np.random.default_rng(5)
     truth = rng.integers(2, size=120)
-    rows = [{"item": f"i{i}", "rater": k, "value": ["no", "yes"][truth[i] ^ int(rng.random() < p)]}
-            for k, p in flip.items() for i in range(120)]
+    rows = [
+        {"item": f"i{i}", "rater": k, "value": ["no", "yes"][truth[i] ^ int(rng.random() < p)]}
+        for k, p in flip.items()
+        for i in range(120)
+    ]
     c.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
     return pid
 
@@ -168,8 +198,11 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
     shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
     with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
         with server.client() as c:
-            pids = {"readme": _readme_project(c), "alt-test": _two_judges_alt_test(c),
-                    "infeasible": _infeasible_plan(c)}
+            pids = {
+                "readme": _readme_project(c),
+                "alt-test": _two_judges_alt_test(c),
+                "infeasible": _infeasible_plan(c),
+            }
         driver = chromium(tmp_path)
         try:
             driver.get(f"{server.base_url}/login")
@@ -208,15 +241,19 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
                     assert "human-pool score" in driver.find_element(By.ID, "pool-history").text
                     # The PNG link draws the chart's SVG on a canvas and saves it (under the page's CSP).
                     downloads = tmp_path / "downloads"
-                    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
-                                           {"behavior": "allow", "downloadPath": str(downloads)})
+                    driver.execute_cdp_cmd(
+                        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
+                    )
                     driver.find_element(By.CSS_SELECTOR, 'a.png[data-chart="margins-1"]').click()
                     png = downloads / "margins-1.png"
-                    WebDriverWait(driver, 30).until(lambda d: png.exists() and png.stat().st_size > 0)
+                    WebDriverWait(driver, 30).until(lambda d, png=png: png.exists() and png.stat().st_size > 0)
                     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
                     width, height = struct.unpack(">II", png.read_bytes()[16:24])
                     svg = driver.find_element(By.ID, "margins-1")
-                    assert (width, height) == (2 * int(svg.get_attribute("width")), 2 * int(svg.get_attribute("height")))
+                    assert (width, height) == (
+                        2 * int(svg.get_attribute("width")),
+                        2 * int(svg.get_attribute("height")),
+                    )
                     shutil.copy(png, shots / "margins-1.png")
                     assert console_errors(driver) == []
         finally:

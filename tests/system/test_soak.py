@@ -76,7 +76,9 @@ def _setup(server: LiveServer, *, n_items: int, n_raters: int, m: int) -> tuple[
         items = [f"i{i}" for i in range(n_items)]
         assert c.post(f"/projects/{pid}/items", json=[{"external_id": i} for i in items]).status_code == 200
         rng = random.Random(0)
-        rows = [{"item": i, "rater": r, "value": rng.choice(("pass", "fail"))} for i in items for r in ("judge", "prim")]
+        rows = [
+            {"item": i, "rater": r, "value": rng.choice(("pass", "fail"))} for i in items for r in ("judge", "prim")
+        ]
         assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
         r = c.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 1, "m": m})
         assert r.status_code == 201, r.text
@@ -89,8 +91,17 @@ def _setup(server: LiveServer, *, n_items: int, n_raters: int, m: int) -> tuple[
         return pid, {r: key({"role": "annotator", "rater": r}) for r in raters}, key({"role": "viewer"})
 
 
-def _client(server: LiveServer, pid: str, rater: str, key: str, viewer: str, n_requests: int, seed: int,
-            tally: _Tally, start: threading.Barrier) -> None:
+def _client(
+    server: LiveServer,
+    pid: str,
+    rater: str,
+    key: str,
+    viewer: str,
+    n_requests: int,
+    seed: int,
+    tally: _Tally,
+    start: threading.Barrier,
+) -> None:
     """One annotator: 40% batch requests, 40% label posts of a held batch, 20% reliability polls."""
     rng = random.Random(seed)
     held: list[tuple[str, list[str]]] = []
@@ -104,13 +115,17 @@ def _client(server: LiveServer, pid: str, rater: str, key: str, viewer: str, n_r
             roll = rng.random()
             try:
                 if roll < 0.2:
-                    r = c.get(f"/projects/{pid}/reliability",
-                              headers={**dashboard, **({"If-None-Match": etag} if etag else {})})
+                    r = c.get(
+                        f"/projects/{pid}/reliability",
+                        headers={**dashboard, **({"If-None-Match": etag} if etag else {})},
+                    )
                     if tally.record("poll", r):
                         etag = r.headers.get("etag", etag)
                 elif roll < 0.6 and held:
                     bid, items = held.pop(0)
-                    rows = [{"item": i, "rater": rater, "value": rng.choice(("pass", "fail")), "batch": bid} for i in items]
+                    rows = [
+                        {"item": i, "rater": rater, "value": rng.choice(("pass", "fail")), "batch": bid} for i in items
+                    ]
                     r = c.post(f"/projects/{pid}/labels", json=rows, headers=annotator)
                     if tally.record("label", r):
                         with tally.lock:
@@ -130,8 +145,16 @@ def _client(server: LiveServer, pid: str, rater: str, key: str, viewer: str, n_r
                     tally.errors.append(f"transport error: {exc!r}")
 
 
-def run_soak(server: LiveServer, *, clients: int = 50, requests: int = 1_500, n_raters: int = 10,
-             n_items: int = 400, m: int = 200, seed: int = 0) -> SoakResult:
+def run_soak(
+    server: LiveServer,
+    *,
+    clients: int = 50,
+    requests: int = 1_500,
+    n_raters: int = 10,
+    n_items: int = 400,
+    m: int = 200,
+    seed: int = 0,
+) -> SoakResult:
     """``clients`` threads, each an annotator of one of ``n_raters`` secondaries, share ``requests``."""
     pid, keys, viewer = _setup(server, n_items=n_items, n_raters=n_raters, m=m)
     raters = sorted(keys)
@@ -141,8 +164,20 @@ def run_soak(server: LiveServer, *, clients: int = 50, requests: int = 1_500, n_
     start = threading.Barrier(clients + 1)
     shares = [requests // clients + (k < requests % clients) for k in range(clients)]
     threads = [
-        threading.Thread(target=_client, args=(server, pid, raters[k % n_raters], keys[raters[k % n_raters]], viewer,
-                                               shares[k], seed * 1_000 + k, tally, start))
+        threading.Thread(
+            target=_client,
+            args=(
+                server,
+                pid,
+                raters[k % n_raters],
+                keys[raters[k % n_raters]],
+                viewer,
+                shares[k],
+                seed * 1_000 + k,
+                tally,
+                start,
+            ),
+        )
         for k in range(clients)
     ]
     for t in threads:
@@ -160,8 +195,13 @@ def run_soak(server: LiveServer, *, clients: int = 50, requests: int = 1_500, n_
     stored = {(row["rater"], row["item"]) for row in rows if row["rater"] in keys}
     return SoakResult(
         requests=sum(tally.statuses.values()) + sum(e.startswith("transport") for e in tally.errors),
-        seconds=seconds, statuses=tally.statuses, errors=tally.errors, issued=tally.issued,
-        acked_labels=tally.acked_labels, acked_cells=tally.acked_cells, stored_cells=stored,
+        seconds=seconds,
+        statuses=tally.statuses,
+        errors=tally.errors,
+        issued=tally.issued,
+        acked_labels=tally.acked_labels,
+        acked_cells=tally.acked_cells,
+        stored_cells=stored,
         label_events=seq_after - seq_before,
     )
 
