@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -16,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from service.auth import ensure_admin_key
 from service.database_health import DatabaseState, install_outage_handlers
 from service.db import make_engine, make_sessionmaker, session_scope
-from service.errors import ErrorBody, install_error_handlers
+from service.errors import install_error_handlers
 from service.jobs import RUNNER
 from service.limits import BodySizeLimit
 from service.reliability import DocumentCache
@@ -39,7 +40,7 @@ from service.routes import (
     simulations,
     webhooks,
 )
-from service.schemas import ItemIn, LabelIn
+from service.schemas import ErrorBody, ItemIn, LabelIn
 from service.security_headers import SecurityHeaders
 from service.settings import Settings, get_settings
 from service.webhook_sender import WebhookSender
@@ -98,7 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)
 
-    def openapi() -> dict:
+    def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             schema.setdefault("components", {}).setdefault("schemas", {})
@@ -114,7 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def _document_validation_errors_as_error_body(schema: dict) -> None:
+def _document_validation_errors_as_error_body(schema: dict[str, Any]) -> None:
     """Every 422 is answered with the one error body (``install_error_handlers``), so the
     OpenAPI document says so wherever FastAPI would name its default validation error."""
     schemas = schema["components"]["schemas"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
@@ -55,7 +57,7 @@ def refuse_look_alikes(
                                "(equal NFKC forms); use that id", code="look_alike_id")
 
 
-def _canonical(features: dict) -> bytes:
+def _canonical(features: dict[str, Any]) -> bytes:
     """Features as canonical JSON, so ``true`` and ``1`` (equal in Python) differ."""
     return orjson.dumps(features, option=orjson.OPT_SORT_KEYS)
 
@@ -69,7 +71,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
             raise Invalid(f"row {n}: item {echo(row.external_id)} appears twice with different content")
         wanted[row.external_id] = row
     lock_project(session, project.id)
-    existing: dict[str, tuple[int, dict, str | None]] = {}
+    existing: dict[str, tuple[int, dict[str, Any], str | None]] = {}
     for part in chunks(list(wanted)):
         for ext, iid, features, text in session.execute(
             select(Item.external_id, Item.id, Item.features, Item.text).where(

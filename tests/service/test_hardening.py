@@ -118,8 +118,12 @@ def test_dashboard_error_page_escapes_the_project_id(client: TestClient) -> None
 
 def test_html_pages_forbid_inline_script_and_framing(client: TestClient, project: dict) -> None:
     pid = project["id"]
-    pages = [client.get("/login"), client.get(f"/projects/{pid}/dashboard"),
-             client.get(f"/projects/{quote(XSS)}/dashboard"), client.get(f"/projects/{pid}/report?format=html")]
+    pages = [
+        client.get("/login"),
+        client.get(f"/projects/{pid}/dashboard"),
+        client.get(f"/projects/{quote(XSS)}/dashboard"),
+        client.get(f"/projects/{pid}/report?format=html"),
+    ]
     for page in pages:
         assert page.headers["content-type"].startswith("text/html"), page.text[:200]
         csp = page.headers["content-security-policy"]
@@ -179,7 +183,7 @@ def test_docs_pages_load_every_asset_from_this_server(client: TestClient, page: 
 
 # --- 9. CSV formula injection -----------------------------------------------------------------
 
-FORMULAS = ["=HYPERLINK(\"http://x\")", "+1+cmd", "-2+3", "@SUM(A1)", "'=quoted"]  # ids: no tab or CR
+FORMULAS = ['=HYPERLINK("http://x")', "+1+cmd", "-2+3", "@SUM(A1)", "'=quoted"]  # ids: no tab or CR
 
 
 def _csv_cells(text: str) -> list[list[str]]:
@@ -199,8 +203,11 @@ def test_label_and_report_csv_exports_neutralise_formulas(client: TestClient) ->
     for ext, kind in raters:
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
     assert client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in FORMULAS]).status_code == 200
-    rows = [{"item": e, "rater": r, "value": labels[(i + k) % 2]}
-            for i, e in enumerate(FORMULAS) for k, (r, _) in enumerate(raters)]
+    rows = [
+        {"item": e, "rater": r, "value": labels[(i + k) % 2]}
+        for i, e in enumerate(FORMULAS)
+        for k, (r, _) in enumerate(raters)
+    ]
     assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
     export = _csv_cells(client.get(f"/projects/{pid}/labels", params={"format": "csv"}).text)
     _assert_no_formula(export)
@@ -223,10 +230,21 @@ def test_safe_cell_is_reversible_and_never_a_formula(text: str) -> None:
     assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")) or re.fullmatch(r"[+-][0-9.eE+-]+", cell)
 
 
-@pytest.mark.parametrize(("value", "written"), [
-    ("=1+1", "'=1+1"), ("+1+cmd", "'+1+cmd"), ("@A1", "'@A1"), ("\t=1", "'\t=1"), ("\r=1", "'\r=1"),
-    ("'a", "''a"), ("-1", "-1"), ("+0.5", "+0.5"), ("a=1", "a=1"), ("", ""),
-])
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("=1+1", "'=1+1"),
+        ("+1+cmd", "'+1+cmd"),
+        ("@A1", "'@A1"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        ("'a", "''a"),
+        ("-1", "-1"),
+        ("+0.5", "+0.5"),
+        ("a=1", "a=1"),
+        ("", ""),
+    ],
+)
 def test_safe_cell_check_values(value: str, written: str) -> None:
     assert safe_cell(value) == written
 
@@ -292,12 +310,21 @@ def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Pa
     command.upgrade(alembic_config(url), "0002")
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO projects (id, name, labels, scale, criteria, decision, target, label_seq, "
-                          "item_count, allow_abstain, created_at) "
-                          "VALUES ('p1', 'p', '[]', 'nominal', '[]', '{}', '{}', 0, 0, 0, '2026-01-01')"))
+        conn.execute(
+            text(
+                "INSERT INTO projects (id, name, labels, scale, criteria, decision, target, label_seq, "
+                "item_count, allow_abstain, created_at) "
+                "VALUES ('p1', 'p', '[]', 'nominal', '[]', '{}', '{}', 0, 0, 0, '2026-01-01')"
+            )
+        )
         for ext in ("norm-a", "norm-ａ", "plain"):
-            conn.execute(text("INSERT INTO raters (project_id, external_id, kind, created_at) "
-                              "VALUES ('p1', :e, 'human', '2026-01-01')"), {"e": ext})
+            conn.execute(
+                text(
+                    "INSERT INTO raters (project_id, external_id, kind, created_at) "
+                    "VALUES ('p1', :e, 'human', '2026-01-01')"
+                ),
+                {"e": ext},
+            )
     command.upgrade(alembic_config(url), "head")
     with engine.begin() as conn:
         keys = dict(conn.execute(text("SELECT external_id, external_key FROM raters")).all())
@@ -315,7 +342,8 @@ def test_admin_keys_are_listed_and_revocable(client: TestClient, project: dict) 
 
     with session_scope(client.app.state.sessions, write=True) as session:
         old_id, old_secret = (lambda kv: (kv[0].id, kv[1]))(
-            create_key(session, role="admin", name="generated at first start"))
+            create_key(session, role="admin", name="generated at first start")
+        )
     viewer = client.post(f"/projects/{project['id']}/keys", json={"role": "viewer"}).json()
     listed = client.get("/keys").json()
     by_id = {k["id"]: k for k in listed}
@@ -367,8 +395,9 @@ def _assert_503(r: Response, state: str) -> None:
     assert health is None or health.json()["database"] == state
 
 
-sqlite_only = pytest.mark.skipif(bool(__import__("os").environ.get("ANNOPLAN_TEST_DATABASE_URL")),
-                                 reason="SQLite pragmas simulate the outage")
+sqlite_only = pytest.mark.skipif(
+    bool(__import__("os").environ.get("ANNOPLAN_TEST_DATABASE_URL")), reason="SQLite pragmas simulate the outage"
+)
 
 
 @sqlite_only
@@ -392,8 +421,9 @@ def test_read_only_database_is_503_for_writes_and_reads_still_work(client: TestC
     pid = project["id"]
     _on_every_connection(client, "PRAGMA query_only = ON")
     _assert_503(client.post(f"/projects/{pid}/raters", json={"external_id": "new", "kind": "human"}), "read_only")
-    _assert_503(client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "judge", "value": "pass"}]),
-                "read_only")
+    _assert_503(
+        client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "judge", "value": "pass"}]), "read_only"
+    )
     assert client.get(f"/projects/{pid}/raters").status_code == 200
     health = client.get("/healthz")
     assert health.status_code == 503 and health.json()["database"] == "read_only", health.text
@@ -415,7 +445,6 @@ def test_unreachable_database_is_503_with_retry_after(client: TestClient, projec
         app.state.engine.dispose()
         app.state.engine, app.state.sessions = good
     assert client.get(f"/projects/{project['id']}").status_code == 200
-
 
 
 # --- 4. CPU exhaustion --------------------------------------------------------------------------
@@ -460,8 +489,11 @@ def test_dashboard_history_is_computed_once_per_label_seq(
     import service.dashboard_charts as dashboard_route
 
     pid = project["id"]
-    rows = [{"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
-            for i in range(20) for k, r in enumerate(["judge", "prim", "h2"])]
+    rows = [
+        {"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
+        for i in range(20)
+        for k, r in enumerate(["judge", "prim", "h2"])
+    ]
     assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
     calls = []
     replay = dashboard_route.pool_history
@@ -469,6 +501,8 @@ def test_dashboard_history_is_computed_once_per_label_seq(
     for _ in range(3):
         assert client.get(f"/projects/{pid}/dashboard").status_code == 200
     assert len(calls) == 1
-    assert client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h3", "value": "pass"}]).status_code == 200
+    assert (
+        client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h3", "value": "pass"}]).status_code == 200
+    )
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200
     assert len(calls) == 2
