@@ -245,5 +245,5 @@ def plan_monitoring(
     if decision.rule == "margin":
         wrong = "reject" if moments["mu_d"] >= -decision.resolved_epsilon() else "pass"
         out["wrong_decision"] = wrong
-        out["error"] = {name: r[wrong] for name, r in rates.items()}
+        out["wrong_rate"] = {name: r[wrong] for name, r in rates.items()}
     return out

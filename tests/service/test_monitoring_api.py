@@ -177,13 +177,13 @@ def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
     assert block["simulated"] and block["mode"] == "anytime" and block["m_cert"] == m
     assert 0.5 * m < block["expected_stop"] < 5 * m and block["budget"] >= block["expected_stop"]
     assert block["wrong_decision"] == "reject"
-    assert block["error"]["anytime"] <= 0.05 + 2 * block["mc_se_max"]
+    assert block["wrong_rate"]["anytime"] <= 0.05 + 2 * block["mc_se_max"]
     # a judge worse than the margin, planned at a fixed m: peeking approves it, anytime does not
     body = {"source": "prior", "p_h": 0.85, "p_j": 0.75, "m": 150}
     bad = client.post(f"/projects/{pid}/plan", json=body).json()["recipe"]["monitoring"]
     assert bad["wrong_decision"] == "pass"
-    assert bad["error"]["anytime"] <= 0.05 + 2 * bad["mc_se_max"]
-    assert bad["error"]["fixed_every_look"] > bad["error"]["anytime"] + 0.1
+    assert bad["wrong_rate"]["anytime"] <= 0.05 + 2 * bad["mc_se_max"]
+    assert bad["wrong_rate"]["fixed_every_look"] > bad["wrong_rate"]["anytime"] + 0.1
     live = client.get(f"/projects/{pid}/reliability").json()["monitoring"]
     assert live["decision"] == "insufficient_data" and live["budget"] == bad["budget"]
 
