@@ -55,4 +55,6 @@ def test_readme_shell_blocks_run_as_written(template_url: str, tmp_path: Path) -
     for promised in (p for b in blocks for p in expected_outputs(b)):
         assert promised in result.stdout, f"README promises {promised!r}"
     assert "Traceback" not in result.stdout + result.stderr
-    assert '"error"' not in result.stdout, result.stdout[-3000:]
+    # No response was the service's error body (it starts {"error": ...}); nested keys named "error"
+    # (a simulated error rate) are fine.
+    assert not re.search(r'(^|\})\{"error":', result.stdout, flags=re.M), result.stdout[-3000:]
