@@ -18,7 +18,7 @@ class CertificateCreate(Strict):
     label_seq: int | None = Field(None, ge=0, le=JSON_SAFE, description="Certify the labels up to this sequence.")
     criterion: str | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
     seed: int = Field(0, ge=0, le=JSON_SAFE, description="Seed of the bootstrap (numpy PCG64), below 2^53.")
-    n_resamples: int | None = Field(None, ge=0, le=100_000, description="Bootstrap resamples (default: the server's).")
+    n_resamples: int | None = Field(None, ge=1, le=100_000, description="Bootstrap resamples (default: the server's).")
 
 
 class Subject(BaseModel):

@@ -97,7 +97,7 @@ def test_snapshot_digest_matches_an_independent_canonicalisation(client: TestCli
 @pytest.mark.parametrize("body, status, code", [
     ({"label_seq": 10_000}, 422, "invalid"), ({"criterion": "tone"}, 422, "invalid"),
     ({"seed": -1}, 422, "validation_error"), ({"seed": 2**53}, 422, "validation_error"),
-    ({"colour": 1}, 422, "validation_error"),
+    ({"colour": 1}, 422, "validation_error"), ({"n_resamples": 0}, 422, "validation_error"),
 ])
 def test_bad_requests_write_nothing(client: TestClient, pid: str, body: dict, status: int, code: str) -> None:
     r = client.post(f"/projects/{pid}/certificates", json=body)
