@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
 
 from planner.codes import SPECIAL
 from planner.verdicts import BINARY_METRICS, VerdictTable, binary_metric, two_by_two
@@ -221,6 +220,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     for name, value in (("b", b), ("c", c)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer count, got {value!r}")
+    from scipy.stats import binom  # deferred: scipy.stats costs seconds at import
+
     return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
 
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy.special import log_ndtr
 
 from planner.codes import MISSING, check_codes
 from planner.intervals import ConfidenceInterval
@@ -53,7 +53,7 @@ def _one_sided_log_mixture(s: float, v: float, rho: float) -> float:
     return (
         0.5 * math.log(4.0 * rho / scale)
         + s * s / (2.0 * scale)
-        + float(stats.norm.logcdf(s / math.sqrt(scale)))
+        + float(log_ndtr(s / math.sqrt(scale)))
     )
 
 
@@ -87,6 +87,8 @@ def normal_mixture_boundary(
 
     def excess(s: float) -> float:
         return _one_sided_log_mixture(s, float(v), rho) - target
+
+    from scipy import optimize  # deferred: importing scipy.optimize costs seconds; one-sided only
 
     high = _two_sided_boundary(float(v), alpha, rho) + 1.0  # the mixture exceeds 1/alpha here
     return float(optimize.brentq(excess, 0.0, float(high), xtol=1e-12, rtol=1e-14))

@@ -7,7 +7,6 @@ axis of ``by_rejections`` holds the family of held-out humans.
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 
 def alt_test_p_values(
@@ -23,6 +22,8 @@ def alt_test_p_values(
     >>> alt_test_p_values(np.array([0.0]), np.array([0.0]), np.array([40.0]), 0.1).tolist()
     [0.0]
     """
+    from scipy import stats  # deferred: importing scipy.stats costs seconds, and most callers never get here
+
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = diff_sum / m
         spread = m * abs_sum - diff_sum * diff_sum  # m^2 (m - 1)/m * variance, exact in sums
