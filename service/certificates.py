@@ -9,12 +9,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from planner.certificate import BIT_GENERATOR, certificate_statement, label_snapshot, sha256_hex
-from service.certificate_schemas import CertificateCreate
 from service.errors import Conflict, Invalid, NotFound, echo
 from service.models import Certificate, Item, LabelEvent, Project, Rater, new_public_id, utcnow
 from service.outbox import emit
 from service.planning import current_plan
 from service.schemas import DecisionSettings
+from service.schemas.certificates import CertificateCreate
 
 
 def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[str, Any]]:

@@ -8,14 +8,6 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from planner.certificate import verify_certificate
-from service.certificate_schemas import (
-    CertificateCreate,
-    CertificateSummary,
-    MismatchRead,
-    Statement,
-    VerifyRequest,
-    VerifyResult,
-)
 from service.certificates import (
     certificate_settings,
     certificates_page,
@@ -30,6 +22,14 @@ from service.errors import Invalid, error_responses
 from service.models import Certificate
 from service.pagination import PageDep, encode_cursor
 from service.schemas import Page
+from service.schemas.certificates import (
+    CertificateCreate,
+    CertificateSummary,
+    MismatchRead,
+    Statement,
+    VerifyRequest,
+    VerifyResult,
+)
 
 router = APIRouter(tags=["certificates"])
 CertificateId = Annotated[str, Path(description="The certificate's id.")]

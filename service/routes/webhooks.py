@@ -20,9 +20,9 @@ from service.idempotency import IdempotencyKey, idempotent_write, request_finger
 from service.models import Webhook, WebhookDelivery
 from service.pagination import PageDep, encode_cursor
 from service.schemas import Page
+from service.schemas.webhooks import DeliveryRead, WebhookCreate, WebhookCreated, WebhookRead
 from service.url_guard import checked_webhook_url
 from service.watch import record_baseline
-from service.webhook_schemas import DeliveryRead, WebhookCreate, WebhookCreated, WebhookRead
 from service.webhook_store import (
     add_webhook,
     deliveries_page,
