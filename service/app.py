@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.staticfiles import StaticFiles
@@ -73,6 +74,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             pass
         if secret:
             print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
+        # Sync routes and dependencies share one thread pool. A write waits for the writer's
+        # lock in a pool thread while the lock's holder needs another thread to finish, so a pool
+        # no larger than the number of waiting writers deadlocks (AnyIO's default is 40 threads).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
         sender = WebhookSender(app.state.sessions, settings, app.state.documents)
         if settings.webhook_sender:
             sender.start()

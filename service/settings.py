@@ -27,6 +27,7 @@ class Settings(BaseSettings):
     simulation_workers: int = Field(1, ge=1)
     agreement_max_work: int = Field(50_000_000, ge=1)
     bootstrap_resamples: int = Field(1_000, ge=0)
+    worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
     # this server send requests where a pm says, so set it wherever that network matters.
     label_studio_urls: list[str] = Field(default_factory=list)
