@@ -18,17 +18,13 @@ from typer.testing import CliRunner
 
 from service.cli import app as cli
 from tests.conftest import ROOT
+from tests.factories import create_project
 
 RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]
 
 
 def make_project(client: TestClient, raters: list[tuple[str, str]] = RATERS) -> str:
-    pid = client.post("/projects", json={"name": "cert", "labels": ["pass", "fail"]}).json()["id"]
-    for ext, kind in raters:
-        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
-    items = [{"external_id": f"i{i:02d}"} for i in range(30)]
-    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
-    return pid
+    return create_project(client, name="cert", raters=raters, items=[f"i{i:02d}" for i in range(30)])
 
 
 def write_labels(client: TestClient, pid: str, *, flip_every: int) -> None:

@@ -14,6 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sklearn.metrics import cohen_kappa_score
 
+from tests.factories import create_project
+
 CA, INV = "CANNOT_ASSESS", "INVALID"
 # (human, judge) per item. Full table, rows human, columns judge, order yes, no, CA, INVALID:
 #   yes: 4 1 1 0 / no: 1 2 0 1 / CA: 1 1 1 0 / INVALID: 0 0 0 0   (N = 13)
@@ -27,13 +29,8 @@ TABLE = [[4, 1, 1, 0], [1, 2, 0, 1], [1, 1, 1, 0], [0, 0, 0, 0]]
 
 def make_project(client: TestClient, *, labels: list[str], criteria: list[str] | None = None,
                  raters: tuple[tuple[str, str], ...] = (("judge", "judge"), ("prim", "primary"))) -> str:
-    body = {"name": "report", "labels": labels, "allow_abstain": True}
-    if criteria:
-        body["criteria"] = criteria
-    pid = client.post("/projects", json=body).json()["id"]
-    for ext, kind in raters:
-        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
-    return pid
+    extra = {"criteria": criteria} if criteria else {}
+    return create_project(client, name="report", labels=labels, raters=raters, allow_abstain=True, **extra)
 
 
 def post_pairs(client: TestClient, pid: str, pairs: list[tuple[str, str]], criterion: str | None = None) -> None:

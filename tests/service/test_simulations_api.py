@@ -25,6 +25,7 @@ from service.jobs import STALE_AFTER, STALE_ERROR, SimulationSpec, run_job
 from service.models import Simulation, new_public_id, utcnow
 from service.schemas.simulations import CoefficientName, DesignName
 from service.settings import Settings
+from tests.factories import create_project
 
 ADMIN_KEY = "ak_test_admin_key"
 CELL_FIELDS = {
@@ -78,14 +79,7 @@ def job_client(database_url: str) -> Iterator[TestClient]:
 
 
 def make_project(client: TestClient, **extra) -> str:
-    p = client.post("/projects", json={"name": "sim", "labels": ["pass", "fail"], **extra})
-    assert p.status_code == 201, p.text
-    pid = p.json()["id"]
-    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
-        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
-    items = [{"external_id": f"i{i}"} for i in range(20)]
-    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
-    return pid
+    return create_project(client, name="sim", items=[f"i{i}" for i in range(20)], **extra)
 
 
 def post_labels(client: TestClient, pid: str, codes: dict[str, list[int | None]]) -> None:
