@@ -11,7 +11,7 @@ from service.errors import Conflict, Invalid, echo
 from service.label_store import CANNOT_ASSESS
 from service.models import ApiKey, Project, new_public_id, utcnow
 from service.queries import has_labels, project_key, rater_id
-from service.schemas import KeyCreate, ProjectCreate
+from service.schemas import KeyCreate, ProjectCreate, decision_label_problem
 
 FROZEN_ONCE_LABELLED = frozenset({"labels", "scale", "criteria"})
 
@@ -33,10 +33,9 @@ def change_project(session: Session, project: Project, changes: dict[str, Any]) 
         if value is None:
             raise Invalid(f"{key} cannot be null")
         setattr(project, key, value)
-    for field in ("recode_to", "positive_label"):
-        value = project.decision.get(field)
-        if value is not None and value not in project.labels:
-            raise Invalid(f"decision.{field} must be one of the labels {project.labels}")
+    problem = decision_label_problem(project.decision, project.labels)
+    if problem:
+        raise Invalid(problem)
     allowed = set(project.labels) | ({CANNOT_ASSESS} if project.allow_abstain else set())
     for choice, value in (project.label_map or {}).items():
         if value not in allowed:

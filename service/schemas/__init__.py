@@ -180,12 +180,21 @@ class ProjectCreate(Strict):
     target: TargetSettings = Field(default_factory=TargetSettings)
 
     @model_validator(mode="after")
-    def _recode_to_is_a_label(self) -> ProjectCreate:
-        for field in ("recode_to", "positive_label"):
-            value = getattr(self.decision, field)
-            if value is not None and value not in self.labels:
-                raise ValueError(f"decision.{field} must be one of the labels {self.labels}")
+    def _decision_labels_are_labels(self) -> ProjectCreate:
+        problem = decision_label_problem(self.decision.model_dump(), self.labels)
+        if problem:
+            raise ValueError(problem)
         return self
+
+
+def decision_label_problem(decision: dict[str, Any], labels: list[str]) -> str | None:
+    """Why the decision settings name a label the project does not have (``recode_to``,
+    ``positive_label``); None when they do not."""
+    for field in ("recode_to", "positive_label"):
+        value = decision.get(field)
+        if value is not None and value not in labels:
+            return f"decision.{field} must be one of the labels {labels}"
+    return None
 
 
 class ProjectPatch(Strict):
