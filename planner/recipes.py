@@ -567,14 +567,66 @@ def _recipe(
                   tuple(float(r) for r in np.atleast_1d(rates)), float(alpha_sig))
 
 
-def _lattice_rates(
-    mu_d: float, sigma_sq: float, epsilon: float, pool_size: int, lattice: XiLattice | None, m_max: int
+def _rates_at(
+    m: np.ndarray, mu_d: float, sigma_sq: float, epsilon: float, pool_size: int, lattice: XiLattice | None
 ) -> np.ndarray:
-    """Per-rater FR at ``m = 1..m_max``: exact on ``lattice`` when given, else continuity-corrected."""
-    if lattice is not None:
-        return exact_false_rejection_rates(lattice, m_max, epsilon=epsilon)
-    m = np.arange(1, m_max + 1)
-    return corrected_false_rejection_rate(m, mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size)
+    """Per-rater FR at the overlaps ``m``: exact on ``lattice`` up to 4,000 items, else continuity-corrected."""
+    rates = corrected_false_rejection_rate(m, mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size)
+    exact = m <= _EXACT_M_MAX
+    if lattice is not None and exact.any():
+        rates[exact] = exact_false_rejection_rates(lattice, int(m[exact].max()), epsilon=epsilon)[m[exact] - 1]
+    return rates
+
+
+def corrected_bracket(
+    mu_d: float, sigma_sq: float, *, epsilon: float, pool_size: int = 1, alpha_sig: float = 0.05
+) -> tuple[int, int]:
+    """Overlaps ``(lo, hi)`` between which the continuity-corrected FR last exceeds ``alpha_sig/2``.
+
+    docs/method.md §4, item 1. The cut ``c(m)`` lies in ``[-eps m s - 1, -eps m s)``, so
+    ``FR(m)`` lies between ``Phi((-+1/2 - s m (mu_d + eps))/(s sigma_s sqrt(m)))``; both bounds
+    fall with ``m``. The lower bound exceeds the target below ``lo`` and the upper bound
+    meets it from ``hi`` on (roots of ``(mu_d + eps) x^2 - z sigma_s x -+ 1/(2s) = 0`` in
+    ``x = sqrt(m)``), so the monotone envelope of the corrected FR lies in ``lo..hi``, a window
+    of about ``2 sqrt(m)/(s z sigma_s)`` items however large ``m`` is. Needs ``mu_d + eps > 0``
+    and ``sigma_sq > 0``.
+
+    >>> corrected_bracket(0.035, 0.218775, epsilon=0.05)  # m_cert = 117
+    (104, 128)
+    """
+    gap, sigma = mu_d + epsilon, math.sqrt(sigma_sq)
+    z = float(ndtri(1.0 - alpha_sig / 2.0))
+
+    def root(half: float) -> float:  # the larger root; 0 when the bound stays below the target
+        discriminant = z * z * sigma_sq + 4.0 * gap * half / pool_size
+        return ((z * sigma + math.sqrt(discriminant)) / (2.0 * gap)) ** 2 if discriminant >= 0 else 0.0
+
+    return max(1, math.floor(root(-0.5))), math.ceil(root(0.5))
+
+
+def _enveloped_certification(
+    mu_d: float, sigma_sq: float, epsilon: float, pool_size: int, lattice: XiLattice | None, alpha_sig: float
+) -> int | float:
+    """The smallest ``m`` with FR ``<= alpha_sig/2`` at every ``m' >= m`` (docs/method.md §4, items 1-2).
+
+    Only a window of overlaps is evaluated: the corrected form's bracket (``corrected_bracket``)
+    and, with a lattice, its exact range ``1..4000``, so a judge just past ``-eps`` (an
+    overlap of millions) costs as little as any other.
+    """
+    if mu_d + epsilon <= 0:
+        return math.inf
+    if sigma_sq == 0:
+        return 1
+    target = alpha_sig / 2.0
+    lo, hi = corrected_bracket(mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size, alpha_sig=alpha_sig)
+    window = np.arange(max(lo - 1, _EXACT_M_MAX + 1 if lattice is not None else 1), hi + 1)
+    above = window[_rates_at(window, mu_d, sigma_sq, epsilon, pool_size, None) > target]
+    if above.size:
+        return int(above[-1]) + 1
+    if lattice is None:
+        return 1
+    exact = exact_false_rejection_rates(lattice, _EXACT_M_MAX, epsilon=epsilon)
+    return min(enveloped_m(exact, target), _EXACT_M_MAX + 1)
 
 
 def certify_recipe(
@@ -636,13 +688,10 @@ def certify_recipe(
     if lattice is not None and lattice.pool_size != pool_size:
         raise ValueError(f"lattice is for pool_size={lattice.pool_size}, not {pool_size}")
     if rule == "margin" and estimator == "paired":
-        m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
-        # an overlap far beyond the corpus is infeasible whatever the lattice says: no exact search
-        search = 0 if math.isinf(m) or m > 4 * max(n_items, _EXACT_M_MAX) else max(3 * int(m), int(m) + 200)
-        rates_upto = _lattice_rates(mu_d, sigma0_sq, epsilon, pool_size, lattice, search)
-        m = enveloped_m(rates_upto, alpha_sig / 2.0) if search else m
+        _moments_iv(sigma0_sq, alpha_sig)
+        m = _enveloped_certification(mu_d, sigma0_sq, epsilon, pool_size, lattice, alpha_sig)
         grid = _m_grid(n_items, m, m_grid)
-        rates = _lattice_rates(mu_d, sigma0_sq, epsilon, pool_size, lattice, max(grid))[np.array(grid) - 1]
+        rates: np.ndarray | float = _rates_at(np.array(grid), mu_d, sigma0_sq, epsilon, pool_size, lattice)
     else:
         if rule == "margin":
             m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)

@@ -15,6 +15,8 @@ from planner.recipes import (
     advantage_moments,
     alt_test_quantile,
     certify_recipe,
+    corrected_bracket,
+    corrected_false_rejection_rate,
     exact_false_rejection_rates,
     false_rejection_rate,
     m_alt_test,
@@ -364,6 +366,42 @@ def test_recommended_m_keeps_the_promise_for_every_larger_m(p_h, p_j, n_labels, 
     assert trinomial_fr(r.m - 1, a, b, epsilon) > alpha_sig / 2  # the smallest such m
     normal = m_cert(lattice.mu_d, lattice.variance, epsilon=epsilon, alpha_sig=alpha_sig)
     assert normal <= r.m
+
+
+@given(
+    gap=st.floats(0.002, 0.3), sigma_sq=st.floats(0.01, 0.5), epsilon=st.floats(0.01, 0.2),
+    pool_size=st.integers(1, 4), alpha_sig=st.sampled_from([0.05, 0.1, 0.2]),
+)
+@FAST
+def test_corrected_envelope_from_its_bracket_equals_a_full_scan(gap, sigma_sq, epsilon, pool_size, alpha_sig):
+    """The recipe searches only the bracket; scanning every m up to 3 m_cert + 200 finds the same m."""
+    mu_d = gap - epsilon
+    r = certify_recipe(mu_d, sigma_sq, n_items=10**9, n_humans=3, epsilon=epsilon, alpha_sig=alpha_sig,
+                       pool_size=pool_size)
+    upto = 3 * int(m_cert(mu_d, sigma_sq, epsilon=epsilon, alpha_sig=alpha_sig)) + 200
+    rates = corrected_false_rejection_rate(np.arange(1, upto + 1), mu_d, sigma_sq, epsilon=epsilon,
+                                           pool_size=pool_size)
+    above = np.flatnonzero(rates > alpha_sig / 2)
+    assert r.m == (int(above[-1]) + 2 if above.size else 1)
+    lo, hi = corrected_bracket(mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size, alpha_sig=alpha_sig)
+    assert lo <= r.m <= hi
+
+
+@pytest.mark.parametrize("lattice", [None, xi_lattice(0.85, 0.90, n_labels=2)])
+def test_judge_just_past_minus_epsilon_gets_its_overlap_without_a_memory_error(lattice):
+    """mu_d + eps = 1e-4 needs ~8e7 items: feasible on a 1e9-item corpus, infeasible on 1e6 with the
+    overlap that would be needed named, and a huge m_grid costs nothing (it used to allocate 1..max)."""
+    mu_d, sigma_sq = (-0.0499, 0.2) if lattice is None else (lattice.mu_d, lattice.variance)
+    epsilon = 0.05 if lattice is None else 1e-4 - lattice.mu_d
+    need = m_cert(mu_d, sigma_sq, epsilon=epsilon)
+    assert need > 7 * 10**7
+    big = certify_recipe(mu_d, sigma_sq, n_items=10**9, n_humans=3, epsilon=epsilon, lattice=lattice,
+                         pool_size=1)
+    assert big.feasible and need <= big.m < need * 1.001
+    small = certify_recipe(mu_d, sigma_sq, n_items=10**6, n_humans=3, epsilon=epsilon, lattice=lattice,
+                           m_grid=[10, 10**11])
+    assert not small.feasible and small.m == big.m and f"needs m={big.m}" in small.reason
+    assert 0.4 < small.fr_rate[0] < 0.6 and small.fr_rate[1] < 1e-6  # a coin flip at m=10, sure at 1e11
 
 
 def test_paired_variance_matches_enumeration_and_m_rank_is_not_overconservative():
