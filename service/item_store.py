@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from sqlalchemy import insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from service.errors import Conflict, Invalid, echo
 from service.identifiers import collision_key
-from service.models import Item, Project, Rater
+from service.models import Item, Project, Rater, utcnow
 from service.project_rows import lock_project, reserve
 from service.schemas import ItemIn, ItemsUpserted
-from service.sql import CHUNK, chunks, driver_rows
+from service.sql import CHUNK, chunks, db_value, db_values, driver_rows, insert_many
 
 
 def ids_by_external(
@@ -35,6 +36,24 @@ def ids_by_external(
     return found
 
 
+def _rows_with_keys(
+    session: Session, columns: tuple[InstrumentedAttribute[Any], ...], project_id: str, keys: list[str]
+) -> Iterator[tuple[Any, ...]]:
+    """``columns`` of the project's rows whose first column is one of ``keys``.
+
+    A bulk lookup scans the project once (many IN lists cost seconds of the worker's CPU at 100k keys).
+    """
+    key, model = columns[0], columns[0].class_
+    if len(keys) <= CHUNK:
+        for part in chunks(keys):
+            yield from session.execute(select(*columns).where(model.project_id == project_id, key.in_(part)))
+        return
+    wanted = set(keys)
+    for row in session.execute(select(*columns).where(model.project_id == project_id)):
+        if row[0] in wanted:
+            yield row
+
+
 def refuse_look_alikes(
     session: Session, model: type[Item | Rater], project_id: str, new_ids: list[str]
 ) -> None:
@@ -46,15 +65,11 @@ def refuse_look_alikes(
         if other != ext:
             raise Conflict(f"{kind} {echo(ext)} looks the same as {kind} {echo(other)} of this request "
                            "(equal NFKC forms); use one id", code="look_alike_id")
-    for part in chunks(list(by_key)):
-        for key, existing in session.execute(
-            select(model.external_key, model.external_id).where(
-                model.project_id == project_id, model.external_key.in_(part)
-            )
-        ):
-            if existing != by_key[key]:
-                raise Conflict(f"{kind} {echo(by_key[key])} looks the same as the existing {kind} {echo(existing)} "
-                               "(equal NFKC forms); use that id", code="look_alike_id")
+    taken = _rows_with_keys(session, (model.external_key, model.external_id), project_id, list(by_key))
+    for key, existing in taken:
+        if existing != by_key[key]:
+            raise Conflict(f"{kind} {echo(by_key[key])} looks the same as the existing {kind} {echo(existing)} "
+                           "(equal NFKC forms); use that id", code="look_alike_id")
 
 
 def _canonical(features: dict[str, Any]) -> bytes:
@@ -71,14 +86,8 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
             raise Invalid(f"row {n}: item {echo(row.external_id)} appears twice with different content")
         wanted[row.external_id] = row
     lock_project(session, project.id)
-    existing: dict[str, tuple[int, dict[str, Any], str | None]] = {}
-    for part in chunks(list(wanted)):
-        for ext, iid, features, text in session.execute(
-            select(Item.external_id, Item.id, Item.features, Item.text).where(
-                Item.project_id == project.id, Item.external_id.in_(part)
-            )
-        ):
-            existing[ext] = (iid, features, text)
+    found = _rows_with_keys(session, (Item.external_id, Item.id, Item.features, Item.text), project.id, list(wanted))
+    existing = {ext: (iid, features, text) for ext, iid, features, text in found}
     new = [r for ext, r in wanted.items() if ext not in existing]
     changed = [
         {"id": existing[ext][0], "features": r.features, "text": r.text}
@@ -88,12 +97,17 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
     if new:
         refuse_look_alikes(session, Item, project.id, [r.external_id for r in new])
         start = reserve(session, project.id, "item_count", len(new)) - 1  # positions count from 0
-        session.execute(
-            insert(Item),
+        stamp = db_value(session, Item.__table__.c.created_at, utcnow())
+        features = db_values(session, Item.__table__.c.features, [r.features for r in new])
+        # Driver-ready rows, no per-row ORM work: the ORM's bulk insert of 100k items spent ~10 s
+        # of pure Python in the web worker (GIL contention that stalled /healthz on PostgreSQL).
+        insert_many(
+            session,
+            Item.__table__,
+            ("project_id", "external_id", "external_key", "position", "features", "text", "created_at"),
             [
-                {"project_id": project.id, "external_id": r.external_id, "position": start + i,
-                 "features": r.features, "text": r.text}
-                for i, r in enumerate(new)
+                (project.id, r.external_id, collision_key(r.external_id), start + i, f, r.text, stamp)
+                for i, (r, f) in enumerate(zip(new, features, strict=True))
             ],
         )
     if changed:

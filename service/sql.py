@@ -22,9 +22,14 @@ def chunks(values: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
 
 def db_value(session: Session, column: ColumnElement[Any], value: Any) -> Any:
     """``value`` as the driver stores it in ``column`` (e.g. SQLite's timestamp text)."""
+    return db_values(session, column, [value])[0]
+
+
+def db_values(session: Session, column: ColumnElement[Any], values: list[Any]) -> list[Any]:
+    """Each of ``values`` as the driver stores it in ``column``, the column's converter looked up once."""
     dialect = session.get_bind().dialect
     process = column.type.dialect_impl(dialect).bind_processor(dialect)
-    return process(value) if process else value
+    return [process(v) for v in values] if process else values
 
 
 def insert_many(

@@ -160,6 +160,29 @@ def test_reupload_counts_created_updated_unchanged(client):
     assert ok(client.post(f"/projects/{pid}/items", json=second)) == {"created": 0, "updated": 0, "unchanged": 5}
 
 
+
+def test_a_bulk_upload_past_one_lookup_chunk_upserts_and_refuses_look_alikes(client):
+    """Past service.sql.CHUNK ids the lookups scan the project once: the same counts, positions and 409s."""
+    from service.sql import CHUNK
+
+    pid = new_project(client)
+    other = new_project(client)  # its items share the ids and must not count as existing
+    n = CHUNK + 7
+    rows = [{"external_id": f"i{k}", "features": {"k": k}} for k in range(n)]
+    ok(client.post(f"/projects/{other}/items", json=rows[:10]))
+    first = ok(client.post(f"/projects/{pid}/items", json=rows[: n - 2]))
+    assert first == {"created": n - 2, "updated": 0, "unchanged": 0}
+    again = [*rows[:5], {"external_id": "i5", "features": {"k": True}, "text": "t"}, *rows[6:]]
+    assert ok(client.post(f"/projects/{pid}/items", json=again)) == {"created": 2, "updated": 1, "unchanged": n - 3}
+    page = ok(client.get(f"/projects/{pid}/items", params={"limit": 3}))["items"]
+    assert [(i["external_id"], i["position"]) for i in page] == [("i0", 0), ("i1", 1), ("i2", 2)]
+    assert ok(client.get(f"/projects/{pid}"))["n_items"] == n
+    # An NFKC twin of an existing id (i１ ~ i1), hidden among CHUNK + 1 new ids, names the existing one.
+    twins = [{"external_id": f"j{k}"} for k in range(CHUNK)] + [{"external_id": "i\uff11"}]
+    r = client.post(f"/projects/{pid}/items", json=twins)
+    assert r.status_code == 409 and "'i1'" in r.json()["detail"], r.text
+    assert ok(client.get(f"/projects/{pid}"))["n_items"] == n  # nothing written
+
 def test_feature_type_change_from_number_to_bool_is_an_update(client):
     """true is not 1 in JSON, although True == 1 in Python."""
     pid = new_project(client)
