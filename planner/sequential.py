@@ -119,13 +119,17 @@ def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
 
 
 def _log_e_processes(
-    y: np.ndarray, null_mean: float, log_inv_a: float
+    y: np.ndarray, null_mean: float, log_inv_a: float, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Log capital of the bets against ``E[y] <= m0`` (won) and ``E[y] >= m0`` (lost) per prefix.
 
     ``K_t = prod (1 + lambda_i (y_i - m0))``, ``lambda_i`` capped at ``c/m0``; the mirror uses
-    ``1 - lambda_i (y_i - m0)`` capped at ``c/(1 - m0)`` (docs/method.md §8).
+    ``1 - lambda_i (y_i - m0)`` capped at ``c/(1 - m0)`` (docs/method.md §8). With
+    ``weights`` ``w_i`` in ``(0, 1]`` the bets are on ``w_i (y_i - m0)``, i.e. on
+    ``m0 + w_i (y_i - m0)``, which stays in ``[0, 1]`` (docs/method.md §9, weighted monitor).
     """
+    if weights is not None:
+        y = null_mean + weights * (y - null_mean)
     bets = _plug_in_bets(y, log_inv_a)
     excess = y - null_mean
     won = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess))
@@ -152,12 +156,17 @@ class ConfidenceSequence:
 
 
 def _normal_mixture_bounds(
-    x: np.ndarray, alpha: float, v_opt: float
+    x: np.ndarray, alpha: float, v_opt: float, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Running mean and ``mean +- u(t)/t`` for ``x`` in ``[-1, 1]`` (variance proxy ``V_t = t``)."""
+    """Running mean and ``mean +- u(t)/t`` for ``x`` in ``[-1, 1]`` (variance proxy ``V_t = t``).
+
+    With ``weights`` in ``(0, 1]``: the weighted mean ``sum w x / sum w`` and
+    ``+- u(t) / sum w`` (each ``w_i (x_i - mu)`` has range at most 2; docs/method.md §9).
+    """
     t = np.arange(1, x.size + 1, dtype=float)
-    mean = np.cumsum(x) / t
-    half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / t
+    total = t if weights is None else np.cumsum(weights)
+    mean = np.cumsum(x if weights is None else weights * x) / total
+    half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / total
     return mean, mean - half, mean + half
 
 
@@ -254,7 +263,8 @@ class RaterMonitoring:
     ``e_value_lost`` are the current capitals against "the judge is worse than the margin"
     and "the judge is within the margin"; ``threshold`` is what a lone e-value must reach
     (e-BH needs less when several humans are certified together). ``d`` is the mean of
-    ``xi`` over the ``n`` usable items and ``cs`` its confidence-sequence bounds now;
+    ``xi`` over the ``n`` usable items (weighted when the monitor is) and ``cs`` its
+    confidence-sequence bounds now;
     ``arrival``, ``lower``, ``upper`` give the bounds after each usable item (by arrival rank).
     """
 
@@ -281,7 +291,9 @@ class Monitoring:
     ``inconclusive`` once every human reached ``budget`` usable items. ``looks`` counts the
     prefixes (distinct arrival ranks) at which it was evaluated; ``decided_at`` is the
     arrival rank of the deciding label (None while open). ``needed`` humans must be won
-    to pass; more than ``len(raters) - needed`` lost rejects.
+    to pass; more than ``len(raters) - needed`` lost rejects. ``weighting`` is ``"ht"`` when
+    every item was weighted by its inverse inclusion probability (docs/method.md §9), else
+    ``"none"``.
     """
 
     decision: str
@@ -297,6 +309,7 @@ class Monitoring:
     multiplicity: str
     budget: int | None
     n_items: int
+    weighting: str
 
 
 def _pool_differences(
@@ -332,8 +345,8 @@ def _pool_differences(
 
 def _differences(
     codes: np.ndarray, order: np.ndarray, judge: int, humans: list[int], rule: str
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per held-out human: arrival ranks and ``xi`` of its usable items, in arrival order."""
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per held-out human: arrival ranks, ``xi`` and rows of its usable items, in arrival order."""
     labels = codes[:, humans]
     times = np.where(labels != MISSING, order[:, humans], _NEVER)
     judge_times = np.where(codes[:, judge] != MISSING, order[:, judge], _NEVER)
@@ -347,7 +360,7 @@ def _differences(
     for k in range(len(humans)):
         rows = np.flatnonzero(usable[:, k])
         arrival = rows[np.argsort(entry[rows, k], kind="stable")]
-        paths.append((entry[arrival, k], xi[arrival, k]))
+        paths.append((entry[arrival, k], xi[arrival, k], arrival))
     return paths
 
 
@@ -365,7 +378,7 @@ def _monitor_iv(
     multiplicity: str,
     budget: int | None,
 ) -> tuple[np.ndarray, np.ndarray, int, list[int], float]:
-    """Validate ``monitor_judge``'s inputs."""
+    """Validate ``monitor_judge``'s inputs (``inclusion`` apart: ``_monitor_weights``)."""
     if coefficient != "po":
         raise ValueError(
             f"coefficient {coefficient!r} is a ratio, not a bounded mean: anytime-valid "
@@ -406,6 +419,19 @@ def _monitor_iv(
     if budget is not None and not (isinstance(budget, (int, np.integer)) and budget >= 1):
         raise ValueError(f"budget must be a positive integer or None, got {budget!r}")
     return codes, ranks, int(judge), [int(h) for h in columns], float(epsilon)
+
+
+def _monitor_weights(inclusion: object, n_items: int) -> np.ndarray | None:
+    """Per item ``min(pi) / pi_i`` in ``(0, 1]``, or None without ``inclusion`` (docs/method.md §9)."""
+    if inclusion is None:
+        return None
+    prob = np.asarray(inclusion, dtype=float)
+    if prob.shape != (n_items,):
+        raise ValueError(f"inclusion must have shape ({n_items},), one probability per item, got {prob.shape}")
+    if not np.all((prob > 0.0) & (prob <= 1.0)):
+        raise ValueError("inclusion must hold probabilities in (0, 1], one per item (no NaN)")
+    weights: np.ndarray = prob.min() / prob
+    return weights
 
 
 def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: str) -> np.ndarray:
@@ -469,6 +495,7 @@ def monitor_judge(
     omega_threshold: float = 0.5,
     multiplicity: str = "e-bh",
     budget: int | None = None,
+    inclusion: object = None,
 ) -> Monitoring:
     """Anytime-valid validation decision of a judge against humans (docs/method.md §8).
 
@@ -484,6 +511,13 @@ def monitor_judge(
     for one worse than the margin against every human, P(some look passes) <= alpha.
     ``budget`` is the planned usable overlap per human: reached and still open gives
     ``inconclusive``. Ratio coefficients raise ``ValueError`` (not bounded means).
+
+    ``inclusion`` (shape ``(n_items,)``, in ``(0, 1]``) is each item's probability of
+    entering the overlap under an unequal-probability design (a Neyman panel). The bets are
+    then on ``w_i (y_i - m0)`` with ``w_i = min(pi) / pi_i`` in ``(0, 1]``, and ``d`` and its
+    band are the weighted means (docs/method.md §9): valid when each arriving item's stratum
+    is drawn in proportion to the allocation (the panel's interleaved order keeps every
+    prefix within an item of it); unweighted, the over-sampled strata bias every human.
 
     Examples
     --------
@@ -510,14 +544,19 @@ def monitor_judge(
         multiplicity,
         budget,
     )
+    weights = _monitor_weights(inclusion, codes.shape[0])
     n_humans = len(humans)
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
     null_mean = (1.0 - epsilon) / 2.0
     log_inv_a = math.log(n_humans / alpha)
     v_opt = float(budget if budget is not None else codes.shape[0])
     paths = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
-    processes = [_log_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a) for _, xi in paths]
-    times = [t for t, _ in paths]
+    item_weights = [None if weights is None else weights[rows] for _, _, rows in paths]
+    processes = [
+        _log_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a, w)
+        for (_, xi, _), w in zip(paths, item_weights, strict=True)
+    ]
+    times = [t for t, _, _ in paths]
     first_won = _first_certified(
         times, [_needed_ranks(w, n_humans, alpha, multiplicity) for w, _ in processes], n_humans
     )
@@ -535,8 +574,9 @@ def monitor_judge(
             n_humans / alpha,
             alpha,
             v_opt,
+            item_weights[k],
         )
-        for k, (t, xi) in enumerate(paths)
+        for k, (t, xi, _) in enumerate(paths)
     )
     n_looks = int(_distinct(np.concatenate(times)).size) if times else 0
     decision, reason, decided_at = _monitor_decision(
@@ -556,6 +596,7 @@ def monitor_judge(
         multiplicity=multiplicity,
         budget=None if budget is None else int(budget),
         n_items=int(codes.shape[0]),
+        weighting="none" if weights is None else "ht",
     )
 
 
@@ -569,6 +610,7 @@ def _rater_monitoring(
     threshold: float,
     alpha: float,
     v_opt: float,
+    weights: np.ndarray | None,
 ) -> RaterMonitoring:
     """One human's status (the first certification stands), e-values and confidence sequence."""
     status, at = "open", None
@@ -592,7 +634,7 @@ def _rater_monitoring(
             empty,
             empty,
         )
-    _, low, high = _normal_mixture_bounds(xi, alpha, v_opt)
+    mean, low, high = _normal_mixture_bounds(xi, alpha, v_opt, weights)
     low = np.maximum.accumulate(np.maximum(low, -1.0))
     high = np.minimum.accumulate(np.minimum(high, 1.0))
     won, lost = processes
@@ -603,7 +645,7 @@ def _rater_monitoring(
         e_value_lost=float(np.exp(min(lost[-1], 700.0))),
         threshold=threshold,
         n=n,
-        d=float(xi.mean()),
+        d=float(mean[-1]),
         cs=ConfidenceInterval(float(low[-1]), float(high[-1])),
         certified_at=at,
         arrival=times,
@@ -769,7 +811,7 @@ def simulate_monitoring(
         anytime.append(mon.decision)
         stops.append(np.inf if mon.decided_at is None else mon.decided_at + 1.0)
         xi = np.column_stack(
-            [x for _, x in _differences(codes, _row_order(codes), n_humans, humans, rule)]
+            [x for _, x, _ in _differences(codes, _row_order(codes), n_humans, humans, rule)]
         )
         read = _fixed_rule_passes(xi, looks, rule, epsilon, q, omega_threshold)
         decided = read[np.isfinite(read)]

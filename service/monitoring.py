@@ -85,6 +85,7 @@ def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str,
         "alpha": m.alpha,
         "epsilon": m.epsilon,
         "multiplicity": m.multiplicity,
+        "weighting": m.weighting,
         "raters": [
             {
                 "rater": matrix.raters[r.rater].external_id,
@@ -112,19 +113,18 @@ def monitored_decision(
     fixed: dict[str, Any],
     plan: Plan | None,
     *,
-    weighted: bool = False,
+    inclusion: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The decision in force for one judge, with its monitoring block.
 
     ``fixed`` is the fixed-sample validation of that judge (its ``decision`` and per-rater
     ``m``). Anytime mode: the monitored decision, valid at every look. Fixed mode: the
     fixed-sample decision, ``provisional`` until every secondary has the plan's ``m``.
+    ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9).
     """
     mode = decision.resolved_monitoring()
     block = None
-    if weighted and mode == "anytime":  # unequal inclusion: the e-processes would need weights (docs §8)
-        mode = "fixed"
-    if decision.coefficient == "po" and not weighted:
+    if decision.coefficient == "po":
         m = monitor_judge(
             matrix.codes,
             judge=judge,
@@ -137,6 +137,7 @@ def monitored_decision(
             omega_threshold=decision.omega_threshold,
             multiplicity=decision.multiplicity,
             budget=planned_budget(plan),
+            inclusion=inclusion,
         )
         block = monitoring_block(m, matrix, mode)
     if mode == "anytime" and block is not None:
@@ -158,8 +159,6 @@ def monitored_decision(
             if planned is None
             else f"the secondaries have {min(m_secondary, default=0)} of the planned {planned}"
         )
-        if weighted:
-            short += "; the panel has unequal inclusion, which anytime monitoring cannot weight yet"
         reason = (
             f"provisional: a fixed-sample decision holds at the planned overlap only ({short})"
             + (f"; {reason}" if reason else "")

@@ -207,9 +207,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
             fixed = _validation(v, matrix, j)
             validations.append(
                 fixed
-                | monitored_decision(matrix, order, j, humans, decision, fixed, plan, weighted=inclusion is not None)
+                | monitored_decision(matrix, order, j, humans, decision, fixed, plan, inclusion=inclusion)
             )
-    doc["monitoring_mode"] = "fixed" if inclusion is not None else decision.resolved_monitoring()
+    doc["monitoring_mode"] = decision.resolved_monitoring()
     if validations:
         doc.update({k: v for k, v in validations[0].items()})
     else:

@@ -87,6 +87,10 @@ class Monitoring(_Document):
     alpha: float
     epsilon: float
     multiplicity: Literal["e-bh", "bonferroni"]
+    weighting: Literal["none", "ht"] = Field(
+        description="'ht': the e-processes bet on inverse-inclusion-weighted differences and d is the "
+        "weighted mean (a Neyman panel, docs/method.md §9)."
+    )
     raters: list[RaterMonitoring]
 
 

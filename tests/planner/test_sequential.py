@@ -169,8 +169,11 @@ def test_betting_bounds_match_a_direct_hedged_capital() -> None:
 # --------------------------------------------------------------------------- a slow reference
 
 
-def _reference_monitor(codes, order, judge, humans, rule, epsilon, alpha, omega, multiplicity):
-    """Item-by-item, look-by-look reimplementation of docs/method.md §8 (loops, no cumsums)."""
+def _reference_monitor(
+    codes, order, judge, humans, rule, epsilon, alpha, omega, multiplicity, inclusion=None
+):
+    """Item-by-item, look-by-look reimplementation of docs/method.md §8 (loops, no cumsums);
+    with ``inclusion``, item ``i`` bets on ``(min pi / pi_i) (y_i - m0)`` (§9)."""
     k_humans = len(humans)
     m0 = (1 - epsilon) / 2
     seqs = []
@@ -192,8 +195,10 @@ def _reference_monitor(codes, order, judge, humans, rule, epsilon, alpha, omega,
         entries.sort()
         won, lost, caps = 1.0, 1.0, []
         total, squares, sigma2 = 0.0, 0.0, 0.25
-        for n_seen, (t, _, xi) in enumerate(entries, start=1):
+        for n_seen, (t, i, xi) in enumerate(entries, start=1):
             y = (xi + 1) / 2
+            if inclusion is not None:
+                y = m0 + min(inclusion) / inclusion[i] * (y - m0)
             lam = math.sqrt(
                 2 * math.log(k_humans / alpha) / (sigma2 * n_seen * math.log(1 + n_seen))
             )
@@ -267,13 +272,15 @@ def _monitoring_cases(draw):
         st.sampled_from([0.05, 0.3, 0.6])
     )  # large alpha: certifications happen on small data
     multiplicity = draw(st.sampled_from(["e-bh", "bonferroni"]))
-    return codes, order, n_humans, n_labels, rule, epsilon, alpha, multiplicity
+    weighted = draw(st.booleans())
+    inclusion = rng.choice([0.1, 0.25, 1.0], n_items).tolist() if weighted else None
+    return codes, order, n_humans, n_labels, rule, epsilon, alpha, multiplicity, inclusion
 
 
 @settings(max_examples=60, deadline=None)
 @given(_monitoring_cases())
 def test_monitor_judge_matches_the_slow_reference(case) -> None:
-    codes, order, n_humans, n_labels, rule, epsilon, alpha, multiplicity = case
+    codes, order, n_humans, n_labels, rule, epsilon, alpha, multiplicity, inclusion = case
     humans, judge = list(range(n_humans)), n_humans
     got = monitor_judge(
         codes,
@@ -285,10 +292,12 @@ def test_monitor_judge_matches_the_slow_reference(case) -> None:
         epsilon=epsilon,
         alpha=alpha,
         multiplicity=multiplicity,
+        inclusion=inclusion,
     )
     statuses, decision, decided_at, finals, n_looks = _reference_monitor(
-        codes, order, judge, humans, rule, epsilon, alpha, 0.5, multiplicity
+        codes, order, judge, humans, rule, epsilon, alpha, 0.5, multiplicity, inclusion
     )
+    assert got.weighting == ("none" if inclusion is None else "ht")
     assert [r.status for r in got.raters] == statuses
     assert got.looks == n_looks
     for rater, (won, lost, n) in zip(got.raters, finals, strict=True):
@@ -378,6 +387,8 @@ def test_insufficient_data_and_undefined_values() -> None:
         ({"budget": 0}, "budget"),
         ({"order": np.zeros((3, 3), dtype=int)}, "order must be"),
         ({"humans": [0, 3]}, "must not repeat"),
+        ({"inclusion": [0.5] * 19}, "inclusion must have shape"),
+        ({"inclusion": [0.0] + [0.5] * 19}, r"inclusion must hold probabilities in \(0, 1\]"),
     ],
 )
 def test_bad_input_is_named(kwargs, message) -> None:

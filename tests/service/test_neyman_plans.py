@@ -13,8 +13,9 @@ from sqlalchemy import Engine, select
 
 from planner.decision import validate_judge
 from planner.neyman import neyman_allocation, prior_variances
+from planner.sequential import monitor_judge
 from service.db import make_engine
-from service.models import Assignment, Item, Rater
+from service.models import Assignment, CurrentLabel, Item, Rater
 from service.schemas.documents import ReliabilityDocument
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels, setup_project
 
@@ -123,6 +124,29 @@ def test_neyman_panel_weights_and_reliability(client, engine):
     for r, name in zip(weighted.raters, ("prim", "h2", "h3"), strict=True):
         assert served[name] == pytest.approx(r.d, abs=1e-9)
     assert any(not math.isclose(a.d, b.d) for a, b in zip(weighted.raters, plain.raters, strict=True))
+
+    # The anytime monitor is served under the Neyman plan, weighted (docs/method.md §9), in label_seq order.
+    assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
+    block = doc["monitoring"]
+    assert block["weighting"] == "ht" and doc["decision"] == block["decision"]
+    columns = {"prim": 0, "h2": 1, "h3": 2, "judge": 3}
+    order = np.full(codes.shape, -1)
+    with engine.connect() as conn:
+        for item, rater, seq in conn.execute(
+            select(Item.external_id, Rater.external_id, CurrentLabel.seq)
+            .join(Item, Item.id == CurrentLabel.item_id).join(Rater, Rater.id == CurrentLabel.rater_id)
+            .where(CurrentLabel.project_id == pid)
+        ):
+            order[int(item[1:]), columns[rater]] = seq
+    call = {"judge": 3, "humans": [0, 1, 2], "n_labels": 2, "order": order, "budget": block["budget"]}
+    expected = monitor_judge(codes, **call, inclusion=np.where(order[:, 1] >= 0, prob, 1.0))
+    unweighted = monitor_judge(codes, **call)
+    assert block["decision"] == expected.decision
+    for served_rater, r, u in zip(block["raters"], expected.raters, unweighted.raters, strict=True):
+        assert served_rater["d"] == pytest.approx(r.d, abs=1e-12)
+        assert served_rater["e_value"] == pytest.approx(r.e_value, rel=1e-9)
+        assert served_rater["n"] == r.n == u.n
+    assert any(not math.isclose(r.d, u.d) for r, u in zip(expected.raters, unweighted.raters, strict=True))
 
 
 def test_other_designs_store_their_inclusion_probability(client, engine):
