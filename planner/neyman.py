@@ -230,3 +230,48 @@ def neyman_allocation(
     order = np.argsort(-(share - alloc), kind="stable")
     alloc[order[: m - alloc.sum()]] += 1
     return np.asarray(alloc, dtype=np.int64)
+
+
+def prior_stratum_sds(
+    agreement: object, *, p_h: float, p_j: float, n_labels: int
+) -> np.ndarray:
+    """``S_h`` of ``B = 1[r_k = primary]`` in each stratum of a supplied feature, under the prior.
+
+    docs/method.md §9. ``agreement`` is, per stratum, the share of its items on which the
+    judge and the primary agree (NaN where none has both labels: the prior's share then).
+    ``P(B = 1 | h) = a_h P(B = 1 | A = 1) + (1 - a_h) P(B = 1 | A = 0)``, the two rates from
+    the symmetric noise channel; ``S_h = sqrt(P (1 - P))``.
+
+    >>> prior_stratum_sds([1.0, 0.0, float("nan")], p_h=0.85, p_j=0.90, n_labels=2).round(6).tolist()
+    [0.369786, 0.493632, 0.435861]
+    """
+    share = np.asarray(agreement, dtype=float)
+    if share.ndim != 1 or share.size == 0 or np.any(share[np.isfinite(share)] < 0) or np.any(share > 1):
+        raise ValueError("agreement must be one share in [0, 1] (or NaN) per stratum")
+    cell, b_rate = prior_cells(p_h, p_j, n_labels=n_labels)
+    agree = np.eye(n_labels, dtype=bool)
+    p_a = float(cell[agree].sum())
+    rate = [float(np.sum((cell * b_rate)[mask]) / max(cell[mask].sum(), 1e-300)) for mask in (~agree, agree)]
+    a = np.where(np.isfinite(share), share, p_a)
+    p_b = a * rate[1] + (1.0 - a) * rate[0]
+    sds: np.ndarray = np.sqrt(p_b * (1.0 - p_b))
+    return sds
+
+
+def pilot_stratum_sds(agreements: object, pairs: object) -> np.ndarray:
+    """``S_h`` of ``B`` per stratum from pilot pairs (secondary, primary), add-one smoothed.
+
+    docs/method.md §9. ``agreements[h]`` of the ``pairs[h]`` pilot pairs in stratum ``h``
+    agree; ``P_h = (agreements + 1) / (pairs + 2)`` (a stratum without pairs gets ``1/2``, the
+    largest spread; a few agreeing pairs never give ``S_h = 0``), ``S_h = sqrt(P_h (1 - P_h))``.
+
+    >>> pilot_stratum_sds([8, 0], [8, 0]).round(6).tolist()
+    [0.3, 0.5]
+    """
+    agree = np.asarray(agreements, dtype=float)
+    count = np.asarray(pairs, dtype=float)
+    if agree.shape != count.shape or agree.ndim != 1 or np.any(agree < 0) or np.any(agree > count):
+        raise ValueError("agreements and pairs must be per-stratum counts with 0 <= agreements <= pairs")
+    rate = (agree + 1.0) / (count + 2.0)
+    sds: np.ndarray = np.sqrt(rate * (1.0 - rate))
+    return sds

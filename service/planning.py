@@ -36,6 +36,7 @@ from planner.recipes import (
     xi_lattice,
 )
 from service.errors import Conflict, Invalid
+from service.feature_strata import feature_name, feature_strata, feature_stratum_sds
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
 from service.monitoring import plan_monitoring
@@ -340,19 +341,24 @@ def _m_by_estimator(
 
 
 def _neyman_panel(
-    body: PlanCreate, moments: dict[str, Any], matrix: LabelMatrix, m: int, seed: int
+    session: Session, body: PlanCreate, moments: dict[str, Any], matrix: LabelMatrix, m: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """The Neyman panel over the judge-primary agreement strata, its inclusion probabilities and a summary."""
+    """The Neyman panel over the request's strata, its inclusion probabilities and a summary."""
     agree = judge_agreement(matrix)
-    if agree is None or not (agree >= 0).any():
+    feature = feature_name(body.strata)
+    extra: dict[str, Any] = {}
+    if feature is not None:
+        strata, names = feature_strata(session, matrix, feature)
+        sds, source = feature_stratum_sds(body, matrix, strata, agree)
+        extra = {"feature": feature, "sd_source": source}
+    elif agree is None or not (agree >= 0).any():
         raise Conflict(
             "the neyman design stratifies on judge-primary agreement: load the judge's and the primary's labels first",
             code="no_strata",
         )
-    variances = _variances(body, moments, matrix)
-    if variances is None:
+    elif (variances := _variances(body, moments, matrix)) is None:
         raise Conflict("the pilot moments give no stratum spread; plan the neyman design from priors", code="no_strata")
-    if body.strata == "labels":
+    elif body.strata == "labels":
         assert body.p_h is not None and body.p_j is not None
         n_labels = matrix.n_labels
         judge, primary = matrix.codes[:, matrix.columns("judge")[0]], matrix.codes[:, matrix.columns("primary")[0]]
@@ -377,6 +383,7 @@ def _neyman_panel(
         "stratum_sd": sds,
         "allocation": taken.tolist(),
         "weighting": "ht",
+        **extra,
     }
     return panel, inclusion[panel], summary
 
@@ -488,7 +495,7 @@ def create_plan(
         share = np.bincount(strata[index], minlength=strata.max() + 1) / np.bincount(strata)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), share[strata[index]].tolist()
     elif m is not None and design == "neyman":
-        index, probability, document["neyman"] = _neyman_panel(body, moments, matrix, m, seed)
+        index, probability, document["neyman"] = _neyman_panel(session, body, moments, matrix, m, seed)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), probability.tolist()
     plan = Plan(
         id=new_public_id("plan"),

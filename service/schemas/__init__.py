@@ -369,10 +369,15 @@ class PlanCreate(Strict):
     n_judges: int | None = Field(None, ge=2, le=100, description="Judges to rank (purpose=rank).")
     delta_min: float | None = Field(None, gt=0, lt=1, description="Smallest judge margin to resolve (purpose=rank).")
     design: Design = "auto"
-    strata: Literal["agreement", "labels"] = Field(
+    strata: str = Field(
         "agreement",
-        description="Strata of the neyman design, known before any overlap: judge-primary agreement, or the "
-        "cell (primary label, judge label) (source=prior).",
+        max_length=200,
+        description="Strata of the neyman design, known before any overlap: 'agreement' (judge-primary "
+        "agreement), 'labels' (the cell primary label x judge label; source=prior), or 'feature:<name>' "
+        "(the value of the items' feature <name>, given on upload; every item needs one, every value at "
+        "least 2 items, at most 100 values). S_h per stratum from the prior (with the judge-primary "
+        "agreement seen in it) or the pilot (docs/method.md §9).",
+        examples=["agreement", "labels", "feature:domain"],
     )
     m: int | None = Field(None, ge=1, description="Override the recipe's overlap per secondary annotator.")
     seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the item draw; random when absent.")
@@ -383,8 +388,16 @@ class PlanCreate(Strict):
             raise ValueError("source 'prior' needs p_h and p_j")
         if self.purpose == "rank" and self.delta_min is None:
             raise ValueError("purpose 'rank' needs delta_min")
+        if self.strata not in ("agreement", "labels") and not (
+            self.strata.startswith("feature:") and len(self.strata) > len("feature:")
+        ):
+            raise ValueError(
+                f"strata must be 'agreement', 'labels' or 'feature:<name>', got {self.strata[:100]!r}"
+            )
         if self.strata == "labels" and self.source != "prior":
             raise ValueError("strata 'labels' take each cell's spread from the prior: use source 'prior'")
+        if "strata" in self.model_fields_set and self.design not in ("neyman", "auto"):
+            raise ValueError(f"strata choose the neyman design's strata; design {self.design!r} has none")
         return self
 
 

@@ -14,7 +14,9 @@ from planner.neyman import (
     m_cert_by_estimator,
     moment_variances,
     neyman_allocation,
+    pilot_stratum_sds,
     prior_cells,
+    prior_stratum_sds,
     prior_variances,
 )
 from planner.recipes import certify_recipe, prior_moments
@@ -176,3 +178,33 @@ def test_neyman_design_panel_and_inclusion():
     # Every prefix of the list is close to the allocation's shares.
     half = np.bincount(strata[panel[:30]], minlength=3)
     assert np.all(np.abs(half - quota / 2) <= 1)
+
+
+def test_prior_stratum_sds_by_hand():
+    """P(r_k = primary | judge and primary agree) = .6525/.78, given they disagree .0925/.22
+    (p_h .85, p_j .90, two labels, enumerating the truth by hand); a stratum mixes them."""
+    given_agree, given_disagree = 0.6525 / 0.78, 0.0925 / 0.22
+    shares = np.array([1.0, 0.0, 0.4, np.nan])
+    a = np.where(np.isnan(shares), 0.78, shares)  # no item with both labels: the prior's P(agree)
+    p = a * given_agree + (1 - a) * given_disagree
+    got = prior_stratum_sds(shares, p_h=0.85, p_j=0.90, n_labels=2)
+    assert got == pytest.approx(np.sqrt(p * (1 - p)), abs=1e-12)
+    # the two pure strata are the agreement strata of prior_variances
+    assert got[[1, 0]] == pytest.approx(prior_variances(0.85, 0.90, n_labels=2).stratum_sd, abs=1e-12)
+    # without information every stratum has the marginal spread: P(B) = .85^2 + .15^2
+    assert got[3] == pytest.approx(math.sqrt(0.745 * 0.255), abs=1e-12)
+    with pytest.raises(ValueError, match="agreement must be"):
+        prior_stratum_sds([1.5], p_h=0.85, p_j=0.9, n_labels=2)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=6))
+def test_pilot_stratum_sds_are_smoothed_binomial_spreads(counts):
+    agreements = [min(a, n) for a, n in counts]
+    pairs = [n for _, n in counts]
+    got = pilot_stratum_sds(agreements, pairs)
+    assert np.all((got > 0) & (got <= 0.5))  # never 0: a Neyman stratum is never starved by a small pilot
+    for sd, a, n in zip(got, agreements, pairs, strict=True):
+        assert sd == pytest.approx(math.sqrt((a + 1) / (n + 2) * (n - a + 1) / (n + 2)), abs=1e-12)
+    with pytest.raises(ValueError, match="agreements and pairs"):
+        pilot_stratum_sds([3], [2])
