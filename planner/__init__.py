@@ -47,6 +47,7 @@ from planner.designs import (
 )
 from planner.intervals import ConfidenceInterval, optional_float, percentile_interval
 from planner.neyman import moment_variances, neyman_allocation, prior_variances
+from planner.plan_check import CHECK_DESIGNS, DesignCheck, check_design, raised_check, simulated_choice
 from planner.ppi import ppi_mean
 from planner.protocol import Protocol, Summary, summarize
 from planner.recipes import (
@@ -72,9 +73,11 @@ from planner.verdicts import VerdictTable, verdict_table
 
 __all__ = [
     "CANNOT_ASSESS",
+    "CHECK_DESIGNS",
     "COEFFICIENTS",
     "DEFAULT_EPSILON",
     "DESIGNS",
+    "DesignCheck",
     "INVALID",
     "MISSING",
     "RULES",
@@ -101,6 +104,7 @@ __all__ = [
     "certificate_statement",
     "certify_recipe",
     "check_codes",
+    "check_design",
     "choose_design",
     "cluster_bootstrap",
     "cohen_kappa",
@@ -138,12 +142,14 @@ __all__ = [
     "random_subsets",
     "rank_judges",
     "rank_recipe",
+    "raised_check",
     "replay",
     "scott_pi",
     "seq_coverage",
     "seq_refined",
     "shared_panel",
     "simulate",
+    "simulated_choice",
     "strat",
     "stratum_entropy",
     "summarize",

@@ -545,19 +545,30 @@ def coverage_strata(
     A stratum is a modal label crossed with who already has the item; ``assigned``
     ``(J, T, n_items)`` marks earlier secondaries' items. The pattern (which of the ``J``
     has the item) is used while ``(L + 1) 2^J <= 4096``, else the count of them. Quotas are
-    proportional per label first (exactly as Seq-Refined's), then across the patterns
-    within each label.
+    ``coverage_quota`` of the stratum sizes.
     """
+    strata, width = coverage_codes(modal, assigned, n_labels=n_labels)
+    sizes = _stratum_sizes(strata, (n_labels + 1) * width).reshape(strata.shape[0], n_labels + 1, width)
+    return strata, coverage_quota(sizes, m)
+
+
+def coverage_codes(modal: np.ndarray, assigned: np.ndarray, *, n_labels: int) -> tuple[np.ndarray, int]:
+    """Seq-Coverage stratum codes ``modal * width + pattern`` ``(T, n_items)`` and ``width``, the
+    number of assignment patterns per modal label (see ``coverage_strata``)."""
     n_assigned = assigned.shape[0]
     if (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA:
         bits = (1 << np.arange(n_assigned, dtype=np.int64))[:, None, None]
         code, width = (assigned * bits).sum(axis=0), 2**n_assigned
     else:
         code, width = assigned.sum(axis=0), n_assigned + 1
-    strata = (modal * width + code).astype(np.int64)
-    sizes = _stratum_sizes(strata, (n_labels + 1) * width).reshape(strata.shape[0], n_labels + 1, width)
+    return (modal * width + code).astype(np.int64), width
+
+
+def coverage_quota(sizes: np.ndarray, m: int) -> np.ndarray:
+    """Seq-Coverage quotas ``(T, n_strata)`` from stratum sizes ``(T, L + 1, width)``: proportional
+    per modal label first (exactly as Seq-Refined's), then across the patterns within each label."""
     per_label = proportional_allocation(sizes.sum(axis=-1), m)
-    return strata, proportional_allocation(sizes, per_label).reshape(strata.shape[0], -1)
+    return proportional_allocation(sizes, per_label).reshape(sizes.shape[0], -1)
 
 
 def _seq_lists(

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.neyman import neyman_allocation, prior_cells, prior_variances
+from planner.plan_check import hypergeometric_split, mirror_accuracy, raised_m
 from planner.ppi import ppi_gap_features, ppi_gaps
+from planner.simulate import DecisionRule
 
 ESTIMATORS = ("paired", "ppi", "neyman")
 
@@ -66,31 +68,17 @@ def estimator_check(
     if unknown:
         raise ValueError(f"m names unknown estimators {sorted(unknown)}; use {ESTIMATORS}")
     gen = np.random.default_rng(rng)
-    mirror = _mirror_accuracy(p_h, p_j, n_labels, epsilon)
+    mirror = mirror_accuracy(p_h, p_j, n_labels=n_labels, rule=DecisionRule("margin", epsilon, 0.5, 0.05))
     out = {}
     for name, size in m.items():
         if not isinstance(size, (int, np.integer)) or not 2 <= size <= n_items:
             raise ValueError(f"m[{name!r}] must be an integer in 2..{n_items}, got {size!r}")
         fr, fr_se = _error_rate(name, p_h, p_j, n_labels, n_items, int(size), epsilon, trials, gen, True)
-        fa, fa_se = (math.nan, math.nan) if mirror is None else _error_rate(
+        fa, fa_se = (math.nan, math.nan) if math.isnan(mirror) else _error_rate(
             name, p_h, mirror, n_labels, n_items, int(size), epsilon, trials, gen, False
         )
         out[name] = EstimatorCheck(name, int(size), fr, fr_se, fa, fa_se, int(trials))
     return out
-
-
-def _mirror_accuracy(p_h: float, p_j: float, n_labels: int, epsilon: float) -> float | None:
-    """The judge accuracy whose ``mu_d + eps`` is minus the given judge's (None if none is)."""
-    cell_j, b_rate = prior_cells(p_h, p_j, n_labels=n_labels)
-    p_b = float(np.sum(cell_j * b_rate))
-    gap = float(np.trace(cell_j)) - p_b + epsilon
-    target = p_b - epsilon - gap  # P(judge = primary) of the mirror judge
-    # P(judge = primary) = p_h p_j + (1 - p_h)(1 - p_j)/(L - 1), linear in p_j.
-    slope = p_h - (1 - p_h) / (n_labels - 1)
-    if slope == 0:
-        return None
-    accuracy = (target - (1 - p_h) / (n_labels - 1)) / slope
-    return accuracy if 0.0 <= accuracy <= 1.0 else None
 
 
 def _error_rate(
@@ -120,19 +108,6 @@ def _error_rate(
     return rate, math.sqrt(max(rate * (1 - rate), 1e-12) / among.sum())
 
 
-def _overlap_cells(cells: np.ndarray, m: int, gen: np.random.Generator) -> np.ndarray:
-    """Per trial, the cell counts of a simple random overlap of ``m`` items (multivariate
-    hypergeometric, drawn cell by cell), shape ``(T, 4)``."""
-    left = cells.sum(axis=1, keepdims=True) - np.cumsum(cells, axis=1) + cells  # cells c, c+1, ..
-    sample = np.zeros_like(cells)
-    wanted = np.full(cells.shape[0], m)
-    for c in range(cells.shape[1] - 1):
-        sample[:, c] = gen.hypergeometric(cells[:, c], left[:, c] - cells[:, c], wanted)
-        wanted = wanted - sample[:, c]
-    sample[:, -1] = wanted
-    return sample
-
-
 def _estimates(
     name: str, cells: np.ndarray, m: int, sds: np.ndarray, gen: np.random.Generator
 ) -> np.ndarray:
@@ -142,15 +117,12 @@ def _estimates(
     if name == "neyman":
         sizes = np.column_stack([cells[:, 0] + cells[:, 1], cells[:, 2] + cells[:, 3]])
         ones = cells[:, [1, 3]]
-        cache: dict[tuple[int, int], np.ndarray] = {}
-        take = np.array([
-            cache.setdefault((int(a), int(b)), neyman_allocation(np.array([a, b]), sds, m))
-            for a, b in sizes
-        ])
+        distinct, which = np.unique(sizes, axis=0, return_inverse=True)  # one allocation per distinct corpus
+        take = np.array([neyman_allocation(row, sds, m) for row in distinct])[which.reshape(-1)]
         drawn = gen.hypergeometric(ones, sizes - ones, take)
         mean_b = drawn / np.maximum(take, 1)
         return np.asarray(mean_a - np.sum(sizes * mean_b, axis=1) / n)
-    sample = _overlap_cells(cells, m, gen)
+    sample = hypergeometric_split(cells, np.full(cells.shape[0], m), gen)
     if name == "paired":
         return np.asarray((sample[:, 2] - sample[:, 1]) / m)
     a = np.array([0, 0, 1, 1])
@@ -160,3 +132,33 @@ def _estimates(
     ])
     sums = np.hstack([sample, cells - sample]) @ features
     return np.asarray(ppi_gaps(sums, 1).d[:, 0])
+
+
+def raised_estimator_checks(
+    p_h: float,
+    p_j: float,
+    *,
+    n_labels: int,
+    n_items: int,
+    m: dict[str, int],
+    promise: float,
+    epsilon: float = 0.05,
+    trials: int = 1000,
+    rng: int | np.random.Generator | None = None,
+) -> dict[str, EstimatorCheck]:
+    """``estimator_check`` of each estimator at its ``m``, raised (``planner.plan_check.raised_m``)
+    while its FR exceeds ``promise`` by more than 2 Monte Carlo SE (docs/method.md §6 and §9).
+    A check whose ``m`` differs from the one asked for was raised."""
+    gen = np.random.default_rng(rng)
+    first = estimator_check(p_h, p_j, n_labels=n_labels, n_items=n_items, m=m, epsilon=epsilon, trials=trials, rng=gen)
+    out = {}
+    for name, check in first.items():
+        def at(size: int, name: str = name) -> EstimatorCheck:
+            return estimator_check(
+                p_h, p_j, n_labels=n_labels, n_items=n_items, m={name: size}, epsilon=epsilon, trials=trials, rng=gen
+            )[name]
+
+        out[name], _ = raised_m(
+            at, check.m, n_items=n_items, keeps=lambda c: not c.fr > promise + 2 * c.fr_se, first=check
+        )
+    return out

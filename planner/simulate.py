@@ -297,7 +297,7 @@ def _pool_scores(
 
 
 @dataclass(frozen=True)
-class _Rule:
+class DecisionRule:
     """The declared decision rule and its thresholds (docs/method.md §3)."""
 
     name: str
@@ -307,7 +307,9 @@ class _Rule:
 
 
 @dataclass(frozen=True)
-class _Evaluation:
+class Evaluation:
+    """Per-trial human-pool score and judge decisions of one mask (docs/method.md §3 and §6)."""
+
     score: np.ndarray  # (T,) human-pool score
     d: np.ndarray  # (T, J, K) d_k (alt-test: rho_f - rho_h), NaN where undefined
     won: np.ndarray  # (T, J, K) rater won by the judge
@@ -345,15 +347,15 @@ def _alt_test_sums(
     return m, diff, spread
 
 
-def _evaluate(
+def evaluate_decisions(
     humans: np.ndarray,
     judges: np.ndarray,
     mask: np.ndarray,
     *,
     coefficient: str,
     n_labels: int,
-    rule: _Rule,
-) -> _Evaluation:
+    rule: DecisionRule,
+) -> Evaluation:
     """Human-pool score and judge decisions per trial (docs/method.md §3 and §6).
 
     The human-pool score averages ``S_F(r_k; H_k)`` over every human with a defined
@@ -380,7 +382,7 @@ def _evaluate(
         stats = RaterStats(m, own, d, nan, nan, p)
     won = judge_wins(stats, rule.name, rule.epsilon, rule.q, DEFAULT_MIN_ITEMS[rule.name])
     passed = passes(won.omega, rule.omega_threshold)
-    return _Evaluation(score, d, won.won, won.used, passed)
+    return Evaluation(score, d, won.won, won.used, passed)
 
 
 def _share(flags: np.ndarray, among: np.ndarray) -> float:
@@ -389,7 +391,7 @@ def _share(flags: np.ndarray, among: np.ndarray) -> float:
 
 
 def _cell(
-    sparse: _Evaluation, dense: _Evaluation, *, delta: float, rho: float, design: str,
+    sparse: Evaluation, dense: Evaluation, *, delta: float, rho: float, design: str,
     coefficient: str, p_h: float | tuple[float, ...] | None, m: int,
 ) -> SimulationCell:
     """Bias, std, reliability and decision error rates of one grid point (docs/method.md §6)."""
@@ -496,14 +498,15 @@ def _accuracy_grid(p_h: object, n_humans: int) -> list[float | tuple[float, ...]
     return grid
 
 
-def _rule(
+def decision_rule(
     rule: str,
     epsilon: float | None,
     delta: float,
     omega_threshold: float,
     q: float,
     coefficients: list[str],
-) -> _Rule:
+) -> DecisionRule:
+    """The checked decision rule (``epsilon`` None: the rule's default); ValueError on bad settings."""
     if not isinstance(rule, str) or rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
     if rule == "alt-test" and coefficients != ["po"] * len(coefficients):
@@ -514,7 +517,7 @@ def _rule(
         raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be in (0, 1), got {q!r}")
-    return _Rule(rule, float(epsilon), float(omega_threshold), float(q))
+    return DecisionRule(rule, float(epsilon), float(omega_threshold), float(q))
 
 
 # --- public entry points ----------------------------------------------------------------
@@ -524,13 +527,13 @@ def _run_grid(
     humans: np.ndarray,
     judges: np.ndarray,
     *,
-    dense: dict[str, _Evaluation],
+    dense: dict[str, Evaluation],
     rhos: list[tuple[float, int]],
     designs: list[str],
     coefficients: list[str],
     p_h: float | tuple[float, ...] | None,
     n_labels: int,
-    rule: _Rule,
+    rule: DecisionRule,
     delta: float,
     rng: np.random.Generator,
     tick: Callable[[], None],
@@ -540,7 +543,7 @@ def _run_grid(
         for rho, m in rhos:
             mask = design_masks(design, humans, m, n_labels=n_labels, rng=rng)
             for coefficient in coefficients:
-                sparse = _evaluate(
+                sparse = evaluate_decisions(
                     humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule
                 )
                 cells.append(
@@ -556,7 +559,7 @@ def _result(
     n_items: int,
     n_humans: int,
     n_labels: int,
-    rule: _Rule,
+    rule: DecisionRule,
     delta: float,
 ) -> SimulationResult:
     return SimulationResult(
@@ -629,7 +632,7 @@ def simulate(
     rhos = _rhos(rho, n_items)
     designs = _choices(design, DESIGNS, "design")
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
-    decision = _rule(rule, epsilon, delta, omega_threshold, q, coefficients)
+    decision = decision_rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     gen = np.random.default_rng(rng)
     tick = _progress_ticker(progress, len(grid) * len(rhos) * len(designs) * len(coefficients))
     cells: list[SimulationCell] = []
@@ -643,7 +646,7 @@ def simulate(
         humans, judges = by_rater[:n_humans], by_rater[n_humans:]
         full = np.ones(humans.shape, dtype=bool)
         dense = {
-            c: _evaluate(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
+            c: evaluate_decisions(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
             for c in coefficients
         }
         cells += _run_grid(
@@ -705,7 +708,7 @@ def replay(
     rhos = _rhos(rho, n_items)
     designs = _choices(design, DESIGNS, "design")
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
-    decision = _rule(rule, epsilon, delta, omega_threshold, q, coefficients)
+    decision = decision_rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     order = [primary] + [k for k in range(n_humans) if k != primary]
     small = _code_type(n_labels)
     n_judges = judge_codes.shape[1]
@@ -715,7 +718,7 @@ def replay(
     one = (slice(None), slice(0, 1))
     full = np.ones((n_humans, 1, n_items), dtype=bool)
     dense = {
-        c: _evaluate(
+        c: evaluate_decisions(
             humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels, rule=decision
         )
         for c in coefficients

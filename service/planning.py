@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,10 @@ from planner.designs import (
     seq_refined,
     strat,
 )
-from planner.estimator_check import estimator_check
+from planner.estimator_check import raised_estimator_checks
 from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
+from planner.plan_check import CHECK_DESIGNS, DesignCheck, check_design, raised_check, simulated_choice, true_prevalence
 from planner.recipes import (
     Recipe,
     XiLattice,
@@ -295,48 +297,57 @@ def _m_by_estimator(
         except ValueError:
             return None
         m[estimator] = recipe.m
-    paired = m["paired"]
-    saved = {
-        e: None if paired is None or m[e] is None else (paired - int(m[e] or 0)) * (n_humans - 1)
-        for e in ("ppi", "neyman")
-    }
-    out: dict[str, Any] = {"m": m, "human_labels_saved": saved, "judge_agreement": agreement}
+    out: dict[str, Any] = {"m": m, "judge_agreement": agreement}
     sized = {e: v for e, v in m.items() if v is not None and 4 <= v <= n_items}
     if body.source == "prior" and sized and n_items >= 4:
         assert body.p_h is not None and body.p_j is not None
-        checks = estimator_check(
+        promise = decision.alpha_sig / 2
+        checks = raised_estimator_checks(
             body.p_h,
             body.p_j,
             n_labels=matrix.n_labels,
             n_items=n_items,
             m=sized,
+            promise=promise,
             epsilon=decision.resolved_epsilon(),
             trials=CHECK_TRIALS,
             rng=0,
         )
+        raised_from = {e: sized[e] for e, c in checks.items() if c.m != sized[e]}
+        m.update({e: c.m for e, c in checks.items()})
         out["check"] = {
             "trials": CHECK_TRIALS,
-            "promise_fr": decision.alpha_sig / 2,
+            "promise_fr": promise,
             "note": "simulated per-rater FR of the judge the prior describes, and FA of a judge as far below "
-            "-epsilon as it is above, each estimator at its own m (docs/method.md §9)",
+            "-epsilon as it is above, each estimator at its own m, raised while its FR breaks the promise by more "
+            "than 2 Monte Carlo SE (docs/method.md §6, §9)",
             "estimators": {
                 e: {
                     "m": c.m,
+                    "raised_from": raised_from.get(e),
                     "fr": optional_float(c.fr),
                     "fr_se": optional_float(c.fr_se),
                     "fa": optional_float(c.fa),
                     "fa_se": optional_float(c.fa_se),
-                    "keeps_promise": bool(c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se),
+                    "keeps_promise": bool(not c.fr > promise + 2 * c.fr_se),
                 }
                 for e, c in checks.items()
             },
         }
         out["warnings"] = [
-            f"simulated FR of the {e} estimate at m={c.m} is {c.fr:.3f}, above the promise "
-            f"{decision.alpha_sig / 2} by more than 2 Monte Carlo SE: plan more overlap for it"
+            f"simulated FR of the {e} estimate at m={sized[e]} is above the promise {promise} by more than 2 "
+            f"Monte Carlo SE: m raised to {checks[e].m}"
+            for e in raised_from
+        ] + [
+            f"simulated FR of the {e} estimate at m={c.m} is {c.fr:.3f}, still above the promise {promise}"
             for e, c in checks.items()
-            if not c.fr <= decision.alpha_sig / 2 + 2 * c.fr_se
+            if c.fr > promise + 2 * c.fr_se
         ]
+    paired = m["paired"]
+    out["human_labels_saved"] = {
+        e: None if paired is None or m[e] is None else (paired - int(m[e] or 0)) * (n_humans - 1)
+        for e in ("ppi", "neyman")
+    }
     return out
 
 
@@ -397,7 +408,8 @@ def _strata(matrix: LabelMatrix) -> np.ndarray:
     return np.where(codes < 0, matrix.n_labels, codes)
 
 
-def _design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float | None, str, list[str]]:
+def _entropy_design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float | None, str, list[str]]:
+    """The design by the stratum-entropy rule (or the request's), the entropy, why, and warnings."""
     strata = _strata(matrix)
     observed = strata[strata < matrix.n_labels]
     if body.design != "auto":
@@ -409,6 +421,145 @@ def _design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float | None, s
         return "strat", None, "no primary labels yet: a shared panel drawn uniformly (Strat with one stratum)", []
     choice = choose_design(observed, n_labels=matrix.n_labels)
     return choice.design, choice.entropy, choice.reason, list(choice.warnings)
+
+
+def _check_settings(body: PlanCreate, decision: DecisionSettings, matrix: LabelMatrix, n_humans: int) -> dict[str, Any]:
+    """The plan check's settings (docs/method.md §6): the project's n, K, L, true prevalence
+    (inverted from the primary's label shares; uniform without them), coefficient, rule and prior."""
+    assert body.p_h is not None and body.p_j is not None
+    strata = _strata(matrix)
+    shares = np.bincount(strata[strata < matrix.n_labels], minlength=matrix.n_labels)
+    prevalence = true_prevalence(shares, p_h=body.p_h) if shares.sum() else None
+    return {
+        "n_items": matrix.raw.shape[0],
+        "n_humans": n_humans,
+        "n_labels": matrix.n_labels,
+        "p_h": body.p_h,
+        "p_j": body.p_j,
+        "prevalence": prevalence,
+        "coefficient": decision.coefficient,
+        "rule": decision.rule,
+        "epsilon": decision.resolved_epsilon(),
+        "alpha_sig": decision.alpha_sig,
+        "omega_threshold": decision.omega_threshold,
+        "q": decision.q,
+        "trials": CHECK_TRIALS,
+    }
+
+
+def _check_dict(check: DesignCheck) -> dict[str, Any]:
+    """A design's check as JSON (NaN -> null)."""
+    rates = ("fr", "rater_fr", "fa", "wrong", "inconclusive")
+    out: dict[str, Any] = {"design": check.design, "m": check.m, "trials": check.trials}
+    for rate in rates:
+        out[rate] = optional_float(getattr(check, rate))
+        out[f"{rate}_se"] = optional_float(getattr(check, f"{rate}_se"))
+    out["p_j_bad"] = optional_float(check.p_j_bad)
+    out["keeps_promise"] = check.keeps_promise
+    out["note"] = check.reason
+    return out
+
+
+def _unchecked(reason: str) -> dict[str, Any]:
+    return {"simulated": False, "reason": reason}
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Every candidate design's check at ``m`` (the design-free recipe's overlap), that recipe, or
+    no checks and why (docs/method.md §6)."""
+
+    checks: dict[str, DesignCheck]
+    m: int | None
+    reason: str
+    recipe: Recipe | None = None
+
+
+def _candidate_checks(
+    body: PlanCreate, decision: DecisionSettings, matrix: LabelMatrix, n_humans: int, n_resamples: int, seed: int
+) -> _Candidates:
+    """Every candidate design simulated at the design-free recipe's overlap (one held-in label per
+    item, valid for every design), or no checks and why (docs/method.md §6)."""
+    if body.purpose != "certify":
+        return _Candidates({}, None, "ranking plans are not simulated")
+    if body.source != "prior":
+        return _Candidates({}, None, "pilot plans are not simulated: the check draws labels from the prior's channel")
+    moments = _moments(body, matrix, decision, n_resamples, 1)
+    recipe = certification(
+        decision, moments["mu_d"], moments["sigma0_sq"], n_items=matrix.raw.shape[0], n_humans=n_humans,
+        lattice=moments["lattice"],
+    )
+    m = body.m if body.m is not None else recipe.m
+    if m is None:
+        return _Candidates({}, None, "the recipe finds no overlap that certifies this judge", recipe)
+    m = min(int(m), matrix.raw.shape[0])
+    settings = _check_settings(body, decision, matrix, n_humans)
+    streams = np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS))
+    checks = {
+        d: check_design(d, m=m, rng=np.random.default_rng(stream), **settings)
+        for d, stream in zip(CHECK_DESIGNS, streams, strict=True)
+    }
+    return _Candidates(checks, m, "", recipe)
+
+
+def _design(
+    body: PlanCreate, matrix: LabelMatrix, checks: dict[str, DesignCheck]
+) -> tuple[str, float | None, str, list[str]]:
+    """The plan's design: the request's, else the lowest simulated wrong-decision rate (ties and no
+    simulation: the stratum-entropy rule), with the entropy, why, and warnings (docs/method.md §5)."""
+    design, entropy, why, warnings = _entropy_design(body, matrix)
+    if body.design != "auto" or not checks:
+        return design, entropy, why, warnings
+    pick, reason = simulated_choice(checks, preferred=design)
+    return pick, entropy, reason, warnings
+
+
+def _plan_check(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    matrix: LabelMatrix,
+    n_humans: int,
+    design: str,
+    m: int | None,
+    candidates: _Candidates,
+    seed: int,
+) -> tuple[dict[str, Any], int | None, list[str]]:
+    """The ``check`` block, the overlap after any raise, and notes (docs/method.md §6): the chosen
+    design at the recipe's ``m``; when its simulated promise fails, ``m`` grows until it holds
+    (not when the request fixed ``m``)."""
+    checks, m_compared = candidates.checks, candidates.m
+    if not checks:
+        return _unchecked(candidates.reason), m, []
+    block: dict[str, Any] = {
+        "simulated": True,
+        "reason": "each candidate design at m_compared, the design-free recipe's overlap; FR for the prior's judge, "
+        "FA for the mirror judge as far below -epsilon (docs/method.md §6)",
+        "promised": next(iter(checks.values())).promised,
+        "promise": decision.alpha_sig / 2,
+        "m_compared": m_compared,
+        "designs": {d: _check_dict(c) for d, c in checks.items()},
+        "raised_from": None,
+    }
+    if design not in CHECK_DESIGNS or m is None:
+        block["plan"] = None
+        return block, m, []
+    settings = _check_settings(body, decision, matrix, n_humans)
+    rng = np.random.default_rng([seed, 1])
+    if body.m is not None:
+        final = check_design(design, m=m, rng=rng, **settings)
+    else:
+        final = raised_check(design, m=m, rng=rng, first=checks.get(design), **settings)
+    block["plan"] = _check_dict(final)
+    notes = []
+    if final.m != m:
+        block["raised_from"] = m
+        notes.append(
+            f"the simulated {final.promised} of {design} at the recipe's m={m} broke the promise "
+            f"{decision.alpha_sig / 2} by more than 2 Monte Carlo SE: m raised to {final.m}"
+        )
+    if not final.keeps_promise:
+        notes.append(f"the simulated {final.promised} of {design} at m={final.m} is still above the promise")
+    return block, final.m, notes
 
 
 def create_plan(
@@ -427,11 +578,15 @@ def create_plan(
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
     humans = matrix.columns("primary", "human")
     n_humans = body.n_raters or max(len(humans), 2)
-    design, entropy, why, warnings = _design(body, matrix)
+    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
+    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed)
+    design, entropy, why, warnings = _design(body, matrix, candidates.checks)
     pool_size = design_pool_size(design, n_humans)
     moments = _moments(body, matrix, decision, n_resamples, pool_size)
     lattice = moments.pop("lattice", None)
-    if body.purpose == "certify":
+    if body.purpose == "certify" and pool_size == 1 and candidates.recipe is not None:
+        recipe = candidates.recipe  # the design-free recipe is this design's
+    elif body.purpose == "certify":
         recipe = certification(
             decision,
             moments["mu_d"],
@@ -459,7 +614,8 @@ def create_plan(
     if m is not None and m > n_items:
         notes.append(f"the recipe asks for {m} overlap items but the corpus has {n_items}: every item is planned")
         m = n_items
-    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
+    check, m, raised = _plan_check(body, decision, matrix, n_humans, design, m, candidates, seed)
+    notes += raised
     document = {
         **recipe_dict(recipe),
         "m_planned": m,
@@ -472,6 +628,7 @@ def create_plan(
         "warnings": warnings + notes,
         "purpose": body.purpose,
         "by_estimator": _m_by_estimator(body, decision, moments, matrix, n_humans),
+        "check": check,
     }
     if body.purpose == "certify" and not recipe.feasible:
         document["feasible_with"] = feasible_with(

@@ -37,7 +37,8 @@ def plan_read(plan: Plan, progress: dict[str, Any] | None = None) -> PlanRead:
         m=plan.m,
         label_seq=plan.label_seq,
         created_at=plan.created_at,
-        recipe=plan.recipe,
+        recipe={key: value for key, value in plan.recipe.items() if key != "check"},
+        check=plan.recipe.get("check"),
         progress=progress,
     )
 
@@ -56,7 +57,10 @@ def post_plan(
     """Compute and store the plan in force (docs/method.md §4–5): recipe, design and per-rater lists.
 
     `source=prior` plans from `p_h`, `p_j`; `source=pilot` from the overlap in hand. The
-    design `auto` picks Strat or Seq-Coverage from the primary's stratum entropy. Lists of
+    design `auto` picks, among random, strat, disjoint and seq-coverage, the one with the lowest
+    simulated wrong-decision rate (`check`: each candidate's FR, FA, wrong-decision and
+    inconclusive rates with Monte Carlo SE); when the simulated FR of the plan breaks the
+    recipe's promise, `m` is raised until it holds (`check.raised_from`). Lists of
     secondaries are drawn now (sequential designs: at each rater's first batch), seeded and
     stored; re-planning keeps labels and items already assigned.
     """

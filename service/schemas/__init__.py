@@ -2,8 +2,8 @@
 
 The resources' bodies (projects, items, raters, labels, plans, batches, pages, errors) are
 here; the larger documents have a module each: ``documents`` (``/reliability``, ``/ranking``),
-``report``, ``simulations`` (and ``/agreement``). Label Studio's objects stay with their
-adapter in ``service.label_studio``."""
+``report``, ``simulations`` (and ``/agreement``), ``plan_checks`` (a plan's simulated check).
+Label Studio's objects stay with their adapter in ``service.label_studio``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pydantic import (
 
 from planner.codes import SPECIAL
 from service.identifiers import ExternalId
+from service.schemas.plan_checks import PlanCheckRead
 
 SPECIAL_VALUES = SPECIAL
 Scale = Literal["nominal", "ordinal", "interval"]
@@ -411,6 +412,9 @@ class PlanRead(BaseModel):
     label_seq: int
     created_at: datetime
     recipe: dict[str, Any]
+    check: PlanCheckRead | None = Field(
+        None, description="Each candidate design simulated at the planned overlap (certification plans)."
+    )
     progress: dict[str, Any] | None = None
 
 

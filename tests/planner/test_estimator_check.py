@@ -45,3 +45,18 @@ def test_bad_input():
         estimator_check(0.85, 0.9, n_labels=2, n_items=100, m={"bayes": 10})
     with pytest.raises(ValueError, match=r"m\['ppi'\]"):
         estimator_check(0.85, 0.9, n_labels=2, n_items=100, m={"ppi": 101})
+
+
+@pytest.mark.parametrize("name", ["ppi", "neyman"])
+def test_an_overlap_that_breaks_the_promise_is_raised_until_it_holds(name):
+    # half the recipe's m (86 PPI, 84 Neyman) breaks the promise (test above); the search raises it
+    from planner.estimator_check import raised_estimator_checks
+
+    half = {"ppi": 43, "neyman": 42}[name]
+    raised = raised_estimator_checks(0.85, 0.90, n_labels=2, n_items=50_000, m={name: half}, promise=0.025,
+                                     trials=2000, rng=5)[name]
+    assert raised.m > half and raised.fr <= 0.025 + 2 * raised.fr_se
+    assert raised.m <= 2 * 86  # 20% steps stop within a step or two of the recipe's m
+    kept = raised_estimator_checks(0.85, 0.90, n_labels=2, n_items=50_000, m={name: 400}, promise=0.025,
+                                   trials=500, rng=6)[name]
+    assert kept.m == 400  # an m that keeps the promise is left alone

@@ -24,10 +24,10 @@ from planner.recipes import certify_recipe, prior_moments
 from planner.simulate import (
     COEFFICIENTS,
     DESIGNS,
+    DecisionRule,
     SimulationResult,
-    _evaluate,
     _pool_scores,
-    _Rule,
+    evaluate_decisions,
     replay,
     simulate,
     synthetic_codes,
@@ -171,7 +171,8 @@ def test_batched_decision_equals_validate_judge(coefficient, design):
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
     mask = design_masks(design, humans, 12, n_labels=3, rng=np.random.default_rng(3))
-    ev = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=_Rule("margin", 0.05, 0.5, 0.05))
+    rule = DecisionRule("margin", 0.05, 0.5, 0.05)
+    ev = evaluate_decisions(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=rule)
     for t in range(trials):
         matrix = np.column_stack([np.where(mask[:, t], humans[:, t], -1).T, judges[:, t].T])
         v = validate_judge(
@@ -198,8 +199,8 @@ def test_batched_alt_test_equals_validate_judge(design, m):
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
     mask = design_masks(design, humans, m, n_labels=3, rng=np.random.default_rng(4))
-    rule = _Rule("alt-test", 0.1, 0.5, 0.05)
-    ev = _evaluate(humans, judges, mask, coefficient="po", n_labels=3, rule=rule)
+    rule = DecisionRule("alt-test", 0.1, 0.5, 0.05)
+    ev = evaluate_decisions(humans, judges, mask, coefficient="po", n_labels=3, rule=rule)
     assert 0 < ev.won.sum() < ev.defined.sum()
     assert ev.defined.all() == (m >= 30)
     for t in range(trials):
@@ -241,12 +242,12 @@ def test_scores_invariant_to_relabelling_and_rater_order(seed, coefficient, labe
     humans = rng.integers(0, 3, (4, 5, 30))
     judges = rng.integers(0, 3, (2, 5, 30))
     mask = rng.random(humans.shape) < 0.6
-    rule = _Rule("margin", 0.05, 0.5, 0.05)
-    base = _evaluate(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=rule)
+    rule = DecisionRule("margin", 0.05, 0.5, 0.05)
+    base = evaluate_decisions(humans, judges, mask, coefficient=coefficient, n_labels=3, rule=rule)
     names = np.asarray(labels)
-    renamed = _evaluate(names[humans], names[judges], mask, coefficient=coefficient, n_labels=3, rule=rule)
+    renamed = evaluate_decisions(names[humans], names[judges], mask, coefficient=coefficient, n_labels=3, rule=rule)
     order = list(raters)
-    moved = _evaluate(humans[order], judges, mask[order], coefficient=coefficient, n_labels=3, rule=rule)
+    moved = evaluate_decisions(humans[order], judges, mask[order], coefficient=coefficient, n_labels=3, rule=rule)
     for other in (renamed, moved):
         assert np.allclose(other.score, base.score, atol=1e-12, equal_nan=True)
         assert np.array_equal(other.passed, base.passed)

@@ -1,0 +1,437 @@
+"""A plan's simulated check: the decision at the planned overlap, per design (docs/method.md §6, "Plan check").
+
+The decision reads only the overlap: an item that no secondary labels is in no ``O_k``. So a
+trial materialises only the items some secondary gets (at most ``(K - 1) m``), and the rest
+of the corpus is kept as counts of untouched items per primary label. Items are i.i.d.
+given what a design sees of them (the primary's label, and for Seq-Coverage the labels in
+hand), so each design step is the served design's own selection (``planner.designs``:
+``proportional_allocation``, ``stratified_masks``, ``coverage_codes``/``coverage_quota``)
+applied to the materialised items, with the untouched ones entering as multivariate
+hypergeometric counts. The cost grows with ``m`` and ``K``, not with ``n``.
+
+Rates are against the population, not a dense matrix: FR is the share of trials in which
+a judge that is good in population (the prior's ``p_j``: ``mu + epsilon > 0``) is rejected;
+FA the share in which the **mirror judge** passes, the judge as far below ``-epsilon`` as the
+good one is above it (``mu' + epsilon = -(mu + epsilon)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+from scipy.special import ndtr
+
+from planner.designs import (
+    batched_modal_strata,
+    coverage_codes,
+    coverage_quota,
+    proportional_allocation,
+    stratified_masks,
+)
+from planner.recipes import advantage_moments, xi_lattice
+from planner.simulate import DecisionRule, decision_rule, evaluate_decisions
+
+Rng = int | np.random.Generator | None
+
+CHECK_DESIGNS = ("random", "strat", "disjoint", "seq-coverage")
+"""Designs the plan check simulates (docs/method.md §6)."""
+
+INCONCLUSIVE_LEVEL = 0.2
+MAX_RAISES = 12
+Checked = TypeVar("Checked")
+
+
+@dataclass(frozen=True)
+class DesignCheck:
+    """Simulated error rates of one design at overlap ``m`` with their Monte Carlo SE (docs/method.md §6).
+
+    ``fr``: good judge rejected; ``rater_fr``: the worst held-out human's share of lost
+    comparisons for the good judge (the margin recipe's per-rater promise); ``fa``: mirror
+    judge (accuracy ``p_j_bad``) passed; ``wrong = (fr + fa) / 2`` (the two judges equally
+    likely); ``inconclusive``: share of trials whose decision the normal approximation of
+    the bootstrap would flip with probability above 0.2 (margin rule, ``F = p_o``). A rate
+    that cannot be measured is NaN and ``reason`` says why. ``keeps_promise``: the promised
+    rate (``promised``: ``rater_fr`` under the margin rule, ``fr`` under the alt-test) is at
+    most ``promise`` plus 2 Monte Carlo SE.
+    """
+
+    design: str
+    m: int
+    trials: int
+    fr: float
+    fr_se: float
+    rater_fr: float
+    rater_fr_se: float
+    fa: float
+    fa_se: float
+    wrong: float
+    wrong_se: float
+    inconclusive: float
+    inconclusive_se: float
+    p_j_bad: float
+    promised: str
+    promise: float
+    keeps_promise: bool
+    reason: str
+
+
+def _share(flags: np.ndarray) -> tuple[float, float]:
+    """Share of True and its binomial Monte Carlo SE; NaN for no draws."""
+    if flags.size == 0:
+        return math.nan, math.nan
+    rate = float(flags.mean())
+    return rate, math.sqrt(rate * (1.0 - rate) / flags.size)
+
+
+def hypergeometric_split(counts: np.ndarray, take: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+    """Per row, how many of ``take`` items drawn without replacement come from each cell of
+    ``counts`` ``(T, C)`` (multivariate hypergeometric, drawn cell by cell)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    left = counts[:, ::-1].cumsum(axis=1)[:, ::-1]  # items in cells c, c+1, ...
+    drawn = np.zeros_like(counts)
+    wanted = np.broadcast_to(np.asarray(take, dtype=np.int64), counts.shape[:1]).copy()
+    for c in range(counts.shape[1] - 1):
+        drawn[:, c] = gen.hypergeometric(counts[:, c], left[:, c] - counts[:, c], wanted)
+        wanted -= drawn[:, c]
+    drawn[:, -1] = wanted
+    return drawn
+
+
+def true_prevalence(primary_shares: object, *, p_h: float) -> np.ndarray:
+    """True label shares whose symmetric-channel image at accuracy ``p_h`` is ``primary_shares``
+    (docs/method.md §6): ``pi = (s - q) / (p_h - q)``, ``q = (1 - p_h)/(L - 1)``, clipped at 0."""
+    shares = np.asarray(primary_shares, dtype=float)
+    if shares.ndim != 1 or shares.size < 2 or np.any(shares < 0) or shares.sum() <= 0:
+        raise ValueError("primary_shares must be at least two non-negative shares")
+    shares = shares / shares.sum()
+    q_h = (1.0 - p_h) / (shares.size - 1)
+    if p_h - q_h <= 0:
+        return np.full(shares.size, 1.0 / shares.size)
+    raw = np.clip((shares - q_h) / (p_h - q_h), 0.0, None)
+    return np.asarray(raw / raw.sum())
+
+
+class _Corpus:
+    """The materialised items of one check: per slot the primary's label (``-1``: empty) and
+    every rater's label, drawn when the slot is filled, and the untouched items per primary label."""
+
+    def __init__(
+        self, width: int, primary_counts: np.ndarray, posterior: np.ndarray, accuracies: np.ndarray,
+        gen: np.random.Generator,
+    ) -> None:
+        trials, n_labels = primary_counts.shape
+        self.prim = np.full((trials, width), -1, dtype=np.int64)
+        self.codes = np.zeros((1 + accuracies.size, trials, width), dtype=np.int8)
+        self.filled = np.zeros(trials, dtype=np.int64)
+        self.untouched = primary_counts.copy()
+        self.n_labels = n_labels
+        self._cdf = np.cumsum(posterior, axis=1)
+        self._accuracies = accuracies
+        self._gen = gen
+
+    def add(self, counts: np.ndarray) -> np.ndarray:
+        """Materialise ``counts[t, l]`` untouched items of primary label ``l``; their slots ``(T, W)``.
+
+        Each new item's truth is drawn given its primary label, every other rater's label from the
+        truth (the symmetric noise channel of ``accuracies``)."""
+        offset = np.arange(self.prim.shape[1])[None, :] - self.filled[:, None]
+        cumulative = np.cumsum(counts, axis=1)
+        label = (offset[..., None] >= cumulative[:, None, :]).sum(axis=-1)
+        new = (offset >= 0) & (offset < cumulative[:, -1:])
+        self.prim = np.where(new, label, self.prim)
+        self.filled += cumulative[:, -1]
+        self.untouched -= counts
+        prim = self.prim[new]
+        truth = np.minimum((self._gen.random(prim.size)[:, None] > self._cdf[prim]).sum(axis=1), self.n_labels - 1)
+        raters = self._accuracies.size
+        right = self._gen.random((raters, prim.size)) < self._accuracies[:, None]
+        shift = 1 + self._gen.integers(0, self.n_labels - 1, (raters, prim.size))
+        self.codes[:, new] = np.concatenate([prim[None], np.where(right, truth, (truth + shift) % self.n_labels)])
+        return np.asarray(new)
+
+
+def _random_step(corpus: _Corpus, n_items: int, m: int, gen: np.random.Generator) -> np.ndarray:
+    """One secondary's uniform ``m``-subset of the corpus (``uniform_masks``' law)."""
+    from_slots = gen.hypergeometric(corpus.filled, n_items - corpus.filled, m)
+    slot_stratum = (corpus.prim < 0).astype(np.int64)
+    quota = np.column_stack([from_slots, np.zeros_like(from_slots)])
+    mask = stratified_masks(slot_stratum, quota, gen.random(corpus.prim.shape))
+    return np.asarray(mask | corpus.add(hypergeometric_split(corpus.untouched, m - from_slots, gen)))
+
+
+def _disjoint_step(
+    corpus: _Corpus, quota: np.ndarray, coverage: np.ndarray, gen: np.random.Generator
+) -> np.ndarray:
+    """One secondary's stratified subset, least-covered items first (``disjoint``'s selection)."""
+    fresh = np.minimum(quota, corpus.untouched)
+    slot_stratum = np.where(corpus.prim < 0, corpus.n_labels, corpus.prim)
+    rest = np.column_stack([quota - fresh, np.zeros(quota.shape[0], dtype=np.int64)])
+    mask = stratified_masks(slot_stratum, rest, gen.random(corpus.prim.shape), coverage)
+    return np.asarray(mask | corpus.add(fresh))
+
+
+def _coverage_step(
+    corpus: _Corpus, humans: np.ndarray, assigned: np.ndarray, m: int, gen: np.random.Generator
+) -> np.ndarray:
+    """One secondary's Seq-Coverage subset: strata = modal label in hand x who has the item."""
+    observed = np.zeros(humans.shape, dtype=bool)
+    observed[0] = corpus.prim >= 0
+    observed[1 : 1 + assigned.shape[0]] = assigned
+    modal = batched_modal_strata(humans, observed, n_labels=corpus.n_labels)
+    codes, width = coverage_codes(modal, assigned, n_labels=corpus.n_labels)
+    n_strata = (corpus.n_labels + 1) * width
+    codes = np.where(corpus.prim < 0, n_strata, codes)
+    trials = codes.shape[0]
+    keys = (np.arange(trials)[:, None] * (n_strata + 1) + codes).ravel()
+    sizes = np.bincount(keys, minlength=trials * (n_strata + 1)).reshape(trials, n_strata + 1)[:, :n_strata]
+    sizes = sizes.reshape(trials, corpus.n_labels + 1, width)
+    sizes[:, : corpus.n_labels, 0] += corpus.untouched  # untouched: primary's label, nobody has them
+    quota = coverage_quota(sizes, m).reshape(trials, corpus.n_labels + 1, width)
+    fresh = quota[:, : corpus.n_labels, 0].copy()
+    quota[:, : corpus.n_labels, 0] = 0
+    slot_quota = np.column_stack([quota.reshape(trials, -1), np.zeros(trials, dtype=np.int64)])
+    mask = stratified_masks(codes, slot_quota, gen.random(codes.shape))
+    return np.asarray(mask | corpus.add(fresh))
+
+
+def overlap_sample(
+    design: str,
+    *,
+    n_items: int,
+    n_humans: int,
+    m: int,
+    primary_counts: np.ndarray,
+    posterior: np.ndarray,
+    accuracies: np.ndarray,
+    gen: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels ``(1 + R, T, W)`` and human masks ``(K, T, W)`` of the items a design puts in overlap.
+
+    ``primary_counts`` ``(T, L)``: items per primary label in each trial's corpus;
+    ``posterior[l]``: the truth's law given primary label ``l``; ``accuracies``: the other
+    raters (``K - 1`` secondaries, then judges), each reporting the truth with its accuracy,
+    else a uniformly chosen other label. Row 0 of the mask (the primary) marks the
+    materialised items, which are exactly those some secondary has.
+    """
+    trials = primary_counts.shape[0]
+    width = m if design == "strat" else min(n_items, (n_humans - 1) * m)
+    corpus = _Corpus(width, primary_counts, posterior, accuracies, gen)
+    member = np.zeros((n_humans - 1, trials, width), dtype=bool)
+    quota = proportional_allocation(primary_counts, m)
+    for k in range(n_humans - 1):
+        if design == "strat":
+            member[k] = corpus.add(quota) if k == 0 else member[0]
+        elif design == "random":
+            member[k] = _random_step(corpus, n_items, m, gen)
+        elif design == "disjoint":
+            member[k] = _disjoint_step(corpus, quota, member[:k].sum(axis=0), gen)
+        elif design == "seq-coverage":
+            member[k] = _coverage_step(corpus, corpus.codes[:n_humans], member[:k], m, gen)
+        else:
+            raise ValueError(f"design must be one of {', '.join(CHECK_DESIGNS)}; got {design!r}")
+    mask = np.concatenate([(corpus.prim >= 0)[None], member])
+    return corpus.codes, mask
+
+
+def _posterior(prevalence: np.ndarray, p_h: float) -> tuple[np.ndarray, np.ndarray]:
+    """Primary-label shares and ``P(truth | primary label)`` rows under the symmetric channel."""
+    n_labels = prevalence.size
+    channel = np.full((n_labels, n_labels), (1.0 - p_h) / (n_labels - 1))
+    np.fill_diagonal(channel, p_h)
+    joint = channel * prevalence[None, :]  # [primary label, truth]
+    shares = joint.sum(axis=1)
+    rows = np.divide(joint, shares[:, None], out=np.full(joint.shape, 1.0 / n_labels), where=shares[:, None] > 0)
+    return shares, rows
+
+
+def _population_gap(p_h: float, p_j: float, n_labels: int, rule: DecisionRule, pool_size: int) -> float:
+    """``mu + epsilon`` of a judge in population: ``mu_d`` (margin) or ``p_plus - p_minus`` (alt-test)."""
+    lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=pool_size)
+    mu = lattice.mu_d if rule.name == "margin" else advantage_moments(*lattice.advantage)[0]
+    return mu + rule.epsilon
+
+
+def mirror_accuracy(p_h: float, p_j: float, *, n_labels: int, rule: DecisionRule, pool_size: int = 1) -> float:
+    """Accuracy of the judge as far below ``-epsilon`` as ``p_j`` is above it; NaN if none in [0, p_j]."""
+    from scipy.optimize import brentq
+
+    target = -_population_gap(p_h, p_j, n_labels, rule, pool_size)
+
+    def excess(p: float) -> float:
+        return _population_gap(p_h, p, n_labels, rule, pool_size) - target
+
+    if target >= 0 or excess(0.0) > 0 or excess(p_j) < 0:
+        return math.nan
+    return float(brentq(excess, 0.0, p_j, xtol=1e-10))
+
+
+def _flip_probability(
+    d: np.ndarray, m_k: np.ndarray, sigma: np.ndarray, won: np.ndarray, used: np.ndarray, epsilon: float,
+    omega_threshold: float, passed: np.ndarray,
+) -> np.ndarray:
+    """Per trial and judge, the normal-approximation bootstrap probability of the opposite decision.
+
+    Each used rater's ``won`` flips with ``Phi(-|d_k + eps| sqrt(m_k) / sigma)``, independently;
+    the count of won raters is then a Poisson-binomial whose law a short recursion gives.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        flip = ndtr(-np.abs(d + epsilon) * np.sqrt(m_k) / sigma[None, :, None])
+    p_win = np.where(used, np.where(won, 1.0 - flip, flip), 0.0)
+    law = np.zeros((*p_win.shape[:2], p_win.shape[2] + 1))
+    law[..., 0] = 1.0
+    for k in range(p_win.shape[2]):
+        p = p_win[..., k : k + 1]
+        law = law * (1.0 - p) + np.concatenate([np.zeros(law[..., :1].shape), law[..., :-1]], axis=-1) * p
+    n_used = used.sum(axis=2)
+    wins = np.arange(law.shape[-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pass_if = wins[None, None, :] >= omega_threshold * n_used[..., None] - 1e-12
+    p_pass = np.where(n_used > 0, (law * pass_if).sum(axis=-1), 0.0)
+    return np.asarray(np.where(passed, 1.0 - p_pass, p_pass))
+
+
+def check_design(
+    design: str,
+    *,
+    n_items: int,
+    n_humans: int,
+    n_labels: int,
+    m: int,
+    p_h: float,
+    p_j: float,
+    prevalence: object = None,
+    coefficient: str = "po",
+    rule: str = "margin",
+    epsilon: float | None = None,
+    alpha_sig: float = 0.05,
+    omega_threshold: float = 0.5,
+    q: float = 0.05,
+    trials: int = 1000,
+    rng: Rng = None,
+) -> DesignCheck:
+    """FR, FA, wrong-decision and inconclusive rates of ``design`` at overlap ``m`` (docs/method.md §6).
+
+    ``prevalence``: true label shares (uniform by default; ``true_prevalence`` turns the
+    primary's label shares into them). Each trial draws the corpus's primary-label counts,
+    then the items the design puts in overlap (``overlap_sample``) with the labels of every
+    human, the good judge (``p_j``) and its mirror, and runs the §3 decision on them.
+    """
+    if design not in CHECK_DESIGNS:
+        raise ValueError(f"design must be one of {', '.join(CHECK_DESIGNS)}; got {design!r}")
+    for value, name in ((n_items, "n_items"), (n_humans, "n_humans"), (m, "m"), (trials, "trials")):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if n_humans < 2 or not 1 <= m <= n_items:
+        raise ValueError(f"need n_humans >= 2 and 1 <= m <= n_items, got K={n_humans}, m={m}, n={n_items}")
+    decision = decision_rule(rule, epsilon, 0.05, omega_threshold, q, [coefficient])
+    share = np.full(n_labels, 1.0 / n_labels) if prevalence is None else np.asarray(prevalence, dtype=float)
+    if share.shape != (n_labels,) or np.any(share < 0) or not np.isclose(share.sum(), 1.0):
+        raise ValueError(f"prevalence must be {n_labels} non-negative shares summing to 1")
+    pool_size = n_humans - 1 if design == "strat" else 1
+    promised = "rater_fr" if decision.name == "margin" else "fr"
+    promise = alpha_sig / 2
+    good_gap = _population_gap(p_h, p_j, n_labels, decision, pool_size)
+    if good_gap <= 0:
+        reason = "the prior's judge is not good in population (mu + epsilon <= 0): FR is undefined"
+        nan = math.nan
+        return DesignCheck(design, m, trials, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
+                           promised, promise, False, reason)
+    p_bad = mirror_accuracy(p_h, p_j, n_labels=n_labels, rule=decision, pool_size=pool_size)
+    gen = np.random.default_rng(rng)
+    primary_share, posterior = _posterior(share, p_h)
+    counts = gen.multinomial(n_items, primary_share, size=trials)
+    judges = [p_j] if math.isnan(p_bad) else [p_j, p_bad]
+    accuracies = np.array([p_h] * (n_humans - 1) + judges)
+    codes, mask = overlap_sample(
+        design, n_items=n_items, n_humans=n_humans, m=m, primary_counts=counts, posterior=posterior,
+        accuracies=accuracies, gen=gen,
+    )
+    ev = evaluate_decisions(
+        codes[:n_humans], codes[n_humans:], mask, coefficient=coefficient, n_labels=n_labels, rule=decision
+    )
+    fr, fr_se = _share(~ev.passed[:, 0])
+    per_rater = [_share(~ev.won[:, 0, k][ev.defined[:, 0, k]]) for k in range(n_humans)]
+    rater_fr, rater_fr_se = max(per_rater, key=lambda r: (-1.0 if math.isnan(r[0]) else r[0]))
+    reasons = []
+    if math.isnan(p_bad):
+        fa = fa_se = wrong = wrong_se = math.nan
+        reasons.append("no judge accuracy gives the mirror margin: FA and wrong-decision are undefined")
+    else:
+        fa, fa_se = _share(ev.passed[:, 1])
+        wrong, wrong_se = (fr + fa) / 2, math.hypot(fr_se, fa_se) / 2
+    if decision.name == "margin" and coefficient == "po":
+        sigma = np.sqrt([xi_lattice(p_h, p, n_labels=n_labels, pool_size=pool_size).variance for p in judges])
+        m_k = np.count_nonzero(mask & (mask.sum(axis=0) > 1), axis=2).T[:, None, :]
+        flip = _flip_probability(
+            ev.d, m_k, sigma, ev.won, ev.defined, decision.epsilon, omega_threshold, ev.passed
+        )
+        inconclusive, inconclusive_se = _share(flip > INCONCLUSIVE_LEVEL)
+    else:
+        inconclusive = inconclusive_se = math.nan
+        reasons.append("inconclusive is approximated for the margin rule on p_o only")
+    rate, rate_se = (rater_fr, rater_fr_se) if promised == "rater_fr" else (fr, fr_se)
+    keeps = bool(rate <= promise + 2 * rate_se)
+    return DesignCheck(
+        design, int(m), int(trials), fr, fr_se, rater_fr, rater_fr_se, fa, fa_se, wrong, wrong_se,
+        inconclusive, inconclusive_se, p_bad, promised, promise, keeps, "; ".join(reasons),
+    )
+
+
+def raised_m(
+    check_at: Callable[[int], Checked], m: int, *, n_items: int, keeps: Callable[[Checked], bool],
+    first: Checked | None = None,
+) -> tuple[Checked, int]:
+    """The check at ``m`` (``first`` when already simulated there) and, while it breaks the promise,
+    at ``m`` raised by 20% steps (at least one item, at most ``n_items``, up to 12 steps): the last
+    check and its ``m`` (docs/method.md §6, "The promise and raising m")."""
+    current, size = (first if first is not None else check_at(m)), m
+    for _ in range(MAX_RAISES):
+        if keeps(current) or size >= n_items:
+            break
+        size = min(n_items, max(size + 1, math.ceil(size * 1.2)))
+        current = check_at(size)
+    return current, size
+
+
+def raised_check(
+    design: str, *, m: int, n_items: int, rng: Rng = None, first: DesignCheck | None = None, **settings: object
+) -> DesignCheck:
+    """``check_design`` at ``m``, raised by ``raised_m`` while the promise fails (an undefined FR is
+    not raised: no overlap makes a judge that is not good pass)."""
+    gen = np.random.default_rng(rng)
+
+    def at(size: int) -> DesignCheck:
+        return check_design(design, m=size, n_items=n_items, rng=gen, **settings)  # type: ignore[arg-type]
+
+    usable = first if first is not None and first.m == m and first.design == design else None
+    check, _ = raised_m(
+        at, m, n_items=n_items, keeps=lambda c: c.keeps_promise or math.isnan(c.fr), first=usable
+    )
+    return check
+
+
+def simulated_choice(checks: dict[str, DesignCheck], *, preferred: str) -> tuple[str, str]:
+    """The design with the lowest simulated wrong-decision rate, and why (docs/method.md §5, "Choosing").
+
+    Designs within 2 Monte Carlo SE of the lowest rate tie; a tie goes to ``preferred`` (the
+    entropy rule's pick) when it is among them. Without any defined rate: ``preferred``.
+    """
+    defined = {d: c for d, c in checks.items() if not math.isnan(c.wrong)}
+    if not defined:
+        return preferred, "no design's wrong-decision rate could be simulated: the stratum-entropy rule decides"
+    best = min(defined.values(), key=lambda c: c.wrong)
+    tied = [
+        d for d, c in defined.items() if c.wrong - best.wrong <= 2 * math.hypot(c.wrong_se, best.wrong_se)
+    ]
+    pick = preferred if preferred in tied else best.design
+    rates = ", ".join(f"{d} {c.wrong:.3f}" for d, c in sorted(defined.items(), key=lambda x: x[1].wrong))
+    why = f"lowest simulated wrong-decision rate at m={best.m} ({rates})"
+    if len(tied) > 1:
+        why += f"; {', '.join(sorted(tied))} tie within 2 Monte Carlo SE, so " + (
+            f"the stratum-entropy rule's pick {preferred}" if pick == preferred else f"the lowest, {pick}"
+        )
+    return pick, why

@@ -1,0 +1,89 @@
+"""The plan's check block (docs/method.md §6): every candidate design simulated, the design chosen by
+the simulated wrong-decision rate, m raised when the recipe's promise fails, documented in OpenAPI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from planner.recipes import certify_recipe, xi_lattice
+from tests.service.test_plans import make_plan, post_labels, setup_project
+
+PRIOR = {"p_h": 0.85, "p_j": 0.9}
+RATES = ("fr", "rater_fr", "fa", "wrong", "inconclusive")
+
+
+def labelled_project(c: Any, n_items: int, positive: float, decision: dict | None = None) -> str:
+    body: dict[str, Any] = {"name": "checks", "labels": ["pass", "fail"]}
+    if decision:
+        body["decision"] = decision
+    pid = c.post("/projects", json=body).json()["id"]
+    for ext, kind in (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")):
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(n_items)]).status_code == 200
+    rng = np.random.default_rng(0)
+    truth = rng.random(n_items) < positive
+    for rater, accuracy in (("judge", 0.9), ("prim", 0.85)):
+        value = np.where(rng.random(n_items) < accuracy, truth, ~truth)
+        post_labels(c, pid, rater, {f"i{i}": "pass" if v else "fail" for i, v in enumerate(value)})
+    return pid
+
+
+def test_a_prior_plan_serves_the_check_of_every_candidate_design(client):
+    pid = labelled_project(client, 2000, 0.5)
+    plan = make_plan(client, pid, **PRIOR, seed=3)
+    check = plan["check"]
+    assert "check" not in plan["recipe"]
+    assert check["simulated"] is True and check["promised"] == "rater_fr" and check["promise"] == 0.025
+    lattice = xi_lattice(0.85, 0.9, n_labels=2)
+    design_free = certify_recipe(lattice.mu_d, lattice.variance, n_items=2000, n_humans=3, lattice=lattice).m
+    assert check["m_compared"] == design_free == 120
+    assert set(check["designs"]) == {"random", "strat", "disjoint", "seq-coverage"}
+    for name, row in check["designs"].items():
+        assert row["design"] == name and row["m"] == 120 and row["trials"] >= 1000
+        for rate in RATES:
+            assert 0 <= row[rate] <= 1 and 0 <= row[f"{rate}_se"] < 0.05
+        assert row["wrong"] == (row["fr"] + row["fa"]) / 2
+    assert check["plan"]["design"] == plan["design"] and check["plan"]["m"] == plan["m"]
+    assert check["plan"]["keeps_promise"] and check["raised_from"] is None
+    assert "wrong-decision" in plan["recipe"]["design_reason"]
+    lowest = min(row["wrong"] for row in check["designs"].values())
+    chosen = check["designs"][plan["design"]]
+    assert chosen["wrong"] - lowest <= 2 * np.hypot(chosen["wrong_se"], 0.01)
+    assert client.get(f"/projects/{pid}/plan").json()["check"] == check
+
+
+def test_m_is_raised_when_the_simulated_promise_fails(client):
+    # kappa under a .9/.1 skew, planned with the p_o prior: the recipe's m loses far more than 2.5% per rater
+    pid = labelled_project(client, 3000, 0.9, decision={"coefficient": "kappa"})
+    plan = make_plan(client, pid, **PRIOR, design="disjoint", seed=4)
+    check = plan["check"]
+    assert check["raised_from"] == plan["recipe"]["m"] and plan["m"] > check["raised_from"]
+    assert check["plan"]["m"] == plan["m"] and check["plan"]["keeps_promise"]
+    assert any("m raised to" in w for w in plan["recipe"]["warnings"])
+    fixed = make_plan(client, pid, **PRIOR, design="disjoint", m=plan["recipe"]["m"], seed=4)
+    assert fixed["m"] == plan["recipe"]["m"] and fixed["check"]["raised_from"] is None  # the request's m is kept
+    assert fixed["check"]["plan"]["keeps_promise"] is False
+
+
+def test_plans_that_are_not_simulated_say_why(client, project):
+    pid = project["id"]
+    rank = make_plan(client, pid, purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
+    assert rank["check"] == {**rank["check"], "simulated": False, "designs": {}}
+    assert "ranking" in rank["check"]["reason"]
+    pid = setup_project(client, 60)
+    post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 3 else "fail" for i in range(60)})
+    post_labels(client, pid, "judge", {f"i{i}": "pass" if i % 4 else "fail" for i in range(60)})
+    post_labels(client, pid, "h2", {f"i{i}": "pass" if i % 3 else "fail" for i in range(0, 60, 2)})
+    pilot = make_plan(client, pid, source="pilot", seed=1)
+    assert pilot["check"]["simulated"] is False and "pilot" in pilot["check"]["reason"]
+
+
+def test_the_check_block_is_documented_in_openapi(client):
+    spec = client.get("/openapi.json").json()
+    plan_read = spec["components"]["schemas"]["PlanRead"]["properties"]["check"]
+    assert "PlanCheckRead" in str(plan_read)
+    design = spec["components"]["schemas"]["DesignCheckRead"]["properties"]
+    assert {"fr", "fr_se", "fa", "fa_se", "wrong", "wrong_se", "inconclusive", "keeps_promise"} <= set(design)
+    assert spec["components"]["schemas"]["PlanCheckRead"]["properties"]["raised_from"]["description"]
