@@ -108,7 +108,10 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     """The validation decision (docs/method.md §3) of every judge on ``snapshot``, echoing its settings.
 
     ``settings`` holds ``criterion``, ``raters`` (external id -> kind), ``protocol``
-    (``labels`` in order), ``decision`` and ``seeds`` as in a certificate's predicate.
+    (``labels`` in order), ``decision`` and ``seeds`` as in a certificate's predicate; a
+    ``decision.estimator`` of ``"ppi"`` estimates the secondaries' margins prediction-powered
+    and ``weights.inclusion`` (item -> probability of entering the overlap, 1 where absent)
+    weights every estimate by its inverse (docs/method.md §9).
     Items are the snapshot's, in sorted order; CANNOT_ASSESS, INVALID and values outside
     the label set are missing (exclusion).
     """
@@ -125,6 +128,10 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
         codes[item_of[r["item"]], rater_of[r["rater"]]] = code_of.get(r["value"], -1)
     humans = [k for k, x in enumerate(raters) if kinds[x] in HUMAN_KINDS]
     judges = [k for k, x in enumerate(raters) if kinds[x] == "judge"]
+    primary = next((k for k, x in enumerate(raters) if kinds[x] == "primary"), None)
+    estimator = decision.get("estimator", "paired") if primary is not None else "paired"
+    inclusion_of = (settings.get("weights") or {}).get("inclusion") or {}
+    inclusion = np.array([inclusion_of.get(x, 1.0) for x in items], dtype=float) if inclusion_of else None
     verdicts = [
         _judge_result(
             validate_judge(
@@ -132,7 +139,7 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
                 coefficient=decision["coefficient"], epsilon=decision["epsilon"],
                 omega_threshold=decision["omega_threshold"], q=decision["q"],
                 inconclusive_level=decision["inconclusive_level"], n_resamples=seeds["n_resamples"],
-                rng=seeds["seed"],
+                rng=seeds["seed"], estimator=estimator, primary=primary, inclusion=inclusion,
             ),
             raters[j], [raters[k] for k in humans],
         )

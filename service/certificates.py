@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from planner.certificate import BIT_GENERATOR, certificate_statement, label_snapshot, sha256_hex
 from service.errors import Conflict, Invalid, NotFound, echo
-from service.models import Certificate, Item, LabelEvent, Project, Rater, new_public_id, utcnow
+from service.models import Certificate, Item, LabelEvent, Plan, Project, Rater, new_public_id, utcnow
 from service.outbox import emit
-from service.planning import current_plan
+from service.planning import current_plan, plan_inclusion
 from service.schemas import DecisionSettings
 from service.schemas.certificates import CertificateCreate
 
@@ -46,7 +46,7 @@ def certificate_settings(
         raise Conflict("a certificate needs at least two human raters (primary or human)", code="too_few_humans")
     decision = DecisionSettings(**project.decision)
     plan = current_plan(session, project.id)  # its seed may pass 2^53: a decimal string in canonical JSON
-    return {
+    settings: dict[str, Any] = {
         "project": {"id": project.id, "name": project.name},
         "label_seq": label_seq,
         "criterion": criterion,
@@ -61,6 +61,22 @@ def certificate_settings(
         "seeds": {"seed": body.seed, "bit_generator": BIT_GENERATOR,
                   "n_resamples": n_resamples if body.n_resamples is None else body.n_resamples},
     }
+    # As /reliability computes it (docs/method.md §9); absent when default, so earlier certificates still verify.
+    if decision.estimator != "paired":
+        settings["decision"]["estimator"] = decision.estimator
+    inclusion = panel_inclusion(session, plan)
+    if inclusion:
+        settings["weights"] = {"inclusion": inclusion}
+    return settings
+
+
+def panel_inclusion(session: Session, plan: Plan | None) -> dict[str, float] | None:
+    """External item id -> inclusion probability under a Neyman plan (what /reliability weights by)."""
+    by_item = plan_inclusion(session, plan)
+    if not by_item or plan is None:
+        return None
+    external = session.execute(select(Item.id, Item.external_id).where(Item.project_id == plan.project_id))
+    return {ext: by_item[int(iid)] for iid, ext in sorted(external, key=lambda row: row[1]) if int(iid) in by_item}
 
 
 def existing_certificate(session: Session, project_id: str, settings: dict[str, Any]) -> Certificate | None:

@@ -782,19 +782,24 @@ def _inclusion(plan: Plan, rater: Rater, n_items: int) -> Callable[[int], float 
     return lambda item: None
 
 
+def plan_inclusion(session: Session, plan: Plan | None) -> dict[int, float] | None:
+    """Item id -> probability of entering the overlap, for the items a Neyman plan gave the humans
+    (docs/method.md §9); None when the plan draws items with equal probability (no weights needed)."""
+    if plan is None or plan.design != "neyman":
+        return None
+    rows = session.execute(
+        select(Assignment.item_id, Assignment.inclusion_probability)
+        .join(Rater, Rater.id == Assignment.rater_id)
+        .where(Assignment.plan_id == plan.id, Rater.kind == "human", Assignment.inclusion_probability.is_not(None))
+    )
+    return {int(item): float(p) for item, p in rows}
+
+
 def inclusion_by_item(session: Session, plan: Plan | None, matrix: LabelMatrix) -> np.ndarray | None:
     """Per item (matrix order), its probability of entering the overlap under a Neyman plan, for
     inverse-probability weights (docs/method.md §9); items off the plan count as certain.
     None when the plan draws items with equal probability (no weights needed)."""
-    if plan is None or plan.design != "neyman":
+    by_item = plan_inclusion(session, plan)
+    if by_item is None:
         return None
-    probability = np.ones(matrix.item_ids.size)
-    position = {int(item): k for k, item in enumerate(matrix.item_ids)}
-    for item, p in session.execute(
-        select(Assignment.item_id, Assignment.inclusion_probability)
-        .join(Rater, Rater.id == Assignment.rater_id)
-        .where(Assignment.plan_id == plan.id, Rater.kind == "human", Assignment.inclusion_probability.is_not(None))
-    ):
-        if int(item) in position:
-            probability[position[int(item)]] = p
-    return probability
+    return np.array([by_item.get(int(item), 1.0) for item in matrix.item_ids])

@@ -4,6 +4,7 @@ by their inverse (docs/method.md §9)."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 
@@ -194,6 +195,11 @@ def test_reliability_with_the_ppi_estimator(client):
     for r, name in zip(v.raters, ("prim", "h2", "h3"), strict=True):
         assert served[name]["d"] == pytest.approx(r.d, abs=1e-9)
         assert served[name]["ci"] == pytest.approx(r.ci.as_list(), abs=1e-9) or name == "prim"
+    # The certificate re-derives the same PPI margins (its predicate names the estimator).
+    predicate = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()["predicate"]
+    assert predicate["decision"]["estimator"] == "ppi" and "weights" not in predicate
+    certified = {x["rater"]: x["d"] for x in predicate["result"]["judges"][0]["raters"]}
+    assert certified == pytest.approx({name: r["d"] for name, r in served.items()}, abs=1e-9)
 
 
 def test_neyman_over_label_cells(client):
@@ -215,3 +221,46 @@ def test_neyman_over_label_cells(client):
     assert summary["allocation"] == neyman_allocation(sizes, summary["stratum_sd"], 60).tolist()
     panel = [int(i[1:]) for i in full_list(client, pid, "h2")]
     assert np.bincount(cell[panel], minlength=5).tolist() == summary["allocation"]
+
+
+def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, engine):
+    """The certificate re-derives the decision /reliability serves: weighted by the Neyman panel's
+    inverse inclusion (its predicate carries them), and it verifies against the label export."""
+    pid = setup_project(client, N_ITEMS)
+    labels = corpus(7)
+    post_labels(client, pid, "prim", words(labels["prim"]))
+    post_labels(client, pid, "judge", words(labels["judge"]))
+    make_plan(client, pid, purpose="certify", design="neyman", seed=3, **PRIOR)
+    index = [int(i[1:]) for i in full_list(client, pid, "h2")]
+    assert [int(i[1:]) for i in full_list(client, pid, "h3")] == index
+    for rater in ("h2", "h3"):
+        post_labels(client, pid, rater, words(labels[rater], index))
+    r = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50})
+    assert r.status_code == 201, r.text
+    statement = r.json()
+    predicate = statement["predicate"]
+    with engine.connect() as conn:
+        stored = dict(conn.execute(
+            select(Item.external_id, Assignment.inclusion_probability)
+            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
+            .where(Rater.project_id == pid, Rater.external_id == "h2")
+        ).all())
+    assert predicate["weights"]["inclusion"] == pytest.approx(stored)
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    certified = {x["rater"]: x["d"] for x in predicate["result"]["judges"][0]["raters"]}
+    assert certified == pytest.approx({x["rater"]: x["d"] for x in doc["raters"]}, abs=1e-9)
+    codes = np.full((N_ITEMS, 4), -1)
+    codes[:, 0], codes[:, 3] = labels["prim"], labels["judge"]
+    for column, rater in ((1, "h2"), (2, "h3")):
+        codes[index, column] = labels[rater][index]
+    plain = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=10)
+    names = ("prim", "h2", "h3")
+    assert any(not math.isclose(certified[name], r.d) for name, r in zip(names, plain.raters, strict=True))
+    rows = [json.loads(line) for line in client.get(
+        f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}).text.splitlines()]
+    ok = client.post("/certificates/verify", json={"certificate": statement, "labels": rows}).json()
+    assert ok["match"] is True, ok
+    edited = json.loads(json.dumps(statement))
+    first = next(iter(edited["predicate"]["weights"]["inclusion"]))
+    edited["predicate"]["weights"]["inclusion"][first] = 1.0
+    assert client.post("/certificates/verify", json={"certificate": edited, "labels": rows}).json()["match"] is False
