@@ -82,7 +82,7 @@ def main() -> None:
                 print(
                     f"n={n_items:>7,}  POST /plan p50 {p50 * 1e3:7.0f} ms  max {max(plans) * 1e3:7.0f} ms  "
                     f"/healthz p50 {floor * 1e3:5.1f} ms  ratio {p50 / floor:6.0f}x  "
-                    f"(design {plan['design']}, m {plan['m']}, raised_from {plan['check']['raised_from']})"
+                    f"(design {plan['design']}, m {plan['m']}, raised_from {(plan.get('check') or {}).get('raised_from')})"
                 )
 
 

@@ -124,7 +124,7 @@ class _Corpus:
         gen: np.random.Generator,
     ) -> None:
         trials, n_labels = primary_counts.shape
-        self.prim = np.full((trials, width), -1, dtype=np.int64)
+        self.prim = np.full((trials, width), -1, dtype=np.int8)
         self.codes = np.zeros((1 + accuracies.size, trials, width), dtype=np.int8)
         self.filled = np.zeros(trials, dtype=np.int64)
         self.untouched = primary_counts.copy()
@@ -140,17 +140,24 @@ class _Corpus:
         truth (the symmetric noise channel of ``accuracies``)."""
         offset = np.arange(self.prim.shape[1])[None, :] - self.filled[:, None]
         cumulative = np.cumsum(counts, axis=1)
-        label = (offset[..., None] >= cumulative[:, None, :]).sum(axis=-1)
         new = (offset >= 0) & (offset < cumulative[:, -1:])
+        label = np.zeros(offset.shape, dtype=np.int8)
+        for bound in cumulative.T[:-1]:
+            label += offset >= bound[:, None]
         self.prim = np.where(new, label, self.prim)
         self.filled += cumulative[:, -1]
         self.untouched -= counts
         prim = self.prim[new]
-        truth = np.minimum((self._gen.random(prim.size)[:, None] > self._cdf[prim]).sum(axis=1), self.n_labels - 1)
+        u = self._gen.random(prim.size)
+        truth = np.zeros(prim.size, dtype=np.int8)
+        for column in self._cdf.T[:-1]:
+            truth += u > column[prim]
         raters = self._accuracies.size
-        right = self._gen.random((raters, prim.size)) < self._accuracies[:, None]
-        shift = 1 + self._gen.integers(0, self.n_labels - 1, (raters, prim.size))
-        self.codes[:, new] = np.concatenate([prim[None], np.where(right, truth, (truth + shift) % self.n_labels)])
+        wrong = self._gen.random((raters, prim.size)) >= self._accuracies[:, None]
+        shift = 1 if self.n_labels == 2 else 1 + self._gen.integers(0, self.n_labels - 1, (raters, prim.size))
+        others = np.where(wrong, (truth + shift) % self.n_labels, truth)
+        self.codes[0][new] = prim
+        self.codes[1:, new] = others
         return np.asarray(new)
 
 
