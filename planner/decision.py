@@ -33,6 +33,7 @@ from planner.rules import (
     pool_score,
     rater_stats,
 )
+from planner.significance import weighted_alt_test_p_values
 
 _MAX_FEATURE_CELLS = 50_000_000  # per-pattern sums held at once (400 MB of float64)
 ESTIMATORS = ("paired", "ppi")
@@ -170,7 +171,8 @@ def _replicated_stats(
 
     With ``inclusion`` (an item's probability of entering the overlap), every per-item
     sum is weighted by ``1/inclusion`` rescaled to mean 1 over the overlap items
-    (Hajek, docs/method.md §9); ``m`` stays the plain item count.
+    (Hajek, docs/method.md §9); ``m`` stays the plain item count, and the alt-test's t statistic
+    takes the linearised variance of the weighted mean (``weighted_alt_test_p_values``).
     """
     classes, tag = (None, None) if inclusion is None else np.unique(inclusion, return_inverse=True)
     rows, counts = overlap_rows(codes, judges, humans, tag=tag)
@@ -184,9 +186,14 @@ def _replicated_stats(
     if classes is not None:
         weight, rows = 1.0 / classes[rows[:, -1]], rows[:, :-1]
     features = item_features(rows, len(judges), n_labels, rule, coefficient)
+    alt_weighted = classes is not None and rule == "alt-test"
     if classes is not None:
         weight = weight * max(counts.sum(), 1) / max(counts @ weight, 1e-300)
-        features = np.hstack([features * weight[:, None], features[:, :k]])
+        columns = [features * weight[:, None]]
+        if alt_weighted:  # second moments of the weighted t statistic: w^2 (x, |x|) and w^2
+            square = (weight**2)[:, None]
+            columns += [features[:, 2 * k + len(judges) * k :] * square, features[:, :k] * square]
+        features = np.hstack([*columns, features[:, :k]])
     if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
         features, counts = distinct_features(features, counts)
     point = counts @ features
@@ -196,7 +203,19 @@ def _replicated_stats(
     def decoded(sums: np.ndarray) -> RaterStats:
         if classes is None:
             return rater_stats(sums, *shape)
-        return rater_stats(sums[:, :-k], *shape)._replace(m=sums[:, -k:])
+        st = rater_stats(sums[:, :width], *shape)._replace(m=sums[:, -k:])
+        if not alt_weighted:
+            return st
+        b, jk = sums.shape[0], len(judges) * k
+        first = sums[:, 2 * k + jk : width].reshape(b, 2, len(judges), k)
+        second = sums[:, width : width + 2 * jk].reshape(b, 2, len(judges), k)
+        total = np.broadcast_to(sums[:, None, :k], first[:, 0].shape)
+        total2 = np.broadcast_to(sums[:, None, width + 2 * jk : width + 2 * jk + k], first[:, 0].shape)
+        n = np.broadcast_to(st.m[:, None, :], first[:, 0].shape)
+        p = weighted_alt_test_p_values(
+            (first[:, 0], total), (second[:, 0], second[:, 1], total2), n, epsilon
+        )
+        return st._replace(p_value=p)
 
     return decoded(point[None, :]), decoded(replicates)
 

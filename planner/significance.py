@@ -34,6 +34,33 @@ def alt_test_p_values(
     return np.asarray(np.where(m >= 2, p, np.nan), dtype=float)
 
 
+def weighted_alt_test_p_values(
+    sums: tuple[np.ndarray, np.ndarray],
+    square_sums: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n: np.ndarray,
+    epsilon: float,
+) -> np.ndarray:
+    """The alt-test's p-values when item ``i`` carries the weight ``w_i`` (docs/method.md §9).
+
+    ``sums`` = ``(sum w x, sum w)`` and ``square_sums`` = ``(sum w^2 x,
+    sum w^2 |x|, sum w^2)`` for ``x = W_h - W_f`` in ``{-1, 0, 1}`` over the ``n`` items of
+    ``O_k``. Hajek mean ``x_w = sum w x / sum w``, linearised variance
+    ``n/(n - 1) sum w^2 (x - x_w)^2 / (sum w)^2``, ``t = (x_w - epsilon)/SE`` on ``n - 1`` df;
+    equal weights give ``alt_test_p_values``. Zero variance and ``n < 2`` as there.
+    """
+    from scipy import stats  # deferred, as in alt_test_p_values
+
+    (diff, total), (diff2, absd2, total2) = sums, square_sums
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = diff / total
+        spread = absd2 - 2.0 * mean * diff2 + mean * mean * total2  # sum w^2 (x - x_w)^2, as x^2 = |x|
+        flat = spread <= 1e-12 * np.maximum(total2, 1e-300)
+        t = (mean - epsilon) / np.sqrt(n / (n - 1.0) * spread / (total * total))
+        p = stats.t.cdf(t, np.maximum(n - 1.0, 1.0))
+    p = np.where(flat, np.where(mean < epsilon, 0.0, 1.0), p)
+    return np.asarray(np.where(n >= 2, p, np.nan), dtype=float)
+
+
 def by_rejections(p: np.ndarray, tested: np.ndarray, q: float) -> np.ndarray:
     """Benjamini–Yekutieli step-up over the tested p-values of the last axis (docs/method.md §3).
 

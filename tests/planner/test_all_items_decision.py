@@ -114,6 +114,43 @@ def test_weighted_d_is_the_hajek_mean_by_hand():
     assert v.raters[1].m == 5
 
 
+def test_weighted_alt_test_t_statistic_by_hand():
+    """The alt-test under weights: the Hajek mean of x = W_h - W_f and its linearised variance
+    n/(n-1) sum w^2 (x - x_w)^2 / (sum w)^2 (docs/method.md §9), computed here with scipy's t."""
+    from scipy import stats
+
+    rng = np.random.default_rng(8)
+    n = 120
+    codes = corpus(rng, n, 0.8, 0.8, n_secondaries=1)  # primary, one secondary, the judge
+    prob = rng.choice([0.2, 0.5, 1.0], n)
+    v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, rule="alt-test", epsilon=0.05,
+                       inclusion=prob, n_resamples=10, rng=0)
+    w = 1 / prob
+    for k in (0, 1):  # each human's pool is the other one
+        other = codes[:, 1 - k]
+        x = (codes[:, k] == other).astype(float) - (codes[:, 2] == other)
+        mean = np.sum(w * x) / np.sum(w)
+        se = np.sqrt(n / (n - 1) * np.sum(w**2 * (x - mean) ** 2)) / np.sum(w)
+        expected = stats.t.cdf((mean - 0.05) / se, n - 1)
+        assert 1e-4 < expected < 0.9999  # a p-value the test can get wrong
+        assert v.raters[k].p_value == pytest.approx(expected, rel=1e-9)
+        naive = stats.t.cdf((mean - 0.05) / (np.std(x, ddof=1) / np.sqrt(n)), n - 1)
+        assert not v.raters[k].p_value == pytest.approx(naive, rel=1e-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.05, 1.0))
+def test_equal_weights_leave_the_alt_test_unchanged(seed, share):
+    rng = np.random.default_rng(seed)
+    codes = corpus(rng, 80, 0.8, 0.85, n_secondaries=2)
+    call = {"judge": 3, "humans": [0, 1, 2], "n_labels": 2, "rule": "alt-test", "n_resamples": 20, "rng": 1}
+    plain, equal = validate_judge(codes, **call), validate_judge(codes, **call, inclusion=np.full(80, share))
+    for x, y in zip(plain.raters, equal.raters, strict=True):
+        assert np.allclose([x.p_value, x.rho_f, x.rho_h], [y.p_value, y.rho_f, y.rho_h], rtol=1e-9, equal_nan=True)
+        assert x.won == y.won
+    assert plain.decision == equal.decision
+
+
 # --------------------------------------------------------------------------- promises
 
 
