@@ -26,6 +26,7 @@ from planner.ppi import PPIGaps, ppi_gap_features, ppi_gaps
 from planner.resampling import bootstrap_sums, distinct_features, distinct_rows
 from planner.rules import (
     RaterStats,
+    checked_inclusion,
     checked_inputs,
     judge_score,
     judge_wins,
@@ -254,17 +255,6 @@ def _with_ppi(st: RaterStats, gaps: PPIGaps, columns: np.ndarray) -> RaterStats:
     return st._replace(diff=diff, m=m)
 
 
-def _inclusion_iv(inclusion: object, n_items: int) -> np.ndarray | None:
-    if inclusion is None:
-        return None
-    prob = np.asarray(inclusion, dtype=float)
-    if prob.shape != (n_items,):
-        raise ValueError(f"inclusion must have shape ({n_items},), got {prob.shape}")
-    if not np.all((prob > 0.0) & (prob <= 1.0)):
-        raise ValueError("inclusion must hold probabilities in (0, 1], one per item")
-    return prob
-
-
 def _skip_reason(m: int, min_items: int, used: bool, rule: str) -> str:
     if used:
         return ""
@@ -380,7 +370,7 @@ def validate_judge(
         raise ValueError("estimator='ppi' estimates d_k for p_o under rule='margin'")
     if estimator == "ppi" and primary not in humans:
         raise ValueError(f"estimator='ppi' needs primary, one of humans, got {primary!r}")
-    prob = _inclusion_iv(inclusion, codes.shape[0])
+    prob = checked_inclusion(inclusion, codes.shape[0])
     rng = np.random.default_rng(rng)
     order = np.argsort(humans)  # canonical column order: results do not depend on it
     point, reps = _replicated_stats(

@@ -57,6 +57,18 @@ class CheckedInputs(NamedTuple):
     min_items: int
 
 
+def checked_inclusion(inclusion: object, n_items: int) -> np.ndarray | None:
+    """Each item's probability of entering the overlap, checked (docs/method.md §9); None stays None."""
+    if inclusion is None:
+        return None
+    prob = np.asarray(inclusion, dtype=float)
+    if prob.shape != (n_items,):
+        raise ValueError(f"inclusion must have shape ({n_items},), one probability per item, got {prob.shape}")
+    if not np.all((prob > 0.0) & (prob <= 1.0)):
+        raise ValueError("inclusion must hold probabilities in (0, 1], one per item (no NaN)")
+    return prob
+
+
 def pool_average(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """``S_F(x; H_k)``: coefficient over pool members weighted by common items (docs/method.md §3)."""
     usable = np.isfinite(values) & (sizes > 0)

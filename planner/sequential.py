@@ -20,7 +20,7 @@ from scipy.special import log_ndtr
 
 from planner.codes import MISSING, check_codes
 from planner.intervals import ConfidenceInterval
-from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, TOLERANCE, passes
+from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, TOLERANCE, checked_inclusion, passes
 from planner.significance import alt_test_p_values, by_rejections
 
 MULTIPLICITY = ("e-bh", "bonferroni")
@@ -423,13 +423,9 @@ def _monitor_iv(
 
 def _monitor_weights(inclusion: object, n_items: int) -> np.ndarray | None:
     """Per item ``min(pi) / pi_i`` in ``(0, 1]``, or None without ``inclusion`` (docs/method.md §9)."""
-    if inclusion is None:
+    prob = checked_inclusion(inclusion, n_items)
+    if prob is None:
         return None
-    prob = np.asarray(inclusion, dtype=float)
-    if prob.shape != (n_items,):
-        raise ValueError(f"inclusion must have shape ({n_items},), one probability per item, got {prob.shape}")
-    if not np.all((prob > 0.0) & (prob <= 1.0)):
-        raise ValueError("inclusion must hold probabilities in (0, 1], one per item (no NaN)")
     weights: np.ndarray = prob.min() / prob
     return weights
 

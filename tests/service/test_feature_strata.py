@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from planner.decision import validate_judge
 from planner.neyman import neyman_allocation
 from service.db import make_engine
-from service.models import Assignment, Item, Rater
 from service.schemas.documents import ReliabilityDocument
+from tests.service.test_neyman_plans import stored_inclusion
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels
 
 N_ITEMS = 300
@@ -121,12 +121,7 @@ def test_neyman_by_feature_end_to_end(client, engine):
     panel = [int(i[1:]) for i in full_list(client, pid, "h2")]
     assert [int(i[1:]) for i in full_list(client, pid, "h3")] == panel
     assert [int((DOMAINS[panel] == d).sum()) for d in order] == allocation
-    with engine.connect() as conn:
-        stored = dict(conn.execute(
-            select(Item.external_id, Assignment.inclusion_probability)
-            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
-            .where(Rater.project_id == pid, Rater.external_id == "h2")
-        ).all())
+    stored = stored_inclusion(engine, pid, "h2")
     share = {d: a / s for d, a, s in zip(order, allocation, sizes, strict=True)}
     prob = np.array([share[d] for d in DOMAINS])
     assert [stored[f"i{i}"] for i in panel] == pytest.approx(prob[panel].tolist())

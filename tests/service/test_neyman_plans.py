@@ -46,6 +46,16 @@ def words(codes: np.ndarray, items: list[int] | None = None) -> dict[str, str]:
     return {f"i{i}": ("pass", "fail")[int(codes[i])] for i in index}
 
 
+def stored_inclusion(engine: Engine, pid: str, rater: str) -> dict[str, float]:
+    """Item external id -> the inclusion probability stored on the rater's assignments."""
+    with engine.connect() as conn:
+        return dict(conn.execute(
+            select(Item.external_id, Assignment.inclusion_probability)
+            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
+            .where(Rater.project_id == pid, Rater.external_id == rater)
+        ).all())
+
+
 def test_plan_reports_m_for_every_estimator_and_the_labels_saved(client, project):
     plan = make_plan(client, project["id"], purpose="certify", design="random", **PRIOR)
     by = plan["recipe"]["by_estimator"]
@@ -103,12 +113,7 @@ def test_neyman_panel_weights_and_reliability(client, engine):
     assert full_list(client, pid, "h3") == panel
     index = [int(i[1:]) for i in panel]
     assert np.bincount(agree[index], minlength=2).tolist() == expected[:2]
-    with engine.connect() as conn:
-        stored = dict(conn.execute(
-            select(Item.external_id, Assignment.inclusion_probability)
-            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
-            .where(Rater.project_id == pid, Rater.external_id == "h2")
-        ).all())
+    stored = stored_inclusion(engine, pid, "h2")
     prob = np.where(agree, expected[1] / sizes[1], expected[0] / sizes[0])
     assert [stored[f"i{i}"] for i in index] == pytest.approx(prob[index].tolist())
 
@@ -239,12 +244,7 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
     assert r.status_code == 201, r.text
     statement = r.json()
     predicate = statement["predicate"]
-    with engine.connect() as conn:
-        stored = dict(conn.execute(
-            select(Item.external_id, Assignment.inclusion_probability)
-            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
-            .where(Rater.project_id == pid, Rater.external_id == "h2")
-        ).all())
+    stored = stored_inclusion(engine, pid, "h2")
     assert predicate["weights"]["inclusion"] == pytest.approx(stored)
     doc = client.get(f"/projects/{pid}/reliability").json()
     certified = {x["rater"]: x["d"] for x in predicate["result"]["judges"][0]["raters"]}
