@@ -1,9 +1,15 @@
-"""Heavy computations that stop when their client leaves, and never hold a web worker's GIL.
+"""Heavy computations in child processes, so no request holds a web worker's GIL for long.
 
-:func:`run_while_connected` runs a pure function in a child process (forked from a
-``forkserver`` that has the planner imported, so a start costs milliseconds) and waits for it
-without blocking the event loop. When the client disconnects, or the app shuts down, the
-child is killed: its work stops at once instead of running on for nobody.
+Two ways in, one mechanism (a child forked from a ``forkserver`` that has the planner and the
+service's computing modules imported, so a start costs milliseconds):
+
+- :func:`off_worker` for the pure computation of a synchronous route (plan creation, fresh
+  reliability documents, reports): load the arrays with the session in the request, call
+  ``off_worker(cells, compute, arrays...)``, persist the result in the request. Below
+  :data:`OFF_WORKER_CELLS` the computation runs in place (small projects stay fast); from it on,
+  the request thread waits on a pipe without the GIL while a child computes.
+- :func:`run_while_connected` for an async route whose client may leave (``/agreement``): the
+  child is killed when the client disconnects, so its work stops at once.
 """
 
 from __future__ import annotations
@@ -13,15 +19,21 @@ import multiprocessing
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 T = TypeVar("T")
 POLL_SECONDS = 0.1
+OFF_WORKER_CELLS = 50_000
+"""Label-matrix cells (items x raters) from which :func:`off_worker` computes in a child process."""
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["numpy", "scipy.stats", "planner.agreement"])
+_CONTEXT.set_forkserver_preload(
+    ["numpy", "scipy.optimize", "scipy.stats", "planner", "service.planning", "service.reliability",
+     "service.reporting"]
+)
 
 
 class ClientGone(Exception):
@@ -37,18 +49,56 @@ def _call(out: Connection, fn: Callable[..., Any], args: tuple, kwargs: dict[str
         out.close()
 
 
-async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)`` in a child process; :class:`ClientGone` if the client leaves first."""
+def _started(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[BaseProcess, Connection]:
+    """A child computing ``fn(*args, **kwargs)`` and the end of the pipe its outcome arrives on."""
     receiver, sender = _CONTEXT.Pipe(duplex=False)
     child = _CONTEXT.Process(target=_call, args=(sender, fn, args, kwargs), daemon=True)
-    await asyncio.to_thread(child.start)
+    child.start()
     sender.close()
+    return child, receiver
+
+
+def _outcome(ok: bool, value: Any) -> Any:
+    """The child's result, or its exception raised here (the child's traceback as its cause)."""
+    if not ok:
+        exc, where = value
+        raise exc from RuntimeError(where)
+    return value
+
+
+def _ended_without_result(child: BaseProcess) -> RuntimeError:
+    return RuntimeError(f"the computation's process ended without a result (exit code {child.exitcode})")
+
+
+def off_worker(cells: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``: in place below :data:`OFF_WORKER_CELLS` ``cells``, else in a child process.
+
+    ``fn`` must be a pure function of picklable arguments (numpy arrays, dataclasses, pydantic
+    models; no session), importable in the child. Its exceptions are raised here.
+    """
+    if cells < OFF_WORKER_CELLS:
+        return fn(*args, **kwargs)
+    child, receiver = _started(fn, args, kwargs)
+    try:
+        ok, value = receiver.recv()  # blocks in the OS, not holding the GIL
+    except EOFError:
+        child.join()
+        raise _ended_without_result(child) from None
+    finally:
+        receiver.close()
+    child.join()
+    return _outcome(ok, value)
+
+
+async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a child process; :class:`ClientGone` if the client leaves first."""
+    child, receiver = await asyncio.to_thread(_started, fn, args, kwargs)
     try:
         while not receiver.poll():
             if await request.is_disconnected():
                 raise ClientGone
             if not child.is_alive() and not receiver.poll():
-                raise RuntimeError(f"the computation's process ended without a result (exit code {child.exitcode})")
+                raise _ended_without_result(child)
             await asyncio.sleep(POLL_SECONDS)
         ok, value = receiver.recv()
     finally:
@@ -56,7 +106,4 @@ async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any
         if child.is_alive():
             child.kill()
         await asyncio.to_thread(child.join)
-    if not ok:
-        exc, where = value
-        raise exc from RuntimeError(where)
-    return value
+    return _outcome(ok, value)

@@ -37,6 +37,7 @@ from planner.recipes import (
     rank_recipe,
     xi_lattice,
 )
+from service.cancellable import off_worker
 from service.errors import Conflict, Invalid
 from service.feature_strata import feature_name, feature_strata, feature_stratum_sds
 from service.matrix import LabelMatrix, load_matrix
@@ -352,14 +353,20 @@ def _m_by_estimator(
 
 
 def _neyman_panel(
-    session: Session, body: PlanCreate, moments: dict[str, Any], matrix: LabelMatrix, m: int, seed: int
+    body: PlanCreate,
+    moments: dict[str, Any],
+    matrix: LabelMatrix,
+    m: int,
+    seed: int,
+    features: tuple[np.ndarray, list[str]] | None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """The Neyman panel over the request's strata, its inclusion probabilities and a summary."""
     agree = judge_agreement(matrix)
     feature = feature_name(body.strata)
     extra: dict[str, Any] = {}
     if feature is not None:
-        strata, names = feature_strata(session, matrix, feature)
+        assert features is not None  # read by the request (feature_strata)
+        strata, names = features
         sds, source = feature_stratum_sds(body, matrix, strata, agree)
         extra = {"feature": feature, "sd_source": source}
     elif agree is None or not (agree >= 0).any():
@@ -562,23 +569,76 @@ def _plan_check(
     return block, final.m, notes
 
 
+@dataclass(frozen=True)
+class PlanDraft:
+    """What a plan computes from the labels in hand, before it is stored."""
+
+    design: str
+    m: int | None
+    document: dict[str, Any]
+    panel: list[int]
+    panel_inclusion: list[float]
+
+
 def create_plan(
     session: Session, project: Project, body: PlanCreate, *, n_resamples: int
 ) -> tuple[Plan, dict[str, Any]]:
     """Compute and store the plan in force; lists of existing secondaries are drawn now (non-sequential designs).
 
     Plans of one project are made one at a time (project row lock), so concurrent plans and
-    the batch requests that extend lists cannot assign an item twice.
+    the batch requests that extend lists cannot assign an item twice. The computation runs off
+    the web worker for a large project (``service.cancellable.off_worker``).
     """
     lock_project(session, project.id)
     decision = DecisionSettings(**project.decision)
     matrix = load_matrix(session, project, project.criteria[0])
-    n_items = matrix.raw.shape[0]
-    if n_items == 0:
+    if matrix.raw.shape[0] == 0:
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
+    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
+    feature = feature_name(body.strata)
+    features = None if feature is None else feature_strata(session, matrix, feature)
+    draft = off_worker(
+        matrix.raw.size, plan_draft, body, decision, matrix, seed, features, n_resamples=n_resamples
+    )
+    design, m, document = draft.design, draft.m, draft.document
+    panel, panel_inclusion = draft.panel, draft.panel_inclusion
+    plan = Plan(
+        id=new_public_id("plan"),
+        project_id=project.id,
+        purpose=body.purpose,
+        source=body.source,
+        design=design,
+        seed=seed,
+        m=m,
+        recipe=document,
+        label_seq=project.label_seq,
+        params={**body.model_dump(), "panel": panel, "panel_inclusion": panel_inclusion},
+    )
+    session.add(plan)
+    session.flush()
+    if m is not None and design not in SEQUENTIAL:
+        for rater in session.scalars(select(Rater).where(Rater.project_id == project.id, Rater.kind == "human")):
+            ensure_assignments(session, plan, rater, matrix)
+    return plan, document
+
+
+
+def plan_draft(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    matrix: LabelMatrix,
+    seed: int,
+    features: tuple[np.ndarray, list[str]] | None,
+    *,
+    n_resamples: int,
+) -> PlanDraft:
+    """The plan's recipe, design, document and panel from the labels in hand (docs/method.md §4–5); pure.
+
+    ``features`` are the strata of the feature the request stratifies on, if any (``feature_strata``).
+    """
+    n_items = matrix.raw.shape[0]
     humans = matrix.columns("primary", "human")
     n_humans = body.n_raters or max(len(humans), 2)
-    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
     candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed)
     design, entropy, why, warnings = _design(body, matrix, candidates.checks)
     pool_size = design_pool_size(design, n_humans)
@@ -652,27 +712,9 @@ def create_plan(
         share = np.bincount(strata[index], minlength=strata.max() + 1) / np.bincount(strata)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), share[strata[index]].tolist()
     elif m is not None and design == "neyman":
-        index, probability, document["neyman"] = _neyman_panel(session, body, moments, matrix, m, seed)
+        index, probability, document["neyman"] = _neyman_panel(body, moments, matrix, m, seed, features)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), probability.tolist()
-    plan = Plan(
-        id=new_public_id("plan"),
-        project_id=project.id,
-        purpose=body.purpose,
-        source=body.source,
-        design=design,
-        seed=seed,
-        m=m,
-        recipe=document,
-        label_seq=project.label_seq,
-        params={**body.model_dump(), "panel": panel, "panel_inclusion": panel_inclusion},
-    )
-    session.add(plan)
-    session.flush()
-    if m is not None and design not in SEQUENTIAL:
-        for rater in session.scalars(select(Rater).where(Rater.project_id == project.id, Rater.kind == "human")):
-            ensure_assignments(session, plan, rater, matrix)
-    return plan, document
-
+    return PlanDraft(design, m, document, panel, panel_inclusion)
 
 def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix) -> np.ndarray:
     """Item ids of ``rater``'s list under ``plan``, in labeling order."""

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
+from service.cancellable import off_worker
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Plan, Project, Rater
 from service.monitoring import arrival_ranks, monitored_decision
@@ -128,6 +129,30 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
     }
 
 
+def judge_validation(
+    matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings, **options: Any
+) -> dict[str, Any]:
+    """The fixed-sample validation of ``judge`` as the document shows it (docs/method.md §3); pure."""
+    v = validate_judge(
+        matrix.codes,
+        judge=judge,
+        humans=humans,
+        n_labels=matrix.n_labels,
+        rule=decision.rule,
+        coefficient=decision.coefficient,
+        epsilon=decision.resolved_epsilon(),
+        omega_threshold=decision.omega_threshold,
+        q=decision.q,
+        inconclusive_level=decision.inconclusive_level,
+        **options,
+    )
+    return _validation(v, matrix, judge)
+
+
+def coefficients(human_codes: np.ndarray, **options: Any) -> dict[str, Any]:
+    """The human raters' agreement coefficients with intervals (docs/method.md §2); pure."""
+    return {k: e.as_dict() for k, e in summary_table(human_codes, **options).items()}
+
 def _recipe_now(
     matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings, m_now: int, n_resamples: int
 ) -> dict[str, Any]:
@@ -185,26 +210,22 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     doc["estimator"] = estimator
     validations = []
     order = arrival_ranks(session, project, matrix) if judges and len(humans) >= 2 else None
+    cells = matrix.raw.size  # from OFF_WORKER_CELLS on, the statistics run off the web worker
     for j in judges:
         if order is not None:
-            v = validate_judge(
-                matrix.codes,
-                judge=j,
-                humans=humans,
-                n_labels=matrix.n_labels,
-                rule=decision.rule,
-                coefficient=decision.coefficient,
-                epsilon=decision.resolved_epsilon(),
-                omega_threshold=decision.omega_threshold,
-                q=decision.q,
-                inconclusive_level=decision.inconclusive_level,
+            fixed = off_worker(
+                cells,
+                judge_validation,
+                matrix,
+                j,
+                humans,
+                decision,
                 n_resamples=n_resamples,
                 rng=seed,
                 inclusion=inclusion,
                 estimator=estimator,
                 primary=primary[0] if primary else None,
             )
-            fixed = _validation(v, matrix, j)
             validations.append(
                 fixed
                 | monitored_decision(matrix, order, j, humans, decision, fixed, plan, inclusion=inclusion)
@@ -229,17 +250,17 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
         )
     human_codes = matrix.codes[:, humans] if humans else np.empty((matrix.raw.shape[0], 0), dtype=np.int64)
     if len(humans) >= 2:
-        table = summary_table(
-            human_codes, n_labels=matrix.n_labels, scale=project.scale, n_resamples=n_resamples, rng=seed
+        doc["coefficients"] = off_worker(
+            cells, coefficients, human_codes, n_labels=matrix.n_labels, scale=project.scale,
+            n_resamples=n_resamples, rng=seed,
         )
-        doc["coefficients"] = {k: e.as_dict() for k, e in table.items()}
     else:
         doc["coefficients"] = {}
     doc["coefficients_population"] = "human raters (primary and secondaries): the human ceiling"
     doc["plan"] = plan_progress(session, project, plan)
     m_now = min((r["m"] for r in doc["raters"]), default=0)
     doc["recipe_now"] = (
-        _recipe_now(matrix, judges[0], humans, decision, m_now, min(n_resamples, 200))
+        off_worker(cells, _recipe_now, matrix, judges[0], humans, decision, m_now, min(n_resamples, 200))
         if judges and len(humans) >= 2
         else {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
     )
@@ -267,6 +288,14 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
             "flip_share": None,
             "reason": "ranking needs at least one judge and two human raters",
         }
+    return {**base, **off_worker(matrix.raw.size, judge_ranking, matrix, judges, humans, decision,
+                                 n_resamples=n_resamples, rng=project.label_seq)}
+
+
+def judge_ranking(
+    matrix: LabelMatrix, judges: list[int], humans: list[int], decision: DecisionSettings, **options: Any
+) -> dict[str, Any]:
+    """The judges' ranking block of the document (docs/method.md §3); pure."""
     r = rank_judges(
         matrix.codes,
         judges=judges,
@@ -276,12 +305,10 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
         coefficient=decision.coefficient,
         epsilon=decision.resolved_epsilon(),
         q=decision.q,
-        n_resamples=n_resamples,
-        rng=project.label_seq,
+        **options,
     )
     name = {k: matrix.raters[k].external_id for k in judges}
     return {
-        **base,
         "judges": [
             {
                 "judge": name[s.judge],

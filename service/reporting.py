@@ -4,7 +4,7 @@ comes from ``planner.protocol``; this module only pairs verdicts and assembles t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -14,6 +14,7 @@ from planner.bounds import allocation_bounds
 from planner.codes import CANNOT_ASSESS, INVALID
 from planner.protocol import Protocol, Summary, summarize
 from planner.verdicts import VerdictTable
+from service.cancellable import off_worker
 from service.errors import Invalid, echo
 from service.matrix import LabelMatrix, load_matrix
 from service.models import Project
@@ -264,12 +265,13 @@ def _summaries(
     matrices: list[LabelMatrix],
     judge: int,
     human: int,
-    project: Project,
+    labels: list[str],
     options: ReportOptions,
     keep: np.ndarray | None = None,
 ) -> dict[str, Summary]:
-    """Per criterion: the summary of the judge against the human on the items both labelled."""
-    categories = np.array([*project.labels, CANNOT_ASSESS, INVALID])
+    """Per criterion: the summary of the judge against the human on the items both labelled
+    (``options.positive`` resolved)."""
+    categories = np.array([*labels, CANNOT_ASSESS, INVALID])
     out = {}
     for matrix in matrices:
         both = (matrix.raw[:, judge] >= 0) & (matrix.raw[:, human] >= 0)
@@ -278,8 +280,8 @@ def _summaries(
         out[matrix.criterion] = summarize(
             categories[matrix.raw[both, human]],
             categories[matrix.raw[both, judge]],
-            labels=project.labels,
-            positive=_positive(project, options),
+            labels=labels,
+            positive=options.positive,
             handling=options.handling,
             recode_to=options.recode_to,
             costs=options.costs,
@@ -401,28 +403,48 @@ def _checklist(judges: list[JudgeReport], criteria: list[str], declared: Protoco
 
 
 def build_report(session: Session, project: Project, options: ReportOptions) -> Report:
-    """The report of every judge against the primary human under ``options`` (docs/method.md §7)."""
+    """The report of every judge against the primary human under ``options`` (docs/method.md §7).
+
+    The labels are read here; the statistics run off the web worker for a large project
+    (``service.cancellable.off_worker``).
+    """
     criteria = _criteria_iv(project, options)
     declared = declared_protocol(project, criteria, options)
     matrices = [load_matrix(session, project, c) for c in criteria]
-    raters = matrices[0].raters
     primary = matrices[0].columns("primary")
-    judges = matrices[0].columns("judge")
     notes = []
     if not primary:
         notes.append("no primary human rater: add a rater of kind 'primary' to compare judges against")
-    if not judges:
+    if not matrices[0].columns("judge"):
         notes.append("no judge rater: add a rater of kind 'judge'")
     if len(project.labels) != 2:
         notes.append("phi and F1 refer to the positive label versus the rest; sharp bounds need binary labels")
+    resolved = replace(options, positive=_positive(project, options))
+    cells = sum(matrix.raw.size for matrix in matrices)
+    reports = off_worker(cells, judge_reports, matrices, list(project.labels), resolved) if primary else []
+    return Report(
+        project=project.id,
+        project_name=project.name,
+        label_seq=project.label_seq,
+        protocol=declared,
+        criteria=criteria,
+        judges=reports,
+        checklist=_checklist(reports, criteria, declared),
+        notes=notes,
+    )
+
+
+def judge_reports(matrices: list[LabelMatrix], labels: list[str], options: ReportOptions) -> list[JudgeReport]:
+    """Each judge against the primary human (``options.positive`` resolved), per criterion and aggregated; pure."""
+    raters = matrices[0].raters
+    human = matrices[0].columns("primary")[0]
     population = PAIRED_ALL if options.aggregation == "item" else PAIRED
     reports = []
-    for judge in judges if primary else []:
-        human = primary[0]
-        per_criterion = _summaries(matrices, judge, human, project, options)
+    for judge in matrices[0].columns("judge"):
+        per_criterion = _summaries(matrices, judge, human, labels, options)
         if options.aggregation == "item":
             common = _common_items(matrices, judge, human)
-            result = _aggregate(_summaries(matrices, judge, human, project, options, keep=common), options)
+            result = _aggregate(_summaries(matrices, judge, human, labels, options, keep=common), options)
         else:
             result = _aggregate(per_criterion, options)
         reports.append(
@@ -438,13 +460,4 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
                 aggregate=_aggregate_out(result, population),
             )
         )
-    return Report(
-        project=project.id,
-        project_name=project.name,
-        label_seq=project.label_seq,
-        protocol=declared,
-        criteria=criteria,
-        judges=reports,
-        checklist=_checklist(reports, criteria, declared),
-        notes=notes,
-    )
+    return reports
