@@ -397,8 +397,10 @@ class PlanCreate(Strict):
             )
         if self.strata == "labels" and self.source != "prior":
             raise ValueError("strata 'labels' take each cell's spread from the prior: use source 'prior'")
-        if "strata" in self.model_fields_set and self.design not in ("neyman", "auto"):
-            raise ValueError(f"strata choose the neyman design's strata; design {self.design!r} has none")
+        if "strata" in self.model_fields_set and self.design != "neyman":
+            raise ValueError(
+                f"strata choose the neyman design's strata; design {self.design!r} has none (use design 'neyman')"
+            )
         return self
 
 

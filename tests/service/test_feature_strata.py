@@ -81,8 +81,9 @@ def test_feature_strata_that_cannot_stratify_are_422_and_nothing_is_planned(clie
         assert r.status_code == 422, (strata, r.text)
         assert message in r.json()["detail"] + str(r.json().get("fields")), (strata, r.text)
         assert len(r.text) < 2000
-    r = client.post(f"/projects/{pid}/plan", json={"design": "strat", "strata": "feature:domain", **PRIOR})
-    assert r.status_code == 422 and "design 'strat' has none" in r.text, r.text
+    for design in ("strat", "auto"):
+        r = client.post(f"/projects/{pid}/plan", json={"design": design, "strata": "feature:domain", **PRIOR})
+        assert r.status_code == 422 and f"design '{design}' has none" in r.text, r.text
     assert client.get(f"/projects/{pid}/plan").status_code == 404
     # true and 1 are two strata of 150 items each
     plan = make_plan(client, pid, design="neyman", strata="feature:flag", m=40, seed=1, **PRIOR)
