@@ -25,9 +25,19 @@ def run_migrations() -> None:
 
 
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
-    context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
-    with context.begin_transaction():
-        context.run_migrations()
+    # SQLite's batch ALTER copies a table and drops the old one; with foreign keys on, that drop
+    # cascades (a dropped raters table deletes every label). Off while migrating (outside a
+    # transaction, where SQLite honours it), on again afterwards.
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:
+        connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
+    try:
+        context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    finally:
+        if sqlite:
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
 
 
 run_migrations()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import Exists, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Exists, Table, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role
@@ -16,11 +17,13 @@ from service.models import (
     Item,
     Project,
     Rater,
+    RaterProgress,
     new_public_id,
     utcnow,
 )
 from service.planning import current_plan, ensure_assignments
 from service.schemas import BatchCreate, BatchRead, BatchStatus
+from service.sql import db_value, insert_many
 
 
 def _labeled() -> Exists:
@@ -55,24 +58,26 @@ def issue_batch(
     if body.size > max_size:
         raise Invalid(f"size must be at most {max_size}", code="batch_too_large")
     rater = batch_rater(session, project, principal, body.rater)
-    session.execute(select(Rater.id).where(Rater.id == rater.id).with_for_update(key_share=True))
+    cursor = session.scalar(
+        select(Rater.issued_through).where(Rater.id == rater.id).with_for_update(key_share=True)
+    )
     plan = current_plan(session, project.id)
     if plan is None:
         raise Conflict("this project has no plan yet: POST /projects/{pid}/plan first", code="no_plan")
-    ensure_assignments(session, plan, rater)
     now = utcnow()
-    open_items = select(Assignment).where(Assignment.rater_id == rater.id, ~_labeled())
-    remaining = session.scalar(select(func.count()).select_from(open_items.subquery())) or 0
-    free = or_(Assignment.lease_expires_at.is_(None), Assignment.lease_expires_at < now)
-    chosen = session.execute(
-        select(Assignment.id, Item.external_id)
-        .join(Item, Item.id == Assignment.item_id)
-        .where(Assignment.rater_id == rater.id, ~_labeled(), free)
-        .order_by(Assignment.position)
-        .limit(body.size)
-        .with_for_update(of=Assignment, skip_locked=True)
-    ).all()
-    if not chosen:
+    fresh: list[tuple[int, str, int]] = []
+    if rater.kind == "primary":
+        labeled = session.scalar(select(RaterProgress.labeled_items).where(RaterProgress.rater_id == rater.id))
+        remaining = project.item_count - (labeled or 0)
+        chosen = _returned_items(session, rater, body.size, now) if remaining else []
+        if remaining and len(chosen) < body.size:
+            fresh, cursor = _corpus_items(session, project, rater, body.size - len(chosen), cursor or 0)
+    else:
+        ensure_assignments(session, plan, rater)
+        open_items = select(Assignment).where(Assignment.rater_id == rater.id, ~_labeled())
+        remaining = session.scalar(select(func.count()).select_from(open_items.subquery())) or 0
+        chosen = _listed_items(session, rater, body.size, now)
+    if not chosen and not fresh:
         return BatchRead(
             id=None,
             rater=rater.external_id,
@@ -88,16 +93,26 @@ def issue_batch(
         rater_id=rater.id,
         plan_id=plan.id,
         design=plan.design,
-        items=[ext for _, ext in chosen],
+        items=[ext for _, ext in chosen] + [ext for _, ext, _ in fresh],
         expires_at=now + timedelta(seconds=lease_seconds),
     )
     session.add(batch)
     session.flush()
     session.execute(
         update(Assignment)
-        .where(Assignment.id.in_([aid for aid, _ in chosen]))
+        .where(Assignment.rater_id == rater.id, Assignment.item_id.in_([item for item, _ in chosen]))
         .values(batch_id=batch.id, lease_expires_at=batch.expires_at)
     )
+    if fresh:
+        stamp = db_value(session, Assignment.__table__.c.lease_expires_at, batch.expires_at)
+        insert_many(
+            session,
+            cast(Table, Assignment.__table__),
+            ("project_id", "rater_id", "item_id", "plan_id", "position", "inclusion_probability", "batch_id",
+             "lease_expires_at"),
+            [(project.id, rater.id, item, plan.id, position, 1.0, batch.id, stamp) for item, _, position in fresh],
+        )
+        session.execute(update(Rater).where(Rater.id == rater.id).values(issued_through=cursor))
     return BatchRead(
         id=batch.id,
         rater=rater.external_id,
@@ -107,6 +122,70 @@ def issue_batch(
         done=False,
         remaining=remaining,
     )
+
+
+def _free(now: datetime) -> ColumnElement[bool]:
+    """True for an assignment no live batch holds."""
+    return or_(Assignment.lease_expires_at.is_(None), Assignment.lease_expires_at < now)
+
+
+def _listed_items(session: Session, rater: Rater, size: int, now: datetime) -> list[tuple[int, str]]:
+    """(item id, external id) of the first ``size`` free, unlabeled items of a secondary's list, locked."""
+    return [
+        (item, ext)
+        for item, ext in session.execute(
+            select(Assignment.item_id, Item.external_id)
+            .join(Item, Item.id == Assignment.item_id)
+            .where(Assignment.rater_id == rater.id, ~_labeled(), _free(now))
+            .order_by(Assignment.position)
+            .limit(size)
+            .with_for_update(of=Assignment, skip_locked=True)
+        )
+    ]
+
+
+def _returned_items(session: Session, rater: Rater, size: int, now: datetime) -> list[tuple[int, str]]:
+    """The primary's issued items that came back (lease expired or released, still unlabeled), locked.
+
+    Its rows for items it has labeled since are dropped first, so the rows stay as few as the
+    items out for labeling.
+    """
+    session.execute(delete(Assignment).where(Assignment.rater_id == rater.id, _labeled()))
+    return _listed_items(session, rater, size, now)
+
+
+def _corpus_items(
+    session: Session, project: Project, rater: Rater, size: int, cursor: int
+) -> tuple[list[tuple[int, str, int]], int]:
+    """The primary's next ``size`` items after ``cursor`` in corpus (item id) order that it has not
+    labeled and holds no row for, as (item id, external id, position), and the cursor after them.
+
+    Items are read in windows by primary key, so a request costs the items it passes, and the
+    cursor moves past labeled ones for good (a retraction moves it back, see label_store).
+    """
+    busy = or_(
+        exists().where(CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == rater.id),
+        exists().where(Assignment.item_id == Item.id, Assignment.rater_id == rater.id),
+    )
+    taken: list[tuple[int, str, int]] = []
+    window = max(4 * size, 1_000)
+    while len(taken) < size:
+        rows = session.execute(
+            select(Item.id, Item.external_id, Item.position, busy)
+            .where(Item.project_id == project.id, Item.id > cursor)
+            .order_by(Item.id)
+            .limit(window)
+        ).all()
+        for item, ext, position, skip in rows:
+            cursor = item
+            if not skip:
+                taken.append((item, ext, position))
+                if len(taken) == size:
+                    break
+        if len(rows) < window:
+            break
+        window = min(2 * window, 50_000)
+    return taken, cursor
 
 
 def visible_batch(session: Session, project: Project, principal: Principal, bid: str) -> Batch:

@@ -6,15 +6,16 @@ the cell's current label (its ``current_labels`` row goes) and keeps the history
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
-from sqlalchemy import delete, select, text, tuple_
+from sqlalchemy import delete, select, text, tuple_, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role
 from service.errors import Forbidden, Invalid, echo
 from service.item_store import ids_by_external
-from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, utcnow
+from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, utcnow
 from service.project_rows import lock_project, reserve
 from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted
 from service.sql import chunks, db_value, insert_many
@@ -104,6 +105,8 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
         first_seq = reserve(session, project.id, "label_seq", len(fresh))
         last_seq = first_seq + len(fresh) - 1
         _append(session, project.id, fresh, first_seq, utcnow())
+        labeled = {(i, r) for i, r, _ in current}
+        _count_labeled_items(session, Counter(r for _, r in {(i, r) for (i, r, _), _, _ in fresh} - labeled))
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 
@@ -156,7 +159,12 @@ def _append(
     )
 
 
-Cell = tuple[int, int, str]  # (item id, rater id, criterion)
+def _count_labeled_items(session: Session, change: Counter[int]) -> None:
+    """Add ``change`` (rater id -> items gained, negative: lost) to the raters' labeled-item counts."""
+    rows = [(rater, n) for rater, n in sorted(change.items()) if n]
+    if rows:
+        insert_many(session, RaterProgress.__table__, ("rater_id", "labeled_items"), rows,
+                    on_conflict=("rater_id",), accumulate=True)
 
 
 def retract_labels(session: Session, project: Project, cells: list[Cell]) -> LabelsRetracted:
@@ -195,4 +203,32 @@ def retract_labels(session: Session, project: Project, cells: list[Cell]) -> Lab
                 tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
             )
         )
+    _forget_items(session, project, sorted({(i, r) for i, r, _ in labeled}))
     return LabelsRetracted(retracted=len(labeled), label_seq=first_seq + len(labeled) - 1)
+
+
+def _forget_items(session: Session, project: Project, pairs: list[tuple[int, int]]) -> None:
+    """After a retraction: the (item, rater) pairs left with no current label leave the raters'
+    counts, and the primary's cursor steps back to the first such item so it is issued again."""
+    still: set[tuple[int, int]] = set()
+    if len(project.criteria) > 1:
+        for part in chunks(pairs, 1_000):
+            still.update(
+                session.execute(
+                    select(CurrentLabel.item_id, CurrentLabel.rater_id).where(
+                        CurrentLabel.project_id == project.id,
+                        tuple_(CurrentLabel.item_id, CurrentLabel.rater_id).in_(list(part)),
+                    )
+                ).tuples()
+            )
+    lost = [(i, r) for i, r in pairs if (i, r) not in still]
+    _count_labeled_items(session, Counter({r: -n for r, n in Counter(r for _, r in lost).items()}))
+    by_rater: dict[int, int] = {}
+    for i, r in lost:
+        by_rater[r] = min(i, by_rater.get(r, i))
+    for rater, first in by_rater.items():
+        session.execute(
+            update(Rater)
+            .where(Rater.id == rater, Rater.kind == "primary", Rater.issued_through >= first)
+            .values(issued_through=first - 1)
+        )

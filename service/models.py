@@ -131,6 +131,19 @@ class Rater(Base):
     name: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     external_key: Mapped[str | None] = mapped_column(Text, default=_external_key)
+    # The primary's cursor over the corpus: every item with an id up to this one has been labeled
+    # by it or is on its assignment rows (null: no batch yet). Other raters' lists are materialised.
+    issued_through: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class RaterProgress(Base):
+    """How many items a rater has a current label for (any criterion), kept in step by label writes,
+    so a batch request knows what is left without counting a million labels."""
+
+    __tablename__ = "rater_progress"
+
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True)
+    labeled_items: Mapped[int] = mapped_column(BigInteger)
 
 
 class LabelEvent(Base):
@@ -222,7 +235,11 @@ class Plan(Base):
 
 
 class Assignment(Base):
-    """One item on one rater's planned list, in order; held by at most one live batch."""
+    """One item on one rater's planned list, in order; held by at most one live batch.
+
+    A secondary's rows are its whole list. The primary's list is the corpus, read through its
+    cursor (``Rater.issued_through``): its rows are only the items issued and not yet seen labeled.
+    """
 
     __tablename__ = "assignments"
     __table_args__ = (

@@ -719,8 +719,6 @@ def plan_draft(
 def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix) -> np.ndarray:
     """Item ids of ``rater``'s list under ``plan``, in labeling order."""
     n_items = matrix.raw.shape[0]
-    if rater.kind == "primary":
-        return matrix.item_ids
     m = min(plan.m or 0, n_items)
     if m == 0:
         return matrix.item_ids[:0]
@@ -776,16 +774,16 @@ def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndar
 
 
 def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix | None = None) -> None:
-    """Give ``rater`` its list under ``plan``: items already assigned stay; new ones are appended.
+    """Give a secondary ``rater`` its list of ``plan.m`` items: items already assigned stay; new ones are appended.
 
-    The primary's list is the whole corpus; a secondary's holds ``plan.m`` items. A list
-    already that long is left alone, so this is cheap on every batch request.
+    A list already that long is left alone, so this is cheap on every batch request. The primary
+    has no list: its batches read the corpus through a cursor (service/assignment.py).
     """
     if rater.kind == "judge":
         raise Invalid("judges label every item themselves; they get no batches")
     project = session.get(Project, plan.project_id)
     assert project is not None
-    target = project.item_count if rater.kind == "primary" else min(plan.m or 0, project.item_count)
+    target = min(plan.m or 0, project.item_count)
     held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
     if held >= target:
         return
@@ -802,7 +800,7 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     planned = [int(i) for i in _planned_items(session, plan, rater, matrix) if int(i) not in existing]
     planned = planned[: max(0, target - len(existing))]
     start = max(existing.values(), default=-1) + 1
-    probability = _inclusion(plan, rater, project.item_count)
+    probability = _inclusion(plan, project.item_count)
     insert_many(
         session,
         Assignment.__table__,
@@ -811,10 +809,8 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     )
 
 
-def _inclusion(plan: Plan, rater: Rater, n_items: int) -> Callable[[int], float | None]:
-    """Item id -> the probability that the design put it on ``rater``'s list (None: not a probability sample)."""
-    if rater.kind == "primary":
-        return lambda item: 1.0
+def _inclusion(plan: Plan, n_items: int) -> Callable[[int], float | None]:
+    """Item id -> the probability that the design put it on a secondary's list (None: not a probability sample)."""
     if plan.design in PANELS:
         by_item = dict(zip(plan.params["panel"], plan.params.get("panel_inclusion") or [], strict=False))
         return by_item.get

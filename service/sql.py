@@ -39,12 +39,13 @@ def insert_many(
     rows: list[tuple[Any, ...]],
     *,
     on_conflict: Sequence[str] = (),
+    accumulate: bool = False,
 ) -> None:
     """Bulk ``INSERT`` with no per-row ORM work: SQLite's executemany, PostgreSQL's ``unnest`` arrays.
 
     With ``on_conflict`` (the key columns) an existing row gets the other columns' new values
-    (``ON CONFLICT ... DO UPDATE``: the same syntax on SQLite and PostgreSQL). Values must be
-    driver-ready (see :func:`db_value`).
+    (``ON CONFLICT ... DO UPDATE``: the same syntax on SQLite and PostgreSQL), or with ``accumulate``
+    the new values added to the old. Values must be driver-ready (see :func:`db_value`).
     """
     if not rows:
         return
@@ -52,7 +53,10 @@ def insert_many(
     names = ", ".join(columns)
     conflict = ""
     if on_conflict:
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in on_conflict)
+        def new(c: str) -> str:
+            return f"{table.name}.{c} + excluded.{c}" if accumulate else f"excluded.{c}"
+
+        updates = ", ".join(f"{c} = {new(c)}" for c in columns if c not in on_conflict)
         conflict = f" ON CONFLICT ({', '.join(on_conflict)}) DO UPDATE SET {updates}"
     if conn.dialect.name == "postgresql":
         # One statement per chunk with a column array per column: no per-row round trips.

@@ -129,7 +129,8 @@ def parallel_batches_never_issue_an_item_twice_and_lose_none(server: LiveServer)
 
         stop = threading.Event()
         jobs = [("h2", keys["h2"], by_rater["h2"]), ("h2", keys["h2"], []), ("h3", keys["pm"], by_rater["h3"]),
-                ("h3", keys["pm"], []), ("prim", keys["pm"], by_rater["prim"])]
+                ("h3", keys["pm"], []), ("prim", keys["pm"], by_rater["prim"]),
+                ("prim", keys["pm"], [])]  # two drainers on the primary's cursor too
         with ThreadPoolExecutor(len(jobs)) as pool:
             futures = [pool.submit(drain, server, pid, key, rater, held, stop) for rater, key, held in jobs]
             try:

@@ -230,3 +230,41 @@ def test_downgrade_with_data_and_upgrade_to_an_empty_working_database(fresh_url,
         assert c.get("/healthz").json() == {"status": "ok", "database": "ok"}
         assert c.get("/projects").json() == {"items": [], "next_cursor": None}
         assert c.post("/projects", json={"name": "again", "labels": ["a", "b"]}).status_code == 201
+
+
+def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, engine):
+    """0007 on data: the primary's materialised list becomes its cursor (rows kept, as issued items),
+    labeled items are counted per rater across criteria; the downgrade drops both and keeps the rows."""
+    from sqlalchemy import text
+
+    from service.models import Assignment, CurrentLabel, Item, Plan
+
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0006_id_keys")
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [{"id": "p1", "name": "one", "labels": ["a", "b"], "scale": "nominal",
+                                        "criteria": ["x", "y"], "allow_abstain": False, "decision": {},
+                                        "target": {}, "label_seq": 3, "item_count": 3}])
+        conn.execute(insert(Rater), [{"id": 1, "project_id": "p1", "external_id": "prim", "kind": "primary"},
+                                     {"id": 2, "project_id": "p1", "external_id": "h2", "kind": "human"}])
+        conn.execute(insert(Item), [{"id": k, "project_id": "p1", "external_id": f"i{k}", "position": k - 1,
+                                     "features": {}} for k in (1, 2, 3)])
+        conn.execute(insert(Plan), [{"id": "plan1", "project_id": "p1", "purpose": "certify", "source": "prior",
+                                     "design": "strat", "seed": 1, "params": {}, "recipe": {}, "label_seq": 0}])
+        conn.execute(insert(Assignment), [{"project_id": "p1", "rater_id": 1, "item_id": k, "plan_id": "plan1",
+                                           "position": k - 1} for k in (1, 2)])
+        conn.execute(insert(CurrentLabel), [{"item_id": i, "rater_id": r, "criterion": c, "project_id": "p1",
+                                             "value": "a", "seq": s}
+                                            for s, (i, r, c) in enumerate([(1, 1, "x"), (1, 1, "y"), (2, 2, "x")])])
+    command.upgrade(cfg, "0007_primary_cursor")
+    with engine.connect() as conn:
+        cursors = conn.execute(text("SELECT external_id, issued_through FROM raters ORDER BY id")).all()
+        counts = conn.execute(text("SELECT rater_id, labeled_items FROM rater_progress ORDER BY rater_id")).all()
+    assert [tuple(r) for r in cursors] == [("prim", 2), ("h2", None)]
+    assert [tuple(r) for r in counts] == [(1, 1), (2, 1)]
+    command.downgrade(cfg, "0006_id_keys")
+    with engine.connect() as conn:
+        assert "issued_through" not in {c["name"] for c in inspect(conn).get_columns("raters")}
+        assert "rater_progress" not in inspect(conn).get_table_names()
+        assert conn.scalar(text("SELECT count(*) FROM assignments")) == 2
+    command.upgrade(cfg, "head")
