@@ -168,7 +168,7 @@ def _corpus_items(
         exists().where(Assignment.item_id == Item.id, Assignment.rater_id == rater.id),
     )
     taken: list[tuple[int, str, int]] = []
-    window = max(4 * size, 1_000)
+    window = 2 * size + 10
     while len(taken) < size:
         rows = session.execute(
             select(Item.id, Item.external_id, Item.position, busy)

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select, text, tuple_, update
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role
 from service.errors import Forbidden, Invalid, echo
-from service.item_store import ids_by_external
+from service.item_store import few_of, ids_by_external
 from service.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, utcnow
 from service.project_rows import lock_project, reserve
 from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted
-from service.sql import chunks, db_value, insert_many
+from service.sql import CHUNK, chunks, db_value, driver_rows, in_values, insert_many
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
@@ -124,14 +125,19 @@ def _check_batches(session: Session, project: Project, cells: Cells) -> None:
 
 
 def _current_values(session: Session, project_id: str, cells: Cells) -> dict[Cell, str]:
-    rater_ids = sorted({r for _, r, _ in cells})
+    """The current labels of the cells' raters on the cells' items (every criterion)."""
+    raters, rater_ids = in_values(session, "rater_id", sorted({r for _, r, _ in cells}))
     item_ids = sorted({i for i, _, _ in cells})
-    stmt = select(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion, CurrentLabel.value).where(
-        CurrentLabel.project_id == project_id, CurrentLabel.rater_id.in_(rater_ids)
-    )
-    if len(item_ids) <= 5_000:
-        stmt = stmt.where(CurrentLabel.item_id.in_(item_ids))
-    return {(i, r, c): v for i, r, c, v in session.execute(stmt)}
+    sql = f"SELECT item_id, rater_id, criterion, value FROM current_labels WHERE {raters}"
+    if len(item_ids) <= CHUNK or few_of(session, project_id, len(item_ids)):
+        # by primary key (the items are the project's; naming the project would lead SQLite to scan it)
+        items, values = in_values(session, "item_id", item_ids)
+        params: tuple[Any, ...] = (rater_ids, values)
+        sql = f"{sql} AND {items}"
+    else:
+        params = (rater_ids, project_id)
+        sql = f"{sql} AND project_id = ?"
+    return {(i, r, c): v for i, r, c, v in driver_rows(session, sql, params)}
 
 
 def _append(

@@ -98,6 +98,7 @@ class Item(Base):
     __table_args__ = (
         UniqueConstraint("project_id", "external_id"),
         UniqueConstraint("project_id", "external_key"),
+        Index("ix_items_project_id_id", "project_id", "id"),  # the primary's cursor walks a project by id
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

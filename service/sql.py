@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
+import orjson
 from sqlalchemy import ColumnElement, Table
 from sqlalchemy.orm import Session
 
@@ -41,7 +42,8 @@ def insert_many(
     on_conflict: Sequence[str] = (),
     accumulate: bool = False,
 ) -> None:
-    """Bulk ``INSERT`` with no per-row ORM work: SQLite's executemany, PostgreSQL's ``unnest`` arrays.
+    """Bulk ``INSERT`` with no per-row ORM work: SQLite's executemany; PostgreSQL's ``COPY``, or with
+    ``on_conflict`` one ``INSERT ... SELECT FROM unnest`` of column arrays per 50,000 rows.
 
     With ``on_conflict`` (the key columns) an existing row gets the other columns' new values
     (``ON CONFLICT ... DO UPDATE``: the same syntax on SQLite and PostgreSQL), or with ``accumulate``
@@ -58,6 +60,14 @@ def insert_many(
 
         updates = ", ".join(f"{c} = {new(c)}" for c in columns if c not in on_conflict)
         conflict = f" ON CONFLICT ({', '.join(on_conflict)}) DO UPDATE SET {updates}"
+    if conn.dialect.name == "postgresql" and not on_conflict:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        with driver.cursor() as cursor:  # the session's transaction
+            with cursor.copy(f"COPY {table.name} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        return
     if conn.dialect.name == "postgresql":
         # One statement per chunk with a column array per column: no per-row round trips.
         arrays = ", ".join(f"%s::{table.c[c].type.compile(dialect=conn.dialect)}[]" for c in columns)
@@ -82,3 +92,11 @@ def driver_rows(session: Session, sql: str, params: tuple[Any, ...]) -> list[tup
         return list(cursor.fetchall())
     finally:
         cursor.close()
+
+
+def in_values(session: Session, column: str, values: Sequence[Any]) -> tuple[str, Any]:
+    """``column IN values`` for :func:`driver_rows` with one bound parameter, however many values:
+    a PostgreSQL array, a SQLite JSON array (no IN list of thousands of markers to render)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return f"{column} = ANY(?)", list(values)
+    return f"{column} IN (SELECT value FROM json_each(?))", orjson.dumps(list(values)).decode()

@@ -1,5 +1,6 @@
-"""The primary's list becomes a cursor over the corpus (raters.issued_through) instead of one
-assignment row per item, and rater_progress counts each rater's labeled items for batch requests.
+"""The primary's list becomes a cursor over the corpus (raters.issued_through, walking items by
+(project_id, id)) instead of one assignment row per item, and rater_progress counts each rater's
+labeled items for batch requests.
 
 Existing data: a primary's cursor starts after the largest item of its materialised list (those
 rows stay, as issued items; labeled ones are dropped by its next batch request); the counts are
@@ -24,6 +25,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table('raters', schema=None) as batch_op:
         batch_op.add_column(sa.Column('issued_through', sa.BigInteger(), nullable=True))
+    op.create_index('ix_items_project_id_id', 'items', ['project_id', 'id'])
     op.create_table(
         'rater_progress',
         sa.Column('rater_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -44,5 +46,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table('rater_progress')
+    op.drop_index('ix_items_project_id_id', table_name='items')
     with op.batch_alter_table('raters', schema=None) as batch_op:
         batch_op.drop_column('issued_through')
