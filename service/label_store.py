@@ -220,12 +220,13 @@ def _forget_items(session: Session, project: Project, pairs: list[tuple[int, int
     if len(project.criteria) > 1:
         for part in chunks(pairs, 1_000):
             still.update(
-                session.execute(
+                (i, r)
+                for i, r in session.execute(
                     select(CurrentLabel.item_id, CurrentLabel.rater_id).where(
                         CurrentLabel.project_id == project.id,
                         tuple_(CurrentLabel.item_id, CurrentLabel.rater_id).in_(list(part)),
                     )
-                ).tuples()
+                )
             )
     lost = [(i, r) for i, r in pairs if (i, r) not in still]
     _count_labeled_items(session, Counter({r: -n for r, n in Counter(r for _, r in lost).items()}))

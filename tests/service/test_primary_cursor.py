@@ -158,13 +158,13 @@ def test_labeled_item_counts_equal_the_labels_in_hand_after_random_writes(c, eng
                 for i in items for r in ("prim", "h2")]
         assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
     with engine.connect() as conn:
-        truth = dict(conn.execute(
+        truth = {r: n for r, n in conn.execute(
             select(CurrentLabel.rater_id, func.count(func.distinct(CurrentLabel.item_id)))
             .where(CurrentLabel.project_id == pid).group_by(CurrentLabel.rater_id)
-        ).tuples().all())
-        counted = dict(conn.execute(
+        )}
+        counted = {r: n for r, n in conn.execute(
             select(RaterProgress.rater_id, RaterProgress.labeled_items)
             .join(Rater, Rater.id == RaterProgress.rater_id).where(Rater.project_id == pid)
-        ).tuples().all())
+        )}
     assert len(truth) == 2 and all(truth.values())
     assert {r: n for r, n in counted.items() if n} == truth
