@@ -115,6 +115,40 @@ def true_prevalence(primary_shares: object, *, p_h: float) -> np.ndarray:
     return np.asarray(raw / raw.sum())
 
 
+def fitted_channel(codes: object, *, judge: int, humans: list[int], n_labels: int) -> tuple[float, float] | None:
+    """``(p_h, p_j)`` of the symmetric noise channel that reproduces the pooled human-human and
+    judge-human agreement of a pilot (docs/method.md §6): ``a_hh = p_h^2 + (1 - p_h)^2/(L - 1)``
+    (the root above ``1/L``), ``a_jh = p_h p_j + (1 - p_h)(1 - p_j)/(L - 1)``. None without a
+    pair of humans sharing an item, or when the humans agree less than chance.
+
+    By hand: ``a_hh = 3/4`` gives ``p_h = (1 + sqrt(1/2))/2``; ``a_jh = 5/8`` gives
+    ``p_j = (5/8 - q_h)/(p_h - q_h)`` with ``q_h = 1 - p_h``:
+
+    >>> [round(p, 6) for p in fitted_channel([[0, 0, 0], [1, 1, 0], [0, 0, 0], [1, 0, 1]], judge=2,
+    ...                                       humans=[0, 1], n_labels=2)]
+    [0.853553, 0.676777]
+    """
+    arr = np.asarray(codes)
+    if arr.ndim != 2 or len(humans) < 2:
+        return None
+
+    def pooled(columns: list[tuple[int, int]]) -> float:
+        both = [(arr[:, a] >= 0) & (arr[:, b] >= 0) for a, b in columns]
+        common = sum(int(x.sum()) for x in both)
+        agree = sum(int((arr[x, a] == arr[x, b]).sum()) for x, (a, b) in zip(both, columns, strict=True))
+        return agree / common if common else math.nan
+
+    a_hh = pooled([(a, b) for i, a in enumerate(humans) for b in humans[i + 1 :]])
+    a_jh = pooled([(judge, h) for h in humans])
+    chance = 1.0 / n_labels
+    if math.isnan(a_hh) or math.isnan(a_jh) or a_hh <= chance:
+        return None
+    p_h = min((1.0 + math.sqrt(max(0.0, 1.0 - n_labels * (1.0 - a_hh * (n_labels - 1))))) / n_labels, 1.0 - 1e-9)
+    q_h = (1.0 - p_h) / (n_labels - 1)
+    p_j = min(max((a_jh - q_h) / (p_h - q_h), 0.0), 1.0)
+    return p_h, p_j
+
+
 class _Corpus:
     """The materialised items of one check: per slot the primary's label (``-1``: empty) and
     every rater's label, drawn when the slot is filled, and the untouched items per primary label."""

@@ -26,7 +26,15 @@ from planner.designs import (
 from planner.estimator_check import raised_estimator_checks
 from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
-from planner.plan_check import CHECK_DESIGNS, DesignCheck, check_design, raised_check, simulated_choice, true_prevalence
+from planner.plan_check import (
+    CHECK_DESIGNS,
+    DesignCheck,
+    check_design,
+    fitted_channel,
+    raised_check,
+    simulated_choice,
+    true_prevalence,
+)
 from planner.recipes import (
     Recipe,
     XiLattice,
@@ -430,19 +438,20 @@ def _entropy_design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float |
     return choice.design, choice.entropy, choice.reason, list(choice.warnings)
 
 
-def _check_settings(body: PlanCreate, decision: DecisionSettings, matrix: LabelMatrix, n_humans: int) -> dict[str, Any]:
+def _check_settings(
+    decision: DecisionSettings, matrix: LabelMatrix, n_humans: int, p_h: float, p_j: float
+) -> dict[str, Any]:
     """The plan check's settings (docs/method.md §6): the project's n, K, L, true prevalence
-    (inverted from the primary's label shares; uniform without them), coefficient, rule and prior."""
-    assert body.p_h is not None and body.p_j is not None
+    (inverted from the primary's label shares; uniform without them), coefficient, rule and channel."""
     strata = _strata(matrix)
     shares = np.bincount(strata[strata < matrix.n_labels], minlength=matrix.n_labels)
-    prevalence = true_prevalence(shares, p_h=body.p_h) if shares.sum() else None
+    prevalence = true_prevalence(shares, p_h=p_h) if shares.sum() else None
     return {
         "n_items": matrix.raw.shape[0],
         "n_humans": n_humans,
         "n_labels": matrix.n_labels,
-        "p_h": body.p_h,
-        "p_j": body.p_j,
+        "p_h": p_h,
+        "p_j": p_j,
         "prevalence": prevalence,
         "coefficient": decision.coefficient,
         "rule": decision.rule,
@@ -480,6 +489,7 @@ class _Candidates:
     m: int | None
     reason: str
     recipe: Recipe | None = None
+    settings: dict[str, Any] | None = None
 
 
 def _candidate_checks(
@@ -489,24 +499,34 @@ def _candidate_checks(
     item, valid for every design), or no checks and why (docs/method.md §6)."""
     if body.purpose != "certify":
         return _Candidates({}, None, "ranking plans are not simulated")
-    if body.source != "prior":
-        return _Candidates({}, None, "pilot plans are not simulated: the check draws labels from the prior's channel")
+    if body.source == "prior":
+        assert body.p_h is not None and body.p_j is not None
+        channel: tuple[float, float] | None = (body.p_h, body.p_j)
+    else:
+        judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+        channel = None
+        if judges:
+            channel = fitted_channel(matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels)
+        if channel is None:
+            return _Candidates(
+                {}, None, "the pilot's humans agree no better than chance: no noise channel to simulate from"
+            )
     moments = _moments(body, matrix, decision, n_resamples, 1)
     recipe = certification(
         decision, moments["mu_d"], moments["sigma0_sq"], n_items=matrix.raw.shape[0], n_humans=n_humans,
-        lattice=moments["lattice"],
+        lattice=moments.get("lattice"),
     )
     m = body.m if body.m is not None else recipe.m
     if m is None:
         return _Candidates({}, None, "the recipe finds no overlap that certifies this judge", recipe)
     m = min(int(m), matrix.raw.shape[0])
-    settings = _check_settings(body, decision, matrix, n_humans)
+    settings = _check_settings(decision, matrix, n_humans, *channel)
     streams = np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS))
     checks = {
         d: check_design(d, m=m, rng=np.random.default_rng(stream), **settings)
         for d, stream in zip(CHECK_DESIGNS, streams, strict=True)
     }
-    return _Candidates(checks, m, "", recipe)
+    return _Candidates(checks, m, "", recipe, settings)
 
 
 def _design(
@@ -539,18 +559,22 @@ def _plan_check(
         return _unchecked(candidates.reason), m, []
     block: dict[str, Any] = {
         "simulated": True,
-        "reason": "each candidate design at m_compared, the design-free recipe's overlap; FR for the prior's judge, "
-        "FA for the mirror judge as far below -epsilon (docs/method.md §6)",
+        "reason": "each candidate design at m_compared, the design-free recipe's overlap; FR for the judge of the "
+        "channel (the prior's, or fitted to the pilot's agreement), FA for the mirror judge as far below -epsilon "
+        "(docs/method.md §6)",
+        "channel": {"p_h": candidates.settings["p_h"], "p_j": candidates.settings["p_j"], "source": body.source}
+        if candidates.settings
+        else None,
         "promised": next(iter(checks.values())).promised,
         "promise": decision.alpha_sig / 2,
         "m_compared": m_compared,
         "designs": {d: _check_dict(c) for d, c in checks.items()},
         "raised_from": None,
     }
-    if design not in CHECK_DESIGNS or m is None:
+    if design not in CHECK_DESIGNS or m is None or candidates.settings is None:
         block["plan"] = None
         return block, m, []
-    settings = _check_settings(body, decision, matrix, n_humans)
+    settings = candidates.settings
     rng = np.random.default_rng([seed, 1])
     if body.m is not None:
         final = check_design(design, m=m, rng=rng, **settings)

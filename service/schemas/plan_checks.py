@@ -37,6 +37,9 @@ class PlanCheckRead(BaseModel):
 
     simulated: bool
     reason: str = Field(description="What was simulated, or why nothing was.")
+    channel: dict[str, float | str] | None = Field(
+        None, description="The noise channel simulated: p_h, p_j and their source (the prior, or fitted to the pilot)."
+    )
     promised: Literal["rater_fr", "fr"] | None = Field(
         None, description="The rate the recipe promises to hold: per held-out human (margin) or per judge (alt-test)."
     )

@@ -194,3 +194,15 @@ def test_overlap_sample_draws_the_served_designs_masks(design: str) -> None:
     assert np.all(np.abs(served.mean(axis=0) - compact.mean(axis=0)) <= 4 * se + 1e-9), (
         served.mean(axis=0), compact.mean(axis=0)
     )
+
+
+@settings(max_examples=15, deadline=None)
+@given(p_h=st.floats(0.6, 0.98), p_j=st.floats(0.3, 0.98), n_labels=st.integers(2, 4), seed=st.integers(0, 2**16))
+def test_fitted_channel_recovers_the_accuracies_that_made_the_labels(p_h, p_j, n_labels, seed):
+    from planner.plan_check import fitted_channel
+    from planner.simulate import synthetic_codes
+
+    codes = synthetic_codes(40_000, n_labels=n_labels, accuracies=[p_h, p_h, p_h, p_j], rng=seed)[0]
+    fitted = fitted_channel(codes, judge=3, humans=[0, 1, 2], n_labels=n_labels)
+    assert fitted is not None
+    assert fitted[0] == pytest.approx(p_h, abs=0.02) and fitted[1] == pytest.approx(p_j, abs=0.03)

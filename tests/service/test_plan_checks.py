@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from planner.recipes import certify_recipe, xi_lattice
 from tests.service.test_plans import make_plan, post_labels, setup_project
@@ -67,17 +68,38 @@ def test_m_is_raised_when_the_simulated_promise_fails(client):
     assert fixed["check"]["plan"]["keeps_promise"] is False
 
 
-def test_plans_that_are_not_simulated_say_why(client, project):
-    pid = project["id"]
-    rank = make_plan(client, pid, purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
+def test_ranking_plans_are_not_simulated_and_say_why(client, project):
+    rank = make_plan(client, project["id"], purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
     assert rank["check"] == {**rank["check"], "simulated": False, "designs": {}}
     assert "ranking" in rank["check"]["reason"]
+
+
+def test_a_pilot_plan_is_simulated_from_the_channel_its_agreement_implies(client):
     pid = setup_project(client, 60)
-    post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 3 else "fail" for i in range(60)})
-    post_labels(client, pid, "judge", {f"i{i}": "pass" if i % 4 else "fail" for i in range(60)})
-    post_labels(client, pid, "h2", {f"i{i}": "pass" if i % 3 else "fail" for i in range(0, 60, 2)})
-    pilot = make_plan(client, pid, source="pilot", seed=1)
-    assert pilot["check"]["simulated"] is False and "pilot" in pilot["check"]["reason"]
+    prim = {f"i{i}": "pass" if i % 3 else "fail" for i in range(60)}
+    h2 = {f"i{i}": (prim[f"i{i}"] if i % 10 else ("fail" if i % 3 else "pass")) for i in range(0, 60, 2)}
+    judge = {i: (v if int(i[1:]) % 7 else ("fail" if v == "pass" else "pass")) for i, v in prim.items()}
+    for rater, values in (("prim", prim), ("judge", judge)):
+        post_labels(client, pid, rater, values)
+    post_labels(client, pid, "h2", h2)
+    check = make_plan(client, pid, source="pilot", seed=1)["check"]
+    # by hand: humans agree on 24 of h2's 30 items (a_hh = .8, so p_h = (1 + sqrt(.6))/2 for L = 2); the judge
+    # agrees with the primary and h2 on a_jh of their 90 pairs, p_j = (a_jh - (1 - p_h))/(2 p_h - 1)
+    p_h = (1 + np.sqrt(1 - 2 * (1 - 0.8))) / 2
+    pairs = [(judge[i], prim[i]) for i in prim] + [(judge[i], h2[i]) for i in h2]
+    a_jh = sum(a == b for a, b in pairs) / len(pairs)
+    assert check["simulated"] is True and check["channel"]["source"] == "pilot", check["reason"]
+    assert check["channel"]["p_h"] == pytest.approx(p_h)
+    assert check["channel"]["p_j"] == pytest.approx(min(max((a_jh - (1 - p_h)) / (2 * p_h - 1), 0), 1))
+
+
+def test_a_pilot_whose_humans_agree_below_chance_is_not_simulated(client):
+    pid = setup_project(client, 40)
+    post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 3 else "fail" for i in range(40)})
+    post_labels(client, pid, "judge", {f"i{i}": "pass" if i % 4 else "fail" for i in range(40)})
+    post_labels(client, pid, "h2", {f"i{i}": "fail" if i % 3 else "pass" for i in range(20)})  # always the other
+    check = make_plan(client, pid, source="pilot", seed=1)["check"]
+    assert check["simulated"] is False and "chance" in check["reason"] and check["designs"] == {}
 
 
 def test_the_check_block_is_documented_in_openapi(client):
