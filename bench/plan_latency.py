@@ -77,12 +77,13 @@ def main() -> None:
                     body = {"p_h": P_H, "p_j": P_J, "seed": seed}
                     plans.append(timed(lambda body=body, path=f"/projects/{pid}/plan": c.post(path, json=body)))
                 plan = c.get(f"/projects/{pid}/plan").json()
+                raised = (plan.get("check") or {}).get("raised_from")
                 floor = float(np.median(health))
                 p50 = float(np.median(plans))
                 print(
                     f"n={n_items:>7,}  POST /plan p50 {p50 * 1e3:7.0f} ms  max {max(plans) * 1e3:7.0f} ms  "
                     f"/healthz p50 {floor * 1e3:5.1f} ms  ratio {p50 / floor:6.0f}x  "
-                    f"(design {plan['design']}, m {plan['m']}, raised_from {(plan.get('check') or {}).get('raised_from')})"
+                    f"(design {plan['design']}, m {plan['m']}, raised_from {raised})"
                 )
 
 
