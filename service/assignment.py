@@ -160,32 +160,29 @@ def _corpus_items(
     """The primary's next ``size`` items after ``cursor`` in corpus (item id) order that it has not
     labeled and holds no row for, as (item id, external id, position), and the cursor after them.
 
-    Items are read in windows by primary key, so a request costs the items it passes, and the
-    cursor moves past labeled ones for good (a retraction moves it back, see label_store).
+    One walk of the (project_id, id) index in the database, stopping at the ``size``-th item, so a
+    request costs the items it passes, and the cursor moves past labeled ones for good (a
+    retraction moves it back, see label_store). Short of ``size``, every later item is labeled or
+    held: the cursor moves to the project's last item.
     """
-    busy = or_(
-        exists().where(CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == rater.id),
-        exists().where(Assignment.item_id == Item.id, Assignment.rater_id == rater.id),
-    )
-    taken: list[tuple[int, str, int]] = []
-    window = 2 * size + 10
-    while len(taken) < size:
-        rows = session.execute(
-            select(Item.id, Item.external_id, Item.position, busy)
-            .where(Item.project_id == project.id, Item.id > cursor)
+    taken = [
+        (item, ext, position)
+        for item, ext, position in session.execute(
+            select(Item.id, Item.external_id, Item.position)
+            .where(
+                Item.project_id == project.id,
+                Item.id > cursor,
+                ~exists().where(CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == rater.id),
+                ~exists().where(Assignment.item_id == Item.id, Assignment.rater_id == rater.id),
+            )
             .order_by(Item.id)
-            .limit(window)
-        ).all()
-        for item, ext, position, skip in rows:
-            cursor = item
-            if not skip:
-                taken.append((item, ext, position))
-                if len(taken) == size:
-                    break
-        if len(rows) < window:
-            break
-        window = min(2 * window, 50_000)
-    return taken, cursor
+            .limit(size)
+        )
+    ]
+    if len(taken) == size:
+        return taken, taken[-1][0]
+    last = session.scalar(select(func.max(Item.id)).where(Item.project_id == project.id))
+    return taken, max(cursor, last or 0)
 
 
 def visible_batch(session: Session, project: Project, principal: Principal, bid: str) -> Batch:
