@@ -179,6 +179,7 @@ class JobRunner:
         self._pool: ProcessPoolExecutor | None = None
         self._held: dict[str, tuple[sessionmaker[Session], dict[str, Any]]] = {}
         self._heartbeat: threading.Thread | None = None
+        self._stopping = False
 
     def holds(self, job_id: str) -> bool:
         """Whether the job is queued or running in this process's pool."""
@@ -209,14 +210,18 @@ class JobRunner:
     def shutdown(self) -> None:
         """Stop the pool with the server: queued jobs are cancelled, running ones stopped.
 
-        Both are then marked failed by :meth:`_finished` (the client may submit them again).
+        Both are marked failed here before it returns (the client may submit them again).
         Without this, a job's worker process (and multiprocessing's resource tracker) outlived a
         server stopped with SIGTERM until the job ended.
         """
         with self._lock:
             pool, self._pool = self._pool, None
-        if pool is None:
-            return
+            if pool is None:
+                return
+            self._stopping = True
+            # Taken now: the pool's callbacks pop the jobs as their workers die, and an update
+            # left to them could be cut off by the process exit (the row stayed running).
+            held = list(self._held.items())
         # The executor has no public way to stop a running task: end its worker processes.
         workers = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
@@ -226,10 +231,10 @@ class JobRunner:
             process.join(timeout=5)
             if process.is_alive():
                 process.kill()
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True)  # its callbacks have all run once it returns
         with self._lock:
-            held = list(self._held.items())
-        for job_id, (sessions, _) in held:  # recorded now, not left to callbacks racing the exit
+            self._stopping = False
+        for job_id, (sessions, _) in held:  # recorded here, before the process exits
             try:
                 _update(sessions, job_id, ACTIVE, status="failed", error="cancelled: the server shut down",
                         finished_at=utcnow())
@@ -244,6 +249,8 @@ class JobRunner:
     def _finished(self, job_id: str, future: Future[None]) -> None:
         with self._lock:
             sessions, _ = self._held.pop(job_id)
+            if self._stopping:  # shutdown records the job itself
+                return
         error = "cancelled: the server shut down" if future.cancelled() else future.exception()
         if error is None:
             return

@@ -124,6 +124,10 @@ def test_sigterm_stops_the_simulation_pool_with_the_server(database_url: str) ->
         assert alive(pool) == set(), "worker pool or resource tracker outlived the server"
     finally:
         server.stop()
+    # The job is recorded as ended by the stopping server itself, not left running for the stale rule.
+    with LiveServer(database_url, ADMIN_KEY) as again, again.client() as c:
+        job = c.get(poll).json()
+        assert job["status"] == "failed" and "shut down" in job["error"], job
 
 
 def healthz_while(server: LiveServer, work: Callable[[], object]) -> tuple[object, list[float]]:
