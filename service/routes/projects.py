@@ -94,8 +94,9 @@ def patch_project(
     principal: PrincipalDep,
     idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Change settings; labels, scale and criteria are frozen once labels exist (409)."""
-    changes = body.model_dump(exclude_unset=True)
+    """Change settings; labels, scale and criteria are frozen once labels exist (409). A ``decision`` or
+    ``target`` object replaces the stored one whole: its omitted fields take their defaults."""
+    changes = body.changes()
     fingerprint = request_fingerprint(request, body.model_dump_json(exclude_unset=True).encode())
     return idempotent_write(
         session, principal, idem, fingerprint, lambda: (200, project_read(change_project(session, project, changes)))

@@ -212,6 +212,15 @@ class ProjectPatch(Strict):
                     "(imports, webhooks, replays); `{}` clears it.",
     )
 
+    def changes(self) -> dict[str, Any]:
+        """The fields this request sets; a settings object (``decision``, ``target``) replaces the stored one
+        whole, its omitted fields at their defaults (stored complete, so every reader finds every field)."""
+        changes = self.model_dump(exclude_unset=True)
+        for key in ("decision", "target"):
+            if changes.get(key) is not None:
+                changes[key] = getattr(self, key).model_dump()
+        return changes
+
 
 class ProjectRead(BaseModel):
     id: str

@@ -93,6 +93,20 @@ def post_labels(client: TestClient, pid: str, codes: dict[str, list[int | None]]
 
 
 # --- synchronous runs -------------------------------------------------------------------
+def test_settings_patched_to_defaults_still_simulate(client, project):
+    """A PATCH of ``{"target": {}}`` or a partial ``decision`` stores the whole settings object (omitted
+    fields at their defaults): the fuzzer's ``{"target": {}}`` left no ``delta`` and /simulate answered 500."""
+    pid = project["id"]
+    for patch in ({"target": {}}, {"decision": {"monitoring": "fixed"}}):
+        assert client.patch(f"/projects/{pid}", json=patch).status_code == 200
+    read = client.get(f"/projects/{pid}").json()
+    assert read["target"] == {"delta": 0.05}
+    assert read["decision"]["rule"] == "margin" and read["decision"]["monitoring"] == "fixed"
+    r = client.post(f"/projects/{pid}/simulate", json=SMALL)
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["cells"][0]["trials"] == SMALL["trials"]
+
+
 
 
 def test_small_simulation_answers_with_the_planner_cells(client, project):
