@@ -24,6 +24,7 @@ from planner.agreement import (
     scott_pi,
     summary_table,
 )
+from planner.bca import bca_interval
 from planner.bounds import allocation_bounds, manski_bounds, mcnemar_exact
 from planner.certificate import certificate_statement, verify_certificate
 from planner.codes import CANNOT_ASSESS, INVALID, MISSING, check_codes
@@ -100,6 +101,7 @@ __all__ = [
     "aggregate",
     "allocation_bounds",
     "alt_test_quantile",
+    "bca_interval",
     "binary_association",
     "certificate_statement",
     "certify_recipe",

@@ -388,7 +388,7 @@ def validate_judge(
         z = float(ndtri(0.5 + confidence_level / 2.0))
         for i, c in enumerate(columns):
             d, se = float(gaps.d[0, i]), float(gaps.standard_error[0, i])
-            ppi_ci[int(c)] = ConfidenceInterval(d - z * se, d + z * se)
+            ppi_ci[int(c)] = ConfidenceInterval(d - z * se, d + z * se, method="delta")
     wins = judge_wins(point, rule, epsilon, q, min_items)
     classes, pooled_classes, n_pooled = _overlap_class_counts(codes, judge, sorted(humans), n_labels)
     outcomes: dict[int, RaterOutcome] = {}

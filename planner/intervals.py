@@ -49,12 +49,15 @@ class ConfidenceInterval:
     """A two-sided interval; both ends NaN when the statistic is undefined.
 
     ``approximate`` is True when it comes from too few items for its nominal coverage
-    (``is_approximate``).
+    (``is_approximate``); ``method`` names how it was computed: ``"percentile"`` or ``"bca"``
+    (item bootstraps, ``planner.bca``), ``"delta"`` (``estimate +- z SE``) or
+    ``"confidence-sequence"`` (anytime-valid, docs/method.md §8).
     """
 
     low: float
     high: float
     approximate: bool = False
+    method: str = "percentile"
 
     def as_list(self) -> list[float | None]:
         """The interval as ``[low, high]`` with ``None`` for undefined ends (JSON-friendly)."""
@@ -70,7 +73,7 @@ def percentile_interval(replicates: np.ndarray, confidence_level: float) -> Conf
     """Percentile bootstrap interval over the finite replicates (docs/method.md §2, "Intervals").
 
     >>> percentile_interval(np.arange(5.0), 0.5)
-    ConfidenceInterval(low=1.0, high=3.0, approximate=False)
+    ConfidenceInterval(low=1.0, high=3.0, approximate=False, method='percentile')
     """
     if not 0.0 < confidence_level < 1.0:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")

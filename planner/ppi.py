@@ -89,13 +89,13 @@ def ppi_mean(
     return PPIMean(
         estimate=theta,
         standard_error=se,
-        confidence_interval=ConfidenceInterval(theta - z * se, theta + z * se),
+        confidence_interval=ConfidenceInterval(theta - z * se, theta + z * se, method="delta"),
         lam=float(lam),
         classical=MeanEstimate(
             estimate=classical_theta,
             standard_error=classical_se,
             confidence_interval=ConfidenceInterval(
-                classical_theta - z * classical_se, classical_theta + z * classical_se
+                classical_theta - z * classical_se, classical_theta + z * classical_se, method="delta"
             ),
         ),
         effective_n=float(effective_n),

@@ -272,7 +272,7 @@ def _kappa_interval(
     """
     if method == "delta":
         half = float(ndtri(0.5 + level / 2.0)) * se
-        return ConfidenceInterval(kappa - half, kappa + half)
+        return ConfidenceInterval(kappa - half, kappa + half, method="delta")
     n, size = int(full.sum()), full.shape[0]
     draws = rng.multinomial(n, full.ravel() / n, size=n_resamples).reshape(-1, size, size)
     return optional_interval(percentile_interval(statistic_stack(draws, protocol, "kappa"), level))

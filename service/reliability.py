@@ -31,7 +31,7 @@ from service.schemas import DecisionSettings
 
 PROTOCOL_NOTE = (
     "CANNOT_ASSESS and INVALID are excluded (pairs where either side abstains are dropped); "
-    "intervals are percentile bootstraps over items"
+    "intervals are item bootstraps (BCa where approximate for the coefficients, percentile otherwise)"
 )
 
 
@@ -114,6 +114,7 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
                 "rho_h": num(r.rho_h),
                 "p_value": num(r.p_value),
                 "ci": r.ci.as_list(),
+                "ci_method": r.ci.method,
                 "approximate": r.ci.approximate,
                 "won": r.won,
                 "reason": r.reason,
@@ -123,6 +124,7 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
         "human_pool": {
             "estimate": num(v.human_pool.estimate),
             "ci": v.human_pool.ci.as_list(),
+            "ci_method": v.human_pool.ci.method,
             "approximate": v.human_pool.ci.approximate,
             "n_raters": v.human_pool.n_raters,
         },
@@ -242,7 +244,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 "reason": why,
                 "omega": None,
                 "raters": [],
-                "human_pool": {"estimate": None, "ci": [None, None], "approximate": False, "n_raters": 0},
+                "human_pool": {
+                    "estimate": None, "ci": [None, None], "ci_method": "percentile", "approximate": False, "n_raters": 0
+                },
                 "provisional": False,
                 "fixed_decision": "insufficient_data",
                 "monitoring": None,

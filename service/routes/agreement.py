@@ -65,8 +65,10 @@ async def post_agreement(
     Rows are items, columns raters, cells labels from `labels` or `null` for missing.
     Returns percent agreement, mean pairwise Cohen's kappa (weighted by the scale:
     linear for ordinal, quadratic for interval), Krippendorff's alpha at the scale's level
-    and Gwet's AC1, each over the observed cells with a percentile item-bootstrap interval
-    at `level` (docs/method.md §2). An undefined coefficient has `defined: false`, a `reason` and
+    and Gwet's AC1, each over the observed cells with an item-bootstrap interval at `level`:
+    BCa when the interval is `approximate` (fewer than 100 items or a minority label under 10
+    ratings), where BCa was measured to cover better, percentile otherwise; `interval_method`
+    says which (docs/method.md §2). An undefined coefficient has `defined: false`, a `reason` and
     a null statistic. `seed` makes the intervals reproducible.
 
     The work, cells x `n_resamples`, is bounded by `ANNOPLAN_AGREEMENT_MAX_WORK` (413 past

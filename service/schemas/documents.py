@@ -30,6 +30,10 @@ class RaterMargin(_Document):
     rho_h: float | None
     p_value: float | None
     ci: Interval
+    ci_method: Literal["percentile", "delta"] = Field(
+        description="How ci was computed: a percentile item bootstrap, or estimate +- z SE under the PPI or Neyman "
+        "estimate (docs/method.md §2, §9)."
+    )
     approximate: bool = Field(
         description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
         "is below nominal (docs/method.md §2)."
@@ -43,6 +47,10 @@ class HumanPool(_Document):
 
     estimate: float | None
     ci: Interval
+    ci_method: Literal["percentile", "delta"] = Field(
+        description="How ci was computed: a percentile item bootstrap, or estimate +- z SE under the PPI or Neyman "
+        "estimate (docs/method.md §2, §9)."
+    )
     approximate: bool = Field(
         description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
         "is below nominal (docs/method.md §2)."

@@ -194,7 +194,14 @@ class EstimateRead(BaseModel):
     defined: bool
     reason: str
     interval: list[float | None]
-    interval_method: str
+    interval_method: Literal["bca", "percentile"] = Field(
+        description="How the interval was computed: 'bca' (bias-corrected and accelerated item bootstrap) where it "
+        "is approximate, where BCa was measured to cover better, else 'percentile' (docs/method.md §2)."
+    )
+    approximate: bool = Field(
+        description="The interval comes from fewer than 100 items or a minority label under 10 ratings: its coverage "
+        "may fall short of nominal (docs/method.md §2)."
+    )
 
 
 class AgreementRead(BaseModel):

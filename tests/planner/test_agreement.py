@@ -273,4 +273,4 @@ def test_scott_and_pabak_undefined_cases() -> None:
     empty = pabak([0, -1], [-1, 1], n_labels=2)
     assert not empty.defined and np.isnan(empty.statistic) and empty.reason == "no item labeled by both raters"
     with pytest.raises(ValueError, match="no analytic variance for scott_pi"):
-        scott_pi([0, 1, 1], [0, 1, 0], n_labels=2).confidence_interval()
+        scott_pi([0, 1, 1], [0, 1, 0], n_labels=2).confidence_interval(method="delta")

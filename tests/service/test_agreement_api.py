@@ -38,7 +38,7 @@ def test_spec_worked_example(client):
     assert (body["n_items"], body["n_raters"], body["scale"]) == (4, 3, "nominal")
     alpha = body["coefficients"]["alpha"]
     assert alpha["statistic"] == pytest.approx(1 / 3, abs=1e-12) and alpha["defined"] is True
-    assert alpha["n_items"] == 4 and alpha["interval_method"] == "bootstrap"
+    assert alpha["n_items"] == 4 and alpha["interval_method"] == "bca" and alpha["approximate"] is True
     low, high = alpha["interval"]
     assert low <= high
     # the missing rating restored as "1": alpha = 7/18 (docs/method.md §2)
