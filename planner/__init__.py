@@ -66,6 +66,7 @@ from planner.recipes import (
     pilot_moments,
     prior_moments,
     rank_recipe,
+    ratio_moments,
 )
 from planner.rules import COEFFICIENTS, DEFAULT_EPSILON, RULES
 from planner.sequential import Monitoring, confidence_sequence, monitor_judge
@@ -145,6 +146,7 @@ __all__ = [
     "rank_judges",
     "rank_recipe",
     "raised_check",
+    "ratio_moments",
     "replay",
     "scott_pi",
     "seq_coverage",

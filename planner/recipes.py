@@ -225,6 +225,103 @@ def paired_variance(p_h: float, p_a: float, p_b: float, *, n_labels: int, n_huma
     return between + (pair - between) / n_humans
 
 
+RATIO_COEFFICIENTS = ("kappa", "alpha", "ac1")
+
+
+def _channel(p: float, n_labels: int) -> np.ndarray:
+    """``P(report b | truth a)`` of the symmetric noise channel."""
+    off = (1.0 - p) / (n_labels - 1)
+    return np.where(np.eye(n_labels, dtype=bool), p, off)
+
+
+def ratio_influence(table: np.ndarray, coefficient: str) -> tuple[float, np.ndarray]:
+    """A two-rater ratio coefficient of the joint distribution ``table`` and its influence function.
+
+    docs/method.md §4, item 4. ``F = (p_o - p_e)/(1 - p_e)``; moving the distribution toward
+    the cell ``(a, b)`` changes ``p_o`` by ``1[a=b] - p_o`` and ``p_e`` by ``e_ab``: kappa
+    (``p_e = sum r c``) ``c_a + r_b - 2 p_e``; nominal alpha, whose large-sample form is Scott's pi
+    (``p_e = sum pi_l^2``, ``pi = (r + c)/2``) ``pi_a + pi_b - 2 p_e``; AC1
+    (``p_e = sum pi (1 - pi)/(L - 1)``) ``(2 sum pi^2 - pi_a - pi_b)/(L - 1)``. The influence is
+    ``psi_ab = ((1[a=b] - p_o)(1 - p_e) - e_ab (1 - p_o))/(1 - p_e)^2``, and ``n Var(F_n) -> Var(psi)``
+    (for kappa this is Fleiss, Cohen & Everitt's variance).
+
+    By hand, table ``(.4, .1; .1, .4)``: ``p_o = .8``, ``p_e = .5``, ``F = .6``; at ``(0, 0)``
+    ``psi = (.2 (.5) - 0 (.2))/.25 = .4``, at ``(0, 1)`` ``psi = (-.8 (.5))/.25 = -1.6``:
+
+    >>> f, psi = ratio_influence(np.array([[0.4, 0.1], [0.1, 0.4]]), "kappa")
+    >>> round(f, 6), psi.round(6).tolist()
+    (0.6, [[0.4, -1.6], [-1.6, 0.4]])
+    """
+    if coefficient not in RATIO_COEFFICIENTS:
+        raise ValueError(f"coefficient must be one of {RATIO_COEFFICIENTS}, got {coefficient!r}")
+    n_labels = table.shape[0]
+    rows, cols = table.sum(axis=1), table.sum(axis=0)
+    pooled = (rows + cols) / 2.0
+    p_o = float(np.trace(table))
+    if coefficient == "kappa":
+        p_e = float(rows @ cols)
+        shift = cols[:, None] + rows[None, :] - 2.0 * p_e
+    elif coefficient == "alpha":
+        p_e = float(pooled @ pooled)
+        shift = pooled[:, None] + pooled[None, :] - 2.0 * p_e
+    else:
+        p_e = float(pooled @ (1.0 - pooled)) / (n_labels - 1)
+        shift = (2.0 * float(pooled @ pooled) - pooled[:, None] - pooled[None, :]) / (n_labels - 1)
+    if not p_e < 1.0:
+        raise ValueError(f"{coefficient} is undefined here: chance agreement is 1 (one label throughout)")
+    agree = np.eye(n_labels) - p_o
+    psi = (agree * (1.0 - p_e) - shift * (1.0 - p_o)) / (1.0 - p_e) ** 2
+    return (p_o - p_e) / (1.0 - p_e), psi
+
+
+def ratio_moments(
+    p_h: float,
+    p_j: float,
+    *,
+    n_labels: int,
+    coefficient: str,
+    prevalence: object = None,
+    pool_size: int = 1,
+) -> tuple[float, float]:
+    """``(mu_F, sigma_F^2)`` of a ratio coefficient's margin ``d_k`` under the noise prior (docs/method.md §4, item 4).
+
+    ``d_k`` is the mean over the ``s = pool_size`` held-in members ``P_i`` of
+    ``F(judge, P_i) - F(r_k, P_i)`` on the same items, so its delta-method variance is
+    ``Var(psi_d)/m`` with ``psi_d = (1/s) sum_i [psi_JP(j, p_i) - psi_HP(h, p_i)]``
+    (``ratio_influence`` of the judge-member and human-member tables). Given the truth and the
+    two labels the members are independent, so, as for ``p_o``,
+    ``sigma_s^2 = V_b + (sigma_1^2 - V_b)/s`` with ``V_b`` the variance of the conditional mean.
+    ``mu_F = F(judge, member) - F(human, member)``. ``prevalence``: true label shares (default
+    uniform); chance agreement depends on it, unlike ``p_o``.
+
+    By hand, ``L = 2``, uniform, ``p_h = p_j = .9``, kappa, ``s = 1``: both tables are
+    ``(.41, .09; .09, .41)``, ``p_o = .82``, ``p_e = .5``, ``e_ab = 0``, so ``psi = .18 (.5)/.25 = .36``
+    on agreement and ``-.82 (.5)/.25 = -1.64`` off it; ``psi_d = +-2`` when exactly one of judge and
+    human agrees with the member (probability ``2 (.82 - .73) = .18``, ``.73 = .9^3 + .1^3`` the
+    chance that all three agree), else 0: ``sigma_1^2 = 4 (.18) = .72``:
+
+    >>> [round(v, 5) for v in ratio_moments(0.9, 0.9, n_labels=2, coefficient="kappa")]
+    [0.0, 0.72]
+    """
+    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
+    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
+        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
+        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+    shares = np.full(n_labels, 1.0 / n_labels) if prevalence is None else np.asarray(prevalence, dtype=float)
+    if shares.shape != (n_labels,) or np.any(shares < 0) or not math.isclose(float(shares.sum()), 1.0):
+        raise ValueError(f"prevalence must be {n_labels} non-negative shares summing to 1, got {prevalence!r}")
+    human, judge = _channel(p_h, n_labels), _channel(p_j, n_labels)
+    f_judge, psi_judge = ratio_influence(np.einsum("t,ta,tb->ab", shares, judge, human), coefficient)
+    f_human, psi_human = ratio_influence(np.einsum("t,ta,tb->ab", shares, human, human), coefficient)
+    gap = psi_judge[None, :, None, :] - psi_human[None, None, :, :]  # (truth, judge, human, member)
+    given = np.einsum("t,tj,th->tjh", shares, judge, human)
+    one_member = float(np.einsum("tjh,tp,tjhp->", given, human, gap**2))
+    conditional = np.einsum("tp,tjhp->tjh", human, gap)
+    between = float(np.einsum("tjh,tjh->", given, conditional**2))
+    return f_judge - f_human, between + (one_member - between) / pool_size
+
+
 def advantage_moments(p_plus: float, p_minus: float) -> tuple[float, float]:
     """``(mu, sigma^2)`` of ``xi' = W_f - W_h`` for the alt-test (docs/method.md §4, item 5).
 
@@ -645,6 +742,7 @@ def certify_recipe(
     judge_agreement: float | None = None,
     pool_size: int = 1,
     lattice: XiLattice | None = None,
+    coefficient: str = "po",
 ) -> Recipe:
     """Overlap and budget to certify a judge, with its FR curve (docs/method.md §4).
 
@@ -657,6 +755,10 @@ def certify_recipe(
     ``mu_d``, ``sigma0_sq`` are the moments of ``W_f - W_h``; ``m_alt_test`` with ``q``
     and ``power`` (default ``1 - alpha_sig/2``; ``epsilon`` default 0.2), at least the
     alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``.
+
+    A ratio ``coefficient`` (kappa, alpha, AC1; margin rule) takes ``mu_d``, ``sigma0_sq`` from
+    ``ratio_moments`` (the delta-method variance constant) and the plain normal FR
+    ``Phi(-(mu_d + eps) sqrt(m)/sigma)``: its ``d_k`` lives on no lattice (docs/method.md §4, item 4).
 
     ``estimator="ppi"`` / ``"neyman"`` (margin rule; docs/method.md §9) plan for the
     estimate that also uses the judge-primary agreement on every item, ``judge_agreement``
@@ -674,6 +776,10 @@ def certify_recipe(
     _budget_iv(n_items, n_humans)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    if coefficient not in ("po", *RATIO_COEFFICIENTS):
+        raise ValueError(f"coefficient must be 'po' or one of {RATIO_COEFFICIENTS}, got {coefficient!r}")
+    if coefficient != "po" and (rule != "margin" or estimator != "paired" or lattice is not None):
+        raise ValueError("a ratio coefficient plans the margin rule's paired estimate, without a p_o lattice")
     if estimator not in ("paired", "ppi", "neyman"):
         raise ValueError(f"estimator must be 'paired', 'ppi' or 'neyman', got {estimator!r}")
     if estimator != "paired":
@@ -687,7 +793,7 @@ def certify_recipe(
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if lattice is not None and lattice.pool_size != pool_size:
         raise ValueError(f"lattice is for pool_size={lattice.pool_size}, not {pool_size}")
-    if rule == "margin" and estimator == "paired":
+    if rule == "margin" and estimator == "paired" and coefficient == "po":
         _moments_iv(sigma0_sq, alpha_sig)
         m = _enveloped_certification(mu_d, sigma0_sq, epsilon, pool_size, lattice, alpha_sig)
         grid = _m_grid(n_items, m, m_grid)

@@ -36,6 +36,7 @@ from planner.plan_check import (
     true_prevalence,
 )
 from planner.recipes import (
+    RATIO_COEFFICIENTS,
     Recipe,
     XiLattice,
     advantage_moments,
@@ -43,6 +44,7 @@ from planner.recipes import (
     paired_variance,
     pilot_moments,
     rank_recipe,
+    ratio_moments,
     xi_lattice,
 )
 from service.cancellable import off_worker
@@ -73,6 +75,9 @@ def current_plan(session: Session, project_id: str) -> Plan | None:
 def _moments(
     body: PlanCreate, matrix: LabelMatrix, decision: DecisionSettings, n_resamples: int, pool_size: int
 ) -> dict[str, Any]:
+    if body.source == "prior" and decision.rule == "margin" and decision.coefficient in RATIO_COEFFICIENTS:
+        assert body.p_h is not None and body.p_j is not None
+        return _ratio_prior(body.p_h, body.p_j, matrix, decision.coefficient, pool_size)
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
         lattice = xi_lattice(body.p_h, body.p_j, n_labels=matrix.n_labels, pool_size=pool_size)
@@ -99,7 +104,51 @@ def _moments(
         raise Conflict(
             "no overlap in hand yet: a pilot plan needs items labeled by the judge and two humans", code="no_pilot"
         )
-    return {**pilot, "note": "plug-in estimates from the labels in hand; their uncertainty is the interval"}
+    note = "plug-in estimates from the labels in hand; their uncertainty is the interval"
+    if decision.coefficient in RATIO_COEFFICIENTS:
+        note += (
+            f"; moments of the p_o margin: a pilot plan for {decision.coefficient} uses the p_o recipe "
+            "(its delta-method constant is planned from priors, docs/method.md §4, item 4)"
+        )
+    return {**pilot, "note": note}
+
+
+def true_shares(matrix: LabelMatrix, p_h: float) -> np.ndarray:
+    """True label shares implied by the primary's labels under the noise prior (uniform without any):
+    the observed share ``q = p_h pi + (1 - p_h)(1 - pi)/(L - 1)`` solved for ``pi``, clipped at 0."""
+    n_labels = matrix.n_labels
+    strata = _strata(matrix)
+    observed = np.bincount(strata[strata < n_labels], minlength=n_labels).astype(float)
+    if observed.sum() == 0:
+        return np.full(n_labels, 1.0 / n_labels)
+    share = observed / observed.sum()
+    off = (1.0 - p_h) / (n_labels - 1)
+    shares = np.clip((share - off) / (p_h - off), 0.0, None) if p_h > off else share
+    return np.asarray(shares / shares.sum(), dtype=float)
+
+
+def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, pool_size: int) -> dict[str, Any]:
+    """Prior moments of a ratio coefficient's margin: the delta-method constant (docs/method.md §4, item 4)."""
+    prevalence = true_shares(matrix, p_h)
+    try:
+        mu_d, sigma0_sq = ratio_moments(
+            p_h, p_j, n_labels=matrix.n_labels, coefficient=coefficient, prevalence=prevalence, pool_size=pool_size
+        )
+    except ValueError as error:  # a degenerate prior: every label the same
+        raise Conflict(f"cannot plan {coefficient} from this prior: {error}", code="undefined_coefficient") from None
+    return {
+        "source": "prior",
+        "p_h": p_h,
+        "p_j": p_j,
+        "mu_d": mu_d,
+        "sigma0_sq": sigma0_sq,
+        "pool_size": pool_size,
+        "coefficient": coefficient,
+        "prevalence": prevalence.tolist(),
+        "note": f"delta-method variance of the {coefficient} margin under the symmetric noise channel, true label "
+        f"shares from the primary's labels (uniform without any), {pool_size} held-in label(s) per overlap item "
+        "(docs/method.md §4, item 4)",
+    }
 
 
 def pilot_estimate(
@@ -132,11 +181,13 @@ def certification(
     epsilon: float | None = None,
     pool_size: int = 1,
     lattice: XiLattice | None = None,
+    coefficient: str = "po",
 ) -> Recipe:
     """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4).
 
     With a prior ``lattice`` the margin rule's FR is exact on the lattice; without one (a pilot) it is
-    continuity-corrected for ``pool_size`` held-in labels per overlap item.
+    continuity-corrected for ``pool_size`` held-in labels per overlap item. ``coefficient``: what the
+    moments are of (a ratio coefficient's come from ``ratio_moments`` and plan on the normal form).
     """
     margin = decision.rule == "margin"
     return certify_recipe(
@@ -150,6 +201,7 @@ def certification(
         q=decision.q,
         pool_size=lattice.pool_size if lattice is not None and margin else pool_size,
         lattice=lattice if margin else None,
+        coefficient=coefficient,
     )
 
 
@@ -180,6 +232,7 @@ def feasible_with(
     n_humans: int,
     m: int | None,
     pool_size: int = 1,
+    coefficient: str = "po",
 ) -> dict[str, Any]:
     """What would let an infeasible certification fit the corpus: the smallest ``epsilon`` in steps of
     0.01 up to 0.5 whose recipe from the moments (for ``pool_size`` held-in labels) fits, None if none
@@ -192,7 +245,8 @@ def feasible_with(
         if mu_d + epsilon <= 0 or sigma0_sq * (2.0 / (mu_d + epsilon)) ** 2 > 4 * n_items:
             return False
         return certification(
-            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=epsilon, pool_size=pool_size
+            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=epsilon, pool_size=pool_size,
+            coefficient=coefficient,
         ).feasible
 
     epsilon = next((e for e in EPSILON_STEPS if e > decision.resolved_epsilon() and fits(e)), None)
@@ -276,8 +330,8 @@ def _m_by_estimator(
     body: PlanCreate, decision: DecisionSettings, moments: dict[str, Any], matrix: LabelMatrix, n_humans: int
 ) -> dict[str, Any] | None:
     """m for the paired, PPI and Neyman estimates, and the human labels each saves (docs/method.md §9)."""
-    if body.purpose != "certify" or decision.rule != "margin":
-        return None
+    if body.purpose != "certify" or decision.rule != "margin" or moments.get("coefficient", "po") != "po":
+        return None  # the PPI and Neyman estimates are of p_o margins
     mu_d, sigma_sq = moments["mu_d"], moments["sigma0_sq"]
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
@@ -679,6 +733,7 @@ def plan_draft(
             n_humans=n_humans,
             pool_size=pool_size,
             lattice=lattice,
+            coefficient=moments.get("coefficient", "po"),
         )
     else:
         n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
@@ -723,6 +778,7 @@ def plan_draft(
             n_humans=n_humans,
             m=recipe.m,
             pool_size=pool_size,
+            coefficient=moments.get("coefficient", "po"),
         )
     if body.purpose == "certify" and m is not None:
         document["monitoring"] = plan_monitoring(

@@ -399,3 +399,28 @@ def test_who_may_plan(client, project):
     assert client.get(f"/projects/{pid}/plan", headers=keys["annotator"]).status_code == 403
     assert client.post(f"/projects/{pid}/plan", json=PRIOR, headers=keys["annotator"]).status_code == 403
     assert client.post(f"/projects/{pid}/plan", json=PRIOR, headers=keys["pm"]).status_code == 201
+
+
+@pytest.mark.parametrize("coefficient", ["kappa", "alpha", "ac1"])
+def test_prior_plan_for_a_ratio_coefficient_uses_its_delta_method_constant(client, coefficient):
+    """docs/method.md §4, item 4: a kappa/alpha/AC1 project plans on ratio_moments (true shares from the
+    primary's labels: 140 pass / 60 fail at p_h = .85 -> pi = (.7 - .15)/.7 = .7857), the normal-form FR,
+    and no p_o-only estimators; the p_o project on the same corpus asks for far fewer items."""
+    from planner.recipes import certify_recipe, ratio_moments
+
+    pid = setup_project(client, 2000)
+    post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 10 < 7 else "fail" for i in range(200)})
+    po_plan = make_plan(client, pid, **PRIOR, design="random", seed=3)["recipe"]
+    patch = client.patch(f"/projects/{pid}", json={"decision": {"coefficient": coefficient, "epsilon": 0.1}})
+    assert patch.status_code == 200, patch.text
+    recipe = make_plan(client, pid, **PRIOR, design="random", seed=3)["recipe"]
+    moments = recipe["moments"]
+    shares = [0.55 / 0.7, 0.15 / 0.7]
+    assert moments["coefficient"] == coefficient and moments["prevalence"] == pytest.approx(shares)
+    mu, variance = ratio_moments(0.85, 0.9, n_labels=2, coefficient=coefficient, prevalence=shares, pool_size=1)
+    assert (moments["mu_d"], moments["sigma0_sq"]) == pytest.approx((mu, variance))
+    z = norm.ppf(0.975)
+    assert recipe["m"] == math.ceil(z**2 * variance / (mu + 0.1) ** 2)  # the normal form: no p_o lattice
+    expected = certify_recipe(mu, variance, n_items=2000, n_humans=3, epsilon=0.1, coefficient=coefficient)
+    assert recipe["m"] == expected.m and recipe["by_estimator"] is None
+    assert variance > 2 * po_plan["moments"]["sigma0_sq"]
