@@ -86,6 +86,15 @@ def _probability_iv(value: float, name: str) -> float:
     return float(value)
 
 
+def _prior_iv(p_h: float, p_j: float, n_labels: int, pool_size: int) -> tuple[float, float]:
+    """Validated accuracies of a noise prior, with its label count and pool size."""
+    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
+        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
+    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
+        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+    return _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
+
+
 @dataclass(frozen=True)
 class XiLattice:
     """Per-item distribution of ``s xi``, an integer in ``-s..s`` (docs/method.md §4, items 1-2).
@@ -145,11 +154,7 @@ def xi_lattice(p_h: float, p_j: float, *, n_labels: int, pool_size: int = 1) -> 
     >>> [round(xi_lattice(0.85, 0.90, n_labels=2, pool_size=s).variance, 6) for s in (2, 4)]
     [0.162675, 0.134625]
     """
-    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
-    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
-        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
-    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
-        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+    p_h, p_j = _prior_iv(p_h, p_j, n_labels, pool_size)
     q_h = (1.0 - p_h) / (n_labels - 1)
     both_wrong_apart = (1.0 - p_h) * (1.0 - p_j) * (n_labels - 2) / (n_labels - 1)
     cases = (  # (probability, P(member agrees with judge), P(member agrees with human))
@@ -178,11 +183,7 @@ def prior_moments(p_h: float, p_j: float, *, n_labels: int, pool_size: int = 1) 
     >>> round(prior_moments(0.85, 0.90, n_labels=2, pool_size=2)[1], 6)
     0.162675
     """
-    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
-    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
-        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
-    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
-        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+    p_h, p_j = _prior_iv(p_h, p_j, n_labels, pool_size)
     q_h, q_j = (1.0 - p_h) / (n_labels - 1), (1.0 - p_j) / (n_labels - 1)
     p_judge = p_h * p_j + (1.0 - p_h) * q_j
     p_human = p_h * p_h + (1.0 - p_h) * q_h
@@ -303,11 +304,7 @@ def ratio_moments(
     >>> [round(v, 5) for v in ratio_moments(0.9, 0.9, n_labels=2, coefficient="kappa")]
     [0.0, 0.72]
     """
-    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
-    if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
-        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
-    if not isinstance(pool_size, (int, np.integer)) or isinstance(pool_size, bool) or pool_size < 1:
-        raise ValueError(f"pool_size must be an integer >= 1, got {pool_size!r}")
+    p_h, p_j = _prior_iv(p_h, p_j, n_labels, pool_size)
     shares = np.full(n_labels, 1.0 / n_labels) if prevalence is None else np.asarray(prevalence, dtype=float)
     if shares.shape != (n_labels,) or np.any(shares < 0) or not math.isclose(float(shares.sum()), 1.0):
         raise ValueError(f"prevalence must be {n_labels} non-negative shares summing to 1, got {prevalence!r}")

@@ -113,23 +113,9 @@ def _moments(
     return {**pilot, "note": note}
 
 
-def true_shares(matrix: LabelMatrix, p_h: float) -> np.ndarray:
-    """True label shares implied by the primary's labels under the noise prior (uniform without any):
-    the observed share ``q = p_h pi + (1 - p_h)(1 - pi)/(L - 1)`` solved for ``pi``, clipped at 0."""
-    n_labels = matrix.n_labels
-    strata = _strata(matrix)
-    observed = np.bincount(strata[strata < n_labels], minlength=n_labels).astype(float)
-    if observed.sum() == 0:
-        return np.full(n_labels, 1.0 / n_labels)
-    share = observed / observed.sum()
-    off = (1.0 - p_h) / (n_labels - 1)
-    shares = np.clip((share - off) / (p_h - off), 0.0, None) if p_h > off else share
-    return np.asarray(shares / shares.sum(), dtype=float)
-
-
 def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, pool_size: int) -> dict[str, Any]:
     """Prior moments of a ratio coefficient's margin: the delta-method constant (docs/method.md §4, item 4)."""
-    prevalence = true_shares(matrix, p_h)
+    prevalence = _true_prevalence(matrix, p_h)
     try:
         mu_d, sigma0_sq = ratio_moments(
             p_h, p_j, n_labels=matrix.n_labels, coefficient=coefficient, prevalence=prevalence, pool_size=pool_size
@@ -144,7 +130,7 @@ def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, 
         "sigma0_sq": sigma0_sq,
         "pool_size": pool_size,
         "coefficient": coefficient,
-        "prevalence": prevalence.tolist(),
+        "prevalence": None if prevalence is None else prevalence.tolist(),
         "note": f"delta-method variance of the {coefficient} margin under the symmetric noise channel, true label "
         f"shares from the primary's labels (uniform without any), {pool_size} held-in label(s) per overlap item "
         "(docs/method.md §4, item 4)",
@@ -492,21 +478,26 @@ def _entropy_design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float |
     return choice.design, choice.entropy, choice.reason, list(choice.warnings)
 
 
+def _true_prevalence(matrix: LabelMatrix, p_h: float) -> np.ndarray | None:
+    """True label shares inverted from the primary's label shares under the prior (docs/method.md §6);
+    None (uniform) before the primary has labels."""
+    strata = _strata(matrix)
+    shares = np.bincount(strata[strata < matrix.n_labels], minlength=matrix.n_labels)
+    return true_prevalence(shares, p_h=p_h) if shares.sum() else None
+
+
 def _check_settings(
     decision: DecisionSettings, matrix: LabelMatrix, n_humans: int, p_h: float, p_j: float
 ) -> dict[str, Any]:
     """The plan check's settings (docs/method.md §6): the project's n, K, L, true prevalence
     (inverted from the primary's label shares; uniform without them), coefficient, rule and channel."""
-    strata = _strata(matrix)
-    shares = np.bincount(strata[strata < matrix.n_labels], minlength=matrix.n_labels)
-    prevalence = true_prevalence(shares, p_h=p_h) if shares.sum() else None
     return {
         "n_items": matrix.raw.shape[0],
         "n_humans": n_humans,
         "n_labels": matrix.n_labels,
         "p_h": p_h,
         "p_j": p_j,
-        "prevalence": prevalence,
+        "prevalence": _true_prevalence(matrix, p_h),
         "coefficient": decision.coefficient,
         "rule": decision.rule,
         "epsilon": decision.resolved_epsilon(),

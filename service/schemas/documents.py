@@ -7,13 +7,20 @@ served documents catches any drift between the code that builds them and this co
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.schemas.simulations import EstimateRead
+from service.schemas.simulations import Approximate, EstimateRead
 
 Interval = list[float | None]
+CiMethod = Annotated[
+    Literal["percentile", "delta"],
+    Field(
+        description="How ci was computed: a percentile item bootstrap, or estimate +- z SE under the PPI or Neyman "
+        "estimate (docs/method.md §2, §9)."
+    ),
+]
 
 
 class _Document(BaseModel):
@@ -30,14 +37,8 @@ class RaterMargin(_Document):
     rho_h: float | None
     p_value: float | None
     ci: Interval
-    ci_method: Literal["percentile", "delta"] = Field(
-        description="How ci was computed: a percentile item bootstrap, or estimate +- z SE under the PPI or Neyman "
-        "estimate (docs/method.md §2, §9)."
-    )
-    approximate: bool = Field(
-        description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
-        "is below nominal (docs/method.md §2)."
-    )
+    ci_method: CiMethod
+    approximate: Approximate
     won: bool | None = Field(description="Whether the judge won this human; null when the human was skipped.")
     reason: str
 
@@ -47,14 +48,8 @@ class HumanPool(_Document):
 
     estimate: float | None
     ci: Interval
-    ci_method: Literal["percentile", "delta"] = Field(
-        description="How ci was computed: a percentile item bootstrap, or estimate +- z SE under the PPI or Neyman "
-        "estimate (docs/method.md §2, §9)."
-    )
-    approximate: bool = Field(
-        description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
-        "is below nominal (docs/method.md §2)."
-    )
+    ci_method: CiMethod
+    approximate: Approximate
     n_raters: int
 
 

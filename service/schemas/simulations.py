@@ -185,6 +185,15 @@ class AgreementBody(Strict):
     seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the bootstrap, for reproducible intervals.")
 
 
+Approximate = Annotated[
+    bool,
+    Field(
+        description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
+        "may fall short of nominal (docs/method.md §2)."
+    ),
+]
+
+
 class EstimateRead(BaseModel):
     """A coefficient with its interval; ``statistic`` null and ``defined`` false when undefined."""
 
@@ -198,10 +207,7 @@ class EstimateRead(BaseModel):
         description="How the interval was computed: 'bca' (bias-corrected and accelerated item bootstrap) where it "
         "is approximate, where BCa was measured to cover better, else 'percentile' (docs/method.md §2)."
     )
-    approximate: bool = Field(
-        description="The interval comes from fewer than 100 items or a minority label under 10 ratings: its coverage "
-        "may fall short of nominal (docs/method.md §2)."
-    )
+    approximate: Approximate
 
 
 class AgreementRead(BaseModel):
