@@ -131,6 +131,7 @@ def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, 
         "pool_size": pool_size,
         "coefficient": coefficient,
         "prevalence": None if prevalence is None else prevalence.tolist(),
+        "lattice": None,
         "note": f"delta-method variance of the {coefficient} margin under the symmetric noise channel, true label "
         f"shares from the primary's labels (uniform without any), {pool_size} held-in label(s) per overlap item "
         "(docs/method.md §4, item 4)",
@@ -559,7 +560,7 @@ def _candidate_checks(
     moments = _moments(body, matrix, decision, n_resamples, 1)
     recipe = certification(
         decision, moments["mu_d"], moments["sigma0_sq"], n_items=matrix.raw.shape[0], n_humans=n_humans,
-        lattice=moments.get("lattice"),
+        lattice=moments.get("lattice"), coefficient=moments.get("coefficient", "po"),
     )
     m = body.m if body.m is not None else recipe.m
     if m is None:
