@@ -56,16 +56,32 @@ def test_a_prior_plan_serves_the_check_of_every_candidate_design(client):
 
 
 def test_m_is_raised_when_the_simulated_promise_fails(client):
-    # kappa under a .9/.1 skew, planned with the p_o prior: the recipe's m loses far more than 2.5% per rater
+    # kappa under a .9/.1 skew planned from a pilot, whose moments are p_o's (docs/method.md §4, item 4):
+    # the recipe's m loses far more than 2.5% per rater
     pid = labelled_project(client, 3000, 0.9, decision={"coefficient": "kappa"})
-    plan = make_plan(client, pid, **PRIOR, design="disjoint", seed=4)
+    rng = np.random.default_rng(1)
+    post_labels(client, pid, "h2", {f"i{i}": "pass" if rng.random() < 0.9 else "fail" for i in range(400)})
+    plan = make_plan(client, pid, source="pilot", design="disjoint", seed=4)
     check = plan["check"]
     assert check["raised_from"] == plan["recipe"]["m"] and plan["m"] > check["raised_from"]
     assert check["plan"]["m"] == plan["m"] and check["plan"]["keeps_promise"]
     assert any("m raised to" in w for w in plan["recipe"]["warnings"])
-    fixed = make_plan(client, pid, **PRIOR, design="disjoint", m=plan["recipe"]["m"], seed=4)
+    fixed = make_plan(client, pid, source="pilot", design="disjoint", m=plan["recipe"]["m"], seed=4)
     assert fixed["m"] == plan["recipe"]["m"] and fixed["check"]["raised_from"] is None  # the request's m is kept
     assert fixed["check"]["plan"]["keeps_promise"] is False
+
+
+@pytest.mark.parametrize(("coefficient", "epsilon", "positive"), [("kappa", 0.05, 0.9), ("alpha", 0.2, 0.95)])
+def test_a_ratio_prior_plan_keeps_its_promise_in_the_check(client, coefficient, epsilon, positive):
+    """The ratio recipe (delta-method constant, docs/method.md §4, item 4) at a skew where the p_o recipe
+    lost far more than 2.5%: the plan's own simulated check keeps the promise without raising m."""
+    pid = labelled_project(client, 3000, positive, decision={"coefficient": coefficient, "epsilon": epsilon})
+    plan = make_plan(client, pid, **PRIOR, design="disjoint", seed=4)
+    check = plan["check"]
+    assert plan["recipe"]["moments"]["coefficient"] == coefficient
+    assert check["raised_from"] is None and plan["m"] == plan["recipe"]["m"] and check["plan"]["keeps_promise"]
+    row = check["designs"]["disjoint"]
+    assert row["rater_fr"] <= 0.025 + 2 * row["rater_fr_se"]
 
 
 def test_ranking_plans_are_not_simulated_and_say_why(client, project):
