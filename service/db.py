@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.matrix_store import STORE_KEY, MatrixStore
+
 # Execution option marking a unit of work that will write: on SQLite it takes the write lock
 # at BEGIN, so concurrent writers queue on the busy timeout instead of failing mid-transaction.
 WRITE_OPTION = "annoplan_write"
@@ -64,8 +66,8 @@ def make_engine(url: str) -> Engine:
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
-    """Sessions that keep loaded objects usable after commit."""
-    return sessionmaker(engine, expire_on_commit=False)
+    """Sessions that keep loaded objects usable after commit, sharing this worker's label matrices."""
+    return sessionmaker(engine, expire_on_commit=False, info={STORE_KEY: MatrixStore()})
 
 
 @contextmanager

@@ -10,35 +10,13 @@ import math
 from typing import Any
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from planner.sequential import Monitoring, monitor_judge, simulate_monitoring
 from service.matrix import LabelMatrix
-from service.models import Plan, Project
+from service.models import Plan
 from service.schemas import DecisionSettings
-from service.sql import driver_rows
 
 BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
-
-
-def arrival_ranks(session: Session, project: Project, matrix: LabelMatrix) -> np.ndarray:
-    """The ``label_seq`` of every current label, shaped like ``matrix.raw`` (-1 where none)."""
-    cells = driver_rows(
-        session,
-        "SELECT item_id, rater_id, seq FROM current_labels WHERE project_id = ? AND criterion = ?",
-        (project.id, matrix.criterion),
-    )
-    order = np.full(matrix.raw.shape, -1, dtype=np.int64)
-    n = len(cells)
-    if n == 0 or matrix.item_ids.size == 0:
-        return order
-    sorter = np.argsort(matrix.item_ids)
-    items = np.fromiter((c[0] for c in cells), np.int64, n)
-    rows = sorter[np.searchsorted(matrix.item_ids, items, sorter=sorter)]
-    col_of = {r.id: k for k, r in enumerate(matrix.raters)}
-    cols = np.fromiter((col_of[c[1]] for c in cells), np.int64, n)
-    order[rows, cols] = np.fromiter((c[2] for c in cells), np.int64, n)
-    return order
 
 
 def planned_budget(plan: Plan | None) -> int | None:
@@ -106,7 +84,6 @@ def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str,
 
 def monitored_decision(
     matrix: LabelMatrix,
-    order: np.ndarray,
     judge: int,
     humans: list[int],
     decision: DecisionSettings,
@@ -130,7 +107,7 @@ def monitored_decision(
             judge=judge,
             humans=humans,
             n_labels=matrix.n_labels,
-            order=order,
+            order=matrix.order,
             rule=decision.rule,
             epsilon=decision.resolved_epsilon(),
             alpha=decision.alpha_sig,

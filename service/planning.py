@@ -50,7 +50,8 @@ from planner.recipes import (
 from service.cancellable import off_worker
 from service.errors import Conflict, Invalid
 from service.feature_strata import feature_name, feature_strata, feature_stratum_sds
-from service.matrix import LabelMatrix, load_matrix
+from service.matrix import LabelMatrix
+from service.matrix_store import current_matrix
 from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
 from service.monitoring import plan_monitoring
 from service.project_rows import lock_project
@@ -661,7 +662,7 @@ def create_plan(
     """
     lock_project(session, project.id)
     decision = DecisionSettings(**project.decision)
-    matrix = load_matrix(session, project, project.criteria[0])
+    matrix = current_matrix(session, project, project.criteria[0])
     if matrix.raw.shape[0] == 0:
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
     seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
@@ -862,7 +863,7 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     # One list is extended at a time per project: concurrent batch requests and a re-plan
     # would otherwise append the same items (sequential and coverage-aware designs also read what is in hand).
     lock_project(session, project.id)
-    matrix = matrix or load_matrix(session, project, project.criteria[0])
+    matrix = matrix or current_matrix(session, project, project.criteria[0])
     existing = {
         item: pos
         for item, pos in session.execute(

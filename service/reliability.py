@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session
 from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
 from service.cancellable import off_worker
-from service.matrix import LabelMatrix, load_matrix
+from service.matrix import LabelMatrix
+from service.matrix_store import current_matrix
 from service.models import Plan, Project, Rater
-from service.monitoring import arrival_ranks, monitored_decision
+from service.monitoring import monitored_decision
 from service.planning import (
     certification,
     current_plan,
@@ -186,7 +187,7 @@ def _recipe_now(
 def reliability_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
     """The live status of API.md: decision, per-rater margins, pool score, coefficients, progress, recipe."""
     decision = DecisionSettings(**project.decision)
-    matrix = load_matrix(session, project, criterion)
+    matrix = current_matrix(session, project, criterion)
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     seed = project.label_seq
     doc: dict[str, Any] = {
@@ -211,10 +212,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     estimator = decision.estimator if primary else "paired"
     doc["estimator"] = estimator
     validations = []
-    order = arrival_ranks(session, project, matrix) if judges and len(humans) >= 2 else None
     cells = matrix.raw.size  # from OFF_WORKER_CELLS on, the statistics run off the web worker
     for j in judges:
-        if order is not None:
+        if len(humans) >= 2:
             fixed = off_worker(
                 cells,
                 judge_validation,
@@ -230,7 +230,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
             )
             validations.append(
                 fixed
-                | monitored_decision(matrix, order, j, humans, decision, fixed, plan, inclusion=inclusion)
+                | monitored_decision(matrix, j, humans, decision, fixed, plan, inclusion=inclusion)
             )
     doc["monitoring_mode"] = decision.resolved_monitoring()
     if validations:
@@ -275,7 +275,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
 def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
     """Judges ranked by score with intervals, top-1 probabilities and flip rates (docs/method.md §3)."""
     decision = DecisionSettings(**project.decision)
-    matrix = load_matrix(session, project, criterion)
+    matrix = current_matrix(session, project, criterion)
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     base = {
         "label_seq": matrix.label_seq,

@@ -16,7 +16,8 @@ from planner.protocol import Protocol, Summary, summarize
 from planner.verdicts import VerdictTable
 from service.cancellable import off_worker
 from service.errors import Invalid, echo
-from service.matrix import LabelMatrix, load_matrix
+from service.matrix import LabelMatrix
+from service.matrix_store import current_matrix
 from service.models import Project
 from service.schemas.report import (
     AggregateOut,
@@ -410,7 +411,7 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
     """
     criteria = _criteria_iv(project, options)
     declared = declared_protocol(project, criteria, options)
-    matrices = [load_matrix(session, project, c) for c in criteria]
+    matrices = [current_matrix(session, project, c) for c in criteria]
     primary = matrices[0].columns("primary")
     notes = []
     if not primary:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from planner.rules import DEFAULT_EPSILON
 from service.errors import AppError, Invalid, echo
 from service.jobs import ACTIVE, SimulationSpec
-from service.matrix import load_matrix
+from service.matrix_store import current_matrix
 from service.models import CurrentLabel, Plan, Project, Rater, Simulation
 from service.planning import current_plan
 from service.schemas import DecisionSettings
@@ -157,7 +157,7 @@ def _replay(
     given = sorted(set(GENERATOR_FIELDS) & body.model_fields_set)
     if given:
         raise Invalid(f"a replay uses the project's own labels; remove {', '.join(given)}")
-    matrix = load_matrix(session, project, criterion)
+    matrix = current_matrix(session, project, criterion)
     codes = matrix.codes
     n_items = codes.shape[0]
     complete = (codes >= 0).all(axis=0) if n_items else np.zeros(codes.shape[1], dtype=bool)
