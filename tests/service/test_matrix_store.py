@@ -38,9 +38,8 @@ label = st.tuples(
         max_size=8,
     ),
 )
-retraction = st.tuples(
-    st.just("retract"), st.lists(st.tuples(st.integers(0, 11), st.integers(0, 5), st.sampled_from(CRITERIA)), max_size=6)
-)
+cell = st.tuples(st.integers(0, 11), st.integers(0, 5), st.sampled_from(CRITERIA))
+retraction = st.tuples(st.just("retract"), st.lists(cell, max_size=6))
 items = st.tuples(st.just("items"), st.integers(1, 3))
 rater = st.tuples(st.just("rater"), st.sampled_from(["human", "judge"]))
 kind = st.tuples(st.just("kind"), st.integers(0, 5))
