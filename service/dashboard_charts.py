@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from sqlalchemy.orm import Session
 
-from planner.decision import validate_judge
 from planner.simulate import COEFFICIENTS, simulate
 from service.charts import Chart
-from service.matrix import cell_indices, corpus
 from service.models import Plan, Project
 from service.planning import current_plan
+from service.pool_scores import pool_score_history, recorded
 from service.reliability import DocumentCache, document_key, num, reliability_document
-from service.schemas import DecisionSettings
-from service.sql import driver_rows
 
-HISTORY_POINTS = 8
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 MARGIN_QUANTITY = {
     "margin": ("d_k", "d_k = S(judge; H_k) - S(r_k; H_k)",
@@ -25,40 +20,6 @@ MARGIN_QUANTITY = {
     "alt-test": ("rho_f - rho_h", "rho_f - rho_h", "the judge's advantage probability minus held-out human k's"),
 }
 """Per rule, the compared quantity: its short name, its formula and what it means."""
-
-
-def pool_history(session: Session, project: Project, criterion: str) -> list[tuple[int, float | None]]:
-    """The human-pool score at up to 8 points of the label sequence, replayed from the events."""
-    events = driver_rows(
-        session,
-        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? ORDER BY seq",
-        (project.id, criterion),
-    )
-    item_ids, raters = corpus(session, project)
-    judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
-    humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
-    if not events or not judges or len(humans) < 2:
-        return []
-    decision = DecisionSettings(**project.decision)
-    seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
-    rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
-    flat = rows * len(raters) + cols
-    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
-    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, HISTORY_POINTS + 1)[1:], method="higher"))
-    points: list[tuple[int, float | None]] = []
-    start = 0
-    for cut in cuts:
-        end = int(np.searchsorted(seqs, cut, side="right"))
-        # Events in seq order: the last event of a cell in this stretch is its value at the cut.
-        _, last = np.unique(flat[start:end][::-1], return_index=True)
-        latest = start + (end - start - 1 - last)
-        raw.flat[flat[latest]] = codes[latest]
-        start = end
-        v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
-                           n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
-                           epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
-        points.append((int(cut), num(v.human_pool.estimate)))
-    return points
 
 
 def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, float | None]]:
@@ -156,7 +117,8 @@ def cached_reliability(session: Session, project: Project, documents: DocumentCa
     criterion = project.criteria[0]
     etag = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
     doc = documents.get_or_build(
-        etag, lambda: reliability_document(session, project, criterion, n_resamples=n_resamples)
+        etag, lambda: recorded(session, project.id, reliability_document(session, project, criterion,
+                                                                          n_resamples=n_resamples))
     )
     return doc, etag
 
@@ -166,7 +128,7 @@ def project_charts(session: Session, project: Project, documents: DocumentCache,
     """The reliability document, its ETag and every dashboard chart (history and curve cached with it)."""
     doc, etag = cached_reliability(session, project, documents, n_resamples=n_resamples)
     plan = current_plan(session, project.id)
-    history = documents.get_or_build(f"history|{etag}", lambda: pool_history(session, project, project.criteria[0]))
+    history = pool_score_history(session, project, project.criteria[0])
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
     curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))
     return doc, etag, dashboard_charts(doc, history, curve)

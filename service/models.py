@@ -187,6 +187,21 @@ class CurrentLabel(Base):
     seq: Mapped[int] = mapped_column(BigInteger)
 
 
+class PoolScore(Base):
+    """The human-pool score of a criterion at one ``label_seq``, stored when its document was computed.
+
+    A point at ``label_seq`` 0 (no labels: undefined) marks that the history before the first
+    stored document was replayed from the events once.
+    """
+
+    __tablename__ = "pool_scores"
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
+    label_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    score: Mapped[float | None] = mapped_column(Float)
+
+
 class ApiKey(Base):
     __tablename__ = "api_keys"
 

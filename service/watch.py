@@ -18,11 +18,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.assignment import batch_status
+from service.dashboard_charts import cached_reliability
 from service.db import session_scope
 from service.models import Batch, DecisionWatch, Project, Webhook, WebhookEvent, utcnow
 from service.outbox import emit
 from service.planning import current_plan, plan_progress
-from service.reliability import DocumentCache, document_key, reliability_document
+from service.reliability import DocumentCache
 from service.settings import Settings
 
 BATCH_LOOKBACK = timedelta(days=2)
@@ -30,11 +31,7 @@ BATCH_LOOKBACK = timedelta(days=2)
 
 def live_decision(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> dict[str, Any]:
     """The reliability document of the project's first criterion, from the shared cache or computed into it."""
-    criterion = project.criteria[0]
-    key = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
-    return documents.get_or_build(
-        key, lambda: reliability_document(session, project, criterion, n_resamples=n_resamples)
-    )
+    return cached_reliability(session, project, documents, n_resamples=n_resamples)[0]
 
 
 def record_baseline(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> None:

@@ -12,6 +12,7 @@ from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.errors import Invalid, echo, error_responses
 from service.models import Project
 from service.planning import current_plan
+from service.pool_scores import recorded
 from service.reliability import document_key, ranking_document, reliability_document
 from service.schemas.documents import RankingDocument, ReliabilityDocument
 
@@ -67,7 +68,9 @@ def get_reliability(
         criterion,
         if_none_match,
         "reliability",
-        lambda name: reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples),
+        lambda name: recorded(
+            session, project.id, reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples)
+        ),
     )
 
 

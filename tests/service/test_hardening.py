@@ -483,10 +483,10 @@ def test_large_agreement_in_a_child_process_equals_the_planner(client: TestClien
         assert got["interval"] == pytest.approx(list(estimate.interval.as_list()), abs=1e-12)
 
 
-def test_dashboard_history_is_computed_once_per_label_seq(
+def test_dashboard_history_is_replayed_once_then_stored_as_label_seq_advances(
     client: TestClient, project: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.dashboard_charts as dashboard_route
+    import service.pool_scores as pool_scores
 
     pid = project["id"]
     rows = [
@@ -496,8 +496,8 @@ def test_dashboard_history_is_computed_once_per_label_seq(
     ]
     assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
     calls = []
-    replay = dashboard_route.pool_history
-    monkeypatch.setattr(dashboard_route, "pool_history", lambda *a: calls.append(1) or replay(*a))
+    replay = pool_scores.pool_history
+    monkeypatch.setattr(pool_scores, "pool_history", lambda *a, **k: calls.append(1) or replay(*a, **k))
     for _ in range(3):
         assert client.get(f"/projects/{pid}/dashboard").status_code == 200
     assert len(calls) == 1
@@ -505,4 +505,6 @@ def test_dashboard_history_is_computed_once_per_label_seq(
         client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h3", "value": "pass"}]).status_code == 200
     )
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200
-    assert len(calls) == 2
+    assert len(calls) == 1  # the new point was stored with its document, not replayed
+    history = client.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text.splitlines()
+    assert history[-2].startswith("60,") and history[-1].startswith("61,")

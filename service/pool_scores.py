@@ -1,0 +1,116 @@
+"""The dashboard's human-pool score over label_seq: a point stored each time a reliability document is computed.
+
+Points are written as documents are built (any worker, any request), so a dashboard view reads
+them instead of replaying the events. History from before the first stored point (projects older
+than this store, or labels written before anyone looked) is replayed from the events once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from planner.decision import validate_judge
+from service.db import WRITE_OPTION
+from service.matrix import cell_indices, corpus
+from service.models import PoolScore, Project
+from service.reliability import num
+from service.schemas import DecisionSettings
+from service.sql import driver_rows
+
+REPLAY_POINTS = 8
+"""Points of a replayed stretch of history, at quantiles of its label events."""
+SHOWN_POINTS = 200
+"""At most this many points are drawn (evenly thinned, the last one kept)."""
+log = logging.getLogger("annoplan")
+
+
+def recorded(session: Session, project_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (a reliability document), its human-pool score stored at its label_seq on the way."""
+    store_points(session, project_id, doc["criterion"], [(doc["label_seq"], doc["human_pool"]["estimate"])])
+    return doc
+
+
+def store_points(session: Session, project_id: str, criterion: str, points: list[tuple[int, float | None]]) -> None:
+    """Store points not stored yet, in a short write transaction of their own (the caller's may be a read).
+
+    History is a convenience of the reads that write it: a database refusing the write is logged
+    and the read goes on.
+    """
+    rows = [{"p": project_id, "c": criterion, "s": seq, "v": score} for seq, score in points]
+    engine = session.get_bind().execution_options(**{WRITE_OPTION: True})
+    try:
+        with Session(engine) as writer, writer.begin():
+            writer.execute(
+                text(
+                    "INSERT INTO pool_scores (project_id, criterion, label_seq, score) VALUES (:p, :c, :s, :v) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                rows,
+            )
+    except SQLAlchemyError as exc:
+        log.warning("pool-score history not stored for project %s: %s", project_id, exc)
+
+
+def pool_score_history(session: Session, project: Project, criterion: str) -> list[tuple[int, float | None]]:
+    """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), replaying once what precedes them."""
+    points = [
+        (int(seq), score)
+        for seq, score in session.execute(
+            select(PoolScore.label_seq, PoolScore.score)
+            .where(PoolScore.project_id == project.id, PoolScore.criterion == criterion)
+            .order_by(PoolScore.label_seq)
+        )
+    ]
+    if not points or points[0][0] != 0:
+        first = points[0][0] if points else project.label_seq
+        replayed = [(0, None), *pool_history(session, project, criterion, until=first)]
+        store_points(session, project.id, criterion, replayed)
+        points = sorted(dict(replayed + points).items())
+    points = points[1:]  # label_seq 0 marks the replay; no labels, no score
+    if len(points) > SHOWN_POINTS:
+        keep = np.unique(np.linspace(0, len(points) - 1, SHOWN_POINTS).round().astype(int))
+        points = [points[k] for k in keep]
+    return points
+
+
+def pool_history(
+    session: Session, project: Project, criterion: str, *, until: int | None = None
+) -> list[tuple[int, float | None]]:
+    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events."""
+    events = driver_rows(
+        session,
+        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? AND seq <= ? "
+        "ORDER BY seq",
+        (project.id, criterion, project.label_seq if until is None else until),
+    )
+    item_ids, raters = corpus(session, project)
+    judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
+    humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
+    if not events or not judges or len(humans) < 2:
+        return []
+    decision = DecisionSettings(**project.decision)
+    seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
+    rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
+    flat = rows * len(raters) + cols
+    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
+    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, REPLAY_POINTS + 1)[1:], method="higher"))
+    points: list[tuple[int, float | None]] = []
+    start = 0
+    for cut in cuts:
+        end = int(np.searchsorted(seqs, cut, side="right"))
+        # Events in seq order: the last event of a cell in this stretch is its value at the cut.
+        _, last = np.unique(flat[start:end][::-1], return_index=True)
+        latest = start + (end - start - 1 - last)
+        raw.flat[flat[latest]] = codes[latest]
+        start = end
+        v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
+                           n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
+                           epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
+        points.append((int(cut), num(v.human_pool.estimate)))
+    return points
