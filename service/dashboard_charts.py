@@ -7,11 +7,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from planner.simulate import COEFFICIENTS, simulate
+from service import pool_scores
 from service.charts import Chart
 from service.models import Plan, Project
 from service.planning import current_plan
-from service.pool_scores import pool_score_history, recorded
-from service.reliability import DocumentCache, document_key, num, reliability_document
+from service.reliability import DocumentCache, document_key, num
 
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 MARGIN_QUANTITY = {
@@ -116,11 +116,7 @@ def cached_reliability(session: Session, project: Project, documents: DocumentCa
     """The reliability document of the first criterion and its ETag, from the document cache."""
     criterion = project.criteria[0]
     etag = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
-    doc = documents.get_or_build(
-        etag, lambda: recorded(session, project.id, reliability_document(session, project, criterion,
-                                                                          n_resamples=n_resamples))
-    )
-    return doc, etag
+    return pool_scores.cached_reliability(session, project, documents, criterion, etag, n_resamples=n_resamples), etag
 
 
 def project_charts(session: Session, project: Project, documents: DocumentCache, *,
@@ -128,7 +124,7 @@ def project_charts(session: Session, project: Project, documents: DocumentCache,
     """The reliability document, its ETag and every dashboard chart (history and curve cached with it)."""
     doc, etag = cached_reliability(session, project, documents, n_resamples=n_resamples)
     plan = current_plan(session, project.id)
-    history = pool_score_history(session, project, project.criteria[0])
+    history = pool_scores.pool_score_history(session, project, project.criteria[0])
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
     curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))
     return doc, etag, dashboard_charts(doc, history, curve)

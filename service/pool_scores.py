@@ -19,7 +19,7 @@ from planner.decision import validate_judge
 from service.db import WRITE_OPTION
 from service.matrix import cell_indices, corpus
 from service.models import PoolScore, Project
-from service.reliability import num
+from service.reliability import DocumentCache, num, reliability_document
 from service.schemas import DecisionSettings
 from service.sql import driver_rows
 
@@ -30,29 +30,47 @@ SHOWN_POINTS = 200
 log = logging.getLogger("annoplan")
 
 
-def recorded(session: Session, project_id: str, doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` (a reliability document), its human-pool score stored at its label_seq on the way."""
-    store_points(session, project_id, doc["criterion"], [(doc["label_seq"], doc["human_pool"]["estimate"])])
+def cached_reliability(
+    session: Session, project: Project, documents: DocumentCache, criterion: str, key: str, *, n_resamples: int
+) -> dict[str, Any]:
+    """The reliability document under ``key`` (its ETag) from ``documents``, built when missing; a document
+    built here has its human-pool score stored at its label_seq.
+
+    Stored once the cache's gate is left: on SQLite a write waits for the one writer, which may be
+    waiting on that gate for the same document.
+    """
+    built: list[dict[str, Any]] = []
+
+    def build() -> dict[str, Any]:
+        built.append(reliability_document(session, project, criterion, n_resamples=n_resamples))
+        return built[0]
+
+    doc: dict[str, Any] = documents.get_or_build(key, build)
+    if built:
+        store_points(session, project.id, criterion, [(doc["label_seq"], doc["human_pool"]["estimate"])])
     return doc
 
 
 def store_points(session: Session, project_id: str, criterion: str, points: list[tuple[int, float | None]]) -> None:
-    """Store points not stored yet, in a short write transaction of their own (the caller's may be a read).
+    """Store points not stored yet: in ``session`` when it writes already, else in a short write transaction
+    of its own (on SQLite a second writer of this thread would wait for the first forever).
 
     History is a convenience of the reads that write it: a database refusing the write is logged
     and the read goes on.
     """
     rows = [{"p": project_id, "c": criterion, "s": seq, "v": score} for seq, score in points]
-    engine = session.get_bind().execution_options(**{WRITE_OPTION: True})
+    insert = text(
+        "INSERT INTO pool_scores (project_id, criterion, label_seq, score) VALUES (:p, :c, :s, :v) "
+        "ON CONFLICT DO NOTHING"
+    )
+    bind = session.get_bind()
     try:
-        with Session(engine) as writer, writer.begin():
-            writer.execute(
-                text(
-                    "INSERT INTO pool_scores (project_id, criterion, label_seq, score) VALUES (:p, :c, :s, :v) "
-                    "ON CONFLICT DO NOTHING"
-                ),
-                rows,
-            )
+        if bind.get_execution_options().get(WRITE_OPTION):
+            with session.begin_nested():
+                session.execute(insert, rows)
+            return
+        with Session(bind.execution_options(**{WRITE_OPTION: True})) as writer, writer.begin():
+            writer.execute(insert, rows)
     except SQLAlchemyError as exc:
         log.warning("pool-score history not stored for project %s: %s", project_id, exc)
 

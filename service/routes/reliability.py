@@ -12,8 +12,8 @@ from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.errors import Invalid, echo, error_responses
 from service.models import Project
 from service.planning import current_plan
-from service.pool_scores import recorded
-from service.reliability import document_key, ranking_document, reliability_document
+from service.pool_scores import cached_reliability
+from service.reliability import document_key, ranking_document
 from service.schemas.documents import RankingDocument, ReliabilityDocument
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
@@ -29,7 +29,7 @@ def _cached(
     criterion: str | None,
     if_none_match: str | None,
     kind: str,
-    build: Callable[[str], dict[str, Any]],
+    build: Callable[[str, str], dict[str, Any]],
 ) -> Response:
     name = criterion or project.criteria[0]
     if name not in project.criteria:
@@ -38,8 +38,7 @@ def _cached(
     headers = {**CACHE_HEADERS, "ETag": etag}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    doc = request.app.state.documents.get_or_build(etag, lambda: build(name))
-    return JSONResponse(doc, headers=headers)
+    return JSONResponse(build(name, etag), headers=headers)
 
 
 @router.get(
@@ -68,8 +67,8 @@ def get_reliability(
         criterion,
         if_none_match,
         "reliability",
-        lambda name: recorded(
-            session, project.id, reliability_document(session, project, name, n_resamples=settings.bootstrap_resamples)
+        lambda name, etag: cached_reliability(
+            session, project, request.app.state.documents, name, etag, n_resamples=settings.bootstrap_resamples
         ),
     )
 
@@ -96,5 +95,7 @@ def get_ranking(
         criterion,
         if_none_match,
         "ranking",
-        lambda name: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples),
+        lambda name, etag: request.app.state.documents.get_or_build(
+            etag, lambda: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples)
+        ),
     )

@@ -1,0 +1,147 @@
+"""Reads at a million items: fresh documents after a write, report, dashboard, plan (issue 20).
+
+Starts the real service (uvicorn, ``tests/live_server.py``) on a fresh SQLite file, and on
+PostgreSQL with ``--postgres URL``, and builds through HTTP a project of ``--items`` items
+(default 1,000,000) and 10 raters: a judge and the primary label every item, 8 secondaries
+``--overlap`` of it each (default 1/8: ~3M labels in all). The same is built at ``--small``
+items (default 10,000) in the same run, and each figure is printed next to its 10k figure and
+``/healthz`` (p50 of 20) as the floor:
+
+- the first document (the worker reads every current label once) and the first dashboard
+  (the pool-score history before its first stored point replayed once): one-time costs;
+- after a write of 1,000 labels, the fresh ``/reliability`` (the worker applies the 1,000
+  events to its kept matrix), then the dashboard (document cached), ``/ranking``;
+- after another 1,000-label write: the dashboard (a fresh document inside), the report as
+  JSON and as HTML;
+- plan creation (certification from priors).
+
+    .venv/bin/python bench/million.py [--items 1000000] [--small 10000] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.live_server import LiveServer, migrate, wipe_postgres  # noqa: E402
+
+KEY = "ak_bench_admin"
+CHUNK = 100_000  # the default max_rows of one request
+SECONDARIES = 8
+
+
+def timed(call: Callable[[], httpx.Response]) -> float:
+    t0 = time.perf_counter()
+    r = call()
+    dt = time.perf_counter() - t0
+    if r.status_code not in (200, 201):
+        raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
+    return dt
+
+
+def post_rows(c: httpx.Client, path: str, rows: list[dict[str, str]]) -> None:
+    for start in range(0, len(rows), CHUNK):
+        c.post(path, json=rows[start : start + CHUNK]).raise_for_status()
+
+
+def build(c: httpx.Client, n_items: int, overlap: float, rng: np.random.Generator) -> tuple[str, np.ndarray]:
+    """The project (a judge and the primary on every item, each secondary on ``overlap`` of them) and the
+    judge's labels (True: pass)."""
+    pid: str = c.post("/projects", json={"name": f"million-{n_items}", "labels": ["pass", "fail"]}).json()["id"]
+    raters = [("judge", "judge"), ("prim", "primary")] + [(f"h{k}", "human") for k in range(SECONDARIES)]
+    for ext, kind in raters:
+        c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
+    post_rows(c, f"/projects/{pid}/items", [{"external_id": f"i{i}"} for i in range(n_items)])
+    truth = rng.random(n_items) < 0.7
+    for ext, _ in raters:
+        accuracy = 0.9 if ext == "judge" else 0.85
+        on = np.arange(n_items) if ext in ("judge", "prim") else np.flatnonzero(rng.random(n_items) < overlap)
+        right = rng.random(on.size) < accuracy
+        passes = truth[on] == right
+        if ext == "judge":
+            judge = passes.copy()
+        value = np.where(passes, "pass", "fail")
+        post_rows(c, f"/projects/{pid}/labels",
+                  [{"item": f"i{i}", "rater": ext, "value": str(v)} for i, v in zip(on, value, strict=True)])
+    return pid, judge
+
+
+def write_1000(c: httpx.Client, pid: str, judge: np.ndarray, rng: np.random.Generator) -> None:
+    """1,000 of the judge's labels flipped (corrections: 1,000 new events); ``judge`` follows them."""
+    items = rng.choice(judge.size, size=1_000, replace=False)
+    judge[items] = ~judge[items]
+    rows = [{"item": f"i{i}", "rater": "judge", "value": "pass" if judge[i] else "fail"} for i in items]
+    r = c.post(f"/projects/{pid}/labels", json=rows)
+    r.raise_for_status()
+    assert r.json()["accepted"] == 1_000, r.json()
+
+
+def figures(server: LiveServer, n_items: int, overlap: float) -> dict[str, float]:
+    rng = np.random.default_rng(n_items)
+    out: dict[str, float] = {}
+    with server.client() as c:
+        c.timeout = 3600
+        t0 = time.perf_counter()
+        pid, judge = build(c, n_items, overlap, rng)
+        out["build (s)"] = time.perf_counter() - t0
+        out["healthz p50"] = statistics.median(timed(lambda: c.get("/healthz")) for _ in range(20))
+        out["first document (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
+        out["first dashboard (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
+        write_1000(c, pid, judge, rng)
+        out["reliability after 1,000 labels"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
+        out["dashboard, document cached"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
+        out["ranking after the write"] = timed(lambda: c.get(f"/projects/{pid}/ranking"))
+        write_1000(c, pid, judge, rng)
+        out["dashboard after 1,000 labels"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
+        out["report json"] = timed(lambda: c.get(f"/projects/{pid}/report"))
+        out["report html"] = timed(lambda: c.get(f"/projects/{pid}/report", params={"format": "html"}))
+        out["plan creation"] = timed(lambda: c.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9}))
+    return out
+
+
+def run(url: str, label: str, sizes: tuple[int, int], overlap: float) -> None:
+    results = []
+    for n in sizes:
+        migrate(url)
+        with LiveServer(url, KEY) as server:
+            results.append(figures(server, n, overlap))
+        if url.startswith("postgresql"):
+            wipe_postgres(url)
+    small, big = results
+    print(f"[{label}] {sizes[1]:,} items vs {sizes[0]:,} (seconds; x = ratio to the same run's /healthz p50)")
+    floor = big["healthz p50"]
+    for name in small:
+        extra = "" if name == "build (s)" else f"  ({big[name] / floor:,.0f}x /healthz)"
+        print(f"  {name:34s} {big[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--overlap", type=float, default=1 / SECONDARIES)
+    parser.add_argument("--postgres", help="also on this (empty) PostgreSQL database")
+    parser.add_argument("--skip-sqlite", action="store_true")
+    args = parser.parse_args()
+    sizes = (args.small, args.items)
+    if not args.skip_sqlite:
+        with tempfile.TemporaryDirectory() as tmp:
+            run(f"sqlite:///{tmp}/bench.db", "SQLite", sizes, args.overlap)
+    if args.postgres:
+        wipe_postgres(args.postgres)
+        run(args.postgres, "PostgreSQL", sizes, args.overlap)
+
+
+if __name__ == "__main__":
+    main()
