@@ -3,8 +3,8 @@
 Existing projects get their history before the first stored point replayed from the events once,
 on their first dashboard view.
 
-Revision ID: 0007_pool_scores
-Revises: 0006_id_keys
+Revision ID: 0008_pool_scores
+Revises: 0007_primary_cursor
 Create Date: 2026-11-30 17:50:00
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0007_pool_scores'
-down_revision = '0006_id_keys'
+revision = '0008_pool_scores'
+down_revision = '0007_primary_cursor'
 branch_labels = None
 depends_on = None
 
