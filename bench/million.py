@@ -122,7 +122,7 @@ def run(url: str, label: str, sizes: tuple[int, int], overlap: float) -> None:
     print(f"[{label}] {sizes[1]:,} items vs {sizes[0]:,} (seconds; x = ratio to the same run's /healthz p50)")
     floor = big["healthz p50"]
     for name in small:
-        extra = "" if name == "build (s)" else f"  ({big[name] / floor:,.0f}x /healthz)"
+        extra = "" if name == "build (s)" else f"  ({big[name] / floor:,.1f}x /healthz)"
         print(f"  {name:34s} {big[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
 
 
