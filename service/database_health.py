@@ -4,7 +4,8 @@ A failure of the database itself (unreachable, read-only, disk full, locked too 
 the client's fault nor a bug: the request is answered ``503`` with ``Retry-After`` and the
 error body, its transaction rolled back (nothing of it is written, nothing acknowledged is
 lost). The last such failure of a write is remembered until a write commits again, so
-``/healthz`` can say the database refuses writes even while it still answers reads.
+``/healthz`` can say the database refuses writes even while it still answers reads. That
+memory is per worker process: under ``--workers N`` each worker reports the failures it saw.
 """
 
 from __future__ import annotations

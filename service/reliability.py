@@ -132,6 +132,16 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
     }
 
 
+def _rule_options(matrix: LabelMatrix, decision: DecisionSettings) -> dict[str, Any]:
+    """The project's decision rule as the planner's keyword arguments."""
+    return {
+        "n_labels": matrix.n_labels,
+        "rule": decision.rule,
+        "coefficient": decision.coefficient,
+        "epsilon": decision.resolved_epsilon(),
+        "q": decision.q,
+    }
+
 def judge_validation(
     matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings, **options: Any
 ) -> dict[str, Any]:
@@ -140,13 +150,9 @@ def judge_validation(
         matrix.codes,
         judge=judge,
         humans=humans,
-        n_labels=matrix.n_labels,
-        rule=decision.rule,
-        coefficient=decision.coefficient,
-        epsilon=decision.resolved_epsilon(),
         omega_threshold=decision.omega_threshold,
-        q=decision.q,
         inconclusive_level=decision.inconclusive_level,
+        **_rule_options(matrix, decision),
         **options,
     )
     return _validation(v, matrix, judge)
@@ -300,17 +306,7 @@ def judge_ranking(
     matrix: LabelMatrix, judges: list[int], humans: list[int], decision: DecisionSettings, **options: Any
 ) -> dict[str, Any]:
     """The judges' ranking block of the document (docs/method.md §3); pure."""
-    r = rank_judges(
-        matrix.codes,
-        judges=judges,
-        humans=humans,
-        n_labels=matrix.n_labels,
-        rule=decision.rule,
-        coefficient=decision.coefficient,
-        epsilon=decision.resolved_epsilon(),
-        q=decision.q,
-        **options,
-    )
+    r = rank_judges(matrix.codes, judges=judges, humans=humans, **_rule_options(matrix, decision), **options)
     name = {k: matrix.raters[k].external_id for k in judges}
     return {
         "judges": [
