@@ -19,6 +19,7 @@ import pytest
 if TYPE_CHECKING:
     from alembic.config import Config
     from fastapi.testclient import TestClient
+    from sqlalchemy import Engine
 
     from service.settings import Settings
 
@@ -89,6 +90,16 @@ def fresh_database(template_url: str, directory: Path) -> str:
 def database_url(template_url: str, tmp_path: Path) -> str:
     """A fresh, migrated database for one test."""
     return fresh_database(template_url, tmp_path)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """A second engine on the test database, to read rows behind the API's back."""
+    from service.db import make_engine
+
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture

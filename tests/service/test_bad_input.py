@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
 from service.app import create_app
-from service.db import make_engine
 from service.models import Base
 from service.pagination import encode_cursor
 from service.settings import Settings
@@ -159,14 +157,6 @@ def labelled(built: dict) -> dict:
 def other_project(built: dict) -> dict:
     """A second project with rater judge2 and item only2."""
     return built["other"]
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    """A second engine on the test database, to count rows behind the API's back."""
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

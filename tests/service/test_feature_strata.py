@@ -6,15 +6,12 @@ reliability document weights by their inverse."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine
 
 from planner.decision import validate_judge
 from planner.neyman import neyman_allocation
-from service.db import make_engine
 from service.schemas.documents import ReliabilityDocument
 from tests.service.test_neyman_plans import stored_inclusion
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels
@@ -22,13 +19,6 @@ from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels
 N_ITEMS = 300
 DOMAINS = np.array(["news"] * 180 + ["legal"] * 80 + ["medical"] * 40)
 JUDGE_ACCURACY = {"news": 0.95, "legal": 0.85, "medical": 0.6}
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def _labels(seed: int) -> dict[str, np.ndarray]:

@@ -3,14 +3,11 @@ write nothing; the same key with another body is 409; distinct keys are distinct
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-from service.db import make_engine
 from service.models import Base
 
 LABELS_A = [{"item": "i1", "rater": "h2", "value": "pass"}, {"item": "i2", "rater": "h2", "value": "fail"}]
@@ -19,13 +16,6 @@ LABELS_B = [{"item": "i1", "rater": "h2", "value": "fail"}, {"item": "i2", "rate
 
 def key(k: str) -> dict[str, str]:
     return {"Idempotency-Key": k}
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def state(client: TestClient, engine: Engine, pid: str) -> dict:

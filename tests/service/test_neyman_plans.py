@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -15,19 +14,11 @@ from sqlalchemy import Engine, select
 from planner.decision import validate_judge
 from planner.neyman import neyman_allocation, prior_variances
 from planner.sequential import monitor_judge
-from service.db import make_engine
 from service.models import Assignment, CurrentLabel, Item, Rater
 from service.schemas.documents import ReliabilityDocument
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels, setup_project
 
 N_ITEMS = 300
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def corpus(seed: int) -> dict[str, np.ndarray]:

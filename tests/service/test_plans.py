@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,19 +14,11 @@ import pytest
 from scipy.stats import norm
 from sqlalchemy import Engine, func, select
 
-from service.db import make_engine
 from service.models import Assignment, Rater
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
 
 PRIOR = {"p_h": 0.85, "p_j": 0.9}
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def setup_project(c: Any, n_items: int, humans: tuple[str, ...] = ("h2", "h3")) -> str:

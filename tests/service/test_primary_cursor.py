@@ -14,19 +14,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from service.app import create_app
-from service.db import make_engine, make_sessionmaker, session_scope
+from service.db import make_sessionmaker, session_scope
 from service.label_store import retract_labels
 from service.models import Assignment, CurrentLabel, Item, Project, Rater, RaterProgress
 from service.settings import Settings
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
