@@ -16,6 +16,7 @@ from planner.protocol import (
     statistic_stack,
     summary_from_table,
 )
+from planner.resampling import distinct_rows
 
 AGGREGATIONS = ("micro", "macro", "item")
 _RULES = ("all", "any")
@@ -167,7 +168,7 @@ def cluster_bootstrap(
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.asarray((draws @ np.where(defined, values, 0.0)) / (draws @ defined), dtype=float)
     rows = _item_cell_counts(results, aggregation, rule)
-    patterns, multiplicity = np.unique(rows, axis=0, return_counts=True)
+    patterns, multiplicity = distinct_rows(rows)
     size = len(results[0].protocol.labels) + 2
     share = multiplicity / multiplicity.sum()
     draws = generator.multinomial(multiplicity.sum(), share, size=n_resamples)

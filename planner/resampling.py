@@ -38,9 +38,10 @@ def distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an int array ``(n, k)`` with values ``-1..n_values-1``, and frequencies.
 
-    Rows come out in lexicographic order, so the result does not depend on the order of
-    the input rows. A row is read as one integer in base ``n_values + 1`` (first column
-    most significant) when that fits in int64.
+    Rows come out in lexicographic order (as ``np.unique(rows, axis=0)``), so the result
+    does not depend on the order of the input rows. Runs of columns are read as one
+    integer in base ``n_values + 1`` (first column most significant) that fits in int64;
+    one such key per row goes through :func:`distinct_keys`, several are sorted together.
 
     >>> rows, freq = distinct_rows(np.array([[1, -1], [0, 2], [1, -1]]))
     >>> rows.tolist(), freq.tolist()
@@ -48,14 +49,32 @@ def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.nda
     """
     if rows.shape[0] == 0:
         return rows, np.zeros(0, dtype=np.int64)
-    base = (int(rows.max()) if n_values is None else n_values) + 2
-    if rows.shape[1] * np.log2(base) >= 62:
+    base = max(2, (int(rows.max()) if n_values is None else n_values) + 2)
+    per_key = max(1, int(62 // np.log2(base)))
+    if base >= 2**31:
         distinct, frequency = np.unique(rows, axis=0, return_counts=True)
         return distinct, frequency
+    keys = [_row_keys(rows[:, start : start + per_key], base) for start in range(0, rows.shape[1], per_key)]
+    if len(keys) == 1:
+        distinct, frequency = distinct_keys(keys[0])
+        return _key_digits(distinct, min(per_key, rows.shape[1]), base), frequency
+    order = np.lexsort(keys[::-1])  # lexsort's last key is the primary one
+    sorted_keys = np.stack([key[order] for key in keys], axis=1)
+    first = np.flatnonzero(np.r_[True, np.any(sorted_keys[1:] != sorted_keys[:-1], axis=1)])
+    frequency = np.diff(np.r_[first, rows.shape[0]])
+    return rows[order[first]], frequency
+
+
+def _row_keys(rows: np.ndarray, base: int) -> np.ndarray:
+    """One int64 per row: its values plus one as digits in ``base``, first column most significant."""
     digits = np.int64(base) ** np.arange(rows.shape[1] - 1, -1, -1, dtype=np.int64)
-    keys = np.einsum("ij,j->i", rows, digits) + digits.sum()  # digits of rows + 1
-    distinct, frequency = distinct_keys(keys)
-    return distinct[:, None] // digits % base - 1, frequency
+    return np.asarray(rows.astype(np.int64) @ digits + digits.sum())
+
+
+def _key_digits(keys: np.ndarray, n_columns: int, base: int) -> np.ndarray:
+    """Rows ``(len(keys), n_columns)`` whose :func:`_row_keys` are ``keys``."""
+    digits = np.int64(base) ** np.arange(n_columns - 1, -1, -1, dtype=np.int64)
+    return np.asarray(keys[:, None] // digits % base - 1)
 
 
 def distinct_features(features: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
