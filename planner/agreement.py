@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy.special import ndtri
@@ -741,29 +741,58 @@ def _rater_pairs(n_raters: int) -> list[tuple[int, int]]:
     return [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
 
 
-def _pair_tables(rows: np.ndarray, weights: np.ndarray, n_labels: int) -> np.ndarray:
+def _rater_pair_cells(rows: np.ndarray, n_labels: int, rater: int) -> tuple[np.ndarray, Any]:
+    """The rows ``rater`` labeled, and which cell of each pair ``(rater, k > rater)`` they fill.
+
+    A sparse 0/1 matrix ``((n_raters - 1 - rater) * L * L, len(labeled))``: entry
+    ``(pair * L * L + c_j * L + c_k, row)`` is 1 when the row has codes ``c_j``, ``c_k``.
+    """
+    from scipy.sparse import csc_array  # deferred: scipy.sparse costs 0.6 s at import
+
+    labeled = np.flatnonzero(rows[:, rater] >= 0)
+    others = rows[labeled, rater + 1 :].astype(np.int32)
+    both = others >= 0
+    per_row = both.sum(axis=1)
+    size = np.int32(n_labels**2)
+    pair = np.broadcast_to(np.arange(others.shape[1], dtype=np.int32) * size, others.shape)[both]
+    own = np.repeat(rows[labeled, rater].astype(np.int32) * np.int32(n_labels), per_row)
+    cell = pair + own + others[both]  # row-major: grouped by row, as CSC columns
+    starts = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
+    shape = (others.shape[1] * n_labels**2, labeled.size)
+    return labeled, csc_array((np.ones(cell.size), cell, starts), shape=shape)
+
+
+def _held_pair_cells(rows: np.ndarray, n_labels: int) -> list[tuple[np.ndarray, Any]] | None:
+    """Every rater's :func:`_rater_pair_cells`, or None when they would hold more entries than
+    twice the cells of ``rows`` (they are then rebuilt for each block of resamples)."""
+    per_row = np.sum(rows >= 0, axis=1)
+    if np.sum(per_row * (per_row - 1) // 2) > 2 * rows.size:
+        return None
+    return [_rater_pair_cells(rows, n_labels, j) for j in range(rows.shape[1] - 1)]
+
+
+def _pair_tables(
+    rows: np.ndarray,
+    weights: np.ndarray,
+    n_labels: int,
+    held: list[tuple[np.ndarray, Any]] | None = None,
+) -> np.ndarray:
     """Common-item tables ``(B, n_pairs, L, L)`` of every rater pair ``j < k`` (docs/method.md §2).
 
-    ``rows``: distinct code rows, weighted by ``weights`` ``(B, n_rows)``. One pair at a
-    time (sort the pair's cells, sum weights per cell), so nothing of size
-    ``rows x pairs`` is ever held.
+    ``rows``: distinct code rows, weighted by ``weights`` ``(B, n_rows)``. One sparse
+    product per rater ``j`` sums the tables of its pairs ``(j, k > j)``, so nothing of size
+    ``rows x pairs`` is held; ``held``: :func:`_held_pair_cells` of ``rows``, if kept.
     """
-    cells = n_labels**2
-    pairs = _rater_pairs(rows.shape[1])
-    tables = np.zeros((weights.shape[0], len(pairs), cells))
-    for index, (j, k) in enumerate(pairs):
-        both = np.flatnonzero((rows[:, j] >= 0) & (rows[:, k] >= 0))
-        if both.size == 0:
-            continue
-        cell = rows[both, j] * n_labels + rows[both, k]
-        if weights.shape[0] == 1:  # point estimate
-            tables[0, index] = np.bincount(cell, weights=weights[0, both], minlength=cells)
-            continue
-        order = np.argsort(cell, kind="stable")
-        cell = cell[order]
-        starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
-        tables[:, index, cell[starts]] = np.add.reduceat(weights[:, both[order]], starts, axis=1)
-    return tables.reshape(weights.shape[0], len(pairs), n_labels, n_labels)
+    n_raters = rows.shape[1]
+    tables = np.zeros((weights.shape[0], n_raters * (n_raters - 1) // 2 * n_labels**2))
+    by_row = np.ascontiguousarray(weights.T)
+    start = 0
+    for j in range(n_raters - 1):
+        labeled, cells = held[j] if held is not None else _rater_pair_cells(rows, n_labels, j)
+        stop = start + cells.shape[0]
+        tables[:, start:stop] = np.asarray(cells @ by_row[labeled]).T
+        start = stop
+    return tables.reshape(weights.shape[0], -1, n_labels, n_labels)
 
 
 _PAIR_COEFFICIENTS: dict[str, Callable[..., AgreementResult]] = {
@@ -821,16 +850,22 @@ def pairwise(
 
 
 def _mean_kappa_terms(
-    rows: np.ndarray, weights: np.ndarray, *, n_labels: int, agree: np.ndarray
+    rows: np.ndarray,
+    weights: np.ndarray,
+    *,
+    n_labels: int,
+    agree: np.ndarray,
+    held: list[tuple[np.ndarray, Any]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap-weighted mean of the defined pairwise kappas, and how many pairs are defined.
 
-    ``weights`` ``(B, n_rows)`` weigh the distinct code ``rows``.
+    ``weights`` ``(B, n_rows)`` weigh the distinct code ``rows`` (``held``: see :func:`_pair_tables`).
     """
-    tables = _pair_tables(rows, weights, n_labels)
+    tables = _pair_tables(rows, weights, n_labels, held)
+    overlap = tables.sum(axis=(2, 3))
+    tables, overlap = tables[:, overlap.any(axis=0)], overlap[:, overlap.any(axis=0)]  # kappa NaN
     batch, n_pairs = tables.shape[:2]
     kappa = kappa_terms(tables.reshape(-1, n_labels, n_labels), agree)[0].reshape(batch, n_pairs)
-    overlap = tables.sum(axis=(2, 3))
     usable = np.isfinite(kappa)
     with np.errstate(invalid="ignore", divide="ignore"):
         total = np.where(usable, overlap, 0.0).sum(axis=1)
@@ -842,7 +877,9 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
     pairable = (rows >= 0).sum(axis=1) >= 2
     rows, frequency = rows[pairable], frequency[pairable]
     agree = agreement_weights(n_labels, weights)
-    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agree)
+    terms = partial(
+        _mean_kappa_terms, n_labels=n_labels, agree=agree, held=_held_pair_cells(rows, n_labels)
+    )
     if rows.shape[0]:
         mean, n_pairs = (x[0] for x in terms(rows, frequency[None].astype(float)))
     else:

@@ -8,8 +8,9 @@ patterns, never a pass over the items.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -107,18 +108,17 @@ def pattern_bootstrap(
     """``statistic(weights)`` on item resamples, weights ``(B, n_patterns)``.
 
     ``counts[u]`` items share pattern ``u``; drawing the ``n = sum(counts)`` items with
-    replacement gives pattern multiplicities ``Multinomial(n, counts / n)``. Resamples go
-    in blocks of at most ``_CHUNK_CELLS`` cells of ``max(n_patterns, width)`` (``width``:
-    the statistic's own per-replicate array size).
+    replacement gives pattern multiplicities ``Multinomial(n, counts / n)``
+    (:func:`resampled_multiplicities`). Resamples go in blocks of at most ``_CHUNK_CELLS``
+    cells of ``max(n_patterns, width)`` (``width``: the statistic's own per-replicate
+    array size).
     """
-    total = int(round(float(np.sum(counts))))
-    pvals = np.asarray(counts, dtype=float) / np.sum(counts)
-    chunk = max(1, _CHUNK_CELLS // max(1, pvals.size, width))
-    parts = [
-        statistic(rng.multinomial(total, pvals, size=min(chunk, n_resamples - start)).astype(float))
-        for start in range(0, n_resamples, chunk)
-    ]
-    return np.concatenate(parts)
+    counts = np.rint(np.asarray(counts, dtype=float)).astype(np.int64)
+    block = max(1, _CHUNK_CELLS // max(1, counts.size, width))
+    blocks = resampled_multiplicities(
+        counts, int(counts.sum()), n_resamples, rng, block=block, dtype=np.float64
+    )
+    return np.concatenate([statistic(weights) for weights in blocks])
 
 
 def pattern_replicates(
@@ -151,21 +151,45 @@ def bootstrap_sums(
     """Feature sums ``(n_resamples, P)`` over item resamples (docs/method.md §2, "Intervals").
 
     ``features`` ``(G, P)`` are per-item quantities of ``G`` kept patterns with
-    ``counts``; the other ``n_items - sum(counts)`` items contribute nothing. Resampling
-    ``n_items`` items puts ``Binomial(n_items, n_kept/n_items)`` draws on the kept items;
-    those split multinomially over patterns. Common patterns get their multiplicities by
-    binomial splitting, rare ones by drawing items, which is the same multinomial at a
-    lower cost. Products run in float32 below 2^24 items: integer sums stay exact,
+    ``counts``; the other ``n_items - sum(counts)`` items contribute nothing (resamples
+    from :func:`resampled_multiplicities`). Products run in float32 below 2^24 items: integer sums stay exact,
     fractional ones (p_o agreement shares) carry a relative error below 1e-6 at 1e5 items
     (d_k off by ~5e-7 against a bootstrap SD of ~2e-3).
     """
-    n_patterns = counts.size
     sums = np.zeros((n_resamples, features.shape[1]))
-    n_kept = int(counts.sum())
-    if n_kept == 0:
-        return sums
     precision = np.float32 if n_items < 2**24 else np.float64
     by_feature = np.ascontiguousarray(features.T, dtype=precision)  # (P, G): BLAS-friendly
+    block = max(1, _SUMS_CHUNK_CELLS // max(1, counts.size))
+    blocks = resampled_multiplicities(counts, n_items, n_resamples, rng, block=block, dtype=precision)
+    for start, weights in zip(range(0, n_resamples, block), blocks, strict=True):
+        sums[start : start + block] = (by_feature @ weights.T).T
+    return sums
+
+
+def resampled_multiplicities(
+    counts: np.ndarray,
+    n_items: int,
+    n_resamples: int,
+    rng: np.random.Generator,
+    *,
+    block: int,
+    dtype: type[np.floating[Any]],
+) -> Iterator[np.ndarray]:
+    """Pattern multiplicities ``(rows, G)`` of item resamples, ``block`` rows at a time.
+
+    docs/method.md §2, "Intervals". ``counts[u]`` kept items share pattern ``u``; the
+    other ``n_items - sum(counts)`` items belong to no pattern. Resampling ``n_items``
+    items puts ``Binomial(n_items, n_kept/n_items)`` draws on the kept items; those split
+    multinomially over patterns. Common patterns get their multiplicities by binomial
+    splitting, rare ones (at most ``_TAIL_COUNT`` items) by drawing items, which is the
+    same multinomial at a lower cost when most patterns are rare.
+    """
+    n_patterns = counts.size
+    n_kept = int(counts.sum())
+    if n_kept == 0:
+        for start in range(0, n_resamples, block):
+            yield np.zeros((min(block, n_resamples - start), n_patterns), dtype=dtype)
+        return
     on_kept = rng.binomial(n_items, n_kept / n_items, size=n_resamples)
     common = counts > _TAIL_COUNT
     n_common = int(counts[common].sum())
@@ -174,15 +198,13 @@ def bootstrap_sums(
     common_idx = np.flatnonzero(common)
     common_p = counts[common] / max(n_common, 1)
     rare_items = np.repeat(np.flatnonzero(~common), counts[~common])
-    step = max(1, _SUMS_CHUNK_CELLS // n_patterns)
-    for start in range(0, n_resamples, step):
-        stop = min(start + step, n_resamples)
-        weights = np.zeros((stop - start, n_patterns), dtype=precision)
+    for start in range(0, n_resamples, block):
+        stop = min(start + block, n_resamples)
+        weights = np.zeros((stop - start, n_patterns), dtype=dtype)
         if common_idx.size:
             weights[:, common_idx] = rng.multinomial(on_common[start:stop], common_p)
         for row, n_draws in zip(weights, on_rare[start:stop], strict=True):
             if rare_items.size:
                 picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
                 row += np.bincount(rare_items[picks], minlength=n_patterns)
-        sums[start:stop] = (by_feature @ weights.T).T
-    return sums
+        yield weights

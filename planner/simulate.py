@@ -29,7 +29,7 @@ counts, undefined pairs left out (docs/method.md §2-§3).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -47,6 +47,8 @@ from planner.rules import (
 )
 from planner.significance import alt_test_p_values
 from planner.tables import two_rater_coefficient
+
+_TRIAL_CELLS = 8_000_000  # trials x items x raters simulated at once (~300 MB of arrays)
 
 
 @dataclass(frozen=True)
@@ -523,35 +525,60 @@ def decision_rule(
 # --- public entry points ----------------------------------------------------------------
 
 
-def _run_grid(
+def _grid_evaluations(
     humans: np.ndarray,
     judges: np.ndarray,
     *,
+    rhos: list[tuple[float, int]],
+    designs: list[str],
+    coefficients: list[str],
+    n_labels: int,
+    rule: DecisionRule,
+    rng: np.random.Generator,
+    tick: Callable[[], None],
+) -> list[Evaluation]:
+    """The sparse evaluation of every (design, rho, coefficient), in that nesting order."""
+    evaluations = []
+    for design in designs:
+        for _, m in rhos:
+            mask = design_masks(design, humans, m, n_labels=n_labels, rng=rng)
+            for coefficient in coefficients:
+                evaluations.append(
+                    evaluate_decisions(humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule)
+                )
+                tick()
+    return evaluations
+
+
+def _grid_cells(
+    sparse: list[Evaluation],
     dense: dict[str, Evaluation],
+    *,
     rhos: list[tuple[float, int]],
     designs: list[str],
     coefficients: list[str],
     p_h: float | tuple[float, ...] | None,
-    n_labels: int,
-    rule: DecisionRule,
     delta: float,
-    rng: np.random.Generator,
-    tick: Callable[[], None],
 ) -> list[SimulationCell]:
-    cells = []
-    for design in designs:
-        for rho, m in rhos:
-            mask = design_masks(design, humans, m, n_labels=n_labels, rng=rng)
-            for coefficient in coefficients:
-                sparse = evaluate_decisions(
-                    humans, judges, mask, coefficient=coefficient, n_labels=n_labels, rule=rule
-                )
-                cells.append(
-                    _cell(sparse, dense[coefficient], delta=delta, rho=rho, design=design,
-                          coefficient=coefficient, p_h=p_h, m=m)
-                )
-                tick()
-    return cells
+    """One cell per (design, rho, coefficient) from :func:`_grid_evaluations`."""
+    points = [(d, r, c) for d in designs for r in rhos for c in coefficients]
+    return [
+        _cell(evaluation, dense[c], delta=delta, rho=rho, design=d, coefficient=c, p_h=p_h, m=m)
+        for evaluation, (d, (rho, m), c) in zip(sparse, points, strict=True)
+    ]
+
+
+def _joined(parts: Sequence[Evaluation]) -> Evaluation:
+    """Evaluations of consecutive trial chunks as one, trials in order."""
+    return Evaluation(
+        *(np.concatenate([getattr(e, f.name) for e in parts]) for f in fields(Evaluation))
+    )
+
+
+def _trial_chunks(trials: int, n_items: int, n_raters: int) -> list[int]:
+    """Trials per chunk: as many as keep ``trials x n_items x n_raters`` under ``_TRIAL_CELLS``."""
+    per_chunk = max(1, _TRIAL_CELLS // (n_items * n_raters))
+    return [min(per_chunk, trials - start) for start in range(0, trials, per_chunk)]
 
 
 def _result(
@@ -610,7 +637,11 @@ def simulate(
     rater-specific accuracies; ``p_j`` is one accuracy per judge. Within one ``p_h`` the
     same synthetic matrices serve every design, ``rho`` and coefficient (common random
     numbers), so differences between cells are not drawing noise. ``progress(done,
-    total)`` is called after each cell.
+    total)`` is called after each cell of each chunk of trials: trials run in chunks of
+    at most ``_TRIAL_CELLS`` trials x items x raters, so memory is bounded whatever
+    ``trials`` and ``n_items``; a run of one chunk draws exactly as one of several would
+    not (the generator's draws interleave chunk by chunk), so results for a seed depend on
+    the chunk size, never on anything else.
 
     >>> result = simulate(n_items=200, n_humans=3, n_labels=2, p_h=0.9, p_j=0.9,
     ...                   rho=[0.1, 1.0], design="random", trials=20, rng=0)
@@ -634,24 +665,35 @@ def simulate(
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
     decision = decision_rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     gen = np.random.default_rng(rng)
-    tick = _progress_ticker(progress, len(grid) * len(rhos) * len(designs) * len(coefficients))
+    chunks = _trial_chunks(trials, n_items, n_humans + len(judge_acc))
+    n_cells = len(grid) * len(rhos) * len(designs) * len(coefficients)
+    tick = _progress_ticker(progress, n_cells * len(chunks))
     cells: list[SimulationCell] = []
     for accuracy in grid:
         human_acc = [accuracy] * n_humans if isinstance(accuracy, float) else list(accuracy)
-        codes = synthetic_codes(
-            n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
-            clusters=clusters, cluster_difficulty=cluster_difficulty, trials=trials, rng=gen,
-        )
-        by_rater: np.ndarray = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=_code_type(n_labels))
-        humans, judges = by_rater[:n_humans], by_rater[n_humans:]
-        full = np.ones(humans.shape, dtype=bool)
-        dense = {
-            c: evaluate_decisions(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
-            for c in coefficients
-        }
-        cells += _run_grid(
-            humans, judges, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
-            p_h=accuracy, n_labels=n_labels, rule=decision, delta=delta, rng=gen, tick=tick,
+        sparse_parts, dense_parts = [], []
+        for chunk in chunks:
+            codes = synthetic_codes(
+                n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
+                clusters=clusters, cluster_difficulty=cluster_difficulty, trials=chunk, rng=gen,
+            )
+            by_rater: np.ndarray = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=_code_type(n_labels))
+            del codes
+            humans, judges = by_rater[:n_humans], by_rater[n_humans:]
+            full = np.ones(humans.shape, dtype=bool)
+            dense_parts.append([
+                evaluate_decisions(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
+                for c in coefficients
+            ])
+            sparse_parts.append(_grid_evaluations(
+                humans, judges, rhos=rhos, designs=designs, coefficients=coefficients,
+                n_labels=n_labels, rule=decision, rng=gen, tick=tick,
+            ))
+        dense = {c: _joined([part[i] for part in dense_parts]) for i, c in enumerate(coefficients)}
+        sparse = [_joined(parts) for parts in zip(*sparse_parts, strict=True)]
+        cells += _grid_cells(
+            sparse, dense, rhos=rhos, designs=designs, coefficients=coefficients, p_h=accuracy,
+            delta=delta,
         )
     return _result(cells, n_items, n_humans, n_labels, decision, delta)
 
@@ -723,10 +765,12 @@ def replay(
         )
         for c in coefficients
     }
-    tick = _progress_ticker(progress, len(rhos) * len(designs) * len(coefficients))
-    cells = _run_grid(
-        humans, judge_codes, dense=dense, rhos=rhos, designs=designs, coefficients=coefficients,
-        p_h=None, n_labels=n_labels, rule=decision, delta=delta,
-        rng=np.random.default_rng(rng), tick=tick,
+    sparse = _grid_evaluations(
+        humans, judge_codes, rhos=rhos, designs=designs, coefficients=coefficients,
+        n_labels=n_labels, rule=decision, rng=np.random.default_rng(rng),
+        tick=_progress_ticker(progress, len(rhos) * len(designs) * len(coefficients)),
+    )
+    cells = _grid_cells(
+        sparse, dense, rhos=rhos, designs=designs, coefficients=coefficients, p_h=None, delta=delta
     )
     return _result(cells, n_items, n_humans, n_labels, decision, delta)

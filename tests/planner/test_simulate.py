@@ -8,8 +8,10 @@ published reference.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import tracemalloc
 
 import krippendorff
 import numpy as np
@@ -33,6 +35,7 @@ from planner.simulate import (
     synthetic_codes,
 )
 
+simulate_module = importlib.import_module("planner.simulate")  # planner.simulate is also the function
 REFERENCE = dict(n_items=500, n_humans=4, n_labels=2, p_h=0.85, p_j=0.90, delta=0.05)
 
 
@@ -501,3 +504,48 @@ def test_replay_primary_column_and_dense_equality():
     assert [c.as_dict() for c in moved.cells] == [c.as_dict() for c in named.cells]
     full = replay(humans, judges=judges, n_labels=3, rho=1.0, design="random", coefficient=["kappa", "alpha"], trials=3)
     assert all(c.bias == 0.0 and c.wrong_decision == 0.0 for c in full.cells)
+
+
+# --------------------------------------------------------------------------- trial chunks
+
+CHUNKED = dict(
+    n_items=300, n_humans=4, n_labels=2, p_h=0.85, p_j=0.85, rho=0.1, design=["random", "strat"],
+    trials=600,
+)
+
+
+def test_trial_chunks_bound_memory_and_report_progress_per_chunk(monkeypatch):
+    one_shot_peak = _peak_bytes(lambda: simulate(**CHUNKED, rng=1))
+    monkeypatch.setattr(simulate_module, "_TRIAL_CELLS", 300 * 5 * 40)  # 40 trials per chunk
+    calls = []
+    chunked_peak = _peak_bytes(
+        lambda: simulate(**CHUNKED, rng=1, progress=lambda done, total: calls.append((done, total)))
+    )
+    assert calls == [(i, 2 * 15) for i in range(1, 31)]  # 2 cells x 15 chunks
+    assert chunked_peak < one_shot_peak / 5, (chunked_peak, one_shot_peak)
+
+
+def test_chunked_trials_give_the_one_shot_metrics_within_monte_carlo_error(monkeypatch):
+    one_shot = simulate(**CHUNKED, rng=2)
+    monkeypatch.setattr(simulate_module, "_TRIAL_CELLS", 300 * 5 * 7)  # 7 trials per chunk
+    chunked = simulate(**CHUNKED, rng=2)
+    again = simulate(**CHUNKED, rng=2)
+    assert chunked.as_dict() == again.as_dict()  # reproducible for a seed and chunk size
+    assert chunked.as_dict() != one_shot.as_dict()  # the draws did interleave by chunk
+    for a, b in zip(one_shot.cells, chunked.cells, strict=True):
+        assert (a.design, a.m, a.trials) == (b.design, b.m, b.trials)
+        bias_se = math.hypot(a.std, b.std) / math.sqrt(a.trials)
+        assert abs(a.bias - b.bias) < 3 * bias_se
+        assert abs(a.std - b.std) < 0.15 * a.std
+        for rate in ("reliability", "wrong_decision"):
+            x, y = getattr(a, rate), getattr(b, rate)
+            se = math.sqrt(max(x * (1 - x) + y * (1 - y), 1e-4) / a.trials)
+            assert abs(x - y) < 3 * se, (rate, x, y)
+
+
+def _peak_bytes(run) -> int:
+    tracemalloc.start()
+    run()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak

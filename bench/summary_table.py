@@ -1,0 +1,80 @@
+"""Benchmark summary_table (1,000 resamples) at 100,000 items x 50 raters, and the report's pattern step.
+
+Matrices (L = 2, raters right with probability 0.8): "service" — the judge and the primary
+label every item and one of 48 secondaries labels each (3 labels per item, as the service's
+primary-plus-overlap designs); "10% overlap" — each secondary labels a random 10% (about
+7 labels per item, nearly every item its own pattern). The reference is the same call at
+10,000 items, measured in the same run. Target: <= 2 s at 100,000 x 50.
+The report's ``cluster_bootstrap`` groups items by their per-item cell counts: ``distinct_rows``
+against ``np.unique(rows, axis=0)`` (the same patterns, in the same order).
+
+Run: .venv/bin/python bench/summary_table.py
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from planner.agreement import summary_table
+from planner.resampling import distinct_rows
+
+N_RATERS, N_LABELS = 50, 2
+
+
+def service_matrix(n_items: int, rng: np.random.Generator) -> np.ndarray:
+    """Judge and primary on every item, one random secondary per item."""
+    codes = _noisy_codes(n_items, rng)
+    keep = np.zeros((n_items, N_RATERS), dtype=bool)
+    keep[:, :2] = True
+    keep[np.arange(n_items), rng.integers(2, N_RATERS, size=n_items)] = True
+    return np.where(keep, codes, -1)
+
+
+def overlap_matrix(n_items: int, rng: np.random.Generator) -> np.ndarray:
+    """Judge and primary on every item, each secondary on a random 10%."""
+    codes = _noisy_codes(n_items, rng)
+    codes[:, 2:][rng.random((n_items, N_RATERS - 2)) >= 0.10] = -1
+    return codes
+
+
+def _noisy_codes(n_items: int, rng: np.random.Generator) -> np.ndarray:
+    truth = rng.integers(0, N_LABELS, size=n_items)
+    noise = rng.integers(0, N_LABELS, size=(n_items, N_RATERS))
+    return np.where(rng.random((n_items, N_RATERS)) < 0.8, truth[:, None], noise)
+
+
+def seconds(run: Callable[[], object], repeats: int = 1) -> float:
+    """Minimum wall time of ``repeats`` runs."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    rng = np.random.default_rng(20261130)
+    for name, build in (("service", service_matrix), ("10% overlap", overlap_matrix)):
+        small, large = build(10_000, rng), build(100_000, rng)
+        t_small = seconds(lambda c=small: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))
+        t_large = seconds(lambda c=large: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))
+        print(
+            f"summary_table, 1,000 resamples, {name}: 10,000 x 50 {t_small:.2f} s; "
+            f"100,000 x 50 {t_large:.2f} s ({t_large / t_small:.1f}x the 10k figure; target <= 2 s)"
+        )
+    cells = rng.integers(0, 3, size=(100_000, 16))  # per-item cell counts, 2 labels: (L+2)^2 cells
+    for label, rows in (("report cells 100,000 x 16", cells), ("codes 100,000 x 50", overlap_matrix(100_000, rng))):
+        ours = seconds(lambda r=rows: distinct_rows(r), 3)
+        numpy_unique = seconds(lambda r=rows: np.unique(r, axis=0, return_counts=True), 3)
+        print(
+            f"distinct patterns of {label}: {ours * 1e3:.0f} ms, "
+            f"{numpy_unique / ours:.1f}x faster than np.unique(axis=0) ({numpy_unique * 1e3:.0f} ms)"
+        )
+
+
+if __name__ == "__main__":
+    main()
