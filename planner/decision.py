@@ -14,6 +14,7 @@ two humans observed can enter any ``O_k`` and are kept.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,9 +22,9 @@ from scipy.special import ndtri
 
 from planner.codes import MISSING
 from planner.intervals import ConfidenceInterval, is_approximate, percentile_interval
-from planner.pools import feature_width, item_features, overlap_rows
+from planner.pools import feature_width, held_out_columns, item_features, overlap_rows
 from planner.ppi import PPIGaps, ppi_gap_features, ppi_gaps
-from planner.resampling import bootstrap_sums, distinct_features, distinct_rows
+from planner.resampling import bootstrap_sums, distinct_feature_rows, distinct_features, distinct_rows
 from planner.rules import (
     RaterStats,
     checked_inclusion,
@@ -36,7 +37,7 @@ from planner.rules import (
 )
 from planner.significance import weighted_alt_test_p_values
 
-_MAX_FEATURE_CELLS = 50_000_000  # per-pattern sums held at once (400 MB of float64)
+_MAX_FEATURE_CELLS = 20_000_000  # per-pattern sums held at once (160 MB of float64; ~5x with temporaries)
 ESTIMATORS = ("paired", "ppi")
 """How ``d_k`` is estimated: on the overlap alone, or prediction-powered (docs/method.md §9)."""
 
@@ -163,6 +164,80 @@ def _overlap_class_counts(
     return per_human, np.bincount(pooled[pooled != MISSING], minlength=n_labels), int(pooled.shape[0])
 
 
+FeatureShape = tuple[int, int, int, str, str]
+"""``(n_judges, n_humans, n_labels, rule, coefficient)`` of ``planner.pools.item_features``."""
+
+
+def _held_out_chunks(n_rows: int, width: int, n_humans: int) -> list[np.ndarray]:
+    """Held-out humans in groups whose feature columns over ``n_rows`` patterns stay
+    under ``_MAX_FEATURE_CELLS`` cells (one group when everything fits)."""
+    if n_rows * width <= _MAX_FEATURE_CELLS:
+        return [np.arange(n_humans)]
+    per_human = -(-width // n_humans)
+    size = max(1, _MAX_FEATURE_CELLS // (n_rows * per_human))
+    return [np.arange(start, min(start + size, n_humans)) for start in range(0, n_humans, size)]
+
+
+def _weighted_features(
+    rows: np.ndarray, weight: np.ndarray | None, shape: FeatureShape, held_out: np.ndarray
+) -> np.ndarray:
+    """``item_features`` of ``held_out``; weighted: ``features * w``, under the alt-test the
+    second moments ``w^2 (x, |x|)`` and ``w^2``, then the unweighted ``m_k`` (docs/method.md §9)."""
+    n_judges, n_humans, n_labels, rule, coefficient = shape
+    subset = None if held_out.size == n_humans else held_out
+    features = item_features(rows, n_judges, n_labels, rule, coefficient, held_out=subset)
+    if weight is None:
+        return features
+    m = features[:, : held_out.size]
+    parts = [features * weight[:, None]]
+    if rule == "alt-test":
+        square = (weight**2)[:, None]
+        moments = held_out_columns(*shape, held_out) >= (2 + n_judges) * n_humans  # diff, |diff|
+        parts += [features[:, moments] * square, m * square]
+    return np.hstack([*parts, m])
+
+
+def _chunk_columns(shape: FeatureShape, held_out: np.ndarray, weighted: bool) -> np.ndarray:
+    """Where :func:`_weighted_features` of ``held_out`` go in the whole row of sums."""
+    columns = held_out_columns(*shape, held_out)
+    if not weighted:
+        return columns
+    n_judges, n_humans, rule = shape[0], shape[1], shape[3]
+    end, parts = feature_width(*shape), [columns]
+    if rule == "alt-test":
+        first = (2 + n_judges) * n_humans
+        parts += [end + columns[columns >= first] - first, end + 2 * n_judges * n_humans + held_out]
+        end += (2 * n_judges + 1) * n_humans
+    return np.concatenate([*parts, end + held_out])
+
+
+def _chunked_sums(
+    rows: np.ndarray, weight: np.ndarray | None, counts: np.ndarray, shape: FeatureShape,
+    chunks: list[np.ndarray], n_items: int, n_resamples: int, rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Point sums and bootstrap sums, the features computed for one group of held-out humans
+    at a time: the same numbers as all at once (the resamples do not depend on the features,
+    so each group replays the generator from the same state)."""
+    weighted = weight is not None
+    n_columns = _chunk_columns(shape, np.arange(shape[1]), weighted).size
+
+    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for held_out in chunks:
+            yield _chunk_columns(shape, held_out, weighted), _weighted_features(rows, weight, shape, held_out)
+
+    if shape[4] == "po":  # as distinct_features on the whole rows
+        first, counts = distinct_feature_rows(blocks, counts)
+        rows, weight = rows[first], None if weight is None else weight[first]
+    point = np.zeros(n_columns)
+    replicates = np.zeros((n_resamples, n_columns))
+    start = rng.bit_generator.state
+    for columns, features in blocks():
+        rng.bit_generator.state = start
+        point[columns] = counts @ features
+        replicates[:, columns] = bootstrap_sums(features, counts, n_items, n_resamples, rng)
+    return point, replicates
+
+
 def _replicated_stats(
     codes: np.ndarray, judges: list[int], humans: list[int], n_labels: int, rule: str,
     coefficient: str, epsilon: float, n_resamples: int, rng: np.random.Generator,
@@ -177,34 +252,30 @@ def _replicated_stats(
     """
     classes, tag = (None, None) if inclusion is None else np.unique(inclusion, return_inverse=True)
     rows, counts = overlap_rows(codes, judges, humans, tag=tag)
-    width = feature_width(len(judges), len(humans), n_labels, rule, coefficient)
-    if rows.shape[0] * width > _MAX_FEATURE_CELLS:
-        raise ValueError(
-            f"{rows.shape[0]} distinct item patterns x {width} sums per item is too large for "
-            f"coefficient={coefficient!r}; use coefficient='po' or fewer judges at once"
-        )
     k = len(humans)
+    weight = None
     if classes is not None:
         weight, rows = 1.0 / classes[rows[:, -1]], rows[:, :-1]
-    features = item_features(rows, len(judges), n_labels, rule, coefficient)
-    alt_weighted = classes is not None and rule == "alt-test"
-    if classes is not None:
         weight = weight * max(counts.sum(), 1) / max(counts @ weight, 1e-300)
-        columns = [features * weight[:, None]]
-        if alt_weighted:  # second moments of the weighted t statistic: w^2 (x, |x|) and w^2
-            square = (weight**2)[:, None]
-            columns += [features[:, 2 * k + len(judges) * k :] * square, features[:, :k] * square]
-        features = np.hstack([*columns, features[:, :k]])
-    if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
-        features, counts = distinct_features(features, counts)
-    point = counts @ features
-    replicates = bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
-    shape = (len(judges), k, n_labels, rule, coefficient, epsilon)
+    shape = (len(judges), k, n_labels, rule, coefficient)
+    width = feature_width(*shape)
+    chunks = _held_out_chunks(rows.shape[0], width, k)
+    if len(chunks) == 1:
+        features = _weighted_features(rows, weight, shape, chunks[0])
+        if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
+            features, counts = distinct_features(features, counts)
+        point = counts @ features
+        replicates = bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
+    else:
+        point, replicates = _chunked_sums(
+            rows, weight, counts, shape, chunks, codes.shape[0], n_resamples, rng
+        )
+    alt_weighted = classes is not None and rule == "alt-test"
 
     def decoded(sums: np.ndarray) -> RaterStats:
         if classes is None:
-            return rater_stats(sums, *shape)
-        st = rater_stats(sums[:, :width], *shape)._replace(m=sums[:, -k:])
+            return rater_stats(sums, *shape, epsilon)
+        st = rater_stats(sums[:, :width], *shape, epsilon)._replace(m=sums[:, -k:])
         if not alt_weighted:
             return st
         b, jk = sums.shape[0], len(judges) * k

@@ -47,8 +47,12 @@ def overlap_rows(
     return distinct_rows(sub[judged & (n_humans >= 2)])
 
 
-def pool_counts(rows: np.ndarray, n_judges: int, n_labels: int) -> PoolCounts:
+def pool_counts(
+    rows: np.ndarray, n_judges: int, n_labels: int, held_out: np.ndarray | None = None
+) -> PoolCounts:
     """Agreement counts of the judges and each held-out human with ``H_k`` (docs/method.md §2).
+
+    ``held_out``: the held-out humans (sorted indices) to count for; all by default.
 
     >>> pc = pool_counts(np.array([[1, 1, 1, 0]]), 1, 2)  # judge 1; humans 1, 1, 0
     >>> pc.pool_size.tolist(), pc.human_agree.tolist(), pc.judge_agree.tolist()
@@ -62,6 +66,8 @@ def pool_counts(rows: np.ndarray, n_judges: int, n_labels: int) -> PoolCounts:
         (offsets + human_codes)[observed], minlength=n_rows * n_labels
     ).reshape(n_rows, n_labels)
     pool_size = observed.sum(axis=1, keepdims=True) - 1
+    if held_out is not None:
+        observed, human_codes = observed[:, held_out], human_codes[:, held_out]
     own = np.take_along_axis(label_counts, np.where(observed, human_codes, 0), axis=1)
     human_agree = np.where(observed, own - 1, 0)
     judge_counts = np.take_along_axis(label_counts, judge_codes, axis=1)  # (G, J)
@@ -75,13 +81,15 @@ def _flat(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0], int(np.prod(x.shape[1:]))).astype(float)
 
 
-def po_features(rows: np.ndarray, n_judges: int, n_labels: int, rule: str) -> np.ndarray:
+def po_features(
+    rows: np.ndarray, n_judges: int, n_labels: int, rule: str, held_out: np.ndarray | None = None
+) -> np.ndarray:
     """Per-item sums for ``F = p_o`` (docs/method.md §3): ``[m_k, S(r_k), judge terms]``.
 
     Margin rule: judge terms are the per-item agreement ``agree(j, pool_i)``. Alt-test:
     ``W_f``, ``W_h - W_f`` and ``|W_h - W_f|`` per judge and held-out human.
     """
-    pc = pool_counts(rows, n_judges, n_labels)
+    pc = pool_counts(rows, n_judges, n_labels, held_out)
     size = np.maximum(pc.pool_size, 1)
     m = pc.observed.astype(float)
     human = pc.human_agree / size
@@ -94,7 +102,9 @@ def po_features(rows: np.ndarray, n_judges: int, n_labels: int, rule: str) -> np
     return np.hstack([m, human] + [_flat(x) for x in (w_f, diff, diff != 0)])
 
 
-def ratio_features(rows: np.ndarray, n_judges: int, n_labels: int) -> np.ndarray:
+def ratio_features(
+    rows: np.ndarray, n_judges: int, n_labels: int, held_out: np.ndarray | None = None
+) -> np.ndarray:
     """Per-item pair tables for kappa/alpha/AC1 on ``I_k ∩ I_k'`` (docs/method.md §3).
 
     For every ordered human pair ``(k, k')``: agreement and the marginals of ``r_k'``;
@@ -103,26 +113,46 @@ def ratio_features(rows: np.ndarray, n_judges: int, n_labels: int) -> np.ndarray
     """
     judge_codes, human_codes = rows[:, :n_judges], rows[:, n_judges:]
     n_humans = human_codes.shape[1]
+    ks = np.arange(n_humans) if held_out is None else held_out
     observed = human_codes != MISSING
-    pair = observed[:, :, None] & observed[:, None, :] & ~np.eye(n_humans, dtype=bool)
+    pair = observed[:, ks, None] & observed[:, None, :] & ~np.eye(n_humans, dtype=bool)[ks]
     labels = np.arange(n_labels)
     human_hot = human_codes[:, :, None] == labels  # (G, K, L)
     judge_hot = judge_codes[:, :, None] == labels  # (G, J, L)
-    human_same = pair & (human_codes[:, :, None] == human_codes[:, None, :])
+    human_same = pair & (human_codes[:, ks, None] == human_codes[:, None, :])
     human_margins = pair[..., None] & human_hot[:, None, :, :]
     judge_same = pair[:, None] & (judge_codes[:, :, None, None] == human_codes[:, None, None, :])
     judge_margins = pair[:, None, :, :, None] & judge_hot[:, :, None, None, :]
-    parts = (observed, human_same, human_margins, judge_same, judge_margins)
+    parts = (observed[:, ks], human_same, human_margins, judge_same, judge_margins)
     return np.hstack([_flat(x) for x in parts])
 
 
 def item_features(
-    rows: np.ndarray, n_judges: int, n_labels: int, rule: str, coefficient: str
+    rows: np.ndarray, n_judges: int, n_labels: int, rule: str, coefficient: str,
+    held_out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Per-item quantities whose sums determine every statistic of docs/method.md §3."""
+    """Per-item quantities whose sums determine every statistic of docs/method.md §3.
+
+    ``held_out`` (sorted human indices): only the columns of those held-out humans,
+    ``item_features(...)[:, held_out_columns(..., held_out)]`` without the others.
+    """
     if coefficient == "po":
-        return po_features(rows, n_judges, n_labels, rule)
-    return ratio_features(rows, n_judges, n_labels)
+        return po_features(rows, n_judges, n_labels, rule, held_out)
+    return ratio_features(rows, n_judges, n_labels, held_out)
+
+
+def held_out_columns(
+    n_judges: int, n_humans: int, n_labels: int, rule: str, coefficient: str, held_out: np.ndarray
+) -> np.ndarray:
+    """Indices of the ``item_features`` columns that belong to the held-out humans ``held_out``."""
+    k = np.arange(n_humans)
+    if coefficient == "po":
+        n_judge_parts = 1 if rule == "margin" else 3
+        owner = np.concatenate([k, k] + [np.tile(k, n_judges)] * n_judge_parts)
+    else:
+        pairs, cells = np.repeat(k, n_humans), np.repeat(k, n_humans * n_labels)
+        owner = np.concatenate([k, pairs, cells, np.tile(pairs, n_judges), np.tile(cells, n_judges)])
+    return np.flatnonzero(np.isin(owner, held_out))
 
 
 def feature_width(n_judges: int, n_humans: int, n_labels: int, rule: str, coefficient: str) -> int:

@@ -8,7 +8,7 @@ patterns, never a pass over the items.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any
 
@@ -90,11 +90,33 @@ def distinct_features(features: np.ndarray, counts: np.ndarray) -> tuple[np.ndar
     """
     if features.shape[0] == 0:
         return features, counts
-    key = np.sum(features * np.sqrt(np.arange(features.shape[1]) + 2.0), axis=1)
+    key = _feature_key(features, np.arange(features.shape[1]))
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     if not np.array_equal(features[first][inverse], features):
         _, first, inverse = np.unique(features, axis=0, return_index=True, return_inverse=True)
     return features[first], np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
+
+
+def distinct_feature_rows(
+    blocks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]], counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_features` of features computed in column blocks, never held whole.
+
+    ``blocks()`` yields ``(columns, features[:, columns])`` covering every column once (it
+    is called twice: keys, then the exact check). Returns the index of one representative
+    row per distinct feature row, in the order of :func:`distinct_features`, and the merged
+    counts; on a key collision nothing is merged.
+    """
+    key = sum((_feature_key(part, columns) for columns, part in blocks()), np.zeros(counts.size))
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if not all(np.array_equal(part[first][inverse], part) for _, part in blocks()):
+        first, inverse = np.arange(counts.size), np.arange(counts.size)
+    return first, np.bincount(inverse.ravel(), weights=counts, minlength=first.size).astype(np.int64)
+
+
+def _feature_key(features: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """A weighted row sum of ``features`` (the columns ``columns`` of a wider row)."""
+    return np.asarray(np.sum(features * np.sqrt(columns + 2.0), axis=1))
 
 
 def pattern_bootstrap(
@@ -152,15 +174,14 @@ def bootstrap_sums(
 
     ``features`` ``(G, P)`` are per-item quantities of ``G`` kept patterns with
     ``counts``; the other ``n_items - sum(counts)`` items contribute nothing (resamples
-    from :func:`resampled_multiplicities`). Products run in float32 below 2^24 items: integer sums stay exact,
-    fractional ones (p_o agreement shares) carry a relative error below 1e-6 at 1e5 items
-    (d_k off by ~5e-7 against a bootstrap SD of ~2e-3).
+    from :func:`resampled_multiplicities`). Products run in float64, so a sum computed for a
+    subset of the columns differs from the whole product by rounding (~1e-16) only, far
+    inside the decision rules' tolerance (``planner.rules.TOLERANCE``).
     """
     sums = np.zeros((n_resamples, features.shape[1]))
-    precision = np.float32 if n_items < 2**24 else np.float64
-    by_feature = np.ascontiguousarray(features.T, dtype=precision)  # (P, G): BLAS-friendly
+    by_feature = np.ascontiguousarray(features.T, dtype=np.float64)  # (P, G): BLAS-friendly
     block = max(1, _SUMS_CHUNK_CELLS // max(1, counts.size))
-    blocks = resampled_multiplicities(counts, n_items, n_resamples, rng, block=block, dtype=precision)
+    blocks = resampled_multiplicities(counts, n_items, n_resamples, rng, block=block, dtype=np.float64)
     for start, weights in zip(range(0, n_resamples, block), blocks, strict=True):
         sums[start : start + block] = (by_feature @ weights.T).T
     return sums

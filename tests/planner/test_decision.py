@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import warnings
+from unittest import mock
 
 import krippendorff
 import numpy as np
@@ -475,3 +478,74 @@ def test_intervals_from_few_items_or_a_rare_label_are_flagged_approximate():
     skewed[:5, 0] = 1  # human 0 uses label 1 on 5 items only
     rare = validate_judge(skewed, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=50, rng=0)
     assert [r.ci.approximate for r in rare.raters] == [True, True, True]  # humans 1, 2: one label only
+
+
+# --------------------------------------------------------------------------- chunked features
+
+decision_module = importlib.import_module("planner.decision")  # planner.decision: also a name
+
+
+def _numbers(result: object) -> list[object]:
+    """Every field of a result, nested dataclasses and tuples flattened, in order."""
+    if dataclasses.is_dataclass(result):
+        return [v for f in dataclasses.fields(result) for v in _numbers(getattr(result, f.name))]
+    if isinstance(result, tuple):
+        return [v for item in result for v in _numbers(item)]
+    return [result]
+
+
+def _assert_same(one: object, other: object) -> None:
+    """Equal fields; floats equal up to summation order (1e-12), NaN where the other is NaN."""
+    for a, b in zip(_numbers(one), _numbers(other), strict=True):
+        if isinstance(a, float):
+            assert a == pytest.approx(b, abs=1e-12, nan_ok=True), (a, b)
+        else:
+            assert a == b
+
+
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_items=st.integers(5, 120),
+    n_humans=st.integers(2, 6),
+    missing=st.sampled_from([0.0, 0.3, 0.7]),
+    setting=st.sampled_from(
+        [
+            ("margin", "po", False), ("margin", "kappa", False), ("alt-test", "po", False),
+            ("margin", "po", True), ("alt-test", "po", True), ("margin", "kappa", True),
+        ]
+    ),
+    limit=st.integers(1, 400),
+)
+def test_features_chunked_by_held_out_humans_give_the_one_shot_results(
+    seed: int, n_items: int, n_humans: int, missing: float, setting: tuple[str, str, bool], limit: int
+) -> None:
+    rule, coefficient, weighted = setting
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 3, n_items)
+    shape = (n_items, n_humans + 2)
+    codes = np.where(rng.random(shape) < 0.7, truth[:, None], rng.integers(0, 3, shape))
+    codes[:, 3:][rng.random((n_items, n_humans - 1)) < missing] = -1
+    inclusion = np.where(rng.random(n_items) < 0.5, 0.4, 1.0) if weighted else None
+    options = dict(humans=list(range(2, n_humans + 2)), n_labels=3, rule=rule, coefficient=coefficient,
+                   n_resamples=60, rng=seed)
+    whole = validate_judge(codes, judge=0, inclusion=inclusion, **options)
+    ranked = rank_judges(codes, judges=[0, 1], **options)
+    with mock.patch.object(decision_module, "_MAX_FEATURE_CELLS", limit):
+        chunked = validate_judge(codes, judge=0, inclusion=inclusion, **options)
+        ranked_chunked = rank_judges(codes, judges=[0, 1], **options)
+    _assert_same(whole, chunked)
+    _assert_same(ranked, ranked_chunked)
+
+
+def test_a_feature_matrix_over_the_limit_is_chunked_not_refused() -> None:
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 2, size=(300, 8))
+    whole = validate_judge(codes, judge=0, humans=list(range(1, 8)), n_labels=2, coefficient="kappa",
+                           n_resamples=50, rng=0)
+    with mock.patch.object(decision_module, "_MAX_FEATURE_CELLS", 1):  # one held-out human at a time
+        chunks = decision_module._held_out_chunks(300, 7 + 2 * 49 * 3, 7)
+        chunked = validate_judge(codes, judge=0, humans=list(range(1, 8)), n_labels=2, coefficient="kappa",
+                                 n_resamples=50, rng=0)
+    assert [c.tolist() for c in chunks] == [[k] for k in range(7)]
+    _assert_same(whole, chunked)
