@@ -268,7 +268,8 @@ def test_large_plans_documents_and_reports_leave_healthz_answering_under_two_wor
         computed = child_cpu_seconds(server.proc.pid) - before
     assert statuses == [201, 200, 200]
     assert len(waits) >= 20, "the work was too quick to watch"
-    assert computed >= 1.0, f"the computations took {computed:.2f} CPU s in child processes: they ran in the worker"
+    # In the worker (before the fix) the children's CPU was nil; the work takes ~1 CPU s, less on faster code.
+    assert computed >= 0.3, f"the computations took {computed:.2f} CPU s in child processes: they ran in the worker"
     # A web worker that computes holds its GIL for long; one that waits on a child does not.
     assert max(waits) < 1.0, f"/healthz waited {max(waits):.2f} s (median {np.median(waits):.3f} s)"
 
