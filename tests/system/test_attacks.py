@@ -101,11 +101,13 @@ def alive(pids: set[int]) -> set[int]:
 
 
 def test_sigterm_stops_the_simulation_pool_with_the_server(database_url: str) -> None:
-    server = LiveServer(database_url, ADMIN_KEY, simulation_sync_limit=0).start()
+    # A job far longer than the test: the chunked simulator finished the earlier 20,000-trial one before SIGTERM.
+    server = LiveServer(database_url, ADMIN_KEY, simulation_sync_limit=0, simulation_max_work=10**9).start()
     try:
         with server.client() as c:
             pid = project_with_raters(c, 20, ["h1", "h2"])
-            body = {"p_h": 0.85, "p_j": 0.9, "rho": [0.25, 0.5, 0.75, 1.0], "trials": 20_000, "seed": 1}
+            rho = [round(0.1 * k, 1) for k in range(1, 11)]
+            body = {"p_h": 0.85, "p_j": 0.9, "rho": rho, "trials": 100_000, "seed": 1}
             r = c.post(f"/projects/{pid}/simulate", json=body)
             assert r.status_code == 202, r.text
             poll = r.json()["poll"]
