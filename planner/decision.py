@@ -39,6 +39,7 @@ from planner.significance import weighted_alt_test_p_values
 
 _MAX_FEATURE_CELLS = 20_000_000  # per-pattern sums held at once (160 MB of float64; ~5x with temporaries)
 ESTIMATORS = ("paired", "ppi")
+TIE = 1e-12  # scores this close are tied: summation order alone moves a tie by ~1e-16
 """How ``d_k`` is estimated: on the overlap alone, or prediction-powered (docs/method.md §9)."""
 
 
@@ -507,6 +508,11 @@ def validate_judge(
     )
 
 
+def _tie_sign(x: np.ndarray | float) -> np.ndarray:
+    """Sign of a score difference, 0 within :data:`TIE` of zero."""
+    return np.where(np.abs(x) <= TIE, 0.0, np.sign(x))
+
+
 def rank_judges(
     codes: object,
     *,
@@ -558,7 +564,7 @@ def rank_judges(
     score = judge_score(point, wins, rule)[0]
     rep_score = judge_score(reps, rep_wins, rule)  # (B, J)
     best = np.nanmax(np.where(np.isfinite(rep_score), rep_score, -np.inf), axis=1, keepdims=True)
-    top = (rep_score == best) & np.isfinite(rep_score)
+    top = (rep_score >= best - TIE) & np.isfinite(rep_score)
     p_top1 = np.mean(top / np.maximum(top.sum(axis=1, keepdims=True), 1), axis=0)
     column = np.array(sorted(judges))
     ranked = sorted(
@@ -583,8 +589,8 @@ def rank_judges(
     for a_pos, a in enumerate(defined_ranked):
         for b in defined_ranked[a_pos + 1 :]:
             rep_margin = rep_score[:, a] - rep_score[:, b]
-            point_sign = np.sign(score[a] - score[b])
-            flipped = np.sign(rep_margin[np.isfinite(rep_margin)]) != point_sign
+            point_sign = _tie_sign(score[a] - score[b])
+            flipped = _tie_sign(rep_margin[np.isfinite(rep_margin)]) != point_sign
             flips.append(flipped)
             margins.append(
                 PairwiseMargin(
