@@ -782,8 +782,9 @@ def plan_draft(
     if m is not None and design == "strat":
         strata = _strata(matrix)
         index = strat(strata, m, raters=["panel"], rng=seed)["panel"]
-        share = np.bincount(strata[index], minlength=strata.max() + 1) / np.bincount(strata)
-        panel, panel_inclusion = matrix.item_ids[index].tolist(), share[strata[index]].tolist()
+        drawn = np.bincount(strata[index], minlength=strata.max() + 1)
+        share = drawn[strata[index]] / np.bincount(strata)[strata[index]]  # strata the panel drew from only
+        panel, panel_inclusion = matrix.item_ids[index].tolist(), share.tolist()
     elif m is not None and design == "neyman":
         index, probability, document["neyman"] = _neyman_panel(body, moments, matrix, m, seed, features)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), probability.tolist()
