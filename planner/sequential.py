@@ -312,55 +312,89 @@ class Monitoring:
     weighting: str
 
 
-def _pool_differences(
-    labels: np.ndarray,
-    times: np.ndarray,
-    judge_labels: np.ndarray,
-    judge_times: np.ndarray,
-    rule: str,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per item and held-out human: usable, entry rank and ``xi`` (docs/method.md §8).
+def _second_smallest(times: np.ndarray) -> np.ndarray:
+    """Per row of ``times`` (at least two columns), the second-smallest value (ties count twice)."""
+    low = np.minimum(times[:, 0], times[:, 1])
+    second: np.ndarray = np.maximum(times[:, 0], times[:, 1])
+    for j in range(2, times.shape[1]):
+        second = np.minimum(second, np.maximum(low, times[:, j]))
+        low = np.minimum(low, times[:, j])
+    return second
 
-    ``times`` holds each human's arrival rank (``_NEVER`` when missing). An item becomes
-    usable for ``r_k`` when the judge, ``r_k`` and one other human have labeled it; ``xi``
-    is fixed then, against the pool members present at that moment: the agreement share
-    of the judge minus that of ``r_k`` (margin), or ``W_f - W_h`` (alt-test).
+
+def _block_differences(
+    labels: np.ndarray, times: np.ndarray, judge_labels: np.ndarray, judge_times: np.ndarray, rule: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Entry rank and ``xi`` of rows labeled by the judge and by every one of ``c >= 2`` humans.
+
+    ``labels`` and ``times`` are ``(rows, c)``. Human ``k`` enters when the judge, ``k`` and
+    one other human have labeled the row, i.e. at ``max(t_judge, t_(2), t_k)`` with ``t_(2)``
+    the second human to arrive (the first arrival's other is ``t_(2)``; anyone else is at or
+    after it); the pool is the other humans present then (docs/method.md §8).
     """
-    n_humans = labels.shape[1]
-    first = np.argmin(times, axis=1)
-    two = np.partition(times, 1, axis=1)
-    is_first = np.arange(n_humans)[None, :] == first[:, None]
-    other_first = np.where(is_first, two[:, 1:2], two[:, 0:1])
-    usable = (judge_times[:, None] < _NEVER) & (times < _NEVER) & (other_first < _NEVER)
-    entry = np.maximum(np.maximum(judge_times[:, None], times), other_first)
-    pool = (times[:, None, :] <= entry[:, :, None]) & ~np.eye(n_humans, dtype=bool)  # [i, k, h]
-    judge_agree = np.sum(pool & (labels == judge_labels[:, None])[:, None, :], axis=2)
-    human_agree = np.sum(pool & (labels[:, None, :] == labels[:, :, None]), axis=2)
-    if rule == "margin":
-        xi = (judge_agree - human_agree) / np.maximum(pool.sum(axis=2), 1)
-    else:
-        xi = np.sign(judge_agree - human_agree).astype(float)
-    return usable, entry, xi
+    entry = np.maximum(np.maximum(judge_times, _second_smallest(times))[:, None], times)
+    with_judge = labels == judge_labels[:, None]
+    size = np.full(entry.shape, -1, dtype=np.int16)  # k itself is always present: not its pool
+    judge_agree = -with_judge.astype(np.int16)
+    human_agree = np.full(entry.shape, -1, dtype=np.int16)
+    for b in range(times.shape[1]):
+        present = times[:, b : b + 1] <= entry
+        size += present
+        judge_agree += present & with_judge[:, b : b + 1]
+        human_agree += present & (labels[:, b : b + 1] == labels)
+    diff = judge_agree - human_agree
+    xi = diff / size if rule == "margin" else np.sign(diff).astype(float)
+    return entry, xi
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """``a`` as one dimension in C order (a view when ``a`` is contiguous)."""
+    return a.reshape(-1)
 
 
 def _differences(
     codes: np.ndarray, order: np.ndarray, judge: int, humans: list[int], rule: str
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per held-out human: arrival ranks, ``xi`` and rows of its usable items, in arrival order."""
-    labels = codes[:, humans]
-    times = np.where(labels != MISSING, order[:, humans], _NEVER)
-    judge_times = np.where(codes[:, judge] != MISSING, order[:, judge], _NEVER)
-    step = max(1, _POOL_CHUNK_CELLS // len(humans) ** 2)
-    parts = [
-        _pool_differences(labels[s], times[s], codes[s, judge], judge_times[s], rule)
-        for s in (slice(i, i + step) for i in range(0, codes.shape[0], step))
-    ]
-    usable, entry, xi = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    """Per held-out human: arrival ranks, ``xi`` and rows of its usable items, in arrival order.
+
+    Only rows with the judge and at least two humans carry a difference. They are grouped by
+    their number ``c`` of humans, so each group is a dense ``(rows, c)`` block whose pools
+    cost ``c^2`` cells a row, not ``K^2`` (docs/method.md §8).
+    """
+    n_humans = len(humans)
+    present = (codes != MISSING)[:, humans]
+    count = np.zeros(codes.shape[0], dtype=np.int16)
+    for k in range(n_humans):
+        count += present[:, k]
+    rows = np.flatnonzero((codes[:, judge] != MISSING) & (count >= 2))
+    by_count = np.argsort(count[rows], kind="stable")  # a radix sort of int16
+    bounds = np.searchsorted(count[rows][by_count], np.arange(2, n_humans + 2))
+    human_cols = np.asarray(humans)
+    parts = []
+    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True), start=2):
+        if hi == lo:
+            continue
+        block = rows[by_count[lo:hi]]
+        held = np.nonzero(present[block])[1].reshape(block.size, c)  # its humans, in order
+        cells = block[:, None] * codes.shape[1] + human_cols[held]
+        entry, xi = _block_differences(
+            _flat(codes)[cells], _flat(order)[cells], codes[block, judge], order[block, judge], rule
+        )
+        parts.append((held.ravel(), np.repeat(block, c), entry.ravel(), xi.ravel()))
+    human, item, entry, xi = (
+        np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        for i in range(4)
+    )
+    by_human = np.argsort(human.astype(np.int16), kind="stable")
+    ends = np.searchsorted(human[by_human], np.arange(n_humans + 1))
     paths = []
-    for k in range(len(humans)):
-        rows = np.flatnonzero(usable[:, k])
-        arrival = rows[np.argsort(entry[rows, k], kind="stable")]
-        paths.append((entry[arrival, k], xi[arrival, k], arrival))
+    for k in range(n_humans):
+        own = by_human[ends[k] : ends[k + 1]]
+        own = own[np.argsort(entry[own], kind="stable")]  # merges the groups' sorted runs
+        tied = entry[own][1:] == entry[own][:-1]
+        if tied.any():  # equal ranks (not label_seq): the earlier row first
+            own = own[np.lexsort((item[own], entry[own]))]
+        paths.append((entry[own], xi[own], item[own]))
     return paths
 
 
@@ -407,7 +441,7 @@ def _monitor_iv(
                 f"order must be an integer array of the codes' shape {codes.shape}, "
                 f"got {ranks.dtype} {ranks.shape}"
             )
-        ranks = ranks.astype(np.int64)
+        ranks = ranks.astype(np.int64, copy=False)
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if not (np.isfinite(epsilon) and 0.0 <= epsilon < 1.0):
         raise ValueError(f"epsilon must be a number in [0, 1), got {epsilon!r}")
@@ -444,7 +478,7 @@ def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values (a sort, which beats hashing for arrival ranks)."""
-    ordered = np.sort(values)
+    ordered = np.sort(values, kind="stable")  # a merge when ``values`` are sorted runs
     return (
         ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size else ordered
     )
