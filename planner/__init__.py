@@ -50,7 +50,7 @@ from planner.intervals import ConfidenceInterval, optional_float, percentile_int
 from planner.neyman import moment_variances, neyman_allocation, prior_variances
 from planner.plan_check import CHECK_DESIGNS, DesignCheck, check_design, raised_check, simulated_choice
 from planner.ppi import ppi_mean
-from planner.protocol import Protocol, Summary, summarize
+from planner.protocol import Protocol, Summary, summarize, summarize_codes
 from planner.recipes import (
     OverlapPlan,
     PilotMoments,
@@ -157,6 +157,7 @@ __all__ = [
     "strat",
     "stratum_entropy",
     "summarize",
+    "summarize_codes",
     "summary_table",
     "synthetic_codes",
     "validate_judge",

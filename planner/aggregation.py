@@ -16,7 +16,7 @@ from planner.protocol import (
     statistic_stack,
     summary_from_table,
 )
-from planner.resampling import distinct_rows
+from planner.resampling import distinct_keys, distinct_rows
 
 AGGREGATIONS = ("micro", "macro", "item")
 _RULES = ("all", "any")
@@ -84,35 +84,54 @@ def _aggregated_protocol(protocol: Protocol, aggregation: str) -> Protocol:
     return replace(protocol, aggregation=aggregation, resampling_unit=unit)
 
 
-def _item_cell_counts(results: Sequence[Summary], aggregation: str, rule: str) -> np.ndarray:
-    """Per-item counts over full-table cells ``(n_items, (L+2)^2)``: micro or item aggregation."""
-    protocol = results[0].protocol
-    size = len(protocol.labels) + 2
-    ids = np.concatenate([np.asarray(s.item_ids, dtype=str) for s in results])
-    cells = np.concatenate([np.asarray(s.item_cells, dtype=np.int64) for s in results])
-    items, inverse = np.unique(ids, return_inverse=True)
+def _item_patterns(results: Sequence[Summary], aggregation: str, rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct per-item cell counts ``(n_patterns, (L+2)^2)`` and how many items have each.
+
+    Micro or item aggregation (docs/method.md §7). The patterns come in lexicographic order,
+    as the distinct rows of the ``(n_items, (L+2)^2)`` per-item counts would, which are never
+    built: an item's counts are the multiset of its cells, one per criterion.
+    """
+    size = len(results[0].protocol.labels) + 2
+    by_item = _cells_by_item(results)
     if aggregation == "item":
-        cells = _combined_cells(results, items, inverse, cells, rule)
-        inverse = np.arange(items.size)
-    counts = np.bincount(inverse * size * size + cells, minlength=items.size * size * size)
-    return counts.reshape(items.size, size * size)
+        if np.any(by_item < 0):
+            raise ValueError("aggregation 'item' needs every criterion on the same items, each once")
+        cells = _combined_cells(results[0].protocol, by_item, rule)[:, None]
+    else:
+        cells = np.sort(by_item, axis=1)
+    if cells.shape[1] == 1:
+        keys, multiplicity = distinct_keys(cells[:, 0])
+        multisets = keys[:, None]
+    else:
+        multisets, multiplicity = distinct_rows(cells, size * size)
+    patterns = np.zeros((multisets.shape[0], size * size), dtype=np.int64)
+    row, column = np.nonzero(multisets >= 0)
+    np.add.at(patterns, (row, multisets[row, column]), 1)
+    order = np.lexsort(patterns.T[::-1])  # lexsort's last key is the primary one
+    return patterns[order], multiplicity[order]
 
 
-def _combined_cells(
-    results: Sequence[Summary], items: np.ndarray, inverse: np.ndarray, cells: np.ndarray, rule: str
-) -> np.ndarray:
+def _cells_by_item(results: Sequence[Summary]) -> np.ndarray:
+    """Each item's full-table cell per criterion ``(n_items, n_criteria)``, -1 where it has no pair."""
+    if len(results) == 1:
+        return np.asarray(results[0].item_cells, dtype=np.int64)[:, None]
+    ids = [np.asarray(s.item_ids) for s in results]
+    if not all(v.dtype.kind in "iu" for v in ids):
+        ids = [v.astype(str) for v in ids]
+    items, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+    by_item = np.full((items.size, len(results)), -1, dtype=np.int64)
+    criterion = np.repeat(np.arange(len(results)), [v.size for v in ids])
+    by_item[inverse.ravel(), criterion] = np.concatenate([s.item_cells for s in results])
+    return by_item
+
+
+def _combined_cells(protocol: Protocol, by_item: np.ndarray, rule: str) -> np.ndarray:
     """One full-table cell per item: criteria combined by Kleene ``all`` / ``any`` (docs/method.md §7).
 
     ``all``: negative if any criterion is negative, else INVALID if any is INVALID, else CA
     if any is CA, else positive; ``any`` swaps positive and negative.
     """
-    protocol = results[0].protocol
-    counts = np.bincount(inverse, minlength=items.size)
-    if np.any(counts != len(results)):
-        raise ValueError("aggregation 'item' needs every criterion on the same items, each once")
     size = len(protocol.labels) + 2
-    order = np.argsort(inverse, kind="stable")
-    by_item = cells[order].reshape(items.size, len(results))
     pos = protocol.labels.index(protocol.positive)
     decisive, default = (1 - pos, pos) if rule == "all" else (pos, 1 - pos)
     ca, invalid = size - 2, size - 1
@@ -167,8 +186,7 @@ def cluster_bootstrap(
         draws = generator.multinomial(len(results), share, size=n_resamples)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.asarray((draws @ np.where(defined, values, 0.0)) / (draws @ defined), dtype=float)
-    rows = _item_cell_counts(results, aggregation, rule)
-    patterns, multiplicity = distinct_rows(rows)
+    patterns, multiplicity = _item_patterns(results, aggregation, rule)
     size = len(results[0].protocol.labels) + 2
     share = multiplicity / multiplicity.sum()
     draws = generator.multinomial(multiplicity.sum(), share, size=n_resamples)
@@ -225,8 +243,11 @@ def aggregate(
         if aggregation == "micro":
             table = np.sum([s.table.array() for s in results], axis=0)
         else:
-            table = _item_cell_counts(results, aggregation, rule).sum(axis=0).reshape(size, size)
-        pooled = summary_from_table(table, protocol, interval=None, item_ids=None, item_cells=())
+            patterns, multiplicity = _item_patterns(results, aggregation, rule)
+            table = (multiplicity @ patterns).reshape(size, size)
+        pooled = summary_from_table(
+            table, protocol, interval=None, item_ids=None, item_cells=np.zeros(0, dtype=np.int64)
+        )
         values = {name: getattr(pooled, name) for name in STATISTICS}
         included = [(name, total, total) for name in STATISTICS]
         reasons = list(pooled.reasons)

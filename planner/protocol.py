@@ -200,8 +200,9 @@ class Summary:
     ``None`` where undefined with the cause in ``reasons``; ``f1_met``, ``phi`` and the
     positive rates are positive-vs-rest. ``accuracy_bounds`` (Manski)
     and the sharp ``*_bounds`` are for the full set of pairs and exist under ``exclude``
-    (sharp ones for binary labels). ``item_ids``/``item_cells`` (flat index into
-    ``table``) keep the pairs for item-level aggregation and cluster resampling.
+    (sharp ones for binary labels). ``item_ids``/``item_cells`` (read-only arrays: integer or
+    string ids, and each pair's flat index into ``table``) keep the pairs for item-level
+    aggregation and cluster resampling.
     """
 
     protocol: Protocol
@@ -232,8 +233,8 @@ class Summary:
     f1_met_bounds: tuple[float, float] | None
     phi_bounds: tuple[float, float] | None
     reasons: tuple[tuple[str, str], ...]
-    item_ids: tuple[str, ...] | None
-    item_cells: tuple[int, ...]
+    item_ids: np.ndarray | None
+    item_cells: np.ndarray
 
 
 def check_interval_options(interval: object, confidence_level: object, n_resamples: object) -> None:
@@ -245,15 +246,34 @@ def check_interval_options(interval: object, confidence_level: object, n_resampl
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
 
 
-def _items_iv(items: Sequence[object] | None, n: int) -> tuple[str, ...] | None:
+def _items_iv(items: Sequence[object] | np.ndarray | None, n: int) -> np.ndarray | None:
+    """Item ids as a read-only array: integers kept, anything else as its string."""
     if items is None:
         return None
-    ids = tuple(str(v) for v in items)
-    if len(ids) != n:
-        raise ValueError(f"items must have one id per verdict pair ({n}), got {len(ids)}")
-    if len(set(ids)) != n:
+    ids = np.asarray(items)
+    if ids.ndim != 1 or ids.dtype.kind not in "iuU":
+        ids = np.array([str(v) for v in items], dtype=str)
+    if ids.size != n:
+        raise ValueError(f"items must have one id per verdict pair ({n}), got {ids.size}")
+    ordered = np.sort(ids)
+    if np.any(ordered[1:] == ordered[:-1]):
         raise ValueError("items must be distinct: one verdict pair per item and criterion")
-    return ids
+    return _read_only(ids)
+
+
+def _codes_iv(codes: object, size: int, side: str) -> np.ndarray:
+    arr = np.asarray(codes)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"{side} codes must be a 1-d integer array")
+    if arr.size and (arr.min() < 0 or arr.max() >= size):
+        raise ValueError(f"{side} codes must lie in 0..{size - 1} (labels, CANNOT_ASSESS, INVALID)")
+    return arr.astype(np.int64)
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    out = np.array(values)
+    out.flags.writeable = False
+    return out
 
 
 def _kappa_interval(
@@ -283,8 +303,8 @@ def summary_from_table(
     protocol: Protocol,
     *,
     interval: tuple[str, float, int, np.random.Generator] | None,
-    item_ids: tuple[str, ...] | None,
-    item_cells: tuple[int, ...],
+    item_ids: np.ndarray | None,
+    item_cells: np.ndarray,
 ) -> Summary:
     """Every reported quantity of one full verdict table under ``protocol`` (docs/method.md §7)."""
     n_labels = len(protocol.labels)
@@ -354,13 +374,13 @@ def summary_from_table(
         phi_bounds=bounds["phi"],
         reasons=tuple(reasons),
         item_ids=item_ids,
-        item_cells=item_cells,
+        item_cells=_read_only(item_cells),
     )
 
 
 def summarize(
-    human: Sequence[str],
-    judge: Sequence[str],
+    human: Sequence[str] | np.ndarray,
+    judge: Sequence[str] | np.ndarray,
     *,
     labels: Sequence[str],
     positive: str,
@@ -368,7 +388,7 @@ def summarize(
     recode_to: str | None = None,
     costs: str | Sequence[Sequence[float]] = "nominal",
     ordering: Sequence[str] | None = None,
-    items: Sequence[object] | None = None,
+    items: Sequence[object] | np.ndarray | None = None,
     interval: str = "delta",
     confidence_level: float = 0.95,
     n_resamples: int = 2000,
@@ -398,18 +418,56 @@ def summarize(
     label_tuple = checked_labels(labels)
     protocol = make_protocol(label_tuple, positive, handling, recode_to, costs, ordering)
     check_interval_options(interval, confidence_level, n_resamples)
-    categories = label_tuple + SPECIAL
-    h, j = verdict_pair_codes(human, judge, categories)
+    h, j = verdict_pair_codes(human, judge, label_tuple + SPECIAL)
+    resampling = (interval, confidence_level, n_resamples, np.random.default_rng(rng))
+    return _summary_of_codes(h, j, protocol, items, resampling)
+
+
+def summarize_codes(
+    human: np.ndarray,
+    judge: np.ndarray,
+    *,
+    labels: Sequence[str],
+    positive: str,
+    handling: str = "exclude",
+    recode_to: str | None = None,
+    costs: str | Sequence[Sequence[float]] = "nominal",
+    ordering: Sequence[str] | None = None,
+    items: Sequence[object] | np.ndarray | None = None,
+    interval: str = "delta",
+    confidence_level: float = 0.95,
+    n_resamples: int = 2000,
+    rng: int | np.random.Generator | None = None,
+) -> Summary:
+    """:func:`summarize` of verdicts given as codes: indices into ``(*labels, CANNOT_ASSESS, INVALID)``.
+
+    >>> s = summarize_codes(np.array([0, 0, 1, 2]), np.array([0, 1, 1, 0]), labels=["MET", "NOT_MET"],
+    ...                     positive="MET")
+    >>> s.n_eff, s.accuracy, s.coverage
+    (3, 0.6666666666666666, 0.75)
+    """
+    label_tuple = checked_labels(labels)
+    protocol = make_protocol(label_tuple, positive, handling, recode_to, costs, ordering)
+    check_interval_options(interval, confidence_level, n_resamples)
+    size = len(label_tuple) + len(SPECIAL)
+    h, j = (_codes_iv(codes, size, side) for codes, side in ((human, "human"), (judge, "judge")))
+    if h.size != j.size:
+        raise ValueError(f"human and judge must have the same length, got {h.size} and {j.size}")
+    resampling = (interval, confidence_level, n_resamples, np.random.default_rng(rng))
+    return _summary_of_codes(h, j, protocol, items, resampling)
+
+
+def _summary_of_codes(
+    h: np.ndarray,
+    j: np.ndarray,
+    protocol: Protocol,
+    items: Sequence[object] | np.ndarray | None,
+    interval: tuple[str, float, int, np.random.Generator],
+) -> Summary:
     item_ids = _items_iv(items, h.size)
-    size = len(categories)
+    size = len(protocol.labels) + len(SPECIAL)
     cells = h * size + j
     full = np.bincount(cells, minlength=size * size).reshape(size, size)
-    return summary_from_table(
-        full,
-        protocol,
-        interval=(interval, confidence_level, n_resamples, np.random.default_rng(rng)),
-        item_ids=item_ids,
-        item_cells=tuple(int(c) for c in cells),
-    )
+    return summary_from_table(full, protocol, interval=interval, item_ids=item_ids, item_cells=cells)
 
 

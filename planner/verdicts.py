@@ -69,15 +69,17 @@ def _verdict_codes(verdicts: object, categories: tuple[str, ...], side: str) -> 
         return np.zeros(0, dtype=np.int64)
     if arr.dtype.kind != "U":
         raise ValueError(f"{side} verdicts must be label strings, got dtype {arr.dtype}")
-    values, inverse = np.unique(arr, return_inverse=True)
-    lookup = {c: i for i, c in enumerate(categories)}
-    unknown = [str(v) for v in values if v not in lookup]
-    if unknown:
+    order = np.argsort(categories)
+    known = np.array(categories)[order]
+    position = np.minimum(np.searchsorted(known, arr), known.size - 1)
+    found = known[position] == arr
+    if not np.all(found):
+        unknown = np.unique(arr[~found])[:5].tolist()
         raise ValueError(
-            f"{side} verdicts contain {unknown[:5]}, not in labels {categories[:-2]} "
+            f"{side} verdicts contain {unknown}, not in labels {categories[:-2]} "
             f"or {SPECIAL}"
         )
-    return np.array([lookup[v] for v in values], dtype=np.int64)[inverse.ravel()]
+    return np.asarray(order[position], dtype=np.int64)
 
 
 def verdict_pair_codes(

@@ -204,7 +204,7 @@ def test_undefined_statistics_are_none_with_a_reason() -> None:
 
 def test_results_serialise_to_strict_json() -> None:
     s = hand(handling="exclude", items=range(24))
-    text = json.dumps(dataclasses.asdict(s), allow_nan=False)
+    text = json.dumps(dataclasses.asdict(s), allow_nan=False, default=np.ndarray.tolist)  # item ids and cells
     assert '"handling": "exclude"' in text
     a = aggregate({"c1": s, "c2": s}, aggregation="macro", rng=0)
     json.dumps(dataclasses.asdict(a), allow_nan=False)
