@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session
 
 from planner.aggregation import Aggregate, aggregate
 from planner.bounds import allocation_bounds
-from planner.codes import CANNOT_ASSESS, INVALID
-from planner.protocol import Protocol, Summary, summarize
+from planner.protocol import Protocol, Summary, summarize, summarize_codes
 from planner.verdicts import VerdictTable
 from service.cancellable import off_worker
 from service.errors import Invalid, echo
@@ -262,42 +261,65 @@ def _positive(project: Project, options: ReportOptions) -> str:
     )
 
 
+@dataclass(frozen=True)
+class CriterionPairs:
+    """What a report reads of one criterion's labels: the raw codes (as in
+    :class:`~service.matrix.LabelMatrix`, -1 missing) of the primary human and of each judge
+    ``(n_items, n_judges)``, on the items the human and at least one judge labelled."""
+
+    criterion: str
+    item_ids: np.ndarray
+    human: np.ndarray
+    judges: np.ndarray
+
+
+def criterion_pairs(matrix: LabelMatrix) -> CriterionPairs:
+    """The primary human's and the judges' labels of ``matrix``: a small part of it to hand to a child process."""
+    human = matrix.raw[:, matrix.columns("primary")[0]]
+    judges = matrix.raw[:, matrix.columns("judge")]
+    rows = (human >= 0) & np.any(judges >= 0, axis=1)
+    return CriterionPairs(
+        criterion=matrix.criterion,
+        item_ids=matrix.item_ids[rows],
+        human=human[rows].astype(np.int16),
+        judges=judges[rows].astype(np.int16),
+    )
+
+
 def _summaries(
-    matrices: list[LabelMatrix],
+    criteria: list[CriterionPairs],
     judge: int,
-    human: int,
     labels: list[str],
     options: ReportOptions,
     keep: np.ndarray | None = None,
 ) -> dict[str, Summary]:
-    """Per criterion: the summary of the judge against the human on the items both labelled
+    """Per criterion: the summary of judge ``judge`` against the human on the items both labelled
     (``options.positive`` resolved)."""
-    categories = np.array([*labels, CANNOT_ASSESS, INVALID])
     out = {}
-    for matrix in matrices:
-        both = (matrix.raw[:, judge] >= 0) & (matrix.raw[:, human] >= 0)
+    for pairs in criteria:
+        both = (pairs.judges[:, judge] >= 0) & (pairs.human >= 0)
         if keep is not None:
-            both &= np.isin(matrix.item_ids, keep)
-        out[matrix.criterion] = summarize(
-            categories[matrix.raw[both, human]],
-            categories[matrix.raw[both, judge]],
+            both &= np.isin(pairs.item_ids, keep, assume_unique=True)
+        out[pairs.criterion] = summarize_codes(
+            pairs.human[both],
+            pairs.judges[both, judge],
             labels=labels,
             positive=options.positive,
             handling=options.handling,
             recode_to=options.recode_to,
             costs=options.costs,
-            items=matrix.item_ids[both].astype(str),
+            items=pairs.item_ids[both],
             confidence_level=CONFIDENCE_LEVEL,
         )
     return out
 
 
-def _common_items(matrices: list[LabelMatrix], judge: int, human: int) -> np.ndarray:
-    """Item ids labelled by both raters on every criterion (the item-level population)."""
-    common = matrices[0].item_ids
-    for matrix in matrices:
-        both = (matrix.raw[:, judge] >= 0) & (matrix.raw[:, human] >= 0)
-        common = np.intersect1d(common, matrix.item_ids[both])
+def _common_items(criteria: list[CriterionPairs], judge: int) -> np.ndarray:
+    """Item ids labelled by both the judge and the human on every criterion (the item-level population)."""
+    common = criteria[0].item_ids
+    for pairs in criteria:
+        both = (pairs.judges[:, judge] >= 0) & (pairs.human >= 0)
+        common = np.intersect1d(common, pairs.item_ids[both], assume_unique=True)
     return common
 
 
@@ -421,8 +443,14 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
     if len(project.labels) != 2:
         notes.append("phi and F1 refer to the positive label versus the rest; sharp bounds need binary labels")
     resolved = replace(options, positive=_positive(project, options))
-    cells = sum(matrix.raw.size for matrix in matrices)
-    reports = off_worker(cells, judge_reports, matrices, list(project.labels), resolved) if primary else []
+    reports = []
+    if primary:
+        raters = matrices[0].raters
+        pairs = [criterion_pairs(matrix) for matrix in matrices]
+        cells = sum(p.judges.size + p.human.size for p in pairs)
+        judges = [raters[k].external_id for k in matrices[0].columns("judge")]
+        human = raters[primary[0]].external_id
+        reports = off_worker(cells, judge_reports, pairs, judges, human, list(project.labels), resolved)
     return Report(
         project=project.id,
         project_name=project.name,
@@ -435,27 +463,28 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
     )
 
 
-def judge_reports(matrices: list[LabelMatrix], labels: list[str], options: ReportOptions) -> list[JudgeReport]:
+def judge_reports(
+    criteria: list[CriterionPairs], judges: list[str], human: str, labels: list[str], options: ReportOptions
+) -> list[JudgeReport]:
     """Each judge against the primary human (``options.positive`` resolved), per criterion and aggregated; pure."""
-    raters = matrices[0].raters
-    human = matrices[0].columns("primary")[0]
     population = PAIRED_ALL if options.aggregation == "item" else PAIRED
     reports = []
-    for judge in matrices[0].columns("judge"):
-        per_criterion = _summaries(matrices, judge, human, labels, options)
+    for judge, name in enumerate(judges):
+        per_criterion = _summaries(criteria, judge, labels, options)
+        alone = {c: _aggregate({c: s}, options, "micro") for c, s in per_criterion.items()}
         if options.aggregation == "item":
-            common = _common_items(matrices, judge, human)
-            result = _aggregate(_summaries(matrices, judge, human, labels, options, keep=common), options)
+            common = _common_items(criteria, judge)
+            result = _aggregate(_summaries(criteria, judge, labels, options, keep=common), options)
+        elif options.aggregation == "micro" and len(alone) == 1:
+            result = next(iter(alone.values()))  # pooling one criterion is that criterion
         else:
             result = _aggregate(per_criterion, options)
         reports.append(
             JudgeReport(
-                judge=raters[judge].external_id,
-                human=raters[human].external_id,
+                judge=name,
+                human=human,
                 criteria=[
-                    CriterionComparison(
-                        criterion=c, **comparison(s, PAIRED, _aggregate({c: s}, options, "micro")).model_dump()
-                    )
+                    CriterionComparison(criterion=c, **comparison(s, PAIRED, alone[c]).model_dump())
                     for c, s in per_criterion.items()
                 ],
                 aggregate=_aggregate_out(result, population),
