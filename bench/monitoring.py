@@ -12,22 +12,34 @@
    ``validate_judge`` (1,000 resamples) on the same matrix as the reference, and the
    inverse-inclusion-weighted monitor (three inclusion classes, docs/method.md §9) against
    the unweighted one.
+4. ``service.monitoring.monitored_decision`` (the /reliability monitoring block) on the
+   project of ``bench/million.py``: a judge and the primary on every item, 8 secondaries on
+   1/8 each, every rater's labels arriving in item order, then 1,000 of the judge's labels
+   corrected (so they arrive last). 10,000 vs 1,000,000 items in the same run (target
+   <= 0.2 s at 1M), and the size of the block's JSON (bounded: its bands are sampled).
 
 Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/monitoring.py [runs]`` (default 100
-runs per cell; the fixed column dominates the time).
+runs per cell; the fixed column dominates the time); ``bench/monitoring.py scale`` runs 4 only.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from planner.decision import validate_judge
-from planner.recipes import m_cert, prior_moments
-from planner.sequential import monitor_judge
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, not bench/service.py
+
+from planner.decision import validate_judge  # noqa: E402
+from planner.recipes import m_cert, prior_moments  # noqa: E402
+from planner.sequential import monitor_judge  # noqa: E402
+from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
+from service.monitoring import monitored_decision  # noqa: E402
+from service.schemas import DecisionSettings  # noqa: E402
 
 P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
 P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon
@@ -126,11 +138,60 @@ def timing() -> None:
           f"(ratio {weighted / best:.2f} to the unweighted monitor)")
 
 
+def service_matrix(n_items: int, rng: np.random.Generator) -> LabelMatrix:
+    """bench/million.py's project as a label matrix: judge, primary, 8 secondaries on 1/8 each,
+    each rater's labels in item order (``order`` = label_seq), then 1,000 judge corrections."""
+    truth = rng.random(n_items) < 0.7
+    raw = np.full((n_items, 10), -1, dtype=np.int64)
+    order = np.full(raw.shape, -1, dtype=np.int64)
+    seq = 0
+    for k in range(10):
+        on = np.arange(n_items) if k < 2 else np.flatnonzero(rng.random(n_items) < 1 / 8)
+        right = rng.random(on.size) < (0.9 if k == 0 else 0.85)
+        raw[on, k] = np.where(truth[on] == right, 0, 1)
+        order[on, k] = seq + np.arange(on.size)
+        seq += on.size
+    fixed = rng.choice(n_items, size=1_000, replace=False)
+    raw[fixed, 0] = 1 - raw[fixed, 0]
+    order[fixed, 0] = seq + np.arange(fixed.size)
+    raters = [RaterColumn(1, "judge", "judge"), RaterColumn(2, "prim", "primary")] + [
+        RaterColumn(3 + k, f"h{k}", "human") for k in range(8)
+    ]
+    return LabelMatrix(raw=raw, item_ids=np.arange(n_items), raters=raters, n_labels=2,
+                       label_seq=seq + fixed.size, criterion="default", order=order)
+
+
+def scale() -> None:
+    """monitored_decision at 10k and 1M items in the same run, and its JSON size."""
+    settings = DecisionSettings()
+    fixed = {"decision": "continue", "reason": "", "raters": []}
+    figures = {}
+    for n in (10_000, 1_000_000):
+        matrix = service_matrix(n, np.random.default_rng(n))
+        humans = matrix.columns("primary", "human")
+        best, block = np.inf, {}
+        for _ in range(3):
+            start = time.process_time()
+            block = monitored_decision(matrix, 0, humans, settings, fixed, None)
+            best = min(best, time.process_time() - start)
+        figures[n] = (best, len(json.dumps(block)), block["decision"], block["monitoring"]["looks"])
+        print(f"monitored_decision, {n:>9,} items x 10 raters: {best:.3f} s CPU "
+              f"(best of 3); block JSON {figures[n][1]:,} bytes; decision {block['decision']}, "
+              f"{block['monitoring']['looks']:,} looks")
+    (small, small_json, *_), (large, large_json, *_) = figures[10_000], figures[1_000_000]
+    print(f"1M / 10k: time {large / small:.0f}x for 100x the items (target <= 0.2 s at 1M: "
+          f"{'met' if large <= 0.2 else 'not met'}); JSON {large_json / small_json:.2f}x")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["scale"]:
+        scale()
+        return
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     mu_d, sigma0_sq = prior_moments(P_H, 0.90, n_labels=N_LABELS)
     m = int(m_cert(mu_d, sigma0_sq, epsilon=EPSILON))
     timing()
+    scale()
     stopping_table(runs, m)
     peeking_table(runs, m)
 

@@ -334,6 +334,9 @@ def _block_differences(
     """
     entry = np.maximum(np.maximum(judge_times, _second_smallest(times))[:, None], times)
     with_judge = labels == judge_labels[:, None]
+    if times.shape[1] == 2:  # both enter together and each one's pool is the other
+        diff = with_judge[:, ::-1].astype(np.int16) - (labels[:, :1] == labels[:, 1:])
+        return entry, (diff.astype(float) if rule == "margin" else np.sign(diff).astype(float))
     size = np.full(entry.shape, -1, dtype=np.int16)  # k itself is always present: not its pool
     judge_agree = -with_judge.astype(np.int16)
     human_agree = np.full(entry.shape, -1, dtype=np.int16)
@@ -375,7 +378,7 @@ def _differences(
         if hi == lo:
             continue
         block = rows[by_count[lo:hi]]
-        held = np.nonzero(present[block])[1].reshape(block.size, c)  # its humans, in order
+        held = (np.flatnonzero(present[block]) % n_humans).reshape(block.size, c)  # its humans
         cells = block[:, None] * codes.shape[1] + human_cols[held]
         entry, xi = _block_differences(
             _flat(codes)[cells], _flat(order)[cells], codes[block, judge], order[block, judge], rule
@@ -390,11 +393,13 @@ def _differences(
     paths = []
     for k in range(n_humans):
         own = by_human[ends[k] : ends[k + 1]]
-        own = own[np.argsort(entry[own], kind="stable")]  # merges the groups' sorted runs
-        tied = entry[own][1:] == entry[own][:-1]
-        if tied.any():  # equal ranks (not label_seq): the earlier row first
-            own = own[np.lexsort((item[own], entry[own]))]
-        paths.append((entry[own], xi[own], item[own]))
+        ranks = entry[own]
+        arrival = np.argsort(ranks, kind="stable")  # merges the groups' sorted runs
+        own, ranks = own[arrival], ranks[arrival]
+        if np.any(ranks[1:] == ranks[:-1]):  # equal ranks (not label_seq): the earlier row first
+            own = own[np.lexsort((item[own], ranks))]
+            ranks = entry[own]
+        paths.append((ranks, xi[own], item[own]))
     return paths
 
 
