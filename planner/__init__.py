@@ -48,6 +48,7 @@ from planner.designs import (
 )
 from planner.intervals import ConfidenceInterval, optional_float, percentile_interval
 from planner.neyman import moment_variances, neyman_allocation, prior_variances
+from planner.patterns import ItemPatterns, item_patterns
 from planner.plan_check import CHECK_DESIGNS, DesignCheck, check_design, raised_check, simulated_choice
 from planner.ppi import ppi_mean
 from planner.protocol import Protocol, Summary, summarize, summarize_codes
@@ -88,6 +89,7 @@ __all__ = [
     "ConfidenceInterval",
     "DesignChoice",
     "Estimate",
+    "ItemPatterns",
     "Monitoring",
     "OverlapPlan",
     "PilotMoments",
@@ -117,6 +119,7 @@ __all__ = [
     "false_rejection_rate",
     "fleiss_kappa",
     "gwet_ac1",
+    "item_patterns",
     "joint_strata",
     "kappa_from_table",
     "krippendorff_alpha",

@@ -27,6 +27,7 @@ from scipy.special import ndtri
 from planner.bca import JACKKNIFE_MAX_PATTERNS, acceleration, bca_interval, pattern_jackknife
 from planner.codes import check_codes
 from planner.intervals import ConfidenceInterval, is_approximate, optional_float, percentile_interval
+from planner.patterns import item_patterns
 from planner.resampling import distinct_rows, pattern_bootstrap
 from planner.tables import (
     LevelOfMeasurement,
@@ -872,10 +873,12 @@ def _mean_kappa_terms(
         return np.where(usable, kappa * overlap, 0.0).sum(axis=1) / total, usable.sum(axis=1)
 
 
-def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -> MeanKappaResult:
-    rows, frequency = distinct_rows(codes, n_labels)
+def _mean_kappa_from_patterns(
+    rows: np.ndarray, frequency: np.ndarray, n_labels: int, weights: Weights
+) -> MeanKappaResult:
     pairable = (rows >= 0).sum(axis=1) >= 2
-    rows, frequency = rows[pairable], frequency[pairable]
+    if not pairable.all():  # otherwise keep the patterns' own rows: no copy
+        rows, frequency = rows[pairable], frequency[pairable]
     agree = agreement_weights(n_labels, weights)
     terms = partial(
         _mean_kappa_terms, n_labels=n_labels, agree=agree, held=_held_pair_cells(rows, n_labels)
@@ -907,7 +910,7 @@ def _mean_kappa_from_codes(codes: np.ndarray, n_labels: int, weights: Weights) -
             lambda r, w: terms(r, w)[0],
             np.bincount(rows[rows >= 0], weights=np.broadcast_to(frequency[:, None], rows.shape)[rows >= 0],
                         minlength=n_labels),
-            width=len(_rater_pairs(codes.shape[1])) * n_labels**2,
+            width=len(_rater_pairs(rows.shape[1])) * n_labels**2,
         ),
     )
 
@@ -927,7 +930,7 @@ def mean_pairwise_kappa(
     (-0.19, 3)
     """
     _weights_iv(weights)
-    return _mean_kappa_from_codes(_codes_iv(codes, n_labels), n_labels, weights)
+    return _mean_kappa_from_patterns(*distinct_rows(_codes_iv(codes, n_labels), n_labels), n_labels, weights)
 
 
 _SCALE_WEIGHTS: dict[str, Weights] = {"nominal": None, "ordinal": "linear", "interval": "quadratic"}
@@ -962,11 +965,13 @@ def summary_table(
         raise ValueError(f"scale must be 'nominal', 'ordinal' or 'interval', got {scale!r}")
     _check_interval_options(confidence_level, "bootstrap", n_resamples)
     alpha_values = _values_iv(scale, values, n_labels)
-    arr = _codes_iv(codes, n_labels)
-    counts, frequency = count_patterns(arr, n_labels)
+    patterns = item_patterns(codes, n_labels)
+    if patterns.inclusion is not None:  # rows repeat across inclusion groups: merge them
+        patterns = patterns.select(list(range(patterns.n_raters)))
+    counts, frequency = count_patterns(patterns.rows, n_labels, patterns.counts)
     results = {
         "po": _percent_from_counts(counts, frequency),
-        "kappa": _mean_kappa_from_codes(arr, n_labels, _SCALE_WEIGHTS[scale]),
+        "kappa": _mean_kappa_from_patterns(patterns.rows, patterns.counts, n_labels, _SCALE_WEIGHTS[scale]),
         "alpha": _alpha_from_counts(counts, frequency, scale, alpha_values),
         "ac1": _ac1_from_counts(counts, frequency),
     }

@@ -19,18 +19,28 @@ def check_codes(codes: object, n_labels: int, *, ndim: int = 2) -> np.ndarray:
 
     Codes are ``0..n_labels-1``; ``MISSING`` (-1) marks a cell that was not labeled.
     """
+    return checked_code_array(codes, n_labels, ndim=ndim).astype(np.int64, copy=False)
+
+
+def checked_code_array(codes: object, n_labels: int, *, ndim: int = 2) -> np.ndarray:
+    """``codes`` checked as :func:`check_codes` does, kept in its own integer dtype (no copy).
+
+    Float input with integral values becomes int64.
+    """
     if not isinstance(n_labels, (int, np.integer)) or n_labels < 2:
         raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
     arr = np.asarray(codes)
     if arr.ndim != ndim:
         raise ValueError(f"codes must have {ndim} dimension(s), got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.equal(np.mod(arr, 1), 0)):
+    if not np.issubdtype(arr.dtype, np.integer):
+        if arr.size and not np.all(np.equal(np.mod(arr, 1), 0)):
             raise ValueError("codes must be integers (-1 for missing)")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.size and (arr.min() < MISSING or arr.max() >= n_labels):
-        raise ValueError(
-            f"codes must lie in 0..{n_labels - 1} or be {MISSING} for missing; "
-            f"found values in {arr.min()}..{arr.max()}"
-        )
+        arr = arr.astype(np.int64)
+    if arr.size:
+        low, high = int(arr.min()), int(arr.max())
+        if low < MISSING or high >= n_labels:
+            raise ValueError(
+                f"codes must lie in 0..{n_labels - 1} or be {MISSING} for missing; "
+                f"found values in {low}..{high}"
+            )
     return arr

@@ -22,12 +22,12 @@ from scipy.special import ndtri
 
 from planner.codes import MISSING
 from planner.intervals import ConfidenceInterval, is_approximate, percentile_interval
+from planner.patterns import ItemPatterns, item_patterns
 from planner.pools import feature_width, held_out_columns, item_features, overlap_rows
 from planner.ppi import PPIGaps, ppi_gap_features, ppi_gaps
 from planner.resampling import bootstrap_sums, distinct_feature_rows, distinct_features, distinct_rows
 from planner.rules import (
     RaterStats,
-    checked_inclusion,
     checked_inputs,
     judge_score,
     judge_wins,
@@ -153,16 +153,19 @@ class Ranking:
 
 
 def _overlap_class_counts(
-    codes: np.ndarray, judge: int, humans: list[int], n_labels: int
+    patterns: ItemPatterns, judge: int, humans: list[int]
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Per held-out human (``humans`` order), its label counts over ``O_k`` ``(K, L)``; the label
     counts of every human over the items of some ``O_k`` ``(L,)``; and how many such items."""
-    sub = codes[:, humans]
-    observed = sub != MISSING
-    usable = observed & (codes[:, judge] != MISSING)[:, None] & (observed.sum(axis=1) >= 2)[:, None]
-    per_human = np.stack([np.bincount(sub[usable[:, k], k], minlength=n_labels) for k in range(len(humans))])
-    pooled = sub[usable.any(axis=1)]
-    return per_human, np.bincount(pooled[pooled != MISSING], minlength=n_labels), int(pooled.shape[0])
+    rows, counts = overlap_rows(patterns, [judge], humans)
+    human_codes, n_labels = rows[:, 1:], patterns.n_labels
+    observed = human_codes != MISSING
+    per_human = np.zeros((len(humans), n_labels), dtype=np.int64)
+    for k, column in enumerate(human_codes.T):
+        per_human[k] = np.bincount(column[observed[:, k]], weights=counts[observed[:, k]], minlength=n_labels)
+    items = np.broadcast_to(counts[:, None], human_codes.shape)[observed]
+    pooled = np.bincount(human_codes[observed], weights=items, minlength=n_labels).astype(np.int64)
+    return per_human, pooled, int(counts.sum())
 
 
 FeatureShape = tuple[int, int, int, str, str]
@@ -240,20 +243,20 @@ def _chunked_sums(
 
 
 def _replicated_stats(
-    codes: np.ndarray, judges: list[int], humans: list[int], n_labels: int, rule: str,
+    patterns: ItemPatterns, judges: list[int], humans: list[int], rule: str,
     coefficient: str, epsilon: float, n_resamples: int, rng: np.random.Generator,
     inclusion: np.ndarray | None = None,
 ) -> tuple[RaterStats, RaterStats]:
     """Point statistics (batch of one) and bootstrap replicates, humans in column order.
 
-    With ``inclusion`` (an item's probability of entering the overlap), every per-item
+    With ``inclusion`` (per pattern, its items' probability of entering the overlap), every per-item
     sum is weighted by ``1/inclusion`` rescaled to mean 1 over the overlap items
     (Hajek, docs/method.md §9); ``m`` stays the plain item count, and the alt-test's t statistic
     takes the linearised variance of the weighted mean (``weighted_alt_test_p_values``).
     """
     classes, tag = (None, None) if inclusion is None else np.unique(inclusion, return_inverse=True)
-    rows, counts = overlap_rows(codes, judges, humans, tag=tag)
-    k = len(humans)
+    rows, counts = overlap_rows(patterns, judges, humans, tag=tag)
+    k, n_labels, n_items = len(humans), patterns.n_labels, patterns.n_items
     weight = None
     if classes is not None:
         weight, rows = 1.0 / classes[rows[:, -1]], rows[:, :-1]
@@ -266,11 +269,9 @@ def _replicated_stats(
         if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
             features, counts = distinct_features(features, counts)
         point = counts @ features
-        replicates = bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
+        replicates = bootstrap_sums(features, counts, n_items, n_resamples, rng)
     else:
-        point, replicates = _chunked_sums(
-            rows, weight, counts, shape, chunks, codes.shape[0], n_resamples, rng
-        )
+        point, replicates = _chunked_sums(rows, weight, counts, shape, chunks, n_items, n_resamples, rng)
     alt_weighted = classes is not None and rule == "alt-test"
 
     def decoded(sums: np.ndarray) -> RaterStats:
@@ -294,27 +295,28 @@ def _replicated_stats(
 
 
 def _ppi_replicated(
-    codes: np.ndarray, judge: int, primary: int, secondaries: list[int],
-    inclusion: np.ndarray | None, n_resamples: int, rng: np.random.Generator,
+    patterns: ItemPatterns, judge: int, primary: int, secondaries: list[int],
+    n_resamples: int, rng: np.random.Generator,
 ) -> tuple[PPIGaps, PPIGaps]:
     """PPI++ ``d_k`` of each secondary against the primary: point and item bootstrap.
 
     docs/method.md §9. Items enter when the judge and the primary labeled them; an item in
     ``r_k``'s overlap is weighted by ``1/inclusion``, one outside it by ``1/(1 - inclusion)``.
     """
+    codes = patterns.rows
     judged = (codes[:, judge] != MISSING) & (codes[:, primary] != MISSING)
     a = (codes[:, judge] == codes[:, primary]).astype(np.int64)
     sec = codes[:, secondaries]
     b = np.where(sec == MISSING, MISSING, sec == codes[:, [primary]]).astype(np.int64)
-    prob = np.ones(codes.shape[0]) if inclusion is None else inclusion
+    prob = np.ones(codes.shape[0]) if patterns.inclusion is None else patterns.inclusion
     classes, tag = np.unique(prob, return_inverse=True)
-    rows, counts = distinct_rows(np.column_stack([a, b, tag])[judged])
+    rows, counts = distinct_rows(np.column_stack([a, b, tag])[judged], counts=patterns.counts[judged])
     p = classes[rows[:, -1]]
     stay_out = np.where(p < 1.0, 1.0 / np.maximum(1.0 - p, 1e-12), 1.0)
     features = ppi_gap_features(rows[:, 0], rows[:, 1:-1], 1.0 / p, stay_out)
     point = ppi_gaps((counts @ features)[None, :], len(secondaries))
     reps = ppi_gaps(
-        bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng), len(secondaries)
+        bootstrap_sums(features, counts, patterns.n_items, n_resamples, rng), len(secondaries)
     )
     return point, reps
 
@@ -427,8 +429,9 @@ def validate_judge(
     """
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
-    codes, judges, humans, epsilon, min_items = checked_inputs(
-        codes, judge, humans, n_labels=n_labels, rule=rule, coefficient=coefficient,
+    patterns = item_patterns(codes, n_labels, inclusion=inclusion)
+    judges, humans, epsilon, min_items = checked_inputs(
+        patterns.n_raters, judge, humans, rule=rule, coefficient=coefficient,
         epsilon=epsilon, min_items=min_items, q=q, n_resamples=n_resamples,
         confidence_level=confidence_level, judges_name="judge",
     )
@@ -442,19 +445,18 @@ def validate_judge(
         raise ValueError("estimator='ppi' estimates d_k for p_o under rule='margin'")
     if estimator == "ppi" and primary not in humans:
         raise ValueError(f"estimator='ppi' needs primary, one of humans, got {primary!r}")
-    prob = checked_inclusion(inclusion, codes.shape[0])
     rng = np.random.default_rng(rng)
     order = np.argsort(humans)  # canonical column order: results do not depend on it
     point, reps = _replicated_stats(
-        codes, judges, sorted(humans), n_labels, rule, coefficient, epsilon, n_resamples, rng,
-        prob,
+        patterns, judges, sorted(humans), rule, coefficient, epsilon, n_resamples, rng,
+        patterns.inclusion,
     )
     ppi_ci: dict[int, ConfidenceInterval] = {}
     if estimator == "ppi" and primary is not None:
         columns = np.array([c for c, h in enumerate(sorted(humans)) if h != primary])
         secondaries = [sorted(humans)[c] for c in columns]
         gaps, rep_gaps = _ppi_replicated(
-            codes, judge, primary, secondaries, prob, n_resamples, rng
+            patterns, judge, primary, secondaries, n_resamples, rng
         )
         point, reps = _with_ppi(point, gaps, columns), _with_ppi(reps, rep_gaps, columns)
         z = float(ndtri(0.5 + confidence_level / 2.0))
@@ -462,7 +464,7 @@ def validate_judge(
             d, se = float(gaps.d[0, i]), float(gaps.standard_error[0, i])
             ppi_ci[int(c)] = ConfidenceInterval(d - z * se, d + z * se, method="delta")
     wins = judge_wins(point, rule, epsilon, q, min_items)
-    classes, pooled_classes, n_pooled = _overlap_class_counts(codes, judge, sorted(humans), n_labels)
+    classes, pooled_classes, n_pooled = _overlap_class_counts(patterns, judge, sorted(humans))
     outcomes: dict[int, RaterOutcome] = {}
     for k, position in enumerate(order):
         used = bool(wins.used[0, 0, k])
@@ -501,10 +503,10 @@ def validate_judge(
         rule=rule,
         coefficient=coefficient,
         epsilon=epsilon,
-        n_items=int(codes.shape[0]),
+        n_items=patterns.n_items,
         reason=reason,
         estimator=estimator,
-        weighting="none" if prob is None else "ht",
+        weighting="none" if patterns.inclusion is None else "ht",
     )
 
 
@@ -548,16 +550,16 @@ def rank_judges(
     >>> r.order
     (4, 3)
     """
-    codes, judges, humans, epsilon, min_items = checked_inputs(
-        codes, judges, humans, n_labels=n_labels, rule=rule, coefficient=coefficient,
+    patterns = item_patterns(codes, n_labels)
+    judges, humans, epsilon, min_items = checked_inputs(
+        patterns.n_raters, judges, humans, rule=rule, coefficient=coefficient,
         epsilon=epsilon, min_items=min_items, q=q, n_resamples=n_resamples,
         confidence_level=confidence_level,
     )
     rng = np.random.default_rng(rng)
     by_column = np.argsort(judges)
     point, reps = _replicated_stats(
-        codes, sorted(judges), sorted(humans), n_labels, rule, coefficient, epsilon,
-        n_resamples, rng,
+        patterns, sorted(judges), sorted(humans), rule, coefficient, epsilon, n_resamples, rng,
     )
     wins = judge_wins(point, rule, epsilon, q, min_items)
     rep_wins = judge_wins(reps, rule, epsilon, q, min_items)
@@ -610,5 +612,5 @@ def rank_judges(
         rule=rule,
         coefficient=coefficient,
         epsilon=epsilon,
-        n_items=int(codes.shape[0]),
+        n_items=patterns.n_items,
     )

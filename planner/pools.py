@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from planner.codes import MISSING
+from planner.patterns import ItemPatterns
 from planner.resampling import distinct_rows
 
 
@@ -26,25 +27,28 @@ class PoolCounts(NamedTuple):
 
 
 def overlap_rows(
-    codes: np.ndarray, judges: list[int], humans: list[int], *, tag: np.ndarray | None = None
+    patterns: ItemPatterns, judges: list[int], humans: list[int], *, tag: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows ``[judges..., humans...]`` of items that can enter some ``O_k``.
+    """Distinct rows ``[judges..., humans...]`` of items that can enter some ``O_k``, and their items.
 
     An item enters ``O_k`` when every judge, ``r_k`` and at least one other human
     labeled it (docs/method.md §3); items with fewer than two humans enter none. A
-    ``tag`` (one int ``>= 0`` per item, e.g. its weight class) is kept as a last column,
+    ``tag`` (one int ``>= 0`` per pattern, e.g. its weight class) is kept as a last column,
     so items with different tags never merge.
 
-    >>> rows, counts = overlap_rows(np.array([[0, 0, 1], [0, -1, 1], [0, 0, 1]]), [2], [0, 1])
+    >>> from planner.patterns import item_patterns
+    >>> p = item_patterns(np.array([[0, 0, 1], [0, -1, 1], [0, 0, 1]]), 2)
+    >>> rows, counts = overlap_rows(p, [2], [0, 1])
     >>> rows.tolist(), counts.tolist()
     ([[1, 0, 0]], [2])
     """
-    sub = codes[:, judges + humans]
+    sub = patterns.rows[:, judges + humans]
     judged = np.all(sub[:, : len(judges)] != MISSING, axis=1)
     n_humans = np.sum(sub[:, len(judges) :] != MISSING, axis=1)
     if tag is not None:
         sub = np.column_stack([sub, tag])
-    return distinct_rows(sub[judged & (n_humans >= 2)])
+    keep = judged & (n_humans >= 2)
+    return distinct_rows(sub[keep], counts=patterns.counts[keep])
 
 
 def pool_counts(

@@ -230,7 +230,7 @@ def ppi_gap_features(
         [x * lab for x in overlap] + [x * ~lab for x in proxy], axis=-1
     )  # (G, K, 16)
     head = np.column_stack([np.ones(a.shape[0]), a[:, 0]])
-    return np.hstack([head, per_human.reshape(a.shape[0], -1)])
+    return np.hstack([head, per_human.reshape(a.shape[0], per_human.shape[1] * per_human.shape[2])])
 
 
 def ppi_gaps(sums: np.ndarray, n_humans: int) -> PPIGaps:

@@ -15,6 +15,7 @@ from scipy.special import ndtr, ndtri
 
 from planner.intervals import ConfidenceInterval, percentile_interval
 from planner.neyman import moment_variances
+from planner.patterns import item_patterns
 from planner.pools import overlap_rows, pool_counts
 from planner.resampling import bootstrap_sums, distinct_features
 from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, checked_inputs
@@ -381,16 +382,17 @@ def pilot_moments(
     """
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
-    codes, judges, humans, _, _ = checked_inputs(
-        codes, judge, humans, n_labels=n_labels, rule=rule, coefficient="po", epsilon=None,
+    patterns = item_patterns(codes, n_labels)
+    judges, humans, _, _ = checked_inputs(
+        patterns.n_raters, judge, humans, rule=rule, coefficient="po", epsilon=None,
         min_items=None, q=0.05, n_resamples=n_resamples, confidence_level=confidence_level,
         judges_name="judge",
     )
-    rows, counts = overlap_rows(codes, judges, sorted(humans))
+    rows, counts = overlap_rows(patterns, judges, sorted(humans))
     features, counts = distinct_features(_xi_features(rows, n_labels, rule), counts)
     point = (counts @ features)[None, :]
     rng = np.random.default_rng(rng)
-    reps = bootstrap_sums(features, counts, codes.shape[0], n_resamples, rng)
+    reps = bootstrap_sums(features, counts, patterns.n_items, n_resamples, rng)
     (mu,), (var,) = _moments(point)
     rep_mu, rep_var = _moments(reps)
     used = pool_counts(rows, 1, n_labels).observed

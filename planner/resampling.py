@@ -16,33 +16,44 @@ import numpy as np
 
 _CHUNK_CELLS = 500_000  # replicate cells held at once by pattern_bootstrap
 _SUMS_CHUNK_CELLS = 2_000_000  # resample weights held at once by bootstrap_sums
+_KEY_BLOCK_ROWS = 16_384  # rows keyed at once by distinct_rows (a block stays in cache)
 _TAIL_COUNT = 10  # patterns this rare are resampled by drawing items, not by binomials
 
 Replicates = Callable[[int, np.random.Generator], np.ndarray]
 """``replicates(n_resamples, rng)``: bootstrap replicates of a statistic, shape ``(B, ...)``."""
 
 
-def distinct_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_keys(keys: np.ndarray, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct non-negative int keys in increasing order, and their frequencies.
+
+    ``counts``: how many items each key stands for (default one); a frequency sums them.
 
     >>> [v.tolist() for v in distinct_keys(np.array([5, 1, 5, 0]))]
     [[0, 1, 5], [1, 1, 2]]
+    >>> [v.tolist() for v in distinct_keys(np.array([5, 1, 5]), np.array([2, 3, 4]))]
+    [[1, 5], [3, 6]]
     """
     if keys.size and keys.max() < 4 * keys.size + 2**16:
-        frequency = np.bincount(keys)
+        frequency = np.bincount(keys, weights=counts)
         distinct = np.flatnonzero(frequency)
-        return distinct, frequency[distinct]
-    distinct, frequency = np.unique(keys, return_counts=True)
-    return distinct, frequency
+        return distinct, frequency[distinct].astype(np.int64, copy=False)
+    if counts is None:
+        distinct, frequency = np.unique(keys, return_counts=True)
+        return distinct, frequency
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return distinct, np.bincount(inverse, weights=counts, minlength=distinct.size).astype(np.int64)
 
 
-def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def distinct_rows(
+    rows: np.ndarray, n_values: int | None = None, *, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an int array ``(n, k)`` with values ``-1..n_values-1``, and frequencies.
 
     Rows come out in lexicographic order (as ``np.unique(rows, axis=0)``), so the result
     does not depend on the order of the input rows. Runs of columns are read as one
     integer in base ``n_values + 1`` (first column most significant) that fits in int64;
     one such key per row goes through :func:`distinct_keys`, several are sorted together.
+    ``counts``: how many items each input row stands for (default one); a frequency sums them.
 
     >>> rows, freq = distinct_rows(np.array([[1, -1], [0, 2], [1, -1]]))
     >>> rows.tolist(), freq.tolist()
@@ -50,26 +61,44 @@ def distinct_rows(rows: np.ndarray, n_values: int | None = None) -> tuple[np.nda
     """
     if rows.shape[0] == 0:
         return rows, np.zeros(0, dtype=np.int64)
-    base = max(2, (int(rows.max()) if n_values is None else n_values) + 2)
+    base = max(2, (int(rows.max()) + 1 if n_values is None else n_values) + 1)
     per_key = max(1, int(62 // np.log2(base)))
     if base >= 2**31:
-        distinct, frequency = np.unique(rows, axis=0, return_counts=True)
-        return distinct, frequency
+        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+        weights = None if counts is None else counts
+        frequency = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.shape[0])
+        return distinct, frequency.astype(np.int64)
     keys = [_row_keys(rows[:, start : start + per_key], base) for start in range(0, rows.shape[1], per_key)]
     if len(keys) == 1:
-        distinct, frequency = distinct_keys(keys[0])
+        distinct, frequency = distinct_keys(keys[0], counts)
         return _key_digits(distinct, min(per_key, rows.shape[1]), base), frequency
     order = np.lexsort(keys[::-1])  # lexsort's last key is the primary one
     sorted_keys = np.stack([key[order] for key in keys], axis=1)
     first = np.flatnonzero(np.r_[True, np.any(sorted_keys[1:] != sorted_keys[:-1], axis=1)])
-    frequency = np.diff(np.r_[first, rows.shape[0]])
+    if counts is None:
+        frequency = np.diff(np.r_[first, rows.shape[0]])
+    else:
+        frequency = np.add.reduceat(np.asarray(counts, dtype=np.int64)[order], first)
     return rows[order[first]], frequency
 
 
 def _row_keys(rows: np.ndarray, base: int) -> np.ndarray:
-    """One int64 per row: its values plus one as digits in ``base``, first column most significant."""
-    digits = np.int64(base) ** np.arange(rows.shape[1] - 1, -1, -1, dtype=np.int64)
-    return np.asarray(rows.astype(np.int64) @ digits + digits.sum())
+    """One int64 per row: its values plus one as digits in ``base``, first column most significant.
+
+    Column by column over blocks of rows that stay in cache, in int32 when the keys fit, so
+    a compact (int8) matrix is read without a copy."""
+    n_rows, n_columns = rows.shape
+    digits = np.int64(base) ** np.arange(n_columns, dtype=np.int64)
+    dtype = np.int32 if int(digits[-1]) * base < 2**31 else np.int64
+    keys = np.empty(n_rows, dtype=np.int64)
+    for start in range(0, n_rows, _KEY_BLOCK_ROWS):
+        block = rows[start : start + _KEY_BLOCK_ROWS]
+        key: np.ndarray = np.zeros(block.shape[0], dtype=dtype)
+        for column in block.T:
+            np.multiply(key, base, out=key)
+            np.add(key, column, out=key, casting="unsafe")
+        keys[start : start + block.shape[0]] = key
+    return keys + int(digits.sum())
 
 
 def _key_digits(keys: np.ndarray, n_columns: int, base: int) -> np.ndarray:

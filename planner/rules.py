@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from planner.codes import check_codes
 from planner.significance import alt_test_p_values, by_rejections
 from planner.tables import ratio, two_rater_coefficient
 
@@ -48,9 +47,8 @@ class Wins(NamedTuple):
 
 
 class CheckedInputs(NamedTuple):
-    """Validated inputs of a leave-one-out computation."""
+    """Validated options of a leave-one-out computation."""
 
-    codes: np.ndarray
     judges: list[int]
     humans: list[int]
     epsilon: float
@@ -172,22 +170,21 @@ def check_confidence_level(confidence_level: object) -> float:
 
 
 def checked_inputs(
-    codes: object, judges: object, humans: object, *, n_labels: int, rule: str, coefficient: str,
+    n_raters: int, judges: object, humans: object, *, rule: str, coefficient: str,
     epsilon: float | None, min_items: int | None, q: float, n_resamples: int,
     confidence_level: float, judges_name: str = "judges",
 ) -> CheckedInputs:
-    """Validate the inputs shared by validation, ranking and pilot moments."""
-    arr = check_codes(codes, n_labels)
+    """Validate the options shared by validation, ranking and pilot moments (``n_raters`` columns)."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     if coefficient not in COEFFICIENTS:
         raise ValueError(f"coefficient must be one of {COEFFICIENTS}, got {coefficient!r}")
     if rule == "alt-test" and coefficient != "po":
         raise ValueError("rule='alt-test' compares per-item agreement; use coefficient='po'")
-    judge_columns = _columns_iv(judges, judges_name, arr.shape[1])
+    judge_columns = _columns_iv(judges, judges_name, n_raters)
     if not judge_columns:
         raise ValueError(f"{judges_name} must name at least one column")
-    human_columns = _columns_iv(humans, "humans", arr.shape[1])
+    human_columns = _columns_iv(humans, "humans", n_raters)
     if set(judge_columns) & set(human_columns):
         raise ValueError("a judge column must not also be listed in humans")
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
@@ -201,4 +198,4 @@ def checked_inputs(
     if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     check_confidence_level(confidence_level)
-    return CheckedInputs(arr, judge_columns, human_columns, float(epsilon), int(min_items))
+    return CheckedInputs(judge_columns, human_columns, float(epsilon), int(min_items))

@@ -28,8 +28,12 @@ def item_counts(codes: np.ndarray, n_labels: int) -> np.ndarray:
     return counts[:, 1:]
 
 
-def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+def count_patterns(
+    codes: np.ndarray, n_labels: int, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct per-item count vectors ``(U, L)`` of ``codes (n_items, n_raters)``, and frequencies.
+
+    ``counts``: how many items each row of ``codes`` stands for (default one).
 
     An item's counts are read as the digits of one integer in base ``n_raters + 1`` (a
     table lookup and a row sum: one pass over the matrix). When that integer would not fit
@@ -38,10 +42,10 @@ def count_patterns(codes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.nda
     """
     base = codes.shape[1] + 1
     if n_labels * np.log2(base) >= 62:
-        multisets, frequency = distinct_rows(np.sort(codes, axis=1), n_labels)
+        multisets, frequency = distinct_rows(np.sort(codes, axis=1), n_labels, counts=counts)
         return item_counts(multisets, n_labels), frequency
     place = np.append(np.int64(base) ** np.arange(n_labels, dtype=np.int64), 0)  # -1 picks 0
-    distinct, frequency = distinct_keys(np.einsum("ij->i", place[codes]))
+    distinct, frequency = distinct_keys(np.einsum("ij->i", place[codes]), counts)
     return distinct[:, None] // place[:-1] % base, frequency
 
 

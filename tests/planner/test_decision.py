@@ -295,6 +295,15 @@ def test_insufficient_data():
     assert all(r.won is None and r.m == 0 for r in v.raters)
 
 
+def test_ppi_before_the_primary_labels_anything_is_insufficient_data_not_an_error():
+    codes = spec_example()
+    codes[:, 0] = -1  # the primary (column 0) has no label yet: no item for the PPI layer
+    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, estimator="ppi", primary=0,
+                       n_resamples=10, rng=0)
+    assert v.decision == "insufficient_data"
+    assert [r.m for r in v.raters] == [0, 0, 0] and all(np.isnan(r.d) for r in v.raters)
+
+
 def test_clear_pass_and_reject_are_stable():
     rng = np.random.default_rng(1)
     good = simulated(rng, n_items=2000, judges=(0.97,))
