@@ -118,8 +118,16 @@ def _cells_by_item(results: Sequence[Summary]) -> np.ndarray:
     ids = [np.asarray(s.item_ids) for s in results]
     if not all(v.dtype.kind in "iu" for v in ids):
         ids = [v.astype(str) for v in ids]
-    items, inverse = np.unique(np.concatenate(ids), return_inverse=True)
-    by_item = np.full((items.size, len(results)), -1, dtype=np.int64)
+    every = np.concatenate(ids)
+    if every.dtype.kind in "iu" and every.size and 0 <= every.min() and every.max() < 4 * every.size + 2**16:
+        present = np.zeros(int(every.max()) + 1, dtype=bool)
+        present[every] = True
+        rank = np.cumsum(present) - 1  # an id's place among the distinct ids, as np.unique would give
+        n_items, inverse = int(rank[-1]) + 1, rank[every]
+    else:
+        items, inverse = np.unique(every, return_inverse=True)
+        n_items = items.size
+    by_item = np.full((n_items, len(results)), -1, dtype=np.int64)
     criterion = np.repeat(np.arange(len(results)), [v.size for v in ids])
     by_item[inverse.ravel(), criterion] = np.concatenate([s.item_cells for s in results])
     return by_item
@@ -137,12 +145,9 @@ def _combined_cells(protocol: Protocol, by_item: np.ndarray, rule: str) -> np.nd
     ca, invalid = size - 2, size - 1
     combined = []
     for side in (by_item // size, by_item % size):
+        seen = np.bitwise_or.reduce(np.left_shift(1, side), axis=1)  # bit v: some criterion has value v
         combined.append(
-            np.select(
-                [np.any(side == v, axis=1) for v in (decisive, invalid, ca)],
-                [decisive, invalid, ca],
-                default,
-            )
+            np.select([seen & (1 << v) > 0 for v in (decisive, invalid, ca)], [decisive, invalid, ca], default)
         )
     return np.asarray(combined[0] * size + combined[1], dtype=np.int64)
 
@@ -187,11 +192,24 @@ def cluster_bootstrap(
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.asarray((draws @ np.where(defined, values, 0.0)) / (draws @ defined), dtype=float)
     patterns, multiplicity = _item_patterns(results, aggregation, rule)
-    size = len(results[0].protocol.labels) + 2
+    return _pattern_replicates(patterns, multiplicity, results[0].protocol, statistic, n_resamples, generator)
+
+
+def _pattern_replicates(
+    patterns: np.ndarray,
+    multiplicity: np.ndarray,
+    protocol: Protocol,
+    statistic: str,
+    n_resamples: int,
+    generator: np.random.Generator,
+) -> np.ndarray:
+    """Replicates of ``statistic`` when items are drawn with replacement: pattern multiplicities
+    ``Multinomial(n, multiplicity / n)`` (docs/method.md §2)."""
+    size = len(protocol.labels) + 2
     share = multiplicity / multiplicity.sum()
     draws = generator.multinomial(multiplicity.sum(), share, size=n_resamples)
     tables = (draws @ patterns).reshape(n_resamples, size, size)
-    return statistic_stack(tables, results[0].protocol, statistic)
+    return statistic_stack(tables, protocol, statistic)
 
 
 def aggregate(
@@ -240,11 +258,8 @@ def aggregate(
                 reasons.append((name, f"{name} is undefined on every criterion"))
     else:
         size = len(protocol.labels) + 2
-        if aggregation == "micro":
-            table = np.sum([s.table.array() for s in results], axis=0)
-        else:
-            patterns, multiplicity = _item_patterns(results, aggregation, rule)
-            table = (multiplicity @ patterns).reshape(size, size)
+        patterns, multiplicity = _item_patterns(results, aggregation, rule)
+        table = (multiplicity @ patterns).reshape(size, size)
         pooled = summary_from_table(
             table, protocol, interval=None, item_ids=None, item_cells=np.zeros(0, dtype=np.int64)
         )
@@ -255,9 +270,15 @@ def aggregate(
     if aggregation == "macro" and included[STATISTICS.index("kappa")][1] == 1:
         reasons.append(("kappa_interval", "resampling criteria needs >= 2 criteria with kappa"))
     elif values["kappa"] is not None:
-        replicates = cluster_bootstrap(
-            per_criterion_results, aggregation=aggregation, rule=rule, n_resamples=n_resamples, rng=rng
-        )
+        generator = np.random.default_rng(rng)
+        if aggregation == "macro":
+            replicates = cluster_bootstrap(
+                per_criterion_results, aggregation=aggregation, rule=rule, n_resamples=n_resamples, rng=generator
+            )
+        else:  # the patterns of the pooled table, drawn as cluster_bootstrap would
+            replicates = _pattern_replicates(
+                patterns, multiplicity, results[0].protocol, "kappa", n_resamples, generator
+            )
         kappa_interval = optional_interval(percentile_interval(replicates, confidence_level))
     return Aggregate(
         protocol=protocol,

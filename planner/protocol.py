@@ -255,7 +255,7 @@ def _items_iv(items: Sequence[object] | np.ndarray | None, n: int) -> np.ndarray
         ids = np.array([str(v) for v in items], dtype=str)
     if ids.size != n:
         raise ValueError(f"items must have one id per verdict pair ({n}), got {ids.size}")
-    ordered = np.sort(ids)
+    ordered = ids if np.all(ids[1:] > ids[:-1]) else np.sort(ids)  # ids in corpus order are often increasing
     if np.any(ordered[1:] == ordered[:-1]):
         raise ValueError("items must be distinct: one verdict pair per item and criterion")
     return _read_only(ids)

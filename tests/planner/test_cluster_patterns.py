@@ -60,10 +60,11 @@ def reference_replicates(
 
 @st.composite
 def criteria(draw: st.DrawFn, same_items: bool) -> dict[str, Summary]:
-    """1-3 criteria over a pool of items (int or string ids); each criterion on a subset unless ``same_items``."""
+    """1-3 criteria over a pool of items (integer or string ids); each criterion on a subset unless ``same_items``."""
     n_items = draw(st.integers(2, 40))
     pool = np.arange(n_items) * 7 + 3
-    ids: np.ndarray = pool.astype(str) if draw(st.booleans()) else pool
+    kind = draw(st.sampled_from(["small ints", "wide ints", "strings"]))  # the id alignments of _cells_by_item
+    ids: np.ndarray = {"small ints": pool, "wide ints": pool * 10**12, "strings": pool.astype(str)}[kind]
     positive = draw(st.sampled_from(LABELS))
     handling = draw(st.sampled_from(["exclude", "recode", "three_class"]))
     out = {}
