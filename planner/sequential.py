@@ -389,18 +389,35 @@ def _differences(
         for i in range(4)
     )
     by_human = np.argsort(human.astype(np.int16), kind="stable")
-    ends = np.searchsorted(human[by_human], np.arange(n_humans + 1))
+    ends = np.concatenate([[0], np.cumsum(np.bincount(human, minlength=n_humans))])
     paths = []
     for k in range(n_humans):
         own = by_human[ends[k] : ends[k + 1]]
         ranks = entry[own]
-        arrival = np.argsort(ranks, kind="stable")  # merges the groups' sorted runs
-        own, ranks = own[arrival], ranks[arrival]
-        if np.any(ranks[1:] == ranks[:-1]):  # equal ranks (not label_seq): the earlier row first
-            own = own[np.lexsort((item[own], ranks))]
-            ranks = entry[own]
-        paths.append((ranks, xi[own], item[own]))
+        arrival = _arrival(ranks)
+        if arrival is None:  # equal ranks (not label_seq): the earlier row first
+            arrival = np.lexsort((item[own], ranks))
+        own = own[arrival]
+        paths.append((ranks[arrival], xi[own], item[own]))
     return paths
+
+
+def _arrival(ranks: np.ndarray) -> np.ndarray | None:
+    """The permutation sorting distinct ``ranks``, or None when some rank repeats.
+
+    Ranks spanning under ``4 n`` values (``label_seq``) are placed in a table, others sorted.
+    """
+    if ranks.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    low = int(ranks.min())
+    span = int(ranks.max()) - low + 1
+    if span <= 4 * ranks.size:
+        slot = np.full(span, -1, dtype=np.int64)
+        slot[ranks - low] = np.arange(ranks.size)
+        placed = slot[slot >= 0]
+        return placed if placed.size == ranks.size else None
+    arrival = np.argsort(ranks, kind="stable")
+    return None if np.any(np.diff(ranks[arrival]) == 0) else arrival
 
 
 def _monitor_iv(
@@ -487,6 +504,19 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return (
         ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size else ordered
     )
+
+
+def _n_distinct(values: np.ndarray) -> int:
+    """How many distinct values: a table when they span under ``4 n`` (``label_seq``), else a sort."""
+    if values.size == 0:
+        return 0
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if span > 4 * values.size:
+        return int(_distinct(values).size)
+    seen = np.zeros(span, dtype=bool)
+    seen[values - low] = True
+    return int(np.count_nonzero(seen))
 
 
 def _first_certified(times: list[np.ndarray], ranks: list[np.ndarray], n_humans: int) -> np.ndarray:
@@ -613,7 +643,7 @@ def monitor_judge(
         )
         for k, (t, xi, _) in enumerate(paths)
     )
-    n_looks = int(_distinct(np.concatenate(times)).size) if times else 0
+    n_looks = _n_distinct(np.concatenate(times)) if times else 0
     decision, reason, decided_at = _monitor_decision(
         first_won, first_lost, needed, n_humans, n_looks, [r.n for r in raters], budget
     )
