@@ -260,9 +260,15 @@ def aggregate(
         size = len(protocol.labels) + 2
         patterns, multiplicity = _item_patterns(results, aggregation, rule)
         table = (multiplicity @ patterns).reshape(size, size)
-        pooled = summary_from_table(
-            table, protocol, interval=None, item_ids=None, item_cells=np.zeros(0, dtype=np.int64)
-        )
+        if aggregation == "micro" and total == 1:  # pooling one criterion: its summary (bounds are costly)
+            pooled = replace(
+                results[0], protocol=protocol, kappa_interval=None, kappa_interval_method=None, item_ids=None,
+                item_cells=np.zeros(0, dtype=np.int64),
+            )
+        else:
+            pooled = summary_from_table(
+                table, protocol, interval=None, item_ids=None, item_cells=np.zeros(0, dtype=np.int64)
+            )
         values = {name: getattr(pooled, name) for name in STATISTICS}
         included = [(name, total, total) for name in STATISTICS]
         reasons = list(pooled.reasons)

@@ -229,6 +229,7 @@ class Summary:
     coverage: float | None
     covered_accuracy: float | None
     accuracy_bounds: tuple[float, float] | None
+    sharp_accuracy_bounds: tuple[float, float] | None
     kappa_bounds: tuple[float, float] | None
     f1_met_bounds: tuple[float, float] | None
     phi_bounds: tuple[float, float] | None
@@ -338,7 +339,7 @@ def summary_from_table(
     covered_accuracy = optional_float(float(diagonal_share(covered)))
     exclusion = protocol.handling == "exclude" and n > 0
     table = VerdictTable.of(protocol.labels + SPECIAL, full)
-    sharp = ("kappa", "f1_met", "phi")
+    sharp = ("accuracy", "kappa", "f1_met", "phi")
     if exclusion and n_labels == 2:
         bounds = sharp_bounds(binary_table(table, protocol.positive), sharp)
     else:
@@ -369,6 +370,7 @@ def summary_from_table(
         coverage=gamma,
         covered_accuracy=covered_accuracy,
         accuracy_bounds=manski_bounds(gamma, covered_accuracy) if exclusion and gamma is not None else None,
+        sharp_accuracy_bounds=bounds["accuracy"],
         kappa_bounds=bounds["kappa"],
         f1_met_bounds=bounds["f1_met"],
         phi_bounds=bounds["phi"],

@@ -10,7 +10,6 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.aggregation import Aggregate, aggregate
-from planner.bounds import allocation_bounds
 from planner.protocol import Protocol, Summary, summarize, summarize_codes
 from planner.verdicts import VerdictTable
 from service.cancellable import off_worker
@@ -119,7 +118,7 @@ def _bounds(summary: Summary) -> Bounds:
         return Bounds(covered_accuracy=covered, manski_accuracy=Bound(value=None, reason=why), sharp=sharp)
     if len(protocol.labels) == 2:
         found = {
-            "accuracy": allocation_bounds(summary.table, metric="accuracy", positive=protocol.positive),
+            "accuracy": summary.sharp_accuracy_bounds,
             "kappa": summary.kappa_bounds,
             "f1_met": summary.f1_met_bounds,
             "phi": summary.phi_bounds,

@@ -25,6 +25,7 @@ from planner.bounds import allocation_bounds, manski_bounds, mcnemar_exact
 from planner.codes import CANNOT_ASSESS, INVALID
 from planner.protocol import (
     summarize,
+    summary_from_table,
 )
 from planner.verdicts import verdict_table
 
@@ -570,6 +571,7 @@ def test_summary_bounds_are_the_allocation_bounds() -> None:
     assert s.kappa_bounds == allocation_bounds(HAND, metric="kappa")
     assert s.f1_met_bounds == allocation_bounds(HAND, metric="f1_met")
     assert s.phi_bounds == allocation_bounds(HAND, metric="phi")
+    assert s.sharp_accuracy_bounds == allocation_bounds(HAND, metric="accuracy")
     assert s.accuracy_bounds == pytest.approx(allocation_bounds(HAND, metric="accuracy"))
 
 
@@ -625,6 +627,11 @@ def test_macro_over_one_criterion_equals_micro(handling: str) -> None:
         assert getattr(macro, name) == pytest.approx(getattr(micro, name))
         assert getattr(micro, name) == pytest.approx(getattr(one["only"], name))
     assert micro.protocol.aggregation == "micro" and macro.protocol.resampling_unit == "criteria"
+    # the pooled summary of one criterion is taken from it, not recomputed: the same as computing it
+    table = one["only"].table.array()
+    again = summary_from_table(table, micro.protocol, interval=None, item_ids=None, item_cells=np.zeros(0, int))
+    fields = [f.name for f in dataclasses.fields(again) if f.name != "item_cells"]
+    assert {f: getattr(micro.pooled, f) for f in fields} == {f: getattr(again, f) for f in fields}
 
 
 def test_micro_pools_every_decision() -> None:
