@@ -189,18 +189,28 @@ def stratified_masks(
     array([[False,  True,  True, False]])
     """
     trials, n_items = strata.shape
-    sizes = _stratum_sizes(strata, quota.shape[-1])
+    n_strata = quota.shape[-1]
+    cells = np.arange(trials)[:, None] * n_strata + strata  # (row, stratum) of every item
+    sizes = np.bincount(cells.ravel(), minlength=trials * n_strata).reshape(trials, n_strata)
+    take = np.minimum(quota, sizes)
+    whole = (take == sizes) & (take > 0)  # strata taken whole (or not at all): no order needed
+    mask = whole.ravel()[cells] if whole.any() else np.zeros((trials, n_items), dtype=bool)
+    partial = np.flatnonzero(((take > 0) & (take < sizes)).any(axis=1))
+    if partial.size == 0:
+        return mask
     span = 1.0
     if priority is not None:
         key = key + priority
         span += float(priority.max())
+    strata, key, quota, sizes = strata[partial], key[partial], quota[partial], sizes[partial]
     order = np.argsort(strata * span + key, axis=1)  # by stratum, then priority, then key
     sorted_strata = np.take_along_axis(strata, order, axis=1)
     starts = np.cumsum(sizes, axis=1) - sizes
     rank = np.arange(n_items) - np.take_along_axis(starts, sorted_strata, axis=1)
     chosen = rank < np.take_along_axis(quota, sorted_strata, axis=1)
-    mask = np.zeros((trials, n_items), dtype=bool)
-    np.put_along_axis(mask, order, chosen, axis=1)
+    rows = np.zeros((partial.size, n_items), dtype=bool)
+    np.put_along_axis(rows, order, chosen, axis=1)
+    mask[partial] = rows
     return mask
 
 
@@ -438,14 +448,17 @@ def batched_modal_strata(
     ``(T, n_items)``. A tie not involving the primary's label goes to the lowest tied code;
     an item with no observed label gets its own stratum ``n_labels``.
     """
-    counts = np.stack(
-        [((humans == c) & observed).sum(axis=0) for c in range(n_labels)], axis=-1
-    )
-    top = counts.max(axis=-1)
-    first = humans[primary].astype(np.int64)
-    first_count = np.take_along_axis(counts, np.maximum(first, 0)[..., None], axis=-1)[..., 0]
+    first = humans[primary]
+    top = np.zeros(first.shape, dtype=np.int16)
+    lowest = np.zeros(first.shape, dtype=np.int64)  # the lowest code with the top count
+    first_count = np.zeros(first.shape, dtype=np.int16)
+    for c in range(n_labels):
+        count = ((humans == c) & observed).sum(axis=0, dtype=np.int16)
+        lowest[count > top] = c
+        np.maximum(top, count, out=top)
+        first_count[first == c] = count[first == c]
     tie = observed[primary] & (first_count == top)
-    mode = np.where(tie, first, counts.argmax(axis=-1))
+    mode = np.where(tie, first, lowest)
     return np.where(top == 0, n_labels, mode).astype(np.int64)
 
 

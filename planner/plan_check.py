@@ -171,17 +171,17 @@ class _Corpus:
         """Materialise ``counts[t, l]`` untouched items of primary label ``l``; their slots ``(T, W)``.
 
         Each new item's truth is drawn given its primary label, every other rater's label from the
-        truth (the symmetric noise channel of ``accuracies``)."""
-        offset = np.arange(self.prim.shape[1])[None, :] - self.filled[:, None]
-        cumulative = np.cumsum(counts, axis=1)
-        new = (offset >= 0) & (offset < cumulative[:, -1:])
-        label = np.zeros(offset.shape, dtype=np.int8)
-        for bound in cumulative.T[:-1]:
-            label += offset >= bound[:, None]
-        self.prim = np.where(new, label, self.prim)
-        self.filled += cumulative[:, -1]
+        truth (the symmetric noise channel of ``accuracies``). A row's new items take the next free
+        slots in primary-label order; the work grows with the new items, not with ``T x W``."""
+        trials, width = self.prim.shape
+        counts = np.asarray(counts, dtype=np.int64)
+        total = counts.sum(axis=1)
+        rows = np.repeat(np.arange(trials), total)
+        within = np.arange(rows.size) - np.repeat(np.cumsum(total) - total, total)
+        slots = rows * width + self.filled[rows] + within  # ascending: the row-major order of the slots
+        prim = np.repeat(np.tile(np.arange(self.n_labels, dtype=np.int8), trials), counts.ravel())
+        self.filled += total
         self.untouched -= counts
-        prim = self.prim[new]
         u = self._gen.random(prim.size)
         truth = np.zeros(prim.size, dtype=np.int8)
         for column in self._cdf.T[:-1]:
@@ -190,9 +190,13 @@ class _Corpus:
         wrong = self._gen.random((raters, prim.size)) >= self._accuracies[:, None]
         shift = 1 if self.n_labels == 2 else 1 + self._gen.integers(0, self.n_labels - 1, (raters, prim.size))
         others = np.where(wrong, (truth + shift) % self.n_labels, truth)
-        self.codes[0][new] = prim
-        self.codes[1:, new] = others
-        return np.asarray(new)
+        self.prim.reshape(-1)[slots] = prim
+        codes = self.codes.reshape(self.codes.shape[0], -1)
+        codes[0, slots] = prim
+        codes[1:, slots] = others
+        new = np.zeros(trials * width, dtype=bool)
+        new[slots] = True
+        return new.reshape(trials, width)
 
 
 def _random_step(corpus: _Corpus, n_items: int, m: int, gen: np.random.Generator) -> np.ndarray:

@@ -371,3 +371,62 @@ def test_served_lists_and_simulated_masks_are_the_same_draws(design: str, seed: 
     if design != "depth-first":  # not vacuous: another seed draws other items
         other = design_masks(design, humans, 40, n_labels=3, rng=np.random.default_rng(seed + 7))
         assert not np.array_equal(other, simulated)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    trials=st.integers(1, 6),
+    n_items=st.integers(1, 30),
+    n_strata=st.integers(1, 4),
+    quota_cap=st.sampled_from([0, 1, 3, 40]),
+    with_priority=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_stratified_masks_takes_the_quota_of_lowest_priority_then_key(
+    trials: int, n_items: int, n_strata: int, quota_cap: int, with_priority: bool, seed: int
+) -> None:
+    """Against a per-row, per-stratum sort in Python: rows whose quotas are empty or whole (the
+    shortcut) and rows that need the order alike."""
+    from planner.designs import stratified_masks
+
+    gen = np.random.default_rng(seed)
+    strata = gen.integers(0, n_strata, (trials, n_items))
+    quota = gen.integers(0, quota_cap + 1, (trials, n_strata))
+    key = gen.random((trials, n_items))
+    priority = gen.integers(0, 3, (trials, n_items)) if with_priority else None
+    mask = stratified_masks(strata, quota, key, priority)
+    for t in range(trials):
+        for s in range(n_strata):
+            items = [i for i in range(n_items) if strata[t, i] == s]
+            ranked = sorted(items, key=lambda i: (0 if priority is None else priority[t, i], key[t, i]))
+            expected = set(ranked[: quota[t, s]])
+            assert {i for i in items if mask[t, i]} == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_raters=st.integers(1, 5),
+    trials=st.integers(1, 4),
+    n_items=st.integers(1, 12),
+    n_labels=st.integers(2, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_batched_modal_strata_is_the_mode_ties_to_the_primary(
+    n_raters: int, trials: int, n_items: int, n_labels: int, seed: int
+) -> None:
+    """Against counting in Python: the most frequent observed label, a tie to the primary's label
+    when it is among the tied, else the lowest tied code; ``n_labels`` with nothing observed."""
+    from planner.designs import batched_modal_strata
+
+    gen = np.random.default_rng(seed)
+    humans = gen.integers(0, n_labels, (n_raters, trials, n_items)).astype(np.int8)
+    observed = gen.random((n_raters, trials, n_items)) < 0.6
+    modes = batched_modal_strata(humans, observed, n_labels=n_labels)
+    for t in range(trials):
+        for i in range(n_items):
+            seen = [int(humans[r, t, i]) for r in range(n_raters) if observed[r, t, i]]
+            counts = [seen.count(c) for c in range(n_labels)]
+            tied = [c for c in range(n_labels) if seen and counts[c] == max(counts)]
+            primary = int(humans[0, t, i]) if observed[0, t, i] else None
+            expected = n_labels if not seen else (primary if primary in tied else min(tied))
+            assert modes[t, i] == expected
