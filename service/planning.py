@@ -5,8 +5,8 @@ from __future__ import annotations
 import secrets
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy import func, select
@@ -63,6 +63,7 @@ COVERAGE_AWARE = ("disjoint", "seq-coverage")  # a list depends on the lists alr
 PANELS = ("strat", "neyman")
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000
+T = TypeVar("T")
 UNKNOWN_SD = 0.5  # S_h of a stratum with no judge-primary pair yet: the largest a share can have
 
 
@@ -651,47 +652,128 @@ class PlanDraft:
     panel_inclusion: list[float]
 
 
-def create_plan(
-    session: Session, project: Project, body: PlanCreate, *, n_resamples: int
-) -> tuple[Plan, dict[str, Any]]:
-    """Compute and store the plan in force; lists of existing secondaries are drawn now (non-sequential designs).
+PLAN_ATTEMPTS = 2
+"""Drafts computed outside the project lock; when the project moved on under each, the next is computed
+under it (``create_plan``)."""
 
-    Plans of one project are made one at a time (project row lock), so concurrent plans and
-    the batch requests that extend lists cannot assign an item twice. The computation runs off
-    the web worker for a large project (``service.cancellable.off_worker``).
+
+class StaleDraft(Exception):
+    """The project's labels, corpus, raters or settings changed while its plan was drafted."""
+
+
+@dataclass(frozen=True)
+class DraftedPlan:
+    """A plan's draft, the matrix it was computed from and what the project was then (``plan_inputs``)."""
+
+    inputs: tuple[Any, ...]
+    matrix: LabelMatrix
+    draft: PlanDraft
+
+
+def plan_inputs(session: Session, project: Project) -> tuple[Any, ...]:
+    """What a plan is computed from: the labels in hand (``label_seq``), the corpus, the raters and the
+    settings. Equal inputs give the same plan for the same seed."""
+    raters = session.execute(
+        select(Rater.id, Rater.kind).where(Rater.project_id == project.id).order_by(Rater.id)
+    ).all()
+    return (
+        project.label_seq, project.item_count, tuple(project.labels), tuple(project.criteria),
+        sorted(project.decision.items()), tuple(map(tuple, raters)),
+    )
+
+
+def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int, *, n_resamples: int) -> DraftedPlan:
+    """The plan computed from the project's labels as ``session`` sees them; writes nothing, takes no lock.
+
+    The computation runs off the web worker for a large project (``service.cancellable.off_worker``),
+    which receives the codes alone (``_drafting``).
     """
-    lock_project(session, project.id)
-    decision = DecisionSettings(**project.decision)
+    inputs = plan_inputs(session, project)
     matrix = current_matrix(session, project, project.criteria[0])
     if matrix.raw.shape[0] == 0:
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
-    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
     feature = feature_name(body.strata)
     features = None if feature is None else feature_strata(session, matrix, feature)
+    decision = DecisionSettings(**project.decision)
     draft = off_worker(
-        matrix.raw.size, plan_draft, body, decision, matrix, seed, features, n_resamples=n_resamples
+        matrix.raw.size, plan_draft, body, decision, _drafting(matrix), seed, features, n_resamples=n_resamples
     )
-    design, m, document = draft.design, draft.m, draft.document
-    panel, panel_inclusion = draft.panel, draft.panel_inclusion
+    return DraftedPlan(inputs, matrix, draft)
+
+
+def _drafting(matrix: LabelMatrix) -> LabelMatrix:
+    """What ``plan_draft`` reads of ``matrix``: the codes, as int16 (at most 100 labels), without the
+    arrival order; a tenth of the bytes to send to a child process."""
+    return replace(matrix, raw=matrix.codes.astype(np.int16), order=np.empty((0, 0), dtype=np.int64))
+
+
+def create_plan(
+    read: Session,
+    write: Session,
+    project_id: str,
+    body: PlanCreate,
+    *,
+    n_resamples: int,
+    commit: Callable[[Callable[[], Plan]], T],
+) -> T:
+    """Compute the plan from the labels in hand, then store it; ``commit(store)`` runs the write unit
+    (e.g. an idempotent write) around ``store``, which returns the stored plan.
+
+    The draft (recipe, simulated check, design, panel) is computed from ``read`` before any lock,
+    so writers of the project are not held up by it. ``store`` takes the project lock, re-reads
+    the project and stores the draft only if nothing it was computed from changed (``plan_inputs``);
+    else the write unit is rolled back and the plan drafted again from the newer labels, and after
+    ``PLAN_ATTEMPTS`` drafts overtaken that way, computed under the lock. A stored plan is always
+    the plan of the labels in hand when it was stored (its ``label_seq``).
+    """
+    seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
+    for attempt in range(PLAN_ATTEMPTS + 1):
+        drafted: DraftedPlan | None = None
+        if attempt < PLAN_ATTEMPTS:
+            project = read.get(Project, project_id, populate_existing=True)
+            assert project is not None
+            drafted = drafted_plan(read, project, body, seed, n_resamples=n_resamples)
+            read.commit()  # end the read snapshot: the next draft sees the labels written meanwhile
+
+        def store(drafted: DraftedPlan | None = drafted) -> Plan:
+            lock_project(write, project_id)
+            project = write.get(Project, project_id, populate_existing=True)
+            assert project is not None
+            if drafted is None:
+                drafted = drafted_plan(write, project, body, seed, n_resamples=n_resamples)
+            elif drafted.inputs != plan_inputs(write, project):
+                raise StaleDraft
+            return _stored_plan(write, project, body, seed, drafted)
+
+        try:
+            return commit(store)
+        except StaleDraft:
+            write.rollback()  # releases the lock; the project moved on: draft again
+    raise AssertionError("the last attempt computes under the lock")  # pragma: no cover
+
+
+def _stored_plan(session: Session, project: Project, body: PlanCreate, seed: int, drafted: DraftedPlan) -> Plan:
+    """Store ``drafted`` as the plan in force (the caller holds the project lock); lists of existing
+    secondaries are drawn now (non-sequential designs)."""
+    draft = drafted.draft
     plan = Plan(
         id=new_public_id("plan"),
         project_id=project.id,
         purpose=body.purpose,
         source=body.source,
-        design=design,
+        design=draft.design,
         seed=seed,
-        m=m,
-        recipe=document,
+        m=draft.m,
+        recipe=draft.document,
         label_seq=project.label_seq,
-        params={**body.model_dump(), "panel": panel, "panel_inclusion": panel_inclusion},
+        params={**body.model_dump(), "panel": draft.panel, "panel_inclusion": draft.panel_inclusion},
     )
     session.add(plan)
     session.flush()
-    if m is not None and design not in SEQUENTIAL:
+    if draft.m is not None and draft.design not in SEQUENTIAL:
         for rater in session.scalars(select(Rater).where(Rater.project_id == project.id, Rater.kind == "human")):
-            ensure_assignments(session, plan, rater, matrix)
-    return plan, document
-
+            ensure_assignments(session, plan, rater, drafted.matrix)
+    return plan
 
 
 def plan_draft(
@@ -832,19 +914,28 @@ def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatr
 
 def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
     """``(n_items, n_secondaries)`` (matrix item order): which secondary has been assigned which item."""
-    rows = session.execute(
-        select(Assignment.item_id, Assignment.rater_id)
-        .join(Rater, Rater.id == Assignment.rater_id)
-        .where(Assignment.project_id == project_id, Rater.kind == "human")
-    ).all()
-    raters = sorted({r for _, r in rows})
-    position = {int(item): k for k, item in enumerate(matrix.item_ids)}
-    out = np.zeros((matrix.item_ids.size, len(raters)), dtype=bool)
-    column = {r: k for k, r in enumerate(raters)}
-    for item, rater in rows:
-        if int(item) in position:
-            out[position[int(item)], column[rater]] = True
+    rows = np.array(
+        session.execute(
+            select(Assignment.item_id, Assignment.rater_id)
+            .join(Rater, Rater.id == Assignment.rater_id)
+            .where(Assignment.project_id == project_id, Rater.kind == "human")
+        ).all(),
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    raters, column = np.unique(rows[:, 1], return_inverse=True)
+    out = np.zeros((matrix.item_ids.size, raters.size), dtype=bool)
+    position, found = _positions(matrix.item_ids, rows[:, 0])
+    out[position[found], column[found]] = True
     return out
+
+
+def _positions(item_ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row of each ``wanted`` item id in ``item_ids``, and whether it is there at all."""
+    if item_ids.size == 0:
+        return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
+    sorter = np.argsort(item_ids)
+    at = sorter[np.minimum(np.searchsorted(item_ids, wanted, sorter=sorter), item_ids.size - 1)]
+    return at, item_ids[at] == wanted
 
 
 def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix | None = None) -> None:
@@ -914,4 +1005,9 @@ def inclusion_by_item(session: Session, plan: Plan | None, matrix: LabelMatrix) 
     by_item = plan_inclusion(session, plan)
     if by_item is None:
         return None
-    return np.array([by_item.get(int(item), 1.0) for item in matrix.item_ids])
+    items = np.fromiter(by_item.keys(), dtype=np.int64, count=len(by_item))
+    probability = np.fromiter(by_item.values(), dtype=float, count=len(by_item))
+    out = np.ones(matrix.item_ids.size)
+    position, found = _positions(matrix.item_ids, items)
+    out[position[found]] = probability[found]
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -9,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from service.deps import (
     PrincipalDep,
-    ProjectForPMWrite,
+    ProjectForPM,
     ProjectForViewer,
     ProjectId,
     ReadSession,
@@ -46,9 +47,10 @@ def plan_read(plan: Plan, progress: dict[str, Any] | None = None) -> PlanRead:
 @router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422))
 def post_plan(
     pid: ProjectId,
-    project: ProjectForPMWrite,
+    project: ProjectForPM,
     body: PlanCreate,
     request: Request,
+    read: ReadSession,
     session: WriteSession,
     principal: PrincipalDep,
     settings: SettingsDep,
@@ -62,19 +64,26 @@ def post_plan(
     inconclusive rates with Monte Carlo SE); when the simulated FR of the plan breaks the
     recipe's promise, `m` is raised until it holds (`check.raised_from`). Lists of
     secondaries are drawn now (sequential designs: at each rater's first batch), seeded and
-    stored; re-planning keeps labels and items already assigned.
+    stored; re-planning keeps labels and items already assigned. The plan is computed before
+    the project's write lock is taken and stored only if the labels, items, raters and settings
+    it read are still those of the project (else computed again): `label_seq` is the labels' it
+    was computed from.
     """
 
-    def write() -> tuple[int, PlanRead]:
-        plan, _ = create_plan(session, project, body, n_resamples=min(settings.bootstrap_resamples, 500))
-        announced = {"plan": plan.id, "purpose": plan.purpose, "design": plan.design, "m": plan.m,
-                     "label_seq": plan.label_seq}
-        emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
-        return 201, plan_read(plan, plan_progress(session, project, plan))
+    def commit(store: Callable[[], Plan]) -> JSONResponse:
+        def write() -> tuple[int, PlanRead]:
+            plan = store()
+            announced = {"plan": plan.id, "purpose": plan.purpose, "design": plan.design, "m": plan.m,
+                         "label_seq": plan.label_seq}
+            emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
+            return 201, plan_read(plan, plan_progress(session, project, plan))
 
-    return idempotent_write(
-        session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write
-    )
+        return idempotent_write(
+            session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write
+        )
+
+    n_resamples = min(settings.bootstrap_resamples, 500)
+    return create_plan(read, session, project.id, body, n_resamples=n_resamples, commit=commit)
 
 
 @router.get("", response_model=PlanRead, responses=error_responses(401, 403, 404))
