@@ -93,3 +93,35 @@ def test_drafts_overtaken_every_time_end_in_one_computed_under_the_lock(client, 
     assert waiting[0].wait(RACE_SECONDS)
     assert plan["recipe"]["n_items"] == 40 + planning.PLAN_ATTEMPTS  # the corpus when the plan was stored
     assert client.get(f"/projects/{pid}").json()["n_items"] == 40 + planning.PLAN_ATTEMPTS + 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**PRIOR, "design": "auto"},
+        {"source": "pilot", "design": "auto"},
+        {**PRIOR, "design": "neyman", "strata": "labels"},
+        {**PRIOR, "design": "strat", "purpose": "rank", "delta_min": 0.05},
+    ],
+)
+def test_the_codes_sent_to_the_child_draft_the_same_plan(body):
+    """``plan_draft`` on the int16 codes without arrival order equals it on the matrix as loaded."""
+    import numpy as np
+
+    from service.matrix import LabelMatrix, RaterColumn
+    from service.schemas import DecisionSettings, PlanCreate
+
+    gen = np.random.default_rng(5)
+    n, labels = 3_000, 3
+    truth = gen.integers(0, labels, n)
+    raw = np.where(gen.random((n, 5)) < 0.85, truth[:, None], gen.integers(0, labels + 2, (n, 5)))
+    raw[gen.random((n, 5)) < np.array([0, 0, 0.7, 0.7, 0.7])] = -1  # judge, primary on every item
+    order = np.where(raw >= 0, np.arange(raw.size).reshape(raw.shape), -1)
+    kinds = ["judge", "primary", "human", "human", "human"]
+    raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
+    matrix = LabelMatrix(raw=raw, item_ids=np.arange(10, 10 + n), raters=raters, n_labels=labels, label_seq=9,
+                         criterion="default", order=order)
+    request = PlanCreate(**body, seed=4)
+    full = planning.plan_draft(request, DecisionSettings(), matrix, 4, None, n_resamples=100)
+    sent = planning.plan_draft(request, DecisionSettings(), planning._drafting(matrix), 4, None, n_resamples=100)
+    assert sent == full
