@@ -1,26 +1,31 @@
-"""POST /plan latency at 10,000 and 100,000 items, against /healthz in the same run (issue 13 item 3).
+"""POST /plan latency at 10,000 and 1,000,000 items in the same run, against /healthz (issue 20).
 
-A certification plan now simulates every candidate design (random, strat, disjoint,
-seq-coverage: 1,000 trials each at the design-free recipe's overlap) and the chosen design at
-its own overlap (raised while its promise fails), besides the exact-lattice recipe, the
-all-items estimators' check and the monitoring simulation. The check materialises only the
-items the designs put in overlap, so its cost should not grow with ``n``.
+A certification plan simulates every candidate design (random, strat, disjoint, seq-coverage:
+1,000 trials each at the design-free recipe's overlap) and the chosen design at its own
+overlap, besides the exact-lattice recipe, the all-items estimators' check and the monitoring
+simulation. None of it should grow with ``n``: the check materialises only the items the
+designs put in overlap, and the corpus enters as counts.
 
-Starts the real service (uvicorn, ``tests/live_server.py``) on a fresh SQLite file; per corpus
-size, one project (judge, primary, two secondaries; binary labels from a symmetric noise
-channel, p_h = .85, p_j = .90, 35% positive), judge and primary labels on every item, then
-``--repeats`` POST /plan with ``design: auto`` (each a new plan, new seed). Prints p50 / max
-of POST /plan and the p50 of /healthz timed between them. Target: POST /plan < 2 s at 100k.
+Starts the real service (uvicorn, ``tests/live_server.py``) on one SQLite file holding a
+project per corpus size, built through HTTP as ``bench/million.py`` builds them (a judge and the
+primary on every item, ``--secondaries`` humans on 1/8 of the items each; 9 humans by default).
+``--reuse PATH`` takes the largest project from a copy of a database ``bench/million.py``'s
+``build`` filled (its project id in ``PATH.pid``), to skip the build. The first POST /plan of a
+project is reported on its own (the worker reads every label once), then ``--repeats`` plans
+(``design: auto``, a new seed each) are timed for each size in turn, with /healthz between them.
+Next to the wall time, the CPU seconds of the server's process tree (its computation processes
+included; read from ``/proc``, Linux), which a loaded machine inflates less than the wall time.
 
-    .venv/bin/python bench/plan_latency.py [--repeats 5] [--sizes 10000 100000]
+    .venv/bin/python bench/plan_latency.py [--repeats 5] [--sizes 10000 1000000] [--reuse m1.db]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -28,61 +33,77 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from tests.live_server import LiveServer, migrate
+from million import KEY, build, timed  # noqa: E402
 
-KEY = "ak_bench_admin"
-LABELS = ["pass", "fail"]
-P_H, P_J = 0.85, 0.90
+from tests.live_server import LiveServer, migrate  # noqa: E402
 
-
-def timed(call: object) -> float:
-    t0 = time.perf_counter()
-    r = call()  # type: ignore[operator]
-    dt = time.perf_counter() - t0
-    if r.status_code not in (200, 201):
-        raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
-    return dt
+PRIOR = {"p_h": 0.85, "p_j": 0.90}
 
 
-def project(c: httpx.Client, n_items: int, rng: np.random.Generator) -> str:
-    pid = str(c.post("/projects", json={"name": f"plan-{n_items}", "labels": LABELS}).json()["id"])
-    for ext, kind in (("judge", "judge"), ("prim", "primary"), ("h1", "human"), ("h2", "human")):
-        c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
-    c.post(f"/projects/{pid}/items", json=[{"external_id": f"it{i}"} for i in range(n_items)]).raise_for_status()
-    truth = (rng.random(n_items) < 0.35).astype(np.int64)
-    for ext, accuracy in (("judge", P_J), ("prim", P_H)):
-        values = np.where(rng.random(n_items) < accuracy, truth, 1 - truth)
-        rows = [{"item": f"it{i}", "rater": ext, "value": LABELS[v]} for i, v in enumerate(values)]
-        c.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
-    return pid
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` and its live descendants, with what their ended children used."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        proc = Path(f"/proc/{todo.pop()}")
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            children = [int(c) for t in (proc / "task").iterdir() for c in (t / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += sum(int(f) for f in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+        todo += children
+    return total
+
+
+def plan_seconds(c: httpx.Client, server: LiveServer, pid: str, seed: int) -> tuple[float, float]:
+    """Wall and server CPU seconds of one POST /plan."""
+    assert server.proc is not None
+    cpu = tree_cpu(server.proc.pid)
+    wall = timed(lambda: c.post(f"/projects/{pid}/plan", json={**PRIOR, "seed": seed}))
+    return wall, tree_cpu(server.proc.pid) - cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--overlap", type=float, default=1 / 8)
+    parser.add_argument("--reuse", type=Path, help="a copy of a database holding the largest project")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/bench.db"
+        path = Path(tmp) / "bench.db"
+        projects: dict[int, str] = {}
+        if args.reuse:
+            shutil.copy(args.reuse, path)
+            projects[max(args.sizes)] = args.reuse.with_name(args.reuse.name + ".pid").read_text().strip()
+        url = f"sqlite:///{path}"
         migrate(url)
         with LiveServer(url, KEY) as server, server.client() as c:
-            c.timeout = 120.0
-            rng = np.random.default_rng(0)
+            c.timeout = 3600
             for n_items in args.sizes:
-                pid = project(c, n_items, rng)
-                plans, health = [], []
-                for seed in range(args.repeats):
-                    health += [timed(lambda: c.get("/healthz")) for _ in range(20)]
-                    body = {"p_h": P_H, "p_j": P_J, "seed": seed}
-                    plans.append(timed(lambda body=body, path=f"/projects/{pid}/plan": c.post(path, json=body)))
+                if n_items not in projects:
+                    projects[n_items] = build(c, n_items, args.overlap, np.random.default_rng(n_items))[0]
+            first = {n: plan_seconds(c, server, pid, 0)[0] for n, pid in projects.items()}
+            plans: dict[int, list[tuple[float, float]]] = {n: [] for n in projects}
+            health: list[float] = []
+            for seed in range(1, args.repeats + 1):
+                for n, pid in projects.items():
+                    health += [timed(lambda: c.get("/healthz")) for _ in range(10)]
+                    plans[n].append(plan_seconds(c, server, pid, seed))
+            floor = float(np.median(health))
+            small = np.median(plans[min(projects)], axis=0)
+            print(f"POST /plan, 9 humans, design auto; /healthz p50 {floor * 1e3:.1f} ms (same run)")
+            for n, pid in projects.items():
                 plan = c.get(f"/projects/{pid}/plan").json()
                 raised = (plan.get("check") or {}).get("raised_from")
-                floor = float(np.median(health))
-                p50 = float(np.median(plans))
+                wall, cpu = np.median(plans[n], axis=0)
                 print(
-                    f"n={n_items:>7,}  POST /plan p50 {p50 * 1e3:7.0f} ms  max {max(plans) * 1e3:7.0f} ms  "
-                    f"/healthz p50 {floor * 1e3:5.1f} ms  ratio {p50 / floor:6.0f}x  "
+                    f"n={n:>9,}  p50 {wall:6.2f} s wall, {cpu:5.2f} s CPU  max {max(w for w, _ in plans[n]):6.2f} s  "
+                    f"({wall / small[0]:4.2f}x / {cpu / small[1]:4.2f}x the {min(projects):,}-item p50, "
+                    f"{wall / floor:5.0f}x /healthz)  first {first[n]:6.1f} s  "
                     f"(design {plan['design']}, m {plan['m']}, raised_from {raised})"
                 )
 
