@@ -61,6 +61,8 @@ def distinct_rows(
     """
     if rows.shape[0] == 0:
         return rows, np.zeros(0, dtype=np.int64)
+    if rows.shape[1] == 0:  # every row is the empty row
+        return rows[:1], np.array([rows.shape[0] if counts is None else int(np.sum(counts))], dtype=np.int64)
     base = max(2, (int(rows.max()) + 1 if n_values is None else n_values) + 1)
     per_key = max(1, int(62 // np.log2(base)))
     if base >= 2**31:

@@ -182,3 +182,8 @@ def test_ranking_pilot_and_agreement_from_shared_patterns_equal_the_dense_matrix
         assert_same({k: (e.result.statistic, e.interval) for k, e in mine.items()},
                     {k: (e.result.statistic, e.interval) for k, e in dense.items()})
 
+
+
+def test_agreement_without_raters_is_undefined_not_an_error() -> None:
+    table = summary_table(item_patterns(np.zeros((3, 0), dtype=np.int8), 2), n_labels=2, n_resamples=20, rng=0)
+    assert all(not e.result.defined and e.result.reason for e in table.values())

@@ -31,3 +31,10 @@ def test_distinct_rows_equal_numpy_unique_in_order(case: tuple[np.ndarray, int],
     expected, expected_frequency = np.unique(rows, axis=0, return_counts=True)
     np.testing.assert_array_equal(distinct, expected.reshape(-1, rows.shape[1]))
     np.testing.assert_array_equal(frequency, expected_frequency)
+
+
+def test_rows_without_columns_are_one_empty_pattern() -> None:
+    distinct, frequency = distinct_rows(np.zeros((4, 0), dtype=np.int64))
+    assert distinct.shape == (1, 0) and frequency.tolist() == [4]
+    distinct, frequency = distinct_rows(np.zeros((2, 0), dtype=np.int64), counts=np.array([3, 5]))
+    assert distinct.shape == (1, 0) and frequency.tolist() == [8]
