@@ -742,11 +742,13 @@ def _rater_pairs(n_raters: int) -> list[tuple[int, int]]:
     return [(j, k) for j in range(n_raters) for k in range(j + 1, n_raters)]
 
 
-def _rater_pair_cells(rows: np.ndarray, n_labels: int, rater: int) -> tuple[np.ndarray, Any]:
-    """The rows ``rater`` labeled, and which cell of each pair ``(rater, k > rater)`` they fill.
+def _rater_pair_cells(rows: np.ndarray, n_labels: int, rater: int) -> Any:
+    """Which cell of each pair ``(rater, k > rater)`` every row fills.
 
-    A sparse 0/1 matrix ``((n_raters - 1 - rater) * L * L, len(labeled))``: entry
-    ``(pair * L * L + c_j * L + c_k, row)`` is 1 when the row has codes ``c_j``, ``c_k``.
+    A sparse 0/1 matrix ``((n_raters - 1 - rater) * L * L, n_rows)``: entry
+    ``(pair * L * L + c_j * L + c_k, row)`` is 1 when the row has codes ``c_j``, ``c_k``. Rows
+    ``rater`` did not label are empty columns, so a product takes the weights of every row
+    as they are (no gathering of the labeled rows' weights for each block of resamples).
     """
     from scipy.sparse import csc_array  # deferred: scipy.sparse costs 0.6 s at import
 
@@ -758,12 +760,13 @@ def _rater_pair_cells(rows: np.ndarray, n_labels: int, rater: int) -> tuple[np.n
     pair = np.broadcast_to(np.arange(others.shape[1], dtype=np.int32) * size, others.shape)[both]
     own = np.repeat(rows[labeled, rater].astype(np.int32) * np.int32(n_labels), per_row)
     cell = pair + own + others[both]  # row-major: grouped by row, as CSC columns
-    starts = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
-    shape = (others.shape[1] * n_labels**2, labeled.size)
-    return labeled, csc_array((np.ones(cell.size), cell, starts), shape=shape)
+    per_column = np.zeros(rows.shape[0] + 1, dtype=np.int32)
+    per_column[labeled + 1] = per_row
+    shape = (others.shape[1] * n_labels**2, rows.shape[0])
+    return csc_array((np.ones(cell.size), cell, np.cumsum(per_column, dtype=np.int32)), shape=shape)
 
 
-def _held_pair_cells(rows: np.ndarray, n_labels: int) -> list[tuple[np.ndarray, Any]] | None:
+def _held_pair_cells(rows: np.ndarray, n_labels: int) -> list[Any] | None:
     """Every rater's :func:`_rater_pair_cells`, or None when they would hold more entries than
     twice the cells of ``rows`` (they are then rebuilt for each block of resamples)."""
     per_row = np.sum(rows >= 0, axis=1)
@@ -776,7 +779,7 @@ def _pair_tables(
     rows: np.ndarray,
     weights: np.ndarray,
     n_labels: int,
-    held: list[tuple[np.ndarray, Any]] | None = None,
+    held: list[Any] | None = None,
 ) -> np.ndarray:
     """Common-item tables ``(B, n_pairs, L, L)`` of every rater pair ``j < k`` (docs/method.md §2).
 
@@ -789,9 +792,9 @@ def _pair_tables(
     by_row = np.ascontiguousarray(weights.T)
     start = 0
     for j in range(n_raters - 1):
-        labeled, cells = held[j] if held is not None else _rater_pair_cells(rows, n_labels, j)
+        cells = held[j] if held is not None else _rater_pair_cells(rows, n_labels, j)
         stop = start + cells.shape[0]
-        tables[:, start:stop] = np.asarray(cells @ by_row[labeled]).T
+        tables[:, start:stop] = np.asarray(cells @ by_row).T
         start = stop
     return tables.reshape(weights.shape[0], -1, n_labels, n_labels)
 
@@ -856,7 +859,7 @@ def _mean_kappa_terms(
     *,
     n_labels: int,
     agree: np.ndarray,
-    held: list[tuple[np.ndarray, Any]] | None = None,
+    held: list[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap-weighted mean of the defined pairwise kappas, and how many pairs are defined.
 
