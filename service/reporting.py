@@ -446,7 +446,7 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
     if primary:
         raters = matrices[0].raters
         pairs = [criterion_pairs(matrix) for matrix in matrices]
-        cells = sum(p.judges.size + p.human.size for p in pairs)
+        cells = sum(matrix.raw.size for matrix in matrices)  # the project's size decides, as for documents
         judges = [raters[k].external_id for k in matrices[0].columns("judge")]
         human = raters[primary[0]].external_id
         reports = off_worker(cells, judge_reports, pairs, judges, human, list(project.labels), resolved)
