@@ -19,6 +19,8 @@ def normalized_id(value: str) -> str:
     """``value`` in NFC; ValueError for surrounding whitespace or invisible characters."""
     if value != value.strip():
         raise ValueError("ids may not start or end with whitespace")
+    if value.isascii() and value.isprintable():
+        return value  # ASCII's only invisible characters are its controls (Cc), which are not printable
     if not value.isascii():
         value = unicodedata.normalize("NFC", value)
     invisible = next((ch for ch in value if unicodedata.category(ch) in ("Cf", "Cc")), None)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import select, update
+from sqlalchemy import Row, text, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from service.errors import Conflict, Invalid, echo
@@ -14,7 +14,7 @@ from service.identifiers import collision_key
 from service.models import Item, Project, Rater, utcnow
 from service.project_rows import lock_project, reserve
 from service.schemas import ItemIn, ItemsUpserted
-from service.sql import CHUNK, chunks, db_value, db_values, driver_rows, in_values, insert_many
+from service.sql import CHUNK, db_value, db_values, driver_rows, in_values, insert_many
 
 
 def ids_by_external(
@@ -39,20 +39,19 @@ def few_of(session: Session, project_id: str, n: int) -> bool:
 
 def _rows_with_keys(
     session: Session, columns: tuple[InstrumentedAttribute[Any], ...], project_id: str, keys: list[str]
-) -> Iterator[tuple[Any, ...]]:
+) -> Sequence[Row[Any]]:
     """``columns`` of the project's rows whose first column is one of ``keys``.
 
-    A bulk lookup scans the project once (many IN lists cost seconds of the worker's CPU at 100k keys).
+    Looked up through the project's unique index on that column with the keys as one bound array, so the
+    cost follows the keys, not the corpus (a scan of the project per upload made item uploads at a
+    million items a third as fast as at ten thousand).
     """
-    key, model = columns[0], columns[0].class_
-    if len(keys) <= CHUNK:
-        for part in chunks(keys):
-            yield from session.execute(select(*columns).where(model.project_id == project_id, key.in_(part)))
-        return
-    wanted = set(keys)
-    for row in session.execute(select(*columns).where(model.project_id == project_id)):
-        if row[0] in wanted:
-            yield row
+    table = columns[0].class_.__table__
+    among, values = in_values(session, columns[0].key, keys)
+    names = ", ".join(c.key for c in columns)
+    sql = text(f"SELECT {names} FROM {table.name} WHERE project_id = :project AND {among.replace('?', ':keys')}")
+    typed = sql.columns(*(table.c[c.key] for c in columns))
+    return session.execute(typed, {"project": project_id, "keys": values}).all()
 
 
 def refuse_look_alikes(

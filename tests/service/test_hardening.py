@@ -282,6 +282,19 @@ def test_invisible_characters_and_surrounding_whitespace_are_refused(
     assert client.post(f"/projects/{pid}/items", json=[{"external_id": "ok"}]).json()["created"] == 1
 
 
+def test_an_ascii_id_is_refused_exactly_for_its_control_characters() -> None:
+    """The ASCII fast path of normalized_id refuses what the category scan refuses, for every character."""
+    from service.identifiers import normalized_id
+
+    for code in range(128):
+        value = f"a{chr(code)}b"
+        invisible = unicodedata.category(chr(code)) in ("Cc", "Cf")
+        try:
+            assert normalized_id(value) == value and not invisible, repr(value)
+        except ValueError:
+            assert invisible, repr(value)
+
+
 def test_nfkc_look_alikes_get_409_naming_the_existing_id(client: TestClient, project: dict) -> None:
     pid = project["id"]
     assert _rater(client, pid, "norm-a").status_code == 201
