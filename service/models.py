@@ -155,11 +155,12 @@ class LabelEvent(Base):
     """
 
     __tablename__ = "label_events"
-    __table_args__ = (UniqueConstraint("project_id", "seq"),)
+    # Keyed by the project's sequence; on SQLite the rows live in that key's b-tree (no rowid table
+    # beside a unique index: about 40 bytes less per label).
+    __table_args__ = {"sqlite_with_rowid": False}
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(BigInteger)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
     rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
     criterion: Mapped[str] = mapped_column(String(100))
@@ -173,7 +174,7 @@ class CurrentLabel(Base):
     """The latest event of each (item, rater, criterion) cell, kept in step with the events."""
 
     __tablename__ = "current_labels"
-    __table_args__ = (Index("ix_current_labels_project_seq", "project_id", "seq"),)
+    __table_args__ = (Index("ix_current_labels_project_seq", "project_id", "seq"), {"sqlite_with_rowid": False})
 
     item_id: Mapped[int] = mapped_column(
         ForeignKey("items.id", ondelete="CASCADE"), primary_key=True

@@ -268,3 +268,60 @@ def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, eng
         assert "rater_progress" not in inspect(conn).get_table_names()
         assert conn.scalar(text("SELECT count(*) FROM assignments")) == 2
     command.upgrade(cfg, "head")
+
+
+def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, engine):
+    """0009 on data: events and current labels survive the upgrade and the downgrade unchanged; on
+    SQLite both tables become WITHOUT ROWID, and after the downgrade events get ids again."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from service.models import CurrentLabel, Item, LabelEvent
+
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0008_pool_scores")
+    stamp = datetime(2026, 11, 30, 20, 30, 1, 123456, tzinfo=UTC)
+    events = [{"project_id": p, "seq": s, "item_id": i, "rater_id": 1 if p == "p1" else 2, "criterion": "x",
+               "value": v, "batch_id": b, "created_at": stamp, "kind": k}
+              for p, s, i, v, b, k in [("p1", 1, 1, "a", None, "label"), ("p2", 1, 3, "b", "bt", "label"),
+                                       ("p1", 2, 2, "b", None, "label"), ("p1", 3, 1, None, None, "retraction"),
+                                       ("p2", 2, 3, "a", None, "label")]]
+    current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "a", 2)]
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
+                                        "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
+                                        "label_seq": 3, "item_count": 2} for p in ("p1", "p2")])
+        conn.execute(insert(Rater), [{"id": r, "project_id": p, "external_id": "h", "kind": "human"}
+                                     for r, p in [(1, "p1"), (2, "p2")]])
+        conn.execute(insert(Item), [{"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}",
+                                     "position": k, "features": {}} for k in (1, 2, 3)])
+        conn.execute(insert(LabelEvent), events)  # ids from the table at 0008
+        conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
+                                                      "seq"), c, strict=True)) for c in current])
+
+    def stored() -> tuple[list, list]:
+        with engine.connect() as conn:
+            e = conn.execute(select(*(LabelEvent.__table__.c[c] for c in events[0]))
+                             .order_by(LabelEvent.project_id, LabelEvent.seq)).all()
+            c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.item_id)).all()
+        return [tuple(r) for r in e], [tuple(r) for r in c]
+
+    expected = ([tuple(e.values()) for e in sorted(events, key=lambda e: (e["project_id"], e["seq"]))], current)
+    assert stored() == expected
+    command.upgrade(cfg, "0009_label_storage")
+    assert stored() == expected
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            ddl = dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all())
+        assert "WITHOUT ROWID" in ddl["label_events"] and "WITHOUT ROWID" in ddl["current_labels"]
+        assert "WITHOUT ROWID" not in ddl["items"]
+    command.downgrade(cfg, "0008_pool_scores")
+    assert stored() == expected
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, "
+                          "created_at, kind) VALUES ('p1', 4, 2, 1, 'x', 'a', :t, 'label')"), {"t": stamp})
+        ids = conn.execute(text("SELECT id FROM label_events ORDER BY id")).scalars().all()
+    assert len(set(ids)) == 6 and None not in ids
+    command.upgrade(cfg, "head")
+    assert len(stored()[0]) == 6
