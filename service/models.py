@@ -161,8 +161,10 @@ class LabelEvent(Base):
 
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
-    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
+    # An item and a rater of the project, as write_labels checks under the project lock; no foreign keys
+    # (a check of two parent rows per label written, and neither items nor raters are ever deleted).
+    item_id: Mapped[int] = mapped_column(BigId)
+    rater_id: Mapped[int] = mapped_column(BigId)
     criterion: Mapped[str] = mapped_column(String(100))
     value: Mapped[str | None] = mapped_column(String(200))
     batch_id: Mapped[str | None] = mapped_column(String(40))
@@ -176,12 +178,8 @@ class CurrentLabel(Base):
     __tablename__ = "current_labels"
     __table_args__ = (Index("ix_current_labels_project_seq", "project_id", "seq"), {"sqlite_with_rowid": False})
 
-    item_id: Mapped[int] = mapped_column(
-        ForeignKey("items.id", ondelete="CASCADE"), primary_key=True
-    )
-    rater_id: Mapped[int] = mapped_column(
-        ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True
-    )
+    item_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)  # no foreign keys:
+    rater_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)  # see LabelEvent
     criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     value: Mapped[str] = mapped_column(String(200))

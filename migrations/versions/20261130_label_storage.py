@@ -1,5 +1,7 @@
 """Label storage: label_events keyed by (project_id, seq) without its unused id; on SQLite both label
-tables are WITHOUT ROWID (the rows live in their key's b-tree instead of a rowid table plus an index).
+tables are WITHOUT ROWID (the rows live in their key's b-tree instead of a rowid table plus an index);
+the label tables' item and rater foreign keys go (their ids are checked by the write, under the project
+lock, and neither items nor raters are ever deleted; the project key, and its cascade, stays).
 
 Revision ID: 0009_label_storage
 Revises: 0008_pool_scores
@@ -34,13 +36,14 @@ def _event_columns() -> list[sa.Column]:  # type: ignore[type-arg]
     ]
 
 
-def _label_foreign_keys(table: str) -> list[sa.ForeignKeyConstraint]:
-    return [
-        sa.ForeignKeyConstraint(['item_id'], ['items.id'], name=f'fk_{table}_item_id_items', ondelete='CASCADE'),
-        sa.ForeignKeyConstraint(['project_id'], ['projects.id'], name=f'fk_{table}_project_id_projects',
-                                ondelete='CASCADE'),
-        sa.ForeignKeyConstraint(['rater_id'], ['raters.id'], name=f'fk_{table}_rater_id_raters', ondelete='CASCADE'),
-    ]
+TABLES = ('label_events', 'current_labels')
+DROPPED = (('item_id', 'items'), ('rater_id', 'raters'))
+
+
+def _label_foreign_keys(table: str, *, with_dropped: bool) -> list[sa.ForeignKeyConstraint]:
+    kept = [('project_id', 'projects')]
+    return [sa.ForeignKeyConstraint([column], [f'{parent}.id'], name=f'fk_{table}_{column}_{parent}', ondelete='CASCADE')
+            for column, parent in (kept + list(DROPPED) if with_dropped else kept)]
 
 
 def _current_table(name: str, *, with_rowid: bool) -> None:
@@ -53,7 +56,7 @@ def _current_table(name: str, *, with_rowid: bool) -> None:
         sa.Column('value', sa.String(length=200), nullable=False),
         sa.Column('seq', sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint('item_id', 'rater_id', 'criterion', name='pk_current_labels'),
-        *_label_foreign_keys('current_labels'),
+        *_label_foreign_keys('current_labels', with_dropped=with_rowid),
         sqlite_with_rowid=with_rowid,
     )
 
@@ -68,6 +71,9 @@ def _replace(table: str, columns: str, order: str) -> None:
 
 def upgrade() -> None:
     if op.get_bind().dialect.name != 'sqlite':
+        for table in TABLES:
+            for column, parent in DROPPED:
+                op.drop_constraint(f'fk_{table}_{column}_{parent}', table, type_='foreignkey')
         op.drop_constraint('pk_label_events', 'label_events', type_='primary')
         op.drop_column('label_events', 'id')
         op.drop_constraint('uq_label_events_project_id_seq', 'label_events', type_='unique')
@@ -77,7 +83,7 @@ def upgrade() -> None:
         '_new_label_events',
         *_event_columns(),
         sa.PrimaryKeyConstraint('project_id', 'seq', name='pk_label_events'),
-        *_label_foreign_keys('label_events'),
+        *_label_foreign_keys('label_events', with_dropped=False),
         sqlite_with_rowid=False,
     )
     _replace('label_events', EVENT_COLUMNS, 'project_id, seq')
@@ -92,13 +98,17 @@ def downgrade() -> None:
         op.create_unique_constraint('uq_label_events_project_id_seq', 'label_events', ['project_id', 'seq'])
         op.execute('ALTER TABLE label_events ADD COLUMN id BIGSERIAL')  # numbered in the table's order
         op.create_primary_key('pk_label_events', 'label_events', ['id'])
+        for table in TABLES:
+            for column, parent in DROPPED:
+                op.create_foreign_key(f'fk_{table}_{column}_{parent}', table, parent, [column], ['id'],
+                                      ondelete='CASCADE')
         return
     op.create_table(
         '_new_label_events',
         sa.Column('id', sa.Integer(), nullable=False),  # the rowid: numbered as the rows are copied
         *_event_columns(),
         sa.PrimaryKeyConstraint('id', name='pk_label_events'),
-        *_label_foreign_keys('label_events'),
+        *_label_foreign_keys('label_events', with_dropped=True),
         sa.UniqueConstraint('project_id', 'seq', name='uq_label_events_project_id_seq'),
     )
     _replace('label_events', EVENT_COLUMNS, 'project_id, seq')

@@ -272,7 +272,8 @@ def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, eng
 
 def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, engine):
     """0009 on data: events and current labels survive the upgrade and the downgrade unchanged; on
-    SQLite both tables become WITHOUT ROWID, and after the downgrade events get ids again."""
+    SQLite both tables become WITHOUT ROWID; only the project foreign key stays; after the downgrade
+    events get ids and the item and rater foreign keys again."""
     from datetime import UTC, datetime
 
     from sqlalchemy import text
@@ -307,10 +308,16 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
             c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.item_id)).all()
         return [tuple(r) for r in e], [tuple(r) for r in c]
 
+    def parents() -> dict[str, set[str]]:
+        insp = inspect(engine)
+        return {t: {f["referred_table"] for f in insp.get_foreign_keys(t)} for t in ("label_events", "current_labels")}
+
+    assert parents() == {t: {"projects", "items", "raters"} for t in ("label_events", "current_labels")}
     expected = ([tuple(e.values()) for e in sorted(events, key=lambda e: (e["project_id"], e["seq"]))], current)
     assert stored() == expected
     command.upgrade(cfg, "0009_label_storage")
     assert stored() == expected
+    assert parents() == {t: {"projects"} for t in ("label_events", "current_labels")}
     if engine.dialect.name == "sqlite":
         with engine.connect() as conn:
             ddl = dict(conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'")).all())
@@ -318,6 +325,7 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
         assert "WITHOUT ROWID" not in ddl["items"]
     command.downgrade(cfg, "0008_pool_scores")
     assert stored() == expected
+    assert parents() == {t: {"projects", "items", "raters"} for t in ("label_events", "current_labels")}
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, "
                           "created_at, kind) VALUES ('p1', 4, 2, 1, 'x', 'a', :t, 'label')"), {"t": stamp})
