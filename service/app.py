@@ -83,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sender.start()
         yield
         sender.stop()
+        app.state.documents.close()
         RUNNER.shutdown()
         engine.dispose()
 

@@ -15,14 +15,15 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;colo
 h2{font-size:1.15em;margin-top:1.8em} h3{font-size:1em;margin:1em 0 .3em} .note{color:#555;font-size:.9em}
 .infeasible{background:#f8d0d0;padding:.4em;border-radius:4px} .judge{border-top:2px solid #ccd;margin-top:1.5em}
 table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-bottom:1px solid #ddd}
-.downloads{font-size:.85em}"""
+.downloads{font-size:.85em} .refreshing{background:#e8eefc;padding:.4em;border-radius:4px}"""
 
 
 def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, ...], notes: dict[str, str],
-                   etag: str) -> str:
+                   etag: str, *, behind: int) -> str:
     """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
-    ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode.
+    ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
+    ``behind`` counts the label events the project has had since the document's label_seq (0: fresh).
     """
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
@@ -56,13 +57,14 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
         curve_figure = '<p id="overlap-curve" class="note">No plan yet: the curve is simulated for the plan in force.</p>'
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
-</head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability">
+</head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
+ data-refreshing="{'true' if behind else 'false'}">
 <p class="note"><a href="/dashboard">all projects</a></p>
 <h1>{escape(project.name)}</h1>
 <p>label_seq <span id="label-seq">{doc['label_seq']}</span> &middot; {doc['n_items']} items &middot;
  criterion {escape(doc['criterion'])} &middot; rule {escape(str(doc.get('rule')))}, coefficient
  {escape(str(doc.get('coefficient')))}, pass when omega &ge; {doc.get('omega_threshold')}</p>
-<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th></tr>{summary}</table></div>
+{_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes['monitoring'])}</p>
 {panels}
 <h2>Plan and overlap</h2>
@@ -144,6 +146,15 @@ def _figure(project: Project, chart: Chart) -> str:
     return (f'{chart_svg(chart)}<p class="downloads">download: <a href="{base}.csv" download>CSV</a> &middot; '
             f'<a href="{base}.svg" download>SVG</a> &middot; '
             f'<a class="png" href="#" data-chart="{escape(chart.id)}">PNG</a></p>')
+
+
+def _freshness(doc: dict[str, Any], behind: int) -> str:
+    """Nothing for a fresh document; else the note that this look is older than the labels in hand."""
+    if not behind:
+        return ""
+    return (f'<p id="freshness" class="refreshing">Shown as of label_seq {doc["label_seq"]}: {behind} label '
+            f'event{"s" if behind != 1 else ""} since, refreshing. Everything on this page (decision, margins, '
+            "intervals) is valid as of that label_seq; the page reloads when the fresh document is ready.</p>")
 
 
 def _verdict_class(note: str) -> str:

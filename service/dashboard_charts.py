@@ -9,9 +9,10 @@ from sqlalchemy.orm import Session
 from planner.simulate import COEFFICIENTS, simulate
 from service import pool_scores
 from service.charts import Chart
+from service.errors import NotFound
 from service.models import Plan, Project
 from service.planning import current_plan
-from service.reliability import DocumentCache, document_key, num
+from service.reliability import DocumentCache, document_key, document_lineage, num
 
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 MARGIN_QUANTITY = {
@@ -119,12 +120,51 @@ def cached_reliability(session: Session, project: Project, documents: DocumentCa
     return pool_scores.cached_reliability(session, project, documents, criterion, etag, n_resamples=n_resamples), etag
 
 
-def project_charts(session: Session, project: Project, documents: DocumentCache, *,
-                   n_resamples: int) -> tuple[dict[str, Any], str, tuple[Chart, ...]]:
-    """The reliability document, its ETag and every dashboard chart (history and curve cached with it)."""
-    doc, etag = cached_reliability(session, project, documents, n_resamples=n_resamples)
+def shown_reliability(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int,
+                      wait: float) -> tuple[dict[str, Any], str]:
+    """The reliability document of the first criterion a dashboard shows, and its ETag: the fresh one if it is
+    ready within ``wait`` seconds, else the newest computed in this worker for the same settings and plan
+    (valid at its own label_seq) while one background thread computes the fresh one.
+
+    A worker that has computed none for them yet waits for the fresh one.
+    """
+    criterion = project.criteria[0]
     plan = current_plan(session, project.id)
-    history = pool_scores.pool_score_history(session, project, project.criteria[0])
+    etag = document_key(session, project, plan, criterion, "reliability")
+    doc = documents.get(etag)
+    if doc is not None:
+        return doc, etag
+    newest = documents.newest(document_lineage(project, plan, criterion, "reliability"))
+    sibling = Session(session.get_bind(), info=session.info, expire_on_commit=False)
+    fresh = documents.in_background(
+        f"fresh|{etag}", lambda: _fresh_reliability(sibling, project.id, documents, n_resamples=n_resamples)
+    )
+    try:
+        return fresh.result(timeout=None if newest is None else wait)
+    except TimeoutError:
+        assert newest is not None
+        return newest[1], newest[0]
+
+
+def _fresh_reliability(session: Session, project_id: str, documents: DocumentCache, *,
+                       n_resamples: int) -> tuple[dict[str, Any], str]:
+    """:func:`cached_reliability` in ``session`` (closed after), for the project as it is now."""
+    with session:
+        project = session.get(Project, project_id)
+        if project is None:
+            raise NotFound(f"no project {project_id}")
+        return cached_reliability(session, project, documents, n_resamples=n_resamples)
+
+
+def project_charts(session: Session, project: Project, documents: DocumentCache, *,
+                   n_resamples: int, wait: float) -> tuple[dict[str, Any], str, tuple[Chart, ...]]:
+    """The reliability document shown (:func:`shown_reliability`), its ETag and every dashboard chart (history
+    and curve cached with it)."""
+    doc, etag = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
+    plan = current_plan(session, project.id)
+    history = pool_scores.pool_score_history(
+        session, project, project.criteria[0], (doc["label_seq"], doc["human_pool"]["estimate"])
+    )
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
     curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))
     return doc, etag, dashboard_charts(doc, history, curve)

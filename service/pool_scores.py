@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, text
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,8 @@ from planner.decision import validate_judge
 from service.db import WRITE_OPTION
 from service.matrix import cell_indices, corpus
 from service.models import PoolScore, Project
-from service.reliability import DocumentCache, num, reliability_document
+from service.planning import current_plan
+from service.reliability import DocumentCache, document_lineage, num, reliability_document
 from service.schemas import DecisionSettings
 from service.sql import driver_rows
 
@@ -34,10 +35,8 @@ def cached_reliability(
     session: Session, project: Project, documents: DocumentCache, criterion: str, key: str, *, n_resamples: int
 ) -> dict[str, Any]:
     """The reliability document under ``key`` (its ETag) from ``documents``, built when missing; a document
-    built here has its human-pool score stored at its label_seq.
-
-    Stored once the cache's gate is left: on SQLite a write waits for the one writer, which may be
-    waiting on that gate for the same document.
+    built here has its human-pool score stored at its label_seq by a background thread (a read never waits
+    for the database's writer: on SQLite the one writer may be a long ingest).
     """
     built: list[dict[str, Any]] = []
 
@@ -45,15 +44,17 @@ def cached_reliability(
         built.append(reliability_document(session, project, criterion, n_resamples=n_resamples))
         return built[0]
 
-    doc: dict[str, Any] = documents.get_or_build(key, build)
+    lineage = document_lineage(project, current_plan(session, project.id), criterion, "reliability")
+    doc: dict[str, Any] = documents.get_or_build(key, build, lineage=lineage)
     if built:
-        store_points(session, project.id, criterion, [(doc["label_seq"], doc["human_pool"]["estimate"])])
+        bind, point = session.get_bind(), [(doc["label_seq"], doc["human_pool"]["estimate"])]
+        documents.in_background(f"point|{key}", lambda: store_points(bind, project.id, criterion, point))
     return doc
 
 
-def store_points(session: Session, project_id: str, criterion: str, points: list[tuple[int, float | None]]) -> None:
-    """Store points not stored yet: in ``session`` when it writes already, else in a short write transaction
-    of its own (on SQLite a second writer of this thread would wait for the first forever).
+def store_points(bind: Engine | Connection, project_id: str, criterion: str, points: list[tuple[int, float | None]]
+                 ) -> None:
+    """Store points not stored yet, in a short write transaction of its own.
 
     History is a convenience of the reads that write it: a database refusing the write is logged
     and the read goes on.
@@ -63,20 +64,18 @@ def store_points(session: Session, project_id: str, criterion: str, points: list
         "INSERT INTO pool_scores (project_id, criterion, label_seq, score) VALUES (:p, :c, :s, :v) "
         "ON CONFLICT DO NOTHING"
     )
-    bind = session.get_bind()
     try:
-        if bind.get_execution_options().get(WRITE_OPTION):
-            with session.begin_nested():
-                session.execute(insert, rows)
-            return
         with Session(bind.execution_options(**{WRITE_OPTION: True})) as writer, writer.begin():
             writer.execute(insert, rows)
     except SQLAlchemyError as exc:
         log.warning("pool-score history not stored for project %s: %s", project_id, exc)
 
 
-def pool_score_history(session: Session, project: Project, criterion: str) -> list[tuple[int, float | None]]:
-    """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), replaying once what precedes them."""
+def pool_score_history(
+    session: Session, project: Project, criterion: str, shown: tuple[int, float | None]
+) -> list[tuple[int, float | None]]:
+    """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), replaying once what precedes
+    them, with ``shown``'s (the document on the page: its point may not be stored yet)."""
     points = [
         (int(seq), score)
         for seq, score in session.execute(
@@ -88,9 +87,11 @@ def pool_score_history(session: Session, project: Project, criterion: str) -> li
     if not points or points[0][0] != 0:
         first = points[0][0] if points else project.label_seq
         replayed = [(0, None), *pool_history(session, project, criterion, until=first)]
-        store_points(session, project.id, criterion, replayed)
+        store_points(session.get_bind(), project.id, criterion, replayed)
         points = sorted(dict(replayed + points).items())
     points = points[1:]  # label_seq 0 marks the replay; no labels, no score
+    if shown[0] > 0:
+        points = sorted(dict(points + [shown]).items())
     if len(points) > SHOWN_POINTS:
         keep = np.unique(np.linspace(0, len(points) - 1, SHOWN_POINTS).round().astype(int))
         points = [points[k] for k in keep]

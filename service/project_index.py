@@ -6,21 +6,25 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.dashboard_charts import cached_reliability
+from service.dashboard_charts import shown_reliability
 from service.models import Project
 from service.queries import last_label_times
 from service.reliability import DocumentCache
 
 
 def index_rows(session: Session, projects: list[Project], documents: DocumentCache, *,
-               n_resamples: int) -> list[dict[str, str]]:
-    """Each project's name, decision per judge, omega, progress and last label time (its documents cached)."""
+               n_resamples: int, wait: float) -> list[dict[str, str]]:
+    """Each project's name, decision per judge, omega, progress and last label time, from the document a
+    dashboard shows (:func:`~service.dashboard_charts.shown_reliability`: maybe an older one, marked)."""
     last = last_label_times(session, [p.id for p in projects])
     rows = []
     for project in projects:
-        doc, _ = cached_reliability(session, project, documents, n_resamples=n_resamples)
+        doc, _ = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
         when = last[project.id].strftime("%Y-%m-%d %H:%M") if project.id in last else "no label yet"
-        rows.append({"id": project.id, "name": project.name, **_status(doc), "last_label": when})
+        row = {"id": project.id, "name": project.name, **_status(doc), "last_label": when}
+        if doc["label_seq"] < project.label_seq:
+            row["decision"] += f" (at label_seq {doc['label_seq']}; refreshing)"
+        rows.append(row)
     return rows
 
 

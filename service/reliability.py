@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy import func, select
@@ -30,6 +32,10 @@ from service.planning import (
 )
 from service.schemas import DecisionSettings
 
+T = TypeVar("T")
+log = logging.getLogger("annoplan")
+BACKGROUND_THREADS = 2
+"""Threads per worker for what reads hand over (fresh dashboard documents, pool-score points)."""
 PROTOCOL_NOTE = (
     "CANNOT_ASSESS and INVALID are excluded (pairs where either side abstains are dropped); "
     "intervals are item bootstraps (BCa where approximate for the coefficients, percentile otherwise)"
@@ -41,18 +47,27 @@ def num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def document_lineage(project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
+    """What a document depends on besides the data (labels, items, raters): its settings, plan and criterion.
+
+    Documents of one lineage differ only by the data they saw: the newest of them is a valid, if
+    older, look at the project (what the dashboard shows while the fresh one is computed).
+    """
+    return (
+        f"{kind}|{project.id}|{criterion}|{sorted(project.decision.items())}|{project.scale}|{plan.id if plan else ''}"
+    )
+
+
 def document_key(session: Session, project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
     """What a document depends on: labels (``label_seq``), corpus, raters, settings, plan, criterion — its ETag."""
     raters = session.execute(select(func.count(), func.max(Rater.id)).where(Rater.project_id == project.id)).one()
-    raw = (
-        f"{kind}|{project.id}|{project.label_seq}|{project.item_count}|{tuple(raters)}|{criterion}|"
-        f"{sorted(project.decision.items())}|{project.scale}|{plan.id if plan else ''}"
-    )
+    raw = f"{document_lineage(project, plan, criterion, kind)}|{project.label_seq}|{project.item_count}|{tuple(raters)}"
     return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
 
 
 class DocumentCache:
-    """A small thread-safe LRU of computed documents keyed by :func:`document_key`.
+    """A small thread-safe LRU of computed documents keyed by :func:`document_key`, the newest document of
+    each lineage (:func:`document_lineage`), and this worker's background work.
 
     Concurrent requests for the same missing document wait for one computation
     (dashboards polling right after a write would otherwise each compute it).
@@ -60,9 +75,12 @@ class DocumentCache:
 
     def __init__(self, size: int = 64):
         self._items: OrderedDict[str, Any] = OrderedDict()
+        self._newest: OrderedDict[str, tuple[str, Any]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
         self._building: dict[str, threading.Lock] = {}
+        self._pending: dict[str, Future[Any]] = {}
+        self._background: ThreadPoolExecutor | None = None
 
     def get(self, key: str) -> Any | None:
         with self._lock:
@@ -71,14 +89,26 @@ class DocumentCache:
                 self._items.move_to_end(key)
             return doc
 
-    def put(self, key: str, doc: Any) -> None:
+    def put(self, key: str, doc: Any, *, lineage: str | None = None) -> None:
         with self._lock:
             self._items[key] = doc
             self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+            if lineage is not None:
+                kept = self._newest.get(lineage)
+                if kept is None or kept[1]["label_seq"] <= doc["label_seq"]:
+                    self._newest[lineage] = (key, doc)
+                self._newest.move_to_end(lineage)
+                while len(self._newest) > self._size:
+                    self._newest.popitem(last=False)
 
-    def get_or_build(self, key: str, build: Callable[[], Any]) -> Any:
+    def newest(self, lineage: str) -> tuple[str, Any] | None:
+        """The key and document of ``lineage`` with the highest label_seq computed in this worker, if any."""
+        with self._lock:
+            return self._newest.get(lineage)
+
+    def get_or_build(self, key: str, build: Callable[[], Any], *, lineage: str | None = None) -> Any:
         """The cached document, or the one ``build`` makes — built once however many ask at once."""
         doc = self.get(key)
         if doc is not None:
@@ -89,10 +119,44 @@ class DocumentCache:
             doc = self.get(key)
             if doc is None:
                 doc = build()
-                self.put(key, doc)
+                self.put(key, doc, lineage=lineage)
         with self._lock:
             self._building.pop(key, None)
         return doc
+
+    def in_background(self, name: str, work: Callable[[], T]) -> Future[T]:
+        """``work()`` done by a background thread of this worker: once, however many ask under ``name`` while
+        it is pending. Reads hand it what they must not wait for (a document build, a history write)."""
+        with self._lock:
+            pending = self._pending.get(name)
+            if pending is not None:
+                return pending
+            if self._background is None:
+                self._background = ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="annoplan-documents")
+            future = self._background.submit(work)
+            self._pending[name] = future
+        future.add_done_callback(lambda _: self._forget(name, future))
+        return future
+
+    def _forget(self, name: str, future: Future[Any]) -> None:
+        with self._lock:
+            if self._pending.get(name) is future:
+                del self._pending[name]
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("background work %s failed: %r", name, future.exception())
+
+    def settle(self) -> None:
+        """Wait until the background work handed over so far is done (its errors were logged)."""
+        with self._lock:
+            pending = list(self._pending.values())
+        wait(pending)
+
+    def close(self) -> None:
+        """Stop taking background work; wait for what runs (a worker shutting down)."""
+        with self._lock:
+            background, self._background = self._background, None
+        if background is not None:
+            background.shutdown(wait=True, cancel_futures=True)
 
 
 def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any]:
@@ -132,10 +196,10 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
     }
 
 
-def _rule_options(matrix: LabelMatrix, decision: DecisionSettings) -> dict[str, Any]:
+def _rule_options(n_labels: int, decision: DecisionSettings) -> dict[str, Any]:
     """The project's decision rule as the planner's keyword arguments."""
     return {
-        "n_labels": matrix.n_labels,
+        "n_labels": n_labels,
         "rule": decision.rule,
         "coefficient": decision.coefficient,
         "epsilon": decision.resolved_epsilon(),
@@ -152,7 +216,7 @@ def judge_validation(
         humans=humans,
         omega_threshold=decision.omega_threshold,
         inconclusive_level=decision.inconclusive_level,
-        **_rule_options(matrix, decision),
+        **_rule_options(matrix.n_labels, decision),
         **options,
     )
     return _validation(v, matrix, judge)
@@ -194,7 +258,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     """The live status of API.md: decision, per-rater margins, pool score, coefficients, progress, recipe."""
     decision = DecisionSettings(**project.decision)
     matrix = current_matrix(session, project, criterion)
-    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    judges = matrix.columns("judge")
     seed = project.label_seq
     doc: dict[str, Any] = {
         "label_seq": matrix.label_seq,
@@ -215,32 +279,17 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     inclusion = inclusion_by_item(session, plan, matrix)
     doc["weighting"] = "none" if inclusion is None else "ht"
     primary = matrix.columns("primary")
-    estimator = decision.estimator if primary else "paired"
-    doc["estimator"] = estimator
-    validations = []
-    cells = matrix.raw.size  # from OFF_WORKER_CELLS on, the statistics run off the web worker
-    for j in judges:
-        if len(humans) >= 2:
-            fixed = off_worker(
-                cells,
-                judge_validation,
-                matrix,
-                j,
-                humans,
-                decision,
-                n_resamples=n_resamples,
-                rng=seed,
-                inclusion=inclusion,
-                estimator=estimator,
-                primary=primary[0] if primary else None,
-            )
-            validations.append(
-                fixed
-                | monitored_decision(matrix, j, humans, decision, fixed, plan, inclusion=inclusion)
-            )
+    doc["estimator"] = decision.estimator if primary else "paired"
+    # One computation for every statistic of the document: from OFF_WORKER_CELLS on it runs in a
+    # child process, which receives the compact matrix once.
+    stats = off_worker(
+        matrix.raw.size, document_statistics, compact_matrix(matrix), decision, _planned(plan), inclusion,
+        scale=project.scale, n_resamples=n_resamples, seed=seed,
+    )
+    validations = stats["judges"]
     doc["monitoring_mode"] = decision.resolved_monitoring()
     if validations:
-        doc.update({k: v for k, v in validations[0].items()})
+        doc.update(validations[0])
     else:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
         doc.update(
@@ -258,24 +307,61 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 "monitoring": None,
             }
         )
-    human_codes = matrix.codes[:, humans] if humans else np.empty((matrix.raw.shape[0], 0), dtype=np.int64)
-    if len(humans) >= 2:
-        doc["coefficients"] = off_worker(
-            cells, coefficients, human_codes, n_labels=matrix.n_labels, scale=project.scale,
-            n_resamples=n_resamples, rng=seed,
-        )
-    else:
-        doc["coefficients"] = {}
+    doc["coefficients"] = stats["coefficients"]
     doc["coefficients_population"] = "human raters (primary and secondaries): the human ceiling"
     doc["plan"] = plan_progress(session, project, plan)
-    m_now = min((r["m"] for r in doc["raters"]), default=0)
-    doc["recipe_now"] = (
-        off_worker(cells, _recipe_now, matrix, judges[0], humans, decision, m_now, min(n_resamples, 200))
-        if judges and len(humans) >= 2
-        else {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
-    )
+    doc["recipe_now"] = stats["recipe_now"] or {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
     doc["judges"] = validations
     return doc
+
+
+def compact_matrix(matrix: LabelMatrix) -> LabelMatrix:
+    """``matrix`` in the smallest integer types that hold it (codes in int8 for up to 126 labels, arrival
+    order in int32 below 2**31): what a child process receives, a fraction of the int64 arrays' bytes."""
+    raw = matrix.raw.astype(_code_type(matrix.n_labels), copy=False)
+    top = int(matrix.order.max(initial=-1))
+    order = matrix.order.astype(np.int32 if top < 2**31 else np.int64, copy=False)
+    return LabelMatrix(raw=raw, item_ids=matrix.item_ids, raters=matrix.raters, n_labels=matrix.n_labels,
+                       label_seq=matrix.label_seq, criterion=matrix.criterion, order=order)
+
+
+def _code_type(n_labels: int) -> np.dtype[Any]:
+    """The smallest signed integer type holding codes -1 .. ``n_labels + 1`` (CANNOT_ASSESS and INVALID)."""
+    return np.min_scalar_type(-(n_labels + 2))
+
+
+def _planned(plan: Plan | None) -> Plan | None:
+    """What the monitored decision reads of the plan in force (its ``m`` and recipe), detached from the session."""
+    return None if plan is None else Plan(m=plan.m, recipe=plan.recipe)
+
+
+def document_statistics(
+    matrix: LabelMatrix,
+    decision: DecisionSettings,
+    plan: Plan | None,
+    inclusion: np.ndarray | None,
+    *,
+    scale: str,
+    n_resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Every statistic of the reliability document: per judge the validation and the decision in force,
+    the human coefficients and the recipe re-estimated from the pilot in hand (docs/method.md §2-§4, §8); pure."""
+    judges, humans, primary = matrix.columns("judge"), matrix.columns("primary", "human"), matrix.columns("primary")
+    if len(humans) < 2:
+        return {"judges": [], "coefficients": {}, "recipe_now": None}
+    validations = []
+    for j in judges:
+        fixed = judge_validation(
+            matrix, j, humans, decision, n_resamples=n_resamples, rng=seed, inclusion=inclusion,
+            estimator=decision.estimator if primary else "paired", primary=primary[0] if primary else None,
+        )
+        validations.append(fixed | monitored_decision(matrix, j, humans, decision, fixed, plan, inclusion=inclusion))
+    stats = coefficients(matrix.codes[:, humans], n_labels=matrix.n_labels, scale=scale,
+                         n_resamples=n_resamples, rng=seed)
+    m_now = min((r["m"] for r in validations[0]["raters"]), default=0) if validations else 0
+    recipe = _recipe_now(matrix, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None
+    return {"judges": validations, "coefficients": stats, "recipe_now": recipe}
 
 
 def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
@@ -298,16 +384,19 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
             "flip_share": None,
             "reason": "ranking needs at least one judge and two human raters",
         }
-    return {**base, **off_worker(matrix.raw.size, judge_ranking, matrix, judges, humans, decision,
-                                 n_resamples=n_resamples, rng=project.label_seq)}
+    codes = matrix.codes.astype(_code_type(matrix.n_labels), copy=False)
+    names = [r.external_id for r in matrix.raters]
+    return {**base, **off_worker(matrix.raw.size, judge_ranking, codes, matrix.n_labels, names, judges, humans,
+                                 decision, n_resamples=n_resamples, rng=project.label_seq)}
 
 
 def judge_ranking(
-    matrix: LabelMatrix, judges: list[int], humans: list[int], decision: DecisionSettings, **options: Any
+    codes: np.ndarray, n_labels: int, names: list[str], judges: list[int], humans: list[int],
+    decision: DecisionSettings, **options: Any,
 ) -> dict[str, Any]:
-    """The judges' ranking block of the document (docs/method.md §3); pure."""
-    r = rank_judges(matrix.codes, judges=judges, humans=humans, **_rule_options(matrix, decision), **options)
-    name = {k: matrix.raters[k].external_id for k in judges}
+    """The judges' ranking block of the document (``names``: the raters' external ids; docs/method.md §3); pure."""
+    r = rank_judges(codes, judges=judges, humans=humans, **_rule_options(n_labels, decision), **options)
+    name = {k: names[k] for k in judges}
     return {
         "judges": [
             {

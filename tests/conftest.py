@@ -106,7 +106,8 @@ def engine(database_url: str) -> Iterator[Engine]:
 def settings(database_url: str) -> Settings:
     from service.settings import Settings
 
-    return Settings(database_url=database_url, admin_key=ADMIN_KEY)
+    # Dashboards wait for the fresh document here; showing an older one meanwhile is tested on its own.
+    return Settings(database_url=database_url, admin_key=ADMIN_KEY, dashboard_wait_seconds=60)
 
 
 @pytest.fixture

@@ -137,7 +137,8 @@ def get_index(
     page = PageParams(limit=INDEX_PAGE_SIZE, cursor=cursor)
     projects = projects_page(session, None if access.role == Role.ADMIN else access.project_id, page)
     rows = index_rows(
-        session, projects[:INDEX_PAGE_SIZE], request.app.state.documents, n_resamples=settings.bootstrap_resamples
+        session, projects[:INDEX_PAGE_SIZE], request.app.state.documents, n_resamples=settings.bootstrap_resamples,
+        wait=settings.dashboard_wait_seconds,
     )
     more = len(projects) > INDEX_PAGE_SIZE
     next_page = f"/dashboard?cursor={encode_cursor((page.after or 0) + INDEX_PAGE_SIZE)}" if more else None
@@ -164,7 +165,8 @@ def get_dashboard(
     if isinstance(access, Response):
         return access
     doc, etag, charts = project_charts(
-        session, access, request.app.state.documents, n_resamples=settings.bootstrap_resamples
+        session, access, request.app.state.documents, n_resamples=settings.bootstrap_resamples,
+        wait=settings.dashboard_wait_seconds,
     )
     decision = DecisionSettings(**access.decision)
     notes = {
@@ -172,11 +174,13 @@ def get_dashboard(
         "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
         "monitoring": monitoring_note(doc),
     }
-    return HTMLResponse(dashboard_page(access, doc, charts, notes, etag), headers={"Cache-Control": "no-store"})
+    page = dashboard_page(access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"])
+    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
-def _chart(project: Project, chart_id: str, request: Request, session: ReadSession, n_resamples: int) -> Chart:
-    _, _, charts = project_charts(session, project, request.app.state.documents, n_resamples=n_resamples)
+def _chart(project: Project, chart_id: str, request: Request, session: ReadSession, settings: SettingsDep) -> Chart:
+    _, _, charts = project_charts(session, project, request.app.state.documents,
+                                  n_resamples=settings.bootstrap_resamples, wait=settings.dashboard_wait_seconds)
     chart = next((c for c in charts if c.id == chart_id), None)
     if chart is None:
         raise NotFound(f"no chart {echo(chart_id)}; the dashboard has {', '.join(c.id for c in charts)}")
@@ -192,7 +196,7 @@ def get_chart_csv(
     project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession, settings: SettingsDep
 ) -> Response:
     """One dashboard chart's data as CSV (the rows it plots, intervals and reasons included)."""
-    chart = _chart(project, chart_id, request, session, settings.bootstrap_resamples)
+    chart = _chart(project, chart_id, request, session, settings)
     return Response(
         chart_csv(chart),
         media_type="text/csv; charset=utf-8",
@@ -209,7 +213,7 @@ def get_chart_svg(
     project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession, settings: SettingsDep
 ) -> Response:
     """One dashboard chart as a standalone SVG image, as drawn on the page."""
-    chart = _chart(project, chart_id, request, session, settings.bootstrap_resamples)
+    chart = _chart(project, chart_id, request, session, settings)
     return Response(
         '<?xml version="1.0" encoding="UTF-8"?>\n' + chart_svg(chart),
         media_type="image/svg+xml",

@@ -6,4 +6,5 @@ async function poll() {
   if (r.status === 200) location.reload();
 }
 
-setInterval(poll, 10000);
+// A page showing an older document while the fresh one is computed looks again soon.
+setInterval(poll, page.refreshing === "true" ? 1000 : 10000);

@@ -42,6 +42,7 @@ def test_points_are_the_documents_scores_and_survive_a_restart(
         seen[seq] = doc["human_pool"]["estimate"]
         if step == 0:
             assert doc["human_pool"]["estimate"] is None  # one human: undefined, stored as undefined
+    client.app.state.documents.settle()  # type: ignore[attr-defined]  # the points are stored in the background
     before = dict(_history(client, pid))  # the first view replays what precedes the first point, once
     first = min(seen)
     assert {seq: before[seq] for seq in seen} == seen and all(seq < first for seq in set(before) - set(seen))
@@ -53,6 +54,7 @@ def test_points_are_the_documents_scores_and_survive_a_restart(
         assert dict(_history(other, pid)) == before
         seq = _write(other, pid, [("i7", "h3", "pass")])
         assert other.get(f"/projects/{pid}/dashboard").status_code == 200
+        other.app.state.documents.settle()  # type: ignore[attr-defined]
         after = dict(_history(client, pid))  # the first worker reads the point the second stored
     assert replays == []
     assert after == {**before, seq: other.get(f"/projects/{pid}/reliability").json()["human_pool"]["estimate"]}

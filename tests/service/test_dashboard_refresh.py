@@ -1,0 +1,157 @@
+"""A dashboard answers at once after a write: the newest computed document, marked, while one background
+thread computes the fresh one (stale while refresh); reads hand the pool-score point to the background.
+
+The fresh computation is held on an event, so "at once" is shown without timing anything.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+import service.pool_scores as pool_scores
+from service.app import create_app
+from service.db import session_scope
+from service.models import PoolScore
+from service.settings import Settings
+from tests.conftest import ADMIN_KEY
+from tests.factories import create_project
+
+ITEMS = [f"i{k}" for k in range(12)]
+
+
+@pytest.fixture
+def impatient(settings: Settings) -> Iterator[TestClient]:
+    """A client of an app whose dashboards do not wait for a fresh document at all."""
+    with TestClient(create_app(settings.model_copy(update={"dashboard_wait_seconds": 0})),
+                    raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        yield client
+
+
+class Held:
+    """``reliability_document`` counting its calls and waiting for :meth:`release` before it computes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.calls = 0
+        self.gate = threading.Event()
+        original = pool_scores.reliability_document
+
+        def held(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            self.calls += 1
+            assert self.gate.wait(60), "never released"
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(pool_scores, "reliability_document", held)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def _write(client: TestClient, pid: str, rater: str, flip: int = 0) -> int:
+    rows = [{"item": i, "rater": rater, "value": "pass" if (k + flip) % 3 else "fail"} for k, i in enumerate(ITEMS)]
+    r = client.post(f"/projects/{pid}/labels", json=rows)
+    assert r.status_code == 200, r.text
+    return int(r.json()["label_seq"])
+
+
+def _shown_seq(page: str) -> int:
+    found = re.search(r'<span id="label-seq">(\d+)</span>', page)
+    assert found, page[:500]
+    return int(found.group(1))
+
+
+def test_after_a_write_the_dashboard_shows_the_newest_document_marked_while_one_thread_refreshes(
+    impatient: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = create_project(impatient, items=ITEMS)
+    for rater in ("judge", "prim", "h2"):
+        first = _write(impatient, pid, rater)
+    page = impatient.get(f"/projects/{pid}/dashboard").text  # nothing computed yet: waits for the fresh one
+    assert _shown_seq(page) == first and 'id="freshness"' not in page and 'data-refreshing="false"' in page
+    etag = re.search(r'data-etag="([^"]+)"', page)
+    assert etag
+    now = _write(impatient, pid, "h3")
+    held = Held(monkeypatch)
+    pages = [impatient.get(f"/projects/{pid}/dashboard") for _ in range(3)]
+    for r in pages:
+        assert r.status_code == 200 and _shown_seq(r.text) == first
+        assert f"{now - first} label events since, refreshing" in r.text and 'data-refreshing="true"' in r.text
+        assert f'data-etag="{etag.group(1)}"' in r.text  # the page polls with the shown document's ETag
+    index = impatient.get("/dashboard").text
+    assert f"(at label_seq {first}; refreshing)" in index
+    held.release()
+    impatient.app.state.documents.settle()  # type: ignore[attr-defined]
+    assert held.calls == 1  # three views and the index: one background computation
+    page = impatient.get(f"/projects/{pid}/dashboard").text
+    assert _shown_seq(page) == now and 'id="freshness"' not in page
+    fresh = impatient.get(f"/projects/{pid}/reliability").json()
+    assert fresh["label_seq"] == now and held.calls == 1  # the one the background computed
+    assert "; refreshing)" not in impatient.get("/dashboard").text
+
+
+def test_reliability_itself_is_never_an_older_document(impatient: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    pid = create_project(impatient, items=ITEMS)
+    for rater in ("judge", "prim", "h2"):
+        _write(impatient, pid, rater)
+    assert impatient.get(f"/projects/{pid}/dashboard").status_code == 200
+    now = _write(impatient, pid, "h3")
+    held = Held(monkeypatch)
+    assert "label events since, refreshing" in impatient.get(f"/projects/{pid}/dashboard").text
+    answer: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: answer.append(impatient.get(f"/projects/{pid}/reliability").json()))
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive()  # /reliability waits for the fresh document (the one being computed)
+    held.release()
+    reader.join(60)
+    assert answer[0]["label_seq"] == now and held.calls == 1
+
+
+def test_other_settings_or_another_worker_without_a_document_wait_for_the_fresh_one(
+    impatient: TestClient, settings: Settings
+) -> None:
+    pid = create_project(impatient, items=ITEMS)
+    for rater in ("judge", "prim", "h2", "h3"):
+        now = _write(impatient, pid, rater)
+    assert _shown_seq(impatient.get(f"/projects/{pid}/dashboard").text) == now
+    r = impatient.patch(f"/projects/{pid}", json={"decision": {"rule": "alt-test"}})
+    assert r.status_code == 200, r.text
+    now = _write(impatient, pid, "h3", flip=1)
+    page = impatient.get(f"/projects/{pid}/dashboard").text  # a document under the old rule is not shown
+    assert _shown_seq(page) == now and "alt-test" in page and 'id="freshness"' not in page
+    with TestClient(create_app(settings.model_copy(update={"dashboard_wait_seconds": 0}))) as other:
+        other.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        now = _write(other, pid, "h2", flip=1)
+        assert _shown_seq(other.get(f"/projects/{pid}/dashboard").text) == now
+
+
+def test_a_read_hands_its_pool_score_point_to_the_background_and_does_not_wait_for_it(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = create_project(client, items=ITEMS)
+    for rater in ("judge", "prim", "h2", "h3"):
+        now = _write(client, pid, rater)
+    gate, stored = threading.Event(), []
+    original = pool_scores.store_points
+
+    def slow_store(*args: Any) -> None:  # a database whose one writer is busy
+        assert gate.wait(60)
+        original(*args)
+        stored.append(args[-1])
+
+    monkeypatch.setattr(pool_scores, "store_points", slow_store)
+    doc = client.get(f"/projects/{pid}/reliability").json()  # answered while the point waits
+    assert doc["label_seq"] == now and stored == []
+    gate.set()
+    client.app.state.documents.settle()  # type: ignore[attr-defined]
+    assert stored == [[(now, doc["human_pool"]["estimate"])]]
+    with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
+        rows = session.execute(select(PoolScore.label_seq, PoolScore.score).where(PoolScore.project_id == pid)).all()
+    assert (now, doc["human_pool"]["estimate"]) in [tuple(r) for r in rows]
