@@ -161,7 +161,12 @@ def get_dashboard(
     session: ReadSession,
     settings: SettingsDep,
 ) -> Response:
-    """The project's dashboard (viewer role or above; log in at `/login`)."""
+    """The project's dashboard (viewer role or above; log in at `/login`).
+
+    When the fresh document is not ready within `dashboard_wait_seconds`, the page shows the newest
+    document computed for the same settings and plan, marked with the label events since, while it is
+    computed in the background (`/reliability` itself is always fresh).
+    """
     if isinstance(access, Response):
         return access
     doc, etag, charts = project_charts(
