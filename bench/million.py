@@ -11,16 +11,24 @@ items (default 10,000) in the same run, and each figure is printed next to its 1
   (the pool-score history before its first stored point replayed once): one-time costs;
 - after a write of 1,000 labels, the fresh ``/reliability`` (the worker applies the 1,000
   events to its kept matrix), then the dashboard (document cached), ``/ranking``;
-- after another 1,000-label write: the dashboard (a fresh document inside), the report as
-  JSON and as HTML;
+- after another 1,000-label write: the dashboard (the fresh document if ready within the
+  dashboard's wait, else the newest computed one, marked, while the fresh one is computed in
+  the background: whether it did, and how long until the page is fresh), the report as JSON
+  and as HTML;
 - plan creation (certification from priors).
 
+``--fixture m1.db`` copies a project built before by this script's ``build`` (its ``.pid`` and
+``.judge.npy`` beside it) for the large size instead of building it through HTTP;
+``--reads-only`` leaves out the report and the plan.
+
     .venv/bin/python bench/million.py [--items 1000000] [--small 10000] [--postgres URL]
+        [--fixture m1.db] [--reads-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -87,43 +95,80 @@ def write_1000(c: httpx.Client, pid: str, judge: np.ndarray, rng: np.random.Gene
     assert r.json()["accepted"] == 1_000, r.json()
 
 
-def figures(server: LiveServer, n_items: int, overlap: float) -> dict[str, float]:
+def dashboard(c: httpx.Client, pid: str) -> tuple[float, bool]:
+    """Seconds for the project's dashboard page, and whether it showed an older document (refreshing)."""
+    t0 = time.perf_counter()
+    r = c.get(f"/projects/{pid}/dashboard")
+    dt = time.perf_counter() - t0
+    if r.status_code != 200:
+        raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
+    return dt, 'id="freshness"' in r.text
+
+
+def until_fresh(c: httpx.Client, pid: str) -> float:
+    """Seconds until the dashboard shows the document at the project's label_seq (polled as its page does)."""
+    t0 = time.perf_counter()
+    while dashboard(c, pid)[1]:
+        time.sleep(0.2)
+    return time.perf_counter() - t0
+
+
+def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | None, reads_only: bool
+            ) -> dict[str, float]:
     rng = np.random.default_rng(n_items)
     out: dict[str, float] = {}
     with server.client() as c:
         c.timeout = 3600
         t0 = time.perf_counter()
-        pid, judge = build(c, n_items, overlap, rng)
-        out["build (s)"] = time.perf_counter() - t0
+        if fixture:
+            pid, judge = Path(fixture + ".pid").read_text().strip(), np.load(fixture + ".judge.npy")
+        else:
+            pid, judge = build(c, n_items, overlap, rng)
+            out["build (s)"] = time.perf_counter() - t0
         out["healthz p50"] = statistics.median(timed(lambda: c.get("/healthz")) for _ in range(20))
         out["first document (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
         out["first dashboard (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
         write_1000(c, pid, judge, rng)
         out["reliability after 1,000 labels"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
-        out["dashboard, document cached"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
+        out["dashboard, document cached"] = dashboard(c, pid)[0]
         out["ranking after the write"] = timed(lambda: c.get(f"/projects/{pid}/ranking"))
         write_1000(c, pid, judge, rng)
-        out["dashboard after 1,000 labels"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
-        out["report json"] = timed(lambda: c.get(f"/projects/{pid}/report"))
-        out["report html"] = timed(lambda: c.get(f"/projects/{pid}/report", params={"format": "html"}))
-        out["plan creation"] = timed(lambda: c.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9}))
+        out["dashboard after 1,000 labels"], out["  it showed an older document"] = dashboard(c, pid)
+        out["  then until the page is fresh"] = until_fresh(c, pid)
+        if not reads_only:
+            out["report json"] = timed(lambda: c.get(f"/projects/{pid}/report"))
+            out["report html"] = timed(lambda: c.get(f"/projects/{pid}/report", params={"format": "html"}))
+            out["plan creation"] = timed(lambda: c.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9}))
     return out
 
 
-def run(url: str, label: str, sizes: tuple[int, int], overlap: float) -> None:
+def run(url: str, label: str, sizes: tuple[int, int], overlap: float, *, fixture: str | None = None,
+        reads_only: bool = False) -> None:
     results = []
     for n in sizes:
-        migrate(url)
-        with LiveServer(url, KEY) as server:
-            results.append(figures(server, n, overlap))
+        big = n == sizes[1]
+        with tempfile.TemporaryDirectory() as tmp:
+            at = url
+            if big and fixture:  # a copy of a project built before (bench/million.py's build), not the original
+                at = f"sqlite:///{tmp}/fixture.db"
+                shutil.copy(fixture, at.removeprefix("sqlite:///"))
+            migrate(at)
+            with LiveServer(at, KEY) as server:
+                results.append(figures(server, n, overlap, fixture=fixture if big else None, reads_only=reads_only))
         if url.startswith("postgresql"):
             wipe_postgres(url)
-    small, big = results
+    small, big_figures = results
     print(f"[{label}] {sizes[1]:,} items vs {sizes[0]:,} (seconds; x = ratio to the same run's /healthz p50)")
-    floor = big["healthz p50"]
+    floor = big_figures["healthz p50"]
     for name in small:
-        extra = "" if name == "build (s)" else f"  ({big[name] / floor:,.1f}x /healthz)"
-        print(f"  {name:34s} {big[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
+        if name not in big_figures:
+            continue
+        if name.startswith("  it showed"):
+            print(f"  {name:34s} {'yes' if big_figures[name] else 'no':>8s}   at {sizes[0]:,}: "
+                  f"{'yes' if small[name] else 'no'}")
+            continue
+        extra = "" if name == "build (s)" else f"  ({big_figures[name] / floor:,.1f}x /healthz)"
+        print(f"  {name:34s} {big_figures[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
 
 
 def main() -> None:
@@ -133,14 +178,18 @@ def main() -> None:
     parser.add_argument("--overlap", type=float, default=1 / SECONDARIES)
     parser.add_argument("--postgres", help="also on this (empty) PostgreSQL database")
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--fixture", help="a SQLite file built by this script's build (with .pid and .judge.npy "
+                        "beside it) to copy for the large size instead of building it through HTTP")
+    parser.add_argument("--reads-only", action="store_true", help="documents and dashboard, no report or plan")
     args = parser.parse_args()
     sizes = (args.small, args.items)
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
-            run(f"sqlite:///{tmp}/bench.db", "SQLite", sizes, args.overlap)
+            run(f"sqlite:///{tmp}/bench.db", "SQLite", sizes, args.overlap, fixture=args.fixture,
+                reads_only=args.reads_only)
     if args.postgres:
         wipe_postgres(args.postgres)
-        run(args.postgres, "PostgreSQL", sizes, args.overlap)
+        run(args.postgres, "PostgreSQL", sizes, args.overlap, reads_only=args.reads_only)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,8 @@ def project_charts(session: Session, project: Project, documents: DocumentCache,
     doc, etag = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
     plan = current_plan(session, project.id)
     history = pool_scores.pool_score_history(
-        session, project, project.criteria[0], (doc["label_seq"], doc["human_pool"]["estimate"])
+        session, project, project.criteria[0], (doc["label_seq"], doc["human_pool"]["estimate"]), documents,
+        wait=wait,
     )
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
     curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))

@@ -72,10 +72,15 @@ def store_points(bind: Engine | Connection, project_id: str, criterion: str, poi
 
 
 def pool_score_history(
-    session: Session, project: Project, criterion: str, shown: tuple[int, float | None]
+    session: Session, project: Project, criterion: str, shown: tuple[int, float | None], documents: DocumentCache,
+    *, wait: float,
 ) -> list[tuple[int, float | None]]:
-    """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), replaying once what precedes
-    them, with ``shown``'s (the document on the page: its point may not be stored yet)."""
+    """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), with ``shown``'s (the
+    document on the page: its point may not be stored yet).
+
+    What precedes the first stored point is replayed once, by a background thread; a view that does
+    not get the replay within ``wait`` seconds draws the stored points without it.
+    """
     points = [
         (int(seq), score)
         for seq, score in session.execute(
@@ -85,10 +90,15 @@ def pool_score_history(
         )
     ]
     if not points or points[0][0] != 0:
-        first = points[0][0] if points else project.label_seq
-        replayed = [(0, None), *pool_history(session, project, criterion, until=first)]
-        store_points(session.get_bind(), project.id, criterion, replayed)
-        points = sorted(dict(replayed + points).items())
+        until = points[0][0] if points else project.label_seq
+        sibling = Session(session.get_bind(), info=session.info)
+        replay = documents.in_background(
+            f"replay|{project.id}|{criterion}", lambda: _replayed(sibling, project.id, criterion, until)
+        )
+        try:
+            points = sorted(dict(replay.result(timeout=wait) + points).items())
+        except TimeoutError:
+            points = [(0, None), *points]
     points = points[1:]  # label_seq 0 marks the replay; no labels, no score
     if shown[0] > 0:
         points = sorted(dict(points + [shown]).items())
@@ -96,6 +106,15 @@ def pool_score_history(
         keep = np.unique(np.linspace(0, len(points) - 1, SHOWN_POINTS).round().astype(int))
         points = [points[k] for k in keep]
     return points
+
+
+def _replayed(session: Session, project_id: str, criterion: str, until: int) -> list[tuple[int, float | None]]:
+    """The history through ``until`` replayed from the events (:func:`pool_history`) and stored, with its mark."""
+    with session:
+        project = session.get(Project, project_id)
+        replayed = [(0, None), *(pool_history(session, project, criterion, until=until) if project else [])]
+    store_points(session.get_bind(), project_id, criterion, replayed)
+    return replayed
 
 
 def pool_history(

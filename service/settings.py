@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     agreement_max_work: int = Field(50_000_000, ge=1)
     bootstrap_resamples: int = Field(1_000, ge=0)
     dashboard_wait_seconds: float = Field(
-        0.2, ge=0, description="How long a dashboard view waits for the fresh document before it shows the newest "
+        0.1, ge=0, description="How long a dashboard view waits for the fresh document before it shows the newest "
         "computed one (marked as such) while a background thread computes the fresh one.",
     )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")

@@ -155,3 +155,20 @@ def test_a_read_hands_its_pool_score_point_to_the_background_and_does_not_wait_f
     with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
         rows = session.execute(select(PoolScore.label_seq, PoolScore.score).where(PoolScore.project_id == pid)).all()
     assert (now, doc["human_pool"]["estimate"]) in [tuple(r) for r in rows]
+
+
+def test_the_history_before_the_first_stored_point_is_replayed_in_the_background(
+    impatient: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = create_project(impatient, items=ITEMS)
+    for rater in ("judge", "prim", "h2", "h3"):
+        now = _write(impatient, pid, rater)
+    gate, original = threading.Event(), pool_scores.pool_history
+    monkeypatch.setattr(pool_scores, "pool_history", lambda *a, **k: gate.wait(60) and original(*a, **k))
+    r = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv")
+    assert r.status_code == 200 and [line.split(",")[0] for line in r.text.splitlines()[1:]] == [str(now)]
+    gate.set()
+    impatient.app.state.documents.settle()  # type: ignore[attr-defined]
+    seqs = [int(line.split(",")[0]) for line in impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv"
+                                                              ).text.splitlines()[1:]]
+    assert len(seqs) == 8 and seqs[-1] == now  # the 8 replayed points, the last one the document's
