@@ -113,6 +113,14 @@ def until_fresh(c: httpx.Client, pid: str) -> float:
     return time.perf_counter() - t0
 
 
+def until_replayed(c: httpx.Client, pid: str) -> float:
+    """Seconds until the pool-score history before the first document is replayed (a background thread)."""
+    t0 = time.perf_counter()
+    while len(c.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text.splitlines()) < 3:
+        time.sleep(0.5)
+    return time.perf_counter() - t0
+
+
 def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | None, reads_only: bool
             ) -> dict[str, float]:
     rng = np.random.default_rng(n_items)
@@ -128,6 +136,7 @@ def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | 
         out["healthz p50"] = statistics.median(timed(lambda: c.get("/healthz")) for _ in range(20))
         out["first document (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
         out["first dashboard (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
+        out["  its history replay (background)"] = until_replayed(c, pid)
         write_1000(c, pid, judge, rng)
         out["reliability after 1,000 labels"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
         out["dashboard, document cached"] = dashboard(c, pid)[0]
