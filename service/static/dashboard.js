@@ -1,10 +1,20 @@
-// Reload the dashboard when its reliability document changes (the ETag moves on).
+// Reload the dashboard when its reliability document changes (the ETag moves on). One poll at a
+// time: a poll of a large project waits while its fresh document is computed, and polls do not pile up.
 const page = document.body.dataset;
+// A page showing an older document while the fresh one is computed looks again soon.
+const pause = page.refreshing === "true" ? 1000 : 10000;
 
 async function poll() {
-  const r = await fetch(page.reliabilityUrl, {headers: {"If-None-Match": page.etag}, credentials: "same-origin"});
-  if (r.status === 200) location.reload();
+  try {
+    const r = await fetch(page.reliabilityUrl, {headers: {"If-None-Match": page.etag}, credentials: "same-origin"});
+    if (r.status === 200) {
+      location.reload();
+      return;
+    }
+  } catch (e) {
+    // the server is away for a moment: look again later
+  }
+  setTimeout(poll, pause);
 }
 
-// A page showing an older document while the fresh one is computed looks again soon.
-setInterval(poll, page.refreshing === "true" ? 1000 : 10000);
+setTimeout(poll, pause);
