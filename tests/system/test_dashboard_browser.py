@@ -258,3 +258,46 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
                     assert console_errors(driver) == []
         finally:
             driver.quit()
+
+
+def test_a_page_showing_an_older_document_reloads_itself_when_the_fresh_one_is_ready(
+    database_url: str, tmp_path: Path
+) -> None:
+    """With no wait for the fresh document, the page after a write shows the older one, marked; its script
+    polls the reliability endpoint (one request at a time) and reloads into the fresh page on its own."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    items = [f"i{k}" for k in range(40)]
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=0) as server:
+        with server.client() as c:
+            pid = c.post("/projects", json={"name": "refresh", "labels": ["pass", "fail"]}).json()["id"]
+            for ext, kind in (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")):
+                assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+            assert c.post(f"/projects/{pid}/items", json=[{"external_id": i} for i in items]).status_code == 200
+
+            def write(rater: str, flip: int) -> int:
+                rows = [{"item": i, "rater": rater, "value": "pass" if (k + flip) % 3 else "fail"}
+                        for k, i in enumerate(items)]
+                r = c.post(f"/projects/{pid}/labels", json=rows)
+                assert r.status_code == 200, r.text
+                return int(r.json()["label_seq"])
+
+            for n, rater in enumerate(("judge", "prim", "h2")):
+                older = write(rater, n)
+            assert 'id="freshness"' not in c.get(f"/projects/{pid}/dashboard").text  # computed, now cached
+            viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
+            now = write("h3", 1)
+        driver = chromium(tmp_path)
+        try:
+            driver.get(f"{server.base_url}/login")
+            driver.find_element(By.ID, "key").send_keys(viewer)
+            driver.find_element(By.ID, "login").click()  # a project key lands on the project's page
+            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            assert driver.find_element(By.ID, "label-seq").text == str(older)
+            assert f"{now - older} label events since, refreshing" in driver.find_element(By.ID, "freshness").text
+            WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "label-seq").text == str(now))
+            assert driver.find_elements(By.ID, "freshness") == []
+            assert console_errors(driver) == []
+        finally:
+            driver.quit()
