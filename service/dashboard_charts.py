@@ -135,14 +135,16 @@ def shown_reliability(session: Session, project: Project, documents: DocumentCac
     if doc is not None:
         return doc, etag
     newest = documents.newest(document_lineage(project, plan, criterion, "reliability"))
+    if newest is None:  # computed here, not queued behind other projects' background work
+        return pool_scores.cached_reliability(session, project, documents, criterion, etag,
+                                              n_resamples=n_resamples), etag
     sibling = Session(session.get_bind(), info=session.info, expire_on_commit=False)
     fresh = documents.in_background(
         f"fresh|{etag}", lambda: _fresh_reliability(sibling, project.id, documents, n_resamples=n_resamples)
     )
     try:
-        return fresh.result(timeout=None if newest is None else wait)
+        return fresh.result(timeout=wait)
     except TimeoutError:
-        assert newest is not None
         return newest[1], newest[0]
 
 

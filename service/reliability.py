@@ -34,7 +34,7 @@ from service.schemas import DecisionSettings
 
 T = TypeVar("T")
 log = logging.getLogger("annoplan")
-BACKGROUND_THREADS = 2
+BACKGROUND_THREADS = 4
 """Threads per worker for what reads hand over (fresh dashboard documents, pool-score points)."""
 PROTOCOL_NOTE = (
     "CANNOT_ASSESS and INVALID are excluded (pairs where either side abstains are dropped); "
