@@ -61,6 +61,12 @@ def _write(client: TestClient, pid: str, rater: str, flip: int = 0) -> int:
     return int(r.json()["label_seq"])
 
 
+def _labelled(client: TestClient) -> tuple[str, int]:
+    """A project every rater of the panel has labelled, and its label_seq."""
+    pid, now = _labelled(client)
+    return pid, now
+
+
 def _shown_seq(page: str) -> int:
     found = re.search(r'<span id="label-seq">(\d+)</span>', page)
     assert found, page[:500]
@@ -117,9 +123,7 @@ def test_reliability_itself_is_never_an_older_document(impatient: TestClient, mo
 def test_other_settings_or_another_worker_without_a_document_wait_for_the_fresh_one(
     impatient: TestClient, settings: Settings
 ) -> None:
-    pid = create_project(impatient, items=ITEMS)
-    for rater in ("judge", "prim", "h2", "h3"):
-        now = _write(impatient, pid, rater)
+    pid, now = _labelled(impatient)
     assert _shown_seq(impatient.get(f"/projects/{pid}/dashboard").text) == now
     r = impatient.patch(f"/projects/{pid}", json={"decision": {"rule": "alt-test"}})
     assert r.status_code == 200, r.text
@@ -135,9 +139,7 @@ def test_other_settings_or_another_worker_without_a_document_wait_for_the_fresh_
 def test_a_read_hands_its_pool_score_point_to_the_background_and_does_not_wait_for_it(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid = create_project(client, items=ITEMS)
-    for rater in ("judge", "prim", "h2", "h3"):
-        now = _write(client, pid, rater)
+    pid, now = _labelled(client)
     gate, stored = threading.Event(), []
     original = pool_scores.store_points
 
@@ -160,9 +162,7 @@ def test_a_read_hands_its_pool_score_point_to_the_background_and_does_not_wait_f
 def test_the_history_before_the_first_stored_point_is_replayed_in_the_background(
     impatient: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid = create_project(impatient, items=ITEMS)
-    for rater in ("judge", "prim", "h2", "h3"):
-        now = _write(impatient, pid, rater)
+    pid, now = _labelled(impatient)
     gate, original = threading.Event(), pool_scores.pool_history
     monkeypatch.setattr(pool_scores, "pool_history", lambda *a, **k: gate.wait(60) and original(*a, **k))
     r = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv")
