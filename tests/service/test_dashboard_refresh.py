@@ -63,7 +63,9 @@ def _write(client: TestClient, pid: str, rater: str, flip: int = 0) -> int:
 
 def _labelled(client: TestClient) -> tuple[str, int]:
     """A project every rater of the panel has labelled, and its label_seq."""
-    pid, now = _labelled(client)
+    pid = create_project(client, items=ITEMS)
+    for rater in ("judge", "prim", "h2", "h3"):
+        now = _write(client, pid, rater)
     return pid, now
 
 
