@@ -61,21 +61,29 @@ def idempotent_write(
             session.add(record)
             session.flush()
     except IntegrityError:
-        first = session.scalar(
-            select(IdempotencyRecord).where(
-                IdempotencyRecord.key_id == principal.key_id,
-                IdempotencyRecord.idempotency_key == key,
-            )
-        )
-        if first is None:  # the twin rolled back; ask the client to retry
+        replay = replayed(session, principal, key, fingerprint)
+        if replay is None:  # the twin rolled back; ask the client to retry
             raise Conflict("a request with this Idempotency-Key is in flight; retry") from None
-        if first.request_hash != fingerprint:
-            raise Conflict(
-                "this Idempotency-Key was used with a different request",
-                code="idempotency_key_reused",
-            ) from None
-        return JSONResponse(first.response, first.status_code, headers={"Idempotent-Replayed": "true"})
+        return replay
     status, body = write()
     record.status_code = status
     record.response = jsonable_encoder(body)
     return JSONResponse(record.response, status)
+
+
+def replayed(session: Session, principal: Principal, key: str | None, fingerprint: str) -> JSONResponse | None:
+    """The stored response to a write already made with ``key`` and this body (409 for another body);
+    None when there is none, e.g. to skip a long computation before :func:`idempotent_write` replays."""
+    if key is None:
+        return None
+    first = session.scalar(
+        select(IdempotencyRecord).where(
+            IdempotencyRecord.key_id == principal.key_id,
+            IdempotencyRecord.idempotency_key == key,
+        )
+    )
+    if first is None or first.status_code == 0:  # none, or claimed by a write not yet committed
+        return None
+    if first.request_hash != fingerprint:
+        raise Conflict("this Idempotency-Key was used with a different request", code="idempotency_key_reused")
+    return JSONResponse(first.response, first.status_code, headers={"Idempotent-Replayed": "true"})

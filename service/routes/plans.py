@@ -18,7 +18,7 @@ from service.deps import (
     WriteSession,
 )
 from service.errors import NotFound, error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.idempotency import IdempotencyKey, idempotent_write, replayed, request_fingerprint
 from service.models import Plan
 from service.outbox import emit
 from service.planning import create_plan, current_plan, plan_progress
@@ -70,6 +70,11 @@ def post_plan(
     was computed from.
     """
 
+    fingerprint = request_fingerprint(request, body.model_dump_json().encode())
+    replay = replayed(read, principal, idem, fingerprint)  # before the plan's computation
+    if replay is not None:
+        return replay
+
     def commit(store: Callable[[], Plan]) -> JSONResponse:
         def write() -> tuple[int, PlanRead]:
             plan = store()
@@ -78,9 +83,7 @@ def post_plan(
             emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
             return 201, plan_read(plan, plan_progress(session, project, plan))
 
-        return idempotent_write(
-            session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write
-        )
+        return idempotent_write(session, principal, idem, fingerprint, write)
 
     n_resamples = min(settings.bootstrap_resamples, 500)
     return create_plan(read, session, project.id, body, n_resamples=n_resamples, commit=commit)

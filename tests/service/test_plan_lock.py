@@ -57,6 +57,19 @@ def test_a_plan_without_racing_writes_is_drafted_once(client, monkeypatch):
     assert plan["label_seq"] == client.get(f"/projects/{pid}").json()["label_seq"]
 
 
+
+def test_a_replayed_plan_request_is_answered_without_computing_the_plan(client, monkeypatch):
+    pid = labelled_project(client)
+    seen = drafts_with(monkeypatch, lambda k: k)
+    headers = {"Idempotency-Key": "plan-replay"}
+    first = client.post(f"/projects/{pid}/plan", json={**PRIOR, "seed": 5}, headers=headers)
+    again = client.post(f"/projects/{pid}/plan", json={**PRIOR, "seed": 5}, headers=headers)
+    other = client.post(f"/projects/{pid}/plan", json={**PRIOR, "seed": 6}, headers=headers)
+    assert first.status_code == again.status_code == 201 and again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert other.status_code == 409 and other.json()["error"] == "idempotency_key_reused", other.text
+    assert seen == [0]
+
 def test_a_label_write_completes_while_a_plan_is_drafted_and_the_plan_is_drafted_again(client, monkeypatch):
     pid = labelled_project(client)
 
