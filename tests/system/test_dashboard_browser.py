@@ -64,7 +64,8 @@ def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
+    # The page waits for its document and the replayed history (an older look is tested below).
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60) as server:
         result = CliRunner().invoke(cli, ["demo", "--url", server.base_url, "--key", ADMIN_KEY, "--n-items", "400"])
         assert result.exit_code == 0, result.output
         pid = result.output.split()[1].rstrip(":")
@@ -196,7 +197,7 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
     from selenium.webdriver.support.ui import WebDriverWait
 
     shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
-    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200) as server:
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60) as server:
         with server.client() as c:
             pids = {
                 "readme": _readme_project(c),
