@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.auth import ensure_admin_key
 from service.database_health import DatabaseState, install_outage_handlers
-from service.db import make_engine, make_sessionmaker, session_scope
+from service.db import make_engine, make_sessionmaker, session_scope, writer_turn
 from service.errors import install_error_handlers
 from service.jobs import RUNNER
 from service.limits import BodySizeLimit
@@ -65,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessions = make_sessionmaker(engine)
+        app.state.writer_turn = writer_turn(engine)
         app.state.database.watch(engine)
         secret = None
         try:
@@ -74,9 +75,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             pass
         if secret:
             print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
-        # Sync routes and dependencies share one thread pool. A write waits for the writer's
-        # lock in a pool thread while the lock's holder needs another thread to finish, so a pool
-        # no larger than the number of waiting writers deadlocks (AnyIO's default is 40 threads).
+        # Sync routes and dependencies share one thread pool (AnyIO's default is 40 threads);
+        # write requests wait for their turn outside it (service.db.writer_turn).
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
         sender = WebhookSender(app.state.sessions, settings, app.state.documents)
         if settings.webhook_sender:

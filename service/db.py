@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 
+import anyio
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -63,6 +64,17 @@ def make_engine(url: str) -> Engine:
             writer.release()
 
     return engine
+
+
+def writer_turn(engine: Engine) -> AbstractAsyncContextManager[object]:
+    """What a write request holds while it writes: on SQLite a FIFO lock of the event loop, one
+    writer per process at a time; nothing on PostgreSQL (row locks order its writers).
+
+    A request waits for it without holding a pool thread; waiting on the engine's writer lock
+    instead would hold one, and enough waiters would take every thread the lock's holder needs
+    to finish its request (a deadlock).
+    """
+    return anyio.Lock() if engine.dialect.name == "sqlite" else nullcontext()
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -9,10 +9,11 @@ in the request's write session, so a route that writes uses the same unit of wor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
+from fastapi.concurrency import contextmanager_in_threadpool
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role, principal_for
@@ -27,9 +28,13 @@ def _read_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def _write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.sessions, write=True) as session:
-        yield session
+async def _write_session(request: Request) -> AsyncIterator[Session]:
+    # A write request waits for its turn at the writer (SQLite) here, in the event loop, before
+    # it takes a pool thread: waiting writers then hold no thread, so however many queue, the
+    # writer's holder always finds the threads it needs to finish (see service.db.writer_turn).
+    async with request.app.state.writer_turn:
+        async with contextmanager_in_threadpool(session_scope(request.app.state.sessions, write=True)) as session:
+            yield session
 
 
 # scope="function": the unit of work commits before the response is sent, so a client that

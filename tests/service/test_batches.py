@@ -89,8 +89,8 @@ def drain(server: LiveServer, pid: str, key: str, rater: str, held: list[dict], 
 
 
 def test_parallel_requests_on_a_live_server(database_url):
-    """One server start (slow) for both parallel scenarios below."""
-    with LiveServer(database_url, ADMIN_KEY) as server:
+    """One server start (slow) for both parallel scenarios below, with two worker processes."""
+    with LiveServer(database_url, ADMIN_KEY, workers=2) as server:
         parallel_batches_never_issue_an_item_twice_and_lose_none(server)
         label_writes_and_batch_requests_for_one_rater_in_parallel(server)
 
