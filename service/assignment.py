@@ -98,11 +98,12 @@ def issue_batch(
     )
     session.add(batch)
     session.flush()
-    session.execute(
-        update(Assignment)
-        .where(Assignment.rater_id == rater.id, Assignment.item_id.in_([item for item, _ in chosen]))
-        .values(batch_id=batch.id, lease_expires_at=batch.expires_at)
-    )
+    if chosen:
+        session.execute(
+            update(Assignment)
+            .where(Assignment.rater_id == rater.id, Assignment.item_id.in_([item for item, _ in chosen]))
+            .values(batch_id=batch.id, lease_expires_at=batch.expires_at)
+        )
     if fresh:
         stamp = db_value(session, Assignment.__table__.c.lease_expires_at, batch.expires_at)
         insert_many(

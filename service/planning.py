@@ -895,7 +895,8 @@ def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatr
                 "sequential designs stratify on labels in hand: add the primary rater and its labels first",
                 code="no_primary",
             )
-        in_hand = [primary[0]] + [k for k in matrix.columns("human") if (matrix.codes[:, k] >= 0).any()]
+        humans = np.asarray(matrix.columns("human"), dtype=np.int64)
+        in_hand = [primary[0], *humans[(matrix.codes[:, humans] >= 0).any(axis=0)]]
         codes = matrix.codes[:, in_hand]
         if plan.design == "seq-refined":
             index = seq_refined(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels, rng=rater_seed)[0]
