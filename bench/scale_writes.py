@@ -12,10 +12,13 @@ default ``max_rows``). Then a certification plan from priors, and for each proje
   second of the server's CPU time (/proc; on a shared machine the wall rate follows the load, the
   CPU rate much less);
 - batch requests: the primary's first (its cursor passes the labeled 90%), then p50 / p99 of
-  the primary's and of the secondaries' (round-robin), each batch labeled before the next;
+  the primary's and of the secondaries' (round-robin), each batch labeled before the next, and
+  the server process's CPU per request (all its threads; on SQLite this includes the database,
+  on PostgreSQL not): on a loaded machine the wall clock is mostly waiting for a core, the CPU
+  is what the request costs; the three slowest requests are listed;
 - storage per label: label_events + current_labels with their indexes, over the labels written;
 
-next to ``/healthz`` p50 / p99 (the floor) measured in the same run.
+next to ``/healthz`` p50 / p99 (the floor) measured in the same run, and the load average.
 Targets: every batch request p99 <= 50 ms; ingest >= 50,000 labels/s at a million items.
 
     .venv/bin/python bench/scale_writes.py [--postgres URL] [--items 1000000] [--skip-sqlite] [--writes-only]
@@ -72,10 +75,16 @@ def post_rows(c: httpx.Client, path: str, rows: list[dict]) -> float:
 
 
 def server_cpu(server: LiveServer) -> float:
-    """CPU seconds (user + system) the server process has used so far (Linux /proc)."""
+    """CPU seconds the server process has run so far, summed over its threads (Linux schedstat, in
+    nanoseconds: fine enough for one batch request)."""
     assert server.proc is not None
-    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ns = 0
+    for task in Path(f"/proc/{server.proc.pid}/task").iterdir():
+        try:
+            ns += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a pool thread that just ended
+            pass
+    return ns / 1e9
 
 
 def build(c: httpx.Client, server: LiveServer, n_items: int, rng: np.random.Generator) -> tuple[str, dict[str, float]]:
@@ -98,17 +107,28 @@ def build(c: httpx.Client, server: LiveServer, n_items: int, rng: np.random.Gene
                  "labels/cpu s": len(rows) / labels_cpu}
 
 
-def batches(c: httpx.Client, pid: str, rater: str | None, size: int) -> list[float]:
-    """ROUNDS batch requests (rater None: round-robin over the secondaries), each batch labeled after."""
-    times = []
+def batches(
+    c: httpx.Client, pid: str, rater: str | None, size: int, server: LiveServer
+) -> tuple[list[float], list[float]]:
+    """ROUNDS batch requests (rater None: round-robin over the secondaries), each batch labeled after;
+    their wall and server CPU seconds."""
+    times, cpu = [], []
     for k in range(ROUNDS):
         who = rater or SECONDARIES[k % len(SECONDARIES)]
+        cpu0 = server_cpu(server)
         dt, r = timed(lambda who=who: c.post(f"/projects/{pid}/batches", json={"rater": who, "size": size}))
+        cpu.append(max(0.0, server_cpu(server) - cpu0))
         times.append(dt)
         rows = [{"item": i, "rater": who, "value": "pass", "batch": r.json()["id"]} for i in r.json()["items"]]
         if rows:
             c.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
-    return times
+    return times, cpu
+
+
+def slowest(name: str, wall: list[float], cpu: list[float]) -> str:
+    """The three slowest requests of a series: index, wall ms and server CPU ms."""
+    worst = np.argsort(wall)[-3:][::-1]
+    return f"  {name} slowest: " + ", ".join(f"#{k} {wall[k] * 1e3:.0f} ms (CPU {cpu[k] * 1e3:.0f})" for k in worst)
 
 
 def storage_per_label(url: str) -> float:
@@ -149,21 +169,29 @@ def run(url: str, sizes: list[int], label: str, *, writes_only: bool) -> None:
                 continue
             f["plan s"] = timed(lambda pid=pid: c.post(f"/projects/{pid}/plan",
                                                        json={"p_h": 0.85, "p_j": 0.9, "seed": 1}))[0]
+            load = os.getloadavg()[0]
             health = [timed(lambda: c.get("/healthz"))[0] for _ in range(ROUNDS)]
             first, _ = timed(lambda pid=pid: c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 10}))
-            primary = batches(c, pid, "prim", 10)
-            secondary = batches(c, pid, None, 2)
+            primary, primary_cpu = batches(c, pid, "prim", 10, server)
+            secondary, secondary_cpu = batches(c, pid, None, 2, server)
             health += [timed(lambda: c.get("/healthz"))[0] for _ in range(ROUNDS)]
+            print(slowest("primary", primary, primary_cpu), flush=True)
+            print(slowest("secondary", secondary, secondary_cpu), flush=True)
             f |= {"primary first ms": first * 1e3, "primary p50": ms(primary, 50), "primary p99": ms(primary, 99),
+                  "primary CPU p50": ms(primary_cpu, 50), "primary CPU p99": ms(primary_cpu, 99),
                   "secondary p50": ms(secondary, 50), "secondary p99": ms(secondary, 99),
-                  "healthz p50": ms(health, 50), "healthz p99": ms(health, 99)}
+                  "secondary CPU p50": ms(secondary_cpu, 50), "secondary CPU p99": ms(secondary_cpu, 99),
+                  "healthz p50": ms(health, 50), "healthz p99": ms(health, 99),
+                  "load average": (load + os.getloadavg()[0]) / 2}
     bytes_per_label = storage_per_label(url)
     small, big = sizes
     print(f"  {'':28}{small:>12,} items{big:>12,} items   ratio")
     for key, fmt in [("items/s", ",.0f"), ("labels/s", ",.0f"), ("labels/cpu s", ",.0f"), ("plan s", ".2f"),
-                     ("primary first ms", ".0f"), ("primary p50", ".1f"), ("primary p99", ".1f"),
-                     ("secondary p50", ".1f"), ("secondary p99", ".1f"), ("healthz p50", ".1f"),
-                     ("healthz p99", ".1f")]:
+                     ("primary first ms", ".0f"),
+                     ("primary p50", ".1f"), ("primary p99", ".1f"), ("primary CPU p50", ".1f"),
+                     ("primary CPU p99", ".1f"), ("secondary p50", ".1f"), ("secondary p99", ".1f"),
+                     ("secondary CPU p50", ".1f"), ("secondary CPU p99", ".1f"), ("healthz p50", ".1f"),
+                     ("healthz p99", ".1f"), ("load average", ".1f")]:
         if key not in figures[big]:
             continue
         a, b = figures[small][key], figures[big][key]
