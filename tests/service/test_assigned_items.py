@@ -1,0 +1,44 @@
+"""Which secondary holds which item, as coverage-aware designs read it (service.planning._assigned)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.planning import _assigned
+
+
+class _Rows:
+    """Stands in for a session: every statement answers ``rows``."""
+
+    def __init__(self, rows: list[tuple[int, int]]):
+        self.rows = rows
+
+    def execute(self, _statement: object) -> _Rows:
+        return self
+
+    def all(self) -> list[tuple[int, int]]:
+        return self.rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(st.integers(1, 60), min_size=1, max_size=30, unique=True),
+    rows=st.lists(st.tuples(st.integers(1, 80), st.integers(1, 6)), max_size=60, unique=True),
+)
+def test_each_assignment_marks_its_items_row_and_its_raters_column(items: list[int], rows: list[tuple[int, int]]):
+    """Rows follow the matrix's item order (any order, not sorted), columns the raters' ids in
+    increasing order; assignments of items outside the matrix are left out."""
+    matrix: Any = SimpleNamespace(item_ids=np.array(items, dtype=np.int64))
+    raters = sorted({rater for _, rater in rows})
+    expected = np.zeros((len(items), len(raters)), dtype=bool)
+    for item, rater in rows:
+        if item in items:
+            expected[items.index(item), raters.index(rater)] = True
+    got = _assigned(_Rows(rows), "p", matrix)  # type: ignore[arg-type]
+    assert got.dtype == bool
+    np.testing.assert_array_equal(got, expected)
