@@ -67,8 +67,9 @@ def make_engine(url: str) -> Engine:
 
 
 def writer_turn(engine: Engine) -> AbstractAsyncContextManager[object]:
-    """What a write request holds while it writes: on SQLite a FIFO lock of the event loop, one
-    writer per process at a time; nothing on PostgreSQL (row locks order its writers).
+    """What a request that loads its project for writing holds until its route returns: on SQLite
+    a FIFO lock of the event loop, one such writer per process at a time; nothing on PostgreSQL
+    (row locks order its writers).
 
     A request waits for it without holding a pool thread; waiting on the engine's writer lock
     instead would hold one, and enough waiters would take every thread the lock's holder needs

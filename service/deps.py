@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
-from fastapi.concurrency import contextmanager_in_threadpool
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role, principal_for
@@ -28,13 +28,9 @@ def _read_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-async def _write_session(request: Request) -> AsyncIterator[Session]:
-    # A write request waits for its turn at the writer (SQLite) here, in the event loop, before
-    # it takes a pool thread: waiting writers then hold no thread, so however many queue, the
-    # writer's holder always finds the threads it needs to finish (see service.db.writer_turn).
-    async with request.app.state.writer_turn:
-        async with contextmanager_in_threadpool(session_scope(request.app.state.sessions, write=True)) as session:
-            yield session
+def _write_session(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.sessions, write=True) as session:
+        yield session
 
 
 # scope="function": the unit of work commits before the response is sent, so a client that
@@ -116,9 +112,16 @@ def _reading(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal], Pro
     return dependency
 
 
-def _writing(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal], Project]:
-    def dependency(pid: ProjectId, session: WriteSession, principal: PrincipalDep) -> Project:
-        return scoped_project(session, principal, pid, roles)
+def _writing(roles: tuple[Role, ...]) -> Callable[[str, Request, Session, Principal], AsyncIterator[Project]]:
+    async def dependency(
+        pid: ProjectId, request: Request, session: WriteSession, principal: PrincipalDep
+    ) -> AsyncIterator[Project]:
+        # Loading the project begins the write (on SQLite: takes the writer). The request waits
+        # for its turn here, in the event loop, before it takes a pool thread: waiting writers
+        # then hold no thread, so however many queue, the holder finds the thread its route
+        # needs (see service.db.writer_turn).
+        async with request.app.state.writer_turn:
+            yield await run_in_threadpool(scoped_project, session, principal, pid, roles)
 
     return dependency
 
@@ -132,9 +135,9 @@ ProjectForAnnotator = Annotated[Project, Depends(_reading(ANNOTATOR))]
 """The project, for an admin, its PM or one of its annotators (read session)."""
 ProjectForViewer = Annotated[Project, Depends(_reading(VIEWER))]
 """The project, for an admin, its PM or one of its viewers: aggregates only (read session)."""
-ProjectForAdminWrite = Annotated[Project, Depends(_writing(ADMIN))]
+ProjectForAdminWrite = Annotated[Project, Depends(_writing(ADMIN), scope="function")]
 """The project, for an admin (write session)."""
-ProjectForPMWrite = Annotated[Project, Depends(_writing(PM))]
+ProjectForPMWrite = Annotated[Project, Depends(_writing(PM), scope="function")]
 """The project, for an admin or its PM (write session)."""
-ProjectForAnnotatorWrite = Annotated[Project, Depends(_writing(ANNOTATOR))]
+ProjectForAnnotatorWrite = Annotated[Project, Depends(_writing(ANNOTATOR), scope="function")]
 """The project, for an admin, its PM or one of its annotators (write session)."""

@@ -32,13 +32,16 @@ def _project_routes() -> list[APIRoute]:
     return [r for m in modules for r in m.router.routes if isinstance(r, APIRoute) and "{pid}" in r.path]
 
 
+PROJECT_RETURNS = ("Project", "AsyncIterator[Project]", "Project | Response")
+
+
 def test_every_project_route_gets_its_project_from_a_scoped_dependency():
     routes = _project_routes()
     assert len(routes) > 20
     unscoped = [
         f"{sorted(r.methods)} {r.path}"
         for r in routes
-        if not any(getattr(call, "__annotations__", {}).get("return") in ("Project", "Project | Response")
+        if not any(getattr(call, "__annotations__", {}).get("return") in PROJECT_RETURNS
                    for call in _calls(r.dependant))
     ]
     assert unscoped == []
