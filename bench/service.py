@@ -156,6 +156,7 @@ def profile_parts(url: str, pid: str) -> None:
 
     from planner.agreement import summary_table
     from planner.decision import validate_judge
+    from planner.patterns import item_patterns
     from service.db import make_sessionmaker, session_scope
     from service.matrix import load_matrix
     from service.models import Assignment, CurrentLabel, Project, Rater
@@ -183,7 +184,8 @@ def profile_parts(url: str, pid: str) -> None:
             codes, judge=judges[0], humans=humans, n_labels=m.n_labels, n_resamples=1000, rng=project.label_seq))
         clock("summary_table", lambda: summary_table(codes[:, humans], n_labels=m.n_labels, scale=project.scale,
                                                      n_resamples=1000, rng=project.label_seq))
-        clock("recipe_now", lambda: _recipe_now(m, judges[0], humans, decision, 0, 200))
+        patterns = clock("item_patterns", lambda: item_patterns(codes, m.n_labels))
+        clock("recipe_now", lambda: _recipe_now(m, patterns, judges[0], humans, decision, 0, 200))
         clock("plan_progress", lambda: plan_progress(s, project, current_plan(s, pid)))
         clock("whole document", lambda: reliability_document(s, project, project.criteria[0], n_resamples=1000))
         print("  profile, reliability document: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in parts.items()))

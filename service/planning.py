@@ -26,6 +26,7 @@ from planner.designs import (
 from planner.estimator_check import raised_estimator_checks
 from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
+from planner.patterns import ItemPatterns
 from planner.plan_check import (
     CHECK_DESIGNS,
     DesignCheck,
@@ -101,7 +102,7 @@ def _moments(
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         raise Conflict("a pilot plan needs a judge and at least two human raters with labels", code="no_pilot")
-    pilot = pilot_estimate(matrix, judges[0], humans, decision.rule, n_resamples)
+    pilot = pilot_estimate(matrix.codes, matrix.n_labels, judges[0], humans, decision.rule, n_resamples)
     if pilot is None:
         raise Conflict(
             "no overlap in hand yet: a pilot plan needs items labeled by the judge and two humans", code="no_pilot"
@@ -141,11 +142,12 @@ def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, 
 
 
 def pilot_estimate(
-    matrix: LabelMatrix, judge: int, humans: list[int], rule: str, n_resamples: int
+    codes: np.ndarray | ItemPatterns, n_labels: int, judge: int, humans: list[int], rule: str, n_resamples: int
 ) -> dict[str, Any] | None:
-    """``mu_d``, ``sigma0^2`` from the overlap in hand, with intervals (docs/method.md §4); None without overlap."""
+    """``mu_d``, ``sigma0^2`` from the overlap in hand in ``codes`` (a code matrix or its item patterns), with
+    intervals (docs/method.md §4); None without overlap."""
     pilot = pilot_moments(
-        matrix.codes, judge=judge, humans=humans, n_labels=matrix.n_labels, rule=rule, n_resamples=n_resamples, rng=0
+        codes, judge=judge, humans=humans, n_labels=n_labels, rule=rule, n_resamples=n_resamples, rng=0
     )
     if not (np.isfinite(pilot.mu_d) and np.isfinite(pilot.sigma0_sq)):
         return None

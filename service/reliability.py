@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
+from planner.patterns import ItemPatterns, item_patterns
 from service.cancellable import off_worker
 from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
@@ -207,11 +208,17 @@ def _rule_options(n_labels: int, decision: DecisionSettings) -> dict[str, Any]:
     }
 
 def judge_validation(
-    matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings, **options: Any
+    matrix: LabelMatrix,
+    patterns: ItemPatterns,
+    judge: int,
+    humans: list[int],
+    decision: DecisionSettings,
+    **options: Any,
 ) -> dict[str, Any]:
-    """The fixed-sample validation of ``judge`` as the document shows it (docs/method.md §3); pure."""
+    """The fixed-sample validation of ``judge`` on ``matrix``'s item ``patterns`` as the document shows it
+    (docs/method.md §3); pure."""
     v = validate_judge(
-        matrix.codes,
+        patterns,
         judge=judge,
         humans=humans,
         omega_threshold=decision.omega_threshold,
@@ -222,14 +229,20 @@ def judge_validation(
     return _validation(v, matrix, judge)
 
 
-def coefficients(human_codes: np.ndarray, **options: Any) -> dict[str, Any]:
+def coefficients(human_codes: np.ndarray | ItemPatterns, **options: Any) -> dict[str, Any]:
     """The human raters' agreement coefficients with intervals (docs/method.md §2); pure."""
     return {k: e.as_dict() for k, e in summary_table(human_codes, **options).items()}
 
 def _recipe_now(
-    matrix: LabelMatrix, judge: int, humans: list[int], decision: DecisionSettings, m_now: int, n_resamples: int
+    matrix: LabelMatrix,
+    patterns: ItemPatterns,
+    judge: int,
+    humans: list[int],
+    decision: DecisionSettings,
+    m_now: int,
+    n_resamples: int,
 ) -> dict[str, Any]:
-    pilot = pilot_estimate(matrix, judge, humans, decision.rule, n_resamples)
+    pilot = pilot_estimate(patterns, matrix.n_labels, judge, humans, decision.rule, n_resamples)
     if pilot is None:
         return {"source": "pilot", "m_cert": None, "reason": "no overlap in hand yet"}
     recipe = certification(
@@ -350,17 +363,23 @@ def document_statistics(
     judges, humans, primary = matrix.columns("judge"), matrix.columns("primary", "human"), matrix.columns("primary")
     if len(humans) < 2:
         return {"judges": [], "coefficients": {}, "recipe_now": None}
+    # The items grouped by their row of codes once (with the panel's inclusion when weighted): every
+    # statistic below reads these few thousand patterns, not the million rows.
+    weighted = item_patterns(matrix.codes, matrix.n_labels, inclusion=inclusion)
+    patterns = weighted if inclusion is None else weighted.select(list(range(len(matrix.raters))))
     validations = []
     for j in judges:
         fixed = judge_validation(
-            matrix, j, humans, decision, n_resamples=n_resamples, rng=seed, inclusion=inclusion,
+            matrix, weighted, j, humans, decision, n_resamples=n_resamples, rng=seed,
             estimator=decision.estimator if primary else "paired", primary=primary[0] if primary else None,
         )
         validations.append(fixed | monitored_decision(matrix, j, humans, decision, fixed, plan, inclusion=inclusion))
-    stats = coefficients(matrix.codes[:, humans], n_labels=matrix.n_labels, scale=scale,
+    stats = coefficients(patterns.select(humans), n_labels=matrix.n_labels, scale=scale,
                          n_resamples=n_resamples, rng=seed)
     m_now = min((r["m"] for r in validations[0]["raters"]), default=0) if validations else 0
-    recipe = _recipe_now(matrix, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None
+    recipe = (
+        _recipe_now(matrix, patterns, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None
+    )
     return {"judges": validations, "coefficients": stats, "recipe_now": recipe}
 
 
