@@ -21,6 +21,8 @@ from service.db import make_engine, make_sessionmaker, session_scope, writer_tur
 from service.errors import install_error_handlers
 from service.jobs import RUNNER
 from service.limits import BodySizeLimit
+from service.matrix_snapshots import snapshot_directory
+from service.matrix_store import MatrixStore
 from service.reliability import DocumentCache
 from service.routes import (
     agreement,
@@ -64,7 +66,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
-        app.state.sessions = make_sessionmaker(engine)
+        matrices = MatrixStore(
+            snapshots=snapshot_directory(settings.database_url, settings.matrix_snapshot_dir),
+            snapshot_min_cells=settings.matrix_snapshot_min_cells,
+        )
+        app.state.sessions = make_sessionmaker(engine, matrices)
         app.state.writer_turn = writer_turn(engine)
         app.state.database.watch(engine)
         secret = None
@@ -85,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sender.stop()
         app.state.documents.close()
         RUNNER.shutdown()
+        matrices.flush()
         engine.dispose()
 
     app = FastAPI(

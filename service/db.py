@@ -78,9 +78,9 @@ def writer_turn(engine: Engine) -> AbstractAsyncContextManager[object]:
     return anyio.Lock() if engine.dialect.name == "sqlite" else nullcontext()
 
 
-def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+def make_sessionmaker(engine: Engine, store: MatrixStore | None = None) -> sessionmaker[Session]:
     """Sessions that keep loaded objects usable after commit, sharing this worker's label matrices."""
-    return sessionmaker(engine, expire_on_commit=False, info={STORE_KEY: MatrixStore()})
+    return sessionmaker(engine, expire_on_commit=False, info={STORE_KEY: store or MatrixStore()})
 
 
 @contextmanager

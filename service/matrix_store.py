@@ -5,19 +5,28 @@ on the next read, applies only the events after its ``label_seq`` (labels and re
 items uploaded since (appended rows) and the raters created since (appended columns). Anything
 else (the project's labels changed, an id it cannot place) rebuilds it from ``current_labels``.
 The database stays the only truth: any worker answers any request, and a restart loses nothing.
+
+With a snapshot directory (:mod:`service.matrix_snapshots`) a worker that has no matrix yet starts
+from the newest valid snapshot and applies the events after it; a worker saves a snapshot, in a
+thread of its own and outside any database transaction, when it has built a large matrix from the
+database or advanced one far past the last snapshot it knows.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix
+from service.matrix_snapshots import history_mark, read_snapshot, write_snapshot
 from service.models import Project, Rater
 from service.sql import driver_rows
 
@@ -25,6 +34,13 @@ STORE_KEY = "matrices"
 """Where a session's :class:`MatrixStore` is kept in ``Session.info`` (set by its sessionmaker)."""
 REBUILD_AFTER = 50_000
 """Events since a kept matrix beyond half its cells plus this many: reading current labels is cheaper."""
+SNAPSHOT_MIN_CELLS = 100_000
+"""Matrices smaller than this are read from the database faster than from a snapshot: none is saved."""
+SNAPSHOT_EVERY = 50
+"""A new snapshot once the events since the last exceed 1/this of the matrix's cells (a starting
+worker then applies at most that many events)."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,11 +53,15 @@ class _Kept:
 class MatrixStore:
     """The label matrices of the projects read most recently, each brought up to date on read."""
 
-    def __init__(self, size: int = 8):
+    def __init__(self, size: int = 8, *, snapshots: Path | None = None, snapshot_min_cells: int = SNAPSHOT_MIN_CELLS):
         self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
         self._updating: dict[tuple[str, str], threading.Lock] = {}
+        self._snapshots = snapshots
+        self._snapshot_min_cells = snapshot_min_cells
+        self._snapshotted: dict[tuple[str, str], int] = {}  # label_seq of the newest snapshot known
+        self._writer = ThreadPoolExecutor(1, "matrix-snapshots") if snapshots else None
 
     def matrix(self, session: Session, project: Project, criterion: str) -> LabelMatrix:
         """``criterion``'s labels at ``project.label_seq``: equal to :func:`~service.matrix.load_matrix`."""
@@ -51,13 +71,52 @@ class MatrixStore:
         with gate:  # one update per matrix at a time; readers of other projects are not held
             with self._lock:
                 kept = self._kept.get(key)
+            if kept is None and self._snapshots is not None:
+                kept = self._snapshot(session, project, criterion)
             kept = _updated(session, project, criterion, kept)
             with self._lock:
                 self._kept[key] = kept
                 self._kept.move_to_end(key)
                 while len(self._kept) > self._size:
                     self._kept.popitem(last=False)
+        self._save_if_due(session, project, kept)
         return kept.matrix
+
+    def flush(self) -> None:
+        """Wait for the snapshots being saved."""
+        if self._writer is not None:
+            self._writer.submit(lambda: None).result()
+
+    def _snapshot(self, session: Session, project: Project, criterion: str) -> _Kept | None:
+        assert self._snapshots is not None
+        found = read_snapshot(self._snapshots, session, project, criterion)
+        if found is None:
+            return None
+        matrix, labels = found
+        with self._lock:
+            self._snapshotted[(project.id, criterion)] = matrix.label_seq
+        return _Kept(matrix, labels, np.argsort(matrix.item_ids))
+
+    def _save_if_due(self, session: Session, project: Project, kept: _Kept) -> None:
+        """Queue a snapshot of ``kept`` when it is large and far past the newest snapshot known."""
+        matrix = kept.matrix
+        if self._writer is None or matrix.raw.size < self._snapshot_min_cells:
+            return
+        key = (project.id, matrix.criterion)
+        with self._lock:
+            last = self._snapshotted.get(key)
+            if last is not None and matrix.label_seq - last <= matrix.raw.size // SNAPSHOT_EVERY:
+                return
+            self._snapshotted[key] = matrix.label_seq
+        mark = history_mark(session, project, matrix.label_seq)
+        self._writer.submit(self._save, project.id, matrix, kept.labels, mark)
+
+    def _save(self, project_id: str, matrix: LabelMatrix, labels: tuple[str, ...], mark: str) -> None:
+        assert self._snapshots is not None
+        try:
+            write_snapshot(self._snapshots, project_id, matrix, labels, mark)
+        except OSError as error:  # a cache: a full disk costs the next starting worker a full read
+            log.warning("matrix snapshot of project %s not saved: %s", project_id, error)
 
 
 def current_matrix(session: Session, project: Project, criterion: str) -> LabelMatrix:

@@ -31,6 +31,12 @@ class Settings(BaseSettings):
         0.1, ge=0, description="How long a dashboard view waits for the fresh document before it shows the newest "
         "computed one (marked as such) while a background thread computes the fresh one.",
     )
+    matrix_snapshot_dir: str | None = Field(
+        None,
+        description="Directory of the label-matrix snapshots that starting workers load (docs/operations.md); "
+        "unset: beside a SQLite database file, none on PostgreSQL; empty: none.",
+    )
+    matrix_snapshot_min_cells: int = Field(100_000, ge=0, description="Smallest matrix (items x raters) saved.")
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
     # this server send requests where a pm says, so set it wherever that network matters.

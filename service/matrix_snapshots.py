@@ -1,0 +1,154 @@
+"""Label matrices saved to disk, so that a starting worker need not read every current label.
+
+A snapshot is one ``.npz`` file per (project, criterion, label_seq) under the snapshot directory:
+``<directory>/<project id>/<criterion as hex>-<label_seq>.npz`` holding the raw codes (int8),
+the arrival seq of each labelled cell, the item ids, the rater columns and a mark of the history
+it was taken at. It is written to a temporary file and renamed into place, so a reader sees a
+whole file or none. A snapshot is a cache: one that is unreadable, of another format, or taken
+on another history (another database, a restored backup, changed labels, corpus or raters) is
+ignored, and the worker reads the database as before. Deleting the directory is always safe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from service.matrix import LabelMatrix, RaterColumn, frozen_matrix
+from service.models import Project
+from service.sql import driver_rows
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+"""Bumped whenever the file's content changes meaning: files of another format are ignored."""
+KEPT = 2
+"""Snapshots kept per (project, criterion): the newest, and one older for readers whose label_seq is behind it."""
+_NAME = re.compile(r"^([0-9a-f]*)-([0-9]+)\.npz$")
+
+
+def snapshot_directory(database_url: str, configured: str | None) -> Path | None:
+    """Where snapshots live: ``configured`` ("" = none), else beside a SQLite database file, else none."""
+    if configured is not None:
+        return Path(configured) if configured else None
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return Path(url.database + ".matrices")
+    return None
+
+
+def history_mark(session: Session, project: Project, label_seq: int) -> str:
+    """What identifies the project's history up to ``label_seq``: its creation time and its last event."""
+    last = driver_rows(
+        session,
+        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND seq <= ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (project.id, label_seq),
+    )
+    return json.dumps([str(project.created_at), [list(r) for r in last]])
+
+
+def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels: tuple[str, ...], mark: str) -> None:
+    """Save ``matrix`` (taken on the history ``mark``), then drop all but the :data:`KEPT` newest of its kind."""
+    folder = directory / project_id
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = matrix.criterion.encode().hex()
+    path = folder / f"{stem}-{matrix.label_seq}.npz"
+    meta = {
+        "format": FORMAT, "project": project_id, "criterion": matrix.criterion, "label_seq": matrix.label_seq,
+        "labels": list(labels), "mark": mark, "raters": [[r.id, r.external_id, r.kind] for r in matrix.raters],
+    }
+    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(
+            f,
+            meta=np.array(json.dumps(meta)),
+            raw=matrix.raw.astype(np.int8),
+            seqs=matrix.order[matrix.raw >= 0],
+            item_ids=matrix.item_ids,
+        )
+    os.replace(tmp, path)
+    for _, old in _snapshots(folder, stem)[KEPT:]:
+        old.unlink(missing_ok=True)
+
+
+def read_snapshot(
+    directory: Path, session: Session, project: Project, criterion: str
+) -> tuple[LabelMatrix, tuple[str, ...]] | None:
+    """The newest valid snapshot of ``criterion`` at or below ``project.label_seq`` and its labels, or ``None``.
+
+    Valid: same format, labels and history mark; its items still the corpus's first ones. What
+    happened since (events, items, raters) is for the caller to apply.
+    """
+    folder = directory / project.id
+    for seq, path in _snapshots(folder, criterion.encode().hex()):
+        if seq > project.label_seq:
+            continue
+        try:
+            found = _loaded(path, session, project, criterion, seq)
+        except Exception as error:  # a cache: any unreadable file means a full read, never a failed request
+            log.warning("matrix snapshot %s ignored: %s", path, error)
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _snapshots(folder: Path, stem: str) -> list[tuple[int, Path]]:
+    """``(label_seq, path)`` of the folder's snapshots of one criterion, newest first."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(2)), folder / n) for n in names if (m := _NAME.match(n)) and m.group(1) == stem]
+    return sorted(found, reverse=True)
+
+
+def _loaded(
+    path: Path, session: Session, project: Project, criterion: str, seq: int
+) -> tuple[LabelMatrix, tuple[str, ...]] | None:
+    with np.load(path, allow_pickle=False) as data:
+        meta: dict[str, Any] = json.loads(str(data["meta"]))
+        expected = {"format": FORMAT, "project": project.id, "criterion": criterion, "label_seq": seq}
+        if {k: meta.get(k) for k in expected} != expected or meta["labels"] != list(project.labels):
+            return None
+        if meta["mark"] != history_mark(session, project, seq):
+            log.info("matrix snapshot %s ignored: taken on another history", path)
+            return None
+        raw8, seqs, item_ids = data["raw"], data["seqs"], data["item_ids"]
+    raters = [RaterColumn(int(i), str(e), str(k)) for i, e, k in meta["raters"]]
+    n = item_ids.size
+    labelled = raw8 >= 0
+    if (
+        raw8.dtype != np.int8 or raw8.shape != (n, len(raters)) or item_ids.dtype != np.int64
+        or seqs.dtype != np.int64 or seqs.shape != (int(labelled.sum()),)
+        or (raw8 > len(project.labels) + 1).any() or (raw8 < -1).any() or n > project.item_count
+    ):
+        raise ValueError("arrays of the wrong shape, type or range")
+    if n and not _first_items(session, project, item_ids):
+        log.info("matrix snapshot %s ignored: the corpus changed", path)
+        return None
+    raw = raw8.astype(np.int64)
+    order = np.full(raw.shape, -1, dtype=np.int64)
+    order[labelled] = seqs
+    return frozen_matrix(raw, order, item_ids, raters, project, criterion, seq), tuple(meta["labels"])
+
+
+def _first_items(session: Session, project: Project, item_ids: np.ndarray) -> bool:
+    """Whether the corpus still begins with ``item_ids`` (its first, middle and last ids checked)."""
+    positions = sorted({0, item_ids.size // 2, item_ids.size - 1})
+    marks = ", ".join("?" * len(positions))
+    found = dict(driver_rows(
+        session, f"SELECT position, id FROM items WHERE project_id = ? AND position IN ({marks})",
+        (project.id, *positions),
+    ))
+    return all(found.get(p) == int(item_ids[p]) for p in positions)
