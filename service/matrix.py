@@ -13,7 +13,10 @@ from sqlalchemy.orm import Session
 
 from service.label_store import CANNOT_ASSESS, INVALID
 from service.models import Project, Rater
-from service.sql import driver_rows
+from service.sql import integer_rows
+
+SEQ_CHUNK = 1_000_000
+"""Labels of ``label_seq`` ranges this long are read at a time (bounds the text the database builds)."""
 
 
 @dataclass(frozen=True)
@@ -57,26 +60,48 @@ class LabelMatrix:
 def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatrix:
     """The current labels of ``criterion`` as a :class:`LabelMatrix`.
 
-    Read through the driver: this runs for every fresh reliability document, and ORM rows
-    would cost more than the statistics.
+    Read as integers (the value's code computed by the database) in chunks of ``label_seq``,
+    through :func:`~service.sql.integer_rows`: this runs for a worker's first document of a
+    project, and a Python row per label would cost more than the statistics.
     """
-    cells = driver_rows(
-        session, "SELECT item_id, rater_id, value, seq FROM current_labels WHERE project_id = ? AND criterion = ?",
-        (project.id, criterion),
-    )
-    return build_matrix(project, *corpus(session, project), cells, criterion, project.label_seq)
+    item_ids, raters = corpus(session, project)
+    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
+    order = np.full(raw.shape, -1, dtype=np.int64)
+    code_of = value_codes(project)
+    code = "CASE value " + "WHEN ? THEN ? " * len(code_of) + "ELSE -2 END"
+    sorter = np.argsort(item_ids)
+    rater_ids = np.array([r.id for r in raters], dtype=np.int64)  # in id order
+    for start in range(0, project.label_seq, SEQ_CHUNK):
+        cells = integer_rows(
+            session, ["item_id", "rater_id", code, "seq"],
+            "current_labels WHERE project_id = ? AND criterion = ? AND seq > ? AND seq <= ?",
+            (*(x for pair in code_of.items() for x in pair), project.id, criterion, start, start + SEQ_CHUNK),
+        )
+        if (cells[:, 2] == -2).any():
+            raise ValueError(f"a current label of {criterion!r} is not one of the project's values")
+        rows = sorter[np.searchsorted(item_ids, cells[:, 0], sorter=sorter)]
+        cols = np.searchsorted(rater_ids, cells[:, 1])
+        raw[rows, cols] = cells[:, 2]
+        order[rows, cols] = cells[:, 3]
+    return frozen_matrix(raw, order, item_ids, raters, project, criterion, project.label_seq)
 
 
 def corpus(session: Session, project: Project) -> tuple[np.ndarray, list[RaterColumn]]:
     """The project's item ids in corpus order and its raters in creation order."""
-    items = driver_rows(session, "SELECT id FROM items WHERE project_id = ? ORDER BY position", (project.id,))
+    items = integer_rows(session, ["position", "id"], "items WHERE project_id = ?", (project.id,))
     raters = [
         RaterColumn(rid, ext, kind)
         for rid, ext, kind in session.execute(
             select(Rater.id, Rater.external_id, Rater.kind).where(Rater.project_id == project.id).order_by(Rater.id)
         )
     ]
-    return np.fromiter((i for (i,) in items), np.int64, len(items)), raters
+    return items[np.argsort(items[:, 0], kind="stable"), 1].copy(), raters
+
+
+def value_codes(project: Project) -> dict[str | None, int]:
+    """The raw code of each value a label may have (see :class:`LabelMatrix`)."""
+    codes: dict[str | None, int] = {v: c for c, v in enumerate(project.labels)}
+    return codes | {CANNOT_ASSESS: len(codes), INVALID: len(codes) + 1}
 
 
 def cell_indices(
@@ -92,32 +117,13 @@ def cell_indices(
     A retraction event (value ``None``) has code ``-1``: the cell is missing again. ``sorter``
     is ``np.argsort(item_ids)`` when the caller keeps it.
     """
-    n_labels = len(project.labels)
-    code_of = {v: c for c, v in enumerate(project.labels)} | {CANNOT_ASSESS: n_labels, INVALID: n_labels + 1, None: -1}
+    code_of = value_codes(project) | {None: -1}
     col_of = {r.id: k for k, r in enumerate(raters)}
     n = len(cells)
     order = np.argsort(item_ids) if sorter is None else sorter
     rows = order[np.searchsorted(item_ids, np.fromiter((c[0] for c in cells), np.int64, n), sorter=order)]
     cols = np.fromiter((col_of[c[1]] for c in cells), np.int64, n)
     return rows, cols, np.fromiter((code_of[c[2]] for c in cells), np.int64, n)
-
-
-def build_matrix(
-    project: Project,
-    item_ids: np.ndarray,
-    raters: list[RaterColumn],
-    cells: Sequence[tuple[int, int, str, int]],
-    criterion: str,
-    label_seq: int,
-) -> LabelMatrix:
-    """A :class:`LabelMatrix` from ``(item_id, rater_id, value, seq)`` cells (one per cell)."""
-    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
-    order = np.full(raw.shape, -1, dtype=np.int64)
-    if cells and item_ids.size:
-        rows, cols, codes = cell_indices(project, item_ids, raters, cells)
-        raw[rows, cols] = codes
-        order[rows, cols] = np.fromiter((c[3] for c in cells), np.int64, len(cells))
-    return frozen_matrix(raw, order, item_ids, raters, project, criterion, label_seq)
 
 
 def frozen_matrix(

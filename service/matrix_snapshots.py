@@ -72,7 +72,7 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
         np.savez(
             f,
             meta=np.array(json.dumps(meta)),
-            raw=matrix.raw.astype(np.int8),
+            raw=matrix.raw.astype(np.int8),  # codes up to 101: a project has at most 100 labels
             seqs=matrix.order[matrix.raw >= 0],
             item_ids=matrix.item_ids,
         )
@@ -148,7 +148,7 @@ def _first_items(session: Session, project: Project, item_ids: np.ndarray) -> bo
     positions = sorted({0, item_ids.size // 2, item_ids.size - 1})
     marks = ", ".join("?" * len(positions))
     found = dict(driver_rows(
-        session, f"SELECT position, id FROM items WHERE project_id = ? AND position IN ({marks})",
-        (project.id, *positions),
+        session, f"SELECT id, position FROM items WHERE project_id = ? AND id IN ({marks})",
+        (project.id, *(int(item_ids[p]) for p in positions)),
     ))
-    return all(found.get(p) == int(item_ids[p]) for p in positions)
+    return all(found.get(int(item_ids[p])) == p for p in positions)

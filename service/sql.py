@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 import orjson
 from sqlalchemy import ColumnElement, Table
 from sqlalchemy.orm import Session
@@ -92,6 +93,27 @@ def driver_rows(session: Session, sql: str, params: tuple[Any, ...]) -> list[tup
         return list(cursor.fetchall())
     finally:
         cursor.close()
+
+
+def integer_rows(session: Session, columns: Sequence[str], source: str, params: tuple[Any, ...]) -> np.ndarray:
+    """``SELECT columns FROM source`` (integer expressions; ``source`` may go on with ``WHERE``) as an
+    ``(n_rows, len(columns))`` int64 array.
+
+    The database joins the values into comma-separated text that numpy parses: no Python object
+    per value (a third of the CPU of fetching rows for millions of labels). SQLite aggregates each
+    column on its own (it steps every aggregate of a query over the same rows in the same order);
+    PostgreSQL, whose aggregates may run in parallel parts, one text of whole rows.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        row = " || ',' || ".join(f"({c})" for c in columns)
+        texts = driver_rows(session, f"SELECT string_agg({row}, ',') FROM {source}", params)[0]
+    else:
+        aggregates = ", ".join(f"group_concat({c}, ',')" for c in columns)
+        texts = driver_rows(session, f"SELECT {aggregates} FROM {source}", params)[0]
+    if not texts[0]:
+        return np.empty((0, len(columns)), dtype=np.int64)
+    parsed = [np.fromstring(t, dtype=np.int64, sep=",") for t in texts]
+    return parsed[0].reshape(-1, len(columns)) if len(parsed) == 1 else np.column_stack(parsed)
 
 
 def in_values(session: Session, column: str, values: Sequence[Any]) -> tuple[str, Any]:

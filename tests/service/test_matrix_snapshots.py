@@ -21,13 +21,14 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import service.matrix
 import service.matrix_store
 from service.app import create_app
 from service.db import session_scope
 from service.matrix import LabelMatrix, load_matrix
 from service.matrix_snapshots import KEPT, read_snapshot, snapshot_directory, write_snapshot
 from service.matrix_store import STORE_KEY, MatrixStore, current_matrix
-from service.models import Project
+from service.models import CurrentLabel, Item, Project, Rater
 from service.settings import Settings
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
@@ -278,3 +279,37 @@ def test_where_snapshots_live() -> None:
     assert snapshot_directory("postgresql+psycopg://u@h/db", None) is None
     assert snapshot_directory("postgresql+psycopg://u@h/db", "/shared/m") == Path("/shared/m")
     assert snapshot_directory("sqlite:////data/a.db", "") is None
+
+
+@pytest.mark.parametrize("seq_chunk", [2, 1_000_000])
+def test_the_full_read_equals_the_labels_row_by_row(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, seq_chunk: int
+) -> None:
+    """``load_matrix`` (text aggregates parsed by numpy, in label_seq chunks) against the ORM rows placed one by one."""
+    monkeypatch.setattr(service.matrix, "SEQ_CHUNK", seq_chunk)
+    pid = create_project(client, criteria=CRITERIA, allow_abstain=True, items=["a", "b", "c"])
+    assert client.post(f"/projects/{pid}/items", json=[{"external_id": "d"}]).status_code == 200
+    rows = [
+        ("d", "judge", "tone", "INVALID"), ("a", "prim", "tone", "CANNOT_ASSESS"), ("b", "h2", "facts", "fail"),
+        ("a", "judge", "tone", "pass"), ("c", "h3", "tone", "fail"), ("d", "prim", "tone", "pass"),
+    ]
+    body = [{"item": i, "rater": r, "criterion": c, "value": v} for i, r, c, v in rows]
+    assert client.post(f"/projects/{pid}/labels", json=body).status_code == 200
+    assert client.post(f"/projects/{pid}/labels", json=[{**body[3], "value": "fail"}]).status_code == 200
+    with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
+        project = session.get(Project, pid)
+        assert project is not None
+        items = [i for (i,) in session.query(Item.id).filter(Item.project_id == pid).order_by(Item.position)]
+        raters = [r for (r,) in session.query(Rater.id).filter(Rater.project_id == pid).order_by(Rater.id)]
+        code = {"pass": 0, "fail": 1, "CANNOT_ASSESS": 2, "INVALID": 3}
+        raw = np.full((4, len(raters)), -1)
+        order = np.full((4, len(raters)), -1)
+        labels = session.query(CurrentLabel).filter(CurrentLabel.project_id == pid, CurrentLabel.criterion == "tone")
+        for label in labels:
+            raw[items.index(label.item_id), raters.index(label.rater_id)] = code[label.value]
+            order[items.index(label.item_id), raters.index(label.rater_id)] = label.seq
+        matrix = load_matrix(session, project, "tone")
+    np.testing.assert_array_equal(matrix.item_ids, items)
+    np.testing.assert_array_equal(matrix.raw, raw)
+    np.testing.assert_array_equal(matrix.order, order)
+    assert (raw >= 0).sum() == 5 and raw[0, 0] == 1 and order[0, 0] == 7  # the correction counted once, last
