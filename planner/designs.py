@@ -202,14 +202,15 @@ def stratified_masks(
     if priority is not None:
         key = key + priority
         span += float(priority.max())
-    strata, key, quota, sizes = strata[partial], key[partial], quota[partial], sizes[partial]
-    order = np.argsort(strata * span + key, axis=1)  # by stratum, then priority, then key
-    sorted_strata = np.take_along_axis(strata, order, axis=1)
-    starts = np.cumsum(sizes, axis=1) - sizes
-    rank = np.arange(n_items) - np.take_along_axis(starts, sorted_strata, axis=1)
-    chosen = rank < np.take_along_axis(quota, sorted_strata, axis=1)
+    order = np.argsort(strata[partial] * span + key[partial], axis=1)  # stratum, then priority, key
+    # each stratum is a block of the sorted row; its first ``take`` positions are chosen
+    block_size, block_take = sizes[partial].ravel(), take[partial].ravel()
+    row_start = np.arange(partial.size).repeat(n_strata) * n_items
+    block_starts = row_start + np.cumsum(sizes[partial], axis=1).ravel() - block_size
+    first = np.repeat(block_starts, block_take)
+    position = first + np.arange(first.size) - np.repeat(np.cumsum(block_take) - block_take, block_take)
     rows = np.zeros((partial.size, n_items), dtype=bool)
-    np.put_along_axis(rows, order, chosen, axis=1)
+    rows.reshape(-1)[position - position % n_items + order.reshape(-1)[position]] = True
     mask[partial] = rows
     return mask
 

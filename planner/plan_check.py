@@ -188,8 +188,11 @@ class _Corpus:
             truth += u > column[prim]
         raters = self._accuracies.size
         wrong = self._gen.random((raters, prim.size)) >= self._accuracies[:, None]
-        shift = 1 if self.n_labels == 2 else 1 + self._gen.integers(0, self.n_labels - 1, (raters, prim.size))
-        others = np.where(wrong, (truth + shift) % self.n_labels, truth)
+        if self.n_labels == 2:
+            others = truth ^ wrong  # the other label when wrong
+        else:
+            shift = 1 + self._gen.integers(0, self.n_labels - 1, (raters, prim.size))
+            others = np.where(wrong, (truth + shift) % self.n_labels, truth)
         self.prim.reshape(-1)[slots] = prim
         codes = self.codes.reshape(self.codes.shape[0], -1)
         codes[0, slots] = prim

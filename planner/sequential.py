@@ -546,6 +546,33 @@ def _first_certified(times: list[np.ndarray], ranks: list[np.ndarray], n_humans:
     return first
 
 
+def _certifications(
+    paths: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    item_weights: list[np.ndarray | None],
+    *,
+    n_humans: int,
+    epsilon: float,
+    alpha: float,
+    multiplicity: str,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """Per human of ``paths`` (``_differences``), the log e-processes won/lost and the arrival
+    ranks at which each is first certified won and lost (docs/method.md §8)."""
+    null_mean = (1.0 - epsilon) / 2.0
+    log_inv_a = math.log(n_humans / alpha)
+    processes = [
+        _log_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a, w)
+        for (_, xi, _), w in zip(paths, item_weights, strict=True)
+    ]
+    times = [t for t, _, _ in paths]
+    first_won = _first_certified(
+        times, [_needed_ranks(w, n_humans, alpha, multiplicity) for w, _ in processes], n_humans
+    )
+    first_lost = _first_certified(
+        times, [_needed_ranks(lo, n_humans, alpha, multiplicity) for _, lo in processes], n_humans
+    )
+    return processes, first_won, first_lost
+
+
 def monitor_judge(
     codes: object,
     *,
@@ -612,22 +639,13 @@ def monitor_judge(
     weights = _monitor_weights(inclusion, codes.shape[0])
     n_humans = len(humans)
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
-    null_mean = (1.0 - epsilon) / 2.0
-    log_inv_a = math.log(n_humans / alpha)
     v_opt = float(budget if budget is not None else codes.shape[0])
     paths = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
     item_weights = [None if weights is None else weights[rows] for _, _, rows in paths]
-    processes = [
-        _log_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a, w)
-        for (_, xi, _), w in zip(paths, item_weights, strict=True)
-    ]
+    processes, first_won, first_lost = _certifications(
+        paths, item_weights, n_humans=n_humans, epsilon=epsilon, alpha=alpha, multiplicity=multiplicity
+    )
     times = [t for t, _, _ in paths]
-    first_won = _first_certified(
-        times, [_needed_ranks(w, n_humans, alpha, multiplicity) for w, _ in processes], n_humans
-    )
-    first_lost = _first_certified(
-        times, [_needed_ranks(lo, n_humans, alpha, multiplicity) for _, lo in processes], n_humans
-    )
     raters = tuple(
         _rater_monitoring(
             humans[k],
@@ -859,25 +877,21 @@ def simulate_monitoring(
     looks = np.arange(look_every, horizon + 1, look_every)
     looks = looks if looks.size else np.array([horizon])
     once = np.array([min(int(m), horizon)])
+    needed = math.ceil(omega_threshold * n_humans - 1e-9)
     stops, anytime, peeking, fixed = [], [], [], []
     for _ in range(n_trials):
         codes = _noisy_panel(gen, horizon, [p_h] * n_humans + [p_j], n_labels)
-        mon = monitor_judge(
-            codes,
-            judge=n_humans,
-            humans=humans,
-            n_labels=n_labels,
-            rule=rule,
-            epsilon=epsilon,
-            alpha=alpha,
-            omega_threshold=omega_threshold,
+        paths = _differences(codes, _row_order(codes), n_humans, humans, rule)
+        _, first_won, first_lost = _certifications(
+            paths, [None] * n_humans, n_humans=n_humans, epsilon=epsilon, alpha=alpha,
             multiplicity=multiplicity,
         )
-        anytime.append(mon.decision)
-        stops.append(np.inf if mon.decided_at is None else mon.decided_at + 1.0)
-        xi = np.column_stack(
-            [x for _, x, _ in _differences(codes, _row_order(codes), n_humans, humans, rule)]
-        )
+        decision, _, decided_at = _monitor_decision(
+            first_won, first_lost, needed, n_humans, horizon, [x.size for _, x, _ in paths], None
+        )  # monitor_judge's decision on the panel, without its per-human bands
+        anytime.append(decision)
+        stops.append(np.inf if decided_at is None else decided_at + 1.0)
+        xi = np.column_stack([x for _, x, _ in paths])
         read = _fixed_rule_passes(xi, looks, rule, epsilon, q, omega_threshold)
         decided = read[np.isfinite(read)]
         peeking.append(decided[0] if decided.size else np.nan)
