@@ -570,12 +570,12 @@ def coverage_codes(modal: np.ndarray, assigned: np.ndarray, *, n_labels: int) ->
     """Seq-Coverage stratum codes ``modal * width + pattern`` ``(T, n_items)`` and ``width``, the
     number of assignment patterns per modal label (see ``coverage_strata``)."""
     n_assigned = assigned.shape[0]
-    if (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA:
-        bits = (1 << np.arange(n_assigned, dtype=np.int64))[:, None, None]
-        code, width = (assigned * bits).sum(axis=0), 2**n_assigned
-    else:
-        code, width = assigned.sum(axis=0), n_assigned + 1
-    return (modal * width + code).astype(np.int64), width
+    patterns = (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA
+    width = 2**n_assigned if patterns else n_assigned + 1
+    code = np.asarray(modal, dtype=np.int64) * width  # a copy: summed into in place
+    for bit, row in enumerate(assigned):
+        code += np.left_shift(row, bit, dtype=np.int64) if patterns else row
+    return code, width
 
 
 def coverage_quota(sizes: np.ndarray, m: int) -> np.ndarray:

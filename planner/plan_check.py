@@ -226,10 +226,11 @@ def _coverage_step(
     corpus: _Corpus, humans: np.ndarray, assigned: np.ndarray, m: int, gen: np.random.Generator
 ) -> np.ndarray:
     """One secondary's Seq-Coverage subset: strata = modal label in hand x who has the item."""
-    observed = np.zeros(humans.shape, dtype=bool)
+    in_hand = 1 + assigned.shape[0]  # the primary and the secondaries before this one
+    observed = np.empty((in_hand, *humans.shape[1:]), dtype=bool)
     observed[0] = corpus.prim >= 0
-    observed[1 : 1 + assigned.shape[0]] = assigned
-    modal = batched_modal_strata(humans, observed, n_labels=corpus.n_labels)
+    observed[1:] = assigned
+    modal = batched_modal_strata(humans[:in_hand], observed, n_labels=corpus.n_labels)
     codes, width = coverage_codes(modal, assigned, n_labels=corpus.n_labels)
     n_strata = (corpus.n_labels + 1) * width
     codes = np.where(corpus.prim < 0, n_strata, codes)
