@@ -271,13 +271,15 @@ def overlap_sample(
     corpus = _Corpus(width, primary_counts, posterior, accuracies, gen)
     member = np.zeros((n_humans - 1, trials, width), dtype=bool)
     quota = proportional_allocation(primary_counts, m)
+    coverage = np.zeros((trials, width), dtype=np.int64)  # secondaries per item so far (disjoint)
     for k in range(n_humans - 1):
         if design == "strat":
             member[k] = corpus.add(quota) if k == 0 else member[0]
         elif design == "random":
             member[k] = _random_step(corpus, n_items, m, gen)
         elif design == "disjoint":
-            member[k] = _disjoint_step(corpus, quota, member[:k].sum(axis=0), gen)
+            member[k] = _disjoint_step(corpus, quota, coverage, gen)
+            coverage += member[k]
         elif design == "seq-coverage":
             member[k] = _coverage_step(corpus, corpus.codes[:n_humans], member[:k], m, gen)
         else:
@@ -414,7 +416,7 @@ def check_design(
         wrong, wrong_se = (fr + fa) / 2, math.hypot(fr_se, fa_se) / 2
     if decision.name == "margin" and coefficient == "po":
         sigma = np.sqrt([xi_lattice(p_h, p, n_labels=n_labels, pool_size=pool_size).variance for p in judges])
-        m_k = np.count_nonzero(mask & (mask.sum(axis=0) > 1), axis=2).T[:, None, :]
+        m_k = np.count_nonzero(mask & (mask.sum(axis=0, dtype=np.int16) > 1), axis=2).T[:, None, :]
         flip = _flip_probability(
             ev.d, m_k, sigma, ev.won, ev.defined, decision.epsilon, omega_threshold, ev.passed
         )
