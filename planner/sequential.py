@@ -873,15 +873,18 @@ def simulate_monitoring(
         raise ValueError("horizon, look_every and n_trials must be positive")
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     gen = np.random.default_rng(rng)
-    humans = list(range(n_humans))
     looks = np.arange(look_every, horizon + 1, look_every)
     looks = looks if looks.size else np.array([horizon])
     once = np.array([min(int(m), horizon)])
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
+    rows = np.arange(horizon)
+    ranks = np.broadcast_to(rows[:, None], (horizon, n_humans))
     stops, anytime, peeking, fixed = [], [], [], []
     for _ in range(n_trials):
         codes = _noisy_panel(gen, horizon, [p_h] * n_humans + [p_j], n_labels)
-        paths = _differences(codes, _row_order(codes), n_humans, humans, rule)
+        # every human and the judge label every row, in row order: one dense block (``_differences``)
+        entry, xi_block = _block_differences(codes[:, :n_humans], ranks, codes[:, n_humans], ranks[:, 0], rule)
+        paths = [(entry[:, k], xi_block[:, k], rows) for k in range(n_humans)]
         _, first_won, first_lost = _certifications(
             paths, [None] * n_humans, n_humans=n_humans, epsilon=epsilon, alpha=alpha,
             multiplicity=multiplicity,

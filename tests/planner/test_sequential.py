@@ -499,3 +499,28 @@ def test_simulated_operating_characteristics() -> None:
     assert good.expected_stop <= good.stop_quantile_90 <= good.horizon == 5 * M_FIXED
     with pytest.raises(ValueError, match="n_humans"):
         simulate_monitoring(P_H, 0.9, n_labels=2, n_humans=1, m=10)
+
+
+@pytest.mark.parametrize(("n_humans", "n_labels", "rule"), [(2, 2, "margin"), (5, 3, "margin"), (4, 2, "alt-test")])
+def test_simulated_anytime_decision_is_monitor_judges_on_the_same_panels(
+    n_humans: int, n_labels: int, rule: str
+) -> None:
+    """The simulation decides each panel without ``monitor_judge``'s per-human bands: replaying its
+    panels (same seed, same draws) through ``monitor_judge`` gives the same decisions and stops."""
+    from planner.sequential import _noisy_panel, monitor_judge, simulate_monitoring
+
+    sim = simulate_monitoring(
+        P_H, 0.9, n_labels=n_labels, n_humans=n_humans, m=40, rule=rule, horizon=200, n_trials=25, rng=4
+    )
+    gen = np.random.default_rng(4)
+    runs = [
+        monitor_judge(
+            _noisy_panel(gen, 200, [P_H] * n_humans + [0.9], n_labels),
+            judge=n_humans, humans=list(range(n_humans)), n_labels=n_labels, rule=rule,
+        )
+        for _ in range(25)
+    ]
+    assert sim.anytime.p_pass == sum(r.decision == "pass" for r in runs) / 25
+    assert sim.anytime.p_reject == sum(r.decision == "reject" for r in runs) / 25
+    stops = [r.decided_at + 1.0 for r in runs if r.decided_at is not None]
+    assert stops and sim.expected_stop == pytest.approx(np.mean(stops), rel=1e-12)
