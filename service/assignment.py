@@ -21,7 +21,8 @@ from service.models import (
     new_public_id,
     utcnow,
 )
-from service.planning import current_plan, ensure_assignments
+from service.planned_lists import ensure_assignments
+from service.planning import current_plan
 from service.schemas import BatchCreate, BatchRead, BatchStatus
 from service.sql import db_value, insert_many
 

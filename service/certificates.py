@@ -12,7 +12,8 @@ from planner.certificate import BIT_GENERATOR, certificate_statement, label_snap
 from service.errors import Conflict, Invalid, NotFound, echo
 from service.models import Certificate, Item, LabelEvent, Plan, Project, Rater, new_public_id, utcnow
 from service.outbox import emit
-from service.planning import current_plan, plan_inclusion
+from service.planned_lists import plan_inclusion
+from service.planning import current_plan
 from service.schemas import DecisionSettings
 from service.schemas.certificates import CertificateCreate
 

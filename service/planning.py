@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -14,13 +13,8 @@ from sqlalchemy.orm import Session
 
 from planner.designs import (
     choose_design,
-    depth_first,
     design_pool_size,
-    disjoint,
     neyman,
-    random_subsets,
-    seq_coverage,
-    seq_refined,
     strat,
 )
 from planner.estimator_check import raised_estimator_checks
@@ -49,19 +43,18 @@ from planner.recipes import (
     xi_lattice,
 )
 from service.cancellable import off_worker
-from service.errors import Conflict, Invalid
+from service.errors import Conflict
 from service.feature_strata import feature_name, feature_strata, feature_stratum_sds
 from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
 from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
 from service.monitoring import plan_monitoring
+from service.planned_lists import ensure_assignments, primary_strata
 from service.project_rows import lock_project
 from service.schemas import DecisionSettings, PlanCreate
-from service.sql import insert_many
 
 SEQUENTIAL = ("seq-refined", "seq-coverage")
 COVERAGE_AWARE = ("disjoint", "seq-coverage")  # a list depends on the lists already drawn
-PANELS = ("strat", "neyman")
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000
 T = TypeVar("T")
@@ -459,18 +452,9 @@ def _neyman_panel(
     return panel, inclusion[panel], summary
 
 
-def _strata(matrix: LabelMatrix) -> np.ndarray:
-    """Per item, the primary's label, or an extra stratum ``L`` where it has none yet."""
-    primary = matrix.columns("primary")
-    if not primary:
-        return np.full(matrix.raw.shape[0], matrix.n_labels, dtype=np.int64)
-    codes = matrix.codes[:, primary[0]]
-    return np.where(codes < 0, matrix.n_labels, codes)
-
-
 def _entropy_design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float | None, str, list[str]]:
     """The design by the stratum-entropy rule (or the request's), the entropy, why, and warnings."""
-    strata = _strata(matrix)
+    strata = primary_strata(matrix)
     observed = strata[strata < matrix.n_labels]
     if body.design != "auto":
         entropy = None
@@ -486,7 +470,7 @@ def _entropy_design(body: PlanCreate, matrix: LabelMatrix) -> tuple[str, float |
 def _true_prevalence(matrix: LabelMatrix, p_h: float) -> np.ndarray | None:
     """True label shares inverted from the primary's label shares under the prior (docs/method.md §6);
     None (uniform) before the primary has labels."""
-    strata = _strata(matrix)
+    strata = primary_strata(matrix)
     shares = np.bincount(strata[strata < matrix.n_labels], minlength=matrix.n_labels)
     return true_prevalence(shares, p_h=p_h) if shares.sum() else None
 
@@ -864,7 +848,7 @@ def plan_draft(
     panel: list[int] = []
     panel_inclusion: list[float] = []
     if m is not None and design == "strat":
-        strata = _strata(matrix)
+        strata = primary_strata(matrix)
         index = strat(strata, m, raters=["panel"], rng=seed)["panel"]
         drawn = np.bincount(strata[index], minlength=strata.max() + 1)
         share = drawn[strata[index]] / np.bincount(strata)[strata[index]]  # strata the panel drew from only
@@ -873,144 +857,3 @@ def plan_draft(
         index, probability, document["neyman"] = _neyman_panel(body, moments, matrix, m, seed, features)
         panel, panel_inclusion = matrix.item_ids[index].tolist(), probability.tolist()
     return PlanDraft(design, m, document, panel, panel_inclusion)
-
-def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix) -> np.ndarray:
-    """Item ids of ``rater``'s list under ``plan``, in labeling order."""
-    n_items = matrix.raw.shape[0]
-    m = min(plan.m or 0, n_items)
-    if m == 0:
-        return matrix.item_ids[:0]
-    rater_seed = [plan.seed, zlib.crc32(rater.external_id.encode())]
-    if plan.design in PANELS:
-        return np.asarray(plan.params["panel"], dtype=np.int64)
-    if plan.design == "random":
-        index = random_subsets(n_items, m, raters=[0], strata=_strata(matrix), rng=rater_seed)[0]
-    elif plan.design == "depth-first":
-        index = depth_first(n_items, m, raters=[0])[0]
-    elif plan.design == "disjoint":
-        coverage = _assigned(session, plan.project_id, matrix).sum(axis=1)
-        index = disjoint(_strata(matrix), m, raters=[0], coverage=coverage, rng=rater_seed)[0]
-    else:
-        primary = matrix.columns("primary")
-        if not primary:
-            raise Conflict(
-                "sequential designs stratify on labels in hand: add the primary rater and its labels first",
-                code="no_primary",
-            )
-        humans = np.asarray(matrix.columns("human"), dtype=np.int64)
-        in_hand = [primary[0], *humans[(matrix.codes[:, humans] >= 0).any(axis=0)]]
-        codes = matrix.codes[:, in_hand]
-        if plan.design == "seq-refined":
-            index = seq_refined(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels, rng=rater_seed)[0]
-        else:
-            index = seq_coverage(
-                codes,
-                m,
-                primary=0,
-                raters=[0],
-                n_labels=matrix.n_labels,
-                assigned=_assigned(session, plan.project_id, matrix),
-                rng=rater_seed,
-            )[0]
-    return matrix.item_ids[index]
-
-
-def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
-    """``(n_items, n_secondaries)`` (matrix item order): which secondary has been assigned which item."""
-    rows = np.array(
-        session.execute(
-            select(Assignment.item_id, Assignment.rater_id)
-            .join(Rater, Rater.id == Assignment.rater_id)
-            .where(Assignment.project_id == project_id, Rater.kind == "human")
-        ).all(),
-        dtype=np.int64,
-    ).reshape(-1, 2)
-    raters, column = np.unique(rows[:, 1], return_inverse=True)
-    out = np.zeros((matrix.item_ids.size, raters.size), dtype=bool)
-    position, found = _positions(matrix.item_ids, rows[:, 0])
-    out[position[found], column[found]] = True
-    return out
-
-
-def _positions(item_ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of each ``wanted`` item id in ``item_ids``, and whether it is there at all."""
-    if item_ids.size == 0:
-        return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
-    sorter = np.argsort(item_ids)
-    at = sorter[np.minimum(np.searchsorted(item_ids, wanted, sorter=sorter), item_ids.size - 1)]
-    return at, item_ids[at] == wanted
-
-
-def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix | None = None) -> None:
-    """Give a secondary ``rater`` its list of ``plan.m`` items: items already assigned stay; new ones are appended.
-
-    A list already that long is left alone, so this is cheap on every batch request. The primary
-    has no list: its batches read the corpus through a cursor (service/assignment.py).
-    """
-    if rater.kind == "judge":
-        raise Invalid("judges label every item themselves; they get no batches")
-    project = session.get(Project, plan.project_id)
-    assert project is not None
-    target = min(plan.m or 0, project.item_count)
-    held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
-    if held >= target:
-        return
-    # One list is extended at a time per project: concurrent batch requests and a re-plan
-    # would otherwise append the same items (sequential and coverage-aware designs also read what is in hand).
-    lock_project(session, project.id)
-    matrix = matrix or current_matrix(session, project, project.criteria[0])
-    existing = {
-        item: pos
-        for item, pos in session.execute(
-            select(Assignment.item_id, Assignment.position).where(Assignment.rater_id == rater.id)
-        )
-    }
-    planned = [int(i) for i in _planned_items(session, plan, rater, matrix) if int(i) not in existing]
-    planned = planned[: max(0, target - len(existing))]
-    start = max(existing.values(), default=-1) + 1
-    probability = _inclusion(plan, project.item_count)
-    insert_many(
-        session,
-        Assignment.__table__,
-        ("project_id", "rater_id", "item_id", "plan_id", "position", "inclusion_probability"),
-        [(plan.project_id, rater.id, item, plan.id, start + k, probability(item)) for k, item in enumerate(planned)],
-    )
-
-
-def _inclusion(plan: Plan, n_items: int) -> Callable[[int], float | None]:
-    """Item id -> the probability that the design put it on a secondary's list (None: not a probability sample)."""
-    if plan.design in PANELS:
-        by_item = dict(zip(plan.params["panel"], plan.params.get("panel_inclusion") or [], strict=False))
-        return by_item.get
-    if plan.design == "random" and n_items:
-        share = min(plan.m or 0, n_items) / n_items
-        return lambda item: share
-    return lambda item: None
-
-
-def plan_inclusion(session: Session, plan: Plan | None) -> dict[int, float] | None:
-    """Item id -> probability of entering the overlap, for the items a Neyman plan gave the humans
-    (docs/method.md §9); None when the plan draws items with equal probability (no weights needed)."""
-    if plan is None or plan.design != "neyman":
-        return None
-    rows = session.execute(
-        select(Assignment.item_id, Assignment.inclusion_probability)
-        .join(Rater, Rater.id == Assignment.rater_id)
-        .where(Assignment.plan_id == plan.id, Rater.kind == "human", Assignment.inclusion_probability.is_not(None))
-    )
-    return {int(item): float(p) for item, p in rows}
-
-
-def inclusion_by_item(session: Session, plan: Plan | None, matrix: LabelMatrix) -> np.ndarray | None:
-    """Per item (matrix order), its probability of entering the overlap under a Neyman plan, for
-    inverse-probability weights (docs/method.md §9); items off the plan count as certain.
-    None when the plan draws items with equal probability (no weights needed)."""
-    by_item = plan_inclusion(session, plan)
-    if by_item is None:
-        return None
-    items = np.fromiter(by_item.keys(), dtype=np.int64, count=len(by_item))
-    probability = np.fromiter(by_item.values(), dtype=float, count=len(by_item))
-    out = np.ones(matrix.item_ids.size)
-    position, found = _positions(matrix.item_ids, items)
-    out[position[found]] = probability[found]
-    return out

@@ -23,11 +23,11 @@ from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
 from service.models import Plan, Project, Rater
 from service.monitoring import monitored_decision
+from service.planned_lists import inclusion_by_item
 from service.planning import (
     certification,
     current_plan,
     feasible_with,
-    inclusion_by_item,
     pilot_estimate,
     plan_progress,
 )

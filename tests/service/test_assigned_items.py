@@ -1,4 +1,4 @@
-"""Which secondary holds which item, as coverage-aware designs read it (service.planning._assigned)."""
+"""Which secondary holds which item, as coverage-aware designs read it (service.planned_lists._assigned)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.planning import _assigned
+from service.planned_lists import _assigned
 
 
 class _Rows:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import service.planning as planning
+import service.planned_lists as planned_lists
 from service.matrix import LabelMatrix
 
 
@@ -29,7 +29,7 @@ def test_inclusion_by_item_is_the_lookup_of_each_item(
     matrix = LabelMatrix(raw=np.full((item_ids.size, 0), -1), item_ids=item_ids, raters=[], n_labels=2,
                          label_seq=0, criterion="default", order=np.full((item_ids.size, 0), -1))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(planning, "plan_inclusion", lambda session, plan: on_plan)
-        got = planning.inclusion_by_item(None, None, matrix)  # type: ignore[arg-type]
+        patch.setattr(planned_lists, "plan_inclusion", lambda session, plan: on_plan)
+        got = planned_lists.inclusion_by_item(None, None, matrix)  # type: ignore[arg-type]
     assert got is not None
     assert got.tolist() == [on_plan.get(int(i), 1.0) for i in item_ids]
