@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_ndtr
 
-from planner.codes import MISSING, check_codes
+from planner.codes import MISSING, checked_code_array
 from planner.intervals import ConfidenceInterval
 from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, TOLERANCE, checked_inclusion, passes
 from planner.significance import alt_test_p_values, by_rejections
@@ -445,7 +445,7 @@ def _monitor_iv(
         raise ValueError(
             f"rule must be one of {RULES} for monitoring (docs/method.md §8), got {rule!r}"
         )
-    codes = check_codes(codes, n_labels)
+    codes = checked_code_array(codes, n_labels)  # compact types stay compact: cells are gathered, not copied
     n_cols = codes.shape[1]
     if not (isinstance(judge, (int, np.integer)) and 0 <= judge < n_cols):
         raise ValueError(f"judge must be a single column index in 0..{n_cols - 1}, got {judge!r}")
@@ -463,7 +463,6 @@ def _monitor_iv(
                 f"order must be an integer array of the codes' shape {codes.shape}, "
                 f"got {ranks.dtype} {ranks.shape}"
             )
-        ranks = ranks.astype(np.int64, copy=False)
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if not (np.isfinite(epsilon) and 0.0 <= epsilon < 1.0):
         raise ValueError(f"epsilon must be a number in [0, 1), got {epsilon!r}")

@@ -131,3 +131,20 @@ def test_hand_computed_pools_follow_arrival(differences) -> None:
     assert late[0].tolist() == [9] and late[1].tolist() == [1.0]  # pool {0, 1}: (2 - 0)/2
     alt = differences(codes, order, 3, [0, 1, 2], "alt-test")
     assert [p[1].tolist() for p in alt] == [[0.0], [0.0], [1.0]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_written(), st.sampled_from([np.int8, np.int16]), st.sampled_from([np.int32, np.int64]))
+def test_the_monitor_reads_compact_integer_types_as_int64(case, code_type, rank_type) -> None:
+    """A child process receives int8 codes and int32 ranks; the monitor reads them without
+    widening and gives bit-identical results (same ranks, same floats)."""
+    codes, order, judge, humans, n_labels, rule, inclusion = case
+    kwargs = dict(judge=judge, humans=humans, n_labels=n_labels, rule=rule, alpha=0.3, inclusion=inclusion)
+    got = monitor_judge(codes.astype(code_type), order=order.astype(rank_type), **kwargs)
+    want = monitor_judge(codes, order=order, **kwargs)
+    assert (got.decision, got.decided_at, got.looks) == (want.decision, want.decided_at, want.looks)
+    for r, ref in zip(got.raters, want.raters, strict=True):
+        assert (r.rater, r.status, r.n, r.certified_at) == (ref.rater, ref.status, ref.n, ref.certified_at)
+        assert np.array_equal(r.arrival, ref.arrival)
+        assert np.array_equal([r.e_value, r.e_value_lost, r.d], [ref.e_value, ref.e_value_lost, ref.d], equal_nan=True)
+        assert np.array_equal(r.lower, ref.lower) and np.array_equal(r.upper, ref.upper)
