@@ -159,10 +159,10 @@ class LabelEvent(Base):
     # beside a unique index: about 40 bytes less per label).
     __table_args__ = {"sqlite_with_rowid": False}
 
-    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    # The project, its item and its rater, as write_labels checks under the project's row lock; no foreign
+    # keys (a check of three parent rows per label written, and projects, items and raters are never deleted).
+    project_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    # An item and a rater of the project, as write_labels checks under the project lock; no foreign keys
-    # (a check of two parent rows per label written, and neither items nor raters are ever deleted).
     item_id: Mapped[int] = mapped_column(BigId)
     rater_id: Mapped[int] = mapped_column(BigId)
     criterion: Mapped[str] = mapped_column(String(100))
@@ -181,7 +181,7 @@ class CurrentLabel(Base):
     item_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)  # no foreign keys:
     rater_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)  # see LabelEvent
     criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
-    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    project_id: Mapped[str] = mapped_column(String(40))  # no foreign key: see LabelEvent
     value: Mapped[str] = mapped_column(String(200))
     seq: Mapped[int] = mapped_column(BigInteger)
 

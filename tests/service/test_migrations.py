@@ -333,3 +333,69 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
     assert len(set(ids)) == 6 and None not in ids
     command.upgrade(cfg, "head")
     assert len(stored()[0]) == 6
+
+
+def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_project_key(fresh_url, engine):
+    """0010 on data: events and current labels survive the upgrade and the downgrade unchanged; the label
+    tables lose the project's foreign key (and get it back, cascade included, on the downgrade); on
+    SQLite they stay WITHOUT ROWID, with the current labels' (project, seq) index."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from service.models import CurrentLabel, Item, LabelEvent
+
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0009_label_storage")
+    stamp = datetime(2026, 11, 30, 23, 30, 1, 654321, tzinfo=UTC)
+    events = [{"project_id": p, "seq": s, "item_id": i, "rater_id": r, "criterion": "x", "value": v,
+               "batch_id": b, "created_at": stamp, "kind": k}
+              for p, s, i, r, v, b, k in [("p1", 1, 1, 1, "a", None, "label"), ("p2", 1, 3, 2, "b", "bt", "label"),
+                                          ("p1", 2, 2, 1, "b", None, "label"),
+                                          ("p1", 3, 1, 1, None, None, "retraction")]]
+    current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "b", 1)]
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
+                                        "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
+                                        "label_seq": 3, "item_count": 2} for p in ("p1", "p2")])
+        conn.execute(insert(Rater), [{"id": r, "project_id": p, "external_id": "h", "kind": "human"}
+                                     for r, p in [(1, "p1"), (2, "p2")]])
+        conn.execute(insert(Item), [{"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}",
+                                     "position": k, "features": {}} for k in (1, 2, 3)])
+        conn.execute(insert(LabelEvent), events)
+        conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
+                                                      "seq"), c, strict=True)) for c in current])
+
+    def stored() -> tuple[list, list]:
+        with engine.connect() as conn:
+            e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
+            c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.item_id)).all()
+        return [tuple(r) for r in e], [tuple(r) for r in c]
+
+    def keys() -> dict[str, list]:
+        insp = inspect(engine)
+        return {t: [(f["referred_table"], (f.get("options") or {}).get("ondelete")) for f in insp.get_foreign_keys(t)]
+                for t in ("label_events", "current_labels")}
+
+    def layout() -> tuple[bool, list]:
+        index = [i["column_names"] for i in inspect(engine).get_indexes("current_labels")]
+        if engine.dialect.name != "sqlite":
+            return True, index
+        with engine.connect() as conn:
+            ddl = [sql for (sql,) in conn.execute(text(
+                "SELECT sql FROM sqlite_master WHERE name IN ('label_events', 'current_labels')"))]
+        return all("WITHOUT ROWID" in d for d in ddl), index
+
+    expected = stored()
+    assert len(expected[0]) == 4 and len(expected[1]) == 2
+    assert keys() == {t: [("projects", "CASCADE")] for t in ("label_events", "current_labels")}
+    command.upgrade(cfg, "0010_label_project_keys")
+    assert stored() == expected
+    assert keys() == {"label_events": [], "current_labels": []}
+    assert layout() == (True, [["project_id", "seq"]])
+    command.downgrade(cfg, "0009_label_storage")
+    assert stored() == expected
+    assert keys() == {t: [("projects", "CASCADE")] for t in ("label_events", "current_labels")}
+    assert layout() == (True, [["project_id", "seq"]])
+    command.upgrade(cfg, "head")
+    assert stored() == expected
