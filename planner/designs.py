@@ -536,16 +536,87 @@ def seq_coverage(
     m = _check_m(m, modal.size)
     ids = _check_raters(raters)
     gen = np.random.default_rng(rng)
-    columns = list(held.T)
+    columns = [np.flatnonzero(column) for column in held.T]
     lists: dict[Hashable, np.ndarray] = {}
     for r in ids:
-        so_far = np.array(columns, dtype=bool).reshape(len(columns), 1, modal.size)
-        strata, quota = coverage_strata(modal[None], so_far, m, n_labels=n_labels)
-        key = gen.random((1, modal.size))
-        mask = stratified_masks(strata, quota, key)
-        lists[r] = _prefix_list(mask[0], modal, key[0])
-        columns.append(mask[0])
+        lists[r] = seq_list(modal, m, n_labels=n_labels, assigned=columns, rng=gen)
+        columns.append(lists[r])
     return lists
+
+
+def seq_list(
+    modal: np.ndarray, m: int, *, n_labels: int, assigned: Sequence[np.ndarray] | None = None, rng: Rng = None
+) -> np.ndarray:
+    """One secondary's Seq-Refined list (``assigned`` None) or Seq-Coverage list, from the modal strata in
+    hand ``modal`` (``modal_strata``) and, for Seq-Coverage, the item indices each earlier secondary
+    was assigned (docs/method.md §5).
+
+    What ``seq_refined`` and ``seq_coverage`` draw for one rater, for the same ``rng``. Its cost
+    grows with the items assigned and with ``m`` beyond a few passes over ``n_items``: the service
+    keeps ``modal`` per worker and draws a list at a rater's first batch.
+
+    >>> seq_list(np.array([0, 0, 1, 1, 2]), 2, n_labels=2, rng=0).tolist()
+    [1, 3]
+    """
+    s = np.asarray(modal)
+    if s.ndim != 1 or not np.issubdtype(s.dtype, np.integer) or (s.size and (s.min() < 0 or s.max() > n_labels)):
+        raise ValueError(f"modal must be one stratum 0..{n_labels} per item (modal_strata)")
+    m = _check_m(m, s.size)
+    gen = np.random.default_rng(rng)
+    if assigned is None:
+        strata = s.astype(np.int64)
+        sizes = np.bincount(strata, minlength=n_labels + 1)
+        quota = proportional_allocation(sizes, m)
+    else:
+        strata, width = _sparse_coverage_codes(s, assigned, n_labels=n_labels)
+        sizes = np.bincount(strata, minlength=(n_labels + 1) * width)
+        quota = coverage_quota(sizes.reshape(1, n_labels + 1, width), m)[0]
+    key = gen.random((1, s.size))[0]
+    chosen = _smallest_keys(strata, sizes, quota, key)
+    chosen = chosen[np.lexsort((key[chosen], s[chosen]))]
+    return np.asarray(chosen[_interleaved(s[chosen])], dtype=np.int64)
+
+
+def _sparse_coverage_codes(
+    modal: np.ndarray, assigned: Sequence[np.ndarray], *, n_labels: int
+) -> tuple[np.ndarray, int]:
+    """``coverage_codes`` of one row from the item indices of each earlier secondary (bit ``j``: the
+    ``j``-th), touching only those items beyond one pass over ``modal``."""
+    n_assigned = len(assigned)
+    patterns = (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA
+    width = 2**n_assigned if patterns else n_assigned + 1
+    code = np.asarray(modal, dtype=np.int64) * width
+    for bit, items in enumerate(assigned):
+        np.add.at(code, np.unique(items), 1 << bit if patterns else 1)
+    return code, width
+
+
+_CANDIDATE_MARGIN = 6.0  # standard deviations of a stratum's count under its key threshold
+
+
+def _smallest_keys(strata: np.ndarray, sizes: np.ndarray, quota: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Indices of the ``quota[h]`` items of lowest ``key`` in each stratum ``h`` of ``sizes[h]`` items
+    (all of a smaller one): ``stratified_masks`` of one row without priority, by sorting only the items
+    whose key falls under a per-stratum threshold that leaves each stratum its quota with a wide
+    margin (else every item)."""
+    take = np.minimum(quota, sizes)
+    whole = (take == sizes) & (take > 0)
+    partial = (take > 0) & ~whole
+    threshold = np.where(partial, (take + _CANDIDATE_MARGIN * np.sqrt(take) + 10) / np.maximum(sizes, 1), 0.0)
+    if threshold.max(initial=0.0) >= 1.0:
+        candidates = np.flatnonzero(take[strata] > 0)
+    else:
+        candidates = np.flatnonzero(key < threshold.max(initial=0.0))
+        candidates = candidates[key[candidates] < threshold[strata[candidates]]]
+        if whole.any():
+            candidates = np.union1d(candidates, np.flatnonzero(whole[strata]))
+        if (np.bincount(strata[candidates], minlength=quota.size) < take).any():
+            candidates = np.flatnonzero(take[strata] > 0)
+    ranked = candidates[np.lexsort((key[candidates], strata[candidates]))]
+    stratum = strata[ranked]
+    starts = np.searchsorted(stratum, np.arange(quota.size))
+    rank = np.arange(ranked.size) - starts[stratum]
+    return np.sort(ranked[rank < take[stratum]])
 
 
 _MAX_PATTERN_STRATA = 4096  # beyond this many (label, assignment pattern) strata, count coverage
@@ -599,13 +670,7 @@ def _seq_lists(
     m = _check_m(m, s.size)
     ids = _check_raters(raters)
     gen = np.random.default_rng(rng)
-    quota = proportional_allocation(np.bincount(s, minlength=n_labels + 1), m)[None]
-    lists: dict[Hashable, np.ndarray] = {}
-    for r in ids:
-        key = gen.random((1, s.size))
-        mask = stratified_masks(s[None], quota, key)
-        lists[r] = _prefix_list(mask[0], s, key[0])
-    return lists
+    return {r: seq_list(s, m, n_labels=n_labels, rng=gen) for r in ids}
 
 
 def design_masks(

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.matrix_store import STORE_KEY, MatrixStore
+from service.modal_strata import MODAL_KEY, ModalStore
 
 # Execution option marking a unit of work that will write: on SQLite it takes the write lock
 # at BEGIN, so concurrent writers queue on the busy timeout instead of failing mid-transaction.
@@ -79,8 +80,11 @@ def writer_turn(engine: Engine) -> AbstractAsyncContextManager[object]:
 
 
 def make_sessionmaker(engine: Engine, store: MatrixStore | None = None) -> sessionmaker[Session]:
-    """Sessions that keep loaded objects usable after commit, sharing this worker's label matrices."""
-    return sessionmaker(engine, expire_on_commit=False, info={STORE_KEY: store or MatrixStore()})
+    """Sessions that keep loaded objects usable after commit, sharing this worker's label matrices and
+    modal strata (``service.modal_strata``)."""
+    return sessionmaker(
+        engine, expire_on_commit=False, info={STORE_KEY: store or MatrixStore(), MODAL_KEY: ModalStore()}
+    )
 
 
 @contextmanager

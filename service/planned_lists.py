@@ -11,15 +11,17 @@ import numpy as np
 from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 
-from planner.designs import depth_first, disjoint, random_subsets, seq_coverage, seq_refined
+from planner.designs import depth_first, disjoint, random_subsets, seq_list
 from service.errors import Conflict, Invalid
 from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
+from service.modal_strata import modal_in_hand
 from service.models import Assignment, Plan, Project, Rater
 from service.project_rows import lock_project
 from service.sql import insert_many
 
 PANELS = ("strat", "neyman")
+SEQUENTIAL = ("seq-refined", "seq-coverage")  # lists drawn at a secondary's first batch, from the labels in hand
 
 
 def primary_strata(matrix: LabelMatrix) -> np.ndarray:
@@ -31,50 +33,51 @@ def primary_strata(matrix: LabelMatrix) -> np.ndarray:
     return np.where(codes < 0, matrix.n_labels, codes)
 
 
-def _planned_items(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix) -> np.ndarray:
-    """Item ids of ``rater``'s list under ``plan``, in labeling order."""
-    n_items = matrix.raw.shape[0]
-    m = min(plan.m or 0, n_items)
+def _planned_items(
+    session: Session, plan: Plan, rater: Rater, project: Project, matrix: LabelMatrix | None
+) -> np.ndarray:
+    """Item ids of ``rater``'s list under ``plan``, in labeling order, from ``matrix`` (default: the
+    labels in hand).
+
+    A sequential design reads the modal strata of the labels in hand that this worker keeps
+    (``service.modal_strata``) and the items already assigned, not the label matrix.
+    """
+    m = min(plan.m or 0, project.item_count)
     if m == 0:
-        return matrix.item_ids[:0]
+        return np.zeros(0, dtype=np.int64)
     rater_seed = np.random.default_rng([plan.seed, zlib.crc32(rater.external_id.encode())])
     if plan.design in PANELS:
         return np.asarray(plan.params["panel"], dtype=np.int64)
-    if plan.design == "random":
-        index = random_subsets(n_items, m, raters=[0], strata=primary_strata(matrix), rng=rater_seed)[0]
-    elif plan.design == "depth-first":
-        index = depth_first(n_items, m, raters=[0])[0]
-    elif plan.design == "disjoint":
-        coverage = _assigned(session, plan.project_id, matrix).sum(axis=1)
-        index = disjoint(primary_strata(matrix), m, raters=[0], coverage=coverage, rng=rater_seed)[0]
-    else:
-        primary = matrix.columns("primary")
-        if not primary:
+    if plan.design in SEQUENTIAL:
+        if session.scalar(select(Rater.id).where(Rater.project_id == project.id, Rater.kind == "primary")) is None:
             raise Conflict(
                 "sequential designs stratify on labels in hand: add the primary rater and its labels first",
                 code="no_primary",
             )
-        humans = np.asarray(matrix.columns("human"), dtype=np.int64)
-        in_hand = [primary[0], *humans[(matrix.codes[:, humans] >= 0).any(axis=0)]]
-        codes = matrix.codes[:, in_hand]
-        if plan.design == "seq-refined":
-            index = seq_refined(codes, m, primary=0, raters=[0], n_labels=matrix.n_labels, rng=rater_seed)[0]
-        else:
-            index = seq_coverage(
-                codes,
-                m,
-                primary=0,
-                raters=[0],
-                n_labels=matrix.n_labels,
-                assigned=_assigned(session, plan.project_id, matrix),
-                rng=rater_seed,
-            )[0]
-    items: np.ndarray = matrix.item_ids[index]
+        in_hand = modal_in_hand(session, project, project.criteria[0])
+        coverage = plan.design == "seq-coverage"
+        assigned = _assigned_items(session, plan.project_id, in_hand.item_ids, in_hand.sorter) if coverage else None
+        index = seq_list(in_hand.modal, m, n_labels=len(project.labels), assigned=assigned, rng=rater_seed)
+        items: np.ndarray = in_hand.item_ids[index]
+        return items
+    matrix = matrix or current_matrix(session, project, project.criteria[0])
+    n_items = matrix.raw.shape[0]
+    if plan.design == "random":
+        index = random_subsets(n_items, m, raters=[0], strata=primary_strata(matrix), rng=rater_seed)[0]
+    elif plan.design == "depth-first":
+        index = depth_first(n_items, m, raters=[0])[0]
+    else:
+        coverage = _assigned(session, plan.project_id, matrix).sum(axis=1)
+        index = disjoint(primary_strata(matrix), m, raters=[0], coverage=coverage, rng=rater_seed)[0]
+    items = matrix.item_ids[index]
     return items
 
 
-def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
-    """``(n_items, n_secondaries)`` (matrix item order): which secondary has been assigned which item."""
+def _assigned_items(
+    session: Session, project_id: str, item_ids: np.ndarray, sorter: np.ndarray | None = None
+) -> list[np.ndarray]:
+    """Per secondary holding assignments (in rater id order), the rows in ``item_ids`` (``sorter``: its
+    argsort, when known) of its items; items outside ``item_ids`` are left out."""
     rows = np.array(
         session.execute(
             select(Assignment.item_id, Assignment.rater_id)
@@ -84,17 +87,27 @@ def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndar
         dtype=np.int64,
     ).reshape(-1, 2)
     raters, column = np.unique(rows[:, 1], return_inverse=True)
-    out = np.zeros((matrix.item_ids.size, raters.size), dtype=bool)
-    position, found = _positions(matrix.item_ids, rows[:, 0])
-    out[position[found], column[found]] = True
+    position, found = _positions(item_ids, rows[:, 0], sorter)
+    return [position[found & (column == j)] for j in range(raters.size)]
+
+
+def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
+    """``(n_items, n_secondaries)`` (matrix item order): which secondary has been assigned which item."""
+    held = _assigned_items(session, project_id, matrix.item_ids)
+    out = np.zeros((matrix.item_ids.size, len(held)), dtype=bool)
+    for j, rows in enumerate(held):
+        out[rows, j] = True
     return out
 
 
-def _positions(item_ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of each ``wanted`` item id in ``item_ids``, and whether it is there at all."""
+def _positions(
+    item_ids: np.ndarray, wanted: np.ndarray, sorter: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row of each ``wanted`` item id in ``item_ids`` (``sorter``: its argsort, when known), and whether
+    it is there at all."""
     if item_ids.size == 0:
         return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=bool)
-    sorter = np.argsort(item_ids)
+    sorter = np.argsort(item_ids) if sorter is None else sorter
     at = sorter[np.minimum(np.searchsorted(item_ids, wanted, sorter=sorter), item_ids.size - 1)]
     return at, item_ids[at] == wanted
 
@@ -116,14 +129,15 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
     # One list is extended at a time per project: concurrent batch requests and a re-plan
     # would otherwise append the same items (sequential and coverage-aware designs also read what is in hand).
     lock_project(session, project.id)
-    matrix = matrix or current_matrix(session, project, project.criteria[0])
+    project = session.get(Project, plan.project_id, populate_existing=True)  # the labels in hand under the lock
+    assert project is not None
     existing = {
         item: pos
         for item, pos in session.execute(
             select(Assignment.item_id, Assignment.position).where(Assignment.rater_id == rater.id)
         )
     }
-    planned = [int(i) for i in _planned_items(session, plan, rater, matrix) if int(i) not in existing]
+    planned = [int(i) for i in _planned_items(session, plan, rater, project, matrix) if int(i) not in existing]
     planned = planned[: max(0, target - len(existing))]
     start = max(existing.values(), default=-1) + 1
     probability = _inclusion(plan, project.item_count)

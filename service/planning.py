@@ -49,11 +49,10 @@ from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
 from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
 from service.monitoring import plan_monitoring
-from service.planned_lists import ensure_assignments, primary_strata
+from service.planned_lists import SEQUENTIAL, ensure_assignments, primary_strata
 from service.project_rows import lock_project
 from service.schemas import DecisionSettings, PlanCreate
 
-SEQUENTIAL = ("seq-refined", "seq-coverage")
 COVERAGE_AWARE = ("disjoint", "seq-coverage")  # a list depends on the lists already drawn
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000

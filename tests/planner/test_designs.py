@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner import designs
 from planner.designs import (
+    _CANDIDATE_MARGIN,
     DESIGNS,
     DesignChoice,
     choose_design,
@@ -24,6 +26,7 @@ from planner.designs import (
     seq_refined,
     shared_panel,
     strat,
+    stratified_masks,
     stratum_entropy,
 )
 
@@ -430,3 +433,27 @@ def test_batched_modal_strata_is_the_mode_ties_to_the_primary(
             primary = int(humans[0, t, i]) if observed[0, t, i] else None
             expected = n_labels if not seen else (primary if primary in tied else min(tied))
             assert modes[t, i] == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_items=st.integers(1, 400), n_strata=st.integers(1, 6), m=st.integers(1, 400), seed=st.integers(0, 2**32 - 1),
+    margin=st.sampled_from([_CANDIDATE_MARGIN, -50.0]),
+)
+def test_smallest_keys_per_stratum_are_the_stratified_mask(
+    n_items: int, n_strata: int, m: int, seed: int, margin: float
+) -> None:
+    """The served draw's selection (candidates under a per-stratum key threshold) picks exactly the
+    items ``stratified_masks`` picks; a margin too small to leave a quota its items (-50) takes the
+    every-item path and still agrees."""
+    gen = np.random.default_rng(seed)
+    strata = gen.integers(0, n_strata, n_items)
+    strata[: n_items // 2] = 0  # one large stratum beside small ones, some taken whole
+    sizes = np.bincount(strata, minlength=n_strata)
+    quota = proportional_allocation(sizes, min(m, n_items))
+    key = gen.random(n_items)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(designs, "_CANDIDATE_MARGIN", margin)
+        got = designs._smallest_keys(strata, sizes, quota, key)
+    expected = np.flatnonzero(stratified_masks(strata[None], quota[None], key[None])[0])
+    np.testing.assert_array_equal(got, expected)

@@ -1,0 +1,141 @@
+"""Each worker's modal strata of the labels in hand (docs/method.md §5, Seq designs): per item of a
+project, the mode of its primary's and human secondaries' labels of one criterion, kept per
+project and brought up to date from the label events since, so that a secondary's first batch
+under a sequential design reads the items labeled since the last draw, not every label."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.designs import modal_strata
+from service.matrix import value_codes
+from service.matrix_store import current_matrix
+from service.models import Project, Rater
+from service.sql import driver_rows
+
+MODAL_KEY = "annoplan_modal_strata"
+"""``Session.info`` key of the worker's :class:`ModalStore`."""
+REBUILD_AFTER = 100_000
+"""Label events since the kept strata beyond which they are computed again from the label matrix."""
+_IN_LIST = 900  # item ids per IN (...) list, within SQLite's bound on variables
+
+
+@dataclass(frozen=True)
+class InHand:
+    """Modal strata of a project's labels in hand as of ``label_seq``, in corpus order (``item_ids``)."""
+
+    label_seq: int
+    labels: tuple[str, ...]
+    item_ids: np.ndarray
+    sorter: np.ndarray  # np.argsort(item_ids)
+    modal: np.ndarray  # int16, 0..L (L: no label in hand)
+
+
+class ModalStore:
+    """The modal strata of the projects drawn for most recently, each brought up to date on read."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._kept: OrderedDict[tuple[str, str], InHand] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def strata(self, session: Session, project: Project, criterion: str) -> InHand:
+        """The modal strata of ``criterion`` at ``project.label_seq`` as ``session`` sees it."""
+        key = (project.id, criterion)
+        with self._lock:
+            kept = self._kept.get(key)
+        fresh = _updated(session, project, criterion, kept)
+        with self._lock:
+            self._kept[key] = fresh
+            self._kept.move_to_end(key)
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return fresh
+
+
+def modal_in_hand(session: Session, project: Project, criterion: str) -> InHand:
+    """The modal strata of ``criterion`` now: from the session's :class:`ModalStore` when it has one."""
+    store = session.info.get(MODAL_KEY)
+    if isinstance(store, ModalStore):
+        return store.strata(session, project, criterion)
+    return _from_matrix(session, project, criterion)
+
+
+def _raters(session: Session, project: Project) -> list[int]:
+    """Ids of the primary (first) and the human secondaries whose labels are in hand for the strata."""
+    rows = session.execute(
+        select(Rater.id, Rater.kind).where(Rater.project_id == project.id, Rater.kind.in_(("primary", "human")))
+        .order_by(Rater.id)
+    ).all()
+    primary = [rid for rid, kind in rows if kind == "primary"][:1]
+    return primary + [rid for rid, kind in rows if kind == "human"]
+
+
+def _updated(session: Session, project: Project, criterion: str, kept: InHand | None) -> InHand:
+    """``kept`` brought to ``project.label_seq``: the items with events since get their mode again from
+    their current labels; computed from the label matrix when there is nothing (usable) to update."""
+    if (
+        kept is None
+        or kept.labels != tuple(project.labels)
+        or kept.item_ids.size != project.item_count
+        or not kept.label_seq <= project.label_seq <= kept.label_seq + REBUILD_AFTER
+    ):
+        return _from_matrix(session, project, criterion)
+    if kept.label_seq == project.label_seq:
+        return kept
+    changed = np.unique(np.array(driver_rows(
+        session,
+        "SELECT item_id FROM label_events WHERE project_id = ? AND seq > ? AND seq <= ? AND criterion = ?",
+        (project.id, kept.label_seq, project.label_seq, criterion),
+    ), dtype=np.int64).reshape(-1))
+    modal = kept.modal
+    raters = _raters(session, project)
+    if changed.size and raters:
+        at = kept.sorter[np.searchsorted(kept.item_ids, changed, sorter=kept.sorter).clip(max=kept.item_ids.size - 1)]
+        if not (kept.item_ids[at] == changed).all():
+            return _from_matrix(session, project, criterion)
+        modal = modal.copy()
+        modal[at] = _modes(session, project, criterion, changed, raters)
+        modal.flags.writeable = False
+    return InHand(project.label_seq, kept.labels, kept.item_ids, kept.sorter, modal)
+
+
+def _modes(session: Session, project: Project, criterion: str, items: np.ndarray, raters: list[int]) -> np.ndarray:
+    """``modal_strata`` of ``items`` from their current labels by ``raters`` (the primary first)."""
+    code_of = value_codes(project)
+    n_labels = len(project.labels)
+    codes = np.full((items.size, len(raters)), -1, dtype=np.int64)
+    column = {rid: k for k, rid in enumerate(raters)}
+    marks = ", ".join("?" * len(raters))
+    for start in range(0, items.size, _IN_LIST):
+        part = items[start:start + _IN_LIST]
+        rows = driver_rows(
+            session,
+            f"SELECT item_id, rater_id, value FROM current_labels WHERE project_id = ? AND criterion = ? "
+            f"AND item_id IN ({', '.join('?' * part.size)}) AND rater_id IN ({marks})",
+            (project.id, criterion, *part.tolist(), *raters),
+        )
+        if rows:
+            row = start + np.searchsorted(part, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+            col = np.fromiter((column[r[1]] for r in rows), np.int64, len(rows))
+            code = np.fromiter((code_of.get(r[2], -1) for r in rows), np.int64, len(rows))
+            codes[row, col] = np.where(code < n_labels, code, -1)
+    return modal_strata(codes, primary=0, n_labels=n_labels).astype(np.int16)
+
+
+def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
+    """The modal strata of the whole label matrix (reads it when the worker does not keep it)."""
+    matrix = current_matrix(session, project, criterion)
+    columns = matrix.columns("primary")[:1] + matrix.columns("human")
+    if columns and matrix.raw.shape[0]:
+        modal = modal_strata(matrix.codes[:, columns], primary=0, n_labels=matrix.n_labels).astype(np.int16)
+    else:
+        modal = np.full(matrix.raw.shape[0], matrix.n_labels, dtype=np.int16)
+    modal.flags.writeable = False
+    return InHand(matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal)

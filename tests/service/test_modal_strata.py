@@ -1,0 +1,77 @@
+"""A worker's kept modal strata (service.modal_strata) brought up to date from the label events since
+equal the modal strata computed afresh from every label in hand, whatever the writes in between:
+new labels, changed labels, CANNOT_ASSESS, retractions, labels of the judge (not in hand)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, select
+
+from service.db import make_sessionmaker, session_scope
+from service.label_store import retract_labels
+from service.matrix_store import MatrixStore
+from service.modal_strata import ModalStore, _from_matrix
+from service.models import Item, Project, Rater
+
+RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"), ("h4", "human")]
+VALUES = ["a", "b", "c", "CANNOT_ASSESS"]
+N_ITEMS = 12
+
+writes = st.lists(
+    st.tuples(st.sampled_from([r for r, _ in RATERS]), st.integers(0, N_ITEMS - 1), st.sampled_from([*VALUES, None])),
+    min_size=1, max_size=25,
+)
+
+
+def modal_of(rows: dict[tuple[str, int], str]) -> list[int]:
+    """The modal stratum of every item by hand: the mode of the primary's and humans' labels in hand
+    (CANNOT_ASSESS is not one), ties to the primary's label, else the lowest; 3 when none."""
+    out = []
+    for i in range(N_ITEMS):
+        labels = {r: rows[(r, i)] for r, kind in RATERS if kind != "judge" and rows.get((r, i)) in VALUES[:3]}
+        if not labels:
+            out.append(3)
+            continue
+        counts = {v: sum(1 for x in labels.values() if x == v) for v in VALUES[:3]}
+        top = max(counts.values())
+        tied = [v for v in VALUES[:3] if counts[v] == top]
+        out.append(VALUES.index(labels["prim"]) if labels.get("prim") in tied else VALUES.index(tied[0]))
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rounds=st.lists(writes, min_size=1, max_size=4))
+def test_kept_strata_equal_fresh_strata_after_any_writes(client, engine: Engine, rounds) -> None:
+    pid = client.post("/projects", json={"name": "modal", "labels": VALUES[:3], "allow_abstain": True}).json()["id"]
+    for ext, kind in RATERS:
+        client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
+    client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).raise_for_status()
+    sessions = make_sessionmaker(engine, MatrixStore())
+    store = ModalStore()
+    state: dict[tuple[str, int], str] = {}
+    for k, round_ in enumerate(rounds):
+        last = {(r, i): v for r, i, v in round_}  # one write per cell and round
+        labels = [{"item": f"i{i}", "rater": r, "value": v} for (r, i), v in last.items() if v is not None]
+        gone = [cell for cell, v in last.items() if v is None]
+        if labels:
+            r = client.post(f"/projects/{pid}/labels", json=labels)
+            assert r.status_code == 200, r.text
+        state |= {cell: v for cell, v in last.items() if v is not None}
+        with session_scope(sessions, write=True) as s:
+            project = s.get(Project, pid)
+            ids = dict(s.execute(select(Rater.external_id, Rater.id).where(Rater.project_id == pid)).all())
+            items = dict(s.execute(select(Item.external_id, Item.id).where(Item.project_id == pid)).all())
+            if gone:
+                retract_labels(s, project, [(items[f"i{i}"], ids[r], project.criteria[0]) for r, i in gone])
+        for cell in gone:
+            state.pop(cell, None)
+        with session_scope(sessions) as s:
+            project = s.get(Project, pid)
+            kept = store.strata(s, project, project.criteria[0])
+            fresh = _from_matrix(s, project, project.criteria[0])
+        assert kept.label_seq == fresh.label_seq
+        np.testing.assert_array_equal(kept.modal, fresh.modal)
+        by_item = dict(zip(fresh.item_ids.tolist(), kept.modal.tolist(), strict=True))
+        assert [by_item[items[f"i{i}"]] for i in range(N_ITEMS)] == modal_of(state), k
