@@ -12,7 +12,7 @@
    ``validate_judge`` (1,000 resamples) on the same matrix as the reference, and the
    inverse-inclusion-weighted monitor (three inclusion classes, docs/method.md §9) against
    the unweighted one.
-4. ``service.monitoring.monitored_decision`` (the /reliability monitoring block) on the
+4. ``service.monitoring.judge_monitorings`` (the /reliability monitoring block) on the
    project of ``bench/million.py``: a judge and the primary on every item, 8 secondaries on
    1/8 each, every rater's labels arriving in item order, then 1,000 of the judge's labels
    corrected (so they arrive last). 10,000 vs 1,000,000 items in the same run (target
@@ -24,6 +24,7 @@ runs per cell; the fixed column dominates the time); ``bench/monitoring.py scale
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -38,8 +39,9 @@ from planner.decision import validate_judge  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import monitor_judge  # noqa: E402
 from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.monitoring import monitored_decision  # noqa: E402
+from service.monitoring import judge_monitorings  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
+from service.shared_matrix import code_type, rank_type  # noqa: E402
 
 P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
 P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon
@@ -162,22 +164,24 @@ def service_matrix(n_items: int, rng: np.random.Generator) -> LabelMatrix:
 
 
 def scale() -> None:
-    """monitored_decision at 10k and 1M items in the same run, and its JSON size."""
+    """judge_monitorings at 10k and 1M items in the same run (in the compact types a document's child
+    process reads), and its JSON size."""
     settings = DecisionSettings()
-    fixed = {"decision": "continue", "reason": "", "raters": []}
     figures = {}
     for n in (10_000, 1_000_000):
-        matrix = service_matrix(n, np.random.default_rng(n))
+        dense = service_matrix(n, np.random.default_rng(n))
+        matrix = dataclasses.replace(dense, raw=dense.raw.astype(code_type(dense.n_labels)),
+                                     order=dense.order.astype(rank_type(dense.order)))
         humans = matrix.columns("primary", "human")
         best, block = np.inf, {}
         for _ in range(3):
             start = time.process_time()
-            block = monitored_decision(matrix, 0, humans, settings, fixed, None)
+            [block] = judge_monitorings(matrix, [0], humans, settings, None, None)
             best = min(best, time.process_time() - start)
-        figures[n] = (best, len(json.dumps(block)), block["decision"], block["monitoring"]["looks"])
-        print(f"monitored_decision, {n:>9,} items x 10 raters: {best:.3f} s CPU "
+        figures[n] = (best, len(json.dumps(block)), block["decision"], block["looks"])
+        print(f"judge_monitorings, {n:>9,} items x 10 raters: {best:.3f} s CPU "
               f"(best of 3); block JSON {figures[n][1]:,} bytes; decision {block['decision']}, "
-              f"{block['monitoring']['looks']:,} looks")
+              f"{block['looks']:,} looks")
     (small, small_json, *_), (large, large_json, *_) = figures[10_000], figures[1_000_000]
     print(f"1M / 10k: time {large / small:.0f}x for 100x the items (target <= 0.2 s at 1M: "
           f"{'met' if large <= 0.2 else 'not met'}); JSON {large_json / small_json:.2f}x")

@@ -8,6 +8,8 @@ service's computing modules imported, so a start costs milliseconds):
   ``off_worker(cells, compute, arrays...)``, persist the result in the request. Below
   :data:`OFF_WORKER_CELLS` the computation runs in place (small projects stay fast); from it on,
   the request thread waits on a pipe without the GIL while a child computes.
+  :func:`off_worker_each` runs independent computations in one child each, at once (a
+  document's monitoring beside its other statistics: the request waits for the slowest).
 - :func:`run_while_connected` for an async route whose client may leave (``/agreement``): the
   child is killed when the client disconnects, so its work stops at once.
 """
@@ -18,13 +20,15 @@ import asyncio
 import multiprocessing
 import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 T = TypeVar("T")
+Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+"""A computation for :func:`off_worker_each`: the function, its positional and its keyword arguments."""
 POLL_SECONDS = 0.1
 OFF_WORKER_CELLS = 50_000
 """Label-matrix cells (items x raters) from which :func:`off_worker` computes in a child process."""
@@ -76,18 +80,42 @@ def off_worker(cells: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -
     ``fn`` must be a pure function of picklable arguments (numpy arrays, dataclasses, pydantic
     models; no session), importable in the child. Its exceptions are raised here.
     """
+    result: T = off_worker_each(cells, (fn, args, kwargs))[0]
+    return result
+
+
+def off_worker_each(cells: int, *calls: Call) -> list[Any]:
+    """The result of each ``(fn, args, kwargs)`` of ``calls``, as :func:`off_worker` computes one: in place one
+    after the other below :data:`OFF_WORKER_CELLS` ``cells``, else each in its own child process, all at once.
+
+    The first exception (or a child that ended without a result) is raised here, and the other
+    children are killed.
+    """
     if cells < OFF_WORKER_CELLS:
-        return fn(*args, **kwargs)
-    child, receiver = _started(fn, args, kwargs)
+        return [fn(*args, **kwargs) for fn, args, kwargs in calls]
+    started: list[tuple[BaseProcess, Connection]] = []
+    results: dict[int, Any] = {}
     try:
-        ok, value = receiver.recv()  # blocks in the OS, not holding the GIL
-    except EOFError:
-        child.join()
-        raise _ended_without_result(child) from None
+        for fn, args, kwargs in calls:
+            started.append(_started(fn, args, kwargs))
+        waiting = dict(enumerate(started))
+        while waiting:
+            for ready in wait([receiver for _, receiver in waiting.values()]):  # in the OS, not holding the GIL
+                k = next(k for k, (_, receiver) in waiting.items() if receiver is ready)
+                child, receiver = waiting.pop(k)
+                try:
+                    ok, value = receiver.recv()
+                except EOFError:
+                    child.join()
+                    raise _ended_without_result(child) from None
+                results[k] = _outcome(ok, value)
     finally:
-        receiver.close()
-    child.join()
-    return _outcome(ok, value)
+        for child, receiver in started:
+            receiver.close()
+            if len(results) < len(calls) and child.is_alive():  # left early: nobody waits for it
+                child.kill()
+            child.join()
+    return [results[k] for k in range(len(calls))]
 
 
 async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

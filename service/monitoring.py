@@ -82,41 +82,61 @@ def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str,
     }
 
 
-def monitored_decision(
+def judge_monitorings(
     matrix: LabelMatrix,
-    judge: int,
+    judges: list[int],
     humans: list[int],
+    decision: DecisionSettings,
+    plan: Plan | None,
+    inclusion: np.ndarray | None,
+) -> list[dict[str, Any] | None]:
+    """Per judge, the monitoring block (None: ``p_o`` only is monitored; docs/method.md §8); pure.
+
+    ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9). The
+    document computes this in a child process of its own, beside its other statistics.
+    """
+    if len(humans) < 2:  # no validation either
+        return []
+    if decision.coefficient != "po":
+        return [None] * len(judges)
+    mode = decision.resolved_monitoring()
+    return [
+        monitoring_block(
+            monitor_judge(
+                matrix.codes,
+                judge=judge,
+                humans=humans,
+                n_labels=matrix.n_labels,
+                order=matrix.order,
+                rule=decision.rule,
+                epsilon=decision.resolved_epsilon(),
+                alpha=decision.alpha_sig,
+                omega_threshold=decision.omega_threshold,
+                multiplicity=decision.multiplicity,
+                budget=planned_budget(plan),
+                inclusion=inclusion,
+            ),
+            matrix,
+            mode,
+        )
+        for judge in judges
+    ]
+
+
+def decision_in_force(
+    block: dict[str, Any] | None,
+    matrix: LabelMatrix,
     decision: DecisionSettings,
     fixed: dict[str, Any],
     plan: Plan | None,
-    *,
-    inclusion: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The decision in force for one judge, with its monitoring block.
+    """The decision in force for one judge, with its monitoring ``block`` (:func:`judge_monitorings`).
 
     ``fixed`` is the fixed-sample validation of that judge (its ``decision`` and per-rater
     ``m``). Anytime mode: the monitored decision, valid at every look. Fixed mode: the
     fixed-sample decision, ``provisional`` until every secondary has the plan's ``m``.
-    ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9).
     """
     mode = decision.resolved_monitoring()
-    block = None
-    if decision.coefficient == "po":
-        m = monitor_judge(
-            matrix.codes,
-            judge=judge,
-            humans=humans,
-            n_labels=matrix.n_labels,
-            order=matrix.order,
-            rule=decision.rule,
-            epsilon=decision.resolved_epsilon(),
-            alpha=decision.alpha_sig,
-            omega_threshold=decision.omega_threshold,
-            multiplicity=decision.multiplicity,
-            budget=planned_budget(plan),
-            inclusion=inclusion,
-        )
-        block = monitoring_block(m, matrix, mode)
     if mode == "anytime" and block is not None:
         return {
             "decision": block["decision"],

@@ -7,8 +7,9 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -18,11 +19,12 @@ from sqlalchemy.orm import Session
 from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
 from planner.patterns import ItemPatterns, item_patterns
-from service.cancellable import off_worker
+from service import cancellable
+from service.cancellable import off_worker, off_worker_each
 from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
 from service.models import Plan, Project, Rater
-from service.monitoring import monitored_decision
+from service.monitoring import decision_in_force, judge_monitorings
 from service.planned_lists import inclusion_by_item
 from service.planning import (
     certification,
@@ -32,6 +34,7 @@ from service.planning import (
     plan_progress,
 )
 from service.schemas import DecisionSettings
+from service.shared_matrix import SharedMatrix, code_type
 
 T = TypeVar("T")
 log = logging.getLogger("annoplan")
@@ -293,13 +296,21 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     doc["weighting"] = "none" if inclusion is None else "ht"
     primary = matrix.columns("primary")
     doc["estimator"] = decision.estimator if primary else "paired"
-    # One computation for every statistic of the document: from OFF_WORKER_CELLS on it runs in a
-    # child process, which receives the compact matrix once.
-    stats = off_worker(
-        matrix.raw.size, document_statistics, compact_matrix(matrix), decision, _planned(plan), inclusion,
-        scale=project.scale, n_resamples=n_resamples, seed=seed,
-    )
-    validations = stats["judges"]
+    # Two computations: the monitoring and every other statistic. From OFF_WORKER_CELLS on each
+    # runs in a child process of its own, at once, both reading the matrix from shared memory.
+    cells = matrix.raw.size
+    with _handed_over(matrix, cells) as handed:
+        stats, blocks = off_worker_each(
+            cells,
+            (document_statistics, (handed, decision, inclusion),
+             {"scale": project.scale, "n_resamples": n_resamples, "seed": seed}),
+            (judge_monitorings, (handed, judges, matrix.columns("primary", "human"), decision, _planned(plan),
+                                 inclusion), {}),
+        )
+    validations = [
+        fixed | decision_in_force(block, matrix, decision, fixed, plan)
+        for fixed, block in zip(stats["judges"], blocks, strict=True)
+    ]
     doc["monitoring_mode"] = decision.resolved_monitoring()
     if validations:
         doc.update(validations[0])
@@ -328,19 +339,15 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     return doc
 
 
-def compact_matrix(matrix: LabelMatrix) -> LabelMatrix:
-    """``matrix`` in the smallest integer types that hold it (codes in int8 for up to 126 labels, arrival
-    order in int32 below 2**31): what a child process receives, a fraction of the int64 arrays' bytes."""
-    raw = matrix.raw.astype(_code_type(matrix.n_labels), copy=False)
-    top = int(matrix.order.max(initial=-1))
-    order = matrix.order.astype(np.int32 if top < 2**31 else np.int64, copy=False)
-    return LabelMatrix(raw=raw, item_ids=matrix.item_ids, raters=matrix.raters, n_labels=matrix.n_labels,
-                       label_seq=matrix.label_seq, criterion=matrix.criterion, order=order)
-
-
-def _code_type(n_labels: int) -> np.dtype[Any]:
-    """The smallest signed integer type holding codes -1 .. ``n_labels + 1`` (CANNOT_ASSESS and INVALID)."""
-    return np.min_scalar_type(-(n_labels + 2))
+@contextmanager
+def _handed_over(matrix: LabelMatrix, cells: int) -> Iterator[LabelMatrix | SharedMatrix]:
+    """``matrix`` as :func:`~service.cancellable.off_worker_each` hands it to its computations: itself in
+    place, in shared memory (:class:`~service.shared_matrix.SharedMatrix`) for child processes."""
+    if cells < cancellable.OFF_WORKER_CELLS:
+        yield matrix
+        return
+    with SharedMatrix(matrix) as shared:
+        yield shared
 
 
 def _planned(plan: Plan | None) -> Plan | None:
@@ -351,15 +358,14 @@ def _planned(plan: Plan | None) -> Plan | None:
 def document_statistics(
     matrix: LabelMatrix,
     decision: DecisionSettings,
-    plan: Plan | None,
     inclusion: np.ndarray | None,
     *,
     scale: str,
     n_resamples: int,
     seed: int,
 ) -> dict[str, Any]:
-    """Every statistic of the reliability document: per judge the validation and the decision in force,
-    the human coefficients and the recipe re-estimated from the pilot in hand (docs/method.md §2-§4, §8); pure."""
+    """Every statistic of the reliability document but the monitoring: per judge the fixed-sample validation,
+    the human coefficients and the recipe re-estimated from the pilot in hand (docs/method.md §2-§4); pure."""
     judges, humans, primary = matrix.columns("judge"), matrix.columns("primary", "human"), matrix.columns("primary")
     if len(humans) < 2:
         return {"judges": [], "coefficients": {}, "recipe_now": None}
@@ -373,7 +379,7 @@ def document_statistics(
             matrix, weighted, j, humans, decision, n_resamples=n_resamples, rng=seed,
             estimator=decision.estimator if primary else "paired", primary=primary[0] if primary else None,
         )
-        validations.append(fixed | monitored_decision(matrix, j, humans, decision, fixed, plan, inclusion=inclusion))
+        validations.append(fixed)
     stats = coefficients(patterns.select(humans), n_labels=matrix.n_labels, scale=scale,
                          n_resamples=n_resamples, rng=seed)
     m_now = min((r["m"] for r in validations[0]["raters"]), default=0) if validations else 0
@@ -403,7 +409,7 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
             "flip_share": None,
             "reason": "ranking needs at least one judge and two human raters",
         }
-    codes = matrix.codes.astype(_code_type(matrix.n_labels), copy=False)
+    codes = matrix.codes.astype(code_type(matrix.n_labels), copy=False)
     names = [r.external_id for r in matrix.raters]
     return {**base, **off_worker(matrix.raw.size, judge_ranking, codes, matrix.n_labels, names, judges, humans,
                                  decision, n_resamples=n_resamples, rng=project.label_seq)}

@@ -36,7 +36,7 @@ def test_document_statistics_equal_the_planner_on_the_dense_matrix(seed: int) ->
     m = _matrix(rng)
     inclusion = None if seed % 2 else rng.choice([0.2, 0.5, 1.0], size=m.raw.shape[0])
     decision = DecisionSettings(**({"estimator": "ppi"} if seed % 3 == 0 else {}))
-    doc = reliability.document_statistics(m, decision, None, inclusion, scale="nominal", n_resamples=200, seed=7)
+    doc = reliability.document_statistics(m, decision, inclusion, scale="nominal", n_resamples=200, seed=7)
     humans = m.columns("primary", "human")
     dense = validate_judge(
         m.codes, judge=0, humans=humans, omega_threshold=decision.omega_threshold,
@@ -44,7 +44,7 @@ def test_document_statistics_equal_the_planner_on_the_dense_matrix(seed: int) ->
         coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(), q=decision.q,
         n_resamples=200, rng=7, inclusion=inclusion, estimator=decision.estimator, primary=1,
     )
-    assert doc["judges"][0]["fixed_decision"] == dense.decision
+    assert doc["judges"][0]["decision"] == dense.decision
     assert [r["m"] for r in doc["judges"][0]["raters"]] == [r.m for r in dense.raters]
     assert _same([r["ci"] for r in doc["judges"][0]["raters"]], [r.ci.as_list() for r in dense.raters])
     assert _same(doc["judges"][0]["omega"], dense.omega)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from service.matrix import LabelMatrix, RaterColumn
-from service.monitoring import BAND_POINTS, monitored_decision
+from service.monitoring import BAND_POINTS, judge_monitorings
 from service.schemas import DecisionSettings
 
 
@@ -27,11 +27,10 @@ def _matrix(n_items: int) -> LabelMatrix:
 
 
 def test_the_block_does_not_grow_with_the_overlap() -> None:
-    fixed = {"decision": "continue", "reason": "", "raters": []}
     sizes = {}
     for n_items in (200, 20_000):
         matrix = _matrix(n_items)
-        block = monitored_decision(matrix, 0, [1, 2, 3], DecisionSettings(), fixed, None)["monitoring"]
+        [block] = judge_monitorings(matrix, [0], [1, 2, 3], DecisionSettings(), None, None)
         assert [r["n"] for r in block["raters"]] == [n_items] * 3
         assert all(len(r["band"]) == BAND_POINTS for r in block["raters"])
         assert all(r["band"][-1]["n"] == n_items for r in block["raters"])

@@ -6,16 +6,21 @@ with their status and code, and a child that dies is an error, never a hang.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import pickle
+import time
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from service import cancellable
-from service.cancellable import off_worker
+from service.cancellable import off_worker, off_worker_each
 from service.errors import Conflict
+from service.matrix import LabelMatrix, RaterColumn
 from service.reliability import DocumentCache
+from service.shared_matrix import SharedMatrix
 from tests.factories import create_project
 
 RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"), ("h4", "human"))
@@ -46,6 +51,84 @@ def test_a_childs_error_is_raised_in_the_request_with_its_code() -> None:
 def test_a_child_that_dies_is_an_error_not_a_hang() -> None:
     with pytest.raises(RuntimeError, match="exit code 3"):
         off_worker(10**9, _die)
+
+
+def _meet(folder: str) -> tuple[int, bool]:
+    """Its pid, and whether another child signed ``folder`` while it waited (both ran at once)."""
+    with open(os.path.join(folder, str(os.getpid())), "w"):
+        pass
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.getpid(), len(os.listdir(folder)) == 2
+
+
+def _pid_after(seconds: float, path: str) -> int:
+    """Writes its pid to ``path`` first, so the test can see whether it still runs."""
+    with open(path, "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_off_worker_each_computes_at_once_in_children_and_in_place_below_the_threshold(tmp_path) -> None:
+    here = os.getpid()
+    assert off_worker_each(cancellable.OFF_WORKER_CELLS - 1, (os.getpid, (), {}), (round, (2.5,), {"ndigits": 0})) == [
+        here, 2.0]
+    (first, met), (second, met_too) = off_worker_each(10**9, (_meet, (str(tmp_path),), {}),
+                                                       (_meet, (str(tmp_path),), {}))
+    assert here != first != second != here and met and met_too  # side by side, not one after the other
+    assert multiprocessing.active_children() == []  # every child joined
+
+
+@pytest.mark.parametrize("failing", [_refuse, _die])
+def test_the_first_failing_child_is_raised_at_once_and_the_others_are_killed(failing, tmp_path) -> None:
+    marker = tmp_path / "pid"
+    start = time.perf_counter()
+    with pytest.raises((Conflict, RuntimeError)):
+        off_worker_each(10**9, (_pid_after, (60, str(marker)), {}),
+                        (failing, ("no overlap yet",) if failing is _refuse else (), {}))
+    assert time.perf_counter() - start < 30  # not after the 60 s sibling
+    assert multiprocessing.active_children() == []  # killed and joined: no zombie
+    if marker.exists() and marker.read_text():
+        assert not _alive(int(marker.read_text()))
+
+
+def _matrix_seen(matrix: LabelMatrix) -> dict[str, object]:
+    return {
+        "raw": (matrix.raw.dtype.str, matrix.raw.tolist(), matrix.raw.flags.writeable),
+        "order": (matrix.order.dtype.str, matrix.order.tolist()),
+        "item_ids": matrix.item_ids.tolist(),
+        "codes": matrix.codes.tolist(),
+        "rest": (matrix.raters, matrix.n_labels, matrix.label_seq, matrix.criterion),
+    }
+
+
+def test_a_shared_matrix_reaches_children_as_the_same_matrix_in_compact_types() -> None:
+    rng = np.random.default_rng(3)
+    raw = rng.integers(-1, 5, size=(50, 4))  # 3 labels, CANNOT_ASSESS (3) and INVALID (4)
+    order = np.where(raw >= 0, rng.permutation(raw.size).reshape(raw.shape) + 2**20, -1)
+    raters = [RaterColumn(7 + k, f"r{k}", "human") for k in range(4)]
+    matrix = LabelMatrix(raw=raw, item_ids=rng.permutation(50) * 11, raters=raters, n_labels=3, label_seq=99,
+                         criterion="c", order=order)
+    with SharedMatrix(matrix) as shared:
+        first, second = off_worker_each(10**9, (_matrix_seen, (shared,), {}), (_matrix_seen, (shared,), {}))
+    want = _matrix_seen(matrix)
+    for seen in (first, second):
+        assert seen["raw"] == ("|i1", want["raw"][1], False)  # type: ignore[index]
+        assert seen["order"] == ("<i4", want["order"][1])  # type: ignore[index]
+        same = ("item_ids", "codes", "rest")
+        assert {k: seen[k] for k in same} == {k: want[k] for k in same}
+    with pytest.raises(ValueError, match="closed"):
+        pickle.dumps(shared)
 
 
 def _labelled_project(client: TestClient, n_items: int) -> str:
