@@ -25,6 +25,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from starlette.requests import Request
+from threadpoolctl import threadpool_limits
 
 T = TypeVar("T")
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -46,7 +47,11 @@ class ClientGone(Exception):
 
 def _call(out: Connection, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
     try:
-        out.send((True, fn(*args, **kwargs)))
+        # One BLAS thread: a document's children run side by side, and a multithreaded BLAS
+        # spent more CPU than it saved on their small products (bench/document_children.py).
+        with threadpool_limits(1):
+            result = fn(*args, **kwargs)
+        out.send((True, result))
     except BaseException as exc:  # sent to the parent, which raises it there
         out.send((False, (exc, traceback.format_exc())))
     finally:
