@@ -10,7 +10,9 @@ items (default 10,000) in the same run, and each figure is printed next to its 1
 - the first document (the worker reads every current label once) and the first dashboard
   (the pool-score history before its first stored point replayed once): one-time costs;
 - after a write of 1,000 labels, the fresh ``/reliability`` (the worker applies the 1,000
-  events to its kept matrix), then the dashboard (document cached), ``/ranking``;
+  events to its kept matrix) and the CPU seconds it cost the server (its threads and the child
+  computations: on a loaded machine the figure to compare), then the dashboard (document
+  cached), ``/ranking``;
 - after another 1,000-label write: the dashboard (the fresh document if ready within the
   dashboard's wait, else the newest computed one, marked, while the fresh one is computed in
   the background: whether it did, and how long until the page is fresh), the report as JSON
@@ -28,6 +30,7 @@ items (default 10,000) in the same run, and each figure is printed next to its 1
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -56,6 +59,28 @@ def timed(call: Callable[[], httpx.Response]) -> float:
     if r.status_code not in (200, 201):
         raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
     return dt
+
+
+def server_cpu(server: LiveServer) -> float:
+    """CPU seconds run so far by the server process (all its threads: Linux schedstat) and by the child
+    computations it has ended (their forkserver reaps them: its children's user + system time)."""
+    assert server.proc is not None
+    ns = 0
+    children: list[str] = []
+    for task in Path(f"/proc/{server.proc.pid}/task").iterdir():
+        try:
+            ns += int((task / "schedstat").read_text().split()[0])
+            children += (task / "children").read_text().split()
+        except (FileNotFoundError, ProcessLookupError):  # a pool thread that just ended
+            pass
+    ticks = 0
+    for child in children:
+        try:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime (fields 16 and 17 of stat)
+    return ns / 1e9 + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def post_rows(c: httpx.Client, path: str, rows: list[dict[str, str]]) -> None:
@@ -138,7 +163,9 @@ def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | 
         out["first dashboard (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
         out["  its history replay (background)"] = until_replayed(c, pid)
         write_1000(c, pid, judge, rng)
+        cpu = server_cpu(server)
         out["reliability after 1,000 labels"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
+        out["  its server CPU (worker + children)"] = server_cpu(server) - cpu
         out["dashboard, document cached"] = dashboard(c, pid)[0]
         out["ranking after the write"] = timed(lambda: c.get(f"/projects/{pid}/ranking"))
         write_1000(c, pid, judge, rng)
@@ -176,7 +203,7 @@ def run(url: str, label: str, sizes: tuple[int, int], overlap: float, *, fixture
             print(f"  {name:34s} {'yes' if big_figures[name] else 'no':>8s}   at {sizes[0]:,}: "
                   f"{'yes' if small[name] else 'no'}")
             continue
-        extra = "" if name == "build (s)" else f"  ({big_figures[name] / floor:,.1f}x /healthz)"
+        extra = "" if name == "build (s)" or "CPU" in name else f"  ({big_figures[name] / floor:,.1f}x /healthz)"
         print(f"  {name:34s} {big_figures[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
 
 

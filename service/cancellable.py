@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from threadpoolctl import threadpool_limits
 
+from service.errors import AppError
+
 T = TypeVar("T")
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """A computation for :func:`off_worker_each`: the function, its positional and its keyword arguments."""
@@ -39,6 +41,13 @@ _CONTEXT.set_forkserver_preload(
     ["numpy", "scipy.optimize", "scipy.stats", "planner", "service.planning", "service.reliability",
      "service.reporting"]
 )
+
+
+class ComputationLost(AppError):
+    """A child computation ended without a result (killed, out of memory): the request failed, retry later."""
+
+    status_code = 503
+    code = "computation_lost"
 
 
 class ClientGone(Exception):
@@ -75,8 +84,10 @@ def _outcome(ok: bool, value: Any) -> Any:
     return value
 
 
-def _ended_without_result(child: BaseProcess) -> RuntimeError:
-    return RuntimeError(f"the computation's process ended without a result (exit code {child.exitcode})")
+def _ended_without_result(child: BaseProcess) -> ComputationLost:
+    return ComputationLost(
+        f"the computation's process ended without a result (exit code {child.exitcode}); retry later"
+    )
 
 
 def off_worker(cells: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -93,8 +104,8 @@ def off_worker_each(cells: int, *calls: Call) -> list[Any]:
     """The result of each ``(fn, args, kwargs)`` of ``calls``, as :func:`off_worker` computes one: in place one
     after the other below :data:`OFF_WORKER_CELLS` ``cells``, else each in its own child process, all at once.
 
-    The first exception (or a child that ended without a result) is raised here, and the other
-    children are killed.
+    The first exception is raised here (:class:`ComputationLost`, a 503, for a child that ended
+    without a result), and the other children are killed.
     """
     if cells < OFF_WORKER_CELLS:
         return [fn(*args, **kwargs) for fn, args, kwargs in calls]

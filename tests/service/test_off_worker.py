@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service import cancellable
-from service.cancellable import off_worker, off_worker_each
+from service import cancellable, reliability
+from service.cancellable import ComputationLost, off_worker, off_worker_each
 from service.errors import Conflict
 from service.matrix import LabelMatrix, RaterColumn
 from service.reliability import DocumentCache
@@ -49,7 +49,7 @@ def test_a_childs_error_is_raised_in_the_request_with_its_code() -> None:
 
 
 def test_a_child_that_dies_is_an_error_not_a_hang() -> None:
-    with pytest.raises(RuntimeError, match="exit code 3"):
+    with pytest.raises(ComputationLost, match="exit code 3"):
         off_worker(10**9, _die)
 
 
@@ -93,7 +93,7 @@ def test_off_worker_each_computes_at_once_in_children_and_in_place_below_the_thr
 def test_the_first_failing_child_is_raised_at_once_and_the_others_are_killed(failing, tmp_path) -> None:
     marker = tmp_path / "pid"
     start = time.perf_counter()
-    with pytest.raises((Conflict, RuntimeError)):
+    with pytest.raises((Conflict, ComputationLost)):
         off_worker_each(10**9, (_pid_after, (60, str(marker)), {}),
                         (failing, ("no overlap yet",) if failing is _refuse else (), {}))
     assert time.perf_counter() - start < 30  # not after the 60 s sibling
@@ -168,3 +168,22 @@ def test_plans_documents_and_reports_computed_off_the_worker_are_those_computed_
     assert children == in_place
     assert in_place["report"]["judges"] and in_place["reliability"]["raters"]  # type: ignore[index]
 
+
+
+def _die_with(*_: object) -> None:
+    os._exit(9)
+
+
+def test_a_document_whose_child_dies_is_a_503_and_the_next_request_computes_it(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = _labelled_project(client, 60)
+    monkeypatch.setattr(cancellable, "OFF_WORKER_CELLS", 0)
+    with monkeypatch.context() as patch:
+        patch.setattr(reliability, "judge_monitorings", _die_with)
+        r = client.get(f"/projects/{pid}/reliability")
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == "computation_lost" and "exit code 9" in r.json()["detail"]
+    assert multiprocessing.active_children() == []  # the sibling killed, both joined
+    r = client.get(f"/projects/{pid}/reliability")
+    assert r.status_code == 200 and r.json()["judges"], r.text
