@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from service.auth import Principal, Role
 from service.errors import Conflict, Forbidden, Invalid, NotFound, echo
+from service.modal_strata import modal_in_hand
 from service.models import (
     Assignment,
     Batch,
@@ -25,6 +26,9 @@ from service.planned_lists import ensure_assignments
 from service.planning import current_plan
 from service.schemas import BatchCreate, BatchRead, BatchStatus
 from service.sql import db_value, insert_many
+
+CURSOR_WINDOW = 2_000
+"""Item ids a primary's batch walks in the database before it looks where its labels in hand end."""
 
 
 def _labeled() -> Exists:
@@ -162,29 +166,43 @@ def _corpus_items(
     """The primary's next ``size`` items after ``cursor`` in corpus (item id) order that it has not
     labeled and holds no row for, as (item id, external id, position), and the cursor after them.
 
-    One walk of the (project_id, id) index in the database, stopping at the ``size``-th item, so a
-    request costs the items it passes, and the cursor moves past labeled ones for good (a
-    retraction moves it back, see label_store). Short of ``size``, every later item is labeled or
-    held: the cursor moves to the project's last item.
+    Walks of the (project_id, id) index in the database over windows of ``CURSOR_WINDOW`` ids,
+    stopping at the ``size``-th item, so a request costs the items it passes, and the cursor moves
+    past labeled ones for good (a retraction moves it back, see label_store). A window without
+    enough items sends the cursor past the primary's labels in hand that follow it in one jump
+    (``service.modal_strata``: labels written outside batches, e.g. 900,000 imported ones, are
+    passed without a walk over them). Short of ``size``, every later item is labeled or held: the
+    cursor moves to the project's last item.
     """
-    taken = [
-        (item, ext, position)
-        for item, ext, position in session.execute(
-            select(Item.id, Item.external_id, Item.position)
-            .where(
-                Item.project_id == project.id,
-                Item.id > cursor,
-                ~exists().where(CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == rater.id),
-                ~exists().where(Assignment.item_id == Item.id, Assignment.rater_id == rater.id),
+    last = session.scalar(select(func.max(Item.id)).where(Item.project_id == project.id)) or 0
+    taken: list[tuple[int, str, int]] = []
+    while cursor < last:
+        bound = cursor + CURSOR_WINDOW
+        taken += [
+            (item, ext, position)
+            for item, ext, position in session.execute(
+                select(Item.id, Item.external_id, Item.position)
+                .where(
+                    Item.project_id == project.id,
+                    Item.id > cursor,
+                    Item.id <= bound,
+                    ~exists().where(CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == rater.id),
+                    ~exists().where(Assignment.item_id == Item.id, Assignment.rater_id == rater.id),
+                )
+                .order_by(Item.id)
+                .limit(size - len(taken))
             )
-            .order_by(Item.id)
-            .limit(size)
-        )
-    ]
-    if len(taken) == size:
-        return taken, taken[-1][0]
-    last = session.scalar(select(func.max(Item.id)).where(Item.project_id == project.id))
-    return taken, max(cursor, last or 0)
+        ]
+        if len(taken) == size:
+            return taken, taken[-1][0]
+        cursor = min(bound, last)
+        if cursor < last:
+            fresh = session.get(Project, project.id, populate_existing=True)  # labels in hand under the rater lock
+            assert fresh is not None
+            in_hand = modal_in_hand(session, fresh, fresh.criteria[0])
+            if in_hand.primary == rater.id:
+                cursor = max(cursor, in_hand.labeled_through(cursor))
+    return taken, max(cursor, last)
 
 
 def visible_batch(session: Session, project: Project, principal: Principal, bid: str) -> Batch:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sqlalchemy import select
@@ -35,6 +35,21 @@ class InHand:
     item_ids: np.ndarray
     sorter: np.ndarray  # np.argsort(item_ids)
     modal: np.ndarray  # int16, 0..L (L: no label in hand)
+    primary: int | None  # the primary's rater id
+    primary_labeled: np.ndarray  # bool: the primary has a label in hand (not an abstention)
+
+    def labeled_through(self, cursor: int) -> int:
+        """The largest item id ``c >= cursor`` such that the primary has a label in hand on every item
+        with an id in ``(cursor, c]`` (``cursor`` itself when the next item has none)."""
+        start = int(np.searchsorted(self.item_ids, cursor, side="right", sorter=self.sorter))
+        step = 1024
+        while start < self.sorter.size:
+            rows = self.sorter[start:start + step]
+            gap = np.flatnonzero(~self.primary_labeled[rows])
+            if gap.size:
+                return int(self.item_ids[self.sorter[start + gap[0] - 1]]) if start + gap[0] else cursor
+            start, step = start + rows.size, step * 4
+        return int(self.item_ids[self.sorter[-1]]) if self.sorter.size else cursor
 
 
 class ModalStore:
@@ -100,14 +115,20 @@ def _updated(session: Session, project: Project, criterion: str, kept: InHand | 
         at = kept.sorter[np.searchsorted(kept.item_ids, changed, sorter=kept.sorter).clip(max=kept.item_ids.size - 1)]
         if not (kept.item_ids[at] == changed).all():
             return _from_matrix(session, project, criterion)
-        modal = modal.copy()
-        modal[at] = _modes(session, project, criterion, changed, raters)
-        modal.flags.writeable = False
-    return InHand(project.label_seq, kept.labels, kept.item_ids, kept.sorter, modal)
+        if raters[0] != kept.primary:
+            return _from_matrix(session, project, criterion)
+        modal, labeled = modal.copy(), kept.primary_labeled.copy()
+        modal[at], labeled[at] = _modes(session, project, criterion, changed, raters)
+        modal.flags.writeable = labeled.flags.writeable = False
+        return InHand(project.label_seq, kept.labels, kept.item_ids, kept.sorter, modal, kept.primary, labeled)
+    return replace(kept, label_seq=project.label_seq)
 
 
-def _modes(session: Session, project: Project, criterion: str, items: np.ndarray, raters: list[int]) -> np.ndarray:
-    """``modal_strata`` of ``items`` from their current labels by ``raters`` (the primary first)."""
+def _modes(
+    session: Session, project: Project, criterion: str, items: np.ndarray, raters: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``modal_strata`` of ``items`` from their current labels by ``raters`` (the primary first), and
+    whether the primary has a label in hand on each."""
     code_of = value_codes(project)
     n_labels = len(project.labels)
     codes = np.full((items.size, len(raters)), -1, dtype=np.int64)
@@ -126,16 +147,23 @@ def _modes(session: Session, project: Project, criterion: str, items: np.ndarray
             col = np.fromiter((column[r[1]] for r in rows), np.int64, len(rows))
             code = np.fromiter((code_of.get(r[2], -1) for r in rows), np.int64, len(rows))
             codes[row, col] = np.where(code < n_labels, code, -1)
-    return modal_strata(codes, primary=0, n_labels=n_labels).astype(np.int16)
+    return modal_strata(codes, primary=0, n_labels=n_labels).astype(np.int16), codes[:, 0] >= 0
 
 
 def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
     """The modal strata of the whole label matrix (reads it when the worker does not keep it)."""
     matrix = current_matrix(session, project, criterion)
-    columns = matrix.columns("primary")[:1] + matrix.columns("human")
-    if columns and matrix.raw.shape[0]:
-        modal = modal_strata(matrix.codes[:, columns], primary=0, n_labels=matrix.n_labels).astype(np.int16)
+    primaries = matrix.columns("primary")[:1]
+    columns = primaries + matrix.columns("human")
+    if primaries and matrix.raw.shape[0]:
+        codes = matrix.codes[:, columns]
+        modal = modal_strata(codes, primary=0, n_labels=matrix.n_labels).astype(np.int16)
+        labeled = codes[:, 0] >= 0
     else:
         modal = np.full(matrix.raw.shape[0], matrix.n_labels, dtype=np.int16)
-    modal.flags.writeable = False
-    return InHand(matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal)
+        labeled = np.zeros(matrix.raw.shape[0], dtype=bool)
+    modal.flags.writeable = labeled.flags.writeable = False
+    primary = matrix.raters[primaries[0]].id if primaries else None
+    return InHand(
+        matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal, primary, labeled
+    )

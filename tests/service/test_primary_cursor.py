@@ -161,3 +161,35 @@ def test_labeled_item_counts_equal_the_labels_in_hand_after_random_writes(c, eng
         )}
     assert len(truth) == 2 and all(truth.values())
     assert {r: n for r, n in counted.items() if n} == truth
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_jumps_past_labels_in_hand_issue_what_the_plain_walk_issues(client, engine, monkeypatch, seed):
+    """Two projects take the same random labels (outside batches, in any order), retractions,
+    abstentions (not labels in hand: never jumped over), batches and labels of batches; one is served
+    with 2-id windows, so its cursor jumps past the labels in hand (service.modal_strata), the other
+    with one window over the corpus (the plain walk). Every batch is the same (leases outlast the test)."""
+    import service.assignment as assignment
+
+    c = client
+
+    gen = random.Random(seed)
+    twins = [corpus(c, 60, allow_abstain=True) for _ in range(2)]
+    for step in range(14):
+        labeled = gen.sample(range(60), gen.randint(0, 30)) if step % 3 == 0 else []  # in random order
+        retracted = gen.sample(range(60), gen.randint(0, 5)) if step % 4 == 1 else []
+        abstained = gen.sample(range(60), 2) if step == 5 else []
+        size = gen.randint(1, 8)
+        issued = []
+        for window, pid in zip((2, 10**9), twins, strict=True):
+            for value, items in (("pass", labeled), ("CANNOT_ASSESS", abstained)):
+                rows = [{"item": f"i{i}", "rater": "prim", "value": value} for i in items]
+                if rows:  # some are labeled already: duplicates
+                    assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+            if retracted:
+                retract(engine, pid, [f"i{i}" for i in retracted])
+            monkeypatch.setattr(assignment, "CURSOR_WINDOW", window)
+            got = batch(c, pid, size)
+            label(c, pid, got["items"][: size // 2])  # some of each batch labeled, the rest held
+            issued.append((got["items"], got["remaining"], got["done"]))
+        assert issued[0] == issued[1], (step, issued)
