@@ -536,6 +536,79 @@ def test_allocation_bounds_match_every_reachable_table(counts: np.ndarray, metri
         assert got == pytest.approx((np.nanmin(values), np.nanmax(values)))
 
 
+def every_marginal_tables(counts: np.ndarray) -> np.ndarray:
+    """Tables ``(M, 2, 2)`` at the smallest and largest TP of every pair of completed marginals.
+
+    Each unknown group is split directly: the human-positive/judge-unknown pairs put ``x1`` in
+    TP (the rest FN), human-negative ones ``x2`` in FP, judge-positive/human-unknown ``y1`` in
+    TP, judge-negative ones ``y2`` in FN, and the both-unknown ones ``z1, z2, z3`` in TP, FN,
+    FP (the rest TN). For each ``(z1, z2, z3)`` and every target ``(h, j)`` the free parts
+    ``x1 + x2`` and ``y1 + y2`` are fixed, so TP ranges over a sum of two intervals; the
+    metrics increase with TP at fixed marginals, so its two ends hold the extremes.
+    """
+    n = int(counts.sum())
+    a, b, c, d = (int(v) for v in counts[:2, :2].ravel())
+    up, un = int(counts[0, 2:].sum()), int(counts[1, 2:].sum())
+    vp, vn = int(counts[2:, 0].sum()), int(counts[2:, 1].sum())
+    w = int(counts[2:, 2:].sum())
+    h, j = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    low = np.full(h.shape, n + 1)
+    high = np.full(h.shape, -1)
+    for z1, z2, z3 in itertools.product(range(w + 1), repeat=3):
+        if z1 + z2 + z3 > w:
+            continue
+        free_h = h - (a + b + up + z1 + z2)  # y1 + y2
+        free_j = j - (a + c + vp + z1 + z3)  # x1 + x2
+        ok = (free_h >= 0) & (free_h <= vp + vn) & (free_j >= 0) & (free_j <= up + un)
+        x_lo, x_hi = np.maximum(0, free_j - un), np.minimum(up, free_j)
+        y_lo, y_hi = np.maximum(0, free_h - vn), np.minimum(vp, free_h)
+        low = np.where(ok, np.minimum(low, a + z1 + x_lo + y_lo), low)
+        high = np.where(ok, np.maximum(high, a + z1 + x_hi + y_hi), high)
+    reach = high >= 0
+    tp = np.concatenate([low[reach], high[reach]])
+    hh, jj = np.tile(h[reach], 2), np.tile(j[reach], 2)
+    return np.stack([tp, hh - tp, jj - tp, n - hh - jj + tp], axis=1).reshape(-1, 2, 2).astype(float)
+
+
+@st.composite
+def abstention_heavy_tables(draw: st.DrawFn) -> np.ndarray:
+    """Tables with many abstained pairs against few covered ones, in any direction of agreement."""
+    counts = np.zeros((4, 4), dtype=int)
+    covered = draw(st.integers(0, 60))
+    counts[:2, :2] = [[draw(st.integers(0, covered)) for _ in range(2)] for _ in range(2)]
+    for cell in ((0, 2), (1, 2), (2, 0), (2, 1), (0, 3), (3, 1)):
+        counts[cell] = draw(st.integers(0, 45))
+    counts[2, 2] = draw(st.integers(0, 2))
+    if counts.sum() == 0:
+        counts[1, 0] = 1
+    return counts
+
+
+@settings(max_examples=60, deadline=None)
+@given(abstention_heavy_tables(), st.sampled_from(["accuracy", "kappa", "f1_met", "phi"]))
+def test_allocation_bounds_equal_every_marginal_of_abstention_heavy_tables(counts: np.ndarray, metric: str) -> None:
+    values = metrics_by_definition(every_marginal_tables(counts), metric)
+    got = allocation_bounds(counts, metric=metric)
+    if not np.any(np.isfinite(values)):
+        assert got is None
+    else:
+        assert got == pytest.approx((np.nanmin(values), np.nanmax(values)), rel=0, abs=1e-12)
+
+
+def test_every_marginal_tables_equal_the_reachable_tables() -> None:
+    counts = np.array([[3, 1, 2, 1], [0, 2, 1, 0], [2, 3, 1, 0], [0, 1, 0, 1]])
+    mine = {tuple(t.ravel()) for t in every_marginal_tables(counts)}
+    every = {tuple(t.ravel()) for t in reachable_tables(counts)}
+    assert mine <= every
+    # the two ends of TP at every reachable pair of marginals
+    ends: dict[tuple[float, float], list[float]] = {}
+    for t in every:
+        ends.setdefault((t[0] + t[1], t[0] + t[2]), []).append(t[0])
+    assert {(k, min(v)) for k, v in ends.items()} | {(k, max(v)) for k, v in ends.items()} == {
+        ((t[0] + t[1], t[0] + t[2]), t[0]) for t in mine
+    }
+
+
 def test_allocation_bounds_by_hand() -> None:
     # 2 x (MET, CA): the judge's answer decides TP vs FN; nothing else is unknown
     f1 = allocation_bounds([[3, 0, 2], [0, 3, 0], [0, 0, 0]], metric="f1_met")
