@@ -21,7 +21,7 @@ from service.db import make_engine, make_sessionmaker, session_scope, writer_tur
 from service.errors import install_error_handlers
 from service.jobs import RUNNER
 from service.limits import BodySizeLimit
-from service.matrix_snapshots import snapshot_directory
+from service.matrix_snapshots import remove_orphan_snapshots, snapshot_directory
 from service.matrix_store import MatrixStore
 from service.reliability import DocumentCache
 from service.routes import (
@@ -66,11 +66,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
-        matrices = MatrixStore(
-            snapshots=snapshot_directory(settings.database_url, settings.matrix_snapshot_dir),
-            snapshot_min_cells=settings.matrix_snapshot_min_cells,
-        )
+        snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
+        matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
         app.state.sessions = make_sessionmaker(engine, matrices)
+        if snapshots is not None:
+            with session_scope(app.state.sessions) as session:
+                remove_orphan_snapshots(snapshots, session)
         app.state.writer_turn = writer_turn(engine)
         app.state.database.watch(engine)
         secret = None

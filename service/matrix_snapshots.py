@@ -6,7 +6,8 @@ the arrival seq of each labelled cell, the item ids, the rater columns and a mar
 it was taken at. It is written to a temporary file and renamed into place, so a reader sees a
 whole file or none. A snapshot is a cache: one that is unreadable, of another format, or taken
 on another history (another database, a restored backup, changed labels, corpus or raters) is
-ignored, and the worker reads the database as before. Deleting the directory is always safe.
+ignored, and the worker reads the database as before. Deleting the directory is always safe;
+a starting worker removes the folders of projects its database no longer has.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -34,6 +36,8 @@ FORMAT = 1
 KEPT = 2
 """Snapshots kept per (project, criterion): the newest, and one older for readers whose label_seq is behind it."""
 _NAME = re.compile(r"^([0-9a-f]*)-([0-9]+)\.npz$")
+_TEMPORARY = re.compile(r"^\..+\.tmp$")
+_PROJECT_FOLDER = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
 def snapshot_directory(database_url: str, configured: str | None) -> Path | None:
@@ -152,3 +156,41 @@ def _first_items(session: Session, project: Project, item_ids: np.ndarray) -> bo
         (project.id, *(int(item_ids[p]) for p in positions)),
     ))
     return all(found.get(int(item_ids[p])) == p for p in positions)
+
+
+def remove_orphan_snapshots(directory: Path, session: Session) -> list[str]:
+    """Remove the snapshot folders of projects the database no longer has; the ids removed.
+
+    Projects are deleted in the database (their rows cascade), so their folders would stay
+    forever. Only a folder named like a project id that holds nothing but snapshots and their
+    temporary files is removed; anything else in the directory is left alone. The folders are
+    listed before the projects are read, so a project created meanwhile is never mistaken for
+    a deleted one (its folder appears only after it exists).
+    """
+    try:
+        folders = [e.name for e in os.scandir(directory) if e.is_dir() and _PROJECT_FOLDER.match(e.name)]
+    except OSError as error:  # none yet, or unreadable: a cache, never a failed start
+        if not isinstance(error, FileNotFoundError):
+            log.warning("matrix snapshot directory %s not cleaned: %s", directory, error)
+        return []
+    if not folders:
+        return []
+    known = set(session.scalars(select(Project.id)))
+    removed = []
+    for name in sorted(set(folders) - known):
+        folder = directory / name
+        try:
+            files = os.listdir(folder)
+            if not all(_NAME.match(f) or _TEMPORARY.match(f) for f in files):
+                log.warning("matrix snapshot folder %s kept: it holds files that are not snapshots", folder)
+                continue
+            for f in files:
+                (folder / f).unlink(missing_ok=True)
+            folder.rmdir()
+        except OSError as error:  # e.g. a worker saving into it right now: removed at the next start
+            log.warning("matrix snapshot folder %s not removed: %s", folder, error)
+            continue
+        removed.append(name)
+    if removed:
+        log.info("removed the matrix snapshots of %d deleted project(s)", len(removed))
+    return removed

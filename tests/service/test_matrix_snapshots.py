@@ -26,7 +26,7 @@ import service.matrix_store
 from service.app import create_app
 from service.db import session_scope
 from service.matrix import LabelMatrix, load_matrix
-from service.matrix_snapshots import KEPT, read_snapshot, snapshot_directory, write_snapshot
+from service.matrix_snapshots import KEPT, read_snapshot, remove_orphan_snapshots, snapshot_directory, write_snapshot
 from service.matrix_store import STORE_KEY, MatrixStore, current_matrix
 from service.models import CurrentLabel, Item, Project, Rater
 from service.settings import Settings
@@ -313,3 +313,37 @@ def test_the_full_read_equals_the_labels_row_by_row(
     np.testing.assert_array_equal(matrix.raw, raw)
     np.testing.assert_array_equal(matrix.order, order)
     assert (raw >= 0).sum() == 5 and raw[0, 0] == 1 and order[0, 0] == 7  # the correction counted once, last
+
+
+def test_a_starting_worker_removes_the_snapshots_of_deleted_projects(
+    workers: list[TestClient], snapshots: Path, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept, deleted = _labelled(workers[0]), _labelled(workers[0])
+    for pid in (kept, deleted):
+        _read(workers[0], pid)
+    _store(workers[0]).flush()
+    (snapshots / deleted / ".half-written.npz.1.2.tmp").write_bytes(b"")
+    foreign = snapshots / "prj_not_ours"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("an operator's file")
+    (snapshots / "stray.npz").write_bytes(b"")
+    with session_scope(workers[0].app.state.sessions, write=True) as session:  # type: ignore[attr-defined]
+        session.delete(session.get(Project, deleted))
+    assert _snapshot_files(snapshots, deleted)  # nothing removes them while the workers run
+    shared = settings.model_copy(update={"matrix_snapshot_dir": str(snapshots)})
+    with caplog.at_level(logging.INFO, logger="service.matrix_snapshots"), TestClient(create_app(shared)):
+        pass
+    assert not (snapshots / deleted).exists()
+    assert [p.name for p in _snapshot_files(snapshots, kept)] == [f"{b'default'.hex()}-4.npz"]
+    assert (foreign / "notes.txt").read_text() == "an operator's file"  # not a snapshot folder: left alone
+    assert (snapshots / "stray.npz").exists()
+    assert "removed the matrix snapshots of 1 deleted project(s)" in caplog.text
+    assert "prj_not_ours kept: it holds files that are not snapshots" in caplog.text
+
+
+def test_cleaning_a_missing_or_empty_snapshot_directory_removes_nothing(
+    workers: list[TestClient], tmp_path: Path
+) -> None:
+    with session_scope(workers[0].app.state.sessions) as session:  # type: ignore[attr-defined]
+        assert remove_orphan_snapshots(tmp_path / "none", session) == []
+        assert remove_orphan_snapshots(tmp_path, session) == []
