@@ -7,6 +7,7 @@ from typing import Any
 
 from service.charts import Chart, chart_svg
 from service.models import Project
+from service.pool_scores import HistoryReplay
 from service.security_headers import CSRF_FIELD
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;color:#222}
@@ -19,11 +20,12 @@ table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-b
 
 
 def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, ...], notes: dict[str, str],
-                   etag: str, *, behind: int) -> str:
+                   etag: str, *, behind: int, replay: HistoryReplay | None = None) -> str:
     """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
-    ``behind`` counts the label events the project has had since the document's label_seq (0: fresh).
+    ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
+    ``replay``: the pool-score history's one-time replay, while it is under way.
     """
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
@@ -58,7 +60,7 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
- data-refreshing="{'true' if behind else 'false'}">
+ data-refreshing="{'true' if behind else 'false'}" data-history-rebuilding="{'true' if replay else 'false'}">
 <p class="note"><a href="/dashboard">all projects</a></p>
 <h1>{escape(project.name)}</h1>
 <p>label_seq <span id="label-seq">{doc['label_seq']}</span> &middot; {doc['n_items']} items &middot;
@@ -75,7 +77,7 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
 <p class="note">The mean over held-out humans of their agreement with the other humans
  ({escape(str(doc.get('coefficient')))}) on the labels in hand at each point of the label sequence;
  95% interval now [{_fmt((pool.get('ci') or [None, None])[0])}, {_fmt((pool.get('ci') or [None, None])[1])}].</p>
-{pool_chart}
+{_rebuilding(replay)}{pool_chart}
 <h2>Reliability vs overlap rate</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
  within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
@@ -155,6 +157,15 @@ def _freshness(doc: dict[str, Any], behind: int) -> str:
     return (f'<p id="freshness" class="refreshing">Shown as of label_seq {doc["label_seq"]}: {behind} label '
             f'event{"s" if behind != 1 else ""} since, refreshing. Everything on this page (decision, margins, '
             "intervals) is valid as of that label_seq; the page reloads when the fresh document is ready.</p>")
+
+
+def _rebuilding(replay: HistoryReplay | None) -> str:
+    """Nothing for a whole history; else that the points before the first stored one are being replayed."""
+    if replay is None:
+        return ""
+    total = "reading the events" if replay.total is None else f"{replay.done:,} of {replay.total:,} events"
+    return (f'<p id="history-rebuilding" class="refreshing">History being rebuilt: {total}. The line below '
+            "draws only the points stored so far; the page reloads when the replay is done.</p>\n")
 
 
 def _verdict_class(note: str) -> str:

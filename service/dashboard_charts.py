@@ -158,10 +158,10 @@ def _fresh_reliability(session: Session, project_id: str, documents: DocumentCac
         return cached_reliability(session, project, documents, n_resamples=n_resamples)
 
 
-def project_charts(session: Session, project: Project, documents: DocumentCache, *,
-                   n_resamples: int, wait: float) -> tuple[dict[str, Any], str, tuple[Chart, ...]]:
-    """The reliability document shown (:func:`shown_reliability`), its ETag and every dashboard chart (history
-    and curve cached with it)."""
+def project_charts(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
+                   ) -> tuple[dict[str, Any], str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
+    """The reliability document shown (:func:`shown_reliability`), its ETag, every dashboard chart (history
+    and curve cached with it) and the history's replay while it is under way."""
     doc, etag = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
     plan = current_plan(session, project.id)
     history = pool_scores.pool_score_history(
@@ -170,4 +170,4 @@ def project_charts(session: Session, project: Project, documents: DocumentCache,
     )
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
     curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))
-    return doc, etag, dashboard_charts(doc, history, curve)
+    return doc, etag, dashboard_charts(doc, history.points, curve), history.replay

@@ -8,6 +8,7 @@ than this store, or labels written before anyone looked) is replayed from the ev
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,25 @@ REPLAY_POINTS = 8
 SHOWN_POINTS = 200
 """At most this many points are drawn (evenly thinned, the last one kept)."""
 log = logging.getLogger("annoplan")
+
+
+@dataclass
+class HistoryReplay:
+    """How far this worker's one-time replay of a project's history has come: label events applied of
+    the events to replay (``total`` is ``None`` until they are read). Written by the replaying thread,
+    read by views; plain ints, so a view sees one value or the next."""
+
+    done: int = 0
+    total: int | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class PoolHistory:
+    """The pool-score points a view draws, and the replay still under way (``None``: the history is whole)."""
+
+    points: list[tuple[int, float | None]]
+    replay: HistoryReplay | None
 
 
 def cached_reliability(
@@ -74,12 +94,13 @@ def store_points(bind: Engine | Connection, project_id: str, criterion: str, poi
 def pool_score_history(
     session: Session, project: Project, criterion: str, shown: tuple[int, float | None], documents: DocumentCache,
     *, wait: float,
-) -> list[tuple[int, float | None]]:
+) -> PoolHistory:
     """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), with ``shown``'s (the
     document on the page: its point may not be stored yet).
 
     What precedes the first stored point is replayed once, by a background thread; a view that does
-    not get the replay within ``wait`` seconds draws the stored points without it.
+    not get the replay within ``wait`` seconds draws the stored points without it, and says how far
+    the replay has come.
     """
     points = [
         (int(seq), score)
@@ -89,44 +110,55 @@ def pool_score_history(
             .order_by(PoolScore.label_seq)
         )
     ]
+    under_way = None
     if not points or points[0][0] != 0:
         until = points[0][0] if points else project.label_seq
+        name = f"replay|{project.id}|{criterion}"
+        progress: HistoryReplay = documents.get_or_build(f"progress|{name}", HistoryReplay)
         sibling = Session(session.get_bind(), info=session.info)
-        replay = documents.in_background(
-            f"replay|{project.id}|{criterion}", lambda: _replayed(sibling, project.id, criterion, until)
-        )
+        replay = documents.in_background(name, lambda: _replayed(sibling, project.id, criterion, until, progress))
         try:
             points = sorted(dict(replay.result(timeout=wait) + points).items())
         except TimeoutError:
-            points = [(0, None), *points]
+            points, under_way = [(0, None), *points], progress
     points = points[1:]  # label_seq 0 marks the replay; no labels, no score
     if shown[0] > 0:
         points = sorted(dict(points + [shown]).items())
     if len(points) > SHOWN_POINTS:
         keep = np.unique(np.linspace(0, len(points) - 1, SHOWN_POINTS).round().astype(int))
         points = [points[k] for k in keep]
-    return points
+    return PoolHistory(points, under_way)
 
 
-def _replayed(session: Session, project_id: str, criterion: str, until: int) -> list[tuple[int, float | None]]:
+def _replayed(session: Session, project_id: str, criterion: str, until: int, progress: HistoryReplay
+              ) -> list[tuple[int, float | None]]:
     """The history through ``until`` replayed from the events (:func:`pool_history`) and stored, with its mark."""
-    with session:
-        project = session.get(Project, project_id)
-        replayed = [(0, None), *(pool_history(session, project, criterion, until=until) if project else [])]
-    store_points(session.get_bind(), project_id, criterion, replayed)
-    return replayed
+    progress.done, progress.total, progress.finished = 0, None, False
+    try:
+        with session:
+            project = session.get(Project, project_id)
+            history = pool_history(session, project, criterion, until=until, progress=progress) if project else []
+        replayed = [(0, None), *history]
+        store_points(session.get_bind(), project_id, criterion, replayed)
+        return replayed
+    finally:
+        progress.finished = True
 
 
 def pool_history(
-    session: Session, project: Project, criterion: str, *, until: int | None = None
+    session: Session, project: Project, criterion: str, *, until: int | None = None,
+    progress: HistoryReplay | None = None,
 ) -> list[tuple[int, float | None]]:
-    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events."""
+    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events;
+    ``progress`` follows the events applied."""
     events = driver_rows(
         session,
         "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? AND seq <= ? "
         "ORDER BY seq",
         (project.id, criterion, project.label_seq if until is None else until),
     )
+    if progress is not None:
+        progress.total = len(events)
     item_ids, raters = corpus(session, project)
     judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
     humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
@@ -151,4 +183,6 @@ def pool_history(
                            n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
                            epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
         points.append((int(cut), num(v.human_pool.estimate)))
+        if progress is not None:
+            progress.done = end
     return points

@@ -169,7 +169,7 @@ def get_dashboard(
     """
     if isinstance(access, Response):
         return access
-    doc, etag, charts = project_charts(
+    doc, etag, charts, replay = project_charts(
         session, access, request.app.state.documents, n_resamples=settings.bootstrap_resamples,
         wait=settings.dashboard_wait_seconds,
     )
@@ -179,12 +179,12 @@ def get_dashboard(
         "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
         "monitoring": monitoring_note(doc),
     }
-    page = dashboard_page(access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"])
+    page = dashboard_page(access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"], replay=replay)
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
 def _chart(project: Project, chart_id: str, request: Request, session: ReadSession, settings: SettingsDep) -> Chart:
-    _, _, charts = project_charts(session, project, request.app.state.documents,
+    _, _, charts, _ = project_charts(session, project, request.app.state.documents,
                                   n_resamples=settings.bootstrap_resamples, wait=settings.dashboard_wait_seconds)
     chart = next((c for c in charts if c.id == chart_id), None)
     if chart is None:

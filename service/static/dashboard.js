@@ -3,6 +3,10 @@
 const page = document.body.dataset;
 // A page showing an older document while the fresh one is computed looks again soon.
 const pause = page.refreshing === "true" ? 1000 : 10000;
+// A page drawn while the pool-score history is replayed (it says how far) reloads until the replay is done.
+if (page.historyRebuilding === "true") {
+  setTimeout(() => location.reload(), 2000);
+}
 
 async function poll() {
   try {

@@ -174,3 +174,37 @@ def test_the_history_before_the_first_stored_point_is_replayed_in_the_background
     seqs = [int(line.split(",")[0]) for line in impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv"
                                                               ).text.splitlines()[1:]]
     assert len(seqs) == 8 and seqs[-1] == now  # the 8 replayed points, the last one the document's
+
+
+def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_done(
+    impatient: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid, now = _labelled(impatient)
+    gate, stretches, original = threading.Event(), [], pool_scores.validate_judge
+
+    def second_stretch_held(*args: Any, **kwargs: Any) -> Any:
+        stretches.append(1)
+        if len(stretches) == 2:
+            assert gate.wait(60), "never released"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pool_scores, "validate_judge", second_stretch_held)
+    page = impatient.get(f"/projects/{pid}/dashboard").text
+    assert 'data-history-rebuilding="true"' in page
+    for _ in range(200):  # the replay thread reaches its second stretch
+        if len(stretches) == 2:
+            break
+        threading.Event().wait(0.05)
+    page = impatient.get(f"/projects/{pid}/dashboard").text
+    found = re.search(r'<p id="history-rebuilding" class="refreshing">History being rebuilt: (\d+) of (\d+) events\.',
+                      page)
+    assert found, page
+    done, total = int(found.group(1)), int(found.group(2))
+    assert total == len(ITEMS) * 4 == now and 0 < done < total  # every event of the 4 raters; one stretch applied
+    assert 'data-history-rebuilding="true"' in page
+    gate.set()
+    impatient.app.state.documents.settle()  # type: ignore[attr-defined]
+    page = impatient.get(f"/projects/{pid}/dashboard").text
+    assert 'id="history-rebuilding"' not in page and 'data-history-rebuilding="false"' in page
+    csv = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text
+    assert len(csv.splitlines()[1:]) == 8  # the replayed points drawn once it is done

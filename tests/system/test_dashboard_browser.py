@@ -302,3 +302,42 @@ def test_a_page_showing_an_older_document_reloads_itself_when_the_fresh_one_is_r
             assert console_errors(driver) == []
         finally:
             driver.quit()
+
+
+def test_a_page_drawn_while_the_history_is_replayed_says_so_and_reloads_into_the_whole_history(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A project whose labels were written before anyone looked: its first view does not wait for the
+    history's replay, says how far it has come, and reloads until the replayed points are drawn."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
+    items = [f"i{k}" for k in range(3000)]
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=0) as server:
+        with server.client() as c:
+            c.timeout = 120
+            pid = c.post("/projects", json={"name": "replayed history", "labels": ["pass", "fail"]}).json()["id"]
+            for ext, kind in (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")):
+                assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+            assert c.post(f"/projects/{pid}/items", json=[{"external_id": i} for i in items]).status_code == 200
+            for n, rater in enumerate(("judge", "prim", "h2", "h3")):
+                rows = [{"item": i, "rater": rater, "value": "pass" if (k + n) % 3 else "fail"}
+                        for k, i in enumerate(items)]
+                assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+            viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
+        driver = chromium(tmp_path)
+        try:
+            driver.get(f"{server.base_url}/login")
+            driver.find_element(By.ID, "key").send_keys(viewer)
+            driver.find_element(By.ID, "login").click()  # the first view: the replay starts, not waited for
+            WebDriverWait(driver, 60).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            note = driver.find_element(By.ID, "history-rebuilding").text
+            assert note.startswith("History being rebuilt: ") and "page reloads when the replay is done" in note
+            _screenshot(driver, shots / "dashboard-history-rebuilding.png")
+            WebDriverWait(driver, 120).until(lambda d: d.find_elements(By.ID, "history-rebuilding") == [])
+            assert driver.find_elements(By.CSS_SELECTOR, "svg#pool-history"), "the replayed line is drawn"
+            assert console_errors(driver) == []
+            _screenshot(driver, shots / "dashboard-history-rebuilt.png")
+        finally:
+            driver.quit()
