@@ -13,6 +13,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.staticfiles import StaticFiles
+from pydantic import TypeAdapter
 from sqlalchemy.exc import IntegrityError
 
 from service.auth import ensure_admin_key
@@ -118,7 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             schema.setdefault("components", {}).setdefault("schemas", {})
             for model in (ItemIn, LabelIn):
-                schema["components"]["schemas"][model.__name__] = model.model_json_schema()
+                schema["components"]["schemas"][model.__name__] = TypeAdapter(model).json_schema()
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]
             _document_validation_errors_as_error_body(schema)

@@ -59,7 +59,7 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
     All-or-nothing: any bad row raises before anything is written.
     """
     lock_project(session, project.id)
-    item_ids = ids_by_external(session, Item, project.id, sorted({r.item for r in rows}))
+    item_ids = ids_by_external(session, Item, project.id, sorted({r["item"] for r in rows}))
     raters = {
         ext: (rid, kind, _allowed_values(project, kind))
         for ext, rid, kind in session.execute(
@@ -71,31 +71,32 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
     cells: Cells = {}
     duplicates = 0
     for n, row in enumerate(rows, start=1):
-        rater = raters.get(row.rater)
+        rater = raters.get(row["rater"])
         if principal.role == Role.ANNOTATOR and (rater is None or rater[0] != principal.rater_id):
             # Checked before existence, so an annotator cannot probe which rater ids exist.
             raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
         if rater is None:
-            raise Invalid(f"row {n}: unknown rater {echo(row.rater)} in this project")
-        item = item_ids.get(row.item)
+            raise Invalid(f"row {n}: unknown rater {echo(row['rater'])} in this project")
+        item = item_ids.get(row["item"])
         if item is None:
-            raise Invalid(f"row {n}: unknown item {echo(row.item)} in this project")
-        if row.value not in rater[2]:
-            raise _value_error(project, row.value, rater[1], n)
-        criterion = row.criterion or default_criterion
+            raise Invalid(f"row {n}: unknown item {echo(row['item'])} in this project")
+        value = row["value"]
+        if value not in rater[2]:
+            raise _value_error(project, value, rater[1], n)
+        criterion = row.get("criterion") or default_criterion
         if criterion not in criteria:
-            raise _criterion_error(project, row.criterion, n)
+            raise _criterion_error(project, row.get("criterion"), n)
         cell = (item, rater[0], criterion)
         prior = cells.get(cell)
         if prior is not None:
-            if prior[0] != row.value:
+            if prior[0] != value:
                 raise Invalid(
-                    f"rows {prior[2]} and {n} give different values for item {echo(row.item)}, "
-                    f"rater {echo(row.rater)}: {echo(prior[0])} and {echo(row.value)}"
+                    f"rows {prior[2]} and {n} give different values for item {echo(row['item'])}, "
+                    f"rater {echo(row['rater'])}: {echo(prior[0])} and {echo(value)}"
                 )
             duplicates += 1
             continue
-        cells[cell] = (row.value, row.batch, n)
+        cells[cell] = (value, row.get("batch"), n)
     if any(batch is not None for _, batch, _ in cells.values()):
         _check_batches(session, project, cells)
     current = _current_values(session, project.id, cells)

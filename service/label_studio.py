@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -44,6 +44,8 @@ from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, Labe
 from service.sql import insert_many
 
 ITEM_KEY = "annoplan_item"
+LABEL_ROW = TypeAdapter(LabelIn)
+"""Validates (and normalises the ids of) a label row read from an export, as an upload's rows are."""
 USER_PREFIX = "ls-user-"
 
 
@@ -339,7 +341,8 @@ def read_export(
             reading.skipped.append(Skipped(**prior[1], reason="superseded by a later label of this rater"))
         if label is None:
             reading.skipped.append(Skipped(**where, reason=str(reason)))
-        row = LabelIn(item=item, rater=where["rater"], criterion=criterion, value=label) if label else None
+        row = LABEL_ROW.validate_python({"item": item, "rater": where["rater"], "criterion": criterion,
+                                         "value": label}) if label else None
         reading.cells[cell] = (row, where)
 
     for task, item in zip(tasks, reading.items, strict=True):
@@ -455,7 +458,7 @@ def reconcile(
     items = upsert_items(session, project, [i for t, i in zip(tasks, reading.items, strict=True) if t.data])
     created, changed = ensure_raters(session, project, list(reading.raters.values()))
     rows = reading.rows
-    before = _current_values(session, project, crit, sorted({r.rater for r in rows}))
+    before = _current_values(session, project, crit, sorted({r["rater"] for r in rows}))
     labels = write_labels(session, project, principal, rows)
     item_ids = ids_by_external(session, Item, project.id, sorted({i.external_id for i in reading.items}))
     rater_ids = ids_by_external(session, Rater, project.id, sorted(reading.raters))
@@ -481,7 +484,7 @@ def reconcile(
          for (source, ls_id), (i, r) in reading.links.items()],
         on_conflict=("project_id", "source", "ls_id"),
     )
-    values = [(before.get((r.item, r.rater)), r.value) for r in rows]
+    values = [(before.get((r["item"], r["rater"])), r["value"]) for r in rows]
     return ImportResult(
         format=fmt,
         from_name=control.name if control is not None else None,

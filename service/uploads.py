@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from functools import lru_cache
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import orjson
 from fastapi import Depends, Header, Request
@@ -13,7 +13,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from service.errors import Invalid, TooLarge, UnsupportedMediaType, echo
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M")
+"""A row type: a pydantic model, or a TypedDict (validated into plain dicts, no instance per row)."""
 
 JSON_TYPES = ("application/json",)
 NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl")
@@ -86,7 +87,7 @@ def _csv_records(body: bytes) -> list[dict[str, str]]:
 
 
 @lru_cache
-def _rows_adapter(model: type[M]) -> TypeAdapter[list[M]]:
+def _rows_adapter(model: type) -> TypeAdapter[list[Any]]:
     return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
@@ -101,14 +102,15 @@ def parse_rows(
     records = _records(body, content_type)
     if len(records) > max_rows:
         raise TooLarge(f"{len(records)} rows in one request; the limit is {max_rows}", code="too_many_rows")
-    if csv_extra and content_type and content_type.split(";")[0].strip().lower() in CSV_TYPES:
+    is_csv = content_type is not None and content_type.split(";")[0].strip().lower() in CSV_TYPES
+    if csv_extra and is_csv and issubclass(model, BaseModel):
         known = set(model.model_fields) - {csv_extra}
         records = [
             {**{k: v for k, v in r.items() if k in known},
              csv_extra: {k: v for k, v in r.items() if k not in known}}
             for r in records
         ]
-    adapter = _rows_adapter(model)
+    adapter = _rows_adapter(cast(type, model))  # mypy cannot see that a TypeVar's class is hashable
     rows: list[M] = []
     # Validated a slice at a time: one call holds the GIL throughout, and a whole 100k-row
     # upload in one call kept the worker's event loop (and its health check) waiting for seconds.
@@ -136,7 +138,7 @@ def _invalid_rows(exc: ValidationError, offset: int) -> Invalid:
     return Invalid(detail, code="validation_error", fields=fields)
 
 
-def bulk_body_doc(model: type[BaseModel]) -> dict[str, Any]:
+def bulk_body_doc(model: type) -> dict[str, Any]:
     """OpenAPI ``requestBody`` for a bulk endpoint accepting JSON, NDJSON and CSV.
 
     The app registers ``model`` under ``components/schemas`` (see ``service.app``).

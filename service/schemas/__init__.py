@@ -8,7 +8,7 @@ Label Studio's objects stay with their adapter in ``service.label_studio``."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, NotRequired, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -18,7 +18,9 @@ from pydantic import (
     StringConstraints,
     field_validator,
     model_validator,
+    with_config,
 )
+from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 from planner.codes import SPECIAL
 from service.identifiers import ExternalId
@@ -314,12 +316,18 @@ class RaterRead(BaseModel):
     n_labels: int
 
 
-class LabelIn(StrictRow):
+# A TypedDict, validated into plain dicts: at 100,000 rows a model instance per row took four times the
+# validation's CPU. Absent optional fields stay absent (read them with ``get``).
+@with_config(ConfigDict(extra="forbid"))
+class LabelIn(TypedDict):
+    """One label: the item's and the rater's external ids, the value, and optionally the criterion
+    (required when the project has several) and the batch it answers."""
+
     item: ExternalId
     rater: ExternalId
-    criterion: Text | None = None
-    value: Text = Field(min_length=1, max_length=200)
-    batch: Text | None = None
+    criterion: NotRequired[Text | None]
+    value: Annotated[Text, Field(min_length=1, max_length=200)]
+    batch: NotRequired[Text | None]
 
 
 class LabelsAccepted(BaseModel):
