@@ -10,7 +10,8 @@ default ``max_rows``). Then a certification plan from priors, and for each proje
 
 - item upload and label ingest rates (rows per second of POST time), and the label ingest rate per
   second of the server's CPU time (/proc; on a shared machine the wall rate follows the load, the
-  CPU rate much less);
+  CPU rate much less), on PostgreSQL also per second of the server's and its backends' CPU (the
+  wall rate of an idle machine: each POST waits for the database);
 - batch requests: the primary's first (its cursor passes the labeled 90%), then p50 / p99 of
   the primary's and of the secondaries' (round-robin), each batch labeled before the next, and
   the server process's CPU per request (all its threads; on SQLite this includes the database,
@@ -87,6 +88,26 @@ def server_cpu(server: LiveServer) -> float:
     return ns / 1e9
 
 
+def database_cpu(url: str) -> float:
+    """CPU seconds PostgreSQL's backends serving ``url``'s database have run so far (/proc; 0 on SQLite,
+    whose work is the server's own). The server's pooled connections live through a run."""
+    if url.startswith("sqlite"):
+        return 0.0
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        pids = conn.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND pid <> pg_backend_pid()")).scalars().all()
+    engine.dispose()
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):  # a backend that just ended
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def build(c: httpx.Client, server: LiveServer, n_items: int, rng: np.random.Generator) -> tuple[str, dict[str, float]]:
     """The project of the module docstring; its id and the upload rates."""
     pid = c.post("/projects", json={"name": f"scale {n_items}", "labels": LABELS}).json()["id"]
@@ -100,11 +121,14 @@ def build(c: httpx.Client, server: LiveServer, n_items: int, rng: np.random.Gene
         right = rng.random(upto) < accuracy
         rows += [{"item": f"it{i}", "rater": rater, "value": LABELS[int(t == r)]}
                  for i, (t, r) in enumerate(zip(truth[:upto], right, strict=True))]
-    cpu = server_cpu(server)
+    cpu, db_cpu = server_cpu(server), database_cpu(server.database_url)
     labels_s = post_rows(c, f"/projects/{pid}/labels", rows)
     labels_cpu = server_cpu(server) - cpu
-    return pid, {"items/s": n_items / items_s, "labels/s": len(rows) / labels_s, "labels": len(rows),
-                 "labels/cpu s": len(rows) / labels_cpu}
+    figures = {"items/s": n_items / items_s, "labels/s": len(rows) / labels_s, "labels": len(rows),
+               "labels/cpu s": len(rows) / labels_cpu}
+    if db_cpu := database_cpu(server.database_url) - db_cpu:
+        figures["labels/cpu s (+database)"] = len(rows) / (labels_cpu + db_cpu)
+    return pid, figures
 
 
 def batches(
@@ -186,7 +210,8 @@ def run(url: str, sizes: list[int], label: str, *, writes_only: bool) -> None:
     bytes_per_label = storage_per_label(url)
     small, big = sizes
     print(f"  {'':28}{small:>12,} items{big:>12,} items   ratio")
-    for key, fmt in [("items/s", ",.0f"), ("labels/s", ",.0f"), ("labels/cpu s", ",.0f"), ("plan s", ".2f"),
+    for key, fmt in [("items/s", ",.0f"), ("labels/s", ",.0f"), ("labels/cpu s", ",.0f"),
+                     ("labels/cpu s (+database)", ",.0f"), ("plan s", ".2f"),
                      ("primary first ms", ".0f"),
                      ("primary p50", ".1f"), ("primary p99", ".1f"), ("primary CPU p50", ".1f"),
                      ("primary CPU p99", ".1f"), ("secondary p50", ".1f"), ("secondary p99", ".1f"),
