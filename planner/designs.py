@@ -583,7 +583,7 @@ def _sparse_coverage_codes(
     """``coverage_codes`` of one row from the item indices of each earlier secondary (bit ``j``: the
     ``j``-th), touching only those items beyond one pass over ``modal``."""
     n_assigned = len(assigned)
-    patterns = (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA
+    patterns = (n_labels + 1) * 2**n_assigned <= MAX_PATTERN_STRATA
     width = 2**n_assigned if patterns else n_assigned + 1
     code = np.asarray(modal, dtype=np.int64) * width
     for bit, items in enumerate(assigned):
@@ -619,7 +619,8 @@ def _smallest_keys(strata: np.ndarray, sizes: np.ndarray, quota: np.ndarray, key
     return np.sort(ranked[rank < take[stratum]])
 
 
-_MAX_PATTERN_STRATA = 4096  # beyond this many (label, assignment pattern) strata, count coverage
+MAX_PATTERN_STRATA = 4096
+"""Beyond this many (label, assignment pattern) strata, Seq-Coverage counts who has an item instead."""
 
 
 def coverage_strata(
@@ -641,7 +642,7 @@ def coverage_codes(modal: np.ndarray, assigned: np.ndarray, *, n_labels: int) ->
     """Seq-Coverage stratum codes ``modal * width + pattern`` ``(T, n_items)`` and ``width``, the
     number of assignment patterns per modal label (see ``coverage_strata``)."""
     n_assigned = assigned.shape[0]
-    patterns = (n_labels + 1) * 2**n_assigned <= _MAX_PATTERN_STRATA
+    patterns = (n_labels + 1) * 2**n_assigned <= MAX_PATTERN_STRATA
     width = 2**n_assigned if patterns else n_assigned + 1
     code = np.asarray(modal, dtype=np.int64) * width  # a copy: summed into in place
     for bit, row in enumerate(assigned):

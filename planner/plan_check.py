@@ -26,8 +26,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from planner.designs import (
-    batched_modal_strata,
-    coverage_codes,
+    MAX_PATTERN_STRATA,
     coverage_quota,
     proportional_allocation,
     stratified_masks,
@@ -222,16 +221,49 @@ def _disjoint_step(
     return np.asarray(mask | corpus.add(fresh))
 
 
-def _coverage_step(
-    corpus: _Corpus, humans: np.ndarray, assigned: np.ndarray, m: int, gen: np.random.Generator
-) -> np.ndarray:
+class _Coverage:
+    """What Seq-Coverage's strata read of the secondaries configured so far, kept as they are added:
+    per slot the count of each label among them and which of them has it (``coverage_codes``' pattern).
+    The same strata as ``batched_modal_strata`` and ``coverage_codes`` over the raters in hand, at a
+    cost per secondary that does not grow with the secondaries before it."""
+
+    def __init__(self, corpus: _Corpus) -> None:
+        trials, width = corpus.prim.shape
+        self.held = np.zeros((corpus.n_labels, trials, width), dtype=np.int16)  # secondaries' labels
+        self.pattern = np.zeros((trials, width), dtype=np.int64)  # bit j: secondary j has the slot
+        self.n_assigned = 0
+
+    def stratum_codes(self, corpus: _Corpus) -> tuple[np.ndarray, int]:
+        """Stratum codes ``modal * width + pattern`` ``(T, W)`` of the filled slots, and ``width``.
+
+        The modal label of the primary and the secondaries so far, ties to the primary's (every
+        filled slot has the primary's label, so no filled slot is without one)."""
+        top = np.zeros(corpus.prim.shape, dtype=np.int16)
+        lowest = np.zeros(corpus.prim.shape, dtype=np.int64)  # the lowest label with the top count
+        own = np.zeros(corpus.prim.shape, dtype=np.int16)  # the count of the primary's label
+        for label in range(corpus.n_labels):
+            primary = corpus.prim == label
+            count = self.held[label] + primary
+            np.copyto(lowest, label, where=count > top)
+            np.maximum(top, count, out=top)
+            np.copyto(own, count, where=primary)
+        modal = np.where(own == top, corpus.prim, lowest)
+        if (corpus.n_labels + 1) * 2**self.n_assigned <= MAX_PATTERN_STRATA:
+            return modal * 2**self.n_assigned + self.pattern, 2**self.n_assigned
+        return modal * (self.n_assigned + 1) + self.held.sum(axis=0), self.n_assigned + 1
+
+    def assign(self, labels: np.ndarray, member: np.ndarray) -> None:
+        """Count a new secondary's ``labels`` ``(T, W)`` on its slots ``member``."""
+        for label in range(self.held.shape[0]):
+            self.held[label] += (labels == label) & member
+        if (self.held.shape[0] + 1) * 2 ** (self.n_assigned + 1) <= MAX_PATTERN_STRATA:
+            self.pattern += np.left_shift(member, self.n_assigned, dtype=np.int64)
+        self.n_assigned += 1
+
+
+def _coverage_step(corpus: _Corpus, coverage: _Coverage, m: int, gen: np.random.Generator) -> np.ndarray:
     """One secondary's Seq-Coverage subset: strata = modal label in hand x who has the item."""
-    in_hand = 1 + assigned.shape[0]  # the primary and the secondaries before this one
-    observed = np.empty((in_hand, *humans.shape[1:]), dtype=bool)
-    observed[0] = corpus.prim >= 0
-    observed[1:] = assigned
-    modal = batched_modal_strata(humans[:in_hand], observed, n_labels=corpus.n_labels)
-    codes, width = coverage_codes(modal, assigned, n_labels=corpus.n_labels)
+    codes, width = coverage.stratum_codes(corpus)
     n_strata = (corpus.n_labels + 1) * width
     codes = np.where(corpus.prim < 0, n_strata, codes)
     trials = codes.shape[0]
@@ -272,6 +304,7 @@ def overlap_sample(
     member = np.zeros((n_humans - 1, trials, width), dtype=bool)
     quota = proportional_allocation(primary_counts, m)
     coverage = np.zeros((trials, width), dtype=np.int64)  # secondaries per item so far (disjoint)
+    in_hand = _Coverage(corpus) if design == "seq-coverage" else None
     for k in range(n_humans - 1):
         if design == "strat":
             member[k] = corpus.add(quota) if k == 0 else member[0]
@@ -281,7 +314,9 @@ def overlap_sample(
             member[k] = _disjoint_step(corpus, quota, coverage, gen)
             coverage += member[k]
         elif design == "seq-coverage":
-            member[k] = _coverage_step(corpus, corpus.codes[:n_humans], member[:k], m, gen)
+            assert in_hand is not None
+            member[k] = _coverage_step(corpus, in_hand, m, gen)
+            in_hand.assign(corpus.codes[1 + k], member[k])
         else:
             raise ValueError(f"design must be one of {', '.join(CHECK_DESIGNS)}; got {design!r}")
     mask = np.concatenate([(corpus.prim >= 0)[None], member])

@@ -206,3 +206,42 @@ def test_fitted_channel_recovers_the_accuracies_that_made_the_labels(p_h, p_j, n
     fitted = fitted_channel(codes, judge=3, humans=[0, 1, 2], n_labels=n_labels)
     assert fitted is not None
     assert fitted[0] == pytest.approx(p_h, abs=0.02) and fitted[1] == pytest.approx(p_j, abs=0.03)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_labels=st.integers(2, 4),
+    n_secondaries=st.integers(1, 12),
+    trials=st.integers(1, 3),
+    width=st.integers(1, 30),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_coverage_strata_kept_as_secondaries_are_added_equal_them_recomputed(
+    n_labels: int, n_secondaries: int, trials: int, width: int, seed: int
+) -> None:
+    """Seq-Coverage's strata kept per secondary (``_Coverage``) equal ``batched_modal_strata`` and
+    ``coverage_codes`` over the primary and the secondaries so far, on every filled slot, past the
+    switch from assignment patterns to counts (12 secondaries: 3 x 2^11 > 4096 strata)."""
+    from planner.designs import batched_modal_strata, coverage_codes
+    from planner.plan_check import _Corpus, _Coverage
+
+    gen = np.random.default_rng(seed)
+    counts = gen.multinomial(width, np.full(n_labels, 1 / n_labels), size=trials)
+    posterior = np.full((n_labels, n_labels), 1 / n_labels)
+    corpus = _Corpus(width, counts, posterior, np.full(n_secondaries, 0.7), gen)
+    corpus.add(gen.multinomial(width // 2, np.full(n_labels, 1 / n_labels), size=trials).clip(max=counts))
+    coverage = _Coverage(corpus)
+    members = np.zeros((0, trials, width), dtype=bool)
+    for k in range(n_secondaries):
+        filled = corpus.prim >= 0
+        observed = np.concatenate([filled[None], members])
+        modal = batched_modal_strata(corpus.codes[: 1 + k], observed, n_labels=n_labels)
+        want, want_width = coverage_codes(modal, members, n_labels=n_labels)
+        got, got_width = coverage.stratum_codes(corpus)
+        assert got_width == want_width
+        assert np.array_equal(got[filled], want[filled])
+        member = filled & (gen.random(filled.shape) < 0.4)
+        coverage.assign(corpus.codes[1 + k], member)
+        members = np.concatenate([members, member[None]])
+        if k % 3 == 0 and corpus.untouched.sum():
+            corpus.add(np.minimum(corpus.untouched, 1))
