@@ -117,8 +117,7 @@ def _estimates(
     if name == "neyman":
         sizes = np.column_stack([cells[:, 0] + cells[:, 1], cells[:, 2] + cells[:, 3]])
         ones = cells[:, [1, 3]]
-        distinct, which = np.unique(sizes, axis=0, return_inverse=True)  # one allocation per distinct corpus
-        take = np.array([neyman_allocation(row, sds, m) for row in distinct])[which.reshape(-1)]
+        take = neyman_allocation(sizes, sds, m)  # one allocation per corpus
         drawn = gen.hypergeometric(ones, sizes - ones, take)
         mean_b = drawn / np.maximum(take, 1)
         return np.asarray(mean_a - np.sum(sizes * mean_b, axis=1) / n)

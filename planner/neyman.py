@@ -181,7 +181,8 @@ def neyman_allocation(
     of ``m`` is shared among the others in the same proportion (``clip(c N_h S_h, low, N_h)``
     summing to ``m``); fractional shares are floored and the items left go to the largest
     remainders (ties to the lower stratum). When every ``S_h`` is 0 the allocation is
-    proportional to ``N_h`` (every allocation then has zero variance).
+    proportional to ``N_h`` (every allocation then has zero variance). ``sizes`` of shape
+    ``(T, n_strata)`` give one allocation per row (e.g. per simulated corpus), computed together.
 
     >>> neyman_allocation([780, 220], [0.369788, 0.493616], 84).tolist()
     [61, 23]
@@ -189,47 +190,66 @@ def neyman_allocation(
     [27, 3]
     >>> neyman_allocation([1000, 3], [0.1, 0.5], 10).tolist()  # held at 2
     [8, 2]
+    >>> neyman_allocation([[780, 220], [100, 3]], [0.369788, 0.493616], 30).tolist()  # 21.8 + 8.2; held at 2
+    [[22, 8], [28, 2]]
     """
     size = np.asarray(sizes, dtype=np.int64)
     sd = np.asarray(sds, dtype=float)
-    if size.ndim != 1 or size.size == 0 or size.min() < 0:
-        raise ValueError("sizes must be a non-empty list of non-negative stratum sizes")
-    if sd.shape != size.shape or not np.all(np.isfinite(sd)) or sd.min() < 0:
-        raise ValueError(f"sds must be {size.size} finite non-negative standard deviations")
+    if size.ndim not in (1, 2) or size.shape[-1] == 0 or size.size == 0 or size.min() < 0:
+        raise ValueError("sizes must be a non-empty list of non-negative stratum sizes (or one per row)")
+    if sd.shape != size.shape[-1:] or not np.all(np.isfinite(sd)) or sd.min() < 0:
+        raise ValueError(f"sds must be {size.shape[-1]} finite non-negative standard deviations")
     if not isinstance(min_per_stratum, (int, np.integer)) or min_per_stratum < 0:
         raise ValueError(f"min_per_stratum must be a non-negative integer, got {min_per_stratum!r}")
-    low = np.minimum(min_per_stratum, size)
-    if not isinstance(m, (int, np.integer)) or not low.sum() <= m <= size.sum():
+    rows = size.reshape(-1, size.shape[-1])
+    low = np.minimum(min_per_stratum, rows)
+    if not isinstance(m, (int, np.integer)) or np.any(low.sum(axis=1) > m) or np.any(m > rows.sum(axis=1)):
         raise ValueError(
-            f"m must be an integer in {int(low.sum())}..{int(size.sum())} "
+            f"m must be an integer in {int(low.sum(axis=1).max())}..{int(rows.sum(axis=1).min())} "
             f"(every stratum gets min(N_h, {min_per_stratum}) items), got {m!r}"
         )
     sd = np.where(sd < _NEGLIGIBLE_SD, 0.0, sd)
-    spread = size * sd if np.any(size * sd > 0) else size.astype(float)
-    # The bounded optimum is clip(c N_h S_h, low_h, N_h) with c chosen so the counts sum to m;
-    # the sum is piecewise linear and increasing in c, with breaks where a stratum hits a bound.
-    top = float(np.max(size[spread > 0] / spread[spread > 0]))
+    weighted = rows * sd
+    spread = np.where(np.any(weighted > 0, axis=1, keepdims=True), weighted, rows.astype(float))
     full = spread > 0
-    if size[full].sum() + low[~full].sum() < m:
+    out = np.empty_like(rows)
+    overflow = np.where(full, rows, low).sum(axis=1) < m
+    for t in np.flatnonzero(overflow):
         # Strata with spread are full; the rest goes to the others in proportion to N_h.
-        alloc = size.copy()
-        alloc[~full] = neyman_allocation(
-            size[~full], np.ones(int((~full).sum())), int(m - size[full].sum()),
+        out[t] = rows[t]
+        out[t, ~full[t]] = neyman_allocation(
+            rows[t, ~full[t]], np.ones(int((~full[t]).sum())), int(m - rows[t, full[t]].sum()),
             min_per_stratum=min_per_stratum,
         )
-        return alloc
-    breaks = np.unique(np.concatenate([[0.0, top], low[full] / spread[full], size[full] / spread[full]]))
-    totals = np.clip(breaks[:, None] * spread, low, size).sum(axis=1)
-    j = min(int(np.searchsorted(totals, m)), breaks.size - 1)
-    if j == 0 or totals[j] == totals[j - 1]:
-        c = breaks[j]
-    else:
-        c = breaks[j - 1] + (m - totals[j - 1]) * (breaks[j] - breaks[j - 1]) / (totals[j] - totals[j - 1])
-    share = np.clip(c * spread, low, size)
+    out[~overflow] = _bounded_allocation(rows[~overflow], spread[~overflow], low[~overflow], int(m))
+    return np.asarray(out.reshape(size.shape), dtype=np.int64)
+
+
+def _bounded_allocation(size: np.ndarray, spread: np.ndarray, low: np.ndarray, m: int) -> np.ndarray:
+    """Per row, ``clip(c spread_h, low_h, N_h)`` summing to ``m``, rounded by largest remainders.
+
+    The sum is piecewise linear and increasing in ``c``, with breaks where a stratum hits a bound;
+    ``c`` interpolates between the distinct breaks around ``m`` (strata without spread stay at ``low``).
+    """
+    full = spread > 0
+    to_low = np.divide(low, spread, out=np.zeros(spread.shape), where=full)
+    to_size = np.divide(size, spread, out=np.zeros(spread.shape), where=full)
+    top = to_size.max(axis=1, initial=0.0)
+    breaks = np.sort(np.column_stack([np.zeros(size.shape[0]), top, to_low, to_size]), axis=1)
+    totals = np.clip(breaks[:, :, None] * spread[:, None, :], low[:, None, :], size[:, None, :]).sum(axis=2)
+    rows = np.arange(size.shape[0])
+    above = np.minimum((totals < m).sum(axis=1), breaks.shape[1] - 1)  # the first break reaching m
+    below = np.maximum((breaks < breaks[rows, above][:, None]).sum(axis=1) - 1, 0)  # the distinct break before
+    b1, t1, b0, t0 = breaks[rows, above], totals[rows, above], breaks[rows, below], totals[rows, below]
+    flat = (breaks[rows, below] == b1) | (t1 == t0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(flat, b1, b0 + (m - t0) * (b1 - b0) / (t1 - t0))
+    share = np.clip(c[:, None] * spread, low, size)
     alloc = np.floor(share + 1e-9).astype(np.int64)
-    order = np.argsort(-(share - alloc), kind="stable")
-    alloc[order[: m - alloc.sum()]] += 1
-    return np.asarray(alloc, dtype=np.int64)
+    order = np.argsort(-(share - alloc), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(size.shape[1]), axis=1)
+    return np.asarray(alloc + (rank < (m - alloc.sum(axis=1))[:, None]), dtype=np.int64)
 
 
 def prior_stratum_sds(

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planner.neyman import (
@@ -208,3 +208,30 @@ def test_pilot_stratum_sds_are_smoothed_binomial_spreads(counts):
         assert sd == pytest.approx(math.sqrt((a + 1) / (n + 2) * (n - a + 1) / (n + 2)), abs=1e-12)
     with pytest.raises(ValueError, match="agreements and pairs"):
         pilot_stratum_sds([3], [2])
+
+
+@FAST
+@given(
+    rows=st.lists(st.lists(st.integers(0, 300), min_size=3, max_size=3), min_size=1, max_size=8),
+    sds=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.37]), min_size=3, max_size=3),
+    fraction=st.floats(0.0, 1.0),
+)
+@example(rows=[[100, 100, 5], [50, 60, 70]], sds=[0.0, 0.3, 0.2], fraction=0.9)  # a row past its spread strata
+@example(rows=[[0, 50, 0], [40, 30, 20]], sds=[0.1, 0.0, 0.2], fraction=0.5)  # a row without spread
+def test_allocations_of_many_rows_are_each_rows_allocation(rows, sds, fraction):
+    """Rows allocated together (the estimator check's corpora) equal each row allocated on its own,
+    exactly: zero spreads, strata held at the floor or the cap, empty strata and ties included."""
+    sizes = np.array(rows)
+    if np.any(sizes.sum(axis=1) == 0):
+        return
+    low = np.minimum(2, sizes).sum(axis=1).max()
+    high = sizes.sum(axis=1).min()
+    if low > high:
+        return
+    m = int(low + round(fraction * (high - low)))
+    together = neyman_allocation(sizes, sds, m)
+    assert together.shape == sizes.shape
+    assert np.all(together.sum(axis=1) == m) and np.all(together <= sizes)
+    assert np.all(together >= np.minimum(2, sizes))
+    for row, alloc in zip(sizes, together, strict=True):
+        assert alloc.tolist() == neyman_allocation(row, sds, m).tolist()
