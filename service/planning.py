@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -56,6 +57,9 @@ from service.schemas import DecisionSettings, PlanCreate
 COVERAGE_AWARE = ("disjoint", "seq-coverage")  # a list depends on the lists already drawn
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000
+CHECK_THREADS = 2
+"""Threads that simulate a plan's checks at once (numpy releases the GIL in their array work)."""
+SLOWEST_CHECK_FIRST = ("seq-coverage", "random", "disjoint", "strat")
 T = TypeVar("T")
 UNKNOWN_SD = 0.5  # S_h of a stratum with no judge-primary pair yet: the largest a share can have
 
@@ -310,18 +314,24 @@ def _variances(body: PlanCreate, moments: dict[str, Any], matrix: LabelMatrix) -
 
 
 def _m_by_estimator(
-    body: PlanCreate, decision: DecisionSettings, moments: dict[str, Any], matrix: LabelMatrix, n_humans: int
+    body: PlanCreate, decision: DecisionSettings, pilot: dict[str, Any] | None, matrix: LabelMatrix, n_humans: int
 ) -> dict[str, Any] | None:
-    """m for the paired, PPI and Neyman estimates, and the human labels each saves (docs/method.md §9)."""
-    if body.purpose != "certify" or decision.rule != "margin" or moments.get("coefficient", "po") != "po":
-        return None  # the PPI and Neyman estimates are of p_o margins
-    mu_d, sigma_sq = moments["mu_d"], moments["sigma0_sq"]
+    """m for the paired, PPI and Neyman estimates, and the human labels each saves (docs/method.md §9).
+
+    ``pilot``: a pilot plan's moments; a prior plan reads the prior alone (whatever the design), so
+    its simulated check can run beside the design checks (``plan_draft``)."""
+    if body.purpose != "certify" or decision.rule != "margin":
+        return None
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
+        if decision.coefficient in RATIO_COEFFICIENTS:
+            return None  # the PPI and Neyman estimates are of p_o margins
         agreement = float(np.trace(prior_cells(body.p_h, body.p_j, n_labels=matrix.n_labels)[0]))
         one = xi_lattice(body.p_h, body.p_j, n_labels=matrix.n_labels)  # §9 estimates: the primary is the pool
         mu_d, sigma_sq = one.mu_d, one.variance
     else:
+        assert pilot is not None
+        mu_d, sigma_sq = pilot["mu_d"], pilot["sigma0_sq"]
         agree = judge_agreement(matrix)
         if agree is None or not (agree >= 0).any():
             return None
@@ -526,10 +536,19 @@ class _Candidates:
 
 
 def _candidate_checks(
-    body: PlanCreate, decision: DecisionSettings, matrix: LabelMatrix, n_humans: int, n_resamples: int, seed: int
+    body: PlanCreate,
+    decision: DecisionSettings,
+    matrix: LabelMatrix,
+    n_humans: int,
+    n_resamples: int,
+    seed: int,
+    threads: Executor,
 ) -> _Candidates:
     """Every candidate design simulated at the design-free recipe's overlap (one held-in label per
-    item, valid for every design), or no checks and why (docs/method.md §6)."""
+    item, valid for every design), or no checks and why (docs/method.md §6).
+
+    The designs are simulated on ``threads`` at once, each from its own stream of ``seed``, so the
+    checks are the same whatever the threads' timing."""
     if body.purpose != "certify":
         return _Candidates({}, None, "ranking plans are not simulated")
     if body.source == "prior":
@@ -554,12 +573,12 @@ def _candidate_checks(
         return _Candidates({}, None, "the recipe finds no overlap that certifies this judge", recipe)
     m = min(int(m), matrix.raw.shape[0])
     settings = _check_settings(decision, matrix, n_humans, *channel)
-    streams = np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS))
-    checks = {
-        d: check_design(d, m=m, rng=np.random.default_rng(stream), **settings)
-        for d, stream in zip(CHECK_DESIGNS, streams, strict=True)
+    streams = dict(zip(CHECK_DESIGNS, np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS)), strict=True))
+    running = {
+        d: threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
+        for d in SLOWEST_CHECK_FIRST
     }
-    return _Candidates(checks, m, "", recipe, settings)
+    return _Candidates({d: running[d].result() for d in CHECK_DESIGNS}, m, "", recipe, settings)
 
 
 def _design(
@@ -773,11 +792,34 @@ def plan_draft(
     """The plan's recipe, design, document and panel from the labels in hand (docs/method.md §4–5); pure.
 
     ``features`` are the strata of the feature the request stratifies on, if any (``feature_strata``).
+    The simulated checks run on ``CHECK_THREADS`` threads; the document is the same for a seed.
     """
+    threads = ThreadPoolExecutor(CHECK_THREADS)
+    try:
+        return _draft(body, decision, matrix, seed, features, n_resamples=n_resamples, threads=threads)
+    finally:
+        threads.shutdown(cancel_futures=True)
+
+
+def _draft(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    matrix: LabelMatrix,
+    seed: int,
+    features: tuple[np.ndarray, list[str]] | None,
+    *,
+    n_resamples: int,
+    threads: Executor,
+) -> PlanDraft:
+    """``plan_draft`` with its simulations on ``threads``: a prior plan's estimator check runs beside
+    the design checks (it does not depend on the design)."""
     n_items = matrix.raw.shape[0]
     humans = matrix.columns("primary", "human")
     n_humans = body.n_raters or max(len(humans), 2)
-    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed)
+    by_estimator = None
+    if body.source == "prior":
+        by_estimator = threads.submit(_m_by_estimator, body, decision, None, matrix, n_humans)
+    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads)
     design, entropy, why, warnings = _design(body, matrix, candidates.checks)
     pool_size = design_pool_size(design, n_humans)
     moments = _moments(body, matrix, decision, n_resamples, pool_size)
@@ -826,7 +868,8 @@ def plan_draft(
         "stratum_entropy": entropy,
         "warnings": warnings + notes,
         "purpose": body.purpose,
-        "by_estimator": _m_by_estimator(body, decision, moments, matrix, n_humans),
+        "by_estimator": by_estimator.result() if by_estimator is not None
+        else _m_by_estimator(body, decision, moments, matrix, n_humans),
         "check": check,
     }
     if body.purpose == "certify" and not recipe.feasible:

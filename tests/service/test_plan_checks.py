@@ -125,3 +125,28 @@ def test_the_check_block_is_documented_in_openapi(client):
     design = spec["components"]["schemas"]["DesignCheckRead"]["properties"]
     assert {"fr", "fr_se", "fa", "fa_se", "wrong", "wrong_se", "inconclusive", "keeps_promise"} <= set(design)
     assert spec["components"]["schemas"]["PlanCheckRead"]["properties"]["raised_from"]["description"]
+
+
+@pytest.mark.parametrize("body", [{"p_h": 0.85, "p_j": 0.9, "design": "auto"}, {"source": "pilot", "design": "auto"}])
+def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.MonkeyPatch, body) -> None:
+    """The design checks and the estimator check run on threads at once, each from its own stream:
+    the draft with one thread (one check after another, in the order submitted) equals it with two."""
+    from service import planning
+    from service.matrix import LabelMatrix, RaterColumn
+    from service.schemas import DecisionSettings, PlanCreate
+
+    gen = np.random.default_rng(11)
+    n = 4_000
+    truth = gen.integers(0, 2, n)
+    raw = np.where(gen.random((n, 5)) < 0.85, truth[:, None], 1 - truth[:, None])
+    raw[gen.random((n, 5)) < np.array([0, 0, 0.8, 0.8, 0.8])] = -1
+    kinds = ["judge", "primary", "human", "human", "human"]
+    raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
+    matrix = LabelMatrix(raw=raw, item_ids=np.arange(n), raters=raters, n_labels=2, label_seq=3,
+                         criterion="default", order=np.empty((0, 0), dtype=np.int64))
+    request = PlanCreate(**body, seed=8)
+    two = planning.plan_draft(request, DecisionSettings(), matrix, 8, None, n_resamples=100)
+    monkeypatch.setattr(planning, "CHECK_THREADS", 1)
+    one = planning.plan_draft(request, DecisionSettings(), matrix, 8, None, n_resamples=100)
+    assert one == two
+    assert two.document["check"]["simulated"] and len(two.document["check"]["designs"]) == 4
