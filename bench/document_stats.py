@@ -6,18 +6,29 @@ primary on every item, 8 secondaries on 1/8 of the items each. Pieces, each as C
 measured in the same run:
 
 - ``patterns``: the one pass over the matrix (``item_patterns`` of the int8 codes);
-- ``validation``: ``validate_judge``, 1,000 resamples, on the shared patterns;
-- ``coefficients``: ``summary_table`` of the humans, 1,000 resamples, on ``patterns.select``;
+- ``resample``: the document's one resample of the items (``ItemResample.draw``, 1,000 resamples);
+- ``validation``: ``validate_judge`` reading it;
+- ``coefficients``: ``summary_table`` of the humans reading it (merged into their patterns);
 - ``pilot``: ``pilot_moments``, 200 resamples (the document's ``recipe_now``), on the patterns;
-- ``shared total``: the four above; ``dense total``: the three statistics each handed the
-  int64 matrix (what a caller without the patterns pays: three passes and an int64 copy).
+- ``document``: the five above, what the document pays;
+- ``separate``: the three statistics each drawing its own resamples (``rng=``), which the
+  document did before it shared one.
 
-Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/document_stats.py`` (multithreaded BLAS
-on a loaded machine spends more CPU than the products).
+``--reference DIR`` (a checkout or ``git archive`` of an older tree) times ``separate`` with that
+tree's ``planner`` in a child process in the same run and prints the document's figure as a
+ratio of it.
+
+Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/document_stats.py [--reference DIR]``
+(multithreaded BLAS on a loaded machine spends more CPU than the products).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -30,6 +41,7 @@ from planner.recipes import pilot_moments
 
 N_RATERS, N_RESAMPLES, PILOT_RESAMPLES = 10, 1000, 200
 JUDGE, HUMANS = 0, list(range(1, N_RATERS))
+SIZES = (10_000, 1_000_000)
 
 
 def profile_codes(n_items: int, rng: np.random.Generator) -> np.ndarray:
@@ -53,38 +65,73 @@ def cpu(run: Callable[[], object], repeats: int = 2) -> float:
     return float(best)
 
 
+def pilot(patterns: ItemPatterns) -> object:
+    return pilot_moments(patterns, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=PILOT_RESAMPLES, rng=0)
+
+
+def separate(codes: np.ndarray) -> float:
+    """CPU seconds of the patterns and the three statistics each drawing its own resamples (any tree's API)."""
+    def run() -> object:
+        patterns = item_patterns(codes, 2)
+        validate_judge(patterns, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=N_RESAMPLES, rng=5)
+        summary_table(patterns.select(HUMANS), n_labels=2, n_resamples=N_RESAMPLES, rng=5)
+        return pilot(patterns)
+
+    return cpu(run)
+
+
 def pieces(codes: np.ndarray) -> dict[str, float]:
+    from planner.resampling import ItemResample
+
     patterns = item_patterns(codes, 2)
-
-    def validation(source: np.ndarray | ItemPatterns) -> object:
-        return validate_judge(source, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=N_RESAMPLES, rng=5)
-
-    def coefficients(source: np.ndarray | ItemPatterns) -> object:
-        return summary_table(source, n_labels=2, n_resamples=N_RESAMPLES, rng=5)
-
-    def pilot(source: np.ndarray | ItemPatterns) -> object:
-        return pilot_moments(source, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=PILOT_RESAMPLES, rng=0)
-
+    resample = ItemResample.draw(patterns.counts, patterns.n_items, N_RESAMPLES, 5)
+    humans, groups = patterns.grouped(HUMANS)
     times = {
         "patterns": cpu(lambda: item_patterns(codes, 2)),
-        "validation": cpu(lambda: validation(patterns)),
-        "coefficients": cpu(lambda: coefficients(patterns.select(HUMANS))),
+        "resample": cpu(lambda: ItemResample.draw(patterns.counts, patterns.n_items, N_RESAMPLES, 5)),
+        "validation": cpu(lambda: validate_judge(
+            patterns, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=N_RESAMPLES, resample=resample
+        )),
+        "coefficients": cpu(lambda: summary_table(
+            humans, n_labels=2, resample=resample.merged(groups, humans.counts.size)
+        )),
         "pilot": cpu(lambda: pilot(patterns)),
     }
-    times["shared total"] = sum(times.values())
-    dense = codes.astype(np.int64)
-    times["dense total"] = cpu(lambda: (validation(dense), coefficients(dense[:, HUMANS]), pilot(dense)), 1)
+    times["document"] = sum(times.values())
+    times["separate"] = separate(codes)
     return times
 
 
-def main() -> None:
+def matrices() -> list[np.ndarray]:
     rng = np.random.default_rng(0)
-    small, large = pieces(profile_codes(10_000, rng)), pieces(profile_codes(1_000_000, rng))
-    n_patterns = item_patterns(profile_codes(1_000_000, rng), 2).counts.size
-    print(f"1M x {N_RATERS} raters: {n_patterns} distinct rows; CPU seconds, least of 2")
+    return [profile_codes(n, rng) for n in SIZES]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", help="a tree whose planner times the separate statistics")
+    parser.add_argument("--separate-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.separate_only:  # the child of --reference: this tree's planner is the reference's
+        print(json.dumps([separate(codes) for codes in matrices()]))
+        return
+    reference = None
+    if args.reference:
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.reference)}
+        child = subprocess.run([sys.executable, __file__, "--separate-only"], env=env, check=True,
+                               capture_output=True, text=True)
+        reference = json.loads(child.stdout)
+    small, large = (pieces(codes) for codes in matrices())
+    n_patterns = item_patterns(matrices()[1], 2).counts.size
+    print(f"1M x {N_RATERS} raters: {n_patterns} distinct rows; {N_RESAMPLES} resamples; CPU seconds, least of 2")
     print(f"{'piece':<14} {'10k':>8} {'1M':>8} {'1M/10k':>7}")
     for name in small:
         print(f"{name:<14} {small[name]:8.3f} {large[name]:8.3f} {large[name] / max(small[name], 1e-9):7.1f}")
+    if reference is not None:
+        print(f"{'reference':<14} {reference[0]:8.3f} {reference[1]:8.3f} {reference[1] / reference[0]:7.1f}"
+              f"   (separate statistics, {args.reference})")
+        print(f"document / reference: 10k {small['document'] / reference[0]:.2f}x, "
+              f"1M {large['document'] / reference[1]:.2f}x")
 
 
 if __name__ == "__main__":

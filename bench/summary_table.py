@@ -4,15 +4,23 @@ Matrices (L = 2, raters right with probability 0.8): "service" — the judge and
 label every item and one of 48 secondaries labels each (3 labels per item, as the service's
 primary-plus-overlap designs); "10% overlap" — each secondary labels a random 10% (about
 7 labels per item, nearly every item its own pattern). The reference is the same call at
-10,000 items, measured in the same run. Target: <= 2 s at 100,000 x 50.
+10,000 items, measured in the same run, and with ``--reference DIR`` (a checkout or
+``git archive`` of an older tree) the same calls with that tree's ``planner`` in a child
+process, also in the same run (CPU seconds: steadier than wall time on a shared machine).
+Target: <= 2 s at 100,000 x 50.
 The report's ``cluster_bootstrap`` groups items by their per-item cell counts: ``distinct_rows``
 against ``np.unique(rows, axis=0)`` (the same patterns, in the same order).
 
-Run: .venv/bin/python bench/summary_table.py
+Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/summary_table.py [--reference DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -58,16 +66,42 @@ def wall_and_cpu(run: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def main() -> None:
+MATRICES = (("service", service_matrix), ("10% overlap", overlap_matrix))
+
+
+def tables_cpu() -> dict[str, list[float]]:
+    """CPU seconds of summary_table at 10,000 and 100,000 items x 50, per matrix (any tree's API)."""
     rng = np.random.default_rng(20261130)
-    for name, build in (("service", service_matrix), ("10% overlap", overlap_matrix)):
-        small, large = build(10_000, rng), build(100_000, rng)
-        t_small, _ = wall_and_cpu(lambda c=small: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))
-        t_large, cpu = wall_and_cpu(lambda c=large: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))
-        print(
-            f"summary_table, 1,000 resamples, {name}: 10,000 x 50 {t_small:.2f} s; 100,000 x 50 "
-            f"{t_large:.2f} s wall, {cpu:.2f} s CPU ({t_large / t_small:.1f}x the 10k figure; target <= 2 s)"
-        )
+    out = {}
+    for name, build in MATRICES:
+        sizes = build(10_000, rng), build(100_000, rng)
+        out[name] = [wall_and_cpu(lambda c=c: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))[1]
+                     for c in sizes]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", help="a tree whose planner runs the same calls")
+    parser.add_argument("--tables-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.tables_only:  # the child of --reference: this tree's planner is the reference's
+        print(json.dumps(tables_cpu()))
+        return
+    reference = None
+    if args.reference:
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.reference)}
+        child = subprocess.run([sys.executable, __file__, "--tables-only"], env=env, check=True,
+                               capture_output=True, text=True)
+        reference = json.loads(child.stdout)
+    ours = tables_cpu()
+    for name, _ in MATRICES:
+        (small, large), line = ours[name], f"summary_table, 1,000 resamples, {name}, CPU s"
+        line += f": 10,000 x 50 {small:.2f}; 100,000 x 50 {large:.2f} ({large / small:.1f}x the 10k figure"
+        if reference is not None:
+            line += f"; reference {reference[name][1]:.2f}, {reference[name][1] / large:.1f}x ours"
+        print(line + "; target <= 2 s)")
+    rng = np.random.default_rng(20261130)
     cells = rng.integers(0, 3, size=(100_000, 16))  # per-item cell counts, 2 labels: (L+2)^2 cells
     for label, rows in (("report cells 100,000 x 16", cells), ("codes 100,000 x 50", overlap_matrix(100_000, rng))):
         ours = seconds(lambda r=rows: distinct_rows(r), 3)

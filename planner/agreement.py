@@ -28,7 +28,7 @@ from planner.bca import JACKKNIFE_MAX_PATTERNS, acceleration, bca_interval, patt
 from planner.codes import check_codes
 from planner.intervals import ConfidenceInterval, is_approximate, optional_float, percentile_interval
 from planner.patterns import item_patterns
-from planner.resampling import distinct_rows, pattern_bootstrap
+from planner.resampling import ItemResample, Reader, distinct_rows, joint_replicates
 from planner.tables import (
     LevelOfMeasurement,
     ac1_terms,
@@ -37,6 +37,7 @@ from planner.tables import (
     count_patterns,
     fce_variance,
     fleiss_terms,
+    grouped_count_patterns,
     kappa_terms,
     pabak_terms,
     pair_table,
@@ -70,15 +71,20 @@ def _check_interval_options(confidence_level: float, method: str, n_resamples: i
 @dataclass(frozen=True)
 class _Resampling:
     """How a result's items are resampled: its statistic on pattern weights ``(B, U)``, the
-    number of items of each pattern, and the ratings per label over those items."""
+    number of items of each pattern, and the ratings per label over those items. ``source``: the
+    result's pattern of each row it was built from (``-1``: a row it leaves out), when it keeps or
+    merges some of them; ``None`` when its patterns are those rows."""
 
     statistic: Callable[[np.ndarray], np.ndarray]
     counts: np.ndarray
     label_counts: np.ndarray
     width: int = 0
+    source: np.ndarray | None = None
 
-    def replicates(self, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-        return pattern_bootstrap(self.statistic, self.counts, n_resamples, rng, width=self.width)
+    def reader(self, resample: ItemResample) -> Reader:
+        """How this result reads ``resample`` of the rows it was built from (``joint_replicates``)."""
+        own = resample if self.source is None else resample.merged(self.source, self.counts.size)
+        return own, self.statistic, self.width
 
     def accel(self) -> float:
         return acceleration(*pattern_jackknife(self.statistic, self.counts))
@@ -86,10 +92,10 @@ class _Resampling:
 
 def _on_patterns(
     patterns: np.ndarray, frequency: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    label_counts: np.ndarray, *, width: int = 0,
+    label_counts: np.ndarray, *, width: int = 0, source: np.ndarray | None = None,
 ) -> _Resampling:
     """Resampling of items grouped into distinct ``patterns`` with ``frequency`` items each."""
-    return _Resampling(partial(statistic, patterns), frequency, label_counts, width)
+    return _Resampling(partial(statistic, patterns), frequency, label_counts, width, source)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +135,19 @@ class AgreementResult:
         undefined.
         """
         _check_interval_options(confidence_level, method, n_resamples)
+        resampling = self._resampling
+
+        def replicates() -> np.ndarray:
+            own = ItemResample.draw(resampling.counts, int(resampling.counts.sum()), n_resamples, rng)
+            return own.replicates(resampling.statistic, width=resampling.width)
+
+        return self._interval(confidence_level, method, replicates)
+
+    def _interval(
+        self, confidence_level: float, method: Method, replicates: Callable[[], np.ndarray]
+    ) -> ConfidenceInterval:
+        """The interval of :meth:`confidence_interval` from bootstrap ``replicates()`` of the statistic
+        (called only when the interval needs them)."""
         approximate = self.approximate
         if method == "delta":
             se = self._standard_error()
@@ -140,11 +159,11 @@ class AgreementResult:
         bca = bca and self._resampling.counts.size <= JACKKNIFE_MAX_PATTERNS
         if not self.defined:
             return ConfidenceInterval(np.nan, np.nan, approximate, "bca" if bca else "percentile")
-        replicates = self._resampling.replicates(n_resamples, np.random.default_rng(rng))
+        drawn = replicates()
         if bca:
-            interval = bca_interval(replicates, self.statistic, self._resampling.accel(), confidence_level)
+            interval = bca_interval(drawn, self.statistic, self._resampling.accel(), confidence_level)
         else:
-            interval = percentile_interval(replicates, confidence_level)
+            interval = percentile_interval(drawn, confidence_level)
         return replace(interval, approximate=approximate)
 
 
@@ -541,12 +560,20 @@ def _codes_iv(codes: object, n_labels: int) -> np.ndarray:
     return check_codes(codes, n_labels, ndim=2)
 
 
-def _with_ratings(counts: np.ndarray, frequency: np.ndarray, least: int) -> tuple[np.ndarray, ...]:
-    """The count patterns of items with at least ``least`` ratings, and their frequencies."""
+def _with_ratings(
+    counts: np.ndarray, frequency: np.ndarray, least: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The count patterns of items with at least ``least`` ratings, their frequencies, and each
+    input pattern's row among them (``-1``: left out; ``None`` when all are kept)."""
     keep = counts.sum(axis=1) >= least
     if keep.all():  # the usual case: share the arrays, no copy
-        return counts, frequency
-    return counts[keep], frequency[keep]
+        return counts, frequency, None
+    return counts[keep], frequency[keep], _kept_rows(keep)
+
+
+def _kept_rows(keep: np.ndarray) -> np.ndarray:
+    """Each row's index among the kept rows, ``-1`` for a row left out."""
+    return np.where(keep, np.cumsum(keep) - 1, -1)
 
 
 def _counts_result(
@@ -556,6 +583,7 @@ def _counts_result(
     coefficient: str,
     terms: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]],
     reason: str,
+    source: np.ndarray | None,
 ) -> ChanceCorrectedResult:
     """A multi-rater result from the count patterns of the items it uses."""
     if reason:
@@ -570,12 +598,14 @@ def _counts_result(
         reason=reason,
         p_o=p_o,
         p_e=p_e,
-        _resampling=_on_patterns(counts, frequency, lambda c, w: terms(c, w)[0], frequency @ counts),
+        _resampling=_on_patterns(
+            counts, frequency, lambda c, w: terms(c, w)[0], frequency @ counts, source=source
+        ),
     )
 
 
 def _percent_from_counts(counts: np.ndarray, frequency: np.ndarray) -> AgreementResult:
-    pairable, frequency = _with_ratings(counts, frequency, 2)
+    pairable, frequency, source = _with_ratings(counts, frequency, 2)
     n_items = int(frequency.sum())
     statistic = percent_terms(pairable, frequency[None].astype(float))[0] if n_items else np.nan
     return AgreementResult(
@@ -584,7 +614,7 @@ def _percent_from_counts(counts: np.ndarray, frequency: np.ndarray) -> Agreement
         n_items=n_items,
         defined=n_items > 0,
         reason="" if n_items else _NO_PAIRABLE,
-        _resampling=_on_patterns(pairable, frequency, percent_terms, frequency @ pairable),
+        _resampling=_on_patterns(pairable, frequency, percent_terms, frequency @ pairable, source=source),
     )
 
 
@@ -606,7 +636,7 @@ def percent_agreement(codes: object, *, n_labels: int | None = None) -> Agreemen
 
 
 def _ac1_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorrectedResult:
-    rated, frequency = _with_ratings(counts, frequency, 1)
+    rated, frequency, source = _with_ratings(counts, frequency, 1)
     pairable = bool(np.any(rated.sum(axis=1) >= 2))
     return _counts_result(
         rated,
@@ -614,6 +644,7 @@ def _ac1_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorrect
         coefficient="gwet_ac1",
         terms=ac1_terms,
         reason="" if pairable else _NO_PAIRABLE,
+        source=source,
     )
 
 
@@ -633,7 +664,7 @@ def gwet_ac1(codes: object, *, n_labels: int) -> ChanceCorrectedResult:
 
 
 def _fleiss_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorrectedResult:
-    rated, frequency = _with_ratings(counts, frequency, 1)
+    rated, frequency, source = _with_ratings(counts, frequency, 1)
     per_item = np.unique(rated.sum(axis=1))
     if per_item.size > 1:
         raise ValueError(
@@ -650,7 +681,7 @@ def _fleiss_from_counts(counts: np.ndarray, frequency: np.ndarray) -> ChanceCorr
     else:
         reason = ""
     return _counts_result(
-        rated, frequency, coefficient="fleiss_kappa", terms=fleiss_terms, reason=reason
+        rated, frequency, coefficient="fleiss_kappa", terms=fleiss_terms, reason=reason, source=source
     )
 
 
@@ -688,7 +719,7 @@ def _values_iv(level_of_measurement: str, values: object, n_labels: int) -> np.n
 def _alpha_from_counts(
     counts: np.ndarray, frequency: np.ndarray, level_of_measurement: LevelOfMeasurement, values: np.ndarray
 ) -> AlphaResult:
-    pairable, frequency = _with_ratings(counts, frequency, 2)
+    pairable, frequency, source = _with_ratings(counts, frequency, 2)
 
     def statistic(c: np.ndarray, w: np.ndarray) -> np.ndarray:
         return alpha_terms(c, w, level_of_measurement, values)[0]
@@ -712,7 +743,7 @@ def _alpha_from_counts(
         d_o=d_o,
         d_e=d_e,
         n_values=int(round(n_values)),
-        _resampling=_on_patterns(pairable, frequency, statistic, frequency @ pairable),
+        _resampling=_on_patterns(pairable, frequency, statistic, frequency @ pairable, source=source),
     )
 
 
@@ -763,36 +794,44 @@ def _rater_pair_cells(rows: np.ndarray, n_labels: int, rater: int) -> Any:
     per_column = np.zeros(rows.shape[0] + 1, dtype=np.int32)
     per_column[labeled + 1] = per_row
     shape = (others.shape[1] * n_labels**2, rows.shape[0])
-    return csc_array((np.ones(cell.size), cell, np.cumsum(per_column, dtype=np.int32)), shape=shape)
+    ones = np.ones(cell.size, dtype=np.float32)  # 0/1 entries; products exact below 2**24 (_pair_tables)
+    return csc_array((ones, cell, np.cumsum(per_column, dtype=np.int32)), shape=shape)
 
 
-def _held_pair_cells(rows: np.ndarray, n_labels: int) -> list[Any] | None:
-    """Every rater's :func:`_rater_pair_cells`, or None when they would hold more entries than
-    twice the cells of ``rows`` (they are then rebuilt for each block of resamples)."""
+def _held_pair_cells(rows: np.ndarray, n_labels: int) -> Any | None:
+    """Every rater's :func:`_rater_pair_cells` stacked into one sparse matrix (one product then reads
+    the weights once), or None when they would hold more entries than twice the cells of ``rows``
+    (they are then rebuilt for each block of resamples)."""
+    from scipy.sparse import vstack  # deferred, as in _rater_pair_cells
+
     per_row = np.sum(rows >= 0, axis=1)
-    if np.sum(per_row * (per_row - 1) // 2) > 2 * rows.size:
+    if np.sum(per_row * (per_row - 1) // 2) > 2 * rows.size or rows.shape[1] < 2:
         return None
-    return [_rater_pair_cells(rows, n_labels, j) for j in range(rows.shape[1] - 1)]
+    return vstack([_rater_pair_cells(rows, n_labels, j) for j in range(rows.shape[1] - 1)], format="csc")
 
 
 def _pair_tables(
     rows: np.ndarray,
     weights: np.ndarray,
     n_labels: int,
-    held: list[Any] | None = None,
+    held: Any | None = None,
 ) -> np.ndarray:
     """Common-item tables ``(B, n_pairs, L, L)`` of every rater pair ``j < k`` (docs/method.md §2).
 
-    ``rows``: distinct code rows, weighted by ``weights`` ``(B, n_rows)``. One sparse
+    ``rows``: distinct code rows, weighted by item counts ``weights`` ``(B, n_rows)``. One sparse
     product per rater ``j`` sums the tables of its pairs ``(j, k > j)``, so nothing of size
-    ``rows x pairs`` is held; ``held``: :func:`_held_pair_cells` of ``rows``, if kept.
+    ``rows x pairs`` is held; ``held``: :func:`_held_pair_cells` of ``rows``, if kept (one product).
     """
+    # the weights are item counts (whole numbers): sums exact in float32 below 2**24, and twice as fast
+    exact = float(np.max(weights.sum(axis=1), initial=0.0)) < 2**24
+    by_row = np.ascontiguousarray(weights.T, dtype=np.float32 if exact else np.float64)
+    if held is not None:
+        return np.asarray(held @ by_row).T.reshape(weights.shape[0], -1, n_labels, n_labels).astype(float)
     n_raters = rows.shape[1]
     tables = np.zeros((weights.shape[0], n_raters * (n_raters - 1) // 2 * n_labels**2))
-    by_row = np.ascontiguousarray(weights.T)
     start = 0
     for j in range(n_raters - 1):
-        cells = held[j] if held is not None else _rater_pair_cells(rows, n_labels, j)
+        cells = _rater_pair_cells(rows, n_labels, j)
         stop = start + cells.shape[0]
         tables[:, start:stop] = np.asarray(cells @ by_row).T
         start = stop
@@ -859,7 +898,7 @@ def _mean_kappa_terms(
     *,
     n_labels: int,
     agree: np.ndarray,
-    held: list[Any] | None = None,
+    held: Any | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap-weighted mean of the defined pairwise kappas, and how many pairs are defined.
 
@@ -880,8 +919,9 @@ def _mean_kappa_from_patterns(
     rows: np.ndarray, frequency: np.ndarray, n_labels: int, weights: Weights
 ) -> MeanKappaResult:
     pairable = (rows >= 0).sum(axis=1) >= 2
+    source = None
     if not pairable.all():  # otherwise keep the patterns' own rows: no copy
-        rows, frequency = rows[pairable], frequency[pairable]
+        rows, frequency, source = rows[pairable], frequency[pairable], _kept_rows(pairable)
     agree = agreement_weights(n_labels, weights)
     terms = partial(
         _mean_kappa_terms, n_labels=n_labels, agree=agree, held=_held_pair_cells(rows, n_labels)
@@ -914,6 +954,7 @@ def _mean_kappa_from_patterns(
             np.bincount(rows[rows >= 0], weights=np.broadcast_to(frequency[:, None], rows.shape)[rows >= 0],
                         minlength=n_labels),
             width=len(_rater_pairs(rows.shape[1])) * n_labels**2,
+            source=source,
         ),
     )
 
@@ -948,6 +989,7 @@ def summary_table(
     confidence_level: float = 0.95,
     n_resamples: int = 1000,
     rng: Rng = None,
+    resample: ItemResample | None = None,
 ) -> dict[str, Estimate]:
     """The agreement figures reported for a whole matrix, with bootstrap intervals (docs/method.md §2).
 
@@ -957,7 +999,12 @@ def summary_table(
     ``"alpha"`` (:func:`krippendorff_alpha` at the scale's level; ``values`` for
     ``"interval"`` only) and ``"ac1"`` (:func:`gwet_ac1`). Intervals are item bootstraps at
     ``confidence_level``, BCa where they are approximate and percentile otherwise
-    (``confidence_interval(method="bootstrap")``); undefined figures get a NaN interval.
+    (``confidence_interval(method="bootstrap")``); undefined figures get a NaN interval. All four
+    read one resample of the items: ``resample`` (``planner.resampling.ItemResample`` over the
+    rows of ``item_patterns(codes, n_labels)``, e.g. shared with other statistics) or
+    ``n_resamples`` drawn from ``rng``. Each figure's resamples are those of the items it uses, so
+    their number varies from resample to resample (a figure's own ``confidence_interval`` keeps
+    it fixed).
 
     >>> codes = [[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]]
     >>> table = summary_table(codes, n_labels=2, n_resamples=200, rng=0)
@@ -969,22 +1016,25 @@ def summary_table(
     _check_interval_options(confidence_level, "bootstrap", n_resamples)
     alpha_values = _values_iv(scale, values, n_labels)
     patterns = item_patterns(codes, n_labels)
+    if resample is None:
+        resample = ItemResample.draw(patterns.counts, patterns.n_items, n_resamples, rng)
+    elif not np.array_equal(resample.view_counts, patterns.counts):
+        raise ValueError("resample must be drawn over the item patterns of codes")
     if patterns.inclusion is not None:  # rows repeat across inclusion groups: merge them
-        patterns = patterns.select(list(range(patterns.n_raters)))
-    counts, frequency = count_patterns(patterns.rows, n_labels, patterns.counts)
+        patterns, merged = patterns.grouped(list(range(patterns.n_raters)))
+        resample = resample.merged(merged, patterns.counts.size)
+    counts, frequency, to_counts = grouped_count_patterns(patterns.rows, n_labels, patterns.counts)
+    by_counts = resample.merged(to_counts, frequency.size)
     results = {
         "po": _percent_from_counts(counts, frequency),
         "kappa": _mean_kappa_from_patterns(patterns.rows, patterns.counts, n_labels, _SCALE_WEIGHTS[scale]),
         "alpha": _alpha_from_counts(counts, frequency, scale, alpha_values),
         "ac1": _ac1_from_counts(counts, frequency),
     }
-    gen = np.random.default_rng(rng)
+    defined = [key for key, result in results.items() if result.defined]
+    readers = [results[key]._resampling.reader(resample if key == "kappa" else by_counts) for key in defined]
+    drawn = dict(zip(defined, joint_replicates(readers) if readers else [], strict=True))
     return {
-        key: Estimate(
-            result,
-            result.confidence_interval(
-                confidence_level, method="bootstrap", n_resamples=n_resamples, rng=gen
-            ),
-        )
+        key: Estimate(result, result._interval(confidence_level, "bootstrap", partial(drawn.__getitem__, key)))
         for key, result in results.items()
     }

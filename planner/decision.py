@@ -23,9 +23,9 @@ from scipy.special import ndtri
 from planner.codes import MISSING
 from planner.intervals import ConfidenceInterval, is_approximate, percentile_interval
 from planner.patterns import ItemPatterns, item_patterns
-from planner.pools import feature_width, held_out_columns, item_features, overlap_rows
+from planner.pools import feature_width, held_out_columns, item_features, overlap_groups, overlap_rows
 from planner.ppi import PPIGaps, ppi_gap_features, ppi_gaps
-from planner.resampling import bootstrap_sums, distinct_feature_rows, distinct_features, distinct_rows
+from planner.resampling import ItemResample, distinct_feature_rows, grouped_features, grouped_rows
 from planner.rules import (
     RaterStats,
     checked_inputs,
@@ -217,11 +217,11 @@ def _chunk_columns(shape: FeatureShape, held_out: np.ndarray, weighted: bool) ->
 
 def _chunked_sums(
     rows: np.ndarray, weight: np.ndarray | None, counts: np.ndarray, shape: FeatureShape,
-    chunks: list[np.ndarray], n_items: int, n_resamples: int, rng: np.random.Generator,
+    chunks: list[np.ndarray], resample: ItemResample,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Point sums and bootstrap sums, the features computed for one group of held-out humans
-    at a time: the same numbers as all at once (the resamples do not depend on the features,
-    so each group replays the generator from the same state)."""
+    at a time: the same numbers as all at once (every group reads the same ``resample`` of
+    ``rows``)."""
     weighted = weight is not None
     n_columns = _chunk_columns(shape, np.arange(shape[1]), weighted).size
 
@@ -230,24 +230,23 @@ def _chunked_sums(
             yield _chunk_columns(shape, held_out, weighted), _weighted_features(rows, weight, shape, held_out)
 
     if shape[4] == "po":  # as distinct_features on the whole rows
-        first, counts = distinct_feature_rows(blocks, counts)
+        first, counts, groups = distinct_feature_rows(blocks, counts)
         rows, weight = rows[first], None if weight is None else weight[first]
+        resample = resample.merged(groups, first.size)
     point = np.zeros(n_columns)
-    replicates = np.zeros((n_resamples, n_columns))
-    start = rng.bit_generator.state
+    replicates = np.zeros((resample.n_resamples, n_columns))
     for columns, features in blocks():
-        rng.bit_generator.state = start
         point[columns] = counts @ features
-        replicates[:, columns] = bootstrap_sums(features, counts, n_items, n_resamples, rng)
+        replicates[:, columns] = resample.sums(features)
     return point, replicates
 
 
 def _replicated_stats(
     patterns: ItemPatterns, judges: list[int], humans: list[int], rule: str,
-    coefficient: str, epsilon: float, n_resamples: int, rng: np.random.Generator,
-    inclusion: np.ndarray | None = None,
+    coefficient: str, epsilon: float, resample: ItemResample, inclusion: np.ndarray | None = None,
 ) -> tuple[RaterStats, RaterStats]:
-    """Point statistics (batch of one) and bootstrap replicates, humans in column order.
+    """Point statistics (batch of one) and bootstrap replicates on ``resample`` (of ``patterns``),
+    humans in column order.
 
     With ``inclusion`` (per pattern, its items' probability of entering the overlap), every per-item
     sum is weighted by ``1/inclusion`` rescaled to mean 1 over the overlap items
@@ -255,8 +254,9 @@ def _replicated_stats(
     takes the linearised variance of the weighted mean (``weighted_alt_test_p_values``).
     """
     classes, tag = (None, None) if inclusion is None else np.unique(inclusion, return_inverse=True)
-    rows, counts = overlap_rows(patterns, judges, humans, tag=tag)
-    k, n_labels, n_items = len(humans), patterns.n_labels, patterns.n_items
+    rows, counts, groups = overlap_groups(patterns, judges, humans, tag=tag)
+    resample = resample.merged(groups, counts.size)
+    k, n_labels = len(humans), patterns.n_labels
     weight = None
     if classes is not None:
         weight, rows = 1.0 / classes[rows[:, -1]], rows[:, :-1]
@@ -267,11 +267,12 @@ def _replicated_stats(
     if len(chunks) == 1:
         features = _weighted_features(rows, weight, shape, chunks[0])
         if coefficient == "po":  # pair tables keep every label, so only p_o patterns merge
-            features, counts = distinct_features(features, counts)
+            features, counts, merged = grouped_features(features, counts)
+            resample = resample.merged(merged, counts.size)
         point = counts @ features
-        replicates = bootstrap_sums(features, counts, n_items, n_resamples, rng)
+        replicates = resample.sums(features)
     else:
-        point, replicates = _chunked_sums(rows, weight, counts, shape, chunks, n_items, n_resamples, rng)
+        point, replicates = _chunked_sums(rows, weight, counts, shape, chunks, resample)
     alt_weighted = classes is not None and rule == "alt-test"
 
     def decoded(sums: np.ndarray) -> RaterStats:
@@ -295,10 +296,9 @@ def _replicated_stats(
 
 
 def _ppi_replicated(
-    patterns: ItemPatterns, judge: int, primary: int, secondaries: list[int],
-    n_resamples: int, rng: np.random.Generator,
+    patterns: ItemPatterns, judge: int, primary: int, secondaries: list[int], resample: ItemResample,
 ) -> tuple[PPIGaps, PPIGaps]:
-    """PPI++ ``d_k`` of each secondary against the primary: point and item bootstrap.
+    """PPI++ ``d_k`` of each secondary against the primary: point, and on ``resample`` (of ``patterns``).
 
     docs/method.md §9. Items enter when the judge and the primary labeled them; an item in
     ``r_k``'s overlap is weighted by ``1/inclusion``, one outside it by ``1/(1 - inclusion)``.
@@ -310,14 +310,14 @@ def _ppi_replicated(
     b = np.where(sec == MISSING, MISSING, sec == codes[:, [primary]]).astype(np.int64)
     prob = np.ones(codes.shape[0]) if patterns.inclusion is None else patterns.inclusion
     classes, tag = np.unique(prob, return_inverse=True)
-    rows, counts = distinct_rows(np.column_stack([a, b, tag])[judged], counts=patterns.counts[judged])
+    rows, counts, kept = grouped_rows(np.column_stack([a, b, tag])[judged], counts=patterns.counts[judged])
+    groups = np.full(judged.size, -1, dtype=np.int64)
+    groups[judged] = kept
     p = classes[rows[:, -1]]
     stay_out = np.where(p < 1.0, 1.0 / np.maximum(1.0 - p, 1e-12), 1.0)
     features = ppi_gap_features(rows[:, 0], rows[:, 1:-1], 1.0 / p, stay_out)
     point = ppi_gaps((counts @ features)[None, :], len(secondaries))
-    reps = ppi_gaps(
-        bootstrap_sums(features, counts, patterns.n_items, n_resamples, rng), len(secondaries)
-    )
+    reps = ppi_gaps(resample.merged(groups, counts.size).sums(features), len(secondaries))
     return point, reps
 
 
@@ -388,6 +388,7 @@ def validate_judge(
     estimator: str = "paired",
     primary: int | None = None,
     inclusion: object = None,
+    resample: ItemResample | None = None,
 ) -> Validation:
     """Leave-one-out validation of a judge against humans (docs/method.md §3).
 
@@ -407,10 +408,13 @@ def validate_judge(
     secondary's ``d_k = P(judge = primary) - P(r_k = primary)`` by PPI++ from the
     judge-primary agreement on every item, with its normal interval; ``primary`` names the
     primary's column, whose own ``d_k`` stays paired (its pool has no all-items layer).
-    The decision's resampling draws the PPI and paired parts independently.
+    The PPI and paired parts read the same resamples of the items.
     ``inclusion`` (shape ``(n_items,)``, in ``(0, 1]``) is each item's probability of
     entering the overlap; every estimate is then weighted by its inverse (Hajek), so an
     overlap drawn with unequal probabilities (a Neyman panel) is not biased.
+    ``resample``: item resamples of ``item_patterns(codes, n_labels, inclusion=inclusion)``
+    (``planner.resampling.ItemResample``) to read instead of drawing ``n_resamples`` from
+    ``rng``: what lets several statistics share one resample of the items.
 
     Examples
     --------
@@ -445,19 +449,19 @@ def validate_judge(
         raise ValueError("estimator='ppi' estimates d_k for p_o under rule='margin'")
     if estimator == "ppi" and primary not in humans:
         raise ValueError(f"estimator='ppi' needs primary, one of humans, got {primary!r}")
-    rng = np.random.default_rng(rng)
+    if resample is None:
+        resample = ItemResample.draw(patterns.counts, patterns.n_items, n_resamples, rng)
+    elif not np.array_equal(resample.view_counts, patterns.counts) or resample.n_items != patterns.n_items:
+        raise ValueError("resample must be drawn over the item patterns of codes (and inclusion)")
     order = np.argsort(humans)  # canonical column order: results do not depend on it
     point, reps = _replicated_stats(
-        patterns, judges, sorted(humans), rule, coefficient, epsilon, n_resamples, rng,
-        patterns.inclusion,
+        patterns, judges, sorted(humans), rule, coefficient, epsilon, resample, patterns.inclusion,
     )
     ppi_ci: dict[int, ConfidenceInterval] = {}
     if estimator == "ppi" and primary is not None:
         columns = np.array([c for c, h in enumerate(sorted(humans)) if h != primary])
         secondaries = [sorted(humans)[c] for c in columns]
-        gaps, rep_gaps = _ppi_replicated(
-            patterns, judge, primary, secondaries, n_resamples, rng
-        )
+        gaps, rep_gaps = _ppi_replicated(patterns, judge, primary, secondaries, resample)
         point, reps = _with_ppi(point, gaps, columns), _with_ppi(reps, rep_gaps, columns)
         z = float(ndtri(0.5 + confidence_level / 2.0))
         for i, c in enumerate(columns):
@@ -556,10 +560,10 @@ def rank_judges(
         epsilon=epsilon, min_items=min_items, q=q, n_resamples=n_resamples,
         confidence_level=confidence_level,
     )
-    rng = np.random.default_rng(rng)
+    resample = ItemResample.draw(patterns.counts, patterns.n_items, n_resamples, rng)
     by_column = np.argsort(judges)
     point, reps = _replicated_stats(
-        patterns, sorted(judges), sorted(humans), rule, coefficient, epsilon, n_resamples, rng,
+        patterns, sorted(judges), sorted(humans), rule, coefficient, epsilon, resample,
     )
     wins = judge_wins(point, rule, epsilon, q, min_items)
     rep_wins = judge_wins(reps, rule, epsilon, q, min_items)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.codes import checked_code_array
-from planner.resampling import distinct_rows
+from planner.resampling import distinct_rows, grouped_rows
 from planner.rules import checked_inclusion
 
 
@@ -52,8 +52,18 @@ class ItemPatterns:
         >>> p.rows.tolist(), p.counts.tolist()
         ([[0], [1]], [2, 1])
         """
-        rows, counts = distinct_rows(self.rows[:, columns], self.n_labels, counts=self.counts)
-        return ItemPatterns(rows.astype(np.int64, copy=False), counts, self.n_labels)
+        return self.grouped(columns)[0]
+
+    def grouped(self, columns: list[int]) -> tuple[ItemPatterns, np.ndarray]:
+        """:meth:`select`, and each of these patterns' row in it (to merge their resamples:
+        ``planner.resampling.ItemResample.merged``).
+
+        >>> p, groups = item_patterns(np.array([[0, 1], [0, 0], [1, 0]]), 2).grouped([1])
+        >>> p.rows.tolist(), groups.tolist()
+        ([[0], [1]], [0, 1, 0])
+        """
+        rows, counts, groups = grouped_rows(self.rows[:, columns], self.n_labels, counts=self.counts)
+        return ItemPatterns(rows.astype(np.int64, copy=False), counts, self.n_labels), groups
 
 
 def item_patterns(codes: object, n_labels: int, *, inclusion: object = None) -> ItemPatterns:

@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.codes import MISSING
 from planner.patterns import ItemPatterns
-from planner.resampling import distinct_rows
+from planner.resampling import grouped_rows
 
 
 class PoolCounts(NamedTuple):
@@ -42,13 +42,30 @@ def overlap_rows(
     >>> rows.tolist(), counts.tolist()
     ([[1, 0, 0]], [2])
     """
+    rows, counts, _ = overlap_groups(patterns, judges, humans, tag=tag)
+    return rows, counts
+
+
+def overlap_groups(
+    patterns: ItemPatterns, judges: list[int], humans: list[int], *, tag: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`overlap_rows`, and each pattern's row among them (``-1``: its items enter no ``O_k``).
+
+    >>> from planner.patterns import item_patterns
+    >>> p = item_patterns(np.array([[0, 0, 1], [0, -1, 1], [0, 0, 1]]), 2)
+    >>> overlap_groups(p, [2], [0, 1])[2].tolist()
+    [-1, 0]
+    """
     sub = patterns.rows[:, judges + humans]
     judged = np.all(sub[:, : len(judges)] != MISSING, axis=1)
     n_humans = np.sum(sub[:, len(judges) :] != MISSING, axis=1)
     if tag is not None:
         sub = np.column_stack([sub, tag])
     keep = judged & (n_humans >= 2)
-    return distinct_rows(sub[keep], counts=patterns.counts[keep])
+    rows, counts, kept_groups = grouped_rows(sub[keep], counts=patterns.counts[keep])
+    groups = np.full(keep.size, -1, dtype=np.int64)
+    groups[keep] = kept_groups
+    return rows, counts, groups
 
 
 def pool_counts(

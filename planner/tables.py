@@ -49,6 +49,28 @@ def count_patterns(
     return distinct[:, None] // place[:-1] % base, frequency
 
 
+def grouped_count_patterns(
+    codes: np.ndarray, n_labels: int, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`count_patterns` of distinct code rows ``codes`` with ``counts`` items each, and each
+    row's index among the count vectors (what merges the rows' resamples into theirs).
+
+    >>> c, f, groups = grouped_count_patterns(np.array([[0, 1], [1, 0], [1, 1]]), 2, np.array([2, 3, 4]))
+    >>> c.tolist(), f.tolist(), groups.tolist()
+    ([[1, 1], [0, 2]], [5, 4], [0, 0, 1])
+    """
+    distinct, frequency = count_patterns(codes, n_labels, counts)
+    base = codes.shape[1] + 1
+    place = np.int64(base) ** np.arange(n_labels, dtype=np.int64)
+    if n_labels * np.log2(base) >= 62:
+        _, groups = np.unique(
+            np.concatenate([distinct, item_counts(codes, n_labels)]), axis=0, return_inverse=True
+        )
+        groups = groups.ravel()
+        return distinct, frequency, np.argsort(groups[: distinct.shape[0]])[groups[distinct.shape[0] :]]
+    return distinct, frequency, np.searchsorted(distinct @ place, item_counts(codes, n_labels) @ place)
+
+
 def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:
     """``L x L`` counts of paired codes, rows ``a`` (no missing codes allowed here)."""
     return np.bincount(a * n_labels + b, minlength=n_labels**2).reshape(n_labels, n_labels)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from planner.agreement import summary_table
 from planner.decision import Validation, rank_judges, validate_judge
 from planner.patterns import ItemPatterns, item_patterns
+from planner.resampling import ItemResample
 from service import cancellable
 from service.cancellable import off_worker, off_worker_each
 from service.matrix import LabelMatrix
@@ -370,18 +371,23 @@ def document_statistics(
     if len(humans) < 2:
         return {"judges": [], "coefficients": {}, "recipe_now": None}
     # The items grouped by their row of codes once (with the panel's inclusion when weighted): every
-    # statistic below reads these few thousand patterns, not the million rows.
+    # statistic below reads these few thousand patterns, not the million rows. One resample of the
+    # items serves every interval: each statistic reads it merged into its own patterns.
     weighted = item_patterns(matrix.codes, matrix.n_labels, inclusion=inclusion)
-    patterns = weighted if inclusion is None else weighted.select(list(range(len(matrix.raters))))
+    resample = ItemResample.draw(weighted.counts, weighted.n_items, n_resamples, seed)
+    patterns, merged = (weighted, None) if inclusion is None else weighted.grouped(list(range(len(matrix.raters))))
     validations = []
     for j in judges:
         fixed = judge_validation(
-            matrix, weighted, j, humans, decision, n_resamples=n_resamples, rng=seed,
+            matrix, weighted, j, humans, decision, n_resamples=n_resamples, resample=resample,
             estimator=decision.estimator if primary else "paired", primary=primary[0] if primary else None,
         )
         validations.append(fixed)
-    stats = coefficients(patterns.select(humans), n_labels=matrix.n_labels, scale=scale,
-                         n_resamples=n_resamples, rng=seed)
+    human_patterns, to_humans = patterns.grouped(humans)
+    if merged is not None:
+        to_humans = to_humans[merged]
+    stats = coefficients(human_patterns, n_labels=matrix.n_labels, scale=scale,
+                         resample=resample.merged(to_humans, human_patterns.counts.size))
     m_now = min((r["m"] for r in validations[0]["raters"]), default=0) if validations else 0
     recipe = (
         _recipe_now(matrix, patterns, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None

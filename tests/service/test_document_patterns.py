@@ -1,4 +1,5 @@
-"""The reliability document's statistics read shared item patterns: they equal the planner on the dense matrix."""
+"""The reliability document's statistics read shared item patterns and one shared resample of the items: they
+equal the planner on the dense matrix (the coefficients reading the validation's resample)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 
 from planner.agreement import summary_table
 from planner.decision import validate_judge
+from planner.patterns import item_patterns
 from planner.recipes import pilot_moments
+from planner.resampling import ItemResample
 from service import reliability
 from service.matrix import LabelMatrix, RaterColumn
 from service.schemas import DecisionSettings
@@ -48,8 +51,19 @@ def test_document_statistics_equal_the_planner_on_the_dense_matrix(seed: int) ->
     assert [r["m"] for r in doc["judges"][0]["raters"]] == [r.m for r in dense.raters]
     assert _same([r["ci"] for r in doc["judges"][0]["raters"]], [r.ci.as_list() for r in dense.raters])
     assert _same(doc["judges"][0]["omega"], dense.omega)
-    table = summary_table(m.codes[:, humans], n_labels=m.n_labels, scale="nominal", n_resamples=200, rng=7)
+    # the coefficients read the validation's resample of the items (drawn with the same seed over the
+    # matrix's patterns), each pattern's multiplicity summed into its human row's
+    full = item_patterns(m.codes, m.n_labels, inclusion=inclusion)
+    resample = ItemResample.draw(full.counts, full.n_items, 200, 7)
+    human = item_patterns(m.codes[:, humans], m.n_labels)
+    row_of = {tuple(row): i for i, row in enumerate(human.rows.tolist())}
+    groups = np.array([row_of[tuple(row)] for row in full.rows[:, humans].tolist()])
+    table = summary_table(m.codes[:, humans], n_labels=m.n_labels, scale="nominal",
+                          resample=resample.merged(groups, human.counts.size))
     assert _same(doc["coefficients"], {k: e.as_dict() for k, e in table.items()})
+    alone = summary_table(m.codes[:, humans], n_labels=m.n_labels, scale="nominal", n_resamples=200, rng=7)
+    statistics = [[e.result.statistic for e in t.values()] for t in (alone, table)]
+    np.testing.assert_array_equal(*statistics)
     pilot = pilot_moments(m.codes, judge=0, humans=humans, n_labels=m.n_labels, rule=decision.rule,
                           n_resamples=200, rng=0)
     if np.isfinite(pilot.mu_d) and np.isfinite(pilot.sigma0_sq):
