@@ -366,8 +366,9 @@ def resampled_multiplicities(
     rare_idx = np.flatnonzero(~common & (counts > 0))  # a pattern of no items is never drawn
     rare_counts = counts[rare_idx]
     n_rare = int(rare_counts.sum())
-    # a rare pattern's multiplicity sums its items' (consecutive) draws; one item each: no sum
-    first_items = None if np.all(rare_counts == 1) else np.r_[0, np.cumsum(rare_counts)[:-1]]
+    # a rare pattern's multiplicity sums its items' (consecutive) draws: a difference of cumulative
+    # sums at its last item (one item each: no sum)
+    last_items = None if np.all(rare_counts == 1) else np.cumsum(rare_counts) - 1
     for start in range(0, n_resamples, block):
         stop = min(start + block, n_resamples)
         weights = np.zeros((stop - start, n_patterns))
@@ -376,7 +377,7 @@ def resampled_multiplicities(
         for row, n_draws in zip(weights, on_rare[start:stop], strict=True):
             if n_rare:
                 per_item = np.bincount(rng.integers(0, n_rare, size=n_draws, dtype=np.uint32), minlength=n_rare)
-                row[rare_idx] = per_item if first_items is None else np.add.reduceat(per_item, first_items)
+                row[rare_idx] = per_item if last_items is None else np.diff(np.cumsum(per_item)[last_items], prepend=0)
         yield weights
 
 
