@@ -25,15 +25,12 @@ Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/document_stats.py [--refere
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from bench.reference_tree import add_reference_options, reference_figures
 from planner.agreement import summary_table
 from planner.decision import validate_judge
 from planner.patterns import ItemPatterns, item_patterns
@@ -109,18 +106,9 @@ def matrices() -> list[np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", help="a tree whose planner times the separate statistics")
-    parser.add_argument("--separate-only", action="store_true", help=argparse.SUPPRESS)
+    add_reference_options(parser)
     args = parser.parse_args()
-    if args.separate_only:  # the child of --reference: this tree's planner is the reference's
-        print(json.dumps([separate(codes) for codes in matrices()]))
-        return
-    reference = None
-    if args.reference:
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.reference)}
-        child = subprocess.run([sys.executable, __file__, "--separate-only"], env=env, check=True,
-                               capture_output=True, text=True)
-        reference = json.loads(child.stdout)
+    reference = reference_figures(__file__, args, lambda: [separate(codes) for codes in matrices()])
     small, large = (pieces(codes) for codes in matrices())
     n_patterns = item_patterns(matrices()[1], 2).counts.size
     print(f"1M x {N_RATERS} raters: {n_patterns} distinct rows; {N_RESAMPLES} resamples; CPU seconds, least of 2")

@@ -17,15 +17,12 @@ Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/summary_table.py [--reference
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from bench.reference_tree import add_reference_options, reference_figures
 from planner.agreement import summary_table
 from planner.resampling import distinct_rows
 
@@ -82,18 +79,9 @@ def tables_cpu() -> dict[str, list[float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", help="a tree whose planner runs the same calls")
-    parser.add_argument("--tables-only", action="store_true", help=argparse.SUPPRESS)
+    add_reference_options(parser)
     args = parser.parse_args()
-    if args.tables_only:  # the child of --reference: this tree's planner is the reference's
-        print(json.dumps(tables_cpu()))
-        return
-    reference = None
-    if args.reference:
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.reference)}
-        child = subprocess.run([sys.executable, __file__, "--tables-only"], env=env, check=True,
-                               capture_output=True, text=True)
-        reference = json.loads(child.stdout)
+    reference = reference_figures(__file__, args, tables_cpu)
     ours = tables_cpu()
     for name, _ in MATRICES:
         (small, large), line = ours[name], f"summary_table, 1,000 resamples, {name}, CPU s"
