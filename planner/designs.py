@@ -598,20 +598,19 @@ def _smallest_keys(strata: np.ndarray, sizes: np.ndarray, quota: np.ndarray, key
     """Indices of the ``quota[h]`` items of lowest ``key`` in each stratum ``h`` of ``sizes[h]`` items
     (all of a smaller one): ``stratified_masks`` of one row without priority, by sorting only the items
     whose key falls under a per-stratum threshold that leaves each stratum its quota with a wide
-    margin (else every item)."""
+    margin, and every item of a stratum whose threshold would reach past half of it (else, should a
+    stratum fall short, every item)."""
     take = np.minimum(quota, sizes)
-    whole = (take == sizes) & (take > 0)
-    partial = (take > 0) & ~whole
-    threshold = np.where(partial, (take + _CANDIDATE_MARGIN * np.sqrt(take) + 10) / np.maximum(sizes, 1), 0.0)
-    if threshold.max(initial=0.0) >= 1.0:
+    threshold = (take + _CANDIDATE_MARGIN * np.sqrt(take) + 10) / np.maximum(sizes, 1)
+    every = (take > 0) & ((take == sizes) | (threshold >= 0.5))  # small strata: every item a candidate
+    sampled = (take > 0) & ~every
+    top = float(threshold[sampled].max(initial=0.0))
+    candidates = np.flatnonzero(key < top)
+    candidates = candidates[sampled[strata[candidates]] & (key[candidates] < threshold[strata[candidates]])]
+    if every.any():
+        candidates = np.union1d(candidates, np.flatnonzero(every[strata]))
+    if (np.bincount(strata[candidates], minlength=quota.size) < take).any():
         candidates = np.flatnonzero(take[strata] > 0)
-    else:
-        candidates = np.flatnonzero(key < threshold.max(initial=0.0))
-        candidates = candidates[key[candidates] < threshold[strata[candidates]]]
-        if whole.any():
-            candidates = np.union1d(candidates, np.flatnonzero(whole[strata]))
-        if (np.bincount(strata[candidates], minlength=quota.size) < take).any():
-            candidates = np.flatnonzero(take[strata] > 0)
     ranked = candidates[np.lexsort((key[candidates], strata[candidates]))]
     stratum = strata[ranked]
     starts = np.searchsorted(stratum, np.arange(quota.size))

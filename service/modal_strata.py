@@ -151,14 +151,21 @@ def _modes(
 
 
 def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
-    """The modal strata of the whole label matrix (reads it when the worker does not keep it)."""
+    """The modal strata of the whole label matrix (reads it when the worker does not keep it): the
+    primary's label where no secondary has one, the mode of the rest."""
     matrix = current_matrix(session, project, criterion)
     primaries = matrix.columns("primary")[:1]
     columns = primaries + matrix.columns("human")
     if primaries and matrix.raw.shape[0]:
-        codes = matrix.codes[:, columns]
-        modal = modal_strata(codes, primary=0, n_labels=matrix.n_labels).astype(np.int16)
-        labeled = codes[:, 0] >= 0
+        codes = matrix.codes
+        labeled = codes[:, primaries[0]] >= 0
+        modal = np.where(labeled, codes[:, primaries[0]], matrix.n_labels).astype(np.int16)
+        seen = np.zeros(labeled.size, dtype=bool)  # items some secondary labeled: a mode to take
+        for column in columns[1:]:
+            seen |= codes[:, column] >= 0
+        rows = np.flatnonzero(seen)
+        if rows.size:
+            modal[rows] = modal_strata(codes[rows][:, columns], primary=0, n_labels=matrix.n_labels)
     else:
         modal = np.full(matrix.raw.shape[0], matrix.n_labels, dtype=np.int16)
         labeled = np.zeros(matrix.raw.shape[0], dtype=bool)

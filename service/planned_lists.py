@@ -79,11 +79,14 @@ def _assigned_items(
     """Per secondary holding assignments (in rater id order), the rows in ``item_ids`` (``sorter``: its
     argsort, when known) of its items; items outside ``item_ids`` are left out."""
     rows = np.array(
-        session.execute(
-            select(Assignment.item_id, Assignment.rater_id)
-            .join(Rater, Rater.id == Assignment.rater_id)
-            .where(Assignment.project_id == project_id, Rater.kind == "human")
-        ).all(),
+        [
+            (item, rater)
+            for item, rater in session.execute(
+                select(Assignment.item_id, Assignment.rater_id)
+                .join(Rater, Rater.id == Assignment.rater_id)
+                .where(Assignment.project_id == project_id, Rater.kind == "human")
+            )
+        ],
         dtype=np.int64,
     ).reshape(-1, 2)
     raters, column = np.unique(rows[:, 1], return_inverse=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,8 +22,8 @@ class _Rows:
     def execute(self, _statement: object) -> _Rows:
         return self
 
-    def all(self) -> list[tuple[int, int]]:
-        return self.rows
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self.rows)
 
 
 @settings(max_examples=200, deadline=None)
