@@ -55,7 +55,7 @@ def service_matrix(n_items: int, rng: np.random.Generator) -> LabelMatrix:
 def compact_matrix(matrix: LabelMatrix) -> LabelMatrix:
     """``matrix`` in the compact types, as the document pickled it for its child before shared memory."""
     return dataclasses.replace(matrix, raw=matrix.raw.astype(code_type(matrix.n_labels)),
-                               order=matrix.order.astype(rank_type(matrix.order)))
+                               order=matrix.order.astype(rank_type(matrix.label_seq)))
 
 
 def rows(matrix: LabelMatrix) -> int:

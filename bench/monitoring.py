@@ -171,7 +171,7 @@ def scale() -> None:
     for n in (10_000, 1_000_000):
         dense = service_matrix(n, np.random.default_rng(n))
         matrix = dataclasses.replace(dense, raw=dense.raw.astype(code_type(dense.n_labels)),
-                                     order=dense.order.astype(rank_type(dense.order)))
+                                     order=dense.order.astype(rank_type(dense.label_seq)))
         humans = matrix.columns("primary", "human")
         best, block = np.inf, {}
         for _ in range(3):

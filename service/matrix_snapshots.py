@@ -77,7 +77,7 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
             f,
             meta=np.array(json.dumps(meta)),
             raw=matrix.raw.astype(np.int8),  # codes up to 101: a project has at most 100 labels
-            seqs=matrix.order[matrix.raw >= 0],
+            seqs=matrix.order[matrix.raw >= 0].astype(np.int64),  # the format: int64 whatever the kept type
             item_ids=matrix.item_ids,
         )
     os.replace(tmp, path)

@@ -14,6 +14,7 @@ database or advanced one far past the last snapshot it knows.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session
 from service.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix
 from service.matrix_snapshots import history_mark, read_snapshot, write_snapshot
 from service.models import Project, Rater
+from service.shared_matrix import rank_type
 from service.sql import driver_rows
 
 STORE_KEY = "matrices"
@@ -92,7 +94,7 @@ class MatrixStore:
         found = read_snapshot(self._snapshots, session, project, criterion)
         if found is None:
             return None
-        matrix, labels = found
+        matrix, labels = _narrowed(found[0]), found[1]
         with self._lock:
             self._snapshotted[(project.id, criterion)] = matrix.label_seq
         return _Kept(matrix, labels, np.argsort(matrix.item_ids))
@@ -128,8 +130,19 @@ def current_matrix(session: Session, project: Project, criterion: str) -> LabelM
 
 
 def _fresh(session: Session, project: Project, criterion: str) -> _Kept:
-    matrix = load_matrix(session, project, criterion)
+    matrix = _narrowed(load_matrix(session, project, criterion))
     return _Kept(matrix, tuple(project.labels), np.argsort(matrix.item_ids))
+
+
+def _narrowed(matrix: LabelMatrix) -> LabelMatrix:
+    """``matrix`` with its arrival ranks in :func:`~service.shared_matrix.rank_type` (int32: half the bytes
+    each later update copies, and the type a document's child processes read)."""
+    wanted = rank_type(matrix.label_seq)
+    if matrix.order.dtype == wanted:
+        return matrix
+    order = matrix.order.astype(wanted)
+    order.flags.writeable = False
+    return dataclasses.replace(matrix, order=order)
 
 
 def _updated(session: Session, project: Project, criterion: str, kept: _Kept | None) -> _Kept:
@@ -173,6 +186,7 @@ def _updated(session: Session, project: Project, criterion: str, kept: _Kept | N
     if events and not _known(item_ids, sorter, np.fromiter((e[0] for e in events), np.int64, len(events))):
         return _fresh(session, project, criterion)
     raw, order = _grown(old.raw, item_ids.size, len(raters)), _grown(old.order, item_ids.size, len(raters))
+    order = order.astype(np.promote_types(order.dtype, rank_type(project.label_seq)), copy=False)
     if events:
         rows, cols, codes = cell_indices(project, item_ids, raters, events, sorter=sorter)
         seqs = np.fromiter((e[3] for e in events), np.int64, len(events))

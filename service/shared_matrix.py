@@ -30,9 +30,9 @@ def code_type(n_labels: int) -> np.dtype[Any]:
     return np.min_scalar_type(-(n_labels + 2))
 
 
-def rank_type(order: np.ndarray) -> type[np.signedinteger[Any]]:
-    """int32 for arrival ranks below 2**31, else int64."""
-    return np.int32 if int(order.max(initial=-1)) < 2**31 else np.int64
+def rank_type(label_seq: int) -> type[np.signedinteger[Any]]:
+    """The type of arrival ranks (``label_seq`` values) up to ``label_seq``: int32 below 2**31, else int64."""
+    return np.int32 if label_seq < 2**31 else np.int64
 
 
 def _anonymous_file(size: int) -> int:
@@ -56,7 +56,7 @@ class SharedMatrix:
     def __init__(self, matrix: LabelMatrix):
         types: dict[str, np.dtype[Any]] = {
             "raw": code_type(matrix.n_labels),
-            "order": np.dtype(rank_type(matrix.order)),
+            "order": np.dtype(rank_type(matrix.label_seq)),
             "item_ids": np.dtype(np.int64),
         }
         self._layout: list[tuple[str, str, tuple[int, ...], int]] = []

@@ -66,6 +66,7 @@ def _same(kept: LabelMatrix, fresh: LabelMatrix) -> None:
     np.testing.assert_array_equal(kept.item_ids, fresh.item_ids)
     np.testing.assert_array_equal(kept.raw, fresh.raw)
     np.testing.assert_array_equal(kept.order, fresh.order)
+    assert kept.order.dtype == np.int32  # label_seq below 2**31: half the bytes an update copies
     np.testing.assert_array_equal(kept.codes, fresh.codes)
 
 
