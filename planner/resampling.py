@@ -363,21 +363,16 @@ def resampled_multiplicities(
     on_rare = on_kept - on_common
     common_idx = np.flatnonzero(common)
     common_items = np.repeat(np.arange(common_idx.size, dtype=np.int32), counts[common])
-    rare_idx = np.flatnonzero(~common & (counts > 0))  # a pattern of no items is never drawn
-    rare_counts = counts[rare_idx]
-    n_rare = int(rare_counts.sum())
-    # a rare pattern's multiplicity sums its items' (consecutive) draws: a difference of cumulative
-    # sums at its last item (one item each: no sum)
-    last_items = None if np.all(rare_counts == 1) else np.cumsum(rare_counts) - 1
+    rare_items = np.repeat(np.flatnonzero(~common).astype(np.int32), counts[~common])  # each item's pattern
     for start in range(0, n_resamples, block):
         stop = min(start + block, n_resamples)
         weights = np.zeros((stop - start, n_patterns))
         if common_idx.size:
             weights[:, common_idx] = _common_multiplicities(on_common[start:stop], counts[common], common_items, rng)
         for row, n_draws in zip(weights, on_rare[start:stop], strict=True):
-            if n_rare:
-                per_item = np.bincount(rng.integers(0, n_rare, size=n_draws, dtype=np.uint32), minlength=n_rare)
-                row[rare_idx] = per_item if last_items is None else np.diff(np.cumsum(per_item)[last_items], prepend=0)
+            if rare_items.size:  # measured faster than counting per item and summing per pattern
+                picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
+                row += np.bincount(rare_items[picks], minlength=n_patterns)
         yield weights
 
 
