@@ -112,16 +112,24 @@ def _reading(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal], Pro
     return dependency
 
 
-def _writing(roles: tuple[Role, ...]) -> Callable[[str, Request, Session, Principal], AsyncIterator[Project]]:
+async def _writer_turn(request: Request) -> AsyncIterator[None]:
+    """This process's turn to write, held while the route runs. The request waits for it in the
+    event loop, before it takes a pool thread: waiting writers then hold no thread, so however many
+    queue, the holder finds the thread its route needs (see service.db.writer_turn)."""
+    async with request.app.state.writer_turn:
+        yield
+
+
+WriterTurn = Annotated[None, Depends(_writer_turn, scope="function")]
+"""For a route that writes without a ``...Write`` project: its turn to write (SQLite's single writer)."""
+
+
+def _writing(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal, None], AsyncIterator[Project]]:
     async def dependency(
-        pid: ProjectId, request: Request, session: WriteSession, principal: PrincipalDep
+        pid: ProjectId, session: WriteSession, principal: PrincipalDep, _turn: WriterTurn
     ) -> AsyncIterator[Project]:
-        # Loading the project begins the write (on SQLite: takes the writer). The request waits
-        # for its turn here, in the event loop, before it takes a pool thread: waiting writers
-        # then hold no thread, so however many queue, the holder finds the thread its route
-        # needs (see service.db.writer_turn).
-        async with request.app.state.writer_turn:
-            yield await run_in_threadpool(scoped_project, session, principal, pid, roles)
+        # Loading the project begins the write (on SQLite: takes the writer), in the writer's turn.
+        yield await run_in_threadpool(scoped_project, session, principal, pid, roles)
 
     return dependency
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from service.auth import listed_keys, revoke_key
-from service.deps import AdminPrincipal, ReadSession, WriteSession
+from service.deps import AdminPrincipal, ReadSession, WriterTurn, WriteSession
 from service.errors import error_responses
 from service.models import ApiKey
 from service.schemas import KeyRead
@@ -32,7 +32,7 @@ def list_keys(
 
 
 @router.delete("/{kid}", status_code=204, responses=error_responses(401, 403, 404, 409))
-def delete_key(kid: KeyId, session: WriteSession, _admin: AdminPrincipal) -> Response:
+def delete_key(kid: KeyId, _turn: WriterTurn, session: WriteSession, _admin: AdminPrincipal) -> Response:
     """Revoke any key, an admin key too (admin); it stops working at once. 409 for the last admin key."""
     revoke_key(session, kid)
     return Response(status_code=204)

@@ -21,7 +21,10 @@ THREADS = 8  # the smallest pool the settings allow
 WRITERS = 3 * THREADS
 
 
-def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database_url):
+@pytest.mark.parametrize("writer", ["labels", "key deletion"])
+def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database_url, writer):
+    """Label writes (a project's write dependency) and key deletions (no project: the route's own
+    turn, service.deps.WriterTurn) alike."""
     if not database_url.startswith("sqlite"):
         pytest.skip("PostgreSQL has no process-wide writer: its writers wait on row locks inside their route")
     with LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS) as server, server.client() as admin:
@@ -29,6 +32,7 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
         assert admin.post(f"/projects/{pid}/raters", json={"external_id": "h1", "kind": "human"}).status_code == 201
         items = [{"external_id": f"i{k}"} for k in range(WRITERS)]
         assert admin.post(f"/projects/{pid}/items", json=items).status_code == 200
+        keys = [admin.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["id"] for _ in range(WRITERS)]
 
         # Another process holds the database's write lock, so the server's writers queue behind it.
         blocker = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
@@ -38,7 +42,9 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
             with server.client(timeout=60) as c:
                 row = {"item": f"i{k}", "rater": "h1", "value": "pass"}
                 try:
-                    return c.post(f"/projects/{pid}/labels", json=[row]).status_code
+                    if writer == "labels":
+                        return c.post(f"/projects/{pid}/labels", json=[row]).status_code
+                    return c.delete(f"/keys/{keys[k]}").status_code
                 except httpx.TimeoutException:
                     return 0
 
@@ -55,6 +61,10 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
             statuses = [w.result() for w in writes]
         assert read is not None, "a read waited behind the queued writers (no thread free)"
         assert read.status_code == 200 and read.json()["items"] == []
-        assert statuses == [200] * WRITERS, "queued writers hung or failed once the lock was free"
-        labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "h1", "limit": 1000}).json()["items"]
-        assert sorted(row["item"] for row in labeled) == sorted(f"i{k}" for k in range(WRITERS))
+        assert statuses == [200 if writer == "labels" else 204] * WRITERS, "queued writers hung or failed"
+        if writer == "labels":
+            labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "h1", "limit": 1000}).json()["items"]
+            assert sorted(row["item"] for row in labeled) == sorted(f"i{k}" for k in range(WRITERS))
+        else:
+            listed = admin.get("/keys", params={"include_revoked": True}).json()
+            assert {k["id"] for k in listed if k["revoked_at"]} >= set(keys)
