@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -533,6 +533,7 @@ class _Candidates:
     reason: str
     recipe: Recipe | None = None
     settings: dict[str, Any] | None = None
+    monitoring: Future[dict[str, Any]] | None = None  # at m, from the moments of one held-in label
 
 
 def _candidate_checks(
@@ -548,7 +549,9 @@ def _candidate_checks(
     item, valid for every design), or no checks and why (docs/method.md §6).
 
     The designs are simulated on ``threads`` at once, each from its own stream of ``seed``, so the
-    checks are the same whatever the threads' timing."""
+    checks are the same whatever the threads' timing. A prior plan's monitoring simulation at ``m``
+    runs beside them: it is the plan's whenever the design holds one label in per item and ``m``
+    is not raised (``plan_draft``)."""
     if body.purpose != "certify":
         return _Candidates({}, None, "ranking plans are not simulated")
     if body.source == "prior":
@@ -578,7 +581,15 @@ def _candidate_checks(
         d: threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
         for d in SLOWEST_CHECK_FIRST
     }
-    return _Candidates({d: running[d].result() for d in CHECK_DESIGNS}, m, "", recipe, settings)
+    monitoring = None
+    if body.source == "prior":
+        in_plan = {k: v for k, v in moments.items() if k != "lattice"}  # what the draft passes for one label
+        monitoring = threads.submit(
+            plan_monitoring, decision, in_plan, n_labels=matrix.n_labels, n_humans=n_humans, m=m,
+            n_items=matrix.raw.shape[0],
+        )
+    checks = {d: running[d].result() for d in CHECK_DESIGNS}
+    return _Candidates(checks, m, "", recipe, settings, monitoring)
 
 
 def _design(
@@ -884,9 +895,13 @@ def _draft(
             coefficient=moments.get("coefficient", "po"),
         )
     if body.purpose == "certify" and m is not None:
-        document["monitoring"] = plan_monitoring(
-            decision, moments, n_labels=matrix.n_labels, n_humans=n_humans, m=m, n_items=n_items
-        )
+        early = candidates.monitoring
+        if early is not None and pool_size == 1 and m == candidates.m:
+            document["monitoring"] = early.result()  # the same call, made beside the checks
+        else:
+            document["monitoring"] = plan_monitoring(
+                decision, moments, n_labels=matrix.n_labels, n_humans=n_humans, m=m, n_items=n_items
+            )
     panel: list[int] = []
     panel_inclusion: list[float] = []
     if m is not None and design == "strat":

@@ -150,3 +150,37 @@ def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.
     one = planning.plan_draft(request, DecisionSettings(), matrix, 8, None, n_resamples=100)
     assert one == two
     assert two.document["check"]["simulated"] and len(two.document["check"]["designs"]) == 4
+
+
+@pytest.mark.parametrize(("design", "calls"), [("random", 1), ("strat", 2)])
+def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: pytest.MonkeyPatch, design, calls):
+    """A prior plan simulates monitoring at the design-free overlap beside the design checks; a design
+    holding one label in per item at that overlap keeps it (one simulation), Strat's own overlap asks
+    for another. Either way the document's monitoring is the simulation at the planned m."""
+    from service import planning
+    from service.matrix import LabelMatrix, RaterColumn
+    from service.monitoring import plan_monitoring
+    from service.schemas import DecisionSettings, PlanCreate
+
+    gen = np.random.default_rng(3)
+    n = 3_000
+    truth = gen.integers(0, 2, n)
+    raw = np.where(gen.random((n, 5)) < 0.85, truth[:, None], 1 - truth[:, None])
+    raw[gen.random((n, 5)) < np.array([0, 0, 0.8, 0.8, 0.8])] = -1
+    kinds = ["judge", "primary", "human", "human", "human"]
+    raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
+    matrix = LabelMatrix(raw=raw, item_ids=np.arange(n), raters=raters, n_labels=2, label_seq=3,
+                         criterion="default", order=np.empty((0, 0), dtype=np.int64))
+    seen: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        seen.append(kwargs["m"])
+        return plan_monitoring(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "plan_monitoring", counted)
+    draft = planning.plan_draft(PlanCreate(p_h=0.85, p_j=0.9, design=design, seed=2), DecisionSettings(), matrix, 2,
+                                None, n_resamples=100)
+    assert len(seen) == calls and draft.document["check"]["raised_from"] is None
+    moments = draft.document["moments"]
+    direct = plan_monitoring(DecisionSettings(), moments, n_labels=2, n_humans=4, m=draft.m, n_items=n)
+    assert draft.document["monitoring"] == direct and direct["simulated"]
