@@ -138,9 +138,11 @@ def _modes(
         part = items[start:start + _IN_LIST]
         rows = driver_rows(
             session,
-            f"SELECT item_id, rater_id, value FROM current_labels WHERE project_id = ? AND criterion = ? "
+            # Item and rater ids are the project's own: no project_id, which SQLite would read the
+            # (project_id, seq) index by, every label of the project, instead of the primary key.
+            f"SELECT item_id, rater_id, value FROM current_labels WHERE criterion = ? "
             f"AND item_id IN ({', '.join('?' * part.size)}) AND rater_id IN ({marks})",
-            (project.id, criterion, *part.tolist(), *raters),
+            (criterion, *part.tolist(), *raters),
         )
         if rows:
             row = start + np.searchsorted(part, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
