@@ -127,16 +127,11 @@ def test_the_check_block_is_documented_in_openapi(client):
     assert spec["components"]["schemas"]["PlanCheckRead"]["properties"]["raised_from"]["description"]
 
 
-@pytest.mark.parametrize("body", [{"p_h": 0.85, "p_j": 0.9, "design": "auto"}, {"source": "pilot", "design": "auto"}])
-def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.MonkeyPatch, body) -> None:
-    """The design checks and the estimator check run on threads at once, each from its own stream:
-    the draft with one thread (one check after another, in the order submitted) equals it with two."""
-    from service import planning
+def _panel_matrix(n: int, *, seed: int) -> Any:
+    """A binary label matrix: judge and primary on every item, three humans on a fifth each, 85% right."""
     from service.matrix import LabelMatrix, RaterColumn
-    from service.schemas import DecisionSettings, PlanCreate
 
-    gen = np.random.default_rng(11)
-    n = 4_000
+    gen = np.random.default_rng(seed)
     truth = gen.integers(0, 2, n)
     raw = np.where(gen.random((n, 5)) < 0.85, truth[:, None], 1 - truth[:, None])
     raw[gen.random((n, 5)) < np.array([0, 0, 0.8, 0.8, 0.8])] = -1
@@ -144,6 +139,17 @@ def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.
     raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
     matrix = LabelMatrix(raw=raw, item_ids=np.arange(n), raters=raters, n_labels=2, label_seq=3,
                          criterion="default", order=np.empty((0, 0), dtype=np.int64))
+    return matrix
+
+
+@pytest.mark.parametrize("body", [{"p_h": 0.85, "p_j": 0.9, "design": "auto"}, {"source": "pilot", "design": "auto"}])
+def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.MonkeyPatch, body) -> None:
+    """The design checks and the estimator check run on threads at once, each from its own stream:
+    the draft with one thread (one check after another, in the order submitted) equals it with two."""
+    from service import planning
+    from service.schemas import DecisionSettings, PlanCreate
+
+    matrix = _panel_matrix(4_000, seed=11)
     request = PlanCreate(**body, seed=8)
     two = planning.plan_draft(request, DecisionSettings(), matrix, 8, None, n_resamples=100)
     monkeypatch.setattr(planning, "CHECK_THREADS", 1)
@@ -158,19 +164,11 @@ def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: py
     holding one label in per item at that overlap keeps it (one simulation), Strat's own overlap asks
     for another. Either way the document's monitoring is the simulation at the planned m."""
     from service import planning
-    from service.matrix import LabelMatrix, RaterColumn
     from service.monitoring import plan_monitoring
     from service.schemas import DecisionSettings, PlanCreate
 
-    gen = np.random.default_rng(3)
     n = 3_000
-    truth = gen.integers(0, 2, n)
-    raw = np.where(gen.random((n, 5)) < 0.85, truth[:, None], 1 - truth[:, None])
-    raw[gen.random((n, 5)) < np.array([0, 0, 0.8, 0.8, 0.8])] = -1
-    kinds = ["judge", "primary", "human", "human", "human"]
-    raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
-    matrix = LabelMatrix(raw=raw, item_ids=np.arange(n), raters=raters, n_labels=2, label_seq=3,
-                         criterion="default", order=np.empty((0, 0), dtype=np.int64))
+    matrix = _panel_matrix(n, seed=3)
     seen: list[int] = []
 
     def counted(*args: Any, **kwargs: Any) -> dict[str, Any]:
