@@ -141,7 +141,7 @@ def until_fresh(c: httpx.Client, pid: str) -> float:
 def until_replayed(c: httpx.Client, pid: str) -> float:
     """Seconds until the pool-score history before the first document is replayed (a background thread)."""
     t0 = time.perf_counter()
-    while len(c.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text.splitlines()) < 3:
+    while 'id="history-rebuilding"' in c.get(f"/projects/{pid}/dashboard").text:
         time.sleep(0.5)
     return time.perf_counter() - t0
 
