@@ -116,9 +116,19 @@ def integer_rows(session: Session, columns: Sequence[str], source: str, params: 
     return parsed[0].reshape(-1, len(columns)) if len(parsed) == 1 else np.column_stack(parsed)
 
 
+PROBED_VALUES = 20_000
+"""Up to this many values, PostgreSQL looks each one up in the index (a join on the array's elements:
+8 ms for 1,000 item ids at a million items); beyond, ``= ANY`` reads the project's index range once
+(~120 ms for 1,000 ids, cheaper than 100,000 lookups)."""
+
+
 def in_values(session: Session, column: str, values: Sequence[Any]) -> tuple[str, Any]:
     """``column IN values`` for :func:`driver_rows` with one bound parameter, however many values:
     a PostgreSQL array, a SQLite JSON array (no IN list of thousands of markers to render)."""
     if session.get_bind().dialect.name == "postgresql":
-        return f"{column} = ANY(?)", list(values)
+        values = list(values)
+        if not values or len(values) > PROBED_VALUES:  # no values: no element type to name
+            return f"{column} = ANY(?)", values
+        kind = "bigint" if all(isinstance(v, int) for v in values) else "text"
+        return f"{column} IN (SELECT unnest(CAST(? AS {kind}[])))", values
     return f"{column} IN (SELECT value FROM json_each(?))", orjson.dumps(list(values)).decode()

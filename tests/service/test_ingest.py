@@ -282,6 +282,27 @@ def test_resubmitting_the_same_labels_writes_nothing(client, pid):
     assert label_seq(client, pid) == 6
 
 
+@pytest.mark.parametrize("probed", [0, 20_000])
+def test_id_lookups_per_value_or_over_the_array_write_the_same(client, monkeypatch, probed):
+    """service.sql.in_values on PostgreSQL looks up to PROBED_VALUES values one by one and more over one
+    array (= ANY): items found, labels deduplicated and corrected alike either way (SQLite: one form)."""
+    monkeypatch.setattr("service.sql.PROBED_VALUES", probed)
+    pid = new_project(client)
+    other = new_project(client)  # same item ids in another project: never found for this one
+    ok(client.post(f"/projects/{other}/items", json=[{"external_id": e} for e in "abcd"]))
+    assert ok(client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in "abc"])) == {
+        "created": 3, "updated": 0, "unchanged": 0}
+    assert ok(client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in "abcd"])) == {
+        "created": 1, "updated": 0, "unchanged": 3}
+    rows = [{"item": e, "rater": r, "value": "yes"} for e in "abcd" for r in ("j", "p")]
+    assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 8, "duplicates": 0, "label_seq": 8}
+    rows[0]["value"] = "no"
+    assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 1, "duplicates": 7, "label_seq": 9}
+    assert cells(labels(client, pid))[("a", "j", "default")] == "no"
+    unknown = client.post(f"/projects/{pid}/labels", json=[{"item": "z", "rater": "j", "value": "yes"}])
+    assert unknown.status_code == 422 and "'z'" in unknown.text, unknown.text
+
+
 def test_partly_new_payload_counts_both(client, pid):
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "a", "rater": "j", "value": "yes"}]))
     rows = [
