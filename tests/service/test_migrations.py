@@ -270,6 +270,19 @@ def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, eng
     command.upgrade(cfg, "head")
 
 
+def _two_projects(conn) -> None:
+    """Projects p1 (items 1, 2) and p2 (item 3), each with one human rater (1 and 2): the label migrations' data."""
+    from service.models import Item
+
+    conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
+                                    "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
+                                    "label_seq": 3, "item_count": 2} for p in ("p1", "p2")])
+    conn.execute(insert(Rater), [{"id": r, "project_id": p, "external_id": "h", "kind": "human"}
+                                 for r, p in [(1, "p1"), (2, "p2")]])
+    conn.execute(insert(Item), [{"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}",
+                                 "position": k, "features": {}} for k in (1, 2, 3)])
+
+
 def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, engine):
     """0009 on data: events and current labels survive the upgrade and the downgrade unchanged; on
     SQLite both tables become WITHOUT ROWID; only the project foreign key stays; after the downgrade
@@ -278,7 +291,7 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
 
     from sqlalchemy import text
 
-    from service.models import CurrentLabel, Item, LabelEvent
+    from service.models import CurrentLabel, LabelEvent
 
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0008_pool_scores")
@@ -290,13 +303,7 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
                                        ("p2", 2, 3, "a", None, "label")]]
     current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "a", 2)]
     with engine.begin() as conn:
-        conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
-                                        "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
-                                        "label_seq": 3, "item_count": 2} for p in ("p1", "p2")])
-        conn.execute(insert(Rater), [{"id": r, "project_id": p, "external_id": "h", "kind": "human"}
-                                     for r, p in [(1, "p1"), (2, "p2")]])
-        conn.execute(insert(Item), [{"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}",
-                                     "position": k, "features": {}} for k in (1, 2, 3)])
+        _two_projects(conn)
         conn.execute(insert(LabelEvent), events)  # ids from the table at 0008
         conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
                                                       "seq"), c, strict=True)) for c in current])
@@ -343,7 +350,7 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
 
     from sqlalchemy import text
 
-    from service.models import CurrentLabel, Item, LabelEvent
+    from service.models import CurrentLabel, LabelEvent
 
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0009_label_storage")
@@ -355,13 +362,7 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
                                           ("p1", 3, 1, 1, None, None, "retraction")]]
     current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "b", 1)]
     with engine.begin() as conn:
-        conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
-                                        "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
-                                        "label_seq": 3, "item_count": 2} for p in ("p1", "p2")])
-        conn.execute(insert(Rater), [{"id": r, "project_id": p, "external_id": "h", "kind": "human"}
-                                     for r, p in [(1, "p1"), (2, "p2")]])
-        conn.execute(insert(Item), [{"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}",
-                                     "position": k, "features": {}} for k in (1, 2, 3)])
+        _two_projects(conn)
         conn.execute(insert(LabelEvent), events)
         conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
                                                       "seq"), c, strict=True)) for c in current])
