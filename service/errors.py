@@ -86,7 +86,7 @@ def _bounded(text: str, limit: int) -> str:
 
 
 def error_body(code: str, detail: str, fields: list[Any] | None = None) -> dict[str, Any]:
-    """The stable error document of API.md."""
+    """The stable error document every 4xx and 5xx answers with."""
     body: dict[str, Any] = {"error": code, "detail": _bounded(detail, DETAIL_CHARS)}
     if fields:
         body["fields"] = [_bounded_field(f) for f in fields]

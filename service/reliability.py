@@ -272,7 +272,7 @@ def _recipe_now(
 
 
 def reliability_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
-    """The live status of API.md: decision, per-rater margins, pool score, coefficients, progress, recipe."""
+    """The live status of `GET /reliability`: decision, rater margins, pool score, coefficients, progress, recipe."""
     decision = DecisionSettings(**project.decision)
     matrix = current_matrix(session, project, criterion)
     judges = matrix.columns("judge")

@@ -2,9 +2,9 @@
 blind annotation (annotators never see other raters' labels, the judge's labels or per-item
 agreement), aggregates-only viewers, revocation at once, and keys stored only as hashes.
 
-Expected statuses follow API.md's "who" column: out-of-scope project -> 404, role not allowed
-on a visible project -> 403, missing or revoked key -> 401. Where API.md is loose the stricter
-reading is taken and named in the row's comment.
+Expected statuses follow README's "Roles and keys": out-of-scope project -> 404,
+role not allowed on a visible project -> 403, missing or revoked key -> 401. Where a role's reach is
+loose the stricter reading is taken and named in the row's comment.
 """
 
 from __future__ import annotations

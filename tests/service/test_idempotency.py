@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` (API.md conventions): the same key and body replay the first response and
+"""``Idempotency-Key`` (as README's upload example uses it): the same key and body replay the first response and
 write nothing; the same key with another body is 409; distinct keys are distinct writes."""
 
 from __future__ import annotations
