@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from sqlalchemy.orm import Session
 from service.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix
 from service.matrix_snapshots import history_mark, read_snapshot, write_snapshot
 from service.models import Project, Rater
+from service.recently_used import RecentlyUsed
 from service.shared_matrix import rank_type
 from service.sql import driver_rows
 
@@ -56,8 +56,7 @@ class MatrixStore:
     """The label matrices of the projects read most recently, each brought up to date on read."""
 
     def __init__(self, size: int = 8, *, snapshots: Path | None = None, snapshot_min_cells: int = SNAPSHOT_MIN_CELLS):
-        self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
-        self._size = size
+        self._kept: RecentlyUsed[tuple[str, str], _Kept] = RecentlyUsed(size)
         self._lock = threading.Lock()
         self._updating: dict[tuple[str, str], threading.Lock] = {}
         self._snapshots = snapshots
@@ -71,16 +70,11 @@ class MatrixStore:
         with self._lock:
             gate = self._updating.setdefault(key, threading.Lock())
         with gate:  # one update per matrix at a time; readers of other projects are not held
-            with self._lock:
-                kept = self._kept.get(key)
+            kept = self._kept.get(key)
             if kept is None and self._snapshots is not None:
                 kept = self._snapshot(session, project, criterion)
             kept = _updated(session, project, criterion, kept)
-            with self._lock:
-                self._kept[key] = kept
-                self._kept.move_to_end(key)
-                while len(self._kept) > self._size:
-                    self._kept.popitem(last=False)
+            self._kept.put(key, kept)
         self._save_if_due(session, project, kept)
         return kept.matrix
 

@@ -5,8 +5,6 @@ under a sequential design reads the items labeled since the last draw, not every
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -17,6 +15,7 @@ from planner.designs import modal_strata
 from service.matrix import value_codes
 from service.matrix_store import current_matrix
 from service.models import Project, Rater
+from service.recently_used import RecentlyUsed
 from service.sql import driver_rows
 
 MODAL_KEY = "annoplan_modal_strata"
@@ -56,21 +55,13 @@ class ModalStore:
     """The modal strata of the projects drawn for most recently, each brought up to date on read."""
 
     def __init__(self, size: int = 8) -> None:
-        self._size = size
-        self._kept: OrderedDict[tuple[str, str], InHand] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept: RecentlyUsed[tuple[str, str], InHand] = RecentlyUsed(size)
 
     def strata(self, session: Session, project: Project, criterion: str) -> InHand:
         """The modal strata of ``criterion`` at ``project.label_seq`` as ``session`` sees it."""
         key = (project.id, criterion)
-        with self._lock:
-            kept = self._kept.get(key)
-        fresh = _updated(session, project, criterion, kept)
-        with self._lock:
-            self._kept[key] = fresh
-            self._kept.move_to_end(key)
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
+        fresh = _updated(session, project, criterion, self._kept.get(key))
+        self._kept.put(key, fresh)
         return fresh
 
 
