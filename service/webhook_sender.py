@@ -168,20 +168,26 @@ class WebhookSender:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._seen = Seen()
+        self._client: httpx.Client | None = None
+
+    def _http(self) -> httpx.Client:
+        """The sender's one HTTP client (its SSL context is built once, not per round), closed by :meth:`stop`."""
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout, follow_redirects=False)
+        return self._client
 
     def run_once(self) -> int:
         """One round: announce changes the outbox should carry, then send what is due; deliveries attempted."""
         announce_changes(self.sessions, self.settings, self.documents, self._seen)
         attempted = 0
-        with httpx.Client(timeout=self.timeout, follow_redirects=False) as client:
-            while not self._stop.is_set():
-                claimed = claim_due(self.sessions, lease_seconds=self.settings.webhook_lease_seconds, limit=self.batch)
-                if not claimed:
-                    break
-                for delivery in claimed:
-                    status_code, error = send(client, delivery, allow_private=self.settings.webhook_allow_private)
-                    record_outcome(self.sessions, delivery, status_code, error, settings=self.settings, rng=self.rng)
-                    attempted += 1
+        while not self._stop.is_set():
+            claimed = claim_due(self.sessions, lease_seconds=self.settings.webhook_lease_seconds, limit=self.batch)
+            if not claimed:
+                break
+            for delivery in claimed:
+                status_code, error = send(self._http(), delivery, allow_private=self.settings.webhook_allow_private)
+                record_outcome(self.sessions, delivery, status_code, error, settings=self.settings, rng=self.rng)
+                attempted += 1
         return attempted
 
     def _run(self) -> None:
@@ -198,8 +204,11 @@ class WebhookSender:
         self._thread.start()
 
     def stop(self) -> None:
-        """Finish the request in flight (bounded by the timeout) and end the thread."""
+        """Finish the request in flight (bounded by the timeout), end the thread and close the HTTP client."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.timeout + 5)
             self._thread = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from standardwebhooks import Webhook as Verifier
@@ -169,6 +170,32 @@ def test_failures_are_retried_with_the_same_id_then_redelivered(client: TestClie
         assert len(claim_due(client.app.state.sessions, lease_seconds=600, limit=1)) == 1  # a sender holds it now
         r = client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver")
         assert r.status_code == 409 and r.json()["error"] == "delivery_in_flight"
+
+
+def test_a_sender_keeps_one_http_client_for_its_rounds_and_closes_it_on_stop(
+    client: TestClient, pid: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[httpx.Client] = []
+
+    class Counted(httpx.Client):
+        def __init__(self, **options: object) -> None:
+            super().__init__(**options)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr("service.webhook_sender.httpx.Client", Counted)
+    with Receiver(lambda n: (500 if n < 2 else 200, 0.0)) as receiver:
+        subscribe(client, pid, receiver.url, ["plan.created"])
+        plan(client, pid)
+        sender = sender_of(client)
+        for _ in range(50):  # three attempts, each in its own round
+            sender.run_once()
+            if len(receiver.received) >= 3:
+                break
+            time.sleep(0.02)
+        assert len(receiver.wait_for(3, timeout=1)) == 3
+        assert len(made) == 1 and not made[0].is_closed
+        sender.stop()
+        assert made[0].is_closed
 
 
 def test_a_failing_target_is_logged_and_given_up_after_the_window(client: TestClient, pid: str) -> None:
