@@ -16,7 +16,6 @@ when a core is free. On a loaded machine the CPU figures are the ones to compare
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -28,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from document_transfer import compact_matrix, service_matrix  # noqa: E402
+from document_transfer import compact_matrix, service_matrix, sized_figures  # noqa: E402
 
 from service.cancellable import off_worker, off_worker_each  # noqa: E402
 from service.matrix import LabelMatrix  # noqa: E402
@@ -84,12 +83,7 @@ def figures(n_items: int, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=1_000_000)
-    parser.add_argument("--small", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    small, big = figures(args.small, args.repeats), figures(args.items, args.repeats)
+    args, small, big = sized_figures(__doc__.splitlines()[0], figures)
     load: Any = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     print(f"{args.items:,} items x 10 raters vs {args.small:,} (seconds, median of {args.repeats}; load {load})")
     for name in big:

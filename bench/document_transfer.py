@@ -91,13 +91,21 @@ def figures(n_items: int, repeats: int) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sized_figures(
+    description: str, figures_of: Callable[[int, int], dict[str, float]]
+) -> tuple[argparse.Namespace, dict[str, float], dict[str, float]]:
+    """The command line (``--items``, ``--small``, ``--repeats``) and ``figures_of(size, repeats)`` at
+    the small size and at the large one, in that order (the 10k figure of the same run)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    small, big = figures(args.small, args.repeats), figures(args.items, args.repeats)
+    return args, figures_of(args.small, args.repeats), figures_of(args.items, args.repeats)
+
+
+def main() -> None:
+    args, small, big = sized_figures(__doc__.splitlines()[0], figures)
     floor = big["child, no payload (floor)"]
     print(f"{args.items:,} items x 10 raters vs {args.small:,} (seconds, median of {args.repeats})")
     for name in big:
