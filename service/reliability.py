@@ -295,8 +295,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     plan = current_plan(session, project.id)
     inclusion = inclusion_by_item(session, plan, matrix)
     doc["weighting"] = "none" if inclusion is None else "ht"
-    primary = matrix.columns("primary")
-    doc["estimator"] = decision.estimator if primary else "paired"
+    doc["estimator"] = estimator_in_force(decision, matrix)
     # Two computations: the monitoring and every other statistic. From OFF_WORKER_CELLS on each
     # runs in a child process of its own, at once, both reading the matrix from shared memory.
     cells = matrix.raw.size
@@ -340,6 +339,12 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     return doc
 
 
+def estimator_in_force(decision: DecisionSettings, matrix: LabelMatrix) -> str:
+    """The project's estimator, or ``"paired"`` on a matrix without a primary: PPI reads the judge-primary
+    agreement on every item (docs/method.md §9)."""
+    return decision.estimator if matrix.columns("primary") else "paired"
+
+
 @contextmanager
 def _handed_over(matrix: LabelMatrix, cells: int) -> Iterator[LabelMatrix | SharedMatrix]:
     """``matrix`` as :func:`~service.cancellable.off_worker_each` hands it to its computations: itself in
@@ -380,7 +385,7 @@ def document_statistics(
     for j in judges:
         fixed = judge_validation(
             matrix, weighted, j, humans, decision, n_resamples=n_resamples, resample=resample,
-            estimator=decision.estimator if primary else "paired", primary=primary[0] if primary else None,
+            estimator=estimator_in_force(decision, matrix), primary=primary[0] if primary else None,
         )
         validations.append(fixed)
     human_patterns, to_humans = patterns.grouped(humans)

@@ -255,3 +255,29 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
     first = next(iter(edited["predicate"]["weights"]["inclusion"]))
     edited["predicate"]["weights"]["inclusion"][first] = 1.0
     assert client.post("/certificates/verify", json={"certificate": edited, "labels": rows}).json()["match"] is False
+
+
+def test_a_ppi_project_without_a_primary_is_estimated_paired(client):
+    pid = client.post("/projects", json={"name": "ppi, no primary", "labels": ["pass", "fail"],
+                                         "decision": {"estimator": "ppi"}}).json()["id"]
+    for ext in ("judge", "h1", "h2", "h3"):
+        kind = "judge" if ext == "judge" else "human"
+        assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert client.post(f"/projects/{pid}/items",
+                       json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).status_code == 200
+    labels = corpus(4)
+    overlap = list(range(0, N_ITEMS, 2))
+    post_labels(client, pid, "judge", words(labels["judge"]))
+    for rater, source in (("h1", "prim"), ("h2", "h2"), ("h3", "h3")):
+        post_labels(client, pid, rater, words(labels[source], overlap))
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    ReliabilityDocument.model_validate(doc)
+    assert doc["estimator"] == "paired"
+    codes = np.full((N_ITEMS, 4), -1)
+    codes[:, 3] = labels["judge"]
+    for column, source in enumerate(("prim", "h2", "h3")):
+        codes[overlap, column] = labels[source][overlap]
+    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, estimator="paired", n_resamples=10)
+    served = {r["rater"]: r["d"] for r in doc["raters"]}
+    assert served == pytest.approx({name: r.d for name, r in zip(("h1", "h2", "h3"), v.raters, strict=True)},
+                                   abs=1e-9)
