@@ -26,9 +26,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from planner.codes import code_type  # noqa: E402
 from service.cancellable import off_worker, off_worker_each  # noqa: E402
 from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.shared_matrix import SharedMatrix, code_type, rank_type  # noqa: E402
+from service.shared_matrix import SharedMatrix, rank_type  # noqa: E402
 
 SECONDARIES = 8
 

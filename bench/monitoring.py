@@ -35,13 +35,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, not bench/service.py
 
+from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import monitor_judge  # noqa: E402
 from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
 from service.monitoring import judge_monitorings  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
-from service.shared_matrix import code_type, rank_type  # noqa: E402
+from service.shared_matrix import rank_type  # noqa: E402
 
 P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
 P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon

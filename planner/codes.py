@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 MISSING = -1
@@ -12,6 +14,12 @@ CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
 """An unparseable judge output (docs/method.md §7); counted, never scored."""
 SPECIAL = (CANNOT_ASSESS, INVALID)
+
+
+def code_type(n_labels: int) -> np.dtype[Any]:
+    """The compact type of codes: the smallest signed integer type holding ``-1`` (missing) ..
+    ``n_labels + 1`` (the labels and the two special values): int8 up to 126 labels."""
+    return np.min_scalar_type(-(n_labels + 2))
 
 
 def check_codes(codes: object, n_labels: int, *, ndim: int = 2) -> np.ndarray:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from planner.codes import check_codes
+from planner.codes import check_codes, code_type
 from planner.designs import DESIGNS, design_masks
 from planner.intervals import optional_float
 from planner.rules import (
@@ -437,11 +437,6 @@ def _labels(n_labels: object) -> int:
     return int(n_labels)
 
 
-def _code_type(n_labels: int) -> type:
-    """The smallest integer type for codes ``0..n_labels-1`` (comparisons run on it)."""
-    return np.int8 if n_labels <= 127 else np.int16 if n_labels <= 32767 else np.int64
-
-
 def _prevalence(prevalence: Sequence[float] | None, n_labels: int) -> np.ndarray:
     if prevalence is None:
         return np.full(n_labels, 1.0 / n_labels)
@@ -677,7 +672,7 @@ def simulate(
                 n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
                 clusters=clusters, cluster_difficulty=cluster_difficulty, trials=chunk, rng=gen,
             )
-            by_rater: np.ndarray = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=_code_type(n_labels))
+            by_rater: np.ndarray = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=code_type(n_labels))
             del codes
             humans, judges = by_rater[:n_humans], by_rater[n_humans:]
             full = np.ones(humans.shape, dtype=bool)
@@ -752,7 +747,7 @@ def replay(
     coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
     decision = decision_rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     order = [primary] + [k for k in range(n_humans) if k != primary]
-    small = _code_type(n_labels)
+    small = code_type(n_labels)
     n_judges = judge_codes.shape[1]
     # rater-major, the same matrix for every trial (a view, no copy per trial)
     humans = np.broadcast_to(humans[:, order].T[:, None, :].astype(small), (n_humans, trials, n_items))

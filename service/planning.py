@@ -12,6 +12,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from planner.codes import code_type
 from planner.designs import (
     choose_design,
     design_pool_size,
@@ -717,9 +718,9 @@ def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int
 
 
 def _drafting(matrix: LabelMatrix) -> LabelMatrix:
-    """What ``plan_draft`` reads of ``matrix``: the codes, as int16 (at most 100 labels), without the
-    arrival order; a tenth of the bytes to send to a child process."""
-    return replace(matrix, raw=matrix.codes.astype(np.int16), order=np.empty((0, 0), dtype=np.int64))
+    """What ``plan_draft`` reads of ``matrix``: the codes in their compact type, without the arrival order;
+    a tenth of the bytes to send to a child process."""
+    return replace(matrix, raw=matrix.codes.astype(code_type(matrix.n_labels)), order=np.empty((0, 0), dtype=np.int64))
 
 
 def create_plan(

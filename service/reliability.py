@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from planner.agreement import summary_table
+from planner.codes import code_type
 from planner.decision import Validation, rank_judges, validate_judge
 from planner.patterns import ItemPatterns, item_patterns
 from planner.resampling import ItemResample
@@ -35,7 +36,7 @@ from service.planning import (
     plan_progress,
 )
 from service.schemas import DecisionSettings
-from service.shared_matrix import SharedMatrix, code_type
+from service.shared_matrix import SharedMatrix
 
 T = TypeVar("T")
 log = logging.getLogger("annoplan")

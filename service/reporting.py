@@ -10,6 +10,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.aggregation import Aggregate, aggregate
+from planner.codes import code_type
 from planner.protocol import Protocol, Summary, summarize, summarize_codes
 from planner.verdicts import VerdictTable
 from service.cancellable import off_worker
@@ -280,8 +281,8 @@ def criterion_pairs(matrix: LabelMatrix) -> CriterionPairs:
     return CriterionPairs(
         criterion=matrix.criterion,
         item_ids=matrix.item_ids[rows],
-        human=human[rows].astype(np.int16),
-        judges=judges[rows].astype(np.int16),
+        human=human[rows].astype(code_type(matrix.n_labels)),
+        judges=judges[rows].astype(code_type(matrix.n_labels)),
     )
 
 

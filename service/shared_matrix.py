@@ -20,14 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from planner.codes import code_type
 from service.matrix import LabelMatrix, RaterColumn
 
 _ALIGN = 64
-
-
-def code_type(n_labels: int) -> np.dtype[Any]:
-    """The smallest signed integer type holding codes -1 .. ``n_labels + 1`` (CANNOT_ASSESS and INVALID)."""
-    return np.min_scalar_type(-(n_labels + 2))
 
 
 def rank_type(label_seq: int) -> type[np.signedinteger[Any]]:
@@ -47,7 +43,8 @@ def _anonymous_file(size: int) -> int:
 
 
 class SharedMatrix:
-    """``matrix`` (codes in :func:`code_type`, arrival ranks in :func:`rank_type`) in shared memory, while open.
+    """``matrix`` (codes in :func:`~planner.codes.code_type`, arrival ranks in :func:`rank_type`) in shared
+    memory, while open.
 
     Pickled for a child process, it arrives as a :class:`~service.matrix.LabelMatrix` over the
     shared, read-only arrays. Use it as a context manager around the children's lifetime.

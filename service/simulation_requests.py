@@ -14,6 +14,7 @@ import numpy as np
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from planner.codes import code_type
 from planner.rules import DEFAULT_EPSILON
 from service.errors import AppError, Invalid, echo
 from service.jobs import ACTIVE, SimulationSpec
@@ -171,7 +172,7 @@ def _replay(
         )
     rho = _as_list(body.rho) if body.rho is not None else DEFAULT_RHOS
     _check_rhos(rho, n_items)
-    small = np.int8 if matrix.n_labels <= 127 else np.int64
+    small = code_type(matrix.n_labels)
     options = {
         "n_labels": matrix.n_labels, "rho": rho, "design": common["design"], "coefficient": common["coefficient"],
         "primary": 0, "rule": common["rule"], "epsilon": common["epsilon"], "delta": common["delta"],
