@@ -2,16 +2,18 @@
 
 A snapshot is one ``.npz`` file per (project, criterion, label_seq) under the snapshot directory:
 ``<directory>/<project id>/<criterion as hex>-<label_seq>.npz`` holding the raw codes (int8),
-the arrival seq of each labelled cell, the item ids, the rater columns and a mark of the history
-it was taken at. It is written to a temporary file and renamed into place, so a reader sees a
-whole file or none. A snapshot is a cache: one that is unreadable, of another format, or taken
-on another history (another database, a restored backup, changed labels, corpus or raters) is
-ignored, and the worker reads the database as before. Deleting the directory is always safe;
+the arrival seq of each labelled cell, the item ids, the rater columns, a mark of the history
+it was taken at and a digest of all of it. It is written to a temporary file and renamed into
+place, so a reader sees a whole file or none. A snapshot is a cache: one that is unreadable, of
+another format, whose bytes do not hash to its digest (damaged or edited), or taken on another
+history (another database, a restored backup, changed labels, corpus or raters) is ignored, and
+the worker reads the database as before. Deleting the directory is always safe;
 a starting worker removes the folders of projects its database no longer has.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -31,7 +33,7 @@ from service.sql import driver_rows
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 """Bumped whenever the file's content changes meaning: files of another format are ignored."""
 KEPT = 2
 """Snapshots kept per (project, criterion): the newest, and one older for readers whose label_seq is behind it."""
@@ -67,22 +69,33 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
     folder.mkdir(parents=True, exist_ok=True)
     stem = matrix.criterion.encode().hex()
     path = folder / f"{stem}-{matrix.label_seq}.npz"
-    meta = {
+    meta: dict[str, Any] = {
         "format": FORMAT, "project": project_id, "criterion": matrix.criterion, "label_seq": matrix.label_seq,
         "labels": list(labels), "mark": mark, "raters": [[r.id, r.external_id, r.kind] for r in matrix.raters],
     }
+    arrays = {
+        "raw": matrix.raw.astype(np.int8),  # codes up to 101: a project has at most 100 labels
+        "seqs": matrix.order[matrix.raw >= 0].astype(np.int64),  # the format: int64 whatever the kept type
+        "item_ids": np.ascontiguousarray(matrix.item_ids, dtype=np.int64),
+    }
+    meta["digest"] = _digest(meta, arrays)
     tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "wb") as f:
-        np.savez(
-            f,
-            meta=np.array(json.dumps(meta)),
-            raw=matrix.raw.astype(np.int8),  # codes up to 101: a project has at most 100 labels
-            seqs=matrix.order[matrix.raw >= 0].astype(np.int64),  # the format: int64 whatever the kept type
-            item_ids=matrix.item_ids,
-        )
+        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
     os.replace(tmp, path)
     for _, old in _snapshots(folder, stem)[KEPT:]:
         old.unlink(missing_ok=True)
+
+
+def _digest(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
+    """A BLAKE2b hash of the snapshot: its meta fields (but the digest), each array's type, shape and bytes."""
+    h = hashlib.blake2b(digest_size=32)
+    h.update(json.dumps({k: v for k, v in meta.items() if k != "digest"}, sort_keys=True).encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
 
 
 def read_snapshot(
@@ -90,7 +103,8 @@ def read_snapshot(
 ) -> tuple[LabelMatrix, tuple[str, ...]] | None:
     """The newest valid snapshot of ``criterion`` at or below ``project.label_seq`` and its labels, or ``None``.
 
-    Valid: same format, labels and history mark; its items still the corpus's first ones. What
+    Valid: its bytes hash to its digest; same format, labels and history mark; its items still the
+    corpus's first ones. What
     happened since (events, items, raters) is for the caller to apply.
     """
     folder = directory / project.id
@@ -129,6 +143,9 @@ def _loaded(
             log.info("matrix snapshot %s ignored: taken on another history", path)
             return None
         raw8, seqs, item_ids = data["raw"], data["seqs"], data["item_ids"]
+    if meta.get("digest") != _digest(meta, {"raw": raw8, "seqs": seqs, "item_ids": item_ids}):
+        log.warning("matrix snapshot %s ignored: its content does not match its digest", path)
+        return None
     raters = [RaterColumn(int(i), str(e), str(k)) for i, e, k in meta["raters"]]
     n = item_ids.size
     labelled = raw8 >= 0

@@ -26,7 +26,14 @@ import service.matrix_store
 from service.app import create_app
 from service.db import session_scope
 from service.matrix import LabelMatrix, load_matrix
-from service.matrix_snapshots import KEPT, read_snapshot, remove_orphan_snapshots, snapshot_directory, write_snapshot
+from service.matrix_snapshots import (
+    KEPT,
+    _digest,
+    read_snapshot,
+    remove_orphan_snapshots,
+    snapshot_directory,
+    write_snapshot,
+)
 from service.matrix_store import STORE_KEY, MatrixStore, current_matrix
 from service.models import CurrentLabel, Item, Project, Rater
 from service.settings import Settings
@@ -189,12 +196,16 @@ def test_a_corrupt_snapshot_means_a_full_read(
     assert "ignored" in caplog.text
 
 
-def _rewritten(path: Path, **changes: Any) -> None:
-    """The snapshot at ``path`` with some of its arrays or meta fields replaced."""
+def _rewritten(path: Path, *, signed: bool = True, **changes: Any) -> None:
+    """The snapshot at ``path`` with some of its arrays or meta fields replaced and, when ``signed``, its
+    digest recomputed (as a writer would: only the check of what changed can then refuse it)."""
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
-    meta = json.loads(str(arrays["meta"])) | changes.pop("meta", {})
-    arrays.update(changes, meta=np.array(json.dumps(meta)))
+    meta = json.loads(str(arrays.pop("meta"))) | changes.pop("meta", {})
+    arrays.update(changes)
+    if signed:
+        meta["digest"] = _digest(meta, arrays)
+    arrays["meta"] = np.array(json.dumps(meta))
     with open(path, "wb") as f:
         np.savez(f, **arrays)
 
@@ -228,6 +239,50 @@ def test_a_snapshot_of_another_state_is_ignored(
         assert read_snapshot(snapshots, session, project, "default") is None
     _restart(workers[1], snapshots)
     _same(*_read(workers[1], pid))
+
+
+@pytest.mark.parametrize("part", ["raw", "seqs", "item_ids", "meta"])
+def test_a_snapshot_edited_without_its_digest_is_ignored(
+    workers: list[TestClient], snapshots: Path, part: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One value changed within its valid range (a label flipped, two arrival seqs or item ids swapped, a
+    rater renamed): every other check passes, the digest does not, and the worker reads the database."""
+    pid = _labelled(workers[0], 6)
+    _read(workers[0], pid)
+    _store(workers[0]).flush()
+    (path,) = _snapshot_files(snapshots, pid)
+    with np.load(path) as data:
+        arrays = {k: data[k].copy() for k in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    if part == "raw":
+        raw = arrays["raw"]
+        at = tuple(np.argwhere((raw >= 0) & (raw <= 1))[0])
+        raw[at] = 1 - raw[at]  # pass <-> fail
+        change: dict[str, Any] = {"raw": raw}
+    elif part == "meta":
+        meta["raters"][0][1] = "someone else"
+        change = {"meta": {"raters": meta["raters"]}}
+    else:
+        change = {part: arrays[part][[0, 2, 1, *range(3, arrays[part].size)]]}  # the corpus check reads 0, 3, 5
+    with session_scope(workers[1].app.state.sessions) as session:  # type: ignore[attr-defined]
+        project = session.get(Project, pid)
+        assert project is not None
+        _rewritten(path, **change)  # re-signed: this edit passes every check
+        served = read_snapshot(snapshots, session, project, "default")
+        assert served is not None and not _equal_snapshot(served[0], load_matrix(session, project, "default"))
+        _rewritten(path, signed=False, **change | {"meta": {"digest": meta["digest"]}})
+        with caplog.at_level(logging.WARNING):
+            assert read_snapshot(snapshots, session, project, "default") is None
+        assert "does not match its digest" in caplog.text
+    _restart(workers[1], snapshots)
+    _same(*_read(workers[1], pid))
+
+
+def _equal_snapshot(a: LabelMatrix, b: LabelMatrix) -> bool:
+    return (
+        np.array_equal(a.raw, b.raw) and np.array_equal(a.order, b.order) and np.array_equal(a.item_ids, b.item_ids)
+        and a.raters == b.raters
+    )
 
 
 def test_a_snapshot_beyond_the_database_is_ignored(workers: list[TestClient], snapshots: Path) -> None:
