@@ -73,7 +73,7 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
         "format": FORMAT, "project": project_id, "criterion": matrix.criterion, "label_seq": matrix.label_seq,
         "labels": list(labels), "mark": mark, "raters": [[r.id, r.external_id, r.kind] for r in matrix.raters],
     }
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "raw": matrix.raw.astype(np.int8),  # codes up to 101: a project has at most 100 labels
         "seqs": matrix.order[matrix.raw >= 0].astype(np.int64),  # the format: int64 whatever the kept type
         "item_ids": np.ascontiguousarray(matrix.item_ids, dtype=np.int64),
@@ -81,7 +81,8 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
     meta["digest"] = _digest(meta, arrays)
     tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "wb") as f:
-        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+        np.savez(f, meta=np.array(json.dumps(meta)), raw=arrays["raw"], seqs=arrays["seqs"],
+                 item_ids=arrays["item_ids"])
     os.replace(tmp, path)
     for _, old in _snapshots(folder, stem)[KEPT:]:
         old.unlink(missing_ok=True)
@@ -94,7 +95,7 @@ def _digest(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(memoryview(a).cast("B"))
+        h.update(a.data)
     return h.hexdigest()
 
 
