@@ -59,6 +59,10 @@ human annotators. Authenticate with `Authorization: Bearer <api key>`. Errors ha
 """
 
 
+PLAN_DRAFTS = 4
+"""Plans drafted at once per worker process (each is CPU-bound for a second or two); more wait their turn."""
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A configured application; the engine is built at startup, not at import."""
     settings = settings or get_settings()
@@ -86,6 +90,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Sync routes and dependencies share one thread pool (AnyIO's default is 40 threads);
         # write requests wait for their turn outside it (service.db.writer_turn).
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
+        # Plans are drafted on threads of their own: a drafted plan waiting for its turn to be
+        # stored then holds none of the pool's threads, which the turn's holder may need.
+        app.state.plan_drafts = anyio.CapacityLimiter(PLAN_DRAFTS)
         sender = WebhookSender(app.state.sessions, settings, app.state.documents)
         if settings.webhook_sender:
             sender.start()

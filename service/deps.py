@@ -10,7 +10,7 @@ in the request's write session, so a route that writes uses the same unit of wor
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
@@ -21,6 +21,8 @@ from service.db import session_scope
 from service.errors import Forbidden, NotFound, echo
 from service.models import Project
 from service.settings import Settings
+
+T = TypeVar("T")
 
 
 def _read_session(request: Request) -> Iterator[Session]:
@@ -122,6 +124,13 @@ async def _writer_turn(request: Request) -> AsyncIterator[None]:
 
 WriterTurn = Annotated[None, Depends(_writer_turn, scope="function")]
 """For a route that writes without a ``...Write`` project: its turn to write (SQLite's single writer)."""
+
+
+async def in_writer_turn(request: Request, write: Callable[[], T]) -> T:
+    """``write()`` run in a pool thread within this process's turn to write, waited for in the event
+    loop: for a route that takes its turn part way through (after a long computation, say)."""
+    async with request.app.state.writer_turn:
+        return await run_in_threadpool(write)
 
 
 def _writing(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal, None], AsyncIterator[Project]]:

@@ -21,6 +21,7 @@ from service.deps import (
     ProjectId,
     ReadSession,
     SettingsDep,
+    WriterTurn,
     WriteSession,
     scoped_project,
 )
@@ -124,6 +125,7 @@ def import_label_studio(
 
 def _webhook_principal(
     pid: ProjectId,
+    _turn: WriterTurn,
     session: WriteSession,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     x_annoplan_secret: Annotated[

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from service.deps import (
@@ -16,6 +19,7 @@ from service.deps import (
     ReadSession,
     SettingsDep,
     WriteSession,
+    in_writer_turn,
 )
 from service.errors import NotFound, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, replayed, request_fingerprint
@@ -45,7 +49,7 @@ def plan_read(plan: Plan, progress: dict[str, Any] | None = None) -> PlanRead:
 
 
 @router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422))
-def post_plan(
+async def post_plan(
     pid: ProjectId,
     project: ProjectForPM,
     body: PlanCreate,
@@ -71,7 +75,7 @@ def post_plan(
     """
 
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
-    replay = replayed(read, principal, idem, fingerprint)  # before the plan's computation
+    replay = await run_in_threadpool(replayed, read, principal, idem, fingerprint)  # before the computation
     if replay is not None:
         return replay
 
@@ -83,10 +87,15 @@ def post_plan(
             emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
             return 201, plan_read(plan, plan_progress(session, project, plan))
 
-        return idempotent_write(session, principal, idem, fingerprint, write)
+        # the draft is done: the store waits for the writer's turn in the event loop, holding no pool thread
+        return anyio.from_thread.run(in_writer_turn, request, lambda: idempotent_write(
+            session, principal, idem, fingerprint, write))
 
     n_resamples = min(settings.bootstrap_resamples, 500)
-    return create_plan(read, session, project.id, body, n_resamples=n_resamples, commit=commit)
+    return await anyio.to_thread.run_sync(
+        partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
+        limiter=request.app.state.plan_drafts,
+    )
 
 
 @router.get("", response_model=PlanRead, responses=error_responses(401, 403, 404))

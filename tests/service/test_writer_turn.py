@@ -7,6 +7,7 @@ thread to run its route: the server hung, and no read was answered either.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,20 +17,33 @@ import pytest
 
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
+from tests.service.test_label_studio import FIXTURES
 
 THREADS = 8  # the smallest pool the settings allow
 WRITERS = 3 * THREADS
 
 
-@pytest.mark.parametrize("writer", ["labels", "key deletion"])
+PLAN = {"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random", "seed": 1, "m": 3}
+
+
+def label_studio_delivery(k: int) -> dict:
+    """The fixture's ANNOTATION_CREATED delivery, for task ``1000 + k``."""
+    payload = json.loads((FIXTURES / "webhook_annotation_created.json").read_text())
+    payload["task"]["id"] = payload["annotation"]["task"] = 1000 + k
+    return payload
+
+
+@pytest.mark.parametrize("writer", ["labels", "key deletion", "label studio webhook", "plan"])
 def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database_url, writer):
-    """Label writes (a project's write dependency) and key deletions (no project: the route's own
-    turn, service.deps.WriterTurn) alike."""
+    """Label writes (a project's write dependency), key deletions and Label Studio deliveries (no
+    project dependency: the route's own turn, service.deps.WriterTurn) and plans (drafted first on
+    threads of their own, then stored in the turn: service.deps.in_writer_turn) alike."""
     if not database_url.startswith("sqlite"):
         pytest.skip("PostgreSQL has no process-wide writer: its writers wait on row locks inside their route")
     with LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS) as server, server.client() as admin:
         pid = admin.post("/projects", json={"name": "writers", "labels": ["pass", "fail"]}).json()["id"]
-        assert admin.post(f"/projects/{pid}/raters", json={"external_id": "h1", "kind": "human"}).status_code == 201
+        for rater, kind in [("h1", "human"), ("judge", "judge"), ("prim", "primary")]:
+            assert admin.post(f"/projects/{pid}/raters", json={"external_id": rater, "kind": kind}).status_code == 201
         items = [{"external_id": f"i{k}"} for k in range(WRITERS)]
         assert admin.post(f"/projects/{pid}/items", json=items).status_code == 200
         keys = [admin.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["id"] for _ in range(WRITERS)]
@@ -44,6 +58,11 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
                 try:
                     if writer == "labels":
                         return c.post(f"/projects/{pid}/labels", json=[row]).status_code
+                    if writer == "label studio webhook":
+                        delivery = label_studio_delivery(k)
+                        return c.post(f"/projects/{pid}/webhooks/label-studio", json=delivery).status_code
+                    if writer == "plan":
+                        return c.post(f"/projects/{pid}/plan", json=PLAN).status_code
                     return c.delete(f"/keys/{keys[k]}").status_code
                 except httpx.TimeoutException:
                     return 0
@@ -61,8 +80,14 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
             statuses = [w.result() for w in writes]
         assert read is not None, "a read waited behind the queued writers (no thread free)"
         assert read.status_code == 200 and read.json()["items"] == []
-        assert statuses == [200 if writer == "labels" else 204] * WRITERS, "queued writers hung or failed"
-        if writer == "labels":
+        expected = {"labels": 200, "key deletion": 204, "label studio webhook": 200, "plan": 201}[writer]
+        assert statuses == [expected] * WRITERS, "queued writers hung or failed"
+        if writer == "label studio webhook":
+            labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "ls-user-12", "limit": 1000}).json()
+            assert sorted(row["item"] for row in labeled["items"]) == sorted(str(1000 + k) for k in range(WRITERS))
+        elif writer == "plan":
+            assert admin.get(f"/projects/{pid}/plan").json()["design"] == "random"
+        elif writer == "labels":
             labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "h1", "limit": 1000}).json()["items"]
             assert sorted(row["item"] for row in labeled) == sorted(f"i{k}" for k in range(WRITERS))
         else:
