@@ -168,6 +168,28 @@ def _overlap_class_counts(
     return per_human, pooled, int(counts.sum())
 
 
+@dataclass(frozen=True)
+class _OwnResample:
+    """Resamples of ``n_items`` items that no other statistic reads, drawn when the statistic knows
+    the groups it sums (docs/method.md §2, "Intervals"): a multinomial merged into groups is the
+    multinomial of the groups' counts, so this is the distribution of a draw over every pattern
+    merged into them, drawn over a few groups instead of every pattern."""
+
+    n_items: int
+    n_resamples: int
+    rng: int | np.random.Generator | None
+
+    def merged(self, groups: np.ndarray, n_rows: int) -> _OwnResample:
+        return self
+
+
+def _drawn(resample: ItemResample | _OwnResample, counts: np.ndarray) -> ItemResample:
+    """``resample`` as drawn over rows with ``counts`` items each (a shared one already is)."""
+    if isinstance(resample, ItemResample):
+        return resample
+    return ItemResample.draw(counts, resample.n_items, resample.n_resamples, resample.rng)
+
+
 FeatureShape = tuple[int, int, int, str, str]
 """``(n_judges, n_humans, n_labels, rule, coefficient)`` of ``planner.pools.item_features``."""
 
@@ -217,7 +239,7 @@ def _chunk_columns(shape: FeatureShape, held_out: np.ndarray, weighted: bool) ->
 
 def _chunked_sums(
     rows: np.ndarray, weight: np.ndarray | None, counts: np.ndarray, shape: FeatureShape,
-    chunks: list[np.ndarray], resample: ItemResample,
+    chunks: list[np.ndarray], resample: ItemResample | _OwnResample,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Point sums and bootstrap sums, the features computed for one group of held-out humans
     at a time: the same numbers as all at once (every group reads the same ``resample`` of
@@ -233,20 +255,22 @@ def _chunked_sums(
         first, counts, groups = distinct_feature_rows(blocks, counts)
         rows, weight = rows[first], None if weight is None else weight[first]
         resample = resample.merged(groups, first.size)
+    drawn = _drawn(resample, counts)
     point = np.zeros(n_columns)
     replicates = np.zeros((resample.n_resamples, n_columns))
     for columns, features in blocks():
         point[columns] = counts @ features
-        replicates[:, columns] = resample.sums(features)
+        replicates[:, columns] = drawn.sums(features)
     return point, replicates
 
 
 def _replicated_stats(
     patterns: ItemPatterns, judges: list[int], humans: list[int], rule: str,
-    coefficient: str, epsilon: float, resample: ItemResample, inclusion: np.ndarray | None = None,
+    coefficient: str, epsilon: float, resample: ItemResample | _OwnResample,
+    inclusion: np.ndarray | None = None,
 ) -> tuple[RaterStats, RaterStats]:
-    """Point statistics (batch of one) and bootstrap replicates on ``resample`` (of ``patterns``),
-    humans in column order.
+    """Point statistics (batch of one) and bootstrap replicates on ``resample`` (of ``patterns``, or
+    one of its own), humans in column order.
 
     With ``inclusion`` (per pattern, its items' probability of entering the overlap), every per-item
     sum is weighted by ``1/inclusion`` rescaled to mean 1 over the overlap items
@@ -270,7 +294,7 @@ def _replicated_stats(
             features, counts, merged = grouped_features(features, counts)
             resample = resample.merged(merged, counts.size)
         point = counts @ features
-        replicates = resample.sums(features)
+        replicates = _drawn(resample, counts).sums(features)
     else:
         point, replicates = _chunked_sums(rows, weight, counts, shape, chunks, resample)
     alt_weighted = classes is not None and rule == "alt-test"
@@ -560,7 +584,7 @@ def rank_judges(
         epsilon=epsilon, min_items=min_items, q=q, n_resamples=n_resamples,
         confidence_level=confidence_level,
     )
-    resample = ItemResample.draw(patterns.counts, patterns.n_items, n_resamples, rng)
+    resample = _OwnResample(patterns.n_items, n_resamples, rng)
     by_column = np.argsort(judges)
     point, reps = _replicated_stats(
         patterns, sorted(judges), sorted(humans), rule, coefficient, epsilon, resample,

@@ -19,7 +19,7 @@ from scipy import stats
 
 import planner.resampling as resampling
 from planner.agreement import gwet_ac1, krippendorff_alpha, mean_pairwise_kappa, percent_agreement, summary_table
-from planner.decision import validate_judge
+from planner.decision import rank_judges, validate_judge
 from planner.intervals import percentile_interval
 from planner.patterns import item_patterns
 from planner.resampling import ItemResample, joint_replicates
@@ -179,3 +179,29 @@ def test_a_resample_of_other_patterns_is_refused() -> None:
         summary_table(codes, n_labels=2, resample=other)
     with pytest.raises(ValueError, match="resample must be drawn over the item patterns"):
         validate_judge(codes, judge=0, humans=[1, 2], n_labels=2, resample=other)
+
+
+def test_the_ranking_draws_its_own_resample_with_the_item_bootstrap_distribution() -> None:
+    """rank_judges draws its resamples over the groups it sums (not over every pattern): its top-1
+    probability equals that of an item bootstrap written here (rows drawn with replacement, each
+    resampled matrix ranked on its own) within 3 Monte Carlo standard errors; a third of the items
+    lack the judges, so the draw must resample all items, not only the compared ones."""
+    rng = np.random.default_rng(11)
+    truth = rng.integers(0, 2, size=90)
+    humans = [np.where(rng.random(90) < 0.85, truth, 1 - truth) for _ in range(3)]
+    judges = [np.where(rng.random(90) < p, truth, 1 - truth) for p in (0.8, 0.83)]
+    codes = np.column_stack([*humans, *judges])
+    codes[60:, 3:] = -1
+    options = {"judges": [3, 4], "humans": [0, 1, 2], "n_labels": 2}
+    drawn = rank_judges(codes, n_resamples=4000, rng=2, **options)
+    boot = np.random.default_rng(5)
+    tops = []
+    for _ in range(600):
+        r = rank_judges(codes[boot.integers(0, 90, size=90)], n_resamples=1, rng=0, **options)
+        score = np.array([s.score for s in r.judges])
+        top = np.isclose(score, np.nanmax(score), rtol=0, atol=1e-12)
+        tops.append(top / top.sum())
+    p_ours, p_items = drawn.judges[1].p_top1, float(np.mean(tops, axis=0)[1])
+    se = np.sqrt(p_items * (1 - p_items) / 600 + p_ours * (1 - p_ours) / 4000)
+    assert 0.1 < p_items < 0.9  # a probability the check can miss
+    assert abs(p_ours - p_items) < 3 * se
