@@ -24,6 +24,7 @@ from service.jobs import RUNNER
 from service.limits import BodySizeLimit
 from service.matrix_snapshots import remove_orphan_snapshots, snapshot_directory
 from service.matrix_store import MatrixStore
+from service.modal_strata import StrataWarmer
 from service.reliability import DocumentCache
 from service.routes import (
     agreement,
@@ -96,7 +97,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sender = WebhookSender(app.state.sessions, settings, app.state.documents)
         if settings.webhook_sender:
             sender.start()
+        app.state.strata_warmer = StrataWarmer(app.state.sessions)
+        app.state.strata_warmer.start()
         yield
+        app.state.strata_warmer.stop()
         sender.stop()
         app.state.documents.close()
         RUNNER.shutdown()

@@ -1,20 +1,26 @@
 """Each worker's modal strata of the labels in hand (docs/method.md §5, Seq designs): per item of a
 project, the mode of its primary's and human secondaries' labels of one criterion, kept per
 project and brought up to date from the label events since, so that a secondary's first batch
-under a sequential design reads the items labeled since the last draw, not every label."""
+under a sequential design reads the items labeled since the last draw, not every label.
+
+A worker computes them ahead of its requests (:class:`StrataWarmer`): at its start for the projects
+with the newest plans, and for each plan stored since (by this worker or another), so a batch
+request finds them kept and only brings them up to date."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass, replace
 
 import numpy as np
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from planner.designs import modal_strata
 from service.matrix import value_codes
 from service.matrix_store import current_matrix
-from service.models import Project, Rater
+from service.models import Plan, Project, Rater
 from service.recently_used import RecentlyUsed
 from service.sql import driver_rows
 
@@ -23,6 +29,13 @@ MODAL_KEY = "annoplan_modal_strata"
 REBUILD_AFTER = 100_000
 """Label events since the kept strata beyond which they are computed again from the label matrix."""
 _IN_LIST = 900  # item ids per IN (...) list, within SQLite's bound on variables
+WARM_POLL_SECONDS = 2.0
+"""How often a worker looks for plans stored by other workers, whose projects' strata it then computes."""
+
+STOP_SECONDS = 30.0
+"""How long a stopping worker waits for a warm-up in progress (reading a million items' labels takes seconds)."""
+
+log = logging.getLogger("annoplan.modal_strata")
 
 
 @dataclass(frozen=True)
@@ -55,13 +68,23 @@ class ModalStore:
     """The modal strata of the projects drawn for most recently, each brought up to date on read."""
 
     def __init__(self, size: int = 8) -> None:
+        self.size = size
         self._kept: RecentlyUsed[tuple[str, str], InHand] = RecentlyUsed(size)
+        self._turns: dict[tuple[str, str], threading.Lock] = {}
+        self._turns_lock = threading.Lock()
 
     def strata(self, session: Session, project: Project, criterion: str) -> InHand:
-        """The modal strata of ``criterion`` at ``project.label_seq`` as ``session`` sees it."""
+        """The modal strata of ``criterion`` at ``project.label_seq`` as ``session`` sees it.
+
+        One thread at a time per project and criterion: a request arriving while the warmer computes
+        them waits for that and then brings them up to date, instead of computing them a second time.
+        """
         key = (project.id, criterion)
-        fresh = _updated(session, project, criterion, self._kept.get(key))
-        self._kept.put(key, fresh)
+        with self._turns_lock:
+            turn = self._turns.setdefault(key, threading.Lock())
+        with turn:
+            fresh = _updated(session, project, criterion, self._kept.get(key))
+            self._kept.put(key, fresh)
         return fresh
 
 
@@ -167,3 +190,72 @@ def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
     return InHand(
         matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal, primary, labeled
     )
+
+
+class StrataWarmer:
+    """A worker's thread computing the modal strata (and reading the label matrix they come from) of
+    the projects with the newest plans, off the request path: at start, at :meth:`poke` (a plan
+    stored by this worker) and every ``WARM_POLL_SECONDS`` (plans stored by other workers). Each
+    plan is warmed once; a request arriving first computes the strata itself, as before."""
+
+    def __init__(self, sessions: sessionmaker[Session], *, poll_seconds: float = WARM_POLL_SECONDS) -> None:
+        self.sessions = sessions
+        self.poll_seconds = poll_seconds
+        self._warmed: set[str] = set()  # plan ids
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def newest_plans(self) -> list[tuple[str, str]]:
+        """(plan id, project id) of the plans in force of the projects planned most recently, as many
+        projects as a worker keeps strata of, newest first."""
+        store = self.sessions.kw["info"].get(MODAL_KEY)
+        size = store.size if isinstance(store, ModalStore) else 8
+        with self.sessions() as session:
+            rows = session.execute(
+                select(Plan.id, Plan.project_id).order_by(Plan.created_at.desc(), Plan.id.desc()).limit(8 * size)
+            ).all()
+        newest: dict[str, str] = {}
+        for plan_id, project_id in rows:
+            newest.setdefault(project_id, plan_id)
+        return [(plan_id, project_id) for project_id, plan_id in list(newest.items())[:size]]
+
+    def run_once(self) -> list[str]:
+        """Warm the projects of the newest plans not warmed yet; their project ids."""
+        warmed = []
+        for plan_id, project_id in self.newest_plans():
+            if plan_id in self._warmed or self._stop.is_set():
+                continue
+            with self.sessions() as session:
+                project = session.get(Project, project_id)
+                if project is not None:
+                    modal_in_hand(session, project, project.criteria[0])
+                    warmed.append(project_id)
+            self._warmed.add(plan_id)
+        return warmed
+
+    def poke(self) -> None:
+        """Look for new plans now (a plan was just stored)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self.run_once()
+            except Exception:  # a warm-up is only a head start: the next request computes what is missing
+                log.exception("modal strata warm-up failed")
+            self._wake.wait(self.poll_seconds)
+
+    def start(self) -> None:
+        """Run in a daemon thread until :meth:`stop`."""
+        self._thread = threading.Thread(target=self._run, name="annoplan-strata-warmer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread after the warm-up in progress, waiting for it at most ``STOP_SECONDS``."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=STOP_SECONDS)
+            self._thread = None

@@ -92,10 +92,12 @@ async def post_plan(
             session, principal, idem, fingerprint, write))
 
     n_resamples = min(settings.bootstrap_resamples, 500)
-    return await anyio.to_thread.run_sync(
+    response = await anyio.to_thread.run_sync(
         partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
         limiter=request.app.state.plan_drafts,
     )
+    request.app.state.strata_warmer.poke()  # the batches' modal strata, computed before the first batch asks
+    return response
 
 
 @router.get("", response_model=PlanRead, responses=error_responses(401, 403, 404))

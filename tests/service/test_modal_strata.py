@@ -1,10 +1,15 @@
 """A worker's kept modal strata (service.modal_strata) brought up to date from the label events since
 equal the modal strata computed afresh from every label in hand, whatever the writes in between:
-new labels, changed labels, CANNOT_ASSESS, retractions, labels of the judge (not in hand)."""
+new labels, changed labels, CANNOT_ASSESS, retractions, labels of the judge (not in hand). The
+warmer computes them ahead of the batches, once per plan."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, select
@@ -12,7 +17,7 @@ from sqlalchemy import Engine, select
 from service.db import make_sessionmaker, session_scope
 from service.label_store import retract_labels
 from service.matrix_store import MatrixStore
-from service.modal_strata import ModalStore, _from_matrix
+from service.modal_strata import MODAL_KEY, ModalStore, StrataWarmer, _from_matrix
 from service.models import Item, Project, Rater
 
 RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"), ("h4", "human")]
@@ -75,3 +80,82 @@ def test_kept_strata_equal_fresh_strata_after_any_writes(client, engine: Engine,
         np.testing.assert_array_equal(kept.modal, fresh.modal)
         by_item = dict(zip(fresh.item_ids.tolist(), kept.modal.tolist(), strict=True))
         assert [by_item[items[f"i{i}"]] for i in range(N_ITEMS)] == modal_of(state), k
+
+
+def planned_project(client) -> str:
+    """A project of 12 items with primary and secondary labels and a seq-coverage plan."""
+    pid = client.post("/projects", json={"name": "warm", "labels": VALUES[:3]}).json()["id"]
+    for ext, kind in RATERS:
+        client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
+    client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).raise_for_status()
+    rows = [{"item": f"i{i}", "rater": r, "value": VALUES[(i + k) % 3]}
+            for i in range(N_ITEMS) for k, r in enumerate(["judge", "prim", "h2"]) if i < 8 or r != "h2"]
+    client.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
+    plan(client, pid)
+    return pid
+
+
+def plan(client, pid: str) -> None:
+    r = client.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "seed": 1, "design": "seq-coverage",
+                                                   "m": 4})
+    assert r.status_code == 201, r.text
+
+
+def test_the_warmer_computes_the_strata_of_each_new_plan_once(client, engine: Engine) -> None:
+    """At start it finds the projects with plans; then each newly stored plan's project, once."""
+    first, second = planned_project(client), planned_project(client)
+    sessions = make_sessionmaker(engine, MatrixStore())
+    warmer = StrataWarmer(sessions)
+    assert warmer.run_once() == [second, first]  # newest plan first
+    assert warmer.run_once() == []
+    plan(client, first)  # a newer plan (another worker's, as far as this warmer knows)
+    assert warmer.run_once() == [first]
+    store = sessions.kw["info"][MODAL_KEY]
+    with session_scope(sessions) as s:
+        project = s.get(Project, first)
+        kept = store._kept.get((first, project.criteria[0]))
+        fresh = _from_matrix(s, project, project.criteria[0])
+    assert kept is not None and kept.label_seq == fresh.label_seq == 32
+    np.testing.assert_array_equal(kept.modal, fresh.modal)
+
+
+def test_a_batch_after_the_warm_up_reads_no_label_matrix(client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's warmer computes the strata when the plan is stored (poked by POST /plan): the
+    first batches (the secondary's list drawn from them) find them kept."""
+    pid = planned_project(client)
+    store = client.app.state.sessions.kw["info"][MODAL_KEY]
+    deadline = time.monotonic() + 10
+    while store._kept.get((pid, "default")) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store._kept.get((pid, "default")) is not None, "not warmed"
+    built: list[str] = []
+    monkeypatch.setattr("service.modal_strata._from_matrix", lambda *a: built.append("built"))
+    for rater in ("h3", "h4"):
+        r = client.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 2})
+        assert r.status_code == 200 and len(r.json()["items"]) == 2, r.text
+    assert built == []
+
+
+def test_concurrent_first_uses_compute_the_strata_once(client, engine: Engine, monkeypatch) -> None:
+    """A request arriving while the warmer computes the strata waits for them instead of computing them again."""
+    pid = planned_project(client)
+    sessions = make_sessionmaker(engine, MatrixStore())
+    store = ModalStore()
+    built: list[int] = []
+
+    def slow(*args):  # type: ignore[no-untyped-def]
+        built.append(1)
+        time.sleep(0.3)
+        return _from_matrix(*args)
+
+    monkeypatch.setattr("service.modal_strata._from_matrix", slow)
+
+    def first_use() -> np.ndarray:
+        with session_scope(sessions) as s:
+            project = s.get(Project, pid)
+            return store.strata(s, project, project.criteria[0]).modal
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(lambda _: first_use(), range(2))
+    assert built == [1]
+    np.testing.assert_array_equal(a, b)
