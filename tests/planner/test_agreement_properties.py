@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from planner.agreement import (
@@ -26,6 +27,7 @@ from planner.agreement import (
     scott_pi,
     summary_table,
 )
+from planner.tables import agreement_weights, cell_kappas
 
 PROPERTY = settings(max_examples=60, deadline=None)
 
@@ -273,3 +275,28 @@ def test_peak_memory_stays_far_below_an_items_by_labels_or_raters_squared_array(
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < forbidden / 4, (peak, forbidden)
+
+
+@PROPERTY
+@given(
+    st.integers(2, 5),
+    st.sampled_from([None, "linear", "quadratic"]),
+    st.lists(st.lists(st.integers(0, 30), min_size=25, max_size=25), min_size=1, max_size=20),
+)
+def test_cell_kappas_equal_cohen_kappa_of_each_table(
+    n_labels: int, weights: str | None, cell_rows: list[list[int]]
+) -> None:
+    """The mean pairwise kappa's fast kappa (from cell counts by small products) is sklearn's
+    weighted kappa of each table written out as label pairs, NaN exactly where kappa is undefined
+    (an empty table, or a rater with one category)."""
+    cells = np.array(cell_rows, dtype=float)[:, : n_labels**2]
+    cells[::3, n_labels:] = 0  # every third table: the first rater uses one category only
+    ours = cell_kappas(cells, agreement_weights(n_labels, weights))
+    for row, kappa in zip(cells.astype(int), ours, strict=True):
+        table = row.reshape(n_labels, n_labels)
+        a, b = np.repeat(np.indices(table.shape).reshape(2, -1), row, axis=1)
+        if len(set(a.tolist())) < 2 or len(set(b.tolist())) < 2:
+            assert np.isnan(kappa)
+            continue
+        theirs = cohen_kappa_score(a, b, labels=list(range(n_labels)), weights=weights)
+        assert kappa == pytest.approx(theirs, abs=1e-12)
