@@ -17,9 +17,14 @@
    1/8 each, every rater's labels arriving in item order, then 1,000 of the judge's labels
    corrected (so they arrive last). 10,000 vs 1,000,000 items in the same run (target
    <= 0.2 s at 1M), and the size of the block's JSON (bounded: its bands are sampled).
+5. ``kept_monitoring`` brought up to date after 1,000 labels added (secondaries' labels on items
+   they had not labeled, arriving last) next to ``monitor_judge`` on the whole matrix, on the same
+   project in its compact types, 10,000 and 1,000,000 items in the same run (in-process CPU, best
+   of 3; the two results are checked equal).
 
 Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/monitoring.py [runs]`` (default 100
-runs per cell; the fixed column dominates the time); ``bench/monitoring.py scale`` runs 4 only.
+runs per cell; the fixed column dominates the time); ``bench/monitoring.py scale`` runs 4 only,
+``bench/monitoring.py delta`` 5 only.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, not
 from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
-from planner.sequential import monitor_judge  # noqa: E402
+from planner.sequential import kept_monitoring, monitor_judge  # noqa: E402
 from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
 from service.monitoring import judge_monitorings  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
@@ -188,15 +194,57 @@ def scale() -> None:
           f"{'met' if large <= 0.2 else 'not met'}); JSON {large_json / small_json:.2f}x")
 
 
+def best_cpu(call: Callable[..., object], *args: object, **kwargs: object) -> float:
+    """The least CPU seconds of three ``call(*args, **kwargs)``."""
+    best = np.inf
+    for _ in range(3):
+        start = time.process_time()
+        call(*args, **kwargs)
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def delta() -> None:
+    """kept_monitoring after 1,000 labels added vs monitor_judge on the whole matrix, 10k and 1M items."""
+    figures = {}
+    for n in (10_000, 1_000_000):
+        dense = service_matrix(n, np.random.default_rng(n))
+        codes = dense.raw.astype(code_type(dense.n_labels))
+        order = dense.order.astype(rank_type(dense.label_seq + 1_000))
+        options = {"judge": 0, "humans": dense.columns("primary", "human"), "n_labels": dense.n_labels}
+        _, state = kept_monitoring(codes, previous=None, order=order, **options)
+        empty = np.argwhere(codes[:, 2:] < 0)
+        empty = empty[np.random.default_rng(1).choice(empty.shape[0], 1_000, replace=False)]
+        codes, order = codes.copy(), order.copy()
+        codes[empty[:, 0], 2 + empty[:, 1]] = 1
+        order[empty[:, 0], 2 + empty[:, 1]] = dense.label_seq + 1 + np.arange(1_000)
+        kept = kept_monitoring(codes, previous=state, order=order, **options)[0]
+        full = monitor_judge(codes, order=order, **options)
+        assert [r.e_value for r in kept.raters] == [r.e_value for r in full.raters] and kept.looks == full.looks
+        figures[n] = (
+            best_cpu(monitor_judge, codes, order=order, **options),
+            best_cpu(kept_monitoring, codes, previous=state, order=order, **options),
+        )
+    print("\nmonitoring after 1,000 labels added, in-process CPU (best of 3): whole matrix / kept state")
+    for n, (whole, kept_cpu) in figures.items():
+        print(f"  {n:>9,} items x 10 raters: {whole:.3f} s / {kept_cpu:.3f} s ({whole / kept_cpu:.1f}x less)")
+    small, large_kept = figures[10_000][0], figures[1_000_000][1]
+    print(f"  kept state at 1M: {large_kept / small:.2f}x the whole-matrix monitoring at 10k of the same run")
+
+
 def main() -> None:
     if sys.argv[1:] == ["scale"]:
         scale()
+        return
+    if sys.argv[1:] == ["delta"]:
+        delta()
         return
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     mu_d, sigma0_sq = prior_moments(P_H, 0.90, n_labels=N_LABELS)
     m = int(m_cert(mu_d, sigma0_sq, epsilon=EPSILON))
     timing()
     scale()
+    delta()
     stopping_table(runs, m)
     peeking_table(runs, m)
 

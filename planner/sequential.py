@@ -13,7 +13,7 @@ Codes follow ``planner.codes``: an int matrix ``(n_items, n_raters)``, ``-1`` fo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import log_ndtr
@@ -103,6 +103,33 @@ def _alpha_iv(alpha: float, *, one_sided: bool = False) -> None:
 # --------------------------------------------------------------------------- bets
 
 
+@dataclass(frozen=True)
+class _Running:
+    """The running sums a path of ``y`` ends with, from which its bets, capitals and bounds continue
+    exactly as if computed over the whole path (``None``: an empty path, whose sums start fresh)."""
+
+    n: int = 0
+    y_sum: float | None = None
+    dev_sum: float | None = None
+    sigma2: float = 0.25  # sigma_0^2
+    won: float | None = None
+    lost: float | None = None
+    x_sum: float | None = None
+    w_sum: float | None = None
+    low: float | None = None
+    high: float | None = None
+    mean: float = math.nan
+
+
+def _sums_from(a: np.ndarray, start: float | None) -> np.ndarray:
+    """Prefix sums of ``a`` continuing from ``start`` (a prefix's sum), each added in the order a
+    prefix sum over the whole path adds it: bit-identical to that path's tail."""
+    if start is None:
+        return np.cumsum(a)
+    sums: np.ndarray = np.cumsum(np.concatenate([[start], a]))[1:]
+    return sums
+
+
 def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
     """Predictable plug-in empirical-Bernstein bets before the cap (Waudby-Smith & Ramdas 2024).
 
@@ -110,12 +137,21 @@ def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
     ``mu_t = (1/2 + sum y)/(t + 1)`` and ``sigma_t^2 = (1/4 + sum (y_j - mu_j)^2)/(t + 1)``;
     ``sigma_0^2 = 1/4``. Only ``y_1..y_{i-1}`` enter ``lambda_i``, through prefix sums.
     """
-    t = np.arange(1, y.size + 1, dtype=float)
-    mu = (0.5 + np.cumsum(y)) / (t + 1.0)
-    sigma2 = (0.25 + np.cumsum((y - mu) ** 2)) / (t + 1.0)
-    previous = np.concatenate([[0.25], sigma2[:-1]])
+    return _running_bets(y, log_inv_a, _Running())[0]
+
+
+def _running_bets(y: np.ndarray, log_inv_a: float, start: _Running) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                            np.ndarray]:
+    """:func:`_plug_in_bets` of a path's next ``y`` after a prefix ending with ``start``, and the
+    prefix sums of ``y`` and ``(y - mu)^2`` and ``sigma^2`` along them."""
+    t = np.arange(start.n + 1, start.n + y.size + 1, dtype=float)
+    sums = _sums_from(y, start.y_sum)
+    mu = (0.5 + sums) / (t + 1.0)
+    devs = _sums_from((y - mu) ** 2, start.dev_sum)
+    sigma2 = (0.25 + devs) / (t + 1.0)
+    previous = np.concatenate([[start.sigma2], sigma2[:-1]])
     bets: np.ndarray = np.sqrt(2.0 * log_inv_a / (previous * t * np.log1p(t)))
-    return bets
+    return bets, sums, devs, sigma2
 
 
 def _log_e_processes(
@@ -128,13 +164,26 @@ def _log_e_processes(
     ``weights`` ``w_i`` in ``(0, 1]`` the bets are on ``w_i (y_i - m0)``, i.e. on
     ``m0 + w_i (y_i - m0)``, which stays in ``[0, 1]`` (docs/method.md §9, weighted monitor).
     """
+    won, lost, _ = _running_e_processes(y, null_mean, log_inv_a, weights, _Running())
+    return won, lost
+
+
+def _running_e_processes(
+    y: np.ndarray, null_mean: float, log_inv_a: float, weights: np.ndarray | None, start: _Running
+) -> tuple[np.ndarray, np.ndarray, _Running]:
+    """:func:`_log_e_processes` of a path's next ``y`` after a prefix ending with ``start``, and the
+    sums the longer path ends with (its bounds' sums left as ``start`` has them)."""
     if weights is not None:
         y = null_mean + weights * (y - null_mean)
-    bets = _plug_in_bets(y, log_inv_a)
+    bets, sums, devs, sigma2 = _running_bets(y, log_inv_a, start)
     excess = y - null_mean
-    won = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess))
-    lost = np.cumsum(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess))
-    return won, lost
+    won = _sums_from(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess), start.won)
+    lost = _sums_from(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), start.lost)
+    if y.size == 0:
+        return won, lost, start
+    end = replace(start, n=start.n + y.size, y_sum=float(sums[-1]), dev_sum=float(devs[-1]),
+                  sigma2=float(sigma2[-1]), won=float(won[-1]), lost=float(lost[-1]))
+    return won, lost, end
 
 
 # --------------------------------------------------------------------------- confidence sequences
@@ -163,11 +212,23 @@ def _normal_mixture_bounds(
     With ``weights`` in ``(0, 1]``: the weighted mean ``sum w x / sum w`` and
     ``+- u(t) / sum w`` (each ``w_i (x_i - mu)`` has range at most 2; docs/method.md §9).
     """
-    t = np.arange(1, x.size + 1, dtype=float)
-    total = t if weights is None else np.cumsum(weights)
-    mean = np.cumsum(x if weights is None else weights * x) / total
+    return _running_bounds(x, alpha, v_opt, weights, _Running())[:3]
+
+
+def _running_bounds(
+    x: np.ndarray, alpha: float, v_opt: float, weights: np.ndarray | None, start: _Running
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Running]:
+    """:func:`_normal_mixture_bounds` of a path's next ``x`` after a prefix ending with ``start``, and the
+    sums the longer path ends with (its capitals' sums left as ``start`` has them)."""
+    t = np.arange(start.n + 1, start.n + x.size + 1, dtype=float)
+    total = t if weights is None else _sums_from(weights, start.w_sum)
+    sums = _sums_from(x if weights is None else weights * x, start.x_sum)
+    mean = sums / total
     half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / total
-    return mean, mean - half, mean + half
+    if x.size == 0:
+        return mean, mean - half, mean + half, start
+    end = replace(start, x_sum=float(sums[-1]), w_sum=None if weights is None else float(total[-1]))
+    return mean, mean - half, mean + half, end
 
 
 def _betting_bounds(x: np.ndarray, alpha: float, grid_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -518,24 +579,28 @@ def _n_distinct(values: np.ndarray) -> int:
     return int(np.count_nonzero(seen))
 
 
-def _first_certified(times: list[np.ndarray], ranks: list[np.ndarray], n_humans: int) -> np.ndarray:
+def _first_certified(
+    times: list[np.ndarray], ranks: list[np.ndarray], n_humans: int, start: list[int] | None = None
+) -> np.ndarray:
     """Arrival rank at which e-BH first certifies each human (``_NEVER``: not yet).
 
     The certified set only changes when some human's needed rank changes, so e-BH is
     evaluated at those looks only: at each, ``k* = max{j : #{k : rank_k <= j} >= j}`` and
-    the humans with ``rank_k <= k*`` are certified.
+    the humans with ``rank_k <= k*`` are certified. ``start``: each human's needed rank before
+    ``times`` (paths continued after a look; ``K + 1``, none, by default).
     """
+    start = [n_humans + 1] * n_humans if start is None else start
     changes = []
-    for t, r in zip(times, ranks, strict=True):
-        moved = np.flatnonzero(np.diff(r, prepend=n_humans + 1) != 0)
+    for t, r, before in zip(times, ranks, start, strict=True):
+        moved = np.flatnonzero(np.diff(r, prepend=before) != 0)
         changes.append((t[moved], r[moved]))
     first = np.full(n_humans, _NEVER, dtype=np.int64)
     looks = _distinct(np.concatenate([c[0] for c in changes])) if changes else np.zeros(0)
     if looks.size == 0:
         return first
     state = np.empty((looks.size, n_humans), dtype=np.int64)
-    for k, (t, r) in enumerate(changes):
-        state[:, k] = np.concatenate([[n_humans + 1], r])[np.searchsorted(t, looks, side="right")]
+    for k, ((t, r), before) in enumerate(zip(changes, start, strict=True)):
+        state[:, k] = np.concatenate([[before], r])[np.searchsorted(t, looks, side="right")]
     j = np.arange(1, n_humans + 1)
     count = np.sum(state[:, :, None] <= j[None, None, :], axis=1)  # (looks, j)
     k_star = np.max(np.where(count >= j, j, 0), axis=1)
@@ -636,35 +701,190 @@ def monitor_judge(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
+    return _monitoring(codes, ranks, judge, humans, n_labels, rule, epsilon, alpha, omega_threshold, multiplicity,
+                       budget, weights, None, keep=False)[0]
+
+
+@dataclass(frozen=True)
+class _HumanPath:
+    """A held-out human's monitored path so far: its items' arrival ranks and bounds, the sums it ends
+    with and its needed e-BH ranks now (won, lost)."""
+
+    times: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    running: _Running
+    ranks: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class MonitorState:
+    """What :func:`kept_monitoring` keeps of a monitoring to bring it up to date from the labels added
+    since (docs/method.md §8): its settings, the codes it saw and the largest arrival rank of their
+    labels, each human's path and the first certifications."""
+
+    settings: tuple[object, ...]
+    weights: np.ndarray | None
+    codes: np.ndarray
+    last_rank: int
+    paths: tuple[_HumanPath, ...]
+    first_won: np.ndarray
+    first_lost: np.ndarray
+    looks: int
+
+
+def kept_monitoring(
+    codes: object,
+    *,
+    previous: MonitorState | None,
+    judge: int,
+    humans: list[int],
+    n_labels: int,
+    order: object,
+    rule: str = "margin",
+    coefficient: str = "po",
+    epsilon: float | None = None,
+    alpha: float = 0.05,
+    omega_threshold: float = 0.5,
+    multiplicity: str = "e-bh",
+    budget: int | None = None,
+    inclusion: object = None,
+) -> tuple[Monitoring, MonitorState]:
+    """:func:`monitor_judge` and what it keeps to be brought up to date (docs/method.md §8).
+
+    With ``previous`` (the state of an earlier call) the result is computed from the labels added
+    since alone when they are additions only: every cell of the judge and humans that ``previous``
+    saw labeled is unchanged, and every cell labeled since has an arrival rank above every rank it
+    saw (``order`` holds label sequence numbers). A label added later dates only the items it
+    completes, and is not in the pool of any earlier entry, so each human's path grows at its end
+    and its e-processes, bounds and certifications continue from their sums: the same numbers as
+    :func:`monitor_judge` on the whole matrix, bit for bit. Anything else (a changed or retracted
+    label, another shape, setting or inclusion) computes it afresh.
+    """
+    if order is None:
+        raise ValueError("kept_monitoring needs the arrival order (label sequence numbers) of the labels")
+    codes, ranks, judge, humans, epsilon = _monitor_iv(
+        codes, order, judge, humans, n_labels, rule, coefficient, epsilon, alpha, omega_threshold, multiplicity,
+        budget,
+    )
+    weights = _monitor_weights(inclusion, codes.shape[0])
+    monitoring, state = _monitoring(codes, ranks, judge, humans, n_labels, rule, epsilon, alpha, omega_threshold,
+                                    multiplicity, budget, weights, previous, keep=True)
+    assert state is not None
+    return monitoring, state
+
+
+def _added_rows(
+    previous: MonitorState, settings: tuple[object, ...], weights: np.ndarray | None, codes: np.ndarray,
+    ranks: np.ndarray, columns: list[int],
+) -> np.ndarray | None:
+    """Rows where the judge or a human has a label added since ``previous`` (ranked above every rank it
+    saw), or None when anything else changed for them: a label changed or retracted, the settings, the
+    shape, the weights. Rows where nothing changed are found by one pass over the matrix; only the
+    others are looked at column by column."""
+    same_weights = (
+        previous.weights is None if weights is None
+        else previous.weights is not None and np.array_equal(previous.weights, weights)
+    )
+    if previous.settings != settings or not same_weights:
+        return None
+    moved = np.flatnonzero(np.any((codes != previous.codes) | (ranks > previous.last_rank), axis=1))
+    old, new = previous.codes[moved][:, columns], codes[moved][:, columns]
+    later = ranks[moved][:, columns] > previous.last_rank
+    was = old != MISSING
+    added = (new != MISSING) & ~was
+    if np.any(was & ((new != old) | later)) or np.any(added & ~later):
+        return None
+    rows: np.ndarray = moved[added.any(axis=1)]
+    return rows
+
+
+def _last_rank(codes: np.ndarray, ranks: np.ndarray, below: int) -> int:
+    """The largest rank of a labeled cell of ``codes``, or ``below`` when it is larger."""
+    return max(below, int(np.max(ranks, where=codes != MISSING, initial=np.iinfo(ranks.dtype).min)))
+
+
+def _accumulated(ufunc: np.ufunc, a: np.ndarray, start: float | None) -> np.ndarray:
+    """``ufunc.accumulate`` of ``a`` continuing from ``start`` (the running value of a prefix)."""
+    if start is None:
+        out: np.ndarray = ufunc.accumulate(a)
+        return out
+    out = ufunc.accumulate(np.concatenate([[start], a]))[1:]
+    return out
+
+
+def _monitoring(
+    codes: np.ndarray,
+    ranks: np.ndarray,
+    judge: int,
+    humans: list[int],
+    n_labels: int,
+    rule: str,
+    epsilon: float,
+    alpha: float,
+    omega_threshold: float,
+    multiplicity: str,
+    budget: int | None,
+    weights: np.ndarray | None,
+    previous: MonitorState | None,
+    *,
+    keep: bool,
+) -> tuple[Monitoring, MonitorState | None]:
+    """The monitoring of checked inputs, continued from ``previous`` when only labels were added since;
+    with ``keep``, the state to continue it from."""
     n_humans = len(humans)
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
     v_opt = float(budget if budget is not None else codes.shape[0])
-    paths = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
-    item_weights = [None if weights is None else weights[rows] for _, _, rows in paths]
-    processes, first_won, first_lost = _certifications(
-        paths, item_weights, n_humans=n_humans, epsilon=epsilon, alpha=alpha, multiplicity=multiplicity
+    settings = (judge, tuple(humans), n_labels, rule, epsilon, alpha, omega_threshold, multiplicity, budget,
+                codes.shape)
+    since = None
+    if previous is not None and keep:
+        since = _added_rows(previous, settings, weights, codes, ranks, [judge, *humans])
+    if since is None or previous is None:
+        found = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
+        before = [_HumanPath(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), _Running(),
+                             (n_humans + 1, n_humans + 1))] * len(found)
+        first_before = (np.full(n_humans, _NEVER, dtype=np.int64),) * 2
+        looks_before, last_rank = 0, None
+    else:
+        last_rank = previous.last_rank
+        part = _differences(codes[since], ranks[since], judge, humans, rule) if n_humans >= 2 else []
+        found = [(t[t > last_rank], xi[t > last_rank], since[rows[t > last_rank]]) for t, xi, rows in part]
+        before, first_before, looks_before = list(previous.paths), (previous.first_won, previous.first_lost), \
+            previous.looks
+    null_mean = (1.0 - epsilon) / 2.0
+    log_inv_a = math.log(n_humans / alpha)
+    paths, won_ranks, lost_ranks = [], [], []
+    for (t, xi, rows), path in zip(found, before, strict=True):
+        w = None if weights is None else weights[rows]
+        won, lost, running = _running_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a, w, path.running)
+        won_ranks.append(_needed_ranks(won, n_humans, alpha, multiplicity))
+        lost_ranks.append(_needed_ranks(lost, n_humans, alpha, multiplicity))
+        mean, low, high, bounds = _running_bounds(xi, alpha, v_opt, w, path.running)
+        low = _accumulated(np.maximum, np.maximum(low, -1.0), path.running.low)
+        high = _accumulated(np.minimum, np.minimum(high, 1.0), path.running.high)
+        if xi.size:
+            running = replace(running, x_sum=bounds.x_sum, w_sum=bounds.w_sum, low=float(low[-1]),
+                              high=float(high[-1]), mean=float(mean[-1]))
+        paths.append(_HumanPath(
+            np.concatenate([path.times, t]), np.concatenate([path.lower, low]), np.concatenate([path.upper, high]),
+            running,
+            (int(won_ranks[-1][-1]), int(lost_ranks[-1][-1])) if xi.size else path.ranks,
+        ))
+    times = [t for t, _, _ in found]
+    first_won, first_lost = (
+        np.where(old < _NEVER, old, _first_certified(times, ranks_now, n_humans, [p.ranks[side] for p in before]))
+        for old, ranks_now, side in ((first_before[0], won_ranks, 0), (first_before[1], lost_ranks, 1))
     )
-    times = [t for t, _, _ in paths]
+    n_looks = looks_before + (_n_distinct(np.concatenate(times)) if times else 0)
     raters = tuple(
-        _rater_monitoring(
-            humans[k],
-            t,
-            xi,
-            processes[k],
-            first_won[k],
-            first_lost[k],
-            n_humans / alpha,
-            alpha,
-            v_opt,
-            item_weights[k],
-        )
-        for k, (t, xi, _) in enumerate(paths)
+        _rater_monitoring(humans[k], path, first_won[k], first_lost[k], n_humans / alpha)
+        for k, path in enumerate(paths)
     )
-    n_looks = _n_distinct(np.concatenate(times)) if times else 0
     decision, reason, decided_at = _monitor_decision(
         first_won, first_lost, needed, n_humans, n_looks, [r.n for r in raters], budget
     )
-    return Monitoring(
+    monitoring = Monitoring(
         decision=decision,
         reason=reason,
         raters=raters,
@@ -680,27 +900,28 @@ def monitor_judge(
         n_items=int(codes.shape[0]),
         weighting="none" if weights is None else "ht",
     )
+    if not keep:
+        return monitoring, None
+    if last_rank is None or since is None:
+        last_rank = _last_rank(codes, ranks, int(np.iinfo(np.int64).min))
+    elif since.size:
+        last_rank = _last_rank(codes[since], ranks[since], last_rank)
+    kept = codes.copy()
+    kept.flags.writeable = False
+    state = MonitorState(settings, weights, kept, last_rank, tuple(paths), first_won, first_lost, n_looks)
+    return monitoring, state
 
 
 def _rater_monitoring(
-    rater: int,
-    times: np.ndarray,
-    xi: np.ndarray,
-    processes: tuple[np.ndarray, np.ndarray],
-    won_at: int,
-    lost_at: int,
-    threshold: float,
-    alpha: float,
-    v_opt: float,
-    weights: np.ndarray | None,
+    rater: int, path: _HumanPath, won_at: int, lost_at: int, threshold: float
 ) -> RaterMonitoring:
     """One human's status (the first certification stands), e-values and confidence sequence."""
     status, at = "open", None
     if min(won_at, lost_at) < _NEVER and won_at != lost_at:
         status = "won" if won_at < lost_at else "lost"
         at = int(min(won_at, lost_at))
-    n = int(xi.size)
-    if n == 0:
+    running = path.running
+    if running.n == 0:
         empty = np.zeros(0)
         return RaterMonitoring(
             rater,
@@ -712,27 +933,25 @@ def _rater_monitoring(
             math.nan,
             ConfidenceInterval(math.nan, math.nan, method="confidence-sequence"),
             at,
-            times,
+            path.times,
             empty,
             empty,
         )
-    mean, low, high = _normal_mixture_bounds(xi, alpha, v_opt, weights)
-    low = np.maximum.accumulate(np.maximum(low, -1.0))
-    high = np.minimum.accumulate(np.minimum(high, 1.0))
-    won, lost = processes
+    assert running.won is not None and running.lost is not None
+    assert running.low is not None and running.high is not None
     return RaterMonitoring(
         rater=rater,
         status=status,
-        e_value=float(np.exp(min(won[-1], 700.0))),
-        e_value_lost=float(np.exp(min(lost[-1], 700.0))),
+        e_value=float(np.exp(min(running.won, 700.0))),
+        e_value_lost=float(np.exp(min(running.lost, 700.0))),
         threshold=threshold,
-        n=n,
-        d=float(mean[-1]),
-        cs=ConfidenceInterval(float(low[-1]), float(high[-1]), method="confidence-sequence"),
+        n=running.n,
+        d=running.mean,
+        cs=ConfidenceInterval(running.low, running.high, method="confidence-sequence"),
         certified_at=at,
-        arrival=times,
-        lower=low,
-        upper=high,
+        arrival=path.times,
+        lower=path.lower,
+        upper=path.upper,
     )
 
 

@@ -1,0 +1,110 @@
+"""planner.sequential.kept_monitoring: a monitoring brought up to date from the labels added since
+equals monitor_judge on the whole matrix, bit for bit, whatever the writes in between (labels added,
+changed, retracted; weighted or not; with a budget or not), and reads only the rows labeled since
+when labels were only added."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import planner.sequential as sequential
+from planner.sequential import Monitoring, kept_monitoring, monitor_judge
+
+N_LABELS = 3
+
+
+def _same(a: Monitoring, b: Monitoring) -> None:
+    """Every field equal, floats bit for bit (NaN equal to NaN)."""
+    for name in ("decision", "reason", "looks", "decided_at", "needed", "n_items", "weighting", "budget"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert len(a.raters) == len(b.raters)
+    for x, y in zip(a.raters, b.raters, strict=True):
+        for name in ("rater", "status", "n", "certified_at", "threshold"):
+            assert getattr(x, name) == getattr(y, name), name
+        for name in ("e_value", "e_value_lost", "d"):
+            u, v = getattr(x, name), getattr(y, name)
+            assert (math.isnan(u) and math.isnan(v)) or u == v, (name, u, v)
+        assert x.cs.as_list() == y.cs.as_list() or (np.isnan(x.cs.low) and np.isnan(y.cs.low))
+        for name in ("arrival", "lower", "upper"):
+            np.testing.assert_array_equal(getattr(x, name), getattr(y, name), err_msg=name)
+
+
+# One write: (kind, item, column, label); kind 0-5 adds a label to an empty cell (skipped when the cell
+# is labeled), 6 changes a labeled cell's label, 7 retracts it.
+writes = st.lists(
+    st.tuples(st.integers(0, 7), st.integers(0, 59), st.integers(0, 4), st.integers(0, N_LABELS - 1)),
+    min_size=1, max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n_items=st.integers(1, 60),
+    n_humans=st.integers(2, 4),
+    rounds=st.lists(st.tuples(st.booleans(), writes), min_size=1, max_size=6),
+    weighted=st.booleans(),
+    budget=st.sampled_from([None, 5, 40]),
+    seed=st.integers(0, 2**16),
+)
+def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
+    n_items: int, n_humans: int, rounds: list[tuple[bool, list[tuple[int, int, int, int]]]], weighted: bool,
+    budget: int | None, seed: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    n_cols = n_humans + 1
+    judge = int(rng.integers(0, n_cols))
+    humans = [k for k in range(n_cols) if k != judge]
+    inclusion = rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None
+    codes = np.full((n_items, n_cols), -1, dtype=np.int8)
+    order = np.full((n_items, n_cols), -1, dtype=np.int32)
+    seq, state = 0, None
+    options = {"judge": judge, "humans": humans, "n_labels": N_LABELS, "epsilon": 0.1, "budget": budget,
+               "inclusion": inclusion}
+    for added_only, round_ in rounds:  # rounds of additions only are continued, others computed afresh
+        codes, order = codes.copy(), order.copy()
+        for kind, item, column, label in round_:
+            kind = kind % 6 if added_only else kind
+            i, c = item % n_items, column % n_cols
+            if kind <= 5 and codes[i, c] < 0 or kind == 6 and codes[i, c] >= 0:
+                seq += 1
+                codes[i, c], order[i, c] = label, seq
+            elif kind == 7 and codes[i, c] >= 0:
+                seq += 1  # a retraction takes a label_seq of its own
+                codes[i, c], order[i, c] = -1, -1
+        kept, state = kept_monitoring(codes, previous=state, order=order, **options)
+        _same(kept, monitor_judge(codes, order=order, **options))
+
+
+def test_only_the_rows_labeled_since_are_read_when_labels_were_only_added(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    n_items = 2_000
+    codes = np.where(rng.random((n_items, 4)) < 0.6, rng.integers(0, 2, (n_items, 4)), -1)
+    order = np.where(codes >= 0, rng.permutation(codes.size).reshape(codes.shape) + 1, -1)
+    options = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
+    _, state = kept_monitoring(codes, previous=None, order=order, **options)
+    empty = np.argwhere(codes < 0)[:50]
+    codes, order = codes.copy(), order.copy()
+    codes[empty[:, 0], empty[:, 1]] = 1
+    order[empty[:, 0], empty[:, 1]] = codes.size + 1 + np.arange(50)
+    read: list[int] = []
+    differences = sequential._differences
+    monkeypatch.setattr(sequential, "_differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    kept, _ = kept_monitoring(codes, previous=state, order=order, **options)
+    assert read == [np.unique(empty[:, 0]).size]
+    _same(kept, monitor_judge(codes, order=order, **options))
+    changed = codes.copy()
+    i, c = np.argwhere(codes >= 0)[0]
+    changed[i, c] = 1 - changed[i, c]  # a label the state saw changed in place: read afresh
+    kept, _ = kept_monitoring(changed, previous=state, order=order, **options)
+    assert read[-1] == n_items
+    _same(kept, monitor_judge(changed, order=order, **options))
+
+
+def test_kept_monitoring_needs_the_arrival_order() -> None:
+    with pytest.raises(ValueError, match="arrival order"):
+        kept_monitoring(np.zeros((3, 3), dtype=int), previous=None, order=None, judge=0, humans=[1, 2], n_labels=2)
