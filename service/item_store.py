@@ -22,12 +22,43 @@ def ids_by_external(
 ) -> dict[str, int]:
     """Map external ids of one project to internal ids (unknown ids are absent)."""
     table = model.__table__.name
-    if len(external_ids) > CHUNK and not (model is Item and few_of(session, project_id, len(external_ids))):
-        # a bulk upload of a good part of the corpus: one scan of the project beats looking each id up
-        return dict(driver_rows(session, f"SELECT external_id, id FROM {table} WHERE project_id = ?", (project_id,)))
+    found: dict[str, int] = {}
+    if len(external_ids) > CHUNK:
+        if not (model is Item and few_of(session, project_id, len(external_ids))):
+            # a bulk upload of a good part of the corpus: one scan of the project beats looking each id up
+            sql = f"SELECT external_id, id FROM {table} WHERE project_id = ?"
+            return dict(driver_rows(session, sql, (project_id,)))
+        found = _ids_in_range(session, project_id, external_ids)
+        external_ids = [e for e in external_ids if e not in found]
+        if not external_ids:
+            return found
     among, values = in_values(session, "external_id", external_ids)
-    return dict(driver_rows(session, f"SELECT external_id, id FROM {table} WHERE project_id = ? AND {among}",
-                            (project_id, values)))
+    return found | dict(driver_rows(session, f"SELECT external_id, id FROM {table} WHERE project_id = ? AND {among}",
+                                    (project_id, values)))
+
+
+RUN = 2
+"""A bulk's item ids are read as one range of the project's id index when it holds at most this many
+times their number."""
+
+
+def _ids_in_range(session: Session, project_id: str, external_ids: list[str]) -> dict[str, int]:
+    """The items of ``external_ids`` found in one range of the project's external-id index, from their
+    least to their greatest: all of them when the ids are a run of the corpus (``it200000`` ..
+    ``it299999``), nothing when the range holds more than RUN times their number (random ids).
+
+    At a million items, 100,000 ids: 0.16 s instead of 0.3-0.5 s for the lookup per id (PostgreSQL).
+    An id the range misses (the database orders text its own way) is looked up after.
+    """
+    limit = RUN * len(external_ids)
+    rows = driver_rows(
+        session, "SELECT external_id, id FROM items WHERE project_id = ? AND external_id BETWEEN ? AND ? LIMIT ?",
+        (project_id, min(external_ids), max(external_ids), limit + 1),
+    )
+    if len(rows) > limit:
+        return {}
+    wanted = set(external_ids)
+    return {e: i for e, i in rows if e in wanted}
 
 
 def few_of(session: Session, project_id: str, n: int) -> bool:

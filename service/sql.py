@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
 import orjson
+from psycopg.types.json import Json
 from sqlalchemy import ColumnElement, Table
 from sqlalchemy.orm import Session
 
@@ -66,8 +69,8 @@ def insert_many(
         assert driver is not None
         with driver.cursor() as cursor:  # the session's transaction
             with cursor.copy(f"COPY {table.name} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+                for part in chunks(rows, 50_000):
+                    copy.write(copy_text(part))
         return
     if conn.dialect.name == "postgresql":
         # One statement per chunk with a column array per column: no per-row round trips.
@@ -80,6 +83,44 @@ def insert_many(
     sql = f"INSERT INTO {table.name} ({names}) VALUES ({marks}){conflict}"
     for part in chunks(rows, 20_000):
         conn.exec_driver_sql(sql, list(part))
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_field(value: Any) -> str:
+    """One value in ``COPY``'s text format: ``\\N`` for null, backslash escapes in text."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, str):
+        return value.translate(_COPY_ESCAPES)
+    if isinstance(value, int | float | datetime):
+        return str(value)
+    if isinstance(value, Json):  # a JSON column's driver-ready value
+        dumped = (value.dumps or json.dumps)(value.obj)
+        return (dumped.decode() if isinstance(dumped, bytes) else dumped).translate(_COPY_ESCAPES)
+    raise TypeError(f"no COPY text for a {type(value).__name__}")
+
+
+def copy_text(rows: Sequence[tuple[Any, ...]]) -> str:
+    """``rows`` as the text of a PostgreSQL ``COPY ... FROM STDIN`` (tab-separated lines).
+
+    Formatted a column at a time, each distinct value once (a label's value, criterion and time
+    repeat in every row): about a tenth of the CPU of psycopg's ``write_row`` per row.
+    """
+    columns: list[Iterator[str]] = []
+    for column in zip(*rows, strict=True):
+        distinct = set(column)
+        if all(type(v) is int for v in distinct):
+            columns.append(map(str, column))
+        elif any(isinstance(v, bool | float) for v in distinct):  # 1, 1.0 and True would share a key
+            columns.append(map(_copy_field, column))
+        else:
+            text = {v: _copy_field(v) for v in distinct}
+            columns.append(map(text.__getitem__, column))
+    return "\n".join(map("\t".join, zip(*columns, strict=True))) + "\n"
 
 
 def driver_rows(session: Session, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -124,11 +165,25 @@ PROBED_VALUES = 20_000
 
 def in_values(session: Session, column: str, values: Sequence[Any]) -> tuple[str, Any]:
     """``column IN values`` for :func:`driver_rows` with one bound parameter, however many values:
-    a PostgreSQL array, a SQLite JSON array (no IN list of thousands of markers to render)."""
+    a PostgreSQL array literal, a SQLite JSON array (no IN list of thousands of markers to render)."""
     if session.get_bind().dialect.name == "postgresql":
-        values = list(values)
-        if not values or len(values) > PROBED_VALUES:  # no values: no element type to name
-            return f"{column} = ANY(?)", values
-        kind = "bigint" if all(isinstance(v, int) for v in values) else "text"
-        return f"{column} IN (SELECT unnest(CAST(? AS {kind}[])))", values
+        if not values:  # no element type to name
+            return f"{column} = ANY(?)", []
+        integers = all(isinstance(v, int) for v in values)
+        among = f"CAST(? AS {'bigint' if integers else 'text'}[])"
+        if len(values) > PROBED_VALUES:
+            return f"{column} = ANY({among})", _array_literal(values, integers=integers)
+        return f"{column} IN (SELECT unnest({among}))", _array_literal(values, integers=integers)
     return f"{column} IN (SELECT value FROM json_each(?))", orjson.dumps(list(values)).decode()
+
+
+def _array_literal(values: Sequence[Any], *, integers: bool) -> str:
+    """A PostgreSQL array's text form of integers or strings (``{1,2}``, ``{"a","b"}``), to be cast.
+
+    Built by joining strings: psycopg's adaptation of a 100,000-element list cost ~0.1 s of
+    server CPU per lookup.
+    """
+    if integers:
+        return "{" + ",".join(map(str, values)) + "}"
+    quoted = (str(v).replace("\\", "\\\\").replace('"', '\\"') for v in values)
+    return '{"' + '","'.join(quoted) + '"}'

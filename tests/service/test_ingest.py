@@ -12,6 +12,7 @@ from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 CSV = {"content-type": "text/csv"}
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -560,6 +561,80 @@ def test_labels_with_commas_and_quotes_round_trip_through_csv(client):
         )["duplicates"]
         == 1
     )
+
+
+
+@pytest.mark.parametrize("probed", [0, 20_000])
+def test_tabs_backslashes_quotes_and_newlines_round_trip(client, monkeypatch, probed):
+    """PostgreSQL writes through COPY's text format and looks ids up through array literals: tabs,
+    newlines, backslashes, quotes, braces and a literal \\N in ids, texts, features and labels come back
+    as sent, and are found again (a resubmission is a duplicate), by value or over the array."""
+    monkeypatch.setattr("service.sql.PROBED_VALUES", probed)
+    odd = ["c\\d", 'g"h', "{i,j}", "\\N", "\\.", "NULL", "l,m", "\u00e9\u2603"]  # ids: no control characters
+    texts = ["a\tb", "e\nf\r", "\\t", "\\"]
+    pid = new_project(client, labels=["x\ty", "back\\slash"])
+    items = [{"external_id": e, "text": texts[k % 4] + e, "features": {"f": texts[-k % 4] + e}}
+             for k, e in enumerate(odd)]
+    assert ok(client.post(f"/projects/{pid}/items", json=items))["created"] == len(odd)
+    assert ok(client.post(f"/projects/{pid}/items", json=items))["unchanged"] == len(odd)
+    got = {i["external_id"]: {"external_id": i["external_id"], "text": i["text"], "features": i["features"]}
+           for i in all_items(client, pid)}
+    assert got == {i["external_id"]: i for i in items}
+    rows = [{"item": e, "rater": "h", "value": ["x\ty", "back\\slash"][k % 2]} for k, e in enumerate(odd)]
+    assert ok(client.post(f"/projects/{pid}/labels", json=rows))["accepted"] == len(odd)
+    assert ok(client.post(f"/projects/{pid}/labels", json=rows))["duplicates"] == len(odd)
+    assert cells(labels(client, pid)) == {(r["item"], "h", "default"): r["value"] for r in rows}
+
+
+
+@pytest.mark.parametrize("span", [0, 4, 10**9])
+def test_current_labels_read_by_range_or_by_item_count_the_same(client, engine, monkeypatch, span):
+    """service.label_store reads a write's current labels over one range of item ids when the range is
+    under SPAN times the items (span 0: never; 10**9: always), else item by item: the same duplicates,
+    corrections and new cells, with another project's items and labels inside the range."""
+    monkeypatch.setattr("service.label_store.SPAN", span)
+    pid, other = new_project(client), new_project(client)
+    for k in range(6):  # interleaved ids: the other project's items sit inside this one's range
+        ok(client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{k}"}]))
+        ok(client.post(f"/projects/{other}/items", json=[{"external_id": f"i{k}"}]))
+    theirs = [{"item": f"i{k}", "rater": r, "value": "no"} for k in range(6) for r in ("j", "h")]
+    ok(client.post(f"/projects/{other}/labels", json=theirs))
+    first = [{"item": f"i{k}", "rater": "j", "value": "yes"} for k in (0, 2, 5)]
+    assert ok(client.post(f"/projects/{pid}/labels", json=first))["accepted"] == 3
+    again = [*first, {"item": "i5", "rater": "h", "value": "yes"}, {"item": "i3", "rater": "j", "value": "yes"}]
+    again[1] = {"item": "i2", "rater": "j", "value": "no"}  # a correction
+    assert ok(client.post(f"/projects/{pid}/labels", json=again)) == {"accepted": 3, "duplicates": 2, "label_seq": 6}
+    assert cells(labels(client, pid)) == {("i0", "j", "default"): "yes", ("i2", "j", "default"): "no",
+                                          ("i3", "j", "default"): "yes", ("i5", "j", "default"): "yes",
+                                          ("i5", "h", "default"): "yes"}
+    with engine.connect() as conn:  # the raters' labeled-item counts follow the new cells only
+        counts = conn.execute(text("SELECT r.external_id, p.labeled_items FROM rater_progress p "
+                                   "JOIN raters r ON r.id = p.rater_id WHERE r.project_id = :p"), {"p": pid}).all()
+    assert dict(counts) == {"j": 4, "h": 1}
+
+
+
+@pytest.mark.parametrize("run", [0, 2])
+def test_bulk_item_ids_found_over_an_index_range_or_one_by_one_alike(client, monkeypatch, run):
+    """Past CHUNK ids (a few of a larger corpus) service.item_store reads one range of the external-id
+    index when it holds at most RUN times the ids (run 0: never), else looks each id up: the same ids
+    found either way, for a run of the corpus and for scattered ids, and an unknown id is still a 422."""
+    monkeypatch.setattr("service.item_store.CHUNK", 2)
+    monkeypatch.setattr("service.item_store.RUN", run)
+    pid, other = new_project(client), new_project(client)
+    corpus = [{"external_id": f"i{k:02d}"} for k in range(30)]
+    ok(client.post(f"/projects/{other}/items", json=corpus))  # the same ids, never this project's
+    ok(client.post(f"/projects/{pid}/items", json=corpus))
+    run_of = [{"item": f"i{k:02d}", "rater": "j", "value": "yes"} for k in range(10, 16)]
+    scattered = [{"item": f"i{k:02d}", "rater": "h", "value": "no"} for k in (0, 9, 17, 29, 3)]
+    assert ok(client.post(f"/projects/{pid}/labels", json=run_of))["accepted"] == 6  # i10 .. i15: 6 rows
+    assert ok(client.post(f"/projects/{pid}/labels", json=scattered))["accepted"] == 5  # i00 .. i29: 30 rows
+    assert cells(labels(client, pid)) == {(r["item"], r["rater"], "default"): r["value"] for r in run_of + scattered}
+    assert ok(client.post(f"/projects/{pid}/labels", json=scattered + run_of))["duplicates"] == 11
+    unknown = [*run_of[:5], {"item": "i10x", "rater": "j", "value": "yes"}]
+    r = client.post(f"/projects/{pid}/labels", json=unknown)
+    assert r.status_code == 422 and "'i10x'" in r.text, r.text
+    assert label_seq(client, pid) == 11
 
 
 # --- concurrent writers -------------------------------------------------------------------
