@@ -803,13 +803,31 @@ def _rater_pair_cells(rows: np.ndarray, n_labels: int, rater: int) -> Any:
 def _held_pair_cells(rows: np.ndarray, n_labels: int) -> Any | None:
     """Every rater's :func:`_rater_pair_cells` stacked into one sparse matrix (one product then reads
     the weights once), or None when they would hold more entries than twice the cells of ``rows``
-    (they are then rebuilt for each block of resamples)."""
-    from scipy.sparse import vstack  # deferred, as in _rater_pair_cells
+    (they are then rebuilt for each block of resamples).
+
+    Built in one pass over the labeled cells (row-major: a row's raters in order): the ``d``-th
+    next labeled cell of the same row makes the pair ``(j, k)`` with ``k`` ``d`` raters on, so a
+    loop over ``d`` (up to the most labels on a row) finds every pair of every row.
+    """
+    from scipy.sparse import csc_array  # deferred, as in _rater_pair_cells
 
     per_row = np.sum(rows >= 0, axis=1)
     if np.sum(per_row * (per_row - 1) // 2) > 2 * rows.size or rows.shape[1] < 2:
         return None
-    return vstack([_rater_pair_cells(rows, n_labels, j) for j in range(rows.shape[1] - 1)], format="csc")
+    n_raters, size = rows.shape[1], n_labels**2
+    row, rater = np.nonzero(rows >= 0)
+    code = rows[row, rater].astype(np.int64)
+    cells, columns = [], []
+    for d in range(1, int(per_row.max(initial=0))):
+        first = np.flatnonzero(row[d:] == row[:-d])
+        j, k = rater[first], rater[first + d]
+        pair = j * (2 * n_raters - j - 1) // 2 + (k - j - 1)  # the pair's index in _rater_pairs order
+        cells.append(pair * size + code[first] * n_labels + code[first + d])
+        columns.append(row[first])
+    cell, column = (np.concatenate(parts or [np.zeros(0, dtype=np.int64)]) for parts in (cells, columns))
+    shape = (n_raters * (n_raters - 1) // 2 * size, rows.shape[0])
+    ones = np.ones(cell.size, dtype=np.float32)  # as _rater_pair_cells
+    return csc_array((ones, (cell, column)), shape=shape)
 
 
 def _transposed(weights: np.ndarray, dtype: type) -> np.ndarray:

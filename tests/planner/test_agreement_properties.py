@@ -8,13 +8,15 @@ from collections.abc import Callable
 import krippendorff
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from planner.agreement import (
     AgreementResult,
+    _held_pair_cells,
+    _rater_pair_cells,
     binary_association,
     cohen_kappa,
     fleiss_kappa,
@@ -27,6 +29,7 @@ from planner.agreement import (
     scott_pi,
     summary_table,
 )
+from planner.resampling import distinct_rows
 from planner.tables import agreement_weights, cell_kappas
 
 PROPERTY = settings(max_examples=60, deadline=None)
@@ -300,3 +303,19 @@ def test_cell_kappas_equal_cohen_kappa_of_each_table(
             continue
         theirs = cohen_kappa_score(a, b, labels=list(range(n_labels)), weights=weights)
         assert kappa == pytest.approx(theirs, abs=1e-12)
+
+
+@PROPERTY
+@given(code_matrices())
+def test_the_held_pair_cells_are_every_raters_pair_cells_stacked(case: tuple[np.ndarray, int]) -> None:
+    """The one-pass build of the mean pairwise kappa's sparse pair cells equals each rater's own
+    cells (the per-rater build that ``pairwise`` uses) stacked in rater order, entry for entry."""
+    from scipy.sparse import vstack
+
+    codes, n_labels = case
+    rows, _ = distinct_rows(codes, n_labels)
+    held = _held_pair_cells(rows, n_labels)
+    assume(held is not None)
+    stacked = vstack([_rater_pair_cells(rows, n_labels, j) for j in range(rows.shape[1] - 1)], format="csc")
+    assert held.shape == stacked.shape
+    assert (held != stacked).nnz == 0
