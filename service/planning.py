@@ -545,14 +545,17 @@ def _candidate_checks(
     n_resamples: int,
     seed: int,
     threads: Executor,
+    likely: str,
 ) -> _Candidates:
     """Every candidate design simulated at the design-free recipe's overlap (one held-in label per
     item, valid for every design), or no checks and why (docs/method.md §6).
 
     The designs are simulated on ``threads`` at once, each from its own stream of ``seed``, so the
     checks are the same whatever the threads' timing. A prior plan's monitoring simulation at ``m``
-    runs beside them: it is the plan's whenever the design holds one label in per item and ``m``
-    is not raised (``plan_draft``)."""
+    runs beside them when the ``likely`` design (the request's, or the stratum-entropy rule's pick,
+    which ties go to) holds one label in per item: it is the plan's whenever the chosen design does
+    and ``m`` is not raised (``plan_draft``). A shared panel plans its own monitoring after the checks,
+    so the early one would be thrown away."""
     if body.purpose != "certify":
         return _Candidates({}, None, "ranking plans are not simulated")
     if body.source == "prior":
@@ -583,7 +586,7 @@ def _candidate_checks(
         for d in SLOWEST_CHECK_FIRST
     }
     monitoring = None
-    if body.source == "prior":
+    if body.source == "prior" and design_pool_size(likely, n_humans) == 1:
         in_plan = {k: v for k, v in moments.items() if k != "lattice"}  # what the draft passes for one label
         monitoring = threads.submit(
             plan_monitoring, decision, in_plan, n_labels=matrix.n_labels, n_humans=n_humans, m=m,
@@ -594,11 +597,12 @@ def _candidate_checks(
 
 
 def _design(
-    body: PlanCreate, matrix: LabelMatrix, checks: dict[str, DesignCheck]
+    body: PlanCreate, by_entropy: tuple[str, float | None, str, list[str]], checks: dict[str, DesignCheck]
 ) -> tuple[str, float | None, str, list[str]]:
     """The plan's design: the request's, else the lowest simulated wrong-decision rate (ties and no
-    simulation: the stratum-entropy rule), with the entropy, why, and warnings (docs/method.md §5)."""
-    design, entropy, why, warnings = _entropy_design(body, matrix)
+    simulation: the stratum-entropy rule's pick ``by_entropy``, from ``_entropy_design``), with the
+    entropy, why, and warnings (docs/method.md §5)."""
+    design, entropy, why, warnings = by_entropy
     if body.design != "auto" or not checks:
         return design, entropy, why, warnings
     pick, reason = simulated_choice(checks, preferred=design)
@@ -831,8 +835,9 @@ def _draft(
     by_estimator = None
     if body.source == "prior":
         by_estimator = threads.submit(_m_by_estimator, body, decision, None, matrix, n_humans)
-    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads)
-    design, entropy, why, warnings = _design(body, matrix, candidates.checks)
+    by_entropy = _entropy_design(body, matrix)
+    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads, by_entropy[0])
+    design, entropy, why, warnings = _design(body, by_entropy, candidates.checks)
     pool_size = design_pool_size(design, n_humans)
     moments = _moments(body, matrix, decision, n_resamples, pool_size)
     lattice = moments.pop("lattice", None)
