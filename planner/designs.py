@@ -389,13 +389,16 @@ def disjoint(
     ids = _check_raters(raters)
     covered = _coverage_counts(coverage, s.size)
     gen = np.random.default_rng(rng)
-    quota = proportional_allocation(np.bincount(s), m)[None]
+    sizes = np.bincount(s)
+    quota = proportional_allocation(sizes, m)
     lists: dict[Hashable, np.ndarray] = {}
     for r in ids:
-        key = gen.random((1, s.size))
-        mask = stratified_masks(s[None], quota, key, covered[None])
-        lists[r] = _prefix_list(mask[0], s, key[0])
-        covered += mask[0]
+        key = gen.random(s.size)
+        # stratified_masks' choice (least covered, then lowest key), sorting only the items near the quota
+        mask = np.zeros(s.size, dtype=bool)
+        mask[_smallest_keys(s, sizes, quota, key + covered)] = True
+        lists[r] = _prefix_list(mask, s, key)
+        covered += mask
     return lists
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
 from typing import cast
 
 import numpy as np
@@ -33,10 +35,28 @@ def primary_strata(matrix: LabelMatrix) -> np.ndarray:
     return np.where(codes < 0, matrix.n_labels, codes)
 
 
+@dataclass(frozen=True)
+class ListCorpus:
+    """The labels in hand as drawing a non-sequential list reads them: the matrix, and its primary
+    strata and the argsort of its item ids, each computed once for every secondary a plan gives a list."""
+
+    matrix: LabelMatrix
+
+    @cached_property
+    def strata(self) -> np.ndarray:
+        """``primary_strata`` of the matrix."""
+        return primary_strata(self.matrix)
+
+    @cached_property
+    def sorter(self) -> np.ndarray:
+        """The argsort of the matrix's item ids."""
+        return np.argsort(self.matrix.item_ids)
+
+
 def _planned_items(
-    session: Session, plan: Plan, rater: Rater, project: Project, matrix: LabelMatrix | None
+    session: Session, plan: Plan, rater: Rater, project: Project, corpus: ListCorpus | None
 ) -> np.ndarray:
-    """Item ids of ``rater``'s list under ``plan``, in labeling order, from ``matrix`` (default: the
+    """Item ids of ``rater``'s list under ``plan``, in labeling order, from ``corpus`` (default: the
     labels in hand).
 
     A sequential design reads the modal strata of the labels in hand that this worker keeps
@@ -60,16 +80,16 @@ def _planned_items(
         index = seq_list(in_hand.modal, m, n_labels=len(project.labels), assigned=assigned, rng=rater_seed)
         items: np.ndarray = in_hand.item_ids[index]
         return items
-    matrix = matrix or current_matrix(session, project, project.criteria[0])
-    n_items = matrix.raw.shape[0]
+    corpus = corpus or ListCorpus(current_matrix(session, project, project.criteria[0]))
+    n_items = corpus.matrix.raw.shape[0]
     if plan.design == "random":
-        index = random_subsets(n_items, m, raters=[0], strata=primary_strata(matrix), rng=rater_seed)[0]
+        index = random_subsets(n_items, m, raters=[0], strata=corpus.strata, rng=rater_seed)[0]
     elif plan.design == "depth-first":
         index = depth_first(n_items, m, raters=[0])[0]
     else:
-        coverage = _assigned(session, plan.project_id, matrix).sum(axis=1)
-        index = disjoint(primary_strata(matrix), m, raters=[0], coverage=coverage, rng=rater_seed)[0]
-    items = matrix.item_ids[index]
+        coverage = _assigned(session, plan.project_id, corpus).sum(axis=1)
+        index = disjoint(corpus.strata, m, raters=[0], coverage=coverage, rng=rater_seed)[0]
+    items = corpus.matrix.item_ids[index]
     return items
 
 
@@ -94,10 +114,10 @@ def _assigned_items(
     return [position[found & (column == j)] for j in range(raters.size)]
 
 
-def _assigned(session: Session, project_id: str, matrix: LabelMatrix) -> np.ndarray:
+def _assigned(session: Session, project_id: str, corpus: ListCorpus) -> np.ndarray:
     """``(n_items, n_secondaries)`` (matrix item order): which secondary has been assigned which item."""
-    held = _assigned_items(session, project_id, matrix.item_ids)
-    out = np.zeros((matrix.item_ids.size, len(held)), dtype=bool)
+    held = _assigned_items(session, project_id, corpus.matrix.item_ids, corpus.sorter)
+    out = np.zeros((corpus.matrix.item_ids.size, len(held)), dtype=bool)
     for j, rows in enumerate(held):
         out[rows, j] = True
     return out
@@ -115,8 +135,10 @@ def _positions(
     return at, item_ids[at] == wanted
 
 
-def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: LabelMatrix | None = None) -> None:
+def ensure_assignments(session: Session, plan: Plan, rater: Rater, corpus: ListCorpus | None = None) -> None:
     """Give a secondary ``rater`` its list of ``plan.m`` items: items already assigned stay; new ones are appended.
+
+    ``corpus``: the labels in hand as a plan being stored read them, else read now.
 
     A list already that long is left alone, so this is cheap on every batch request. The primary
     has no list: its batches read the corpus through a cursor (service/assignment.py).
@@ -140,7 +162,7 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, matrix: Label
             select(Assignment.item_id, Assignment.position).where(Assignment.rater_id == rater.id)
         )
     }
-    planned = [int(i) for i in _planned_items(session, plan, rater, project, matrix) if int(i) not in existing]
+    planned = [int(i) for i in _planned_items(session, plan, rater, project, corpus) if int(i) not in existing]
     planned = planned[: max(0, target - len(existing))]
     start = max(existing.values(), default=-1) + 1
     probability = _inclusion(plan, project.item_count)

@@ -51,7 +51,7 @@ from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
 from service.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
 from service.monitoring import plan_monitoring
-from service.planned_lists import SEQUENTIAL, ensure_assignments, primary_strata
+from service.planned_lists import SEQUENTIAL, ListCorpus, ensure_assignments, primary_strata
 from service.project_rows import lock_project
 from service.schemas import DecisionSettings, PlanCreate
 
@@ -791,8 +791,9 @@ def _stored_plan(session: Session, project: Project, body: PlanCreate, seed: int
     session.add(plan)
     session.flush()
     if draft.m is not None and draft.design not in SEQUENTIAL:
+        corpus = ListCorpus(drafted.matrix)
         for rater in session.scalars(select(Rater).where(Rater.project_id == project.id, Rater.kind == "human")):
-            ensure_assignments(session, plan, rater, drafted.matrix)
+            ensure_assignments(session, plan, rater, corpus)
     return plan
 
 

@@ -251,6 +251,34 @@ def test_disjoint_subsets_while_they_fit_then_even_coverage():
         assert np.ptp(counts[primary == stratum]) <= 1
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(1, 3000),
+    n_strata=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_disjoint_takes_each_strata_quota_least_covered_then_lowest_key(data, n, n_strata, seed):
+    """Each rater's items are, per stratum, its proportional quota of the items covered least so far,
+    then of lowest key, the key being the rater's uniform draw; checked by sorting every item of every
+    stratum (the design sorts only the items near the quota)."""
+    strata = np.array(data.draw(st.lists(st.integers(0, n_strata - 1), min_size=n, max_size=n)))
+    covered = np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+    m = data.draw(st.integers(1, n))
+    lists = disjoint(strata, m, raters=["a", "b"], coverage=covered, rng=seed)
+    gen = np.random.default_rng(seed)
+    quota = proportional_allocation(np.bincount(strata), m)
+    for rater in ("a", "b"):
+        key = gen.random(n)
+        expected = []
+        for stratum, take in enumerate(quota):
+            members = [i for i in range(n) if strata[i] == stratum]
+            expected += sorted(members, key=lambda i: (covered[i], key[i]))[:take]
+        assert sorted(lists[rater].tolist()) == sorted(expected)
+        covered = covered.copy()
+        covered[expected] += 1
+
+
 def test_disjoint_one_rater_at_task_start_and_seq_coverage_validation():
     codes = np.array([[0, 1], [0, -1], [1, 1], [1, -1], [0, -1], [1, -1]])
     # the service passes its own assignment counts, e.g. an item assigned but not labeled

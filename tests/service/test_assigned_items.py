@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.planned_lists import _assigned
+from service.planned_lists import ListCorpus, _assigned
 
 
 class _Rows:
@@ -40,6 +40,6 @@ def test_each_assignment_marks_its_items_row_and_its_raters_column(items: list[i
     for item, rater in rows:
         if item in items:
             expected[items.index(item), raters.index(rater)] = True
-    got = _assigned(_Rows(rows), "p", matrix)  # type: ignore[arg-type]
+    got = _assigned(_Rows(rows), "p", ListCorpus(matrix))  # type: ignore[arg-type]
     assert got.dtype == bool
     np.testing.assert_array_equal(got, expected)
