@@ -581,17 +581,18 @@ def _candidate_checks(
     m = min(int(m), matrix.raw.shape[0])
     settings = _check_settings(decision, matrix, n_humans, *channel)
     streams = dict(zip(CHECK_DESIGNS, np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS)), strict=True))
-    running = {
-        d: threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
-        for d in SLOWEST_CHECK_FIRST
-    }
     monitoring = None
     if body.source == "prior" and design_pool_size(likely, n_humans) == 1:
+        # queued before the checks: beside the slowest check, not after the others on the same thread
         in_plan = {k: v for k, v in moments.items() if k != "lattice"}  # what the draft passes for one label
         monitoring = threads.submit(
             plan_monitoring, decision, in_plan, n_labels=matrix.n_labels, n_humans=n_humans, m=m,
             n_items=matrix.raw.shape[0],
         )
+    running = {
+        d: threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
+        for d in SLOWEST_CHECK_FIRST
+    }
     checks = {d: running[d].result() for d in CHECK_DESIGNS}
     return _Candidates(checks, m, "", recipe, settings, monitoring)
 
