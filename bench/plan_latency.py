@@ -18,7 +18,10 @@ and the ratio printed, so the old code is the reference measured in the same run
 
 The first POST /plan of a project on each server is reported on its own (the worker reads every
 label once), then ``--repeats`` plans (``design: auto``, a new seed each) are timed for each size
-in turn, with /healthz between them. Next to the wall time, the CPU seconds of the server's
+in turn, with /healthz between them. A re-plan at the same ``m`` leaves the secondaries' lists as
+they are, so a second series (``lists drawn``) asks for ``design: disjoint`` at an ``m`` 10 items
+larger each time: every secondary's list is extended while the plan is stored, as at a project's
+first plan (which ``bench/million.py`` times). Next to the wall time, the CPU seconds of the server's
 process tree (its computation processes included; read from ``/proc``, Linux), which a loaded
 machine inflates less than the wall time.
 
@@ -50,6 +53,8 @@ from tests import live_server  # noqa: E402
 from tests.live_server import LiveServer, migrate  # noqa: E402
 
 PRIOR = {"p_h": 0.85, "p_j": 0.90}
+DESIGNS: dict[str, set[str]] = {}
+"""Designs of the plans made, by project."""
 
 
 def tree_cpu(pid: int) -> float:
@@ -68,11 +73,20 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def plan_seconds(c: httpx.Client, server: LiveServer, pid: str, seed: int) -> tuple[float, float]:
-    """Wall and server CPU seconds of one POST /plan."""
+def plan_seconds(
+    c: httpx.Client, server: LiveServer, pid: str, seed: int, extra: dict[str, object] | None = None
+) -> tuple[float, float]:
+    """Wall and server CPU seconds of one POST /plan (``extra``: more of the request body)."""
     assert server.proc is not None
     cpu = tree_cpu(server.proc.pid)
-    wall = timed(lambda: c.post(f"/projects/{pid}/plan", json={**PRIOR, "seed": seed}))
+
+    def post() -> httpx.Response:
+        response = c.post(f"/projects/{pid}/plan", json={**PRIOR, "seed": seed, **(extra or {})})
+        if response.status_code == 201:
+            DESIGNS.setdefault(pid, set()).add(response.json()["design"])
+        return response
+
+    wall = timed(post)
     return wall, tree_cpu(server.proc.pid) - cpu
 
 
@@ -126,33 +140,46 @@ def main() -> None:
         first = {(name, n): plan_seconds(clients[name], running[name], pid, 0)[0]
                  for name in running for n, pid in projects.items()}
         plans: dict[tuple[str, int], list[tuple[float, float]]] = {(name, n): [] for name in running for n in projects}
+        drawn: dict[tuple[str, int], list[tuple[float, float]]] = {(name, n): [] for name in running for n in projects}
         health: list[float] = []
+        m = {n: c.get(f"/projects/{pid}/plan").json()["m"] for n, pid in projects.items()}
         for seed in range(1, args.repeats + 1):
             for n, pid in projects.items():
                 for name in running:
                     health += [timed(lambda: c.get("/healthz")) for _ in range(10)]
                     plans[name, n].append(plan_seconds(clients[name], running[name], pid, seed))
+            for n, pid in projects.items():
+                for name in running:
+                    m[n] += 10
+                    extra = {"design": "disjoint", "m": m[n]}
+                    drawn[name, n].append(plan_seconds(clients[name], running[name], pid, seed, extra))
         floor = float(np.median(health))
         small = np.median(plans["new", min(projects)], axis=0)
         database = "PostgreSQL" if args.postgres else "SQLite"
         print(f"POST /plan, {database}, 9 humans, design auto; /healthz p50 {floor * 1e3:.1f} ms; load average "
               f"{os.getloadavg()[0]:.1f} (same run)")
         for n, pid in projects.items():
-            plan = c.get(f"/projects/{pid}/plan").json()
-            raised = (plan.get("check") or {}).get("raised_from")
             for name in running:
                 wall, cpu = np.median(plans[name, n], axis=0)
-                versus = ""
-                if name == "new" and "reference" in running:
-                    ref_wall, ref_cpu = np.median(plans["reference", n], axis=0)
-                    versus = f"  {wall / ref_wall:4.2f}x / {cpu / ref_cpu:4.2f}x the reference"
                 print(
                     f"{name:>9s} n={n:>9,}  p50 {wall:6.2f} s wall, {cpu:5.2f} s CPU  "
                     f"max {max(w for w, _ in plans[name, n]):6.2f} s  "
                     f"({wall / small[0]:4.2f}x / {cpu / small[1]:4.2f}x the new {min(projects):,}-item p50, "
-                    f"{wall / floor:5.0f}x /healthz)  first {first[name, n]:6.1f} s{versus}"
+                    f"{wall / floor:5.0f}x /healthz)  first {first[name, n]:6.1f} s{versus(plans, name, n)}"
                 )
-            print(f"{'':>9s} (design {plan['design']}, m {plan['m']}, raised_from {raised})")
+                wall, cpu = np.median(drawn[name, n], axis=0)
+                print(f"{'':>9s} lists drawn (disjoint, m + 10 each): p50 {wall:6.2f} s wall, {cpu:5.2f} s CPU"
+                      f"{versus(drawn, name, n)}")
+            print(f"{'':>9s} (designs chosen or asked: {', '.join(sorted(DESIGNS.get(pid, ())))})")
+
+
+def versus(times: dict[tuple[str, int], list[tuple[float, float]]], name: str, n: int) -> str:
+    """The new code's p50 wall and CPU as ratios of the reference's, when there is one."""
+    if name != "new" or ("reference", n) not in times:
+        return ""
+    wall, cpu = np.median(times["new", n], axis=0)
+    ref_wall, ref_cpu = np.median(times["reference", n], axis=0)
+    return f"  {wall / ref_wall:4.2f}x / {cpu / ref_cpu:4.2f}x the reference"
 
 
 if __name__ == "__main__":
