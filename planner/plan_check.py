@@ -201,12 +201,24 @@ class _Corpus:
         return new.reshape(trials, width)
 
 
+def lowest_keys(key: np.ndarray, eligible: np.ndarray, take: np.ndarray) -> np.ndarray:
+    """Per row of ``key`` ``(T, W)``, the ``take[t]`` eligible entries of lowest key (at most as many as
+    are eligible): ``stratified_masks`` with one stratum of eligible entries, by a sort of the keys
+    (no argsort) of the rows that take any."""
+    mask = np.zeros(key.shape, dtype=bool)
+    count = np.minimum(take, eligible.sum(axis=1))
+    rows = np.flatnonzero(count > 0)
+    if rows.size:
+        keys = np.where(eligible[rows], key[rows], np.inf)
+        bound = np.sort(keys, axis=1)[np.arange(rows.size), count[rows] - 1]
+        mask[rows] = keys <= bound[:, None]
+    return mask
+
+
 def _random_step(corpus: _Corpus, n_items: int, m: int, gen: np.random.Generator) -> np.ndarray:
     """One secondary's uniform ``m``-subset of the corpus (``uniform_masks``' law)."""
     from_slots = gen.hypergeometric(corpus.filled, n_items - corpus.filled, m)
-    slot_stratum = (corpus.prim < 0).astype(np.int64)
-    quota = np.column_stack([from_slots, np.zeros_like(from_slots)])
-    mask = stratified_masks(slot_stratum, quota, gen.random(corpus.prim.shape))
+    mask = lowest_keys(gen.random(corpus.prim.shape), corpus.prim >= 0, from_slots)
     return np.asarray(mask | corpus.add(hypergeometric_split(corpus.untouched, m - from_slots, gen)))
 
 

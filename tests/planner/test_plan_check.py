@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.designs import proportional_allocation
+from planner.designs import proportional_allocation, stratified_masks
 from planner.plan_check import (
     check_design,
     hypergeometric_split,
+    lowest_keys,
     mirror_accuracy,
     raised_check,
     simulated_choice,
@@ -245,3 +246,19 @@ def test_coverage_strata_kept_as_secondaries_are_added_equal_them_recomputed(
         members = np.concatenate([members, member[None]])
         if k % 3 == 0 and corpus.untouched.sum():
             corpus.add(np.minimum(corpus.untouched, 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(trials=st.integers(1, 6), width=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
+def test_lowest_keys_is_the_stratified_choice_of_one_stratum(trials, width, seed):
+    """Per row, the ``take`` eligible slots of lowest key (all when fewer are eligible): what
+    ``stratified_masks`` chooses with the eligible slots as a stratum and nothing from the rest."""
+    gen = np.random.default_rng(seed)
+    eligible = gen.random((trials, width)) < gen.random()
+    take = gen.integers(0, width + 2, trials)
+    key = gen.random((trials, width))
+    quota = np.column_stack([take, np.zeros(trials, dtype=np.int64)])
+    expected = stratified_masks((~eligible).astype(np.int64), quota, key)
+    got = lowest_keys(key, eligible, take)
+    np.testing.assert_array_equal(got, expected)
+    assert (got.sum(axis=1) == np.minimum(take, eligible.sum(axis=1))).all()
