@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.reference_tree import add_reference_options, reference_figures
+BENCH = Path(__file__).resolve().parent
+# bench/service.py would shadow the service package; the tree whose code runs comes first on PYTHONPATH
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH.parent)]
+
+from bench.reference_tree import add_reference_options, reference_figures  # noqa: E402
 
 SIZES = (10_000, 1_000_000)
 REQUESTS = {"auto": {}, "strat": {"design": "strat"}}
