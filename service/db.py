@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.matrix_store import STORE_KEY, MatrixStore
 from service.modal_strata import MODAL_KEY, ModalStore
+from service.monitoring import KEPT_MONITORINGS, MONITOR_KEY
+from service.recently_used import RecentlyUsed
 
 # Execution option marking a unit of work that will write: on SQLite it takes the write lock
 # at BEGIN, so concurrent writers queue on the busy timeout instead of failing mid-transaction.
@@ -80,11 +82,10 @@ def writer_turn(engine: Engine) -> AbstractAsyncContextManager[object]:
 
 
 def make_sessionmaker(engine: Engine, store: MatrixStore | None = None) -> sessionmaker[Session]:
-    """Sessions that keep loaded objects usable after commit, sharing this worker's label matrices and
-    modal strata (``service.modal_strata``)."""
-    return sessionmaker(
-        engine, expire_on_commit=False, info={STORE_KEY: store or MatrixStore(), MODAL_KEY: ModalStore()}
-    )
+    """Sessions that keep loaded objects usable after commit, sharing this worker's label matrices, modal
+    strata (``service.modal_strata``) and monitorings (``service.monitoring``)."""
+    info = {STORE_KEY: store or MatrixStore(), MODAL_KEY: ModalStore(), MONITOR_KEY: RecentlyUsed(KEPT_MONITORINGS)}
+    return sessionmaker(engine, expire_on_commit=False, info=info)
 
 
 @contextmanager

@@ -11,12 +11,19 @@ from typing import Any
 
 import numpy as np
 
-from planner.sequential import Monitoring, monitor_judge, simulate_monitoring
+from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge, simulate_monitoring
 from service.matrix import LabelMatrix
 from service.models import Plan
+from service.recently_used import RecentlyUsed
 from service.schemas import DecisionSettings
 
 BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
+MONITOR_KEY = "annoplan_monitor_states"
+"""``Session.info`` key of the worker's kept monitorings (:data:`MonitorStates`)."""
+KEPT_MONITORINGS = 4
+"""Monitorings a worker keeps to bring up to date (about 50 MB each at a million items x 10 raters)."""
+MonitorStates = RecentlyUsed[tuple[str, int], MonitorState]
+"""A worker's kept monitorings by (document lineage, judge column)."""
 
 
 def planned_budget(plan: Plan | None) -> int | None:
@@ -89,38 +96,46 @@ def judge_monitorings(
     decision: DecisionSettings,
     plan: Plan | None,
     inclusion: np.ndarray | None,
+    *,
+    kept: tuple[MonitorStates, str] | None = None,
 ) -> list[dict[str, Any] | None]:
-    """Per judge, the monitoring block (None: ``p_o`` only is monitored; docs/method.md §8); pure.
+    """Per judge, the monitoring block (None: ``p_o`` only is monitored; docs/method.md §8); pure
+    without ``kept``.
 
     ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9). The
-    document computes this in a child process of its own, beside its other statistics.
+    document computes this in a child process of its own, beside its other statistics, or, with
+    ``kept`` (a worker's kept monitorings and the document's lineage), in the worker: each brought up
+    to date from the kept one when only labels were added since (``planner.sequential.kept_monitoring``:
+    the same block, its cost growing with the rows labeled since), computed afresh and kept otherwise.
     """
     if len(humans) < 2:  # no validation either
         return []
     if decision.coefficient != "po":
         return [None] * len(judges)
-    mode = decision.resolved_monitoring()
-    return [
-        monitoring_block(
-            monitor_judge(
-                matrix.codes,
-                judge=judge,
-                humans=humans,
-                n_labels=matrix.n_labels,
-                order=matrix.order,
-                rule=decision.rule,
-                epsilon=decision.resolved_epsilon(),
-                alpha=decision.alpha_sig,
-                omega_threshold=decision.omega_threshold,
-                multiplicity=decision.multiplicity,
-                budget=planned_budget(plan),
-                inclusion=inclusion,
-            ),
-            matrix,
-            mode,
-        )
-        for judge in judges
-    ]
+    options: dict[str, Any] = {
+        "humans": humans,
+        "n_labels": matrix.n_labels,
+        "order": matrix.order,
+        "rule": decision.rule,
+        "epsilon": decision.resolved_epsilon(),
+        "alpha": decision.alpha_sig,
+        "omega_threshold": decision.omega_threshold,
+        "multiplicity": decision.multiplicity,
+        "budget": planned_budget(plan),
+        "inclusion": inclusion,
+    }
+    blocks: list[dict[str, Any] | None] = []
+    for judge in judges:
+        if kept is None:
+            monitoring = monitor_judge(matrix.codes, judge=judge, **options)
+        else:
+            states, lineage = kept
+            monitoring, state = kept_monitoring(
+                matrix.codes, previous=states.get((lineage, judge)), judge=judge, **options
+            )
+            states.put((lineage, judge), state)
+        blocks.append(monitoring_block(monitoring, matrix, decision.resolved_monitoring()))
+    return blocks
 
 
 def decision_in_force(

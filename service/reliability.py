@@ -22,11 +22,11 @@ from planner.decision import Validation, rank_judges, validate_judge
 from planner.patterns import ItemPatterns, item_patterns
 from planner.resampling import ItemResample
 from service import cancellable
-from service.cancellable import off_worker, off_worker_each
+from service.cancellable import Call, off_worker, off_worker_each
 from service.matrix import LabelMatrix
 from service.matrix_store import current_matrix
 from service.models import Plan, Project, Rater
-from service.monitoring import decision_in_force, judge_monitorings
+from service.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
 from service.planned_lists import inclusion_by_item
 from service.planning import (
     certification,
@@ -35,6 +35,7 @@ from service.planning import (
     pilot_estimate,
     plan_progress,
 )
+from service.recently_used import RecentlyUsed
 from service.schemas import DecisionSettings
 from service.shared_matrix import SharedMatrix
 
@@ -298,16 +299,23 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     doc["weighting"] = "none" if inclusion is None else "ht"
     doc["estimator"] = estimator_in_force(decision, matrix)
     # Two computations: the monitoring and every other statistic. From OFF_WORKER_CELLS on each
-    # runs in a child process of its own, at once, both reading the matrix from shared memory.
+    # runs in a child process of its own, at once, both reading the matrix from shared memory; a
+    # worker keeping monitorings brings its own up to date in the request beside the statistics' child.
     cells = matrix.raw.size
+    humans = matrix.columns("primary", "human")
+    states = session.info.get(MONITOR_KEY)
     with _handed_over(matrix, cells) as handed:
-        stats, blocks = off_worker_each(
-            cells,
-            (document_statistics, (handed, decision, inclusion),
-             {"scale": project.scale, "n_resamples": n_resamples, "seed": seed}),
-            (judge_monitorings, (handed, judges, matrix.columns("primary", "human"), decision, _planned(plan),
-                                 inclusion), {}),
-        )
+        statistics = (document_statistics, (handed, decision, inclusion),
+                      {"scale": project.scale, "n_resamples": n_resamples, "seed": seed})
+        if isinstance(states, RecentlyUsed):
+            with ThreadPoolExecutor(1, thread_name_prefix="document-statistics") as beside:
+                waiting = beside.submit(off_worker_each, cells, statistics)
+                blocks = judge_monitorings(matrix, judges, humans, decision, plan, inclusion,
+                                           kept=(states, document_lineage(project, plan, criterion, "monitoring")))
+                [stats] = waiting.result()
+        else:
+            monitorings: Call = (judge_monitorings, (handed, judges, humans, decision, _planned(plan), inclusion), {})
+            stats, blocks = off_worker_each(cells, statistics, monitorings)
     validations = [
         fixed | decision_in_force(block, matrix, decision, fixed, plan)
         for fixed, block in zip(stats["judges"], blocks, strict=True)

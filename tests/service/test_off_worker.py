@@ -19,6 +19,7 @@ from service import cancellable, reliability
 from service.cancellable import ComputationLost, off_worker, off_worker_each
 from service.errors import Conflict
 from service.matrix import LabelMatrix, RaterColumn
+from service.monitoring import MONITOR_KEY
 from service.reliability import DocumentCache
 from service.shared_matrix import SharedMatrix
 from tests.factories import create_project
@@ -170,7 +171,7 @@ def test_plans_documents_and_reports_computed_off_the_worker_are_those_computed_
 
 
 
-def _die_with(*_: object) -> None:
+def _die_with(*_: object, **__: object) -> None:
     os._exit(9)
 
 
@@ -179,11 +180,14 @@ def test_a_document_whose_child_dies_is_a_503_and_the_next_request_computes_it(
 ) -> None:
     pid = _labelled_project(client, 60)
     monkeypatch.setattr(cancellable, "OFF_WORKER_CELLS", 0)
-    with monkeypatch.context() as patch:
-        patch.setattr(reliability, "judge_monitorings", _die_with)
-        r = client.get(f"/projects/{pid}/reliability")
-    assert r.status_code == 503, r.text
-    assert r.json()["error"] == "computation_lost" and "exit code 9" in r.json()["detail"]
-    assert multiprocessing.active_children() == []  # the sibling killed, both joined
+    for computation in ("judge_monitorings", "document_statistics"):  # the monitoring in a child or in the worker
+        with monkeypatch.context() as patch:
+            patch.setattr(reliability, computation, _die_with)
+            if computation == "judge_monitorings":  # a worker keeping no monitorings: both in children
+                patch.setitem(client.app.state.sessions.kw["info"], MONITOR_KEY, None)  # type: ignore[attr-defined]
+            r = client.get(f"/projects/{pid}/reliability")
+        assert r.status_code == 503, r.text
+        assert r.json()["error"] == "computation_lost" and "exit code 9" in r.json()["detail"]
+        assert multiprocessing.active_children() == []  # the sibling killed, all joined
     r = client.get(f"/projects/{pid}/reliability")
     assert r.status_code == 200 and r.json()["judges"], r.text
