@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import log_ndtr
 
-from planner.codes import MISSING, checked_code_array
+from planner.codes import MISSING, checked_code_array, code_type
 from planner.intervals import ConfidenceInterval
 from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, TOLERANCE, checked_inclusion, passes
 from planner.significance import alt_test_p_values, by_rejections
@@ -906,7 +906,7 @@ def _monitoring(
         last_rank = _last_rank(codes, ranks, int(np.iinfo(np.int64).min))
     elif since.size:
         last_rank = _last_rank(codes[since], ranks[since], last_rank)
-    kept = codes.copy()
+    kept = codes.astype(code_type(n_labels))  # a copy in the compact type (int64 codes would be 8x the bytes)
     kept.flags.writeable = False
     state = MonitorState(settings, weights, kept, last_rank, tuple(paths), first_won, first_lost, n_looks)
     return monitoring, state

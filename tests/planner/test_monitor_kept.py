@@ -87,6 +87,7 @@ def test_only_the_rows_labeled_since_are_read_when_labels_were_only_added(monkey
     order = np.where(codes >= 0, rng.permutation(codes.size).reshape(codes.shape) + 1, -1)
     options = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
     _, state = kept_monitoring(codes, previous=None, order=order, **options)
+    assert codes.dtype == np.int64 and state.codes.dtype == np.int8  # kept in the compact type: 1/8 of the bytes
     empty = np.argwhere(codes < 0)[:50]
     codes, order = codes.copy(), order.copy()
     codes[empty[:, 0], empty[:, 1]] = 1
