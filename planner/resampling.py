@@ -366,13 +366,18 @@ def resampled_multiplicities(
     rare_items = np.repeat(np.flatnonzero(~common).astype(np.int32), counts[~common])  # each item's pattern
     for start in range(0, n_resamples, block):
         stop = min(start + block, n_resamples)
-        weights = np.zeros((stop - start, n_patterns))
+        on_common_patterns = None  # drawn first: the same stream as before rows were written whole
         if common_idx.size:
-            weights[:, common_idx] = _common_multiplicities(on_common[start:stop], counts[common], common_items, rng)
+            on_common_patterns = _common_multiplicities(on_common[start:stop], counts[common], common_items, rng)
+        # every row is written whole below when there are rare items (their counts are 0 on the
+        # common patterns, which are then set): no zero fill, no read-modify-write
+        weights = np.empty((stop - start, n_patterns)) if rare_items.size else np.zeros((stop - start, n_patterns))
         for row, n_draws in zip(weights, on_rare[start:stop], strict=True):
             if rare_items.size:  # measured faster than counting per item and summing per pattern
                 picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
-                row += np.bincount(rare_items[picks], minlength=n_patterns)
+                row[:] = np.bincount(rare_items[picks], minlength=n_patterns)
+        if on_common_patterns is not None:
+            weights[:, common_idx] = on_common_patterns
         yield weights
 
 
