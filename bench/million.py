@@ -13,6 +13,9 @@ items (default 10,000) in the same run, and each figure is printed next to its 1
   events to its kept matrix) and the CPU seconds it cost the server (its threads and the child
   computations: on a loaded machine the figure to compare), then the dashboard (document
   cached), ``/ranking``;
+- after 1,000 labels added (a human registered before the first document labels 1,000 new items;
+  corrections make the monitoring start afresh, additions continue it): the fresh ``/reliability``
+  and its server CPU;
 - after another 1,000-label write: the dashboard (the fresh document if ready within the
   dashboard's wait, else the newest computed one, marked, while the fresh one is computed in
   the background: whether it did, and how long until the page is fresh), the report as JSON
@@ -120,6 +123,17 @@ def write_1000(c: httpx.Client, pid: str, judge: np.ndarray, rng: np.random.Gene
     assert r.json()["accepted"] == 1_000, r.json()
 
 
+def add_1000(c: httpx.Client, pid: str, rng: np.random.Generator) -> None:
+    """1,000 labels added (no correction): the rater ``late``, registered before the first document, on
+    1,000 items it has not labelled yet."""
+    n_items = int(c.get(f"/projects/{pid}").json()["n_items"])
+    items = rng.choice(n_items, size=1_000, replace=False)
+    rows = [{"item": f"i{i}", "rater": "late", "value": "pass" if rng.random() < 0.7 else "fail"} for i in items]
+    r = c.post(f"/projects/{pid}/labels", json=rows)
+    r.raise_for_status()
+    assert r.json()["accepted"] == 1_000, r.json()
+
+
 def dashboard(c: httpx.Client, pid: str) -> tuple[float, bool]:
     """Seconds for the project's dashboard page, and whether it showed an older document (refreshing)."""
     t0 = time.perf_counter()
@@ -158,6 +172,7 @@ def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | 
         else:
             pid, judge = build(c, n_items, overlap, rng)
             out["build (s)"] = time.perf_counter() - t0
+        c.post(f"/projects/{pid}/raters", json={"external_id": "late", "kind": "human"}).raise_for_status()
         out["healthz p50"] = statistics.median(timed(lambda: c.get("/healthz")) for _ in range(20))
         out["first document (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
         out["first dashboard (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/dashboard"))
@@ -168,6 +183,10 @@ def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | 
         out["  its server CPU (worker + children)"] = server_cpu(server) - cpu
         out["dashboard, document cached"] = dashboard(c, pid)[0]
         out["ranking after the write"] = timed(lambda: c.get(f"/projects/{pid}/ranking"))
+        add_1000(c, pid, rng)
+        cpu = server_cpu(server)
+        out["reliability after 1,000 added"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
+        out["  its server CPU (added)"] = server_cpu(server) - cpu
         write_1000(c, pid, judge, rng)
         out["dashboard after 1,000 labels"], out["  it showed an older document"] = dashboard(c, pid)
         out["  then until the page is fresh"] = until_fresh(c, pid)
