@@ -121,13 +121,15 @@ class _Running:
     mean: float = math.nan
 
 
-def _sums_from(a: np.ndarray, start: float | None) -> np.ndarray:
-    """Prefix sums of ``a`` continuing from ``start`` (a prefix's sum), each added in the order a
-    prefix sum over the whole path adds it: bit-identical to that path's tail."""
+def _accumulated(ufunc: np.ufunc, a: np.ndarray, start: float | None) -> np.ndarray:
+    """``ufunc.accumulate`` of ``a`` continuing from ``start`` (the running value of a prefix), each step
+    taken in the order an accumulation over the whole path takes it: bit-identical to that path's tail
+    (``np.add``: its prefix sums, as ``np.cumsum``)."""
     if start is None:
-        return np.cumsum(a)
-    sums: np.ndarray = np.cumsum(np.concatenate([[start], a]))[1:]
-    return sums
+        out: np.ndarray = ufunc.accumulate(a)
+        return out
+    out = ufunc.accumulate(np.concatenate([[start], a]))[1:]
+    return out
 
 
 def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
@@ -145,9 +147,9 @@ def _running_bets(y: np.ndarray, log_inv_a: float, start: _Running) -> tuple[np.
     """:func:`_plug_in_bets` of a path's next ``y`` after a prefix ending with ``start``, and the
     prefix sums of ``y`` and ``(y - mu)^2`` and ``sigma^2`` along them."""
     t = np.arange(start.n + 1, start.n + y.size + 1, dtype=float)
-    sums = _sums_from(y, start.y_sum)
+    sums = _accumulated(np.add, y, start.y_sum)
     mu = (0.5 + sums) / (t + 1.0)
-    devs = _sums_from((y - mu) ** 2, start.dev_sum)
+    devs = _accumulated(np.add, (y - mu) ** 2, start.dev_sum)
     sigma2 = (0.25 + devs) / (t + 1.0)
     previous = np.concatenate([[start.sigma2], sigma2[:-1]])
     bets: np.ndarray = np.sqrt(2.0 * log_inv_a / (previous * t * np.log1p(t)))
@@ -177,8 +179,8 @@ def _running_e_processes(
         y = null_mean + weights * (y - null_mean)
     bets, sums, devs, sigma2 = _running_bets(y, log_inv_a, start)
     excess = y - null_mean
-    won = _sums_from(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess), start.won)
-    lost = _sums_from(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), start.lost)
+    won = _accumulated(np.add, np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess), start.won)
+    lost = _accumulated(np.add, np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), start.lost)
     if y.size == 0:
         return won, lost, start
     end = replace(start, n=start.n + y.size, y_sum=float(sums[-1]), dev_sum=float(devs[-1]),
@@ -221,8 +223,8 @@ def _running_bounds(
     """:func:`_normal_mixture_bounds` of a path's next ``x`` after a prefix ending with ``start``, and the
     sums the longer path ends with (its capitals' sums left as ``start`` has them)."""
     t = np.arange(start.n + 1, start.n + x.size + 1, dtype=float)
-    total = t if weights is None else _sums_from(weights, start.w_sum)
-    sums = _sums_from(x if weights is None else weights * x, start.x_sum)
+    total = t if weights is None else _accumulated(np.add, weights, start.w_sum)
+    sums = _accumulated(np.add, x if weights is None else weights * x, start.x_sum)
     mean = sums / total
     half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / total
     if x.size == 0:
@@ -802,15 +804,6 @@ def _added_rows(
 def _last_rank(codes: np.ndarray, ranks: np.ndarray, below: int) -> int:
     """The largest rank of a labeled cell of ``codes``, or ``below`` when it is larger."""
     return max(below, int(np.max(ranks, where=codes != MISSING, initial=np.iinfo(ranks.dtype).min)))
-
-
-def _accumulated(ufunc: np.ufunc, a: np.ndarray, start: float | None) -> np.ndarray:
-    """``ufunc.accumulate`` of ``a`` continuing from ``start`` (the running value of a prefix)."""
-    if start is None:
-        out: np.ndarray = ufunc.accumulate(a)
-        return out
-    out = ufunc.accumulate(np.concatenate([[start], a]))[1:]
-    return out
 
 
 def _monitoring(
