@@ -124,6 +124,7 @@ def judge_monitorings(
         "budget": planned_budget(plan),
         "inclusion": inclusion,
     }
+    mode = decision.resolved_monitoring()
     blocks: list[dict[str, Any] | None] = []
     for judge in judges:
         if kept is None:
@@ -134,7 +135,7 @@ def judge_monitorings(
                 matrix.codes, previous=states.get((lineage, judge)), judge=judge, **options
             )
             states.put((lineage, judge), state)
-        blocks.append(monitoring_block(monitoring, matrix, decision.resolved_monitoring()))
+        blocks.append(monitoring_block(monitoring, matrix, mode))
     return blocks
 
 
