@@ -70,48 +70,56 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
-        app.state.engine = engine
-        snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
-        matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
-        app.state.sessions = make_sessionmaker(engine, matrices)
-        if snapshots is not None:
-            with session_scope(app.state.sessions) as session:
-                remove_orphan_snapshots(snapshots, session)
-        app.state.writer_turn = writer_turn(engine)
-        app.state.database.watch(engine)
-        secret = None
+        # Its state lives on the app: a second lifespan at once would replace the first's engine and
+        # background threads, and the first's would then run on, unstopped, after both ended.
+        if getattr(app.state, "serving", False):
+            raise RuntimeError("this app is already serving: create another app for a second server")
+        app.state.serving = True
         try:
-            with session_scope(app.state.sessions, write=True) as session:
-                secret = ensure_admin_key(session, settings.admin_key)
-        except IntegrityError:  # another worker registered the same admin key first
-            pass
-        if secret:
-            print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
-        # Sync routes and dependencies share one thread pool (AnyIO's default is 40 threads);
-        # write requests wait for their turn outside it (service.db.writer_turn).
-        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
-        # Plans are drafted on threads of their own: a drafted plan waiting for its turn to be
-        # stored then holds none of the pool's threads, which the turn's holder may need.
-        app.state.plan_drafts = anyio.CapacityLimiter(PLAN_DRAFTS)
-        sender = WebhookSender(app.state.sessions, settings, app.state.documents)
-        if settings.webhook_sender:
-            sender.start()
-        app.state.strata_warmer = StrataWarmer(app.state.sessions)
-        app.state.strata_warmer.start()
-        yield
-        app.state.strata_warmer.stop()
-        sender.stop()
-        app.state.documents.close()
-        RUNNER.shutdown()
-        matrices.flush()
-        engine.dispose()
+            engine = make_engine(settings.database_url)
+            app.state.engine = engine
+            snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
+            matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
+            app.state.sessions = make_sessionmaker(engine, matrices)
+            if snapshots is not None:
+                with session_scope(app.state.sessions) as session:
+                    remove_orphan_snapshots(snapshots, session)
+            app.state.writer_turn = writer_turn(engine)
+            app.state.database.watch(engine)
+            secret = None
+            try:
+                with session_scope(app.state.sessions, write=True) as session:
+                    secret = ensure_admin_key(session, settings.admin_key)
+            except IntegrityError:  # another worker registered the same admin key first
+                pass
+            if secret:
+                print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
+            # Sync routes and dependencies share one thread pool (AnyIO's default is 40 threads);
+            # write requests wait for their turn outside it (service.db.writer_turn).
+            anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
+            # Plans are drafted on threads of their own: a drafted plan waiting for its turn to be
+            # stored then holds none of the pool's threads, which the turn's holder may need.
+            app.state.plan_drafts = anyio.CapacityLimiter(PLAN_DRAFTS)
+            documents = app.state.documents = DocumentCache()
+            sender = WebhookSender(app.state.sessions, settings, documents)
+            if settings.webhook_sender:
+                sender.start()
+            warmer = app.state.strata_warmer = StrataWarmer(app.state.sessions)
+            warmer.start()
+            yield
+            warmer.stop()
+            sender.stop()
+            documents.close()
+            RUNNER.shutdown()
+            matrices.flush()
+            engine.dispose()
+        finally:
+            app.state.serving = False
 
     app = FastAPI(
         title="annoplan", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     app.state.settings = settings
-    app.state.documents = DocumentCache()
     app.state.database = DatabaseState()
     install_error_handlers(app)
     install_outage_handlers(app)

@@ -88,6 +88,7 @@ class DocumentCache:
         self._building: dict[str, threading.Lock] = {}
         self._pending: dict[str, Future[Any]] = {}
         self._background: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def get(self, key: str) -> Any | None:
         with self._lock:
@@ -138,10 +139,19 @@ class DocumentCache:
             pending = self._pending.get(name)
             if pending is not None:
                 return pending
-            if self._background is None:
-                self._background = ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="annoplan-documents")
-            future = self._background.submit(work)
-            self._pending[name] = future
+            closed = self._closed
+            if not closed:
+                if self._background is None:
+                    self._background = ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="annoplan-documents")
+                future = self._background.submit(work)
+                self._pending[name] = future
+        if closed:  # asked by background work that close() waits for: done here, before the worker ends
+            done: Future[T] = Future()
+            try:
+                done.set_result(work())
+            except Exception as exc:
+                done.set_exception(exc)
+            return done
         future.add_done_callback(lambda _: self._forget(name, future))
         return future
 
@@ -159,9 +169,10 @@ class DocumentCache:
         wait(pending)
 
     def close(self) -> None:
-        """Stop taking background work; wait for what runs (a worker shutting down)."""
+        """Wait for the background work that runs (a worker shutting down); work handed over after is done in the
+        thread that hands it."""
         with self._lock:
-            background, self._background = self._background, None
+            background, self._background, self._closed = self._background, None, True
         if background is not None:
             background.shutdown(wait=True, cancel_futures=True)
 

@@ -765,17 +765,17 @@ ENDPOINTS = [
 
 
 def test_missing_or_invalid_key_is_401_everywhere(client, labelled, unchanged, subtests):
-    with TestClient(client.app, raise_server_exceptions=False) as anon:
-        assert "authorization" not in anon.headers
-        for name, authorization in AUTH_CASES:
-            headers = {"Authorization": authorization} if authorization is not None else {}
-            with subtests.test(msg=name):
-                for method, path, body in ENDPOINTS:
-                    r = anon.request(method, path.format(pid=labelled["id"]), json=body, headers=headers)
-                    assert_error(r, 401, "unauthorized")
-                    assert r.headers.get("www-authenticate", "").lower().startswith("bearer"), (method, path)
-        unchanged.check()
-        assert anon.get("/healthz").status_code == 200  # the one open endpoint
+    anon = TestClient(client.app, raise_server_exceptions=False)  # the same server: no lifespan of its own
+    assert "authorization" not in anon.headers
+    for name, authorization in AUTH_CASES:
+        headers = {"Authorization": authorization} if authorization is not None else {}
+        with subtests.test(msg=name):
+            for method, path, body in ENDPOINTS:
+                r = anon.request(method, path.format(pid=labelled["id"]), json=body, headers=headers)
+                assert_error(r, 401, "unauthorized")
+                assert r.headers.get("www-authenticate", "").lower().startswith("bearer"), (method, path)
+    unchanged.check()
+    assert anon.get("/healthz").status_code == 200  # the one open endpoint
 
 
 def test_a_project_key_cannot_reach_another_project(client, labelled, other_project, engine):
