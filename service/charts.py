@@ -141,12 +141,13 @@ def _interval_svg(chart: Chart) -> str:
 
 
 def _plane(
-    chart: Chart, xs: tuple[float, float], ys: tuple[float, float], *, integer_x: bool
+    chart: Chart, xs: tuple[float, float], ys: tuple[float, float], *, integer_x: bool, below: float = 0
 ) -> tuple[list[str], Callable[[float], float], Callable[[float], float]]:
-    """An x-y chart's opened SVG with both axes drawn, and its x and y pixel maps."""
+    """An x-y chart's opened SVG with both axes drawn (``below`` pixels left free under them), and its
+    x and y pixel maps."""
     (x0, x1), (y0, y1) = xs, ys
     height, left, bottom = PLANE
-    parts = _open(chart, height)
+    parts = _open(chart, height + below)
 
     def px(x: float) -> float:
         return left + (x - x0) / (x1 - x0) * (WIDTH - left - 20)
@@ -220,6 +221,7 @@ def _bars_svg(chart: Chart) -> str:
 
 
 BAND_COLOURS = ("#3465a4", "#cc0000", "#4e9a06", "#75507b", "#c17d11", "#555753")
+LEGEND_PER_ROW, LEGEND_ROW = 4, 16  # a band chart's legend entries per row, and a row's height in pixels
 
 
 def _band_svg(chart: Chart) -> str:
@@ -232,7 +234,9 @@ def _band_svg(chart: Chart) -> str:
     x0, x1 = min(xs), max(xs)
     if x1 <= x0:
         x0, x1 = x0 - 1, x1 + 1
-    parts, px, py = _plane(chart, (x0, x1), (min(ys), max(ys)), integer_x=True)
+    series = list(dict.fromkeys(row[0] for row in chart.rows))
+    legend_rows = -(-len(series) // LEGEND_PER_ROW)
+    parts, px, py = _plane(chart, (x0, x1), (min(ys), max(ys)), integer_x=True, below=LEGEND_ROW * legend_rows)
     for value, label in chart.marks:
         # Labels of negative marks sit below their line, the others above: -epsilon and 0 never overlap.
         label_y = py(value) + (11 if value < 0 else -3)
@@ -241,7 +245,6 @@ def _band_svg(chart: Chart) -> str:
             f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{label_y:.1f}" '
             f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>'
         )
-    series = list(dict.fromkeys(row[0] for row in chart.rows))
     for k, name in enumerate(series):
         band = [row for row in chart.rows if row[0] == name]
         colour = BAND_COLOURS[k % len(BAND_COLOURS)]
@@ -250,8 +253,14 @@ def _band_svg(chart: Chart) -> str:
         parts.append(
             f'<polygon class="band" points="{path}" fill="{colour}" fill-opacity="0.25" '
             f'stroke="{colour}"><title>{escape(str(name))}</title></polygon>'
-            f'<text x="{left + 8}" y="{22 + 13 * k}" font-size="11" fill="{colour}">'
-            f"{escape(str(name))[:18]}</text>"
+        )
+        # the legend sits under the x axis, where no band is drawn
+        row, column = divmod(k, LEGEND_PER_ROW)
+        x, y = left + column * (WIDTH - left) / LEGEND_PER_ROW, PLANE[0] + LEGEND_ROW * row + 4
+        parts.append(
+            f'<g class="legend"><rect x="{x:.0f}" y="{y:.0f}" width="10" height="10" fill="{colour}" '
+            f'fill-opacity="0.5" stroke="{colour}"/><text x="{x + 14:.0f}" y="{y + 9:.0f}" font-size="11">'
+            f"{escape(str(name))[:18]}</text></g>"
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -196,7 +198,13 @@ def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
     pid, _ = interleaved_project(client, n_items=120)
     doc = client.get(f"/projects/{pid}/reliability").json()
     chart = {c.id: c for c in dashboard_charts(doc, [], [])}["sequences-1"]
-    assert chart_svg(chart).count('class="band"') == 3
+    svg = chart_svg(chart)
+    assert svg.count('class="band"') == 3
+    # each rater's legend entry lies under the x axis, off the bands (it was drawn over them)
+    axis_y = max(float(y) for y in re.findall(r'class="axis"[^>]* y2="([\d.]+)"', svg))
+    legend = re.findall(r'<g class="legend"><rect x="[\d.]+" y="([\d.]+)".*?>([^<]*)</text></g>', svg)
+    assert sorted(name for _, name in legend) == ["h2", "h3", "prim"]
+    assert all(float(y) > axis_y + 30 for y, _ in legend)
     rows = chart_csv(chart).splitlines()
     assert rows[0] == "rater,label_seq,n,lower,upper" and len(rows) == 1 + 3 * 60
     last = {r["rater"]: r for r in doc["monitoring"]["raters"]}
