@@ -21,6 +21,7 @@ from planner.designs import modal_strata
 from service.matrix import value_codes
 from service.matrix_store import current_matrix
 from service.models import Plan, Project, Rater
+from service.polling import PollingThread
 from service.recently_used import RecentlyUsed
 from service.sql import driver_rows
 
@@ -192,19 +193,18 @@ def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
     )
 
 
-class StrataWarmer:
+class StrataWarmer(PollingThread):
     """A worker's thread computing the modal strata (and reading the label matrix they come from) of
     the projects with the newest plans, off the request path: at start, at :meth:`poke` (a plan
     stored by this worker) and every ``WARM_POLL_SECONDS`` (plans stored by other workers). Each
     plan is warmed once; a request arriving first computes the strata itself, as before."""
 
+    thread_name = "annoplan-strata-warmer"
+
     def __init__(self, sessions: sessionmaker[Session], *, poll_seconds: float = WARM_POLL_SECONDS) -> None:
+        super().__init__(poll_seconds=poll_seconds, stop_seconds=STOP_SECONDS, log=log)
         self.sessions = sessions
-        self.poll_seconds = poll_seconds
         self._warmed: set[str] = set()  # plan ids
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def newest_plans(self) -> list[tuple[str, str]]:
         """(plan id, project id) of the plans in force of the projects planned most recently, as many
@@ -224,7 +224,7 @@ class StrataWarmer:
         """Warm the projects of the newest plans not warmed yet; their project ids."""
         warmed = []
         for plan_id, project_id in self.newest_plans():
-            if plan_id in self._warmed or self._stop.is_set():
+            if plan_id in self._warmed or self.stopping:
                 continue
             with self.sessions() as session:
                 project = session.get(Project, project_id)
@@ -233,29 +233,3 @@ class StrataWarmer:
                     warmed.append(project_id)
             self._warmed.add(plan_id)
         return warmed
-
-    def poke(self) -> None:
-        """Look for new plans now (a plan was just stored)."""
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            try:
-                self.run_once()
-            except Exception:  # a warm-up is only a head start: the next request computes what is missing
-                log.exception("modal strata warm-up failed")
-            self._wake.wait(self.poll_seconds)
-
-    def start(self) -> None:
-        """Run in a daemon thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self._run, name="annoplan-strata-warmer", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """End the thread after the warm-up in progress, waiting for it at most ``STOP_SECONDS``."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=STOP_SECONDS)
-            self._thread = None

@@ -14,7 +14,6 @@ import hmac
 import logging
 import random
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.db import session_scope
 from service.errors import Invalid
 from service.models import Webhook, WebhookDelivery, WebhookEvent, utcnow
+from service.polling import PollingThread
 from service.reliability import DocumentCache
 from service.settings import Settings
 from service.url_guard import checked_webhook_url
@@ -154,19 +154,22 @@ def record_outcome(
         )
 
 
-class WebhookSender:
+class WebhookSender(PollingThread):
     """The background sender of one server process, started and stopped by the app's lifespan."""
 
+    thread_name = "annoplan-webhooks"
+
     def __init__(self, sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache):
+        timeout = min(settings.webhook_timeout_seconds, settings.webhook_lease_seconds / 3)
+        # stopping waits for the request in flight
+        super().__init__(poll_seconds=settings.webhook_poll_seconds, stop_seconds=timeout + 5, log=log)
         self.sessions = sessions
         self.settings = settings
         self.documents = documents
-        self.timeout = min(settings.webhook_timeout_seconds, settings.webhook_lease_seconds / 3)
+        self.timeout = timeout
         # claimed deliveries are sent one after another: all of them must finish inside the lease
         self.batch = max(1, int(settings.webhook_lease_seconds / (2 * self.timeout)))
         self.rng = random.Random()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._seen = Seen()
         self._client: httpx.Client | None = None
 
@@ -180,7 +183,7 @@ class WebhookSender:
         """One round: announce changes the outbox should carry, then send what is due; deliveries attempted."""
         announce_changes(self.sessions, self.settings, self.documents, self._seen)
         attempted = 0
-        while not self._stop.is_set():
+        while not self.stopping:
             claimed = claim_due(self.sessions, lease_seconds=self.settings.webhook_lease_seconds, limit=self.batch)
             if not claimed:
                 break
@@ -190,25 +193,9 @@ class WebhookSender:
                 attempted += 1
         return attempted
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:  # the sender must outlive a failed round (database restart, ...)
-                log.exception("webhook sender round failed")
-            self._stop.wait(self.settings.webhook_poll_seconds)
-
-    def start(self) -> None:
-        """Run rounds in a daemon thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self._run, name="annoplan-webhooks", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
         """Finish the request in flight (bounded by the timeout), end the thread and close the HTTP client."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout + 5)
-            self._thread = None
+        super().stop()
         if self._client is not None:
             self._client.close()
             self._client = None
