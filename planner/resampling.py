@@ -363,7 +363,7 @@ def resampled_multiplicities(
     on_rare = on_kept - on_common
     common_idx = np.flatnonzero(common)
     common_items = np.repeat(np.arange(common_idx.size, dtype=np.int32), counts[common])
-    rare_items = np.repeat(np.flatnonzero(~common).astype(np.int32), counts[~common])  # each item's pattern
+    rare_items = np.repeat(np.flatnonzero(~common), counts[~common])  # each item's pattern
     for start in range(0, n_resamples, block):
         stop = min(start + block, n_resamples)
         on_common_patterns = None  # drawn first: the same stream as before rows were written whole
@@ -374,7 +374,9 @@ def resampled_multiplicities(
         weights = np.empty((stop - start, n_patterns)) if rare_items.size else np.zeros((stop - start, n_patterns))
         for row, n_draws in zip(weights, on_rare[start:stop], strict=True):
             if rare_items.size:  # measured faster than counting per item and summing per pattern
-                picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.uint32)
+                # int64 picks are the same numbers as uint32 ones (one 32-bit draw each); int64 indices
+                # and patterns are gathered and counted without casts (about 20% of the draw)
+                picks = rng.integers(0, rare_items.size, size=n_draws, dtype=np.int64)
                 row[:] = np.bincount(rare_items[picks], minlength=n_patterns)
         if on_common_patterns is not None:
             weights[:, common_idx] = on_common_patterns
