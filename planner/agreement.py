@@ -75,13 +75,16 @@ class _Resampling:
     """How a result's items are resampled: its statistic on pattern weights ``(B, U)``, the
     number of items of each pattern, and the ratings per label over those items. ``source``: the
     result's pattern of each row it was built from (``-1``: a row it leaves out), when it keeps or
-    merges some of them; ``None`` when its patterns are those rows."""
+    merges some of them; ``None`` when its patterns are those rows. ``cells``: when the statistic
+    reads only sums of the weights, a sparse 0/1 map ``(K, U)`` of its rows to those sums and the
+    statistic of the sums ``(B, K)`` (:func:`summary_table` reads several results in one product)."""
 
     statistic: Callable[[np.ndarray], np.ndarray]
     counts: np.ndarray
     label_counts: np.ndarray
     width: int = 0
     source: np.ndarray | None = None
+    cells: tuple[Any, Callable[[np.ndarray], np.ndarray]] | None = None
 
     def reader(self, resample: ItemResample) -> Reader:
         """How this result reads ``resample`` of the rows it was built from (``joint_replicates``)."""
@@ -95,9 +98,10 @@ class _Resampling:
 def _on_patterns(
     patterns: np.ndarray, frequency: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
     label_counts: np.ndarray, *, width: int = 0, source: np.ndarray | None = None,
+    cells: tuple[Any, Callable[[np.ndarray], np.ndarray]] | None = None,
 ) -> _Resampling:
     """Resampling of items grouped into distinct ``patterns`` with ``frequency`` items each."""
-    return _Resampling(partial(statistic, patterns), frequency, label_counts, width, source)
+    return _Resampling(partial(statistic, patterns), frequency, label_counts, width, source, cells)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -933,7 +937,11 @@ def _mean_kappa_terms(
 
     ``weights`` ``(B, n_rows)`` weigh the distinct code ``rows`` (``held``: see :func:`_pair_tables`).
     """
-    tables = _pair_tables(rows, weights, n_labels, held)
+    return _mean_kappa_of_tables(_pair_tables(rows, weights, n_labels, held), n_labels, agree)
+
+
+def _mean_kappa_of_tables(tables: np.ndarray, n_labels: int, agree: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_mean_kappa_terms` of the pair tables ``(B, n_pairs, L, L)``."""
     overlap = tables.sum(axis=(2, 3))
     tables, overlap = tables[:, overlap.any(axis=0)], overlap[:, overlap.any(axis=0)]  # kappa NaN
     batch, n_pairs = tables.shape[:2]
@@ -952,9 +960,12 @@ def _mean_kappa_from_patterns(
     if not pairable.all():  # otherwise keep the patterns' own rows: no copy
         rows, frequency, source = rows[pairable], frequency[pairable], _kept_rows(pairable)
     agree = agreement_weights(n_labels, weights)
-    terms = partial(
-        _mean_kappa_terms, n_labels=n_labels, agree=agree, held=_held_pair_cells(rows, n_labels)
-    )
+    held = _held_pair_cells(rows, n_labels)
+    terms = partial(_mean_kappa_terms, n_labels=n_labels, agree=agree, held=held)
+
+    def of_cells(cells: np.ndarray) -> np.ndarray:
+        return _mean_kappa_of_tables(cells.reshape(cells.shape[0], -1, n_labels, n_labels), n_labels, agree)[0]
+
     if rows.shape[0]:
         mean, n_pairs = (x[0] for x in terms(rows, frequency[None].astype(float)))
     else:
@@ -984,6 +995,7 @@ def _mean_kappa_from_patterns(
                         minlength=n_labels),
             width=len(_rater_pairs(rows.shape[1])) * n_labels**2,
             source=source,
+            cells=None if held is None else (held, of_cells),
         ),
     )
 
@@ -1061,9 +1073,48 @@ def summary_table(
         "ac1": _ac1_from_counts(counts, frequency),
     }
     defined = [key for key, result in results.items() if result.defined]
-    readers = [results[key]._resampling.reader(resample if key == "kappa" else by_counts) for key in defined]
-    drawn = dict(zip(defined, joint_replicates(readers) if readers else [], strict=True))
+    if "kappa" in defined and results["kappa"]._resampling.cells is not None:
+        merges = {key: None if key == "kappa" else to_counts for key in defined}
+        drawn = dict(zip(defined, _summed_replicates(
+            resample, [(results[key]._resampling, merges[key]) for key in defined]), strict=True))
+    else:
+        readers = [results[key]._resampling.reader(resample if key == "kappa" else by_counts) for key in defined]
+        drawn = dict(zip(defined, joint_replicates(readers) if readers else [], strict=True))
     return {
         key: Estimate(result, result._interval(confidence_level, "bootstrap", partial(drawn.__getitem__, key)))
         for key, result in results.items()
     }
+
+
+def _summed_replicates(resample: ItemResample, parts: list[tuple[_Resampling, np.ndarray | None]]) -> list[np.ndarray]:
+    """Each part's statistic on every resample of ``resample``'s rows, from one sparse product of
+    the weights (docs/method.md §2, "Intervals"). A part is a result's resampling and the
+    result's row of each of ``resample``'s rows (None: they are its rows). The part's sums (its
+    ``cells``, else its rows' weights) are stacked in one map of ``resample``'s rows: the weights
+    are transposed once per block and read once, instead of merged per part and row by row."""
+    from scipy.sparse import csc_array, eye_array, vstack  # deferred, as in _rater_pair_cells
+
+    n_rows = resample.n_rows
+    maps, statistics = [], []
+    for part, merge in parts:
+        cells, statistic = part.cells or (eye_array(part.counts.size, dtype=np.float32, format="csc"), part.statistic)
+        rows = np.arange(n_rows) if merge is None else merge
+        if part.source is not None:  # the part's own rows: some left out (-1) or merged
+            rows = np.where(rows >= 0, part.source[np.maximum(rows, 0)], -1)
+        kept = np.flatnonzero(rows >= 0)
+        ones = np.ones(kept.size, dtype=np.float32)
+        to_part = csc_array((ones, (rows[kept], kept)), shape=(part.counts.size, n_rows))
+        maps.append(csc_array(cells @ to_part))
+        statistics.append(statistic)
+    stacked = csc_array(vstack(maps, format="csc", dtype=np.float32))
+    bounds = np.cumsum([0] + [m.shape[0] for m in maps])
+    # multiplicities are whole numbers summing to at most n_items: float32 sums are exact below 2**24
+    dtype = np.float32 if resample.n_items < 2**24 else np.float64
+
+    def replicates(weights: np.ndarray) -> np.ndarray:
+        sums = np.asarray(stacked.astype(dtype, copy=False) @ _transposed(weights, dtype)).T
+        return np.stack([statistic(np.ascontiguousarray(sums[:, a:b], dtype=float)) for statistic, a, b in
+                         zip(statistics, bounds[:-1], bounds[1:], strict=True)], axis=1)
+
+    drawn = resample.replicates(replicates, width=int(bounds[-1]))
+    return [np.ascontiguousarray(column) for column in drawn.T]  # as joint_replicates: each contiguous
