@@ -40,13 +40,22 @@ def count_patterns(
     in int64 (many labels), items are grouped by their sorted codes (the same multiset of
     labels), which keeps memory at the size of ``codes``.
     """
+    distinct, frequency, _ = _count_patterns(codes, n_labels, counts, with_groups=False)
+    return distinct, frequency
+
+
+def _count_patterns(
+    codes: np.ndarray, n_labels: int, counts: np.ndarray | None, *, with_groups: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     base = codes.shape[1] + 1
     if n_labels * np.log2(base) >= 62:
         multisets, frequency = distinct_rows(np.sort(codes, axis=1), n_labels, counts=counts)
-        return item_counts(multisets, n_labels), frequency
+        return item_counts(multisets, n_labels), frequency, None
     place = np.append(np.int64(base) ** np.arange(n_labels, dtype=np.int64), 0)  # -1 picks 0
-    distinct, frequency = distinct_keys(np.einsum("ij->i", place[codes]), counts)
-    return distinct[:, None] // place[:-1] % base, frequency
+    keys = np.einsum("ij->i", place[codes])
+    distinct, frequency = distinct_keys(keys, counts)
+    groups = np.searchsorted(distinct, keys) if with_groups else None  # each row's count vector
+    return distinct[:, None] // place[:-1] % base, frequency, groups
 
 
 def grouped_count_patterns(
@@ -59,16 +68,14 @@ def grouped_count_patterns(
     >>> c.tolist(), f.tolist(), groups.tolist()
     ([[1, 1], [0, 2]], [5, 4], [0, 0, 1])
     """
-    distinct, frequency = count_patterns(codes, n_labels, counts)
-    base = codes.shape[1] + 1
-    place = np.int64(base) ** np.arange(n_labels, dtype=np.int64)
-    if n_labels * np.log2(base) >= 62:
-        _, groups = np.unique(
-            np.concatenate([distinct, item_counts(codes, n_labels)]), axis=0, return_inverse=True
-        )
-        groups = groups.ravel()
-        return distinct, frequency, np.argsort(groups[: distinct.shape[0]])[groups[distinct.shape[0] :]]
-    return distinct, frequency, np.searchsorted(distinct @ place, item_counts(codes, n_labels) @ place)
+    distinct, frequency, groups = _count_patterns(codes, n_labels, counts, with_groups=True)
+    if groups is not None:
+        return distinct, frequency, groups
+    _, groups = np.unique(  # many labels: count vectors matched whole
+        np.concatenate([distinct, item_counts(codes, n_labels)]), axis=0, return_inverse=True
+    )
+    groups = groups.ravel()
+    return distinct, frequency, np.argsort(groups[: distinct.shape[0]])[groups[distinct.shape[0] :]]
 
 
 def pair_table(a: np.ndarray, b: np.ndarray, n_labels: int) -> np.ndarray:

@@ -29,8 +29,9 @@ from planner.agreement import (
     scott_pi,
     summary_table,
 )
-from planner.resampling import distinct_rows
-from planner.tables import agreement_weights, cell_kappas
+from planner.patterns import item_patterns
+from planner.resampling import ItemResample, distinct_rows, joint_replicates
+from planner.tables import agreement_weights, cell_kappas, grouped_count_patterns
 
 PROPERTY = settings(max_examples=60, deadline=None)
 
@@ -319,3 +320,36 @@ def test_the_held_pair_cells_are_every_raters_pair_cells_stacked(case: tuple[np.
     stacked = vstack([_rater_pair_cells(rows, n_labels, j) for j in range(rows.shape[1] - 1)], format="csc")
     assert held.shape == stacked.shape
     assert (held != stacked).nnz == 0
+
+
+@PROPERTY
+@given(code_matrices(), st.sampled_from(["nominal", "ordinal", "interval"]))
+def test_summary_table_reads_each_figure_as_its_own_reader_would(case: tuple[np.ndarray, int], scale: str) -> None:
+    """summary_table's one sparse product of the pair cells and count patterns gives each figure the
+    interval that the figure's own reader of the same resample gives (count patterns merged row by
+    row, pair tables from their own product)."""
+    codes, n_labels = case
+    patterns = item_patterns(codes, n_labels)
+    resample = ItemResample.draw(patterns.counts, patterns.n_items, 60, 3)
+    table = summary_table(codes, n_labels=n_labels, scale=scale, resample=resample, confidence_level=0.9)  # type: ignore[arg-type]
+    _, frequency, to_counts = grouped_count_patterns(patterns.rows, n_labels, patterns.counts)
+    for key, estimate in table.items():
+        result = estimate.result
+        view = resample if key == "kappa" else resample.merged(to_counts, frequency.size)
+        alone = joint_replicates([result._resampling.reader(view)])[0] if result.defined else np.zeros(0)
+        interval = result._interval(0.9, "bootstrap", lambda alone=alone: alone)
+        np.testing.assert_allclose([estimate.interval.low, estimate.interval.high], [interval.low, interval.high],
+                                   rtol=1e-12, atol=1e-12, err_msg=key)
+
+
+@PROPERTY
+@given(code_matrices(), st.lists(st.integers(1, 4), min_size=25, max_size=25))
+def test_grouped_count_patterns_group_rows_by_label_counts(case: tuple[np.ndarray, int], weights: list[int]) -> None:
+    """Each row's group holds that row's count of every label (counted here in Python), and a
+    group's frequency is the items of its rows."""
+    codes, n_labels = case
+    counts = np.array(weights[: codes.shape[0]])
+    distinct, frequency, groups = grouped_count_patterns(codes, n_labels, counts)
+    for row, group in zip(codes.tolist(), groups.tolist(), strict=True):
+        assert distinct[group].tolist() == [row.count(label) for label in range(n_labels)]
+    assert frequency.tolist() == [int(counts[groups == g].sum()) for g in range(distinct.shape[0])]
