@@ -809,29 +809,33 @@ def _held_pair_cells(rows: np.ndarray, n_labels: int) -> Any | None:
     the weights once), or None when they would hold more entries than twice the cells of ``rows``
     (they are then rebuilt for each block of resamples).
 
-    Built in one pass over the labeled cells (row-major: a row's raters in order): the ``d``-th
-    next labeled cell of the same row makes the pair ``(j, k)`` with ``k`` ``d`` raters on, so a
-    loop over ``d`` (up to the most labels on a row) finds every pair of every row.
+    Built in CSC order directly: rows with ``m`` labels are taken together, their labeled raters in
+    order ``(n, m)``, and each pair of positions ``p < q`` gives the pair ``(j, k)`` of every row; a
+    row's pairs come out in increasing cell order, written at the row's column offset.
     """
     from scipy.sparse import csc_array  # deferred, as in _rater_pair_cells
 
-    per_row = np.sum(rows >= 0, axis=1)
-    if np.sum(per_row * (per_row - 1) // 2) > 2 * rows.size or rows.shape[1] < 2:
+    labeled = rows >= 0
+    per_row = np.sum(labeled, axis=1)
+    per_column = per_row * (per_row - 1) // 2
+    if np.sum(per_column) > 2 * rows.size or rows.shape[1] < 2:
         return None
     n_raters, size = rows.shape[1], n_labels**2
-    row, rater = np.nonzero(rows >= 0)
-    code = rows[row, rater].astype(np.int64)
-    cells, columns = [], []
-    for d in range(1, int(per_row.max(initial=0))):
-        first = np.flatnonzero(row[d:] == row[:-d])
-        j, k = rater[first], rater[first + d]
+    indptr = np.r_[0, np.cumsum(per_column)]
+    index = np.int32 if max(int(indptr[-1]), n_raters**2 * size) < 2**31 else np.int64  # scipy's own choice
+    indptr, cell = indptr.astype(index), np.empty(int(indptr[-1]), dtype=index)
+    for m in np.unique(per_row[per_row >= 2]):
+        members = np.flatnonzero(per_row == m)
+        raters = np.nonzero(labeled[members])[1].reshape(-1, m)  # each row's labeled raters, in order
+        codes = rows[members[:, None], raters].astype(np.int64)
+        first, second = np.triu_indices(m, 1)  # position pairs in lexicographic order: cells increase
+        j, k = raters[:, first], raters[:, second]
         pair = j * (2 * n_raters - j - 1) // 2 + (k - j - 1)  # the pair's index in _rater_pairs order
-        cells.append(pair * size + code[first] * n_labels + code[first + d])
-        columns.append(row[first])
-    cell, column = (np.concatenate(parts or [np.zeros(0, dtype=np.int64)]) for parts in (cells, columns))
+        at = indptr[members][:, None] + np.arange(first.size)
+        cell[at] = pair * size + codes[:, first] * n_labels + codes[:, second]
     shape = (n_raters * (n_raters - 1) // 2 * size, rows.shape[0])
     ones = np.ones(cell.size, dtype=np.float32)  # as _rater_pair_cells
-    return csc_array((ones, (cell, column)), shape=shape)
+    return csc_array((ones, cell, indptr), shape=shape)
 
 
 def _transposed(weights: np.ndarray, dtype: type) -> np.ndarray:
