@@ -1101,22 +1101,27 @@ def _summed_replicates(resample: ItemResample, parts: list[tuple[_Resampling, np
     n_rows = resample.n_rows
     maps, statistics = [], []
     for part, merge in parts:
-        cells, statistic = part.cells or (eye_array(part.counts.size, dtype=np.float32, format="csc"), part.statistic)
         rows = np.arange(n_rows) if merge is None else merge
         if part.source is not None:  # the part's own rows: some left out (-1) or merged
             rows = np.where(rows >= 0, part.source[np.maximum(rows, 0)], -1)
-        kept = np.flatnonzero(rows >= 0)
-        ones = np.ones(kept.size, dtype=np.float32)
-        to_part = csc_array((ones, (rows[kept], kept)), shape=(part.counts.size, n_rows))
-        maps.append(csc_array(cells @ to_part))
-        statistics.append(statistic)
-    stacked = csc_array(vstack(maps, format="csc", dtype=np.float32))
-    bounds = np.cumsum([0] + [m.shape[0] for m in maps])
+        identity = merge is None and part.source is None
+        if not identity:
+            kept = np.flatnonzero(rows >= 0)
+            ones = np.ones(kept.size, dtype=np.float32)
+            to_part = csc_array((ones, (rows[kept], kept)), shape=(part.counts.size, n_rows))
+        if part.cells is None:
+            maps.append(eye_array(n_rows, dtype=np.float32, format="csc") if identity else to_part)
+            statistics.append(part.statistic)
+        else:
+            maps.append(part.cells[0] if identity else csc_array(part.cells[0] @ to_part))
+            statistics.append(part.cells[1])
     # multiplicities are whole numbers summing to at most n_items: float32 sums are exact below 2**24
     dtype = np.float32 if resample.n_items < 2**24 else np.float64
+    stacked = csc_array(vstack(maps, format="csc", dtype=dtype))
+    bounds = np.cumsum([0] + [m.shape[0] for m in maps])
 
     def replicates(weights: np.ndarray) -> np.ndarray:
-        sums = np.asarray(stacked.astype(dtype, copy=False) @ _transposed(weights, dtype)).T
+        sums = np.asarray(stacked @ _transposed(weights, dtype)).T
         return np.stack([statistic(np.ascontiguousarray(sums[:, a:b], dtype=float)) for statistic, a, b in
                          zip(statistics, bounds[:-1], bounds[1:], strict=True)], axis=1)
 
