@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
+from planner import agreement
 from planner.agreement import (
     AgreementResult,
     _held_pair_cells,
@@ -329,17 +330,21 @@ def test_summary_table_reads_each_figure_as_its_own_reader_would(case: tuple[np.
     interval that the figure's own reader of the same resample gives (count patterns merged row by
     row, pair tables from their own product)."""
     codes, n_labels = case
-    patterns = item_patterns(codes, n_labels)
-    resample = ItemResample.draw(patterns.counts, patterns.n_items, 60, 3)
-    table = summary_table(codes, n_labels=n_labels, scale=scale, resample=resample, confidence_level=0.9)  # type: ignore[arg-type]
-    _, frequency, to_counts = grouped_count_patterns(patterns.rows, n_labels, patterns.counts)
-    for key, estimate in table.items():
-        result = estimate.result
-        view = resample if key == "kappa" else resample.merged(to_counts, frequency.size)
-        alone = joint_replicates([result._resampling.reader(view)])[0] if result.defined else np.zeros(0)
-        interval = result._interval(0.9, "bootstrap", lambda alone=alone: alone)
-        np.testing.assert_allclose([estimate.interval.low, estimate.interval.high], [interval.low, interval.high],
-                                   rtol=1e-12, atol=1e-12, err_msg=key)
+    kept, agreement._STACKED_ROWS = agreement._STACKED_ROWS, 0  # the stacked product at any size
+    try:
+        patterns = item_patterns(codes, n_labels)
+        resample = ItemResample.draw(patterns.counts, patterns.n_items, 60, 3)
+        table = summary_table(codes, n_labels=n_labels, scale=scale, resample=resample, confidence_level=0.9)  # type: ignore[arg-type]
+        _, frequency, to_counts = grouped_count_patterns(patterns.rows, n_labels, patterns.counts)
+        for key, estimate in table.items():
+            result = estimate.result
+            view = resample if key == "kappa" else resample.merged(to_counts, frequency.size)
+            alone = joint_replicates([result._resampling.reader(view)])[0] if result.defined else np.zeros(0)
+            interval = result._interval(0.9, "bootstrap", lambda alone=alone: alone)
+            np.testing.assert_allclose([estimate.interval.low, estimate.interval.high], [interval.low, interval.high],
+                                       rtol=1e-12, atol=1e-12, err_msg=key)
+    finally:
+        agreement._STACKED_ROWS = kept
 
 
 @PROPERTY
@@ -353,3 +358,4 @@ def test_grouped_count_patterns_group_rows_by_label_counts(case: tuple[np.ndarra
     for row, group in zip(codes.tolist(), groups.tolist(), strict=True):
         assert distinct[group].tolist() == [row.count(label) for label in range(n_labels)]
     assert frequency.tolist() == [int(counts[groups == g].sum()) for g in range(distinct.shape[0])]
+
