@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from planner.certificate import verify_certificate
@@ -17,7 +18,15 @@ from service.certificates import (
     snapshot_at,
 )
 from service.db import session_scope
-from service.deps import PrincipalDep, ProjectForPM, ProjectForViewer, ProjectId, ReadSession, SettingsDep
+from service.deps import (
+    PrincipalDep,
+    ProjectForPM,
+    ProjectForViewer,
+    ProjectId,
+    ReadSession,
+    SettingsDep,
+    in_writer_turn,
+)
 from service.errors import Invalid, error_responses
 from service.models import Certificate
 from service.pagination import PageDep, encode_cursor
@@ -45,7 +54,7 @@ def _statement_response(row: Certificate, status: int) -> JSONResponse:
     responses={**error_responses(401, 403, 404, 409, 422),
                200: {"model": Statement, "description": "Already issued for these labels and settings"}},
 )
-def post_certificate(
+async def post_certificate(
     pid: ProjectId, project: ProjectForPM, body: CertificateCreate, request: Request, session: ReadSession,
     settings: SettingsDep,
 ) -> JSONResponse:
@@ -57,14 +66,19 @@ def post_certificate(
     versions and result. Idempotent: the same `label_seq` and settings return the first
     certificate (200). 409 `no_judge` when the project has no judge.
     """
-    frozen = certificate_settings(session, project, body, n_resamples=settings.bootstrap_resamples)
-    twin = existing_certificate(session, project.id, frozen)
+    frozen = await run_in_threadpool(certificate_settings, session, project, body,
+                                     n_resamples=settings.bootstrap_resamples)
+    twin = await run_in_threadpool(existing_certificate, session, project.id, frozen)
     if twin is not None:
         return _statement_response(twin, 200)
-    snapshot = snapshot_at(session, project.id, frozen["label_seq"])
-    with session_scope(request.app.state.sessions, write=True) as writer:
-        row, created = issue_certificate(writer, frozen, snapshot,
-                                         retry_window_seconds=settings.webhook_retry_window_seconds)
+    snapshot = await run_in_threadpool(snapshot_at, session, project.id, frozen["label_seq"])
+
+    def issue() -> tuple[Certificate, bool]:
+        with session_scope(request.app.state.sessions, write=True) as writer:
+            return issue_certificate(writer, frozen, snapshot,
+                                     retry_window_seconds=settings.webhook_retry_window_seconds)
+
+    row, created = await in_writer_turn(request, issue)  # the turn is waited for in the event loop, not a pool thread
     return _statement_response(row, 201 if created else 200)
 
 

@@ -15,6 +15,7 @@ from service.deps import (
     ProjectForPMWrite,
     ProjectId,
     ReadSession,
+    WriterTurn,
     WriteSession,
 )
 from service.errors import error_responses
@@ -61,7 +62,8 @@ def project_read(p: Project) -> ProjectRead:
 
 @router.post("", status_code=201, response_model=ProjectRead, responses=error_responses(401, 403, 409, 422))
 def create_project(
-    body: ProjectCreate, request: Request, session: WriteSession, principal: AdminPrincipal, idem: IdempotencyKey = None
+    body: ProjectCreate, request: Request, _turn: WriterTurn, session: WriteSession, principal: AdminPrincipal,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Create a project: ordered labels, scale, criteria and decision settings (admin)."""
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())

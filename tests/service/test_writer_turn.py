@@ -33,19 +33,26 @@ def label_studio_delivery(k: int) -> dict:
     return payload
 
 
-@pytest.mark.parametrize("writer", ["labels", "key deletion", "label studio webhook", "plan"])
+@pytest.mark.parametrize(
+    "writer", ["labels", "key deletion", "label studio webhook", "project", "plan", "certificate"]
+)
 def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database_url, writer):
-    """Label writes (a project's write dependency), key deletions and Label Studio deliveries (no
-    project dependency: the route's own turn, service.deps.WriterTurn) and plans (drafted first on
-    threads of their own, then stored in the turn: service.deps.in_writer_turn) alike."""
+    """Label writes (a project's write dependency), key deletions, Label Studio deliveries and new
+    projects (no project dependency: the route's own turn, service.deps.WriterTurn), plans (drafted
+    first on threads of their own, then stored in the turn: service.deps.in_writer_turn) and
+    certificates (computed, then stored in the turn) alike."""
     if not database_url.startswith("sqlite"):
         pytest.skip("PostgreSQL has no process-wide writer: its writers wait on row locks inside their route")
     with LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS) as server, server.client() as admin:
         pid = admin.post("/projects", json={"name": "writers", "labels": ["pass", "fail"]}).json()["id"]
-        for rater, kind in [("h1", "human"), ("judge", "judge"), ("prim", "primary")]:
+        for rater, kind in [("h1", "human"), ("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
             assert admin.post(f"/projects/{pid}/raters", json={"external_id": rater, "kind": kind}).status_code == 201
         items = [{"external_id": f"i{k}"} for k in range(WRITERS)]
         assert admin.post(f"/projects/{pid}/items", json=items).status_code == 200
+        if writer == "certificate":  # labels to certify (none by h1, whose labels the read below lists)
+            rows = [{"item": f"i{k}", "rater": r, "value": "pass" if (k + j) % 4 else "fail"}
+                    for k in range(WRITERS) for j, r in enumerate(("judge", "prim", "h2", "h3"))]
+            assert admin.post(f"/projects/{pid}/labels", json=rows).status_code == 200
         keys = [admin.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["id"] for _ in range(WRITERS)]
 
         # Another process holds the database's write lock, so the server's writers queue behind it.
@@ -63,6 +70,11 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
                         return c.post(f"/projects/{pid}/webhooks/label-studio", json=delivery).status_code
                     if writer == "plan":
                         return c.post(f"/projects/{pid}/plan", json=PLAN).status_code
+                    if writer == "project":
+                        return c.post("/projects", json={"name": f"p{k}", "labels": ["pass", "fail"]}).status_code
+                    if writer == "certificate":
+                        body = {"seed": k, "n_resamples": 100}
+                        return c.post(f"/projects/{pid}/certificates", json=body).status_code
                     return c.delete(f"/keys/{keys[k]}").status_code
                 except httpx.TimeoutException:
                     return 0
@@ -80,13 +92,20 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
             statuses = [w.result() for w in writes]
         assert read is not None, "a read waited behind the queued writers (no thread free)"
         assert read.status_code == 200 and read.json()["items"] == []
-        expected = {"labels": 200, "key deletion": 204, "label studio webhook": 200, "plan": 201}[writer]
+        expected = {"labels": 200, "key deletion": 204, "label studio webhook": 200, "project": 201, "plan": 201,
+                    "certificate": 201}[writer]
         assert statuses == [expected] * WRITERS, "queued writers hung or failed"
         if writer == "label studio webhook":
             labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "ls-user-12", "limit": 1000}).json()
             assert sorted(row["item"] for row in labeled["items"]) == sorted(str(1000 + k) for k in range(WRITERS))
         elif writer == "plan":
             assert admin.get(f"/projects/{pid}/plan").json()["design"] == "random"
+        elif writer == "project":
+            names = {p["name"] for p in admin.get("/projects", params={"limit": 100}).json()["items"]}
+            assert names >= {f"p{k}" for k in range(WRITERS)}
+        elif writer == "certificate":
+            issued = admin.get(f"/projects/{pid}/certificates", params={"limit": 100}).json()["items"]
+            assert len(issued) == WRITERS
         elif writer == "labels":
             labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "h1", "limit": 1000}).json()["items"]
             assert sorted(row["item"] for row in labeled) == sorted(f"i{k}" for k in range(WRITERS))
