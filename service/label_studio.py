@@ -410,8 +410,7 @@ def _current_values(session: Session, project: Project, criterion: str, raters: 
             select(Item.external_id, Rater.external_id, CurrentLabel.value)
             .join(Item, Item.id == CurrentLabel.item_id)
             .join(Rater, Rater.id == CurrentLabel.rater_id)
-            .where(CurrentLabel.project_id == project.id, CurrentLabel.criterion == criterion,
-                   Rater.external_id.in_(raters))
+            .where(Rater.project_id == project.id, Rater.external_id.in_(raters), CurrentLabel.criterion == criterion)
         )
     }
 

@@ -60,9 +60,9 @@ class LabelMatrix:
 def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatrix:
     """The current labels of ``criterion`` as a :class:`LabelMatrix`.
 
-    Read as integers (the value's code computed by the database) in chunks of ``label_seq``,
-    through :func:`~service.sql.integer_rows`: this runs for a worker's first document of a
-    project, and a Python row per label would cost more than the statistics.
+    Read as integers (the value's code computed by the database) a rater at a time (a range of
+    ``current_labels``' key), through :func:`~service.sql.integer_rows`: this runs for a worker's
+    first document of a project, and a Python row per label would cost more than the statistics.
     """
     item_ids, raters = corpus(session, project)
     raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
@@ -70,19 +70,16 @@ def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatr
     code_of = value_codes(project)
     code = "CASE value " + "WHEN ? THEN ? " * len(code_of) + "ELSE -2 END"
     sorter = np.argsort(item_ids)
-    rater_ids = np.array([r.id for r in raters], dtype=np.int64)  # in id order
-    for start in range(0, project.label_seq, SEQ_CHUNK):
+    for col, rater in enumerate(raters):
         cells = integer_rows(
-            session, ["item_id", "rater_id", code, "seq"],
-            "current_labels WHERE project_id = ? AND criterion = ? AND seq > ? AND seq <= ?",
-            (*(x for pair in code_of.items() for x in pair), project.id, criterion, start, start + SEQ_CHUNK),
+            session, ["item_id", code, "seq"], "current_labels WHERE rater_id = ? AND criterion = ?",
+            (*(x for pair in code_of.items() for x in pair), rater.id, criterion),
         )
-        if (cells[:, 2] == -2).any():
+        if (cells[:, 1] == -2).any():
             raise ValueError(f"a current label of {criterion!r} is not one of the project's values")
         rows = sorter[np.searchsorted(item_ids, cells[:, 0], sorter=sorter)]
-        cols = np.searchsorted(rater_ids, cells[:, 1])
-        raw[rows, cols] = cells[:, 2]
-        order[rows, cols] = cells[:, 3]
+        raw[rows, col] = cells[:, 1]
+        order[rows, col] = cells[:, 2]
     return frozen_matrix(raw, order, item_ids, raters, project, criterion, project.label_seq)
 
 

@@ -153,8 +153,7 @@ def _modes(
         part = items[start:start + _IN_LIST]
         rows = driver_rows(
             session,
-            # Item and rater ids are the project's own: no project_id, which SQLite would read the
-            # (project_id, seq) index by, every label of the project, instead of the primary key.
+            # Item and rater ids are the project's own: read by the primary key, no project_id.
             f"SELECT item_id, rater_id, value FROM current_labels WHERE criterion = ? "
             f"AND item_id IN ({', '.join('?' * part.size)}) AND rater_id IN ({marks})",
             (criterion, *part.tolist(), *raters),

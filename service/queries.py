@@ -113,7 +113,8 @@ def raters_page(session: Session, project_id: str, page: PageParams) -> list[tup
     """``(rater, current label count)`` by rater id after the cursor (one more than the page)."""
     counts = (
         select(CurrentLabel.rater_id, func.count().label("n"))
-        .where(CurrentLabel.project_id == project_id)
+        .join(Rater, Rater.id == CurrentLabel.rater_id)  # the raters' key ranges
+        .where(Rater.project_id == project_id)
         .group_by(CurrentLabel.rater_id)
         .subquery()
     )
@@ -167,28 +168,37 @@ def label_rows(
     limit: int | None = None,
 ) -> list[Any]:
     """Rows of :data:`LABEL_COLUMNS` by ``seq`` after ``since_seq`` (at most ``limit``): current labels,
-    or every event with ``history`` (a retraction: ``retracted`` true, value ``None``)."""
-    src = LabelEvent if history else CurrentLabel
+    or every event with ``history`` (a retraction: ``retracted`` true, value ``None``).
+
+    Either way the events are read in ``seq`` order; a current label is the event its cell's
+    ``current_labels`` row names (each event's cell looked up by key, until the page is full).
+    """
     stmt = (
         select(
             Item.external_id.label("item"),
             Rater.external_id.label("rater"),
-            src.criterion,
-            src.value,
-            src.seq,
+            LabelEvent.criterion,
+            LabelEvent.value,
+            LabelEvent.seq,
             LabelEvent.batch_id.label("batch"),
             LabelEvent.created_at.label("created_at"),
             (LabelEvent.kind == "retraction").label("retracted"),
         )
-        .join(Item, Item.id == src.item_id)
-        .join(Rater, Rater.id == src.rater_id)
-        .where(src.project_id == project_id, src.seq > since_seq)
-        .order_by(src.seq)
+        .join(Item, Item.id == LabelEvent.item_id)
+        .join(Rater, Rater.id == LabelEvent.rater_id)
+        .where(LabelEvent.project_id == project_id, LabelEvent.seq > since_seq)
+        .order_by(LabelEvent.seq)
     )
     if not history:
-        stmt = stmt.join(LabelEvent, (LabelEvent.project_id == src.project_id) & (LabelEvent.seq == src.seq))
+        cell = ((CurrentLabel.rater_id == LabelEvent.rater_id) & (CurrentLabel.item_id == LabelEvent.item_id)
+                & (CurrentLabel.criterion == LabelEvent.criterion))
+        stmt = stmt.where(LabelEvent.seq == select(CurrentLabel.seq).where(cell).scalar_subquery())
+        if session.get_bind().dialect.name == "postgresql":
+            # PostgreSQL costs the lookups as if a page read every event after since_seq and would
+            # compile the query (JIT: ~1 s at a million labels for a page read in ~30 ms).
+            session.execute(text("SET LOCAL jit = off"))
     if rater_id is not None:
-        stmt = stmt.where(src.rater_id == rater_id)
+        stmt = stmt.where(LabelEvent.rater_id == rater_id)
     if criterion is not None:
-        stmt = stmt.where(src.criterion == criterion)
+        stmt = stmt.where(LabelEvent.criterion == criterion)
     return list(session.execute(stmt.limit(limit)))

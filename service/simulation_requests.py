@@ -48,7 +48,7 @@ def _primary_shares(session: Session, project: Project, criterion: str) -> list[
     rows = session.execute(
         select(CurrentLabel.value, func.count())
         .join(Rater, Rater.id == CurrentLabel.rater_id)
-        .where(CurrentLabel.project_id == project.id, CurrentLabel.criterion == criterion, Rater.kind == "primary")
+        .where(Rater.project_id == project.id, Rater.kind == "primary", CurrentLabel.criterion == criterion)
         .group_by(CurrentLabel.value)
     ).all()
     counts = dict(rows)

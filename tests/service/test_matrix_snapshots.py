@@ -21,7 +21,6 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import service.matrix
 import service.matrix_store
 from service.app import create_app
 from service.db import session_scope
@@ -336,12 +335,8 @@ def test_where_snapshots_live() -> None:
     assert snapshot_directory("sqlite:////data/a.db", "") is None
 
 
-@pytest.mark.parametrize("seq_chunk", [2, 1_000_000])
-def test_the_full_read_equals_the_labels_row_by_row(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch, seq_chunk: int
-) -> None:
-    """``load_matrix`` (text aggregates parsed by numpy, in label_seq chunks) against the ORM rows placed one by one."""
-    monkeypatch.setattr(service.matrix, "SEQ_CHUNK", seq_chunk)
+def test_the_full_read_equals_the_labels_row_by_row(client: TestClient) -> None:
+    """``load_matrix`` (text aggregates parsed by numpy, a rater at a time) against the ORM rows placed one by one."""
     pid = create_project(client, criteria=CRITERIA, allow_abstain=True, items=["a", "b", "c"])
     assert client.post(f"/projects/{pid}/items", json=[{"external_id": "d"}]).status_code == 200
     rows = [

@@ -142,7 +142,7 @@ def test_models_match_the_migrations(fresh_url, engine):
 def test_model_comparison_can_see_a_drift(fresh_url, engine):
     """Control for the test above: a schema one index short is reported."""
     command.upgrade(alembic_config(fresh_url), "head")
-    (index,) = [i for i in Base.metadata.tables["current_labels"].indexes if i.name == "ix_current_labels_project_seq"]
+    (index,) = [i for i in Base.metadata.tables["items"].indexes if i.name == "ix_items_project_id_id"]
     with engine.begin() as conn:
         index.drop(conn)
     try:
@@ -150,7 +150,7 @@ def test_model_comparison_can_see_a_drift(fresh_url, engine):
     finally:
         with engine.begin() as conn:
             index.create(conn)  # leave a shared PostgreSQL database as migrated
-    assert any(d[0] == "add_index" and d[1].name == "ix_current_labels_project_seq" for d in diffs), diffs
+    assert any(d[0] == "add_index" and d[1].name == "ix_items_project_id_id" for d in diffs), diffs
     assert model_diffs(engine) == []
 
 
@@ -398,5 +398,60 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
     assert stored() == expected
     assert keys() == {t: [("projects", "CASCADE")] for t in ("label_events", "current_labels")}
     assert layout() == (True, [["project_id", "seq"]])
+    command.upgrade(cfg, "head")
+    assert stored() == expected
+
+
+def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_labels(fresh_url, engine):
+    """0011 on data: events and current labels survive the upgrade and the downgrade unchanged; current_labels
+    is keyed rater first with no other index (and gets its item-first key and (project, seq) index back on
+    the downgrade); on SQLite it stays WITHOUT ROWID."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from service.models import CurrentLabel, LabelEvent
+
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0010_label_project_keys")
+    stamp = datetime(2026, 12, 1, 5, 45, 1, 123456, tzinfo=UTC)
+    events = [{"project_id": p, "seq": s, "item_id": i, "rater_id": r, "criterion": c, "value": v,
+               "batch_id": None, "created_at": stamp, "kind": "label"}
+              for p, s, i, r, c, v in [("p1", 1, 2, 1, "x", "a"), ("p1", 2, 1, 1, "x", "b"),
+                                       ("p1", 3, 1, 1, "y", "a"), ("p2", 1, 3, 2, "x", "b")]]
+    current = [(2, 1, "x", "p1", "a", 1), (1, 1, "x", "p1", "b", 2), (1, 1, "y", "p1", "a", 3),
+               (3, 2, "x", "p2", "b", 1)]
+    with engine.begin() as conn:
+        _two_projects(conn)
+        conn.execute(insert(LabelEvent), events)
+        conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
+                                                      "seq"), c, strict=True)) for c in current])
+
+    def stored() -> tuple[list, list]:
+        with engine.connect() as conn:
+            e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
+            c = conn.execute(select(*CurrentLabel.__table__.c)
+                             .order_by(CurrentLabel.project_id, CurrentLabel.seq)).all()
+        return [tuple(r) for r in e], [tuple(r) for r in c]
+
+    def layout() -> tuple[bool, list, list]:
+        insp = inspect(engine)
+        key = insp.get_pk_constraint("current_labels")["constrained_columns"]
+        index = [i["column_names"] for i in insp.get_indexes("current_labels")]
+        if engine.dialect.name != "sqlite":
+            return True, key, index
+        with engine.connect() as conn:
+            (ddl,) = conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'current_labels'")).one()
+        return "WITHOUT ROWID" in ddl, key, index
+
+    expected = stored()
+    assert len(expected[0]) == 4 and len(expected[1]) == 4
+    assert layout() == (True, ["item_id", "rater_id", "criterion"], [["project_id", "seq"]])
+    command.upgrade(cfg, "0011_current_label_keys")
+    assert stored() == expected
+    assert layout() == (True, ["rater_id", "item_id", "criterion"], [])
+    command.downgrade(cfg, "0010_label_project_keys")
+    assert stored() == expected
+    assert layout() == (True, ["item_id", "rater_id", "criterion"], [["project_id", "seq"]])
     command.upgrade(cfg, "head")
     assert stored() == expected
