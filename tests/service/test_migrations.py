@@ -342,6 +342,27 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
     assert len(stored()[0]) == 6
 
 
+def _store_labels(engine, events: list[dict], current: list[tuple]) -> None:
+    """The two projects of :func:`_two_projects` with these label events and current labels."""
+    from service.models import CurrentLabel, LabelEvent
+
+    columns = ("item_id", "rater_id", "criterion", "project_id", "value", "seq")
+    with engine.begin() as conn:
+        _two_projects(conn)
+        conn.execute(insert(LabelEvent), events)
+        conn.execute(insert(CurrentLabel), [dict(zip(columns, c, strict=True)) for c in current])
+
+
+def _stored_labels(engine) -> tuple[list, list]:
+    """Every label event and current label, in the order of their project and seq."""
+    from service.models import CurrentLabel, LabelEvent
+
+    with engine.connect() as conn:
+        e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
+        c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.project_id, CurrentLabel.seq)).all()
+    return [tuple(r) for r in e], [tuple(r) for r in c]
+
+
 def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_project_key(fresh_url, engine):
     """0010 on data: events and current labels survive the upgrade and the downgrade unchanged; the label
     tables lose the project's foreign key (and get it back, cascade included, on the downgrade); on
@@ -349,8 +370,6 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
     from datetime import UTC, datetime
 
     from sqlalchemy import text
-
-    from service.models import CurrentLabel, LabelEvent
 
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0009_label_storage")
@@ -361,17 +380,7 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
                                           ("p1", 2, 2, 1, "b", None, "label"),
                                           ("p1", 3, 1, 1, None, None, "retraction")]]
     current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "b", 1)]
-    with engine.begin() as conn:
-        _two_projects(conn)
-        conn.execute(insert(LabelEvent), events)
-        conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
-                                                      "seq"), c, strict=True)) for c in current])
-
-    def stored() -> tuple[list, list]:
-        with engine.connect() as conn:
-            e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
-            c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.item_id)).all()
-        return [tuple(r) for r in e], [tuple(r) for r in c]
+    _store_labels(engine, events, current)
 
     def keys() -> dict[str, list]:
         insp = inspect(engine)
@@ -387,19 +396,19 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
                 "SELECT sql FROM sqlite_master WHERE name IN ('label_events', 'current_labels')"))]
         return all("WITHOUT ROWID" in d for d in ddl), index
 
-    expected = stored()
+    expected = _stored_labels(engine)
     assert len(expected[0]) == 4 and len(expected[1]) == 2
     assert keys() == {t: [("projects", "CASCADE")] for t in ("label_events", "current_labels")}
     command.upgrade(cfg, "0010_label_project_keys")
-    assert stored() == expected
+    assert _stored_labels(engine) == expected
     assert keys() == {"label_events": [], "current_labels": []}
     assert layout() == (True, [["project_id", "seq"]])
     command.downgrade(cfg, "0009_label_storage")
-    assert stored() == expected
+    assert _stored_labels(engine) == expected
     assert keys() == {t: [("projects", "CASCADE")] for t in ("label_events", "current_labels")}
     assert layout() == (True, [["project_id", "seq"]])
     command.upgrade(cfg, "head")
-    assert stored() == expected
+    assert _stored_labels(engine) == expected
 
 
 def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_labels(fresh_url, engine):
@@ -410,8 +419,6 @@ def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_
 
     from sqlalchemy import text
 
-    from service.models import CurrentLabel, LabelEvent
-
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0010_label_project_keys")
     stamp = datetime(2026, 12, 1, 5, 45, 1, 123456, tzinfo=UTC)
@@ -421,18 +428,7 @@ def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_
                                        ("p1", 3, 1, 1, "y", "a"), ("p2", 1, 3, 2, "x", "b")]]
     current = [(2, 1, "x", "p1", "a", 1), (1, 1, "x", "p1", "b", 2), (1, 1, "y", "p1", "a", 3),
                (3, 2, "x", "p2", "b", 1)]
-    with engine.begin() as conn:
-        _two_projects(conn)
-        conn.execute(insert(LabelEvent), events)
-        conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
-                                                      "seq"), c, strict=True)) for c in current])
-
-    def stored() -> tuple[list, list]:
-        with engine.connect() as conn:
-            e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
-            c = conn.execute(select(*CurrentLabel.__table__.c)
-                             .order_by(CurrentLabel.project_id, CurrentLabel.seq)).all()
-        return [tuple(r) for r in e], [tuple(r) for r in c]
+    _store_labels(engine, events, current)
 
     def layout() -> tuple[bool, list, list]:
         insp = inspect(engine)
@@ -444,14 +440,14 @@ def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_
             (ddl,) = conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'current_labels'")).one()
         return "WITHOUT ROWID" in ddl, key, index
 
-    expected = stored()
+    expected = _stored_labels(engine)
     assert len(expected[0]) == 4 and len(expected[1]) == 4
     assert layout() == (True, ["item_id", "rater_id", "criterion"], [["project_id", "seq"]])
     command.upgrade(cfg, "0011_current_label_keys")
-    assert stored() == expected
+    assert _stored_labels(engine) == expected
     assert layout() == (True, ["rater_id", "item_id", "criterion"], [])
     command.downgrade(cfg, "0010_label_project_keys")
-    assert stored() == expected
+    assert _stored_labels(engine) == expected
     assert layout() == (True, ["item_id", "rater_id", "criterion"], [["project_id", "seq"]])
     command.upgrade(cfg, "head")
-    assert stored() == expected
+    assert _stored_labels(engine) == expected
