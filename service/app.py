@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 from sqlalchemy.exc import IntegrityError
 
 from service.auth import ensure_admin_key
+from service.cancellable import prestart
 from service.database_health import DatabaseState, install_outage_handlers
 from service.db import make_engine, make_sessionmaker, session_scope, writer_turn
 from service.errors import install_error_handlers
@@ -76,6 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise RuntimeError("this app is already serving: create another app for a second server")
         app.state.serving = True
         try:
+            if settings.computing_prestart:
+                prestart()  # its imports run in its own process while this one starts
             engine = make_engine(settings.database_url)
             app.state.engine = engine
             snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)

@@ -43,6 +43,12 @@ _CONTEXT.set_forkserver_preload(
 )
 
 
+def prestart() -> None:
+    """Start the forkserver now (its imports take seconds of CPU), so the first computation of a starting
+    worker does not wait for them; without it the first :func:`off_worker` call starts it."""
+    multiprocessing.forkserver.ensure_running()
+
+
 class ComputationLost(AppError):
     """A child computation ended without a result (killed, out of memory): the request failed, retry later."""
 

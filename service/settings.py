@@ -37,6 +37,10 @@ class Settings(BaseSettings):
         "unset: beside a SQLite database file, none on PostgreSQL; empty: none.",
     )
     matrix_snapshot_min_cells: int = Field(100_000, ge=0, description="Smallest matrix (items x raters) saved.")
+    computing_prestart: bool = Field(
+        True, description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
+        "its imports take seconds, which the worker's first such request would otherwise wait for.",
+    )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
     # this server send requests where a pm says, so set it wherever that network matters.

@@ -191,3 +191,14 @@ def test_a_document_whose_child_dies_is_a_503_and_the_next_request_computes_it(
         assert multiprocessing.active_children() == []  # the sibling killed, all joined
     r = client.get(f"/projects/{pid}/reliability")
     assert r.status_code == 200 and r.json()["judges"], r.text
+
+
+@pytest.mark.parametrize("prestart", [True, False])
+def test_a_starting_worker_starts_the_forkserver_only_when_told(settings, monkeypatch, prestart: bool) -> None:
+    from service.app import create_app
+
+    started: list[bool] = []
+    monkeypatch.setattr(multiprocessing.forkserver, "ensure_running", lambda: started.append(True))
+    with TestClient(create_app(settings.model_copy(update={"computing_prestart": prestart}))) as c:
+        assert c.get("/healthz").status_code == 200
+        assert started == ([True] if prestart else [])
