@@ -3,8 +3,9 @@
 What POST /plan computes in its child process, without the server: the recipes, the four design
 checks, the estimator check and the monitoring simulation, on a label matrix like
 ``bench/million.py``'s (a judge and the primary on every item, 8 secondaries on 1/8 of the items
-each; the primary's labels 70/30). Two requests: ``design: auto`` (Random or Disjoint is chosen
-here) and ``design: strat`` (a shared panel, which plans its monitoring at its own overlap). CPU
+each; the primary's labels 70/30). Three requests: ``design: auto`` (Random or Disjoint is chosen
+here), ``design: strat`` (a shared panel, which plans its monitoring at its own overlap) and
+``design: disjoint`` at ``m`` 130 (``bench/plan_latency.py``'s "lists drawn" plans: its own check). CPU
 seconds (``time.process_time``: both check threads) and wall per draft, the median of
 ``--repeats`` seeds; with ``--reference DIR`` the same drafts with an older tree's code, in a
 child process of the same run, and the ratios.
@@ -30,7 +31,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(
 from bench.reference_tree import add_reference_options, reference_figures  # noqa: E402
 
 SIZES = (10_000, 1_000_000)
-REQUESTS = {"auto": {}, "strat": {"design": "strat"}}
+REQUESTS: dict[str, dict[str, Any]] = {"auto": {}, "strat": {"design": "strat"}, "m=130": {"design": "disjoint", "m": 130}}
 REPEATS = 3
 
 

@@ -535,6 +535,7 @@ class _Candidates:
     recipe: Recipe | None = None
     settings: dict[str, Any] | None = None
     monitoring: Future[dict[str, Any]] | None = None  # at m, from the moments of one held-in label
+    final: Future[DesignCheck] | None = None  # the request's design at the request's m (_plan_check's)
 
 
 def _candidate_checks(
@@ -554,8 +555,11 @@ def _candidate_checks(
     checks are the same whatever the threads' timing. A prior plan's monitoring simulation at ``m``
     runs beside them when the ``likely`` design (the request's, or the stratum-entropy rule's pick,
     which ties go to) holds one label in per item: it is the plan's whenever the chosen design does
-    and ``m`` is not raised (``plan_draft``). A shared panel plans its own monitoring after the checks,
-    so the early one would be thrown away."""
+    and ``m`` is not raised (``plan_draft``). A shared panel plans its own monitoring after the checks:
+    when the request asks for one, none is simulated here; when the rule's pick is one (``design: auto``),
+    the monitoring at ``m`` is queued after the checks, for the simulated choice may still pick a design
+    with one label in. A request fixing both the design and ``m`` has its plan's check queued beside
+    the candidates (``_plan_check`` reads it)."""
     if body.purpose != "certify":
         return _Candidates({}, None, "ranking plans are not simulated")
     if body.source == "prior":
@@ -581,20 +585,27 @@ def _candidate_checks(
     m = min(int(m), matrix.raw.shape[0])
     settings = _check_settings(decision, matrix, n_humans, *channel)
     streams = dict(zip(CHECK_DESIGNS, np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS)), strict=True))
-    monitoring = None
-    if body.source == "prior" and design_pool_size(likely, n_humans) == 1:
-        # queued before the checks: beside the slowest check, not after the others on the same thread
-        in_plan = {k: v for k, v in moments.items() if k != "lattice"}  # what the draft passes for one label
-        monitoring = threads.submit(
+    in_plan = {k: v for k, v in moments.items() if k != "lattice"}  # what the draft passes for one label
+
+    def monitored() -> Future[dict[str, Any]]:
+        return threads.submit(
             plan_monitoring, decision, in_plan, n_labels=matrix.n_labels, n_humans=n_humans, m=m,
             n_items=matrix.raw.shape[0],
         )
-    running = {
-        d: threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
-        for d in SLOWEST_CHECK_FIRST
-    }
+
+    monitoring = None
+    if body.source == "prior" and design_pool_size(likely, n_humans) == 1:
+        monitoring = monitored()  # queued before the checks: beside the slowest check, not after the others
+    final, running = None, {}
+    for d in SLOWEST_CHECK_FIRST:
+        if d == body.design and body.m is not None:  # the plan's own check needs no candidate's result
+            final = threads.submit(check_design, d, m=m, rng=np.random.default_rng([seed, 1]), **settings)
+        running[d] = threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
+    if body.source == "prior" and monitoring is None and body.design == "auto":
+        # the simulated choice may yet pick a design with one label in: then this is the plan's monitoring
+        monitoring = monitored()
     checks = {d: running[d].result() for d in CHECK_DESIGNS}
-    return _Candidates(checks, m, "", recipe, settings, monitoring)
+    return _Candidates(checks, m, "", recipe, settings, monitoring, final)
 
 
 def _design(
@@ -645,7 +656,9 @@ def _plan_check(
         return block, m, []
     settings = candidates.settings
     rng = np.random.default_rng([seed, 1])
-    if body.m is not None:
+    if candidates.final is not None:
+        final = candidates.final.result()  # check_design at the request's design and m, beside the candidates
+    elif body.m is not None:
         final = check_design(design, m=m, rng=rng, **settings)
     else:
         final = raised_check(design, m=m, rng=rng, first=checks.get(design), **settings)
