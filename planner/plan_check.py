@@ -495,9 +495,7 @@ def raised_m(
     return current, size
 
 
-def raised_check(
-    design: str, *, m: int, n_items: int, rng: Rng = None, first: DesignCheck | None = None, **settings: object
-) -> DesignCheck:
+def raised_check(design: str, *, m: int, n_items: int, rng: Rng = None, **settings: object) -> DesignCheck:
     """``check_design`` at ``m``, raised by ``raised_m`` while the promise fails (an undefined FR is
     not raised: no overlap makes a judge that is not good pass)."""
     gen = np.random.default_rng(rng)
@@ -505,10 +503,7 @@ def raised_check(
     def at(size: int) -> DesignCheck:
         return check_design(design, m=size, n_items=n_items, rng=gen, **settings)  # type: ignore[arg-type]
 
-    usable = first if first is not None and first.m == m and first.design == design else None
-    check, _ = raised_m(
-        at, m, n_items=n_items, keeps=lambda c: c.keeps_promise or math.isnan(c.fr), first=usable
-    )
+    check, _ = raised_m(at, m, n_items=n_items, keeps=lambda c: c.keeps_promise or math.isnan(c.fr))
     return check
 
 

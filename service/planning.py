@@ -58,6 +58,9 @@ from service.schemas import DecisionSettings, PlanCreate
 COVERAGE_AWARE = ("disjoint", "seq-coverage")  # a list depends on the lists already drawn
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000
+COMPARE_TRIALS = 500
+"""Trials of each candidate design's check: enough to compare them; the chosen design's own check, at
+``CHECK_TRIALS`` from a stream of its own, is the one the plan's promise rests on (docs/method.md §6)."""
 CHECK_THREADS = 2
 """Threads that simulate a plan's checks at once (numpy releases the GIL in their array work)."""
 SLOWEST_CHECK_FIRST = ("seq-coverage", "random", "disjoint", "strat")
@@ -597,10 +600,11 @@ def _candidate_checks(
     if body.source == "prior" and design_pool_size(likely, n_humans) == 1:
         monitoring = monitored()  # queued before the checks: beside the slowest check, not after the others
     final, running = None, {}
+    compared = {**settings, "trials": COMPARE_TRIALS}
     for d in SLOWEST_CHECK_FIRST:
         if d == body.design and body.m is not None:  # the plan's own check needs no candidate's result
             final = threads.submit(check_design, d, m=m, rng=np.random.default_rng([seed, 1]), **settings)
-        running[d] = threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **settings)
+        running[d] = threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **compared)
     if body.source == "prior" and monitoring is None and body.design == "auto":
         # the simulated choice may yet pick a design with one label in: then this is the plan's monitoring
         monitoring = monitored()
@@ -661,7 +665,7 @@ def _plan_check(
     elif body.m is not None:
         final = check_design(design, m=m, rng=rng, **settings)
     else:
-        final = raised_check(design, m=m, rng=rng, first=checks.get(design), **settings)
+        final = raised_check(design, m=m, rng=rng, **settings)
     block["plan"] = _check_dict(final)
     notes = []
     if final.m != m:

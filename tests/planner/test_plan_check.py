@@ -100,7 +100,7 @@ def test_m_is_raised_when_the_recipe_breaks_its_promise() -> None:
                      prevalence=[0.9, 0.1])
     first = check_design("disjoint", m=m, rng=2, **settings_)
     assert not first.keeps_promise and first.rater_fr > 0.05
-    raised = raised_check("disjoint", m=m, rng=2, first=first, **settings_)
+    raised = raised_check("disjoint", m=m, rng=2, **settings_)  # its first check, at m, is ``first``
     assert raised.m > m and raised.keeps_promise
     smaller = check_design("disjoint", m=math.ceil(raised.m / 1.2) - 1, rng=3, **settings_)
     assert smaller.rater_fr > raised.rater_fr  # the step before did not hold as well
