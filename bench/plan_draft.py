@@ -31,7 +31,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(
 from bench.reference_tree import add_reference_options, reference_figures  # noqa: E402
 
 SIZES = (10_000, 1_000_000)
-REQUESTS: dict[str, dict[str, Any]] = {"auto": {}, "strat": {"design": "strat"}, "m=130": {"design": "disjoint", "m": 130}}
+REQUESTS: dict[str, dict[str, Any]] = {
+    "auto": {}, "strat": {"design": "strat"}, "m=130": {"design": "disjoint", "m": 130}
+}
 REPEATS = 3
 
 
