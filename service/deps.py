@@ -133,6 +133,17 @@ async def in_writer_turn(request: Request, write: Callable[[], T]) -> T:
         return await run_in_threadpool(write)
 
 
+async def written(request: Request, write: Callable[[Session], T]) -> T:
+    """``write(session)`` in a write session of its own, committed, within this process's turn to write
+    (:func:`in_writer_turn`)."""
+
+    def run() -> T:
+        with session_scope(request.app.state.sessions, write=True) as session:
+            return write(session)
+
+    return await in_writer_turn(request, run)
+
+
 def _writing(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal, None], AsyncIterator[Project]]:
     async def dependency(
         pid: ProjectId, session: WriteSession, principal: PrincipalDep, _turn: WriterTurn

@@ -17,7 +17,6 @@ from service.certificates import (
     project_certificate,
     snapshot_at,
 )
-from service.db import session_scope
 from service.deps import (
     PrincipalDep,
     ProjectForPM,
@@ -25,7 +24,7 @@ from service.deps import (
     ProjectId,
     ReadSession,
     SettingsDep,
-    in_writer_turn,
+    written,
 )
 from service.errors import Invalid, error_responses
 from service.models import Certificate
@@ -72,13 +71,8 @@ async def post_certificate(
     if twin is not None:
         return _statement_response(twin, 200)
     snapshot = await run_in_threadpool(snapshot_at, session, project.id, frozen["label_seq"])
-
-    def issue() -> tuple[Certificate, bool]:
-        with session_scope(request.app.state.sessions, write=True) as writer:
-            return issue_certificate(writer, frozen, snapshot,
-                                     retry_window_seconds=settings.webhook_retry_window_seconds)
-
-    row, created = await in_writer_turn(request, issue)  # the turn is waited for in the event loop, not a pool thread
+    row, created = await written(request, lambda writer: issue_certificate(  # the turn waited for in the event loop
+        writer, frozen, snapshot, retry_window_seconds=settings.webhook_retry_window_seconds))
     return _statement_response(row, 201 if created else 200)
 
 

@@ -6,12 +6,12 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Body, Depends, Header, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
 
 from service.assignment import visible_batch
 from service.auth import Principal, Role, principal_for
-from service.db import session_scope
 from service.deps import (
     PM,
     PrincipalDep,
@@ -24,6 +24,7 @@ from service.deps import (
     WriterTurn,
     WriteSession,
     scoped_project,
+    written,
 )
 from service.errors import Invalid, TooLarge, Unauthorized, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
@@ -266,7 +267,7 @@ def replay_label_studio_issues(
     response_model=SyncResult,
     responses=error_responses(401, 403, 404, 409, 422, 502),
 )
-def sync_label_studio(
+async def sync_label_studio(
     pid: ProjectId, project: ProjectForPM, body: SyncRequest, request: Request, principal: PrincipalDep,
     settings: SettingsDep,
 ) -> SyncResult:
@@ -282,12 +283,12 @@ def sync_label_studio(
     A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set) is a 422 and is not called.
     """
     check_allowed(body.url, settings.label_studio_urls)
-    label_config, rows = fetch_snapshot(body)  # no write transaction open while Label Studio works
-    with session_scope(request.app.state.sessions, write=True) as writer:
-        done = import_rows(writer, scoped_project(writer, principal, project.id, PM), principal, rows,
-                           label_config=label_config, from_name=body.from_name, primary=body.primary,
-                           judge_prefix=body.judge_prefix, criterion=body.criterion)
-        return SyncResult(**done.model_dump(), tasks=len(rows))
+    # no write transaction open while Label Studio works, and the writer's turn waited for in the event loop
+    label_config, rows = await run_in_threadpool(fetch_snapshot, body)
+    done = await written(request, lambda writer: import_rows(
+        writer, scoped_project(writer, principal, project.id, PM), principal, rows, label_config=label_config,
+        from_name=body.from_name, primary=body.primary, judge_prefix=body.judge_prefix, criterion=body.criterion))
+    return SyncResult(**done.model_dump(), tasks=len(rows))
 
 
 @router.get(

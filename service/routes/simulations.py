@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from service.db import session_scope
-from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep
+from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep, WriteSession, written
 from service.errors import Invalid, TooLarge, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
@@ -41,7 +42,7 @@ SimulationId = Annotated[str, Path(description="The simulation job's id.")]
         **error_responses(401, 403, 404, 409, 413, 422, 429),
     },
 )
-def post_simulation(
+async def post_simulation(
     pid: ProjectId, project: ProjectForPM, body: SimulateBody, request: Request, session: ReadSession,
     principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
 ) -> JSONResponse:
@@ -56,7 +57,7 @@ def post_simulation(
     work limit 413; with too many jobs in flight 429.
     """
     sessions = request.app.state.sessions
-    spec, resolved = resolve(session, project, body)
+    spec, resolved = await run_in_threadpool(resolve, session, project, body)
     if spec.work > settings.simulation_max_work:
         raise TooLarge(
             f"this simulation needs {spec.work:,} units of work (trials x grid cells x items x raters); "
@@ -66,16 +67,15 @@ def post_simulation(
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
     if spec.work <= settings.simulation_sync_limit:
         try:
-            run = SimulationRun(settings=resolved, result=run_simulation(spec))
+            run = SimulationRun(settings=resolved, result=await run_in_threadpool(run_simulation, spec))
         except ValueError as exc:  # a setting the checks above let through
             raise Invalid(str(exc)) from exc
         if idem is None:
             return JSONResponse(jsonable_encoder(run))
-        with session_scope(sessions, write=True) as session:
-            return idempotent_write(session, principal, idem, fingerprint, lambda: (200, run))
+        return await written(request, lambda writer: idempotent_write(writer, principal, idem, fingerprint,
+                                                                      lambda: (200, run)))
 
-    with session_scope(sessions, write=True) as session:
-        expire_stale(session)
+    await written(request, expire_stale)
     job = Simulation(
         id=new_public_id("sim"), project_id=pid, status="queued", done=0, total=spec.cells,
         params=with_heartbeat({"settings": resolved.model_dump(mode="json")}),
@@ -86,13 +86,13 @@ def post_simulation(
 
     inserted = []  # empty when the Idempotency-Key replays an earlier response
 
-    def write() -> tuple[int, SimulationQueued]:
-        queue_job(session, job, settings.simulation_workers * JOBS_PER_WORKER)
+    def write(writer: WriteSession) -> tuple[int, SimulationQueued]:
+        queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER)
         inserted.append(job.id)
         return 202, queued
 
-    with session_scope(sessions, write=True) as session:
-        response = idempotent_write(session, principal, idem, fingerprint, write)
+    response = await written(request, lambda writer: idempotent_write(writer, principal, idem, fingerprint,
+                                                                      lambda: write(writer)))
     if inserted:  # committed: the child will find the row
         RUNNER.submit(sessions, settings.database_url, job.id, job.params, spec, workers=settings.simulation_workers)
     return response

@@ -34,13 +34,13 @@ def label_studio_delivery(k: int) -> dict:
 
 
 @pytest.mark.parametrize(
-    "writer", ["labels", "key deletion", "label studio webhook", "project", "plan", "certificate"]
+    "writer", ["labels", "key deletion", "label studio webhook", "project", "plan", "certificate", "simulation"]
 )
 def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database_url, writer):
     """Label writes (a project's write dependency), key deletions, Label Studio deliveries and new
     projects (no project dependency: the route's own turn, service.deps.WriterTurn), plans (drafted
     first on threads of their own, then stored in the turn: service.deps.in_writer_turn) and
-    certificates (computed, then stored in the turn) alike."""
+    certificates and simulations (computed, then stored in the turn) alike."""
     if not database_url.startswith("sqlite"):
         pytest.skip("PostgreSQL has no process-wide writer: its writers wait on row locks inside their route")
     with LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS) as server, server.client() as admin:
@@ -75,6 +75,10 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
                     if writer == "certificate":
                         body = {"seed": k, "n_resamples": 100}
                         return c.post(f"/projects/{pid}/certificates", json=body).status_code
+                    if writer == "simulation":  # a small one, answered at once: its Idempotency-Key is stored
+                        body = {"p_h": 0.85, "p_j": 0.9, "rho": 1.0, "design": "random", "trials": 20, "seed": k}
+                        headers = {"Idempotency-Key": f"sim-{k}"}
+                        return c.post(f"/projects/{pid}/simulate", json=body, headers=headers).status_code
                     return c.delete(f"/keys/{keys[k]}").status_code
                 except httpx.TimeoutException:
                     return 0
@@ -93,7 +97,7 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
         assert read is not None, "a read waited behind the queued writers (no thread free)"
         assert read.status_code == 200 and read.json()["items"] == []
         expected = {"labels": 200, "key deletion": 204, "label studio webhook": 200, "project": 201, "plan": 201,
-                    "certificate": 201}[writer]
+                    "certificate": 201, "simulation": 200}[writer]
         assert statuses == [expected] * WRITERS, "queued writers hung or failed"
         if writer == "label studio webhook":
             labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "ls-user-12", "limit": 1000}).json()
@@ -103,6 +107,10 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
         elif writer == "project":
             names = {p["name"] for p in admin.get("/projects", params={"limit": 100}).json()["items"]}
             assert names >= {f"p{k}" for k in range(WRITERS)}
+        elif writer == "simulation":  # every key was stored: reusing one for another body is refused
+            other = {"p_h": 0.8, "p_j": 0.9, "rho": 1.0, "design": "random", "trials": 20, "seed": 0}
+            assert admin.post(f"/projects/{pid}/simulate", json=other, headers={"Idempotency-Key": "sim-0"}
+                              ).status_code == 409
         elif writer == "certificate":
             issued = admin.get(f"/projects/{pid}/certificates", params={"limit": 100}).json()["items"]
             assert len(issued) == WRITERS
