@@ -554,9 +554,10 @@ def seq_list(
     hand ``modal`` (``modal_strata``) and, for Seq-Coverage, the item indices each earlier secondary
     was assigned (docs/method.md §5).
 
-    What ``seq_refined`` and ``seq_coverage`` draw for one rater, for the same ``rng``. Its cost
-    grows with the items assigned and with ``m`` beyond a few passes over ``n_items``: the service
-    keeps ``modal`` per worker and draws a list at a rater's first batch.
+    What ``seq_refined`` and ``seq_coverage`` draw for one rater, for the same ``rng``. Beyond drawing
+    one key per item, its cost grows with the items assigned and with ``m``, not with ``n_items``
+    (a few comparisons per item): the service keeps ``modal`` per worker and draws a list at a
+    rater's first batch.
 
     >>> seq_list(np.array([0, 0, 1, 1, 2]), 2, n_labels=2, rng=0).tolist()
     [1, 3]
@@ -566,32 +567,63 @@ def seq_list(
         raise ValueError(f"modal must be one stratum 0..{n_labels} per item (modal_strata)")
     m = _check_m(m, s.size)
     gen = np.random.default_rng(rng)
+    held, pattern, width = _assignment_patterns(assigned or [], s.size, n_labels=n_labels)
+    codes = s[held].astype(np.int64) * width + pattern
+    sizes = np.zeros((n_labels + 1) * width, dtype=np.int64)
+    sizes[::width] = [np.count_nonzero(s == label) for label in range(n_labels + 1)]
+    np.subtract.at(sizes, codes - pattern, 1)
+    np.add.at(sizes, codes, 1)
     if assigned is None:
-        strata = s.astype(np.int64)
-        sizes = np.bincount(strata, minlength=n_labels + 1)
         quota = proportional_allocation(sizes, m)
     else:
-        strata, width = _sparse_coverage_codes(s, assigned, n_labels=n_labels)
-        sizes = np.bincount(strata, minlength=(n_labels + 1) * width)
         quota = coverage_quota(sizes.reshape(1, n_labels + 1, width), m)[0]
     key = gen.random((1, s.size))[0]
-    chosen = _smallest_keys(strata, sizes, quota, key)
+    chosen = _smallest_coded_keys(s, held, codes, width, sizes, quota, key)
     chosen = chosen[np.lexsort((key[chosen], s[chosen]))]
     return np.asarray(chosen[_interleaved(s[chosen])], dtype=np.int64)
 
 
-def _sparse_coverage_codes(
-    modal: np.ndarray, assigned: Sequence[np.ndarray], *, n_labels: int
-) -> tuple[np.ndarray, int]:
-    """``coverage_codes`` of one row from the item indices of each earlier secondary (bit ``j``: the
-    ``j``-th), touching only those items beyond one pass over ``modal``."""
+def _assignment_patterns(
+    assigned: Sequence[np.ndarray], n_items: int, *, n_labels: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The items some earlier secondary was assigned (sorted), their assignment patterns (bit ``j``: the
+    ``j``-th has it; beyond ``MAX_PATTERN_STRATA`` strata, how many have it) and the number of patterns
+    per modal label: the Seq-Coverage stratum of an item is ``modal * width + pattern`` (0 for the rest)."""
     n_assigned = len(assigned)
     patterns = (n_labels + 1) * 2**n_assigned <= MAX_PATTERN_STRATA
     width = 2**n_assigned if patterns else n_assigned + 1
-    code = np.asarray(modal, dtype=np.int64) * width
-    for bit, items in enumerate(assigned):
-        np.add.at(code, np.unique(items), 1 << bit if patterns else 1)
-    return code, width
+    lists = [np.unique(np.asarray(items, dtype=np.int64)) for items in assigned]
+    held = np.unique(np.concatenate(lists)) if lists else np.zeros(0, dtype=np.int64)
+    if held.size and (held[0] < 0 or held[-1] >= n_items):
+        raise ValueError(f"assigned items must be indices 0..{n_items - 1}")
+    pattern = np.zeros(held.size, dtype=np.int64)
+    for bit, items in enumerate(lists):
+        pattern[np.searchsorted(held, items)] += 1 << bit if patterns else 1
+    return held, pattern, width
+
+
+def _smallest_coded_keys(
+    modal: np.ndarray, held: np.ndarray, codes: np.ndarray, width: int, sizes: np.ndarray, quota: np.ndarray,
+    key: np.ndarray,
+) -> np.ndarray:
+    """``_smallest_keys`` of the strata ``modal * width`` (items outside ``held``) and ``codes`` (items in
+    ``held``), reading the stratum of only the items it may choose: those whose key falls under every
+    stratum's candidate threshold, the items held, and whole modal labels whose stratum is taken whole.
+    Should those leave a stratum short of its quota, the same over every item."""
+    take, threshold, every, sampled = _candidate_thresholds(sizes, quota)
+    top = float(threshold[sampled].max(initial=0.0))
+    whole = [np.flatnonzero(modal == label) for label in np.flatnonzero(every[::width])]
+    items = np.unique(np.concatenate([np.flatnonzero(key < top), held, *whole]))
+    at = np.minimum(np.searchsorted(held, items), max(held.size - 1, 0))
+    inside = (at < held.size) & (held[at] == items) if held.size else np.zeros(items.size, dtype=bool)
+    strata = modal[items].astype(np.int64) * width
+    strata[inside] = codes[at[inside]]
+    if (np.bincount(strata, minlength=sizes.size) < take).any():
+        items = np.arange(modal.size)
+        strata = modal.astype(np.int64) * width
+        strata[held] = codes
+    chosen: np.ndarray = items[_smallest_keys(strata, sizes, quota, key[items])]
+    return chosen
 
 
 _CANDIDATE_MARGIN = 6.0  # standard deviations of a stratum's count under its key threshold
@@ -603,10 +635,7 @@ def _smallest_keys(strata: np.ndarray, sizes: np.ndarray, quota: np.ndarray, key
     whose key falls under a per-stratum threshold that leaves each stratum its quota with a wide
     margin, and every item of a stratum whose threshold would reach past half of it (else, should a
     stratum fall short, every item)."""
-    take = np.minimum(quota, sizes)
-    threshold = (take + _CANDIDATE_MARGIN * np.sqrt(take) + 10) / np.maximum(sizes, 1)
-    every = (take > 0) & ((take == sizes) | (threshold >= 0.5))  # small strata: every item a candidate
-    sampled = (take > 0) & ~every
+    take, threshold, every, sampled = _candidate_thresholds(sizes, quota)
     top = float(threshold[sampled].max(initial=0.0))
     candidates = np.flatnonzero(key < top)
     candidates = candidates[sampled[strata[candidates]] & (key[candidates] < threshold[strata[candidates]])]
@@ -619,6 +648,17 @@ def _smallest_keys(strata: np.ndarray, sizes: np.ndarray, quota: np.ndarray, key
     starts = np.searchsorted(stratum, np.arange(quota.size))
     rank = np.arange(ranked.size) - starts[stratum]
     return np.sort(ranked[rank < take[stratum]])
+
+
+def _candidate_thresholds(
+    sizes: np.ndarray, quota: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per stratum of ``sizes[h]`` items: the items to take, the key under which its candidates fall,
+    whether every item is a candidate (small strata) and whether candidates are sampled by key."""
+    take = np.minimum(quota, sizes)
+    threshold = (take + _CANDIDATE_MARGIN * np.sqrt(take) + 10) / np.maximum(sizes, 1)
+    every = (take > 0) & ((take == sizes) | (threshold >= 0.5))
+    return take, threshold, every, (take > 0) & ~every
 
 
 MAX_PATTERN_STRATA = 4096

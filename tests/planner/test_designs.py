@@ -15,6 +15,8 @@ from planner.designs import (
     DESIGNS,
     DesignChoice,
     choose_design,
+    coverage_codes,
+    coverage_quota,
     depth_first,
     design_masks,
     disjoint,
@@ -23,6 +25,7 @@ from planner.designs import (
     proportional_allocation,
     random_subsets,
     seq_coverage,
+    seq_list,
     seq_refined,
     shared_panel,
     strat,
@@ -485,3 +488,39 @@ def test_smallest_keys_per_stratum_are_the_stratified_mask(
         got = designs._smallest_keys(strata, sizes, quota, key)
     expected = np.flatnonzero(stratified_masks(strata[None], quota[None], key[None])[0])
     np.testing.assert_array_equal(got, expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_items=st.integers(1, 300), n_labels=st.integers(2, 4), n_assigned=st.integers(0, 13),
+    seed=st.integers(0, 2**32 - 1), margin=st.sampled_from([_CANDIDATE_MARGIN, -50.0]), coverage=st.booleans(),
+)
+def test_seq_list_is_the_stratified_mask_of_its_dense_strata(
+    n_items: int, n_labels: int, n_assigned: int, seed: int, margin: float, coverage: bool
+) -> None:
+    """The sequential list reads the stratum of only the items it may choose; its items are exactly
+    those ``stratified_masks`` picks from every item's Seq-Coverage stratum (``coverage_codes`` of the
+    dense assignment matrix, ``coverage_quota``; Seq-Refined: the modal label, proportional quotas), for
+    the same keys. Past 12 earlier secondaries the strata count them (``MAX_PATTERN_STRATA``); a margin
+    leaving a quota short (-50) takes the every-item path and still agrees."""
+    gen = np.random.default_rng(seed)
+    modal = gen.choice(n_labels + 1, n_items, p=gen.dirichlet(np.full(n_labels + 1, 0.5))).astype(np.int16)
+    m = int(gen.integers(1, n_items + 1))
+    lists = [gen.choice(n_items, int(gen.integers(0, n_items + 1))) for _ in range(n_assigned)]
+    dense = np.zeros((n_assigned, 1, n_items), dtype=np.int64)
+    for j, items in enumerate(lists):
+        dense[j, 0, items] = 1
+    if coverage:
+        strata, width = coverage_codes(modal[None], dense, n_labels=n_labels)
+        sizes = np.bincount(strata[0], minlength=(n_labels + 1) * width)
+        quota = coverage_quota(sizes.reshape(1, n_labels + 1, width), m)
+    else:
+        strata = modal[None].astype(np.int64)
+        quota = proportional_allocation(np.bincount(strata[0], minlength=n_labels + 1), m)[None]
+    key = np.random.default_rng(seed + 1).random(n_items)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(designs, "_CANDIDATE_MARGIN", margin)
+        got = seq_list(modal, m, n_labels=n_labels, assigned=lists if coverage else None, rng=seed + 1)
+    expected = np.flatnonzero(stratified_masks(strata, quota, key[None])[0])
+    np.testing.assert_array_equal(np.sort(got), expected)
+    assert np.unique(got).size == got.size
