@@ -23,13 +23,12 @@ from service.matrix_store import current_matrix
 from service.models import Plan, Project, Rater
 from service.polling import PollingThread
 from service.recently_used import RecentlyUsed
-from service.sql import driver_rows
+from service.sql import driver_rows, in_values
 
 MODAL_KEY = "annoplan_modal_strata"
 """``Session.info`` key of the worker's :class:`ModalStore`."""
 REBUILD_AFTER = 100_000
 """Label events since the kept strata beyond which they are computed again from the label matrix."""
-_IN_LIST = 900  # item ids per IN (...) list, within SQLite's bound on variables
 WARM_POLL_SECONDS = 2.0
 """How often a worker looks for plans stored by other workers, whose projects' strata it then computes."""
 
@@ -50,6 +49,7 @@ class InHand:
     modal: np.ndarray  # int16, 0..L (L: no label in hand)
     primary: int | None  # the primary's rater id
     primary_labeled: np.ndarray  # bool: the primary has a label in hand (not an abstention)
+    secondary_labeled: np.ndarray  # bool: some human secondary has a label in hand
 
     def labeled_through(self, cursor: int) -> int:
         """The largest item id ``c >= cursor`` such that the primary has a label in hand on every item
@@ -109,7 +109,9 @@ def _raters(session: Session, project: Project) -> list[int]:
 
 def _updated(session: Session, project: Project, criterion: str, kept: InHand | None) -> InHand:
     """``kept`` brought to ``project.label_seq``: the items with events since get their mode again from
-    their current labels; computed from the label matrix when there is nothing (usable) to update."""
+    their current labels, or, where no secondary has a label in hand, from the primary's last event
+    (no read of current labels for the items only the primary labels, most of a corpus); computed
+    from the label matrix when there is nothing (usable) to update."""
     if (
         kept is None
         or kept.labels != tuple(project.labels)
@@ -119,51 +121,68 @@ def _updated(session: Session, project: Project, criterion: str, kept: InHand | 
         return _from_matrix(session, project, criterion)
     if kept.label_seq == project.label_seq:
         return kept
-    changed = np.unique(np.array(driver_rows(
+    events = driver_rows(
         session,
-        "SELECT item_id FROM label_events WHERE project_id = ? AND seq > ? AND seq <= ? AND criterion = ?",
+        "SELECT item_id, rater_id, value FROM label_events "
+        "WHERE project_id = ? AND seq > ? AND seq <= ? AND criterion = ? ORDER BY seq",
         (project.id, kept.label_seq, project.label_seq, criterion),
-    ), dtype=np.int64).reshape(-1))
-    modal = kept.modal
+    )
     raters = _raters(session, project)
-    if changed.size and raters:
-        at = kept.sorter[np.searchsorted(kept.item_ids, changed, sorter=kept.sorter).clip(max=kept.item_ids.size - 1)]
-        if not (kept.item_ids[at] == changed).all():
-            return _from_matrix(session, project, criterion)
-        if raters[0] != kept.primary:
-            return _from_matrix(session, project, criterion)
-        modal, labeled = modal.copy(), kept.primary_labeled.copy()
-        modal[at], labeled[at] = _modes(session, project, criterion, changed, raters)
-        modal.flags.writeable = labeled.flags.writeable = False
-        return InHand(project.label_seq, kept.labels, kept.item_ids, kept.sorter, modal, kept.primary, labeled)
-    return replace(kept, label_seq=project.label_seq)
+    if not events or not raters:
+        return replace(kept, label_seq=project.label_seq)
+    if raters[0] != kept.primary:
+        return _from_matrix(session, project, criterion)
+    item = np.fromiter((e[0] for e in events), np.int64, len(events))
+    by = np.fromiter((e[1] for e in events), np.int64, len(events))
+    changed = np.unique(item)
+    at = kept.sorter[np.searchsorted(kept.item_ids, changed, sorter=kept.sorter).clip(max=kept.item_ids.size - 1)]
+    if not (kept.item_ids[at] == changed).all():
+        return _from_matrix(session, project, criterion)
+    modal, labeled, seen = kept.modal.copy(), kept.primary_labeled.copy(), kept.secondary_labeled.copy()
+    # Items no secondary holds a label of or labeled since: their mode is the primary's last label.
+    asked = seen[at]
+    asked[np.searchsorted(changed, item[np.isin(by, raters[1:])])] = True
+    mine = np.flatnonzero(by == raters[0])
+    last = mine[::-1][np.unique(item[mine][::-1], return_index=True)[1]]  # the primary's last event per item
+    row = np.searchsorted(changed, item[last])
+    keep = ~asked[row]
+    code_of = value_codes(project)
+    code = np.fromiter((code_of.get(events[k][2], -1) for k in last[keep]), np.int64, int(keep.sum()))
+    in_hand = (code >= 0) & (code < len(project.labels))
+    modal[at[row[keep]]] = np.where(in_hand, code, len(project.labels))
+    labeled[at[row[keep]]] = in_hand
+    if asked.any():
+        rows = at[asked]
+        modal[rows], labeled[rows], seen[rows] = _modes(session, project, criterion, changed[asked], raters)
+    modal.flags.writeable = labeled.flags.writeable = seen.flags.writeable = False
+    return InHand(project.label_seq, kept.labels, kept.item_ids, kept.sorter, modal, kept.primary, labeled, seen)
 
 
 def _modes(
     session: Session, project: Project, criterion: str, items: np.ndarray, raters: list[int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """``modal_strata`` of ``items`` from their current labels by ``raters`` (the primary first), and
-    whether the primary has a label in hand on each."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``modal_strata`` of ``items`` from their current labels by ``raters`` (the primary first), whether
+    the primary has a label in hand on each, and whether some other of ``raters`` has."""
     code_of = value_codes(project)
     n_labels = len(project.labels)
     codes = np.full((items.size, len(raters)), -1, dtype=np.int64)
     column = {rid: k for k, rid in enumerate(raters)}
     marks = ", ".join("?" * len(raters))
-    for start in range(0, items.size, _IN_LIST):
-        part = items[start:start + _IN_LIST]
-        rows = driver_rows(
-            session,
-            # Item and rater ids are the project's own: read by the primary key, no project_id.
-            f"SELECT item_id, rater_id, value FROM current_labels WHERE criterion = ? "
-            f"AND item_id IN ({', '.join('?' * part.size)}) AND rater_id IN ({marks})",
-            (criterion, *part.tolist(), *raters),
-        )
-        if rows:
-            row = start + np.searchsorted(part, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
-            col = np.fromiter((column[r[1]] for r in rows), np.int64, len(rows))
-            code = np.fromiter((code_of.get(r[2], -1) for r in rows), np.int64, len(rows))
-            codes[row, col] = np.where(code < n_labels, code, -1)
-    return modal_strata(codes, primary=0, n_labels=n_labels).astype(np.int16), codes[:, 0] >= 0
+    among, values = in_values(session, "item_id", items.tolist())
+    rows = driver_rows(
+        session,
+        # Item and rater ids are the project's own: read by the primary key, no project_id.
+        f"SELECT item_id, rater_id, value FROM current_labels WHERE criterion = ? AND {among} "
+        f"AND rater_id IN ({marks})",
+        (criterion, values, *raters),
+    )
+    if rows:
+        row = np.searchsorted(items, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+        col = np.fromiter((column[r[1]] for r in rows), np.int64, len(rows))
+        code = np.fromiter((code_of.get(r[2], -1) for r in rows), np.int64, len(rows))
+        codes[row, col] = np.where(code < n_labels, code, -1)
+    modes = modal_strata(codes, primary=0, n_labels=n_labels).astype(np.int16)
+    return modes, codes[:, 0] >= 0, np.asarray((codes[:, 1:] >= 0).any(axis=1))
 
 
 def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
@@ -176,7 +195,7 @@ def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
         codes = matrix.codes
         labeled = codes[:, primaries[0]] >= 0
         modal = np.where(labeled, codes[:, primaries[0]], matrix.n_labels).astype(np.int16)
-        seen = np.zeros(labeled.size, dtype=bool)  # items some secondary labeled: a mode to take
+        seen = np.zeros(labeled.size, dtype=bool)  # items some secondary labeled: a mode to take (else the primary's)
         for column in columns[1:]:
             seen |= codes[:, column] >= 0
         rows = np.flatnonzero(seen)
@@ -184,11 +203,12 @@ def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
             modal[rows] = modal_strata(codes[rows][:, columns], primary=0, n_labels=matrix.n_labels)
     else:
         modal = np.full(matrix.raw.shape[0], matrix.n_labels, dtype=np.int16)
-        labeled = np.zeros(matrix.raw.shape[0], dtype=bool)
-    modal.flags.writeable = labeled.flags.writeable = False
+        labeled = seen = np.zeros(matrix.raw.shape[0], dtype=bool)
+    modal.flags.writeable = labeled.flags.writeable = seen.flags.writeable = False
     primary = matrix.raters[primaries[0]].id if primaries else None
     return InHand(
-        matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal, primary, labeled
+        matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal, primary, labeled,
+        seen,
     )
 
 

@@ -20,7 +20,7 @@ from service.matrix_store import current_matrix
 from service.modal_strata import modal_in_hand
 from service.models import Assignment, Plan, Project, Rater
 from service.project_rows import lock_project
-from service.sql import insert_many
+from service.sql import insert_many, integer_rows
 
 PANELS = ("strat", "neyman")
 SEQUENTIAL = ("seq-refined", "seq-coverage")  # lists drawn at a secondary's first batch, from the labels in hand
@@ -98,17 +98,10 @@ def _assigned_items(
 ) -> list[np.ndarray]:
     """Per secondary holding assignments (in rater id order), the rows in ``item_ids`` (``sorter``: its
     argsort, when known) of its items; items outside ``item_ids`` are left out."""
-    rows = np.array(
-        [
-            (item, rater)
-            for item, rater in session.execute(
-                select(Assignment.item_id, Assignment.rater_id)
-                .join(Rater, Rater.id == Assignment.rater_id)
-                .where(Assignment.project_id == project_id, Rater.kind == "human")
-            )
-        ],
-        dtype=np.int64,
-    ).reshape(-1, 2)
+    rows = integer_rows(
+        session, ("a.item_id", "a.rater_id"),
+        "assignments a JOIN raters r ON r.id = a.rater_id WHERE a.project_id = ? AND r.kind = 'human'", (project_id,),
+    )
     raters, column = np.unique(rows[:, 1], return_inverse=True)
     position, found = _positions(item_ids, rows[:, 0], sorter)
     return [position[found & (column == j)] for j in range(raters.size)]

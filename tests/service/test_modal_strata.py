@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 
@@ -49,6 +49,8 @@ def modal_of(rows: dict[tuple[str, int], str]) -> list[int]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rounds=st.lists(writes, min_size=1, max_size=4))
+# two secondaries agree, then only the primary writes: the mode stays theirs, not the primary's label
+@example(rounds=[[("h2", 0, "a"), ("h3", 0, "a"), ("prim", 1, "c")], [("prim", 0, "b"), ("prim", 1, None)]])
 def test_kept_strata_equal_fresh_strata_after_any_writes(client, engine: Engine, rounds) -> None:
     pid = client.post("/projects", json={"name": "modal", "labels": VALUES[:3], "allow_abstain": True}).json()["id"]
     for ext, kind in RATERS:
@@ -79,6 +81,8 @@ def test_kept_strata_equal_fresh_strata_after_any_writes(client, engine: Engine,
             fresh = _from_matrix(s, project, project.criteria[0])
         assert kept.label_seq == fresh.label_seq
         np.testing.assert_array_equal(kept.modal, fresh.modal)
+        np.testing.assert_array_equal(kept.primary_labeled, fresh.primary_labeled)
+        np.testing.assert_array_equal(kept.secondary_labeled, fresh.secondary_labeled)
         by_item = dict(zip(fresh.item_ids.tolist(), kept.modal.tolist(), strict=True))
         assert [by_item[items[f"i{i}"]] for i in range(N_ITEMS)] == modal_of(state), k
 
