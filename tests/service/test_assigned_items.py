@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.planned_lists import ListCorpus, _assigned
-
-
-class _Rows:
-    """Stands in for a session: every statement answers ``rows``."""
-
-    def __init__(self, rows: list[tuple[int, int]]):
-        self.rows = rows
-
-    def execute(self, _statement: object) -> _Rows:
-        return self
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return iter(self.rows)
 
 
 @settings(max_examples=200, deadline=None)
@@ -40,6 +27,8 @@ def test_each_assignment_marks_its_items_row_and_its_raters_column(items: list[i
     for item, rater in rows:
         if item in items:
             expected[items.index(item), raters.index(rater)] = True
-    got = _assigned(_Rows(rows), "p", ListCorpus(matrix))  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as patch:  # the database answers ``rows`` as (item, rater) integers
+        patch.setattr("service.planned_lists.integer_rows", lambda *_: np.array(rows, dtype=np.int64).reshape(-1, 2))
+        got = _assigned(None, "p", ListCorpus(matrix))  # type: ignore[arg-type]
     assert got.dtype == bool
     np.testing.assert_array_equal(got, expected)
