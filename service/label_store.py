@@ -110,9 +110,17 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
         first_seq = reserve(session, project.id, "label_seq", len(fresh))
         last_seq = first_seq + len(fresh) - 1
         _append(session, project.id, fresh, first_seq, utcnow(), current)
-        labeled = {(i, r) for i, r, _ in current}
-        _count_labeled_items(session, Counter(r for _, r in {(i, r) for (i, r, _), _, _ in fresh} - labeled))
+        _count_labeled_items(session, _items_gained(fresh, current, one_criterion=len(criteria) == 1))
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
+
+
+def _items_gained(fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *,
+                  one_criterion: bool) -> Counter[int]:
+    """Per rater, the items of ``fresh`` cells it had no current label on (any criterion) before."""
+    labeled = {(i, r) for i, r, _ in current}
+    if one_criterion and not labeled:  # each cell is its own (item, rater) pair, none labeled before
+        return Counter(r for (_, r, _), _, _ in fresh)
+    return Counter(r for _, r in {(i, r) for (i, r, _), _, _ in fresh} - labeled)
 
 
 def _check_batches(session: Session, project: Project, cells: Cells) -> None:
