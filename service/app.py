@@ -49,6 +49,7 @@ from service.routes import (
 from service.schemas import ErrorBody, ItemIn, LabelIn
 from service.security_headers import SecurityHeaders
 from service.settings import Settings, get_settings
+from service.table_statistics import StatisticsKeeper
 from service.webhook_sender import WebhookSender
 
 log = logging.getLogger("annoplan")
@@ -109,7 +110,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 sender.start()
             warmer = app.state.strata_warmer = StrataWarmer(app.state.sessions)
             warmer.start()
+            keeper = StatisticsKeeper(engine)
+            if engine.dialect.name == "postgresql":
+                keeper.start()
             yield
+            keeper.stop()
             warmer.stop()
             sender.stop()
             documents.close()

@@ -1,5 +1,6 @@
 """A worker's background thread that does one round of work every few seconds, or at once when poked,
-until the worker's lifespan stops it (the webhook sender, the modal strata warmer)."""
+until the worker's lifespan stops it (the webhook sender, the modal strata warmer, the table
+statistics keeper)."""
 
 from __future__ import annotations
 

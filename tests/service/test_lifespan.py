@@ -14,7 +14,7 @@ from service.settings import Settings
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 
-PER_APP = ("annoplan-strata-warmer", "annoplan-webhooks", "annoplan-documents")
+PER_APP = ("annoplan-strata-warmer", "annoplan-webhooks", "annoplan-documents", "annoplan-table-statistics")
 """Name prefixes of the threads one app's lifespan starts (the simulation heartbeat is per process)."""
 
 
