@@ -18,6 +18,9 @@ from scipy.special import ndtr, ndtri
 from planner.intervals import ConfidenceInterval, percentile_interval
 
 JACKKNIFE_MAX_PATTERNS = 4000
+TIE_TOLERANCE = 1e-9
+"""Relative difference below which a replicate ties with the estimate: the same table summed in
+another order differs in the last bits, and an exact comparison would then move ``z0``."""
 """More distinct patterns than this and the jackknife (patterns^2 cells) is not computed."""
 _CHUNK_CELLS = 500_000  # leave-one-out weight cells held at once
 
@@ -76,7 +79,8 @@ def bca_interval(
 ) -> ConfidenceInterval:
     """BCa interval from bootstrap ``replicates`` of ``estimate`` (docs/method.md §2, "Intervals").
 
-    ``z0 = Phi^-1(share of replicates below the estimate, ties counted half)``; the ends are
+    ``z0 = Phi^-1(share of replicates below the estimate, ties counted half)``, a tie being equality up
+    to rounding (:data:`TIE_TOLERANCE`); the ends are
     the replicates' quantiles at ``Phi(z0 + (z0 + z)/(1 - a (z0 + z)))`` for ``z = -+z_{1-tail}``.
     Undefined replicates are left out. When every replicate falls on one side of the estimate
     (``z0`` infinite) the percentile interval is returned, labelled so.
@@ -91,7 +95,8 @@ def bca_interval(
     finite = finite[np.isfinite(finite)]
     if finite.size == 0 or not np.isfinite(estimate):
         return ConfidenceInterval(np.nan, np.nan, method="bca")
-    below = (np.count_nonzero(finite < estimate) + 0.5 * np.count_nonzero(finite == estimate)) / finite.size
+    tied = np.abs(finite - estimate) <= TIE_TOLERANCE * max(1.0, abs(estimate))
+    below = (np.count_nonzero((finite < estimate) & ~tied) + 0.5 * np.count_nonzero(tied)) / finite.size
     if not 0.0 < below < 1.0:
         return percentile_interval(finite, confidence_level)
     z0 = float(ndtri(below))

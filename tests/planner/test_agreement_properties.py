@@ -8,7 +8,7 @@ from collections.abc import Callable
 import krippendorff
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
@@ -325,6 +325,9 @@ def test_the_held_pair_cells_are_every_raters_pair_cells_stacked(case: tuple[np.
 
 @PROPERTY
 @given(code_matrices(), st.sampled_from(["nominal", "ordinal", "interval"]))
+@example(  # replicates equal to the estimate but for the order of a sum: the BCa ties must hold in both
+    (np.array([[2, 0], *[[0, 0]] * 10, [0, 1], [0, 1]]), 4), "interval"
+)
 def test_summary_table_reads_each_figure_as_its_own_reader_would(case: tuple[np.ndarray, int], scale: str) -> None:
     """summary_table's one sparse product of the pair cells and count patterns gives each figure the
     interval that the figure's own reader of the same resample gives (count patterns merged row by

@@ -127,6 +127,18 @@ def test_bca_shifts_toward_the_estimate_side_and_falls_back_when_z0_is_infinite(
         bca_interval(reps, 0.5, 0.0, 1.0)
 
 
+def test_replicates_equal_to_the_estimate_up_to_rounding_tie_with_it() -> None:
+    """A replicate summed in another order than the estimate differs in its last bits: it still ties
+    (counted half in z0), so the interval does not jump with the order of a sum."""
+    estimate = -4 / 35  # a kappa whose replicates often equal it
+    reps = np.array([-0.31, -0.26, -0.2, -0.15, *[estimate] * 8, -0.07, -0.066, -0.066, -0.05])
+    exact = bca_interval(reps, estimate, 0.05, 0.9)
+    rounded = bca_interval(np.where(reps == estimate, estimate * (1 - 4e-15), reps), estimate, 0.05, 0.9)
+    assert (rounded.low, rounded.high) == (exact.low, exact.high)
+    apart = bca_interval(np.where(reps == estimate, estimate * (1 - 1e-6), reps), estimate, 0.05, 0.9)
+    assert (apart.low, apart.high) != (exact.low, exact.high)  # a real difference is not a tie
+
+
 def test_bca_is_the_default_only_for_approximate_intervals() -> None:
     small, large = sparse_codes(5, 40, 0.3), sparse_codes(5, 600, 0.3)
     assert krippendorff_alpha(small, n_labels=2).confidence_interval(n_resamples=200, rng=0).method == "bca"
