@@ -18,10 +18,10 @@ from scipy.special import ndtr, ndtri
 from planner.intervals import ConfidenceInterval, percentile_interval
 
 JACKKNIFE_MAX_PATTERNS = 4000
+"""More distinct patterns than this and the jackknife (patterns^2 cells) is not computed."""
 TIE_TOLERANCE = 1e-9
 """Relative difference below which a replicate ties with the estimate: the same table summed in
 another order differs in the last bits, and an exact comparison would then move ``z0``."""
-"""More distinct patterns than this and the jackknife (patterns^2 cells) is not computed."""
 _CHUNK_CELLS = 500_000  # leave-one-out weight cells held at once
 
 
