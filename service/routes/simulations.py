@@ -14,10 +14,9 @@ from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 
 from service.db import session_scope
-from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep, written
+from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep, WriteSession, written
 from service.errors import Invalid, TooLarge, error_responses
 from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
@@ -87,7 +86,7 @@ async def post_simulation(
 
     inserted = []  # empty when the Idempotency-Key replays an earlier response
 
-    def write(writer: Session) -> tuple[int, SimulationQueued]:
+    def write(writer: WriteSession) -> tuple[int, SimulationQueued]:
         queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER)
         inserted.append(job.id)
         return 202, queued
