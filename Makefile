@@ -29,6 +29,7 @@ test: $(VENV)/.test
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check planner service tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 migrate: $(VENV)/.runtime
 	$(VENV)/bin/alembic upgrade head

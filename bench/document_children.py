@@ -1,10 +1,10 @@
 """A fresh reliability document's child processes: one after another vs side by side, at 10k and 1M items.
 
-A large document's statistics run off the web worker (``service.cancellable``). Before, one child
+A large document's statistics run off the web worker (``service.core.offload``). Before, one child
 received the compact matrix pickled through a pipe and computed the monitoring and then every
 other statistic; now two children map one copy of the matrix from shared memory
-(``service.shared_matrix``) and compute the monitoring and the other statistics at once
-(``service.cancellable.off_worker_each``), so the request waits for the slower of the two.
+(``service.matrices.shared``) and compute the monitoring and the other statistics at once
+(``service.core.offload.off_worker_each``), so the request waits for the slower of the two.
 
 Printed per size: the request's wall time both ways, and each child's CPU seconds (reported by
 the child itself): the request's critical path is the sum of the two before, their maximum now
@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from document_transfer import compact_matrix, service_matrix, sized_figures  # noqa: E402
 
-from service.cancellable import off_worker, off_worker_each  # noqa: E402
-from service.matrix import LabelMatrix  # noqa: E402
-from service.monitoring import judge_monitorings  # noqa: E402
-from service.reliability import document_statistics  # noqa: E402
+from service.core.offload import off_worker, off_worker_each  # noqa: E402
+from service.documents.monitoring import judge_monitorings  # noqa: E402
+from service.documents.reliability import document_statistics  # noqa: E402
+from service.matrices.matrix import LabelMatrix  # noqa: E402
+from service.matrices.shared import SharedMatrix  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
-from service.shared_matrix import SharedMatrix  # noqa: E402
 
 N_RESAMPLES = 1_000
 

@@ -1,10 +1,10 @@
 """What a fresh reliability document pays to reach its child processes, at 10k and 1M items x 10 raters.
 
-The statistics of a large document run in child processes (``service.cancellable.off_worker_each``:
+The statistics of a large document run in child processes (``service.core.offload.off_worker_each``:
 the monitoring in one, the other statistics in another). Once, the document pickled the int64
 label matrix (codes, arrival order, item ids: ~250 MB at 1M) through a pipe three times, once per
 statistic; then one compact matrix (int8 codes, int32 arrival order) once; now the compact matrix
-is written once into shared memory (``service.shared_matrix.SharedMatrix``) and both children map
+is written once into shared memory (``service.matrices.shared.SharedMatrix``) and both children map
 it. Each figure is the time to hand the matrix over and get a trivial answer back (``len`` of its
 rows: no statistics), next to a child started with no payload (the floor) and the 10k figure of
 the same run. Median of ``--repeats``.
@@ -27,9 +27,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner.codes import code_type  # noqa: E402
-from service.cancellable import off_worker, off_worker_each  # noqa: E402
-from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.shared_matrix import SharedMatrix, rank_type  # noqa: E402
+from service.core.offload import off_worker, off_worker_each  # noqa: E402
+from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
+from service.matrices.shared import SharedMatrix, rank_type  # noqa: E402
 
 SECONDARIES = 8
 

@@ -29,12 +29,13 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH.parent)]
 
 from bench.reference_tree import add_reference_options, reference_figures  # noqa: E402
-from service.assignment import issue_batch  # noqa: E402
-from service.auth import Principal, Role  # noqa: E402
-from service.db import make_engine, make_sessionmaker  # noqa: E402
-from service.label_store import write_labels  # noqa: E402
-from service.modal_strata import _updated, modal_in_hand  # noqa: E402
-from service.models import Assignment, Batch, CurrentLabel, Item, Project, Rater  # noqa: E402
+from service.core.db import make_engine  # noqa: E402
+from service.data.keys import Principal, Role  # noqa: E402
+from service.data.labels import write_labels  # noqa: E402
+from service.data.models import Assignment, Batch, CurrentLabel, Item, Project, Rater  # noqa: E402
+from service.documents.sessions import worker_sessionmaker  # noqa: E402
+from service.matrices.modal_strata import _updated, modal_in_hand  # noqa: E402
+from service.planning.batches import issue_batch  # noqa: E402
 from service.schemas import BatchCreate  # noqa: E402
 
 URL_ENV = "ANNOPLAN_FIRST_BATCH_URL"  # the child (reference) process reads the parent's options here
@@ -44,7 +45,7 @@ ADMIN = Principal("bench", Role.ADMIN, None, None)
 def first_batches() -> dict[str, list[float]]:
     """Medians and maxima of CPU and wall ms: secondaries' first batches; the strata update."""
     url, name, rounds, primary_labels = os.environ[URL_ENV].split("|")
-    sessions = make_sessionmaker(make_engine(url))
+    sessions = worker_sessionmaker(make_engine(url))
     with sessions() as s:
         project = s.scalar(select(Project).where(Project.name == name))
         assert project is not None, f"no project {name!r}: run bench/scale_writes.py on this database first"

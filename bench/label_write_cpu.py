@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.auth import Principal, Role
-from service.db import make_engine
-from service.label_store import write_labels
-from service.models import Item, Project, Rater
+from service.core.db import make_engine
+from service.data.keys import Principal, Role
+from service.data.labels import write_labels
+from service.data.models import Item, Project, Rater
 
 ROWS = 100_000
 

@@ -34,11 +34,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import million  # noqa: E402
 
-from service.db import make_engine, make_sessionmaker, session_scope  # noqa: E402
-from service.matrix import LabelMatrix  # noqa: E402
-from service.matrix_snapshots import history_mark, write_snapshot  # noqa: E402
-from service.matrix_store import MatrixStore  # noqa: E402
-from service.models import Project  # noqa: E402
+from service.core.db import make_engine, session_scope  # noqa: E402
+from service.data.models import Project  # noqa: E402
+from service.documents.sessions import worker_sessionmaker  # noqa: E402
+from service.matrices.matrix import LabelMatrix  # noqa: E402
+from service.matrices.snapshots import history_mark, write_snapshot  # noqa: E402
+from service.matrices.store import MatrixStore  # noqa: E402
 from tests.live_server import LiveServer, migrate, wipe_postgres  # noqa: E402
 
 
@@ -52,7 +53,7 @@ def built(url: str, n_items: int) -> tuple[str, np.ndarray]:
 
 def figures(url: str, pid: str, judge: np.ndarray, snapshots: Path) -> dict[str, float]:
     engine = make_engine(url)
-    sessions = make_sessionmaker(engine)
+    sessions = worker_sessionmaker(engine)
     out: dict[str, float] = {}
 
     def first(store: MatrixStore, name: str) -> LabelMatrix:

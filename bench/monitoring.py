@@ -12,7 +12,7 @@
    ``validate_judge`` (1,000 resamples) on the same matrix as the reference, and the
    inverse-inclusion-weighted monitor (three inclusion classes, docs/method.md §9) against
    the unweighted one.
-4. ``service.monitoring.judge_monitorings`` (the /reliability monitoring block) on the
+4. ``service.documents.monitoring.judge_monitorings`` (the /reliability monitoring block) on the
    project of ``bench/million.py``: a judge and the primary on every item, 8 secondaries on
    1/8 each, every rater's labels arriving in item order, then 1,000 of the judge's labels
    corrected (so they arrive last). 10,000 vs 1,000,000 items in the same run (target
@@ -45,10 +45,10 @@ from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import kept_monitoring, monitor_judge  # noqa: E402
-from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.monitoring import judge_monitorings  # noqa: E402
+from service.documents.monitoring import judge_monitorings  # noqa: E402
+from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
+from service.matrices.shared import rank_type  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
-from service.shared_matrix import rank_type  # noqa: E402
 
 P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
 P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon

@@ -1,4 +1,4 @@
-"""A plan's computation in process (``service.planning.plan_draft``) at 10,000 and 1,000,000 items (issue 20).
+"""A plan's computation in process (``service.planning.plans.plan_draft``) at 10,000 and 1,000,000 items (issue 20).
 
 What POST /plan computes in its child process, without the server: the recipes, the four design
 checks, the estimator check and the monitoring simulation, on a label matrix like
@@ -40,7 +40,7 @@ REPEATS = 3
 def matrix(n_items: int) -> Any:
     """The drafted codes (int16) of ``n_items`` items: judge (0.9), primary (0.85) on every item, 8
     secondaries (0.85) on 1/8 of the items each."""
-    from service.matrix import LabelMatrix, RaterColumn
+    from service.matrices.matrix import LabelMatrix, RaterColumn
 
     rng = np.random.default_rng(0)
     truth = rng.random(n_items) < 0.7
@@ -57,7 +57,7 @@ def matrix(n_items: int) -> Any:
 
 def drafts_seconds(repeats: int = REPEATS) -> dict[str, list[float]]:
     """Per size and request, the median CPU and wall seconds of ``repeats`` drafts (seeds 1..repeats)."""
-    from service.planning import plan_draft
+    from service.planning.plans import plan_draft
     from service.schemas import DecisionSettings, PlanCreate
 
     out: dict[str, list[float]] = {}

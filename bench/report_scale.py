@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from planner.bounds import sharp_bounds  # noqa: E402
 from planner.verdicts import BINARY_METRICS  # noqa: E402
-from service.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.reporting import ReportOptions, criterion_pairs, judge_reports  # noqa: E402
+from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
+from service.reporting.report import ReportOptions, criterion_pairs, judge_reports  # noqa: E402
 
 SECONDARIES = 8
 LABELS = ["pass", "fail"]

@@ -46,7 +46,7 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.db import make_engine
+from service.core.db import make_engine
 from tests.live_server import LiveServer, migrate, wipe_postgres
 
 KEY = "ak_bench_admin"

@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.db import make_engine
+from service.core.db import make_engine
 from tests.live_server import LiveServer, migrate, wipe_postgres
 
 KEY = "ak_bench_admin"
@@ -157,15 +157,16 @@ def profile_parts(url: str, pid: str) -> None:
     from planner.agreement import summary_table
     from planner.decision import validate_judge
     from planner.patterns import item_patterns
-    from service.db import make_sessionmaker, session_scope
-    from service.matrix import load_matrix
-    from service.models import Assignment, CurrentLabel, Project, Rater
-    from service.planning import current_plan
-    from service.reliability import _recipe_now, plan_progress, reliability_document
+    from service.core.db import session_scope
+    from service.data.models import Assignment, CurrentLabel, Project, Rater
+    from service.documents.reliability import _recipe_now, plan_progress, reliability_document
+    from service.documents.sessions import worker_sessionmaker
+    from service.matrices.matrix import load_matrix
+    from service.planning.plans import current_plan
     from service.schemas import DecisionSettings
 
     engine = make_engine(url)
-    factory = make_sessionmaker(engine)
+    factory = worker_sessionmaker(engine)
     with session_scope(factory) as s:
         project = s.get(Project, pid)
         decision = DecisionSettings(**project.decision)

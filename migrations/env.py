@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from alembic import context
 
-from service.db import make_engine
-from service.models import Base
-from service.settings import get_settings
+from service.core.db import make_engine
+from service.core.settings import get_settings
+from service.data.models import Base
 
 config = context.config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uvicorn
 
-from service.settings import get_settings
+from service.core.settings import get_settings
 
 
 def main() -> None:

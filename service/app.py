@@ -16,17 +16,19 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
 from sqlalchemy.exc import IntegrityError
 
-from service.auth import ensure_admin_key
-from service.cancellable import prestart
-from service.database_health import DatabaseState, install_outage_handlers
-from service.db import make_engine, make_sessionmaker, session_scope, writer_turn
-from service.errors import install_error_handlers
-from service.jobs import RUNNER
-from service.limits import BodySizeLimit
-from service.matrix_snapshots import remove_orphan_snapshots, snapshot_directory
-from service.matrix_store import MatrixStore
-from service.modal_strata import StrataWarmer
-from service.reliability import DocumentCache
+from service.core.db import make_engine, session_scope, writer_turn
+from service.core.errors import ErrorBody, install_error_handlers
+from service.core.middleware import BodySizeLimit, SecurityHeaders
+from service.core.offload import prestart
+from service.core.settings import Settings, get_settings
+from service.data.database_health import DatabaseState, install_outage_handlers
+from service.data.keys import ensure_admin_key
+from service.data.table_statistics import StatisticsKeeper
+from service.documents.reliability import DocumentCache
+from service.documents.sessions import worker_sessionmaker
+from service.matrices.modal_strata import StrataWarmer
+from service.matrices.snapshots import remove_orphan_snapshots, snapshot_directory
+from service.matrices.store import MatrixStore
 from service.routes import (
     agreement,
     batches,
@@ -46,11 +48,9 @@ from service.routes import (
     simulations,
     webhooks,
 )
-from service.schemas import ErrorBody, ItemIn, LabelIn
-from service.security_headers import SecurityHeaders
-from service.settings import Settings, get_settings
-from service.table_statistics import StatisticsKeeper
-from service.webhook_sender import WebhookSender
+from service.schemas import ItemIn, LabelIn
+from service.simulations.jobs import RUNNER
+from service.webhooks.sender import WebhookSender
 
 log = logging.getLogger("annoplan")
 STATIC = Path(__file__).parent / "static"
@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.engine = engine
             snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
             matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
-            app.state.sessions = make_sessionmaker(engine, matrices)
+            app.state.sessions = worker_sessionmaker(engine, matrices)
             if snapshots is not None:
                 with session_scope(app.state.sessions) as session:
                     remove_orphan_snapshots(snapshots, session)
@@ -99,7 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if secret:
                 print(f"annoplan: generated admin key (shown once): {secret}", flush=True)
             # Sync routes and dependencies share one thread pool (AnyIO's default is 40 threads);
-            # write requests wait for their turn outside it (service.db.writer_turn).
+            # write requests wait for their turn outside it (service.core.db.writer_turn).
             anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
             # Plans are drafted on threads of their own: a drafted plan waiting for its turn to be
             # stored then holds none of the pool's threads, which the turn's holder may need.

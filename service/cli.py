@@ -43,8 +43,8 @@ def _migrated_engine() -> Engine:
     """
     from sqlalchemy import inspect
 
-    from service.db import make_engine
-    from service.settings import get_settings
+    from service.core.db import make_engine
+    from service.core.settings import get_settings
 
     url = get_settings().database_url
     if url.startswith("sqlite:///"):
@@ -100,9 +100,9 @@ def keys_create(
     """
     from sqlalchemy import select
 
-    from service.auth import Role, create_key
-    from service.db import make_sessionmaker, session_scope
-    from service.models import Project, Rater
+    from service.core.db import make_sessionmaker, session_scope
+    from service.data.keys import Role, create_key
+    from service.data.models import Project, Rater
 
     if role not in set(Role):
         raise typer.BadParameter(f"role must be one of {', '.join(Role)}")
@@ -132,8 +132,8 @@ def keys_list(
 
     Example: annoplan keys list --all
     """
-    from service.auth import listed_keys
-    from service.db import make_sessionmaker, session_scope
+    from service.core.db import make_sessionmaker, session_scope
+    from service.data.keys import listed_keys
 
     engine = _migrated_engine()
     with session_scope(make_sessionmaker(engine)) as session:
@@ -155,9 +155,9 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id, as `an
 
     Example: annoplan keys revoke k_3f9a...
     """
-    from service.auth import revoke_key
-    from service.db import make_sessionmaker, session_scope
-    from service.errors import AppError
+    from service.core.db import make_sessionmaker, session_scope
+    from service.core.errors import AppError
+    from service.data.keys import revoke_key
 
     engine = _migrated_engine()
     try:
@@ -173,7 +173,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id, as `an
 def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int, int]:
     """A label export CSV (item, rater, value columns) as a code matrix; the judge's column index."""
     from planner.codes import SPECIAL
-    from service.csv_safety import restored_cell
+    from service.core.csv_safety import restored_cell
 
     with path.open(newline="") as f:
         rows = [{k: restored_cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
@@ -426,7 +426,7 @@ def sync_label_studio(
 
 def _label_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a label export: CSV (a header row), NDJSON (one object a line) or a JSON array or page."""
-    from service.csv_safety import restored_cell
+    from service.core.csv_safety import restored_cell
 
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".csv":  # exports neutralise formula-like cells; read back the original text

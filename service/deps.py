@@ -16,11 +16,11 @@ from fastapi import Depends, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from service.auth import Principal, Role, principal_for
-from service.db import session_scope
-from service.errors import Forbidden, NotFound, echo
-from service.models import Project
-from service.settings import Settings
+from service.core.db import session_scope
+from service.core.errors import Forbidden, NotFound, echo
+from service.core.settings import Settings
+from service.data.keys import Principal, Role, principal_for
+from service.data.models import Project
 
 T = TypeVar("T")
 
@@ -117,7 +117,7 @@ def _reading(roles: tuple[Role, ...]) -> Callable[[str, Session, Principal], Pro
 async def _writer_turn(request: Request) -> AsyncIterator[None]:
     """This process's turn to write, held while the route runs. The request waits for it in the
     event loop, before it takes a pool thread: waiting writers then hold no thread, so however many
-    queue, the holder finds the thread its route needs (see service.db.writer_turn)."""
+    queue, the holder finds the thread its route needs (see service.core.db.writer_turn)."""
     async with request.app.state.writer_turn:
         yield
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from fastapi.testclient import TestClient
     from sqlalchemy import Engine
 
-    from service.settings import Settings
+    from service.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "ak_test_admin_key"
@@ -72,8 +72,8 @@ def fresh_database(template_url: str, directory: Path) -> str:
     if PG_URL:
         from sqlalchemy import text
 
-        from service.db import make_engine
-        from service.models import Base
+        from service.core.db import make_engine
+        from service.data.models import Base
 
         engine = make_engine(PG_URL)
         tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
@@ -95,7 +95,7 @@ def database_url(template_url: str, tmp_path: Path) -> str:
 @pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
     """A second engine on the test database, to read rows behind the API's back."""
-    from service.db import make_engine
+    from service.core.db import make_engine
 
     engine = make_engine(database_url)
     yield engine
@@ -104,7 +104,7 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     # Dashboards wait for the fresh document here; showing an older one meanwhile is tested on its own.
     return Settings(database_url=database_url, admin_key=ADMIN_KEY, dashboard_wait_seconds=60)

@@ -105,7 +105,7 @@ def wipe_postgres(database_url: str) -> None:
     """Drop everything in the database's public schema (benchmarks start from nothing)."""
     from sqlalchemy import text
 
-    from service.db import make_engine
+    from service.core.db import make_engine
 
     engine = make_engine(database_url)
     with engine.begin() as conn:

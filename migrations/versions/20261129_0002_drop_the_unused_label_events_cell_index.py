@@ -7,7 +7,6 @@ Create Date: 2026-11-29 14:47:08.659142
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 revision = '0002'

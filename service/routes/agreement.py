@@ -9,9 +9,9 @@ import numpy as np
 from fastapi import APIRouter, Request, Response
 
 from planner.agreement import summary_table
-from service.cancellable import ClientGone, run_while_connected
+from service.core.errors import Invalid, TooLarge, echo, error_responses
+from service.core.offload import ClientGone, run_while_connected
 from service.deps import PrincipalDep, SettingsDep
-from service.errors import Invalid, TooLarge, echo, error_responses
 from service.schemas.simulations import AgreementBody, AgreementRead, EstimateRead
 
 router = APIRouter(tags=["agreement"])

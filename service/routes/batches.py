@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
-from service.assignment import batch_status, issue_batch, release_batch, visible_batch
+from service.core.errors import error_responses
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.deps import (
     PrincipalDep,
     ProjectForAnnotator,
@@ -17,8 +18,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.errors import error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.planning.batches import batch_status, issue_batch, release_batch, visible_batch
 from service.schemas import BatchCreate, BatchRead, BatchStatus
 
 router = APIRouter(prefix="/projects/{pid}/batches", tags=["batches"])

@@ -9,14 +9,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from planner.certificate import verify_certificate
-from service.certificates import (
-    certificate_settings,
-    certificates_page,
-    existing_certificate,
-    issue_certificate,
-    project_certificate,
-    snapshot_at,
-)
+from service.core.errors import Invalid, error_responses
+from service.core.pagination import Page, PageDep, encode_cursor
+from service.data.models import Certificate
 from service.deps import (
     PrincipalDep,
     ProjectForPM,
@@ -26,10 +21,14 @@ from service.deps import (
     SettingsDep,
     written,
 )
-from service.errors import Invalid, error_responses
-from service.models import Certificate
-from service.pagination import PageDep, encode_cursor
-from service.schemas import Page
+from service.documents.certificates import (
+    certificate_settings,
+    certificates_page,
+    existing_certificate,
+    issue_certificate,
+    project_certificate,
+    snapshot_at,
+)
 from service.schemas.certificates import (
     CertificateCreate,
     CertificateSummary,

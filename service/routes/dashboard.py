@@ -8,11 +8,17 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from service.auth import Principal, Role, principal_for
-from service.charts import Chart, chart_csv, chart_svg
-from service.dashboard import dashboard_page, error_page, index_page, login_page
-from service.dashboard_charts import project_charts
-from service.dashboard_notes import monitoring_note, plan_verdict, recipe_now_verdict
+from service.core.errors import AppError, NotFound, Unauthorized, echo, error_responses
+from service.core.middleware import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
+from service.core.pagination import PageParams, encode_cursor
+from service.core.uploads import RawBody
+from service.dashboard.charts import project_charts
+from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
+from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
+from service.dashboard.svg import Chart, chart_csv, chart_svg
+from service.data.keys import Principal, Role, principal_for
+from service.data.models import Project
+from service.data.queries import projects_page
 from service.deps import (
     KEY_COOKIE,
     VIEWER,
@@ -23,15 +29,8 @@ from service.deps import (
     request_authorization,
     scoped_project,
 )
-from service.errors import AppError, NotFound, Unauthorized, echo, error_responses
-from service.models import Project
-from service.pagination import PageParams, encode_cursor
-from service.planning import current_plan
-from service.project_index import index_rows
-from service.queries import projects_page
+from service.planning.plans import current_plan
 from service.schemas import DecisionSettings
-from service.security_headers import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
-from service.uploads import RawBody
 
 router = APIRouter(tags=["dashboard"])
 INDEX_PAGE_SIZE = 25

@@ -13,7 +13,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from service.security_headers import csp_with_inline_scripts
+from service.core.middleware import csp_with_inline_scripts
 
 DOCS_ASSETS = "/static/docs"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from service.database_health import RETRY_AFTER_SECONDS, health
+from service.data.database_health import RETRY_AFTER_SECONDS, health
 from service.schemas import Health
 
 router = APIRouter(tags=["health"])

@@ -5,6 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from service.core.errors import error_responses
+from service.core.pagination import Page, PageDep, page_of
+from service.core.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.items import upsert_items
+from service.data.models import Item
+from service.data.queries import items_page
 from service.deps import (
     PrincipalDep,
     ProjectForPM,
@@ -14,14 +21,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.errors import error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.item_store import upsert_items
-from service.models import Item
-from service.pagination import PageDep, page_of
-from service.queries import items_page
-from service.schemas import ItemIn, ItemRead, ItemsUpserted, Page
-from service.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
+from service.schemas import ItemIn, ItemRead, ItemsUpserted
 
 router = APIRouter(prefix="/projects/{pid}/items", tags=["items"])
 

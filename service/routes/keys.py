@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from service.auth import listed_keys, revoke_key
+from service.core.errors import error_responses
+from service.data.keys import listed_keys, revoke_key
+from service.data.models import ApiKey
 from service.deps import AdminPrincipal, ReadSession, WriterTurn, WriteSession
-from service.errors import error_responses
-from service.models import ApiKey
 from service.schemas import KeyRead
 
 router = APIRouter(prefix="/keys", tags=["keys"])

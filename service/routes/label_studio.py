@@ -10,8 +10,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
 
-from service.assignment import visible_batch
-from service.auth import Principal, Role, principal_for
+from service.core.errors import Invalid, TooLarge, Unauthorized, error_responses
+from service.core.pagination import Page, PageDep, page_of
+from service.core.uploads import RawBody
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.keys import Principal, Role, principal_for
+from service.data.models import Project
+from service.data.queries import issues_page
 from service.deps import (
     PM,
     PrincipalDep,
@@ -26,10 +31,7 @@ from service.deps import (
     scoped_project,
     written,
 )
-from service.errors import Invalid, TooLarge, Unauthorized, error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.label_studio import ExportedTask, ImportResult, batch_tasks, import_rows
-from service.label_studio_inbox import (
+from service.label_studio.inbox import (
     IssueRead,
     ReplayResult,
     WebhookResult,
@@ -37,12 +39,9 @@ from service.label_studio_inbox import (
     receive,
     replay_issues,
 )
-from service.label_studio_sync import SyncRequest, SyncResult, check_allowed, fetch_snapshot
-from service.models import Project
-from service.pagination import PageDep, page_of
-from service.queries import issues_page
-from service.schemas import Page
-from service.uploads import RawBody
+from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
+from service.label_studio.sync import SyncRequest, SyncResult, check_allowed, fetch_snapshot
+from service.planning.batches import visible_batch
 
 router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
 

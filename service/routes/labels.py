@@ -10,7 +10,13 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from service.csv_safety import SafeWriter
+from service.core.csv_safety import SafeWriter
+from service.core.errors import Invalid, echo, error_responses
+from service.core.pagination import Page, PageDep, page_of
+from service.core.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.labels import write_labels
+from service.data.queries import LABEL_COLUMNS, label_rows, rater_id
 from service.deps import (
     PrincipalDep,
     ProjectForAnnotatorWrite,
@@ -20,13 +26,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.errors import Invalid, echo, error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.label_store import write_labels
-from service.pagination import PageDep, page_of
-from service.queries import LABEL_COLUMNS, label_rows, rater_id
-from service.schemas import LabelIn, LabelRow, LabelsAccepted, Page
-from service.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
+from service.schemas import LabelIn, LabelRow, LabelsAccepted
 
 router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
 

@@ -11,6 +11,10 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from service.core.errors import NotFound, error_responses
+from service.data.idempotency import IdempotencyKey, idempotent_write, replayed, request_fingerprint
+from service.data.models import Plan
+from service.data.outbox import emit
 from service.deps import (
     PrincipalDep,
     ProjectForPM,
@@ -21,11 +25,7 @@ from service.deps import (
     WriteSession,
     in_writer_turn,
 )
-from service.errors import NotFound, error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, replayed, request_fingerprint
-from service.models import Plan
-from service.outbox import emit
-from service.planning import create_plan, current_plan, plan_progress
+from service.planning.plans import create_plan, current_plan, plan_progress
 from service.schemas import PlanCreate, PlanRead
 
 router = APIRouter(prefix="/projects/{pid}/plan", tags=["plans"])

@@ -5,7 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from service.auth import Role
+from service.core.errors import error_responses
+from service.core.pagination import Page, PageDep, page_of
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.keys import Role
+from service.data.models import Project
+from service.data.projects import (
+    add_project,
+    add_project_key,
+    change_project,
+    revoke_key,
+)
+from service.data.queries import projects_page
 from service.deps import (
     AdminPrincipal,
     PMPrincipal,
@@ -18,25 +29,7 @@ from service.deps import (
     WriterTurn,
     WriteSession,
 )
-from service.errors import error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.models import Project
-from service.pagination import PageDep, page_of
-from service.project_store import (
-    add_project,
-    add_project_key,
-    change_project,
-    revoke_key,
-)
-from service.queries import projects_page
-from service.schemas import (
-    KeyCreate,
-    KeyCreated,
-    Page,
-    ProjectCreate,
-    ProjectPatch,
-    ProjectRead,
-)
+from service.schemas import KeyCreate, KeyCreated, ProjectCreate, ProjectPatch, ProjectRead
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 

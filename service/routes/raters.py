@@ -7,7 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
-from service.auth import Role
+from service.core.errors import error_responses
+from service.core.pagination import Page, PageDep, page_of
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.keys import Role
+from service.data.queries import project_rater, rater_label_count, raters_page
+from service.data.raters import add_rater, change_rater
 from service.deps import (
     PrincipalDep,
     ProjectForPMWrite,
@@ -16,12 +21,7 @@ from service.deps import (
     ReadSession,
     WriteSession,
 )
-from service.errors import error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.pagination import PageDep, page_of
-from service.queries import project_rater, rater_label_count, raters_page
-from service.rater_store import add_rater, change_rater
-from service.schemas import Page, RaterCreate, RaterPatch, RaterRead
+from service.schemas import RaterCreate, RaterPatch, RaterRead
 
 router = APIRouter(prefix="/projects/{pid}/raters", tags=["raters"])
 

@@ -8,12 +8,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from service.core.errors import Invalid, echo, error_responses
+from service.data.models import Project
 from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
-from service.errors import Invalid, echo, error_responses
-from service.models import Project
-from service.planning import current_plan
-from service.pool_scores import cached_reliability
-from service.reliability import document_key, ranking_document
+from service.documents.history import cached_reliability
+from service.documents.reliability import document_key, ranking_document
+from service.planning.plans import current_plan
 from service.schemas.documents import RankingDocument, ReliabilityDocument
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])

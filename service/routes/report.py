@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, Response
 
+from service.core.errors import error_responses
 from service.deps import ProjectForViewer, ProjectId, ReadSession
-from service.errors import error_responses
-from service.report_render import CSV_COLUMNS, report_csv, report_html
-from service.reporting import ReportOptions, build_report
+from service.reporting.render import CSV_COLUMNS, report_csv, report_html
+from service.reporting.report import ReportOptions, build_report
 from service.schemas import DecisionSettings
 from service.schemas.report import Costs, Handling, Level, Report, Rule
 

@@ -2,8 +2,8 @@
 
 A run over ``simulation_max_work`` is refused (413), up to ``simulation_sync_limit`` it runs
 in the request (a sync route, so in the thread pool, never on the event loop), otherwise it
-becomes a job in the process pool of :mod:`service.jobs`. Defaults and sizing:
-:mod:`service.simulation_requests`.
+becomes a job in the process pool of :mod:`service.simulations.jobs`. Defaults and sizing:
+:mod:`service.simulations.requests`.
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from service.db import session_scope
+from service.core.db import session_scope
+from service.core.errors import Invalid, TooLarge, error_responses
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.models import Simulation, new_public_id
+from service.data.queries import project_simulation
 from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep, WriteSession, written
-from service.errors import Invalid, TooLarge, error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
-from service.models import Simulation, new_public_id
-from service.queries import project_simulation
 from service.schemas.simulations import (
     SimulateBody,
     SimulationJob,
     SimulationQueued,
     SimulationRun,
 )
-from service.simulation_requests import JOBS_PER_WORKER, queue_job, resolve
+from service.simulations.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
+from service.simulations.requests import JOBS_PER_WORKER, queue_job, resolve
 
 router = APIRouter(prefix="/projects", tags=["simulations"])
 SimulationId = Annotated[str, Path(description="The simulation job's id.")]

@@ -6,6 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
+from service.core.errors import error_responses
+from service.core.pagination import Page, PageDep, encode_cursor
+from service.core.url_guard import checked_webhook_url
+from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
+from service.data.models import Webhook, WebhookDelivery
 from service.deps import (
     PrincipalDep,
     ProjectForPM,
@@ -15,21 +20,15 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.errors import error_responses
-from service.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.models import Webhook, WebhookDelivery
-from service.pagination import PageDep, encode_cursor
-from service.schemas import Page
 from service.schemas.webhooks import DeliveryRead, WebhookCreate, WebhookCreated, WebhookRead
-from service.url_guard import checked_webhook_url
-from service.watch import record_baseline
-from service.webhook_store import (
+from service.webhooks.store import (
     add_webhook,
     deliveries_page,
     project_webhook,
     project_webhooks,
     schedule_redelivery,
 )
+from service.webhooks.watch import record_baseline
 
 router = APIRouter(prefix="/projects/{pid}/webhooks", tags=["webhooks"])
 WebhookId = Annotated[str, Path(description="The webhook's id.")]

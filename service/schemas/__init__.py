@@ -3,12 +3,12 @@
 The resources' bodies (projects, items, raters, labels, plans, batches, pages, errors) are
 here; the larger documents have a module each: ``documents`` (``/reliability``, ``/ranking``),
 ``report``, ``simulations`` (and ``/agreement``), ``plan_checks`` (a plan's simulated check).
-Label Studio's objects stay with their adapter in ``service.label_studio``."""
+Label Studio's objects stay with their adapter in ``service.label_studio.reconcile``."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, NotRequired, TypeVar
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     AfterValidator,
@@ -23,7 +23,7 @@ from pydantic import (
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 from planner.codes import SPECIAL
-from service.identifiers import ExternalId
+from service.core.identifiers import ExternalId
 from service.schemas.plan_checks import PlanCheckRead
 
 SPECIAL_VALUES = SPECIAL
@@ -31,7 +31,6 @@ Scale = Literal["nominal", "ordinal", "interval"]
 Role = Literal["admin", "pm", "annotator", "viewer"]
 RaterKind = Literal["judge", "primary", "human"]
 
-T = TypeVar("T")
 
 
 def _distinct_names(names: list[str]) -> list[str]:
@@ -350,19 +349,6 @@ class LabelRow(BaseModel):
     batch: str | None
     created_at: datetime | None = None
     retracted: bool = Field(False, description="Whether this event withdraws the cell's label (`history=true` only).")
-
-
-class Page(BaseModel, Generic[T]):
-    items: list[T]
-    next_cursor: str | None
-
-
-class ErrorBody(BaseModel):
-    """The error document, as documented in OpenAPI."""
-
-    error: str
-    detail: str
-    fields: list[dict[str, Any]] | None = None
 
 
 class Health(BaseModel):

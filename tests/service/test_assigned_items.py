@@ -1,4 +1,4 @@
-"""Which secondary holds which item, as coverage-aware designs read it (service.planned_lists._assigned)."""
+"""Which secondary holds which item, as coverage-aware designs read it (service.planning.lists._assigned)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.planned_lists import ListCorpus, _assigned
+from service.planning.lists import ListCorpus, _assigned
 
 
 @settings(max_examples=200, deadline=None)
@@ -28,7 +28,7 @@ def test_each_assignment_marks_its_items_row_and_its_raters_column(items: list[i
         if item in items:
             expected[items.index(item), raters.index(rater)] = True
     with pytest.MonkeyPatch.context() as patch:  # the database answers ``rows`` as (item, rater) integers
-        patch.setattr("service.planned_lists.integer_rows", lambda *_: np.array(rows, dtype=np.int64).reshape(-1, 2))
+        patch.setattr("service.planning.lists.integer_rows", lambda *_: np.array(rows, dtype=np.int64).reshape(-1, 2))
         got = _assigned(None, "p", ListCorpus(matrix))  # type: ignore[arg-type]
     assert got.dtype == bool
     np.testing.assert_array_equal(got, expected)

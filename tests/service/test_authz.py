@@ -21,10 +21,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
 from service.app import create_app
-from service.auth import key_hash
-from service.db import make_engine
-from service.models import Base
-from service.settings import Settings
+from service.core.db import make_engine
+from service.core.settings import Settings
+from service.data.keys import key_hash
+from service.data.models import Base
 from tests.conftest import ADMIN_KEY, fresh_database
 
 CALLERS = ("admin", "pm", "annotator", "viewer", "no_key", "revoked", "other_project")

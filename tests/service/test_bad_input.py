@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
 from service.app import create_app
-from service.models import Base
-from service.pagination import encode_cursor
-from service.settings import Settings
+from service.core.pagination import encode_cursor
+from service.core.settings import Settings
+from service.data.models import Base
 
 ADMIN_KEY = "ak_test_admin_key"  # the key tests/conftest.py registers
 PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")

@@ -190,7 +190,7 @@ def test_cli_verify_offline(client: TestClient, pid: str, tmp_path: Path) -> Non
 
 
 def test_certificate_created_is_announced(client: TestClient, pid: str) -> None:
-    from service.models import WebhookEvent
+    from service.data.models import WebhookEvent
 
     client.app.state.settings = client.app.state.settings.model_copy(update={"webhook_allow_private": True})
     assert client.post(f"/projects/{pid}/webhooks",

@@ -69,7 +69,7 @@ def test_simulate_writes_csv(tmp_path: Path) -> None:
 
 
 def test_keys_create_makes_a_working_admin_key(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     monkeypatch.setenv("ANNOPLAN_DATABASE_URL", database_url)
     get_settings.cache_clear()
@@ -138,7 +138,7 @@ def test_keys_create_on_an_unmigrated_database_says_to_migrate(tmp_path: Path) -
 
 def test_keys_list_and_revoke_an_admin_key(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A replaced admin key can be found and revoked from the command line."""
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     monkeypatch.setenv("ANNOPLAN_DATABASE_URL", database_url)
     get_settings.cache_clear()

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from planner.decision import validate_judge
 from planner.recipes import certify_recipe, xi_lattice
-from service.charts import ticks
-from service.db import session_scope
-from service.models import Project
-from service.pool_scores import pool_history
+from service.core.db import session_scope
+from service.dashboard.svg import ticks
+from service.data.models import Project
+from service.documents.history import pool_history
 from tests.conftest import ADMIN_KEY
 
 SVG = "{http://www.w3.org/2000/svg}"

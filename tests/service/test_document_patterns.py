@@ -13,8 +13,8 @@ from planner.decision import validate_judge
 from planner.patterns import item_patterns
 from planner.recipes import pilot_moments
 from planner.resampling import ItemResample
-from service import reliability
-from service.matrix import LabelMatrix, RaterColumn
+from service.documents import reliability
+from service.matrices.matrix import LabelMatrix, RaterColumn
 from service.schemas import DecisionSettings
 
 

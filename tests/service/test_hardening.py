@@ -19,8 +19,8 @@ from httpx import Response
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.csv_safety import restored_cell, safe_cell
-from service.errors import ECHO_CHARS
+from service.core.csv_safety import restored_cell, safe_cell
+from service.core.errors import ECHO_CHARS
 from tests.conftest import ADMIN_KEY
 
 
@@ -284,7 +284,7 @@ def test_invisible_characters_and_surrounding_whitespace_are_refused(
 
 def test_an_ascii_id_is_refused_exactly_for_its_control_characters() -> None:
     """The ASCII fast path of normalized_id refuses what the category scan refuses, for every character."""
-    from service.identifiers import normalized_id
+    from service.core.identifiers import normalized_id
 
     for code in range(128):
         value = f"a{chr(code)}b"
@@ -350,8 +350,8 @@ def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Pa
 
 
 def test_admin_keys_are_listed_and_revocable(client: TestClient, project: dict) -> None:
-    from service.auth import create_key
-    from service.db import session_scope
+    from service.core.db import session_scope
+    from service.data.keys import create_key
 
     with session_scope(client.app.state.sessions, write=True) as session:
         old_id, old_secret = (lambda kv: (kv[0].id, kv[1]))(
@@ -443,12 +443,13 @@ def test_read_only_database_is_503_for_writes_and_reads_still_work(client: TestC
 
 
 def test_unreachable_database_is_503_with_retry_after(client: TestClient, project: dict) -> None:
-    from service.db import make_engine, make_sessionmaker
+    from service.core.db import make_engine
+    from service.documents.sessions import worker_sessionmaker
 
     app = client.app
     good = app.state.engine, app.state.sessions
     app.state.engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:9/annoplan?connect_timeout=2")
-    app.state.sessions = make_sessionmaker(app.state.engine)
+    app.state.sessions = worker_sessionmaker(app.state.engine)
     try:
         _assert_503(client.get(f"/projects/{project['id']}"), "unreachable")
         _assert_503(client.post("/projects", json={"name": "x", "labels": ["a", "b"]}), "unreachable")
@@ -499,7 +500,7 @@ def test_large_agreement_in_a_child_process_equals_the_planner(client: TestClien
 def test_dashboard_history_is_replayed_once_then_stored_as_label_seq_advances(
     client: TestClient, project: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.pool_scores as pool_scores
+    import service.documents.history as pool_scores
 
     pid = project["id"]
     rows = [

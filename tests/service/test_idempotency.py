@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-from service.models import Base
+from service.data.models import Base
 
 LABELS_A = [{"item": "i1", "rater": "h2", "value": "pass"}, {"item": "i2", "rater": "h2", "value": "fail"}]
 LABELS_B = [{"item": "i1", "rater": "h2", "value": "fail"}, {"item": "i2", "rater": "h2", "value": "fail"}]

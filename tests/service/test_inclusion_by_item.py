@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import service.planned_lists as planned_lists
-from service.matrix import LabelMatrix
+import service.planning.lists as planned_lists
+from service.matrices.matrix import LabelMatrix
 
 
 @settings(max_examples=60, deadline=None)

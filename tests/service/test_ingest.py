@@ -163,8 +163,8 @@ def test_reupload_counts_created_updated_unchanged(client):
 
 
 def test_a_bulk_upload_past_one_lookup_chunk_upserts_and_refuses_look_alikes(client):
-    """Past service.sql.CHUNK ids the lookups scan the project once: the same counts, positions and 409s."""
-    from service.sql import CHUNK
+    """Past service.core.sql.CHUNK ids the lookups scan the project once: the same counts, positions and 409s."""
+    from service.core.sql import CHUNK
 
     pid = new_project(client)
     other = new_project(client)  # its items share the ids and must not count as existing
@@ -285,9 +285,9 @@ def test_resubmitting_the_same_labels_writes_nothing(client, pid):
 
 @pytest.mark.parametrize("probed", [0, 20_000])
 def test_id_lookups_per_value_or_over_the_array_write_the_same(client, monkeypatch, probed):
-    """service.sql.in_values on PostgreSQL looks up to PROBED_VALUES values one by one and more over one
+    """service.core.sql.in_values on PostgreSQL looks up to PROBED_VALUES values one by one and more over one
     array (= ANY): items found, labels deduplicated and corrected alike either way (SQLite: one form)."""
-    monkeypatch.setattr("service.sql.PROBED_VALUES", probed)
+    monkeypatch.setattr("service.core.sql.PROBED_VALUES", probed)
     pid = new_project(client)
     other = new_project(client)  # same item ids in another project: never found for this one
     ok(client.post(f"/projects/{other}/items", json=[{"external_id": e} for e in "abcd"]))
@@ -569,7 +569,7 @@ def test_tabs_backslashes_quotes_and_newlines_round_trip(client, monkeypatch, pr
     """PostgreSQL writes through COPY's text format and looks ids up through array literals: tabs,
     newlines, backslashes, quotes, braces and a literal \\N in ids, texts, features and labels come back
     as sent, and are found again (a resubmission is a duplicate), by value or over the array."""
-    monkeypatch.setattr("service.sql.PROBED_VALUES", probed)
+    monkeypatch.setattr("service.core.sql.PROBED_VALUES", probed)
     odd = ["c\\d", 'g"h', "{i,j}", "\\N", "\\.", "NULL", "l,m", "\u00e9\u2603"]  # ids: no control characters
     texts = ["a\tb", "e\nf\r", "\\t", "\\"]
     pid = new_project(client, labels=["x\ty", "back\\slash"])
@@ -589,10 +589,10 @@ def test_tabs_backslashes_quotes_and_newlines_round_trip(client, monkeypatch, pr
 
 @pytest.mark.parametrize("span", [0, 4, 10**9])
 def test_current_labels_read_by_range_or_by_item_count_the_same(client, engine, monkeypatch, span):
-    """service.label_store reads a write's current labels over one range of item ids when the range is
+    """service.data.labels reads a write's current labels over one range of item ids when the range is
     under SPAN times the items (span 0: never; 10**9: always), else item by item: the same duplicates,
     corrections and new cells, with another project's items and labels inside the range."""
-    monkeypatch.setattr("service.label_store.SPAN", span)
+    monkeypatch.setattr("service.data.labels.SPAN", span)
     pid, other = new_project(client), new_project(client)
     for k in range(6):  # interleaved ids: the other project's items sit inside this one's range
         ok(client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{k}"}]))
@@ -616,11 +616,11 @@ def test_current_labels_read_by_range_or_by_item_count_the_same(client, engine, 
 
 @pytest.mark.parametrize("run", [0, 2])
 def test_bulk_item_ids_found_over_an_index_range_or_one_by_one_alike(client, monkeypatch, run):
-    """Past CHUNK ids (a few of a larger corpus) service.item_store reads one range of the external-id
+    """Past CHUNK ids (a few of a larger corpus) service.data.items reads one range of the external-id
     index when it holds at most RUN times the ids (run 0: never), else looks each id up: the same ids
     found either way, for a run of the corpus and for scattered ids, and an unknown id is still a 422."""
-    monkeypatch.setattr("service.item_store.CHUNK", 2)
-    monkeypatch.setattr("service.item_store.RUN", run)
+    monkeypatch.setattr("service.data.items.CHUNK", 2)
+    monkeypatch.setattr("service.data.items.RUN", run)
     pid, other = new_project(client), new_project(client)
     corpus = [{"external_id": f"i{k:02d}"} for k in range(30)]
     ok(client.post(f"/projects/{other}/items", json=corpus))  # the same ids, never this project's

@@ -1,4 +1,4 @@
-"""A worker's kept monitorings (service.monitoring.judge_monitorings, kept): the monitoring block of
+"""A worker's kept monitorings (service.documents.monitoring.judge_monitorings, kept): the monitoring block of
 GET /reliability, brought up to date from the labels added since, is the block computed afresh from
 every current label, whatever the writes in between (labels added, corrected, retracted)."""
 
@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 import planner.sequential
-from service.db import session_scope
-from service.label_store import retract_labels
-from service.matrix import load_matrix
-from service.models import Item, Project, Rater
-from service.monitoring import MONITOR_KEY, judge_monitorings
-from service.recently_used import RecentlyUsed
+from service.core.caches import RecentlyUsed
+from service.core.db import session_scope
+from service.data.labels import retract_labels
+from service.data.models import Item, Project, Rater
+from service.documents.monitoring import MONITOR_KEY, judge_monitorings
+from service.matrices.matrix import load_matrix
 from service.schemas import DecisionSettings
 from tests.factories import create_project
 

@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import service.label_studio_config
-import service.label_studio_payloads
-import service.label_studio_sync
+import service.label_studio.config
+import service.label_studio.payloads
+import service.label_studio.sync
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio_1_23_2"
 LABELS = ["Positive", "Negative", "Neutral"]  # no "Mixed": the real server's 4th choice is unmapped here
@@ -100,7 +100,7 @@ def expected_judge_labels(tasks: list[dict]) -> dict[tuple[str, str], str]:
 
 
 def test_doctests() -> None:
-    for module in (service.label_studio_config, service.label_studio_payloads, service.label_studio_sync):
+    for module in (service.label_studio.config, service.label_studio.payloads, service.label_studio.sync):
         assert doctest.testmod(module).failed == 0, module
 
 

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 

@@ -21,11 +21,13 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import service.matrix_store
+import service.matrices.store
 from service.app import create_app
-from service.db import session_scope
-from service.matrix import LabelMatrix, load_matrix
-from service.matrix_snapshots import (
+from service.core.db import session_scope
+from service.core.settings import Settings
+from service.data.models import CurrentLabel, Item, Project, Rater
+from service.matrices.matrix import LabelMatrix, load_matrix
+from service.matrices.snapshots import (
     KEPT,
     _digest,
     read_snapshot,
@@ -33,9 +35,7 @@ from service.matrix_snapshots import (
     snapshot_directory,
     write_snapshot,
 )
-from service.matrix_store import STORE_KEY, MatrixStore, current_matrix
-from service.models import CurrentLabel, Item, Project, Rater
-from service.settings import Settings
+from service.matrices.store import STORE_KEY, MatrixStore, current_matrix
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 from tests.service.test_matrix_store import CRITERIA, _apply, _same, operations
@@ -82,7 +82,7 @@ def _no_full_read(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(*_: Any) -> None:
         raise AssertionError("a full read where a snapshot should have served")
 
-    monkeypatch.setattr(service.matrix_store, "load_matrix", refused)
+    monkeypatch.setattr(service.matrices.store, "load_matrix", refused)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -152,7 +152,7 @@ def test_snapshots_are_saved_by_the_store_thread_and_only_the_newest_are_kept(
         threads.append(threading.current_thread().name)
         write_snapshot(*args)
 
-    monkeypatch.setattr(service.matrix_store, "write_snapshot", recorded)
+    monkeypatch.setattr(service.matrices.store, "write_snapshot", recorded)
     pid = _labelled(workers[0])
     for value in ["fail", "pass", "fail"]:
         body = [{"item": "i0", "rater": "judge", "value": value}]
@@ -381,7 +381,7 @@ def test_a_starting_worker_removes_the_snapshots_of_deleted_projects(
         session.delete(session.get(Project, deleted))
     assert _snapshot_files(snapshots, deleted)  # nothing removes them while the workers run
     shared = settings.model_copy(update={"matrix_snapshot_dir": str(snapshots)})
-    with caplog.at_level(logging.INFO, logger="service.matrix_snapshots"), TestClient(create_app(shared)):
+    with caplog.at_level(logging.INFO, logger="service.matrices.snapshots"), TestClient(create_app(shared)):
         pass
     assert not (snapshots / deleted).exists()
     assert [p.name for p in _snapshot_files(snapshots, kept)] == [f"{b'default'.hex()}-4.npz"]

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.app import create_app
-from service.db import session_scope
-from service.label_store import retract_labels
-from service.matrix import LabelMatrix, load_matrix
-from service.matrix_store import STORE_KEY, MatrixStore, current_matrix
-from service.models import Item, Project, Rater
-from service.settings import Settings
+from service.core.db import session_scope
+from service.core.settings import Settings
+from service.data.labels import retract_labels
+from service.data.models import Item, Project, Rater
+from service.matrices.matrix import LabelMatrix, load_matrix
+from service.matrices.store import STORE_KEY, MatrixStore, current_matrix
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 

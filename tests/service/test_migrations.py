@@ -22,9 +22,9 @@ from sqlalchemy import Engine, create_engine, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
 from service.app import create_app
-from service.db import make_engine
-from service.models import Base, Project, Rater
-from service.settings import Settings
+from service.core.db import make_engine
+from service.core.settings import Settings
+from service.data.models import Base, Project, Rater
 from tests.conftest import alembic_config
 
 PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
@@ -237,7 +237,7 @@ def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, eng
     labeled items are counted per rater across criteria; the downgrade drops both and keeps the rows."""
     from sqlalchemy import text
 
-    from service.models import Assignment, CurrentLabel, Item, Plan
+    from service.data.models import Assignment, CurrentLabel, Item, Plan
 
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0006_id_keys")
@@ -272,7 +272,7 @@ def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, eng
 
 def _two_projects(conn) -> None:
     """Projects p1 (items 1, 2) and p2 (item 3), each with one human rater (1 and 2): the label migrations' data."""
-    from service.models import Item
+    from service.data.models import Item
 
     conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
                                     "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
@@ -291,7 +291,7 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
 
     from sqlalchemy import text
 
-    from service.models import CurrentLabel, LabelEvent
+    from service.data.models import CurrentLabel, LabelEvent
 
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0008_pool_scores")
@@ -344,7 +344,7 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
 
 def _store_labels(engine, events: list[dict], current: list[tuple]) -> None:
     """The two projects of :func:`_two_projects` with these label events and current labels."""
-    from service.models import CurrentLabel, LabelEvent
+    from service.data.models import CurrentLabel, LabelEvent
 
     columns = ("item_id", "rater_id", "criterion", "project_id", "value", "seq")
     with engine.begin() as conn:
@@ -355,7 +355,7 @@ def _store_labels(engine, events: list[dict], current: list[tuple]) -> None:
 
 def _stored_labels(engine) -> tuple[list, list]:
     """Every label event and current label, in the order of their project and seq."""
-    from service.models import CurrentLabel, LabelEvent
+    from service.data.models import CurrentLabel, LabelEvent
 
     with engine.connect() as conn:
         e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()

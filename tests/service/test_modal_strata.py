@@ -1,4 +1,4 @@
-"""A worker's kept modal strata (service.modal_strata) brought up to date from the label events since
+"""A worker's kept modal strata (service.matrices.modal_strata) brought up to date from the label events since
 equal the modal strata computed afresh from every label in hand, whatever the writes in between:
 new labels, changed labels, CANNOT_ASSESS, retractions, labels of the judge (not in hand). The
 warmer computes them ahead of the batches, once per plan."""
@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 
-from service.db import make_sessionmaker, session_scope
-from service.label_store import retract_labels
-from service.matrix_store import MatrixStore
-from service.modal_strata import MODAL_KEY, ModalStore, StrataWarmer, _from_matrix
-from service.models import Item, Project, Rater
+from service.core.db import session_scope
+from service.data.labels import retract_labels
+from service.data.models import Item, Project, Rater
+from service.documents.sessions import worker_sessionmaker
+from service.matrices.modal_strata import MODAL_KEY, ModalStore, StrataWarmer, _from_matrix
+from service.matrices.store import MatrixStore
 
 RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"), ("h4", "human")]
 VALUES = ["a", "b", "c", "CANNOT_ASSESS"]
@@ -56,7 +57,7 @@ def test_kept_strata_equal_fresh_strata_after_any_writes(client, engine: Engine,
     for ext, kind in RATERS:
         client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
     client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).raise_for_status()
-    sessions = make_sessionmaker(engine, MatrixStore())
+    sessions = worker_sessionmaker(engine, MatrixStore())
     store = ModalStore()
     state: dict[tuple[str, int], str] = {}
     for k, round_ in enumerate(rounds):
@@ -109,7 +110,7 @@ def plan(client, pid: str) -> None:
 def test_the_warmer_computes_the_strata_of_each_new_plan_once(client, engine: Engine) -> None:
     """At start it finds the projects with plans; then each newly stored plan's project, once."""
     first, second = planned_project(client), planned_project(client)
-    sessions = make_sessionmaker(engine, MatrixStore())
+    sessions = worker_sessionmaker(engine, MatrixStore())
     warmer = StrataWarmer(sessions)
     assert warmer.run_once() == [second, first]  # newest plan first
     assert warmer.run_once() == []
@@ -134,7 +135,7 @@ def test_a_batch_after_the_warm_up_reads_no_label_matrix(client, monkeypatch: py
         time.sleep(0.01)
     assert store._kept.get((pid, "default")) is not None, "not warmed"
     built: list[str] = []
-    monkeypatch.setattr("service.modal_strata._from_matrix", lambda *a: built.append("built"))
+    monkeypatch.setattr("service.matrices.modal_strata._from_matrix", lambda *a: built.append("built"))
     for rater in ("h3", "h4"):
         r = client.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 2})
         assert r.status_code == 200 and len(r.json()["items"]) == 2, r.text
@@ -144,7 +145,7 @@ def test_a_batch_after_the_warm_up_reads_no_label_matrix(client, monkeypatch: py
 def test_concurrent_first_uses_compute_the_strata_once(client, engine: Engine, monkeypatch) -> None:
     """A request arriving while the warmer computes the strata waits for them instead of computing them again."""
     pid = planned_project(client)
-    sessions = make_sessionmaker(engine, MatrixStore())
+    sessions = worker_sessionmaker(engine, MatrixStore())
     store = ModalStore()
     built: list[int] = []
 
@@ -154,7 +155,7 @@ def test_concurrent_first_uses_compute_the_strata_once(client, engine: Engine, m
         time.sleep(0.3)
         return _from_matrix(*args)
 
-    monkeypatch.setattr("service.modal_strata._from_matrix", slow)
+    monkeypatch.setattr("service.matrices.modal_strata._from_matrix", slow)
 
     def first_use() -> np.ndarray:
         with session_scope(sessions) as s:

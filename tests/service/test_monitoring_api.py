@@ -191,9 +191,9 @@ def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
 
 
 def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
-    from service.charts import chart_csv, chart_svg
-    from service.dashboard_charts import dashboard_charts
-    from service.dashboard_notes import monitoring_note
+    from service.dashboard.charts import dashboard_charts
+    from service.dashboard.notes import monitoring_note
+    from service.dashboard.svg import chart_csv, chart_svg
 
     pid, _ = interleaved_project(client, n_items=120)
     doc = client.get(f"/projects/{pid}/reliability").json()

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from service.matrix import LabelMatrix, RaterColumn
-from service.monitoring import BAND_POINTS, judge_monitorings
+from service.documents.monitoring import BAND_POINTS, judge_monitorings
+from service.matrices.matrix import LabelMatrix, RaterColumn
 from service.schemas import DecisionSettings
 
 

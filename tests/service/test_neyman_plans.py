@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 from planner.decision import validate_judge
 from planner.neyman import neyman_allocation, prior_variances
 from planner.sequential import monitor_judge
-from service.models import Assignment, CurrentLabel, Item, Rater
+from service.data.models import Assignment, CurrentLabel, Item, Rater
 from service.schemas.documents import ReliabilityDocument
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels, setup_project
 

@@ -1,4 +1,4 @@
-"""Issue 16 item 5: large computations leave the web worker (service.cancellable.off_worker).
+"""Issue 16 item 5: large computations leave the web worker (service.core.offload.off_worker).
 
 The documents a child process computes are the ones computed in place, exceptions cross back
 with their status and code, and a child that dies is an error, never a hang.
@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service import cancellable, reliability
-from service.cancellable import ComputationLost, off_worker, off_worker_each
-from service.errors import Conflict
-from service.matrix import LabelMatrix, RaterColumn
-from service.monitoring import MONITOR_KEY
-from service.reliability import DocumentCache
-from service.shared_matrix import SharedMatrix
+from service.core import offload as cancellable
+from service.core.errors import Conflict
+from service.core.offload import ComputationLost, off_worker, off_worker_each
+from service.documents import reliability
+from service.documents.monitoring import MONITOR_KEY
+from service.documents.reliability import DocumentCache
+from service.matrices.matrix import LabelMatrix, RaterColumn
+from service.matrices.shared import SharedMatrix
 from tests.factories import create_project
 
 RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"), ("h4", "human"))

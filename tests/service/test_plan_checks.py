@@ -131,7 +131,7 @@ def test_the_check_block_is_documented_in_openapi(client):
 
 def _panel_matrix(n: int, *, seed: int) -> Any:
     """A binary label matrix: judge and primary on every item, three humans on a fifth each, 85% right."""
-    from service.matrix import LabelMatrix, RaterColumn
+    from service.matrices.matrix import LabelMatrix, RaterColumn
 
     gen = np.random.default_rng(seed)
     truth = gen.integers(0, 2, n)
@@ -148,7 +148,7 @@ def _panel_matrix(n: int, *, seed: int) -> Any:
 def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.MonkeyPatch, body) -> None:
     """The design checks and the estimator check run on threads at once, each from its own stream:
     the draft with one thread (one check after another, in the order submitted) equals it with two."""
-    from service import planning
+    from service.planning import plans as planning
     from service.schemas import DecisionSettings, PlanCreate
 
     matrix = _panel_matrix(4_000, seed=11)
@@ -166,8 +166,8 @@ def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: py
     likely design holds one label in per item, and keeps it; Strat's own overlap is simulated after
     the checks instead, so no simulation is thrown away (one call either way). Either way the
     document's monitoring is the simulation at the planned m."""
-    from service import planning
-    from service.monitoring import plan_monitoring
+    from service.planning.monitoring_costs import plan_monitoring
+    from service.planning import plans as planning
     from service.schemas import DecisionSettings, PlanCreate
 
     n = 3_000

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service import planning
+from service.planning import plans as planning
 from tests.service.test_plans import PRIOR, make_plan, post_labels, setup_project
 
 RACE_SECONDS = 10.0
@@ -121,7 +121,7 @@ def test_the_codes_sent_to_the_child_draft_the_same_plan(body):
     """``plan_draft`` on the int16 codes without arrival order equals it on the matrix as loaded."""
     import numpy as np
 
-    from service.matrix import LabelMatrix, RaterColumn
+    from service.matrices.matrix import LabelMatrix, RaterColumn
     from service.schemas import DecisionSettings, PlanCreate
 
     gen = np.random.default_rng(5)

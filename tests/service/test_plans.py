@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import norm
 from sqlalchemy import Engine, func, select
 
-from service.models import Assignment, Rater
+from service.data.models import Assignment, Rater
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
 

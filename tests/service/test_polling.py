@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from service.polling import PollingThread
+from service.core.background import PollingThread
 
 
 class Rounds(PollingThread):

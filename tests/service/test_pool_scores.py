@@ -9,11 +9,11 @@ import io
 import pytest
 from fastapi.testclient import TestClient
 
-import service.pool_scores as pool_scores
+import service.documents.history as pool_scores
 from service.app import create_app
-from service.db import session_scope
-from service.models import PoolScore
-from service.settings import Settings
+from service.core.db import session_scope
+from service.core.settings import Settings
+from service.data.models import PoolScore
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 

@@ -14,10 +14,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from service.app import create_app
-from service.db import make_sessionmaker, session_scope
-from service.label_store import retract_labels
-from service.models import Assignment, CurrentLabel, Item, Project, Rater, RaterProgress
-from service.settings import Settings
+from service.core.db import session_scope
+from service.core.settings import Settings
+from service.data.labels import retract_labels
+from service.data.models import Assignment, CurrentLabel, Item, Project, Rater, RaterProgress
+from service.documents.sessions import worker_sessionmaker
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 
@@ -53,7 +54,7 @@ def label(c: TestClient, pid: str, items: list[str], criterion: str | None = Non
 
 def retract(engine: Engine, pid: str, items: list[str], criterion: str = "default") -> int:
     """Retract the primary's labels of ``items`` the way a Label Studio deletion does."""
-    with session_scope(make_sessionmaker(engine), write=True) as s:
+    with session_scope(worker_sessionmaker(engine), write=True) as s:
         project = s.get(Project, pid)
         assert project is not None
         prim = s.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.external_id == "prim"))
@@ -167,9 +168,9 @@ def test_labeled_item_counts_equal_the_labels_in_hand_after_random_writes(c, eng
 def test_jumps_past_labels_in_hand_issue_what_the_plain_walk_issues(client, engine, monkeypatch, seed):
     """Two projects take the same random labels (outside batches, in any order), retractions,
     abstentions (not labels in hand: never jumped over), batches and labels of batches; one is served
-    with 2-id windows, so its cursor jumps past the labels in hand (service.modal_strata), the other
+    with 2-id windows, so its cursor jumps past the labels in hand (service.matrices.modal_strata), the other
     with one window over the corpus (the plain walk). Every batch is the same (leases outlast the test)."""
-    import service.assignment as assignment
+    import service.planning.batches as assignment
 
     c = client
 

@@ -1,4 +1,4 @@
-"""service.recently_used: a worker's kept values are those of the last ``size`` keys put, the least
+"""service.core.caches: a worker's kept values are those of the last ``size`` keys put, the least
 recent dropped first, also when several threads put at once."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.recently_used import RecentlyUsed
+from service.core.caches import RecentlyUsed
 
 
 @given(keys=st.lists(st.integers(0, 12), max_size=60), size=st.integers(1, 5))

@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session
 
 from planner.simulate import DESIGNS, replay, simulate
 from service.app import create_app
-from service.db import make_engine
-from service.jobs import STALE_AFTER, STALE_ERROR, SimulationSpec, run_job
-from service.models import Simulation, new_public_id, utcnow
+from service.core.db import make_engine
+from service.core.settings import Settings
+from service.data.models import Simulation, new_public_id, utcnow
 from service.schemas.simulations import CoefficientName, DesignName
-from service.settings import Settings
+from service.simulations.jobs import STALE_AFTER, STALE_ERROR, SimulationSpec, run_job
 from tests.factories import create_project
 
 ADMIN_KEY = "ak_test_admin_key"

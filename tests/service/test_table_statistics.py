@@ -1,5 +1,5 @@
 """The label tables' planner statistics on PostgreSQL, brought up to date once a bulk write pauses
-(``service.table_statistics``): without it a rater whose labels all arrived since the last analysis
+(``service.data.table_statistics``): without it a rater whose labels all arrived since the last analysis
 looks label-less to the planner, and its batch queries read all its labels per item for a minute."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from service import table_statistics
-from service.table_statistics import MAX_WAIT_SECONDS, MIN_ROWS, Staleness, tables_to_analyze
+from service.data import table_statistics
+from service.data.table_statistics import MAX_WAIT_SECONDS, MIN_ROWS, Staleness, tables_to_analyze
 from tests.conftest import PG_URL
 
 

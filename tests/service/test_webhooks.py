@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 from standardwebhooks import Webhook as Verifier
 
 from service.app import create_app
-from service.models import WebhookDelivery
-from service.settings import Settings
-from service.webhook_sender import WebhookSender, after_failure, claim_due, retry_delay
+from service.core.settings import Settings
+from service.data.models import WebhookDelivery
+from service.webhooks.sender import WebhookSender, after_failure, claim_due, retry_delay
 from tests.conftest import ADMIN_KEY
 from tests.webhook_receiver import Receiver
 
@@ -182,7 +182,7 @@ def test_a_sender_keeps_one_http_client_for_its_rounds_and_closes_it_on_stop(
             super().__init__(**options)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr("service.webhook_sender.httpx.Client", Counted)
+    monkeypatch.setattr("service.webhooks.sender.httpx.Client", Counted)
     with Receiver(lambda n: (500 if n < 2 else 200, 0.0)) as receiver:
         subscribe(client, pid, receiver.url, ["plan.created"])
         plan(client, pid)

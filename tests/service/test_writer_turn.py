@@ -1,4 +1,4 @@
-"""Write requests wait for SQLite's single writer without holding a pool thread (service.db.writer_turn).
+"""Write requests wait for SQLite's single writer without holding a pool thread (service.core.db.writer_turn).
 
 Regression: the write dependency took the process's writer lock inside a pool thread. With more
 waiting writers than threads, every thread waited for the lock while its holder needed one more

@@ -238,7 +238,7 @@ def test_agreement_work_stops_when_its_client_leaves(database_url: str) -> None:
 
 def test_large_plans_documents_and_reports_leave_healthz_answering_under_two_workers(database_url: str) -> None:
     """20,000 items x 5 raters: a plan, the reliability document and the report compute in child
-    processes (service.cancellable.off_worker), so /healthz answers within a second throughout.
+    processes (service.core.offload.off_worker), so /healthz answers within a second throughout.
 
     Before, plan creation computed in the request for seconds of Python (monitoring simulation,
     estimator check) and held the worker's GIL."""

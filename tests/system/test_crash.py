@@ -19,9 +19,9 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.app import create_app
-from service.db import make_engine
-from service.models import LabelEvent
-from service.settings import Settings
+from service.core.db import make_engine
+from service.core.settings import Settings
+from service.data.models import LabelEvent
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
 

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 from tests.conftest import ADMIN_KEY, fresh_database
 
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -1,0 +1,209 @@
+"""The dashboard's HTML: the projects index (one row per project, with its decision, omega, progress and
+last label), one project's page (a panel per judge), and the login form."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from service.core.middleware import CSRF_FIELD
+from service.dashboard.svg import Chart, chart_svg
+from service.data.models import Project
+from service.data.queries import last_label_times
+from service.documents.history import HistoryReplay, shown_reliability
+from service.documents.reliability import DocumentCache
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;color:#222}
+.decision{font-size:1.3em;padding:.3em .5em;border-radius:6px;background:#eef}
+.pass{background:#d7f5c8} .reject{background:#f8d0d0} .inconclusive,.insufficient_data{background:#fbeec0}
+h2{font-size:1.15em;margin-top:1.8em} h3{font-size:1em;margin:1em 0 .3em} .note{color:#555;font-size:.9em}
+.infeasible{background:#f8d0d0;padding:.4em;border-radius:4px} .judge{border-top:2px solid #ccd;margin-top:1.5em}
+table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-bottom:1px solid #ddd}
+.downloads{font-size:.85em} .refreshing{background:#e8eefc;padding:.4em;border-radius:4px}"""
+
+
+def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, ...], notes: dict[str, str],
+                   etag: str, *, behind: int, replay: HistoryReplay | None = None) -> str:
+    """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
+
+    ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
+    ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
+    ``replay``: the pool-score history's one-time replay, while it is under way.
+    """
+    by_id = {c.id: c for c in charts}
+    judges = doc["judges"]
+    pool = doc.get("human_pool", {})
+    summary = "".join(
+        f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(v["decision"])}</td>'
+        f'<td>{_fmt(v["omega"])}</td></tr>'
+        for v in judges
+    ) or f'<tr><td colspan="3">{escape(doc["decision"])}: {escape(doc.get("reason") or "")}</td></tr>'
+    panels = "".join(_judge_panel(project, v, by_id[f"margins-{k + 1}"], by_id[f"sequences-{k + 1}"])
+                     for k, v in enumerate(judges))
+    history = by_id["pool-history"]
+    defined = [(x, y) for x, y in history.rows if y is not None]
+    if len(defined) >= 2:
+        pool_chart = _figure(project, history)
+    else:
+        at = f" at label_seq {defined[0][0]:g}" if defined else ""
+        pool_chart = (f'<p id="pool-history" class="note">human-pool score {_fmt(pool.get("estimate"))}{at}; '
+                      "the line is drawn from the second point of the label sequence with a defined score.</p>")
+    if not doc.get("plan"):
+        progress = "<p>No plan yet.</p>"
+    else:
+        progress = _figure(project, by_id["progress"]) if by_id["progress"].rows else "<p>No secondary annotator yet.</p>"
+    curve = by_id["overlap-curve"]
+    if curve.rows:
+        curve_figure = _figure(project, curve)
+    elif doc.get("plan"):
+        curve_figure = ('<p id="overlap-curve" class="note">No overlap rate of the curve gives each secondary '
+                        "annotator an item of this corpus.</p>")
+    else:
+        curve_figure = '<p id="overlap-curve" class="note">No plan yet: the curve is simulated for the plan in force.</p>'
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
+</head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
+ data-refreshing="{'true' if behind else 'false'}" data-history-rebuilding="{'true' if replay else 'false'}">
+<p class="note"><a href="/dashboard">all projects</a></p>
+<h1>{escape(project.name)}</h1>
+<p>label_seq <span id="label-seq">{doc['label_seq']}</span> &middot; {doc['n_items']} items &middot;
+ criterion {escape(doc['criterion'])} &middot; rule {escape(str(doc.get('rule')))}, coefficient
+ {escape(str(doc.get('coefficient')))}, pass when omega &ge; {doc.get('omega_threshold')}</p>
+{_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th></tr>{summary}</table></div>
+<p id="monitoring" class="note">{escape(notes['monitoring'])}</p>
+{panels}
+<h2>Plan and overlap</h2>
+<p id="plan-verdict" class="{_verdict_class(notes['plan'])}">{escape(notes['plan'])}</p>
+<p id="recipe-now" class="{_verdict_class(notes['recipe_now'])}">{escape(notes['recipe_now'])}</p>
+<h3>Progress of each secondary annotator through the plan</h3>{progress}
+<h2>Human-pool score over label_seq</h2>
+<p class="note">The mean over held-out humans of their agreement with the other humans
+ ({escape(str(doc.get('coefficient')))}) on the labels in hand at each point of the label sequence;
+ 95% interval now [{_fmt((pool.get('ci') or [None, None])[0])}, {_fmt((pool.get('ci') or [None, None])[1])}].</p>
+{_rebuilding(replay)}{pool_chart}
+<h2>Reliability vs overlap rate</h2>
+<p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
+ within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
+{curve_figure}
+<script src="/static/dashboard.js"></script>
+<script src="/static/chart_png.js"></script>
+</body></html>"""
+
+
+def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
+    """The projects the key can see: name, decision per judge, omega, progress and the last label's time."""
+    body = "".join(
+        f'<tr><td><a href="/projects/{escape(r["id"])}/dashboard">{escape(r["name"])}</a></td>'
+        f'<td>{escape(r["decision"])}</td><td>{escape(r["omega"])}</td><td>{escape(r["progress"])}</td>'
+        f'<td>{escape(r["last_label"])}</td></tr>'
+        for r in rows
+    ) or '<tr><td colspan="5">No project yet: create one with POST /projects (see the API docs).</td></tr>'
+    more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
+<h1>Projects</h1>
+<table id="projects"><tr><th>project</th><th>decision</th><th>omega</th><th>progress (least advanced secondary)</th>
+<th>last label (UTC)</th></tr>{body}</table>{more}
+<p class="note"><a href="/docs">API documentation</a></p>
+</body></html>"""
+
+
+def login_page(csrf_token: str, message: str = "") -> str:
+    """The login form: the API key goes into an HttpOnly cookie, never into a URL."""
+    note = f'<p style="color:#a40000">{escape(message)}</p>' if message else ""
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan login</title></head>
+<body style="font-family:system-ui,sans-serif;margin:2em"><h1>annoplan</h1>{note}
+<form method="post" action="/login"><label>API key <input id="key" name="key" type="password" autocomplete="off"></label>
+<input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf_token)}"><button id="login" type="submit">Log in</button></form></body></html>"""
+
+
+def error_page(status_code: int, detail: str) -> str:
+    """A minimal HTML error page; the detail (which may quote the request) is escaped."""
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan: {status_code}</title></head>
+<body><h1>{status_code}</h1><p>{escape(detail)}</p></body></html>"""
+
+
+def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, sequences: Chart) -> str:
+    decision = validation["decision"]
+    reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
+    return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix('margins-'))}">
+<h2>Judge {escape(validation['judge'])}</h2>
+<p class="decision {escape(decision)}">decision: <b>{escape(decision)}</b>{reason} &middot; omega {_fmt(validation['omega'])}</p>
+<h3>{escape(margins.title)}</h3>
+<p class="note">Each dot is the estimate and each bar its interval; the judge wins a rater whose value lies
+ above -epsilon{' (by a one-sided test at q, Benjamini-Yekutieli over the raters)' if validation['rule'] == 'alt-test' else ''}.</p>
+{_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
+
+
+def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> str:
+    monitoring = validation.get("monitoring")
+    if not monitoring:
+        return ""
+    statuses = ", ".join(f"{r['rater']} {r['status']}" for r in monitoring["raters"])
+    return (f"<h3>{escape(chart.title)}</h3><p class=\"note\">{escape(monitoring['mode'])} monitoring: "
+            f"{escape(monitoring['decision'])} after {monitoring['looks']} looks ({escape(statuses)}); a rater is "
+            "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
+            f"looks at once.</p>{_figure(project, chart)}")
+
+
+def _figure(project: Project, chart: Chart) -> str:
+    base = f"/projects/{escape(project.id)}/dashboard/charts/{escape(chart.id)}"
+    return (f'{chart_svg(chart)}<p class="downloads">download: <a href="{base}.csv" download>CSV</a> &middot; '
+            f'<a href="{base}.svg" download>SVG</a> &middot; '
+            f'<a class="png" href="#" data-chart="{escape(chart.id)}">PNG</a></p>')
+
+
+def _freshness(doc: dict[str, Any], behind: int) -> str:
+    """Nothing for a fresh document; else the note that this look is older than the labels in hand."""
+    if not behind:
+        return ""
+    return (f'<p id="freshness" class="refreshing">Shown as of label_seq {doc["label_seq"]}: {behind} label '
+            f'event{"s" if behind != 1 else ""} since, refreshing. Everything on this page (decision, margins, '
+            "intervals) is valid as of that label_seq; the page reloads when the fresh document is ready.</p>")
+
+
+def _rebuilding(replay: HistoryReplay | None) -> str:
+    """Nothing for a whole history; else that the points before the first stored one are being replayed."""
+    if replay is None:
+        return ""
+    total = "reading the events" if replay.total is None else f"{replay.done:,} of {replay.total:,} events"
+    return (f'<p id="history-rebuilding" class="refreshing">History being rebuilt: {total}. The line below '
+            "draws only the points stored so far; the page reloads when the replay is done.</p>\n")
+
+
+def _verdict_class(note: str) -> str:
+    return "infeasible" if "infeasible:" in note else ""
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def index_rows(session: Session, projects: list[Project], documents: DocumentCache, *,
+               n_resamples: int, wait: float) -> list[dict[str, str]]:
+    """Each project's name, decision per judge, omega, progress and last label time, from the document a
+    dashboard shows (:func:`~service.documents.history.shown_reliability`: maybe an older one, marked)."""
+    last = last_label_times(session, [p.id for p in projects])
+    rows = []
+    for project in projects:
+        doc, _ = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
+        when = last[project.id].strftime("%Y-%m-%d %H:%M") if project.id in last else "no label yet"
+        row = {"id": project.id, "name": project.name, **_status(doc), "last_label": when}
+        if doc["label_seq"] < project.label_seq:
+            row["decision"] += f" (at label_seq {doc['label_seq']}; refreshing)"
+        rows.append(row)
+    return rows
+
+
+def _status(doc: dict[str, Any]) -> dict[str, str]:
+    judges = doc["judges"]
+    if judges:
+        decision = "; ".join(f"{v['judge']}: {v['decision']}" for v in judges)
+        omega = "; ".join("n/a" if v["omega"] is None else f"{v['omega']:.2f}" for v in judges)
+    else:
+        decision, omega = f"{doc['decision']} ({doc['reason']})", "n/a"
+    plan = doc.get("plan")
+    progress = f"{plan['m_done_min']} / {plan['m_target']} items" if plan and plan.get("m_target") else "no plan"
+    return {"decision": decision, "omega": omega, "progress": progress}

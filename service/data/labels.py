@@ -1,0 +1,271 @@
+"""Label events: validated, de-duplicated, append-only writes with a per-project sequence.
+
+An event is a label or a retraction (``kind = 'retraction'``, no value): a retraction ends
+the cell's current label (its ``current_labels`` row goes) and keeps the history.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, text, tuple_, update
+from sqlalchemy.orm import Session
+
+from service.core.errors import Forbidden, Invalid, echo
+from service.core.sql import CHUNK, chunks, db_value, driver_rows, in_values, insert_many
+from service.data.items import few_of, ids_by_external
+from service.data.keys import Principal, Role
+from service.data.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, utcnow
+from service.data.projects import lock_project, reserve
+from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted
+
+CANNOT_ASSESS = "CANNOT_ASSESS"
+INVALID = "INVALID"
+
+
+SPAN = 4
+"""A write's items are read as one range of ids when that range is under this many times their number."""
+
+Cell = tuple[int, int, str]
+"""(item id, rater id, criterion)."""
+Cells = dict[Cell, tuple[str, str | None, int]]
+"""Per cell of a write: its value, batch and row number."""
+
+
+def _allowed_values(project: Project, kind: str) -> frozenset[str]:
+    """The values a rater of ``kind`` may write in ``project``."""
+    extra = {CANNOT_ASSESS} if project.allow_abstain else set()
+    if kind == "judge":
+        extra.add(INVALID)
+    return frozenset(project.labels) | extra
+
+
+def _value_error(project: Project, value: str, kind: str, n: int) -> Invalid:
+    if value == CANNOT_ASSESS:
+        return Invalid(f"row {n}: CANNOT_ASSESS is not allowed in this project (allow_abstain is false)")
+    if value == INVALID:
+        return Invalid(f"row {n}: INVALID is only accepted from judges, not from a {kind} rater")
+    return Invalid(f"row {n}: unknown label {echo(value)}; the project's labels are {project.labels}")
+
+
+def _criterion_error(project: Project, criterion: str | None, n: int) -> Invalid:
+    if criterion is None:
+        return Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
+    return Invalid(f"row {n}: unknown criterion {echo(criterion)}; the project has {project.criteria}")
+
+
+def write_labels(session: Session, project: Project, principal: Principal, rows: list[LabelIn]) -> LabelsAccepted:
+    """Append one event per changed cell; identical resubmissions are counted, not written.
+
+    All-or-nothing: any bad row raises before anything is written.
+    """
+    lock_project(session, project.id)
+    item_ids = ids_by_external(session, Item, project.id, sorted({r["item"] for r in rows}))
+    raters = {
+        ext: (rid, kind, _allowed_values(project, kind))
+        for ext, rid, kind in session.execute(
+            select(Rater.external_id, Rater.id, Rater.kind).where(Rater.project_id == project.id)
+        )
+    }
+    criteria = set(project.criteria)
+    default_criterion = project.criteria[0] if len(criteria) == 1 else None
+    cells: Cells = {}
+    duplicates = 0
+    for n, row in enumerate(rows, start=1):
+        rater = raters.get(row["rater"])
+        if principal.role == Role.ANNOTATOR and (rater is None or rater[0] != principal.rater_id):
+            # Checked before existence, so an annotator cannot probe which rater ids exist.
+            raise Forbidden(f"row {n}: an annotator key may only write its own rater's labels")
+        if rater is None:
+            raise Invalid(f"row {n}: unknown rater {echo(row['rater'])} in this project")
+        item = item_ids.get(row["item"])
+        if item is None:
+            raise Invalid(f"row {n}: unknown item {echo(row['item'])} in this project")
+        value = row["value"]
+        if value not in rater[2]:
+            raise _value_error(project, value, rater[1], n)
+        criterion = row.get("criterion") or default_criterion
+        if criterion not in criteria:
+            raise _criterion_error(project, row.get("criterion"), n)
+        cell = (item, rater[0], criterion)
+        prior = cells.get(cell)
+        if prior is not None:
+            if prior[0] != value:
+                raise Invalid(
+                    f"rows {prior[2]} and {n} give different values for item {echo(row['item'])}, "
+                    f"rater {echo(row['rater'])}: {echo(prior[0])} and {echo(value)}"
+                )
+            duplicates += 1
+            continue
+        cells[cell] = (value, row.get("batch"), n)
+    if any(batch is not None for _, batch, _ in cells.values()):
+        _check_batches(session, project, cells)
+    current = _current_values(session, project.id, cells)
+    fresh = [(cell, value, batch) for cell, (value, batch, _) in cells.items() if current.get(cell) != value]
+    duplicates += len(cells) - len(fresh)
+    last_seq = project.label_seq
+    if fresh:
+        first_seq = reserve(session, project.id, "label_seq", len(fresh))
+        last_seq = first_seq + len(fresh) - 1
+        _append(session, project.id, fresh, first_seq, utcnow(), current)
+        _count_labeled_items(session, _items_gained(fresh, current, one_criterion=len(criteria) == 1))
+    return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
+
+
+def _items_gained(fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *,
+                  one_criterion: bool) -> Counter[int]:
+    """Per rater, the items of ``fresh`` cells it had no current label on (any criterion) before."""
+    labeled = {(i, r) for i, r, _ in current}
+    if one_criterion and not labeled:  # each cell is its own (item, rater) pair, none labeled before
+        return Counter(r for (_, r, _), _, _ in fresh)
+    return Counter(r for _, r in {(i, r) for (i, r, _), _, _ in fresh} - labeled)
+
+
+def _check_batches(session: Session, project: Project, cells: Cells) -> None:
+    """Every batch named must exist in this project and belong to the row's rater."""
+    named = sorted({batch for _, batch, _ in cells.values() if batch is not None})
+    owners = dict(
+        session.execute(
+            select(Batch.id, Batch.rater_id).where(Batch.project_id == project.id, Batch.id.in_(named))
+        ).all()
+    )
+    for (_, rater_id, _), (_, batch, n) in cells.items():
+        if batch is not None and owners.get(batch) != rater_id:
+            raise Invalid(f"row {n}: batch {echo(batch)} is not a batch of this rater in this project")
+
+
+def _current_values(session: Session, project_id: str, cells: Cells) -> dict[Cell, str]:
+    """The current labels of the cells' raters on the cells' items (every criterion; read as a range of
+    item ids, it may hold other items too)."""
+    if not cells:
+        return {}
+    raters, rater_ids = in_values(session, "rater_id", sorted({r for _, r, _ in cells}))
+    item_ids = sorted({i for i, _, _ in cells})
+    sql = f"SELECT item_id, rater_id, criterion, value FROM current_labels WHERE {raters}"
+    params: tuple[Any, ...]
+    if item_ids[-1] - item_ids[0] < SPAN * len(item_ids):
+        # a run of the corpus (a bulk upload in item order): one range of the primary key, not a
+        # lookup per item (100,000 items at a million: 0.03-0.18 s instead of 0.33-0.62 s on PostgreSQL)
+        sql = f"{sql} AND item_id BETWEEN ? AND ?"
+        params = (rater_ids, item_ids[0], item_ids[-1])
+    elif len(item_ids) <= CHUNK or few_of(session, project_id, len(item_ids)):
+        # by primary key (the items are the project's; naming the project would lead SQLite to scan it)
+        items, values = in_values(session, "item_id", item_ids)
+        params = (rater_ids, values)
+        sql = f"{sql} AND {items}"
+    else:
+        params = (rater_ids, project_id)
+        sql = f"{sql} AND project_id = ?"
+    return {(i, r, c): v for i, r, c, v in driver_rows(session, sql, params)}
+
+
+def _append(
+    session: Session,
+    project_id: str,
+    fresh: list[tuple[Cell, str, str | None]],
+    first_seq: int,
+    now: datetime,
+    current: dict[Cell, str],
+) -> None:
+    """Insert the events, then bring ``current_labels`` up to date from them in one statement: a plain
+    insert when no cell has a current label in ``current`` (read under the project's lock, so exact),
+    else an upsert (at a million items ~0.7 instead of ~1.0 s of PostgreSQL CPU per 100,000 new cells).
+    """
+    stamp = db_value(session, LabelEvent.__table__.c.created_at, now)
+    insert_many(
+        session,
+        LabelEvent.__table__,
+        ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at"),
+        [
+            (project_id, first_seq + k, item, rater, criterion, value, batch, stamp)
+            for k, ((item, rater, criterion), value, batch) in enumerate(fresh)
+        ],
+    )
+    corrections = any(cell in current for cell, _, _ in fresh) if current else False
+    upsert = " ON CONFLICT (item_id, rater_id, criterion) DO UPDATE SET value = excluded.value, seq = excluded.seq"
+    session.execute(
+        text(
+            "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq) "
+            "SELECT item_id, rater_id, criterion, project_id, value, seq FROM label_events "
+            f"WHERE project_id = :project AND seq BETWEEN :first AND :last{upsert if corrections else ''}"
+        ),
+        {"project": project_id, "first": first_seq, "last": first_seq + len(fresh) - 1},
+    )
+
+
+def _count_labeled_items(session: Session, change: Counter[int]) -> None:
+    """Add ``change`` (rater id -> items gained, negative: lost) to the raters' labeled-item counts."""
+    rows = [(rater, n) for rater, n in sorted(change.items()) if n]
+    if rows:
+        insert_many(session, RaterProgress.__table__, ("rater_id", "labeled_items"), rows,
+                    on_conflict=("rater_id",), accumulate=True)
+
+
+def retract_labels(session: Session, project: Project, cells: list[Cell]) -> LabelsRetracted:
+    """Append a retraction event for each cell that has a current label, and drop that label.
+
+    Cells without a current label (never labeled, or already retracted) write nothing.
+    """
+    lock_project(session, project.id)
+    wanted = sorted(set(cells))
+    labeled = sorted(
+        {
+            (i, r, c)
+            for part in chunks(wanted, 1_000)
+            for i, r, c in session.execute(
+                select(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).where(
+                    CurrentLabel.project_id == project.id,
+                    tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
+                )
+            )
+        }
+    )
+    if not labeled:
+        return LabelsRetracted(retracted=0, label_seq=project.label_seq)
+    first_seq = reserve(session, project.id, "label_seq", len(labeled))
+    stamp = db_value(session, LabelEvent.__table__.c.created_at, utcnow())
+    insert_many(
+        session,
+        LabelEvent.__table__,
+        ("project_id", "seq", "item_id", "rater_id", "criterion", "kind", "created_at"),
+        [(project.id, first_seq + k, i, r, c, "retraction", stamp) for k, (i, r, c) in enumerate(labeled)],
+    )
+    for part in chunks(labeled, 1_000):
+        session.execute(
+            delete(CurrentLabel).where(
+                CurrentLabel.project_id == project.id,
+                tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
+            )
+        )
+    _forget_items(session, project, sorted({(i, r) for i, r, _ in labeled}))
+    return LabelsRetracted(retracted=len(labeled), label_seq=first_seq + len(labeled) - 1)
+
+
+def _forget_items(session: Session, project: Project, pairs: list[tuple[int, int]]) -> None:
+    """After a retraction: the (item, rater) pairs left with no current label leave the raters'
+    counts, and the primary's cursor steps back to the first such item so it is issued again."""
+    still: set[tuple[int, int]] = set()
+    if len(project.criteria) > 1:
+        for part in chunks(pairs, 1_000):
+            still.update(
+                (i, r)
+                for i, r in session.execute(
+                    select(CurrentLabel.item_id, CurrentLabel.rater_id).where(
+                        CurrentLabel.project_id == project.id,
+                        tuple_(CurrentLabel.item_id, CurrentLabel.rater_id).in_(list(part)),
+                    )
+                )
+            )
+    lost = [(i, r) for i, r in pairs if (i, r) not in still]
+    _count_labeled_items(session, Counter({r: -n for r, n in Counter(r for _, r in lost).items()}))
+    by_rater: dict[int, int] = {}
+    for i, r in lost:
+        by_rater[r] = min(i, by_rater.get(r, i))
+    for rater, first in by_rater.items():
+        session.execute(
+            update(Rater)
+            .where(Rater.id == rater, Rater.kind == "primary", Rater.issued_through >= first)
+            .values(issued_through=first - 1)
+        )

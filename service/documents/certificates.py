@@ -1,0 +1,130 @@
+"""Certificates: the label snapshot and settings of a project, frozen into an in-toto statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from planner.certificate import BIT_GENERATOR, certificate_statement, label_snapshot, sha256_hex
+from service.core.errors import Conflict, Invalid, NotFound, echo
+from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Rater, new_public_id, utcnow
+from service.data.outbox import emit
+from service.planning.lists import plan_inclusion
+from service.planning.plans import current_plan
+from service.schemas import DecisionSettings
+from service.schemas.certificates import CertificateCreate
+
+
+def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[str, Any]]:
+    """Every cell's current label as of ``label_seq``, from the append-only events (docs/method.md §10)."""
+    events = session.execute(
+        select(Item.external_id, Rater.external_id, LabelEvent.criterion, LabelEvent.value, LabelEvent.seq)
+        .join(Item, Item.id == LabelEvent.item_id).join(Rater, Rater.id == LabelEvent.rater_id)
+        .where(LabelEvent.project_id == project_id, LabelEvent.seq <= label_seq)
+    )
+    return label_snapshot(
+        ({"item": i, "rater": r, "criterion": c, "value": v, "seq": s} for i, r, c, v, s in events), label_seq=label_seq
+    )
+
+
+def certificate_settings(
+    session: Session, project: Project, body: CertificateCreate, *, n_resamples: int
+) -> dict[str, Any]:
+    """What a certificate's result depends on; 4xx when it cannot be certified (nothing is written)."""
+    label_seq = project.label_seq if body.label_seq is None else body.label_seq
+    if label_seq > project.label_seq:
+        raise Invalid(f"label_seq {label_seq} is beyond the project's last label ({project.label_seq})")
+    criterion = body.criterion or project.criteria[0]
+    if criterion not in project.criteria:
+        raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
+    kinds = dict(session.execute(select(Rater.external_id, Rater.kind).where(Rater.project_id == project.id)).all())
+    if "judge" not in kinds.values():
+        raise Conflict("this project has no judge rater: there is no decision to certify", code="no_judge")
+    if sum(kind in ("primary", "human") for kind in kinds.values()) < 2:
+        raise Conflict("a certificate needs at least two human raters (primary or human)", code="too_few_humans")
+    decision = DecisionSettings(**project.decision)
+    plan = current_plan(session, project.id)  # its seed may pass 2^53: a decimal string in canonical JSON
+    settings: dict[str, Any] = {
+        "project": {"id": project.id, "name": project.name},
+        "label_seq": label_seq,
+        "criterion": criterion,
+        "protocol": {"scale": project.scale, "labels": list(project.labels), "handling": "exclude",
+                     "aggregation": "per criterion", "resampling_unit": "item", "confidence_level": 0.95},
+        "raters": kinds,
+        "decision": {"coefficient": decision.coefficient, "rule": decision.rule, "epsilon": decision.resolved_epsilon(),
+                     "omega_threshold": decision.omega_threshold, "q": decision.q,
+                     "inconclusive_level": decision.inconclusive_level, "alpha_sig": decision.alpha_sig},
+        "plan": None if plan is None else {"id": plan.id, "purpose": plan.purpose, "source": plan.source,
+                                           "design": plan.design, "m": plan.m, "seed": str(plan.seed)},
+        "seeds": {"seed": body.seed, "bit_generator": BIT_GENERATOR,
+                  "n_resamples": n_resamples if body.n_resamples is None else body.n_resamples},
+    }
+    # As /reliability computes it (docs/method.md §9); absent when default, so earlier certificates still verify.
+    if decision.estimator != "paired":
+        settings["decision"]["estimator"] = decision.estimator
+    inclusion = panel_inclusion(session, plan)
+    if inclusion:
+        settings["weights"] = {"inclusion": inclusion}
+    return settings
+
+
+def panel_inclusion(session: Session, plan: Plan | None) -> dict[str, float] | None:
+    """External item id -> inclusion probability under a Neyman plan (what /reliability weights by)."""
+    by_item = plan_inclusion(session, plan)
+    if not by_item or plan is None:
+        return None
+    external = session.execute(select(Item.id, Item.external_id).where(Item.project_id == plan.project_id))
+    return {ext: by_item[int(iid)] for iid, ext in sorted(external, key=lambda row: row[1]) if int(iid) in by_item}
+
+
+def existing_certificate(session: Session, project_id: str, settings: dict[str, Any]) -> Certificate | None:
+    """The certificate already issued for these settings (label_seq included), if any."""
+    return session.scalar(select(Certificate).where(
+        Certificate.project_id == project_id, Certificate.label_seq == settings["label_seq"],
+        Certificate.settings_sha256 == sha256_hex(settings),
+    ))
+
+
+def issue_certificate(
+    session: Session, settings: dict[str, Any], snapshot: list[dict[str, Any]], *, retry_window_seconds: float
+) -> tuple[Certificate, bool]:
+    """Store the statement and queue ``certificate.created``; ``(certificate, created)`` — an existing twin wins."""
+    pid, now = settings["project"]["id"], utcnow()
+    cid = new_public_id("cert")
+    statement = certificate_statement(snapshot, settings, certificate={"id": cid, "issued_at": now.isoformat()})
+    result = statement["predicate"]["result"]
+    row = Certificate(id=cid, project_id=pid, label_seq=settings["label_seq"], settings_sha256=sha256_hex(settings),
+                      criterion=settings["criterion"], decision=result["decision"], statement=statement, created_at=now)
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError:  # a concurrent twin was issued first
+        twin = existing_certificate(session, pid, settings)
+        assert twin is not None
+        return twin, False
+    emit(session, pid, "certificate.created", {
+        "certificate": cid, "label_seq": settings["label_seq"], "criterion": settings["criterion"],
+        "decision": result["decision"], "omega": result["omega"],
+        "report_sha256": statement["subject"][1]["digest"]["sha256"],
+    }, retry_window_seconds=retry_window_seconds)
+    return row, True
+
+
+def project_certificate(session: Session, project_id: str, cid: str) -> Certificate:
+    """One certificate of the project; 404 otherwise."""
+    row = session.get(Certificate, cid)
+    if row is None or row.project_id != project_id:
+        raise NotFound(f"certificate {echo(cid)} not found")
+    return row
+
+
+def certificates_page(session: Session, project_id: str, *, offset: int, limit: int) -> list[Certificate]:
+    """Up to ``limit`` of the project's certificates from ``offset``, oldest first."""
+    return list(session.scalars(
+        select(Certificate).where(Certificate.project_id == project_id)
+        .order_by(Certificate.created_at, Certificate.id).offset(offset).limit(limit)
+    ))

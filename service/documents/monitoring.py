@@ -1,0 +1,181 @@
+"""The monitored decision of /reliability: anytime-valid, or fixed-sample and provisional.
+
+Arrival order is the ``label_seq`` of each current label (docs/method.md §8): the label that
+completes an item for a held-out human dates that item.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from planner import optional_float
+from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
+from service.core.caches import RecentlyUsed
+from service.data.models import Plan
+from service.matrices.matrix import LabelMatrix
+from service.schemas import DecisionSettings
+
+BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
+MONITOR_KEY = "annoplan_monitor_states"
+"""``Session.info`` key of the worker's kept monitorings (:data:`MonitorStates`)."""
+KEPT_MONITORINGS = 4
+"""Monitorings a worker keeps to bring up to date (about 50 MB each at a million items x 10 raters)."""
+MonitorStates = RecentlyUsed[tuple[str, int], MonitorState]
+"""A worker's kept monitorings by (document lineage, judge column)."""
+
+
+def planned_budget(plan: Plan | None) -> int | None:
+    """Usable overlap per human by which the plan expects the monitored decision (None: no plan)."""
+    if plan is None:
+        return None
+    simulated = (plan.recipe or {}).get("monitoring") or {}
+    budget = simulated.get("budget")
+    return int(budget) if budget else plan.m
+
+
+def _band(times: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[dict[str, Any]]:
+    """At most ``BAND_POINTS`` points of a rater's confidence sequence, always the last one."""
+    if times.size == 0:
+        return []
+    keep = np.unique(
+        np.linspace(0, times.size - 1, min(BAND_POINTS, times.size)).round().astype(int)
+    )
+    return [
+        {
+            "label_seq": int(times[i]),
+            "n": int(i + 1),
+            "lower": float(lower[i]),
+            "upper": float(upper[i]),
+        }
+        for i in keep
+    ]
+
+
+def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str, Any]:
+    """The monitoring block: decision, looks, and per human status, e-values and band."""
+    return {
+        "mode": mode,
+        "decision": m.decision,
+        "reason": m.reason,
+        "looks": m.looks,
+        "decided_at_label_seq": m.decided_at,
+        "needed_won": m.needed,
+        "budget": m.budget,
+        "alpha": m.alpha,
+        "epsilon": m.epsilon,
+        "multiplicity": m.multiplicity,
+        "weighting": m.weighting,
+        "raters": [
+            {
+                "rater": matrix.raters[r.rater].external_id,
+                "status": r.status,
+                "certified_at_label_seq": r.certified_at,
+                "e_value": optional_float(r.e_value),
+                "e_value_lost": optional_float(r.e_value_lost),
+                "threshold": r.threshold,
+                "n": r.n,
+                "d": optional_float(r.d),
+                "cs": r.cs.as_list(),
+                "band": _band(r.arrival, r.lower, r.upper),
+            }
+            for r in m.raters
+        ],
+    }
+
+
+def judge_monitorings(
+    matrix: LabelMatrix,
+    judges: list[int],
+    humans: list[int],
+    decision: DecisionSettings,
+    plan: Plan | None,
+    inclusion: np.ndarray | None,
+    *,
+    kept: tuple[MonitorStates, str] | None = None,
+) -> list[dict[str, Any] | None]:
+    """Per judge, the monitoring block (None: ``p_o`` only is monitored; docs/method.md §8); pure
+    without ``kept``.
+
+    ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9). The
+    document computes this in a child process of its own, beside its other statistics, or, with
+    ``kept`` (a worker's kept monitorings and the document's lineage), in the worker: each brought up
+    to date from the kept one when only labels were added since (``planner.sequential.kept_monitoring``:
+    the same block, its cost growing with the rows labeled since), computed afresh and kept otherwise.
+    """
+    if len(humans) < 2:  # no validation either
+        return []
+    if decision.coefficient != "po":
+        return [None] * len(judges)
+    options: dict[str, Any] = {
+        "humans": humans,
+        "n_labels": matrix.n_labels,
+        "order": matrix.order,
+        "rule": decision.rule,
+        "epsilon": decision.resolved_epsilon(),
+        "alpha": decision.alpha_sig,
+        "omega_threshold": decision.omega_threshold,
+        "multiplicity": decision.multiplicity,
+        "budget": planned_budget(plan),
+        "inclusion": inclusion,
+    }
+    mode = decision.resolved_monitoring()
+    blocks: list[dict[str, Any] | None] = []
+    for judge in judges:
+        if kept is None:
+            monitoring = monitor_judge(matrix.codes, judge=judge, **options)
+        else:
+            states, lineage = kept
+            monitoring, state = kept_monitoring(
+                matrix.codes, previous=states.get((lineage, judge)), judge=judge, **options
+            )
+            states.put((lineage, judge), state)
+        blocks.append(monitoring_block(monitoring, matrix, mode))
+    return blocks
+
+
+def decision_in_force(
+    block: dict[str, Any] | None,
+    matrix: LabelMatrix,
+    decision: DecisionSettings,
+    fixed: dict[str, Any],
+    plan: Plan | None,
+) -> dict[str, Any]:
+    """The decision in force for one judge, with its monitoring ``block`` (:func:`judge_monitorings`).
+
+    ``fixed`` is the fixed-sample validation of that judge (its ``decision`` and per-rater
+    ``m``). Anytime mode: the monitored decision, valid at every look. Fixed mode: the
+    fixed-sample decision, ``provisional`` until every secondary has the plan's ``m``.
+    """
+    mode = decision.resolved_monitoring()
+    if mode == "anytime" and block is not None:
+        return {
+            "decision": block["decision"],
+            "reason": block["reason"],
+            "provisional": False,
+            "fixed_decision": fixed["decision"],
+            "monitoring": block,
+        }
+    secondaries = {matrix.raters[k].external_id for k in matrix.columns("human")}
+    m_secondary = [r["m"] for r in fixed["raters"] if r["rater"] in secondaries]
+    planned = plan.m if plan is not None else None
+    reached = planned is not None and bool(m_secondary) and min(m_secondary) >= planned
+    reason = fixed["reason"]
+    if not reached:
+        short = (
+            "no plan with a planned overlap"
+            if planned is None
+            else f"the secondaries have {min(m_secondary, default=0)} of the planned {planned}"
+        )
+        reason = (
+            f"provisional: a fixed-sample decision holds at the planned overlap only ({short})"
+            + (f"; {reason}" if reason else "")
+        )
+    return {
+        "decision": fixed["decision"],
+        "reason": reason,
+        "provisional": not reached,
+        "fixed_decision": fixed["decision"],
+        "monitoring": block,
+    }

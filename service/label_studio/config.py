@@ -1,0 +1,115 @@
+"""A Label Studio labeling config read for what this service needs: its choices controls.
+
+A ``<Choices name="sentiment" toName="text">`` control reads the data key of the object tag
+it points at (``<Text name="text" value="$review"/>`` -> ``review``) and offers the values of
+its ``<Choice>`` children (``alias`` when set: that is what Label Studio writes in results).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+from xml.etree.ElementTree import ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring
+
+from service.core.errors import Invalid, echo
+
+
+@dataclass(frozen=True)
+class ChoiceControl:
+    """One ``<Choices>`` control: its name (``from_name``), target, data key and values."""
+
+    name: str
+    to_name: str
+    data_key: str | None
+    choices: tuple[str, ...]
+    single: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"from_name": self.name, "to_name": self.to_name, "data_key": self.data_key,
+                "choices": list(self.choices), "single": self.single}
+
+
+@lru_cache(maxsize=64)
+def choice_controls(label_config: str) -> tuple[ChoiceControl, ...]:
+    """The choices controls of a labeling config, in document order; 422 if it is not one.
+
+    >>> cfg = '''<View><Text name="t" value="$review"/>
+    ...   <Choices name="verdict" toName="t"><Choice value="Pass"/><Choice value="Fail" alias="F"/></Choices>
+    ...   <Choices name="flags" toName="t" choice="multiple"><Choice value="spam"/></Choices></View>'''
+    >>> [(c.name, c.data_key, c.choices, c.single) for c in choice_controls(cfg)]
+    [('verdict', 'review', ('Pass', 'F'), True), ('flags', 'review', ('spam',), False)]
+    """
+    try:
+        root = fromstring(label_config)
+    except (ParseError, DefusedXmlException) as exc:
+        raise Invalid(
+            f"label_config is not a Label Studio labeling config: {exc}"[:300], code="bad_label_config"
+        ) from None
+    keys = {
+        el.get("name"): el.get("value", "")[1:]
+        for el in root.iter()
+        if el.get("name") and el.get("value", "").startswith("$")
+    }
+    controls = tuple(
+        ChoiceControl(
+            name=el.get("name", ""),
+            to_name=el.get("toName", ""),
+            data_key=keys.get(el.get("toName", "").split(",")[0]) or None,
+            choices=tuple(c.get("alias") or c.get("value", "") for c in el.iter() if c.tag.lower() == "choice"),
+            single=el.get("choice", "single") != "multiple",
+        )
+        for el in root.iter()
+        if el.tag.lower() == "choices" and el.get("name")
+    )
+    if not controls:
+        raise Invalid(
+            "label_config has no <Choices> control; only choices projects can be read", code="bad_label_config"
+        )
+    return controls
+
+
+def pick_control(
+    controls: Iterable[ChoiceControl], from_name: str | None, maps: Callable[[str], bool]
+) -> ChoiceControl:
+    """The control whose choices are the label: ``from_name`` if given, else the one single-choice
+    control, else the single-choice control with the most choices that ``maps`` to a project label.
+
+    >>> a = ChoiceControl("sentiment", "text", "text", ("Pos", "Neg"), True)
+    >>> b = ChoiceControl("flags", "text", "text", ("spam",), False)
+    >>> c = ChoiceControl("topic", "text", "text", ("news", "chat"), True)
+    >>> pick_control([a, b], None, lambda v: False).name
+    'sentiment'
+    >>> pick_control([a, b, c], None, lambda v: v in ("Pos", "Neg")).name
+    'sentiment'
+    >>> pick_control([a, c], None, lambda v: v in ("Pos", "news")).name  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    service.core.errors.Invalid: the labeling config has several single-choice controls ['sentiment', 'topic']; ...
+    >>> pick_control([a, b, c], "flags", lambda v: False).name
+    'flags'
+    """
+    controls = list(controls)
+    if from_name is not None:
+        named = [c for c in controls if c.name == from_name]
+        if not named:
+            raise Invalid(
+                f"from_name {echo(from_name)} is not a choices control of the labeling config; "
+                f"it has {[c.name for c in controls]}",
+                code="unknown_from_name",
+            )
+        return named[0]
+    single = [c for c in controls if c.single]
+    if len(single) == 1:
+        return single[0]
+    ranked = sorted(((sum(map(maps, c.choices)), k) for k, c in enumerate(single)), reverse=True)
+    if len(ranked) > 1 and ranked[0][0] > ranked[1][0]:
+        return single[ranked[0][1]]
+    raise Invalid(
+        f"the labeling config has several single-choice controls {[c.name for c in single]}; "
+        "name the one that holds the label with ?from_name=",
+        code="ambiguous_from_name",
+    )

@@ -1,0 +1,228 @@
+"""Label Studio webhook deliveries: recorded, or kept in an inbox with the reason and replayed later.
+
+Label Studio drops a delivery answered with anything but 2xx and never retries, so a delivery
+that cannot be recorded (a choice outside the labels, an ambiguous control, a rater kind
+clash) is stored with its body and answered 200 with the issue; fix the cause (e.g.
+``PATCH /projects/{pid}`` a ``label_map``) and replay the inbox.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from service.core.errors import AppError, Invalid
+from service.data.keys import Principal
+from service.data.models import LabelStudioIssue, Project, utcnow
+from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, TaskId
+from service.label_studio.reconcile import (
+    chosen_value,
+    human_rater,
+    item_from_task,
+    label_for,
+    reconcile,
+    resolve_control,
+    retract_deleted,
+    tasks_for_annotation,
+    withdraw,
+)
+from service.schemas import LabelsAccepted
+
+RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
+DELETED_ACTION = "ANNOTATIONS_DELETED"
+
+
+class WebhookResult(BaseModel):
+    """What one webhook delivery did; absent fields do not apply."""
+
+    ignored: str | None = Field(None, description="The action, when it is not one this endpoint records.")
+    action: str | None = None
+    task: TaskId | None = None
+    item: str | None = None
+    rater: str | None = None
+    value: str | None = Field(None, description="The project label recorded.")
+    skipped: str | None = Field(
+        None, description="Why the annotation gives no label (its rater's label of the task is withdrawn)."
+    )
+    retracted: int | None = Field(
+        None, description="Current labels withdrawn by a skip, an emptied annotation or a deletion."
+    )
+    unknown_annotations: list[int] | None = Field(
+        None, description="Deleted annotation ids this project never recorded."
+    )
+    item_created: bool | None = None
+    rater_created: bool | None = None
+    labels: LabelsAccepted | None = None
+    label_seq: int | None = Field(None, description="The project's last label event after this delivery.")
+    issue: int | None = Field(
+        None, description="The inbox issue that keeps this delivery, when it could not be recorded."
+    )
+    reason: str | None = Field(None, description="Why the delivery could not be recorded.")
+
+
+class IssueRead(BaseModel):
+    """A delivery kept in the inbox."""
+
+    id: int
+    action: str
+    task: str | None
+    annotation: str | None
+    reason: str
+    status: str = Field(description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery "
+                                    "of the same annotation was recorded, or it was deleted).")
+    created_at: Any
+    resolved_at: Any = None
+
+
+class ReplayResult(BaseModel):
+    """What a replay did to the issues that were open."""
+
+    resolved: list[int]
+    superseded: list[int]
+    still_open: list[IssueRead]
+
+
+def _validated_event(model: type[BaseModel], payload: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        raise Invalid(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", code="malformed_body") from None
+
+
+def _supersede(session: Session, project: Project, annotations: list[str], *, before: int | None = None) -> None:
+    """Open issues of these annotations are out of date: a later state was recorded."""
+    stmt = update(LabelStudioIssue).where(
+        LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open",
+        LabelStudioIssue.annotation.in_(annotations),
+    )
+    if before is not None:
+        stmt = stmt.where(LabelStudioIssue.id < before)
+    session.execute(stmt.values(status="superseded", resolved_at=utcnow()))
+
+
+def record_delivery(
+    session: Session,
+    project: Project,
+    principal: Principal,
+    payload: dict[str, Any],
+    *,
+    from_name: str | None,
+    criterion: str | None,
+    issue: int | None = None,
+) -> WebhookResult:
+    """Record one webhook body: a created or updated annotation's label (or its withdrawal when
+    skipped or emptied), or the retraction of deleted annotations; raises what it cannot record.
+
+    ``issue`` is the inbox issue being replayed (older open issues of the annotation are superseded).
+    """
+    action = payload["action"]
+    if action == DELETED_ACTION:
+        deleted = _validated_event(LSAnnotationsDeleted, payload)
+        ids = [a.id for a in deleted.annotations]
+        retracted, unknown, seq = retract_deleted(session, project, ids)
+        _supersede(session, project, [str(i) for i in ids], before=issue)
+        return WebhookResult(action=action, retracted=retracted, unknown_annotations=unknown, label_seq=seq)
+    if action not in RECORDED_ACTIONS:
+        return WebhookResult(ignored=action)
+    event: LSAnnotationEvent = _validated_event(LSAnnotationEvent, payload)
+    ann = event.annotation
+    task_id = ann.task if ann.task is not None else event.task.id if event.task is not None else None
+    if task_id is None:
+        raise Invalid("the payload names no task (neither annotation.task nor task.id)", code="malformed_body")
+    control = resolve_control(
+        project, label_config=event.project.label_config if event.project else None, from_name=from_name,
+        results=ann.result,
+    )
+    tasks = tasks_for_annotation(task_id, event.task, ann)
+    item = item_from_task(tasks[0], control.data_key if control else None).external_id
+    rater = human_rater(ann.completed_by)[0]
+    done = WebhookResult(action=action, task=task_id, item=item, rater=rater)
+    choice, reason = (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control and control.name)
+    if choice is None:
+        withdrawn = withdraw(session, project, item, rater, criterion, ann.id)
+        result = done.model_copy(update={"skipped": reason, "retracted": withdrawn.retracted or None,
+                                         "label_seq": withdrawn.label_seq if withdrawn.retracted else None})
+    else:
+        written = reconcile(session, project, principal, tasks, control, fmt="webhook", criterion=criterion,
+                            strict=True, deletions=False)
+        result = done.model_copy(update={
+            "value": label_for(choice, project.labels, project.label_map), "labels": written.labels,
+            "item_created": written.items.created == 1, "rater_created": bool(written.raters_created),
+        })
+    if ann.id is not None:
+        _supersede(session, project, [str(ann.id)], before=issue)
+    return result
+
+
+def file_issue(
+    session: Session, project: Project, payload: dict[str, Any], reason: str, *, from_name: str | None,
+    criterion: str | None,
+) -> LabelStudioIssue:
+    """Keep a delivery that could not be recorded, with what is needed to replay it."""
+    ann = payload.get("annotation") if isinstance(payload.get("annotation"), dict) else {}
+    task = ann.get("task")
+    if task is None and isinstance(payload.get("task"), dict):
+        task = payload["task"].get("id")
+    issue = LabelStudioIssue(
+        project_id=project.id, action=str(payload.get("action"))[:40],
+        task=str(task)[:40] if task is not None else None,
+        annotation=str(ann["id"])[:40] if ann.get("id") is not None else None,
+        reason=reason, payload={"body": payload, "from_name": from_name, "criterion": criterion}, status="open",
+    )
+    session.add(issue)
+    session.flush()
+    return issue
+
+
+def receive(
+    session: Session, project: Project, principal: Principal, payload: dict[str, Any], *,
+    from_name: str | None, criterion: str | None,
+) -> WebhookResult:
+    """Record a delivery, or keep it in the inbox and say why (nothing else written)."""
+    try:
+        with session.begin_nested():
+            return record_delivery(session, project, principal, payload, from_name=from_name, criterion=criterion)
+    except AppError as exc:
+        issue = file_issue(session, project, payload, exc.detail, from_name=from_name, criterion=criterion)
+        return WebhookResult(action=payload["action"], issue=issue.id, reason=exc.detail)
+
+
+def issue_read(issue: LabelStudioIssue) -> IssueRead:
+    return IssueRead(id=issue.id, action=issue.action, task=issue.task, annotation=issue.annotation,
+                     reason=issue.reason, status=issue.status, created_at=issue.created_at,
+                     resolved_at=issue.resolved_at)
+
+
+def replay_issues(session: Session, project: Project, principal: Principal) -> ReplayResult:
+    """Replay the open issues in the order they came; those recorded now are resolved."""
+    resolved: list[int] = []
+    issues = session.scalars(
+        select(LabelStudioIssue).where(LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open")
+        .order_by(LabelStudioIssue.id)
+    ).all()
+    for issue in issues:
+        session.refresh(issue)
+        if issue.status != "open":
+            continue
+        saved = issue.payload
+        try:
+            with session.begin_nested():
+                record_delivery(session, project, principal, saved["body"], from_name=saved["from_name"],
+                                criterion=saved["criterion"], issue=issue.id)
+        except AppError as exc:
+            issue.reason = exc.detail
+            continue
+        issue.status, issue.resolved_at = "resolved", utcnow()
+        resolved.append(issue.id)
+    session.flush()
+    for issue in issues:
+        session.refresh(issue)
+    return ReplayResult(
+        resolved=resolved,
+        superseded=[i.id for i in issues if i.status == "superseded"],
+        still_open=[issue_read(i) for i in issues if i.status == "open"],
+    )

@@ -1,0 +1,1 @@
+"""The protocol-aware report and its CSV and HTML renderings."""

@@ -1,0 +1,1 @@
+"""Simulation requests: their defaults and sizing, and the job queue running them."""

@@ -1,0 +1,154 @@
+"""Changes nobody writes down: the live decision flipping, a plan reached, a batch lease running out.
+
+The webhook sender calls :func:`announce_changes` each round, so label writes pay nothing:
+the decision is re-read (through the reliability document cache the dashboards share) only
+for projects whose ``label_seq`` moved and that have a webhook listening.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.core.db import session_scope
+from service.core.settings import Settings
+from service.data.models import Batch, DecisionWatch, Project, Webhook, WebhookEvent, utcnow
+from service.data.outbox import emit
+from service.documents.history import project_reliability
+from service.documents.reliability import DocumentCache
+from service.planning.batches import batch_status
+from service.planning.plans import current_plan, plan_progress
+
+BATCH_LOOKBACK = timedelta(days=2)
+
+
+def live_decision(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> dict[str, Any]:
+    """The reliability document of the project's first criterion, from the shared cache or computed into it."""
+    return project_reliability(session, project, documents, n_resamples=n_resamples)[0]
+
+
+def record_baseline(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> None:
+    """Note the current decision (once per project), so the next change is announced against it."""
+    if session.get(DecisionWatch, project.id) is None:
+        doc = live_decision(session, project, documents, n_resamples=n_resamples)
+        session.add(DecisionWatch(project_id=project.id, label_seq=doc["label_seq"], decision=doc["decision"],
+                                  omega=doc.get("omega")))
+        session.flush()
+
+
+def _subscriptions(sessions: sessionmaker[Session]) -> dict[str, dict[str, Any]]:
+    """Per event type, the projects listening and the earliest subscription time."""
+    listening: dict[str, dict[str, Any]] = {}
+    with session_scope(sessions) as session:
+        for pid, events, created in session.execute(select(Webhook.project_id, Webhook.events, Webhook.created_at)):
+            for event in events:
+                first = listening.setdefault(event, {}).get(pid)
+                listening[event][pid] = created if first is None else min(first, created)
+    return listening
+
+
+def _decision_changed(
+    sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache, seen: dict[str, float]
+) -> None:
+    if time.monotonic() - seen.get(pid, -math.inf) < settings.webhook_decision_seconds:
+        return  # re-read at most this often while labels stream in, so ingest keeps the CPU
+    with session_scope(sessions) as session:
+        project = session.get(Project, pid)
+        watch = session.get(DecisionWatch, pid)
+        if project is None or (watch is not None and watch.label_seq == project.label_seq):
+            return
+        seen[pid] = time.monotonic()
+        doc = live_decision(session, project, documents, n_resamples=settings.bootstrap_resamples)
+    try:
+        with session_scope(sessions, write=True) as session:
+            if watch is None:
+                session.add(DecisionWatch(project_id=pid, label_seq=doc["label_seq"], decision=doc["decision"],
+                                          omega=doc.get("omega")))
+                return
+            moved = session.execute(  # compare-and-set: of several senders, one records (and announces) it
+                update(DecisionWatch).where(DecisionWatch.project_id == pid, DecisionWatch.label_seq == watch.label_seq)
+                .values(label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega"))
+            ).rowcount
+            if moved and doc["decision"] != watch.decision:
+                emit(session, pid, "decision.changed", {
+                    "criterion": doc["criterion"], "label_seq": doc["label_seq"],
+                    "old": {"decision": watch.decision, "omega": watch.omega, "label_seq": watch.label_seq},
+                    "new": {"decision": doc["decision"], "omega": doc.get("omega")},
+                    "omega": doc.get("omega"), "reason": doc.get("reason"),
+                }, retry_window_seconds=settings.webhook_retry_window_seconds,
+                    dedupe_key=f"decision.changed:{doc['label_seq']}")
+    except IntegrityError:  # another sender recorded the same first sight or event
+        pass
+
+
+def _plan_reached(sessions: sessionmaker[Session], pid: str, settings: Settings, seen: dict[str, int]) -> None:
+    with session_scope(sessions) as session:
+        project = session.get(Project, pid)
+        if project is None or seen.get(pid) == project.label_seq:
+            return
+        seen[pid] = project.label_seq
+        plan = current_plan(session, pid)
+        progress = plan_progress(session, project, plan)
+    if plan is None or progress is None or not plan.m or progress["m_done_min"] < plan.m:
+        return
+    try:
+        with session_scope(sessions, write=True) as session:
+            emit(session, pid, "plan.reached", {**progress, "label_seq": project.label_seq},
+                 retry_window_seconds=settings.webhook_retry_window_seconds, dedupe_key=f"plan.reached:{plan.id}")
+    except IntegrityError:
+        pass
+
+
+def _batches_expired(sessions: sessionmaker[Session], pid: str, since: Any, settings: Settings) -> None:
+    now = utcnow()
+    with session_scope(sessions) as session:
+        expired = session.scalars(
+            select(Batch).where(Batch.project_id == pid, Batch.released_at.is_(None), Batch.expires_at <= now,
+                                Batch.expires_at > max(since, now - BATCH_LOOKBACK))
+        ).all()
+        if not expired:
+            return
+        done = set(session.scalars(select(WebhookEvent.dedupe_key).where(
+            WebhookEvent.project_id == pid, WebhookEvent.dedupe_key.in_([f"batch.expired:{b.id}" for b in expired])
+        )))
+        statuses = [batch_status(session, b) for b in expired if f"batch.expired:{b.id}" not in done]
+    for status in statuses:
+        if not status.unlabeled:
+            continue
+        try:
+            with session_scope(sessions, write=True) as session:
+                emit(session, pid, "batch.expired", {
+                    "batch": status.id, "rater": status.rater, "expires_at": status.expires_at.isoformat(),
+                    "items": len(status.items), "labeled": status.labeled, "unlabeled": status.unlabeled,
+                }, retry_window_seconds=settings.webhook_retry_window_seconds, dedupe_key=f"batch.expired:{status.id}")
+        except IntegrityError:
+            pass
+
+
+@dataclass
+class Seen:
+    """What one sender has looked at: per project, the ``label_seq`` of its last plan check and
+    the time of its last decision re-read."""
+
+    plan_checked: dict[str, int] = field(default_factory=dict)
+    decision_read: dict[str, float] = field(default_factory=dict)
+
+
+def announce_changes(
+    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen
+) -> None:
+    """Write the outbox events of changes no request announces."""
+    listening = _subscriptions(sessions)
+    for pid in listening.get("decision.changed", {}):
+        _decision_changed(sessions, pid, settings, documents, seen.decision_read)
+    for pid in listening.get("plan.reached", {}):
+        _plan_reached(sessions, pid, settings, seen.plan_checked)
+    for pid, since in listening.get("batch.expired", {}).items():
+        _batches_expired(sessions, pid, since, settings)
