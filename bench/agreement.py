@@ -71,16 +71,12 @@ def main() -> None:
     codes = bench_matrix(np.random.default_rng(20261129))
     reliability = np.where(codes < 0, np.nan, codes).T.astype(float)
     ours_alpha = krippendorff_alpha(codes, n_labels=N_LABELS)
-    theirs_alpha = krippendorff.alpha(
-        reliability, level_of_measurement="nominal", value_domain=np.arange(N_LABELS)
-    )
+    theirs_alpha = krippendorff.alpha(reliability, level_of_measurement="nominal", value_domain=np.arange(N_LABELS))
     assert abs(ours_alpha.statistic - theirs_alpha) < 1e-9, (ours_alpha.statistic, theirs_alpha)
 
     ours = seconds(lambda: krippendorff_alpha(codes, n_labels=N_LABELS), 31)
     theirs = seconds(
-        lambda: krippendorff.alpha(
-            reliability, level_of_measurement="nominal", value_domain=np.arange(N_LABELS)
-        ),
+        lambda: krippendorff.alpha(reliability, level_of_measurement="nominal", value_domain=np.arange(N_LABELS)),
         5,
     )
     table = seconds(lambda: full_table(codes), 15)

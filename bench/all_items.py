@@ -52,8 +52,9 @@ def neyman_bias(trials: int) -> None:
             prob[s] = k / s.size
         codes[~mask, 1] = -1
         for col, inclusion in enumerate((prob, None)):
-            r = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=1, rng=t,
-                               inclusion=inclusion).raters[1]
+            r = validate_judge(
+                codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=1, rng=t, inclusion=inclusion
+            ).raters[1]
             err[t, col] = r.d - truth
             rejected[col] += not r.won
     for col, name in enumerate(("weighted", "unweighted")):

@@ -89,10 +89,14 @@ def main() -> None:
     reference = p50["cached reliability (reference)"]
     print(f"demo project of {args.items} items, every planned batch labelled")
     print(f"fresh reliability document: {fresh_doc * 1e3:8.1f} ms (reference)")
-    print(f"first dashboard after it:   {first_page * 1e3:8.1f} ms  = {first_page / fresh_doc:.2f} x the document "
-          "(history and the plan's overlap curve computed)")
-    print(f"after a correction: document {fresh_doc_2 * 1e3:.1f} ms, then the dashboard {next_page * 1e3:.1f} ms "
-          f"= {next_page / fresh_doc_2:.2f} x (history recomputed, curve cached by plan)")
+    print(
+        f"first dashboard after it:   {first_page * 1e3:8.1f} ms  = {first_page / fresh_doc:.2f} x the document "
+        "(history and the plan's overlap curve computed)"
+    )
+    print(
+        f"after a correction: document {fresh_doc_2 * 1e3:.1f} ms, then the dashboard {next_page * 1e3:.1f} ms "
+        f"= {next_page / fresh_doc_2:.2f} x (history recomputed, curve cached by plan)"
+    )
     for name, value in p50.items():
         print(f"warm p50 {name:<32} {value * 1e3:7.1f} ms  = {value / reference:.2f} x cached reliability")
 

@@ -61,17 +61,21 @@ def main() -> None:
         options = {"humans": humans, "n_labels": N_LABELS, "rule": rule, "n_resamples": 1000}
         result = validate_judge(codes, judge=judges[-1], rng=1, **options)
         wall, cpu = best_of(3, lambda options=options: validate_judge(codes, judge=judges[-1], rng=1, **options))
-        print(f"validate_judge rule={rule:8s} 1000 resamples: {wall:.3f} s wall, {cpu:.3f} s CPU "
-              f"(target < 1 s); "
-              f"decision={result.decision} omega={result.omega:.3f} "
-              f"p_opposite={result.p_opposite:.3f}")
+        print(
+            f"validate_judge rule={rule:8s} 1000 resamples: {wall:.3f} s wall, {cpu:.3f} s CPU "
+            f"(target < 1 s); "
+            f"decision={result.decision} omega={result.omega:.3f} "
+            f"p_opposite={result.p_opposite:.3f}"
+        )
     for rule in ("margin", "alt-test"):
         options = {"humans": humans, "n_labels": N_LABELS, "rule": rule, "n_resamples": 1000}
         ranking = rank_judges(codes, judges=judges, rng=1, **options)
         wall, cpu = best_of(2, lambda options=options: rank_judges(codes, judges=judges, rng=1, **options))
-        print(f"rank_judges rule={rule:8s} 10 judges, 1000 resamples: {wall:.3f} s wall, "
-              f"{cpu:.3f} s CPU (target < 3 s); top={ranking.order[0]} "
-              f"flip_share={ranking.flip_share:.3f}")
+        print(
+            f"rank_judges rule={rule:8s} 10 judges, 1000 resamples: {wall:.3f} s wall, "
+            f"{cpu:.3f} s CPU (target < 3 s); top={ranking.order[0]} "
+            f"flip_share={ranking.flip_share:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,20 +44,24 @@ def main() -> None:
     for n_items in (100_000, 1_000_000):
         codes = dense_codes(n_items, N_HUMANS + 1, rng)
         seconds, result = timed(
-            lambda c=codes: validate_judge(c, judge=0, humans=humans, n_labels=N_LABELS,
-                                           n_resamples=N_RESAMPLES, rng=0)
+            lambda c=codes: validate_judge(c, judge=0, humans=humans, n_labels=N_LABELS, n_resamples=N_RESAMPLES, rng=0)
         )
-        print(f"validate_judge {n_items:,} x {N_HUMANS} humans: {seconds:.1f} s, "
-              f"decision {result.decision}, peak RSS so far {peak_rss_megabytes():.0f} MB")  # type: ignore[attr-defined]
+        print(
+            f"validate_judge {n_items:,} x {N_HUMANS} humans: {seconds:.1f} s, "
+            f"decision {result.decision}, peak RSS so far {peak_rss_megabytes():.0f} MB"
+        )  # type: ignore[attr-defined]
     judges = list(range(N_HUMANS, N_HUMANS + 20))
     for n_items in (10_000, 100_000):
         codes = dense_codes(n_items, N_HUMANS + 20, rng)
         seconds, result = timed(
-            lambda c=codes: rank_judges(c, judges=judges, humans=list(range(N_HUMANS)),
-                                        n_labels=N_LABELS, n_resamples=N_RESAMPLES, rng=0)
+            lambda c=codes: rank_judges(
+                c, judges=judges, humans=list(range(N_HUMANS)), n_labels=N_LABELS, n_resamples=N_RESAMPLES, rng=0
+            )
         )
-        print(f"rank_judges {n_items:,} x {N_HUMANS} humans, 20 judges: {seconds:.1f} s, "
-              f"flip share {result.flip_share:.3f}, peak RSS so far {peak_rss_megabytes():.0f} MB")  # type: ignore[attr-defined]
+        print(
+            f"rank_judges {n_items:,} x {N_HUMANS} humans, 20 judges: {seconds:.1f} s, "
+            f"flip share {result.flip_share:.3f}, peak RSS so far {peak_rss_megabytes():.0f} MB"
+        )  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ def statistics_cpu(matrix: LabelMatrix) -> float:
 def monitoring_cpu(matrix: LabelMatrix) -> float:
     """CPU seconds of the document's monitoring blocks."""
     start = time.process_time()
-    judge_monitorings(matrix, matrix.columns("judge"), matrix.columns("primary", "human"), DecisionSettings(),
-                      None, None)
+    judge_monitorings(
+        matrix, matrix.columns("judge"), matrix.columns("primary", "human"), DecisionSettings(), None, None
+    )
     return time.process_time() - start
 
 

@@ -68,6 +68,7 @@ def pilot(patterns: ItemPatterns) -> object:
 
 def separate(codes: np.ndarray) -> float:
     """CPU seconds of the patterns and the three statistics each drawing its own resamples (any tree's API)."""
+
     def run() -> object:
         patterns = item_patterns(codes, 2)
         validate_judge(patterns, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=N_RESAMPLES, rng=5)
@@ -86,12 +87,14 @@ def pieces(codes: np.ndarray) -> dict[str, float]:
     times = {
         "patterns": cpu(lambda: item_patterns(codes, 2)),
         "resample": cpu(lambda: ItemResample.draw(patterns.counts, patterns.n_items, N_RESAMPLES, 5)),
-        "validation": cpu(lambda: validate_judge(
-            patterns, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=N_RESAMPLES, resample=resample
-        )),
-        "coefficients": cpu(lambda: summary_table(
-            humans, n_labels=2, resample=resample.merged(groups, humans.counts.size)
-        )),
+        "validation": cpu(
+            lambda: validate_judge(
+                patterns, judge=JUDGE, humans=HUMANS, n_labels=2, n_resamples=N_RESAMPLES, resample=resample
+            )
+        ),
+        "coefficients": cpu(
+            lambda: summary_table(humans, n_labels=2, resample=resample.merged(groups, humans.counts.size))
+        ),
         "pilot": cpu(lambda: pilot(patterns)),
     }
     times["document"] = sum(times.values())
@@ -116,10 +119,14 @@ def main() -> None:
     for name in small:
         print(f"{name:<14} {small[name]:8.3f} {large[name]:8.3f} {large[name] / max(small[name], 1e-9):7.1f}")
     if reference is not None:
-        print(f"{'reference':<14} {reference[0]:8.3f} {reference[1]:8.3f} {reference[1] / reference[0]:7.1f}"
-              f"   (separate statistics, {args.reference})")
-        print(f"document / reference: 10k {small['document'] / reference[0]:.2f}x, "
-              f"1M {large['document'] / reference[1]:.2f}x")
+        print(
+            f"{'reference':<14} {reference[0]:8.3f} {reference[1]:8.3f} {reference[1] / reference[0]:7.1f}"
+            f"   (separate statistics, {args.reference})"
+        )
+        print(
+            f"document / reference: 10k {small['document'] / reference[0]:.2f}x, "
+            f"1M {large['document'] / reference[1]:.2f}x"
+        )
 
 
 if __name__ == "__main__":

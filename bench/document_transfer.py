@@ -47,16 +47,26 @@ def service_matrix(n_items: int, rng: np.random.Generator) -> LabelMatrix:
     ]
     for a in (raw, order):
         a.flags.writeable = False
-    matrix = LabelMatrix(raw=raw, item_ids=np.arange(n_items, dtype=np.int64), raters=raters, n_labels=2,
-                         label_seq=int(order.max()), criterion="default", order=order)
+    matrix = LabelMatrix(
+        raw=raw,
+        item_ids=np.arange(n_items, dtype=np.int64),
+        raters=raters,
+        n_labels=2,
+        label_seq=int(order.max()),
+        criterion="default",
+        order=order,
+    )
     _ = matrix.codes  # kept matrices have their codes computed (and pickled with them)
     return matrix
 
 
 def compact_matrix(matrix: LabelMatrix) -> LabelMatrix:
     """``matrix`` in the compact types, as the document pickled it for its child before shared memory."""
-    return dataclasses.replace(matrix, raw=matrix.raw.astype(code_type(matrix.n_labels)),
-                               order=matrix.order.astype(rank_type(matrix.label_seq)))
+    return dataclasses.replace(
+        matrix,
+        raw=matrix.raw.astype(code_type(matrix.n_labels)),
+        order=matrix.order.astype(rank_type(matrix.label_seq)),
+    )
 
 
 def rows(matrix: LabelMatrix) -> int:
@@ -110,8 +120,10 @@ def main() -> None:
     floor = big["child, no payload (floor)"]
     print(f"{args.items:,} items x 10 raters vs {args.small:,} (seconds, median of {args.repeats})")
     for name in big:
-        print(f"  {name:32s} {big[name]:7.3f} ({big[name] / floor:5.1f}x the floor)   at {args.small:,}: "
-              f"{small[name]:6.3f}")
+        print(
+            f"  {name:32s} {big[name]:7.3f} ({big[name] / floor:5.1f}x the floor)   at {args.small:,}: "
+            f"{small[name]:6.3f}"
+        )
     then, now = big["then: compact matrix pickled once"], big["now: shared, mapped by 2 children"]
     print(f"  handing the 1M matrix to two children: {then / now:.1f}x less time than pickling it to one")
 

@@ -56,11 +56,14 @@ def first_batches() -> dict[str, list[float]]:
         ).all()
         primary = s.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.kind == "primary"))
         unlabeled = s.scalars(
-            select(Item.external_id).where(
+            select(Item.external_id)
+            .where(
                 Item.project_id == pid,
-                ~select(CurrentLabel.item_id).where(
-                    CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == primary).exists(),
-            ).limit(int(primary_labels))
+                ~select(CurrentLabel.item_id)
+                .where(CurrentLabel.item_id == Item.id, CurrentLabel.rater_id == primary)
+                .exists(),
+            )
+            .limit(int(primary_labels))
         ).all()
         primary_ext = s.scalar(select(Rater.external_id).where(Rater.id == primary))
     batch, strata = [], []

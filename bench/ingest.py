@@ -55,8 +55,10 @@ def run(url: str, n_items: int, label: str) -> None:
             cc = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=600)
             done = 0
             for b in range(batches_per_client):
-                rows = [{"item": f"it{i}", "rater": f"h{k}", "value": values[(i + k) % 3]}
-                        for i in range(b * per_batch, (b + 1) * per_batch)]
+                rows = [
+                    {"item": f"it{i}", "rater": f"h{k}", "value": values[(i + k) % 3]}
+                    for i in range(b * per_batch, (b + 1) * per_batch)
+                ]
                 resp = cc.post(f"/projects/{pid}/labels", json=rows)
                 resp.raise_for_status()
                 done += resp.json()["accepted"]
@@ -66,8 +68,10 @@ def run(url: str, n_items: int, label: str) -> None:
         with ThreadPoolExecutor(10) as pool:
             total = sum(pool.map(client_run, range(10)))
         dt_b = time.perf_counter() - t0
-        print(f"[{label}] (b) 10 clients x {batches_per_client} POSTs of {per_batch:,}: {total:,} labels in "
-              f"{dt_b:.2f} s -> {total / dt_b:,.0f} labels/s")
+        print(
+            f"[{label}] (b) 10 clients x {batches_per_client} POSTs of {per_batch:,}: {total:,} labels in "
+            f"{dt_b:.2f} s -> {total / dt_b:,.0f} labels/s"
+        )
 
 
 def main() -> None:

@@ -60,9 +60,7 @@ def coverage(n_items: int, prevalence: float, trials: int, seed: int) -> dict[st
     """Per coefficient and method: (coverage, defined trials)."""
     truth_value = population(prevalence)
     rng = np.random.default_rng(seed)
-    hits: dict[str, dict[str, list[bool]]] = {
-        name: {"percentile": [], "bca": [], "delta": []} for name in COEFFICIENTS
-    }
+    hits: dict[str, dict[str, list[bool]]] = {name: {"percentile": [], "bca": [], "delta": []} for name in COEFFICIENTS}
     for _ in range(trials):
         truth = (rng.random(n_items) < prevalence).astype(np.int64)
         right = rng.random((n_items, N_RATERS)) < P_RATER
@@ -76,23 +74,25 @@ def coverage(n_items: int, prevalence: float, trials: int, seed: int) -> dict[st
             for method in methods:
                 ci = result.confidence_interval(LEVEL, method=method, n_resamples=N_RESAMPLES, rng=seed_trial)
                 hits[name][method].append(bool(ci.low <= truth_value[name] <= ci.high))
-    return {
-        name: {m: (float(np.mean(h)), len(h)) for m, h in by.items() if h} for name, by in hits.items()
-    }
+    return {name: {m: (float(np.mean(h)), len(h)) for m, h in by.items() if h} for name, by in hits.items()}
 
 
 def main() -> None:
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    print(f"coverage of nominal {LEVEL} intervals, {trials} trials, {N_RATERS} raters of accuracy {P_RATER}, "
-          f"{N_RESAMPLES} resamples; MC SE about {np.sqrt(LEVEL * (1 - LEVEL) / trials):.3f}")
+    print(
+        f"coverage of nominal {LEVEL} intervals, {trials} trials, {N_RATERS} raters of accuracy {P_RATER}, "
+        f"{N_RESAMPLES} resamples; MC SE about {np.sqrt(LEVEL * (1 - LEVEL) / trials):.3f}"
+    )
     print(f"{'n':>4} {'prevalence':>10} {'coefficient':>12} {'percentile':>10} {'bca':>6} {'delta':>6} {'defined':>8}")
     start = time.perf_counter()
     for n_items, prevalence in ((30, 0.1), (100, 0.1), (30, 0.5), (100, 0.5)):
         table = coverage(n_items, prevalence, trials, seed=n_items + int(prevalence * 10))
         for name, by in table.items():
             delta = f"{by['delta'][0]:6.3f}" if "delta" in by else " " * 6
-            print(f"{n_items:4d} {prevalence:10.1f} {name:>12} {by['percentile'][0]:10.3f} {by['bca'][0]:6.3f} "
-                  f"{delta} {by['percentile'][1]:8d}")
+            print(
+                f"{n_items:4d} {prevalence:10.1f} {name:>12} {by['percentile'][0]:10.3f} {by['bca'][0]:6.3f} "
+                f"{delta} {by['percentile'][1]:8d}"
+            )
     print(f"{time.perf_counter() - start:.0f} s")
 
 

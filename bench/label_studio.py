@@ -73,15 +73,24 @@ def run(database_url: str, deliveries: int) -> None:
             payload["annotation"]["result"][0]["value"]["choices"] = ["Negative"]
             updated.append(timed(c, "POST", hook, json=payload, headers=secret))
             if n % 3 == 0:
-                deleted.append(timed(c, "POST", hook, headers=secret,
-                                     json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 20_000 + n}]}))
+                deleted.append(
+                    timed(
+                        c,
+                        "POST",
+                        hook,
+                        headers=secret,
+                        json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 20_000 + n}]},
+                    )
+                )
         fresh = c.post("/projects", json={"name": "bench import", "labels": LABELS}).json()["id"]
         first = timed(c, "POST", f"/projects/{fresh}/import/label-studio", json=snapshot)
         again = timed(c, "POST", f"/projects/{fresh}/import/label-studio", json=snapshot)
     print(f"/healthz floor: p50 {ms(floor, 50):.1f} ms, p99 {ms(floor, 99):.1f} ms")
     for name, xs in (("created", created), ("updated", updated), ("deleted", deleted)):
-        print(f"webhook {name:8s} ({len(xs)}): p50 {ms(xs, 50):.1f} ms ({ms(xs, 50) / ms(floor, 50):.1f}x floor), "
-              f"p99 {ms(xs, 99):.1f} ms, max {max(xs) * 1e3:.1f} ms  (Label Studio's budget: 1,000 ms)")
+        print(
+            f"webhook {name:8s} ({len(xs)}): p50 {ms(xs, 50):.1f} ms ({ms(xs, 50) / ms(floor, 50):.1f}x floor), "
+            f"p99 {ms(xs, 99):.1f} ms, max {max(xs) * 1e3:.1f} ms  (Label Studio's budget: 1,000 ms)"
+        )
     print(f"import of the 52-task snapshot: {first * 1e3:.0f} ms; idempotent re-import {again * 1e3:.0f} ms")
 
 

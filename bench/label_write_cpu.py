@@ -44,8 +44,9 @@ def main() -> None:
     engine = make_engine(args.url)
     with Session(engine) as s:
         project = max(s.scalars(select(Project)), key=lambda p: p.item_count)
-        items = s.scalars(select(Item.external_id).where(Item.project_id == project.id)
-                          .order_by(Item.id).limit(ROWS)).all()
+        items = s.scalars(
+            select(Item.external_id).where(Item.project_id == project.id).order_by(Item.id).limit(ROWS)
+        ).all()
     admin = Principal(key_id="bench", role=Role.ADMIN, project_id=None, rater_id=None)
     print(f"{project.id}: {project.item_count:,} items, label_seq {project.label_seq:,}")
     for _ in range(args.repeat):
@@ -53,15 +54,20 @@ def main() -> None:
             rater = Rater(project_id=project.id, external_id=f"bench-{time.time_ns()}", kind="human")
             s.add(rater)
             s.flush()
-            rows = [{"item": e, "rater": rater.external_id, "value": project.labels[0] if k % 3 else project.labels[-1]}
-                    for k, e in enumerate(items)]
+            rows = [
+                {"item": e, "rater": rater.external_id, "value": project.labels[0] if k % 3 else project.labels[-1]}
+                for k, e in enumerate(items)
+            ]
             pid = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
             b0, c0, t0 = backend_cpu(pid), time.process_time(), time.perf_counter()
             written = write_labels(s, s.get_one(Project, project.id), admin, rows).accepted
             b1, c1, t1 = backend_cpu(pid), time.process_time(), time.perf_counter()
             s.rollback()
-        print(f"  {written:,} labels: server CPU {c1 - c0:.2f} s, database backend CPU {b1 - b0:.2f} s, "
-              f"wall {t1 - t0:.2f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"  {written:,} labels: server CPU {c1 - c0:.2f} s, database backend CPU {b1 - b0:.2f} s, "
+            f"wall {t1 - t0:.2f} s (load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

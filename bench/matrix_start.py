@@ -90,8 +90,10 @@ def run(label: str, small: dict[str, float], big: dict[str, float], sizes: tuple
     print(f"[{label}] first label matrix at {sizes[1]:,} items vs {sizes[0]:,} (seconds; x = ratio to {sizes[0]:,})")
     for name in big:
         print(f"  {name:38s} {big[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}  ({big[name] / small[name]:,.1f}x)")
-    print(f"  full read / snapshot start at {sizes[1]:,}: "
-          f"{big['full read (no snapshot)'] / big['new worker: snapshot + 1,000 events']:,.1f}x")
+    print(
+        f"  full read / snapshot start at {sizes[1]:,}: "
+        f"{big['full read (no snapshot)'] / big['new worker: snapshot + 1,000 events']:,.1f}x"
+    )
 
 
 def main() -> None:

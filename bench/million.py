@@ -108,8 +108,11 @@ def build(c: httpx.Client, n_items: int, overlap: float, rng: np.random.Generato
         if ext == "judge":
             judge = passes.copy()
         value = np.where(passes, "pass", "fail")
-        post_rows(c, f"/projects/{pid}/labels",
-                  [{"item": f"i{i}", "rater": ext, "value": str(v)} for i, v in zip(on, value, strict=True)])
+        post_rows(
+            c,
+            f"/projects/{pid}/labels",
+            [{"item": f"i{i}", "rater": ext, "value": str(v)} for i, v in zip(on, value, strict=True)],
+        )
     return pid, judge
 
 
@@ -160,8 +163,9 @@ def until_replayed(c: httpx.Client, pid: str) -> float:
     return time.perf_counter() - t0
 
 
-def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | None, reads_only: bool
-            ) -> dict[str, float]:
+def figures(
+    server: LiveServer, n_items: int, overlap: float, *, fixture: str | None, reads_only: bool
+) -> dict[str, float]:
     rng = np.random.default_rng(n_items)
     out: dict[str, float] = {}
     with server.client() as c:
@@ -197,8 +201,15 @@ def figures(server: LiveServer, n_items: int, overlap: float, *, fixture: str | 
     return out
 
 
-def run(url: str, label: str, sizes: tuple[int, int], overlap: float, *, fixture: str | None = None,
-        reads_only: bool = False) -> None:
+def run(
+    url: str,
+    label: str,
+    sizes: tuple[int, int],
+    overlap: float,
+    *,
+    fixture: str | None = None,
+    reads_only: bool = False,
+) -> None:
     results = []
     for n in sizes:
         big = n == sizes[1]
@@ -219,8 +230,10 @@ def run(url: str, label: str, sizes: tuple[int, int], overlap: float, *, fixture
         if name not in big_figures:
             continue
         if name.startswith("  it showed"):
-            print(f"  {name:34s} {'yes' if big_figures[name] else 'no':>8s}   at {sizes[0]:,}: "
-                  f"{'yes' if small[name] else 'no'}")
+            print(
+                f"  {name:34s} {'yes' if big_figures[name] else 'no':>8s}   at {sizes[0]:,}: "
+                f"{'yes' if small[name] else 'no'}"
+            )
             continue
         extra = "" if name == "build (s)" or "CPU" in name else f"  ({big_figures[name] / floor:,.1f}x /healthz)"
         print(f"  {name:34s} {big_figures[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
@@ -233,15 +246,24 @@ def main() -> None:
     parser.add_argument("--overlap", type=float, default=1 / SECONDARIES)
     parser.add_argument("--postgres", help="also on this (empty) PostgreSQL database")
     parser.add_argument("--skip-sqlite", action="store_true")
-    parser.add_argument("--fixture", help="a SQLite file built by this script's build (with .pid and .judge.npy "
-                        "beside it) to copy for the large size instead of building it through HTTP")
+    parser.add_argument(
+        "--fixture",
+        help="a SQLite file built by this script's build (with .pid and .judge.npy "
+        "beside it) to copy for the large size instead of building it through HTTP",
+    )
     parser.add_argument("--reads-only", action="store_true", help="documents and dashboard, no report or plan")
     args = parser.parse_args()
     sizes = (args.small, args.items)
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
-            run(f"sqlite:///{tmp}/bench.db", "SQLite", sizes, args.overlap, fixture=args.fixture,
-                reads_only=args.reads_only)
+            run(
+                f"sqlite:///{tmp}/bench.db",
+                "SQLite",
+                sizes,
+                args.overlap,
+                fixture=args.fixture,
+                reads_only=args.reads_only,
+            )
     if args.postgres:
         wipe_postgres(args.postgres)
         run(args.postgres, "PostgreSQL", sizes, args.overlap, reads_only=args.reads_only)

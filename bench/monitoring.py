@@ -57,9 +57,7 @@ P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon
 def panel(rng: np.random.Generator, n_items: int, n_humans: int, p_j: float) -> np.ndarray:
     """Symmetric noise channel; every human labels every item; the judge is the last column."""
     truth = rng.integers(0, N_LABELS, n_items)
-    cols = [
-        np.where(rng.random(n_items) < p, truth, 1 - truth) for p in [P_H] * n_humans + [p_j]
-    ]
+    cols = [np.where(rng.random(n_items) < p, truth, 1 - truth) for p in [P_H] * n_humans + [p_j]]
     return np.column_stack(cols)
 
 
@@ -67,8 +65,12 @@ def fixed_first_decision(codes: np.ndarray, n_humans: int) -> str:
     """The fixed-sample decision read every 20 items: the first pass or reject stands."""
     for look in range(LOOK_EVERY, codes.shape[0] + 1, LOOK_EVERY):
         v = validate_judge(
-            codes[:look], judge=n_humans, humans=list(range(n_humans)), n_labels=N_LABELS,
-            n_resamples=200, rng=look,
+            codes[:look],
+            judge=n_humans,
+            humans=list(range(n_humans)),
+            n_labels=N_LABELS,
+            n_resamples=200,
+            rng=look,
         )
         if v.decision in ("pass", "reject"):
             return v.decision
@@ -81,8 +83,7 @@ def rate(flags: list[bool]) -> str:
 
 
 def peeking_table(runs: int, m: int) -> None:
-    print(f"Peeking: a look every {LOOK_EVERY} items up to {5 * m} (5 x m_cert = 5 x {m}), "
-          f"{runs} runs per cell")
+    print(f"Peeking: a look every {LOOK_EVERY} items up to {5 * m} (5 x m_cert = 5 x {m}), {runs} runs per cell")
     print(f"{'K':>2} | {'FA fixed':>14} | {'FA anytime':>14} | {'FR fixed':>14} | {'FR anytime':>14}")
     for k in (3, 4, 5):
         rng = np.random.default_rng(k)
@@ -95,34 +96,29 @@ def peeking_table(runs: int, m: int) -> None:
                 mon = monitor_judge(codes, judge=k, humans=list(range(k)), n_labels=N_LABELS)
                 anytime.append(mon.decision == wrong)
             cells[name] = (rate(fixed), rate(anytime))
-        print(f"{k:>2} | {cells['FA'][0]:>14} | {cells['FA'][1]:>14} | "
-              f"{cells['FR'][0]:>14} | {cells['FR'][1]:>14}")
+        print(f"{k:>2} | {cells['FA'][0]:>14} | {cells['FA'][1]:>14} | {cells['FR'][0]:>14} | {cells['FR'][1]:>14}")
 
 
 def stopping_table(runs: int, m: int) -> None:
     print(f"\nStopping overlap for a good judge (p_j = .90), {runs * 5} runs; m_cert = {m}")
-    print(f"{'K':>2} | {'mean stop':>9} | {'median':>6} | {'ratio to m_cert':>15} | "
-          f"{'decided by 5 m':>14}")
+    print(f"{'K':>2} | {'mean stop':>9} | {'median':>6} | {'ratio to m_cert':>15} | {'decided by 5 m':>14}")
     for k in (3, 4, 5):
         rng = np.random.default_rng(100 + k)
         stops = []
         for _ in range(runs * 5):
-            mon = monitor_judge(panel(rng, 5 * m, k, 0.90), judge=k, humans=list(range(k)),
-                                n_labels=N_LABELS)
+            mon = monitor_judge(panel(rng, 5 * m, k, 0.90), judge=k, humans=list(range(k)), n_labels=N_LABELS)
             stops.append(np.inf if mon.decided_at is None else mon.decided_at + 1)
         stops_arr = np.array(stops)
         done = np.isfinite(stops_arr)
         mean = float(stops_arr[done].mean())
-        print(f"{k:>2} | {mean:>9.0f} | {np.median(stops_arr[done]):>6.0f} | "
-              f"{mean / m:>15.2f} | {done.mean():>14.3f}")
+        print(f"{k:>2} | {mean:>9.0f} | {np.median(stops_arr[done]):>6.0f} | {mean / m:>15.2f} | {done.mean():>14.3f}")
 
 
 def timing() -> None:
     rng = np.random.default_rng(0)
     n, k = 100_000, 9
     truth = rng.integers(0, 3, n)
-    cols = [np.where(rng.random(n) < 0.8, truth, (truth + rng.integers(1, 3, n)) % 3)
-            for _ in range(k + 1)]
+    cols = [np.where(rng.random(n) < 0.8, truth, (truth + rng.integers(1, 3, n)) % 3) for _ in range(k + 1)]
     for col in cols[1:k]:
         col[rng.random(n) >= 0.10] = -1  # secondaries label 10%
     codes = np.column_stack(cols)
@@ -141,10 +137,12 @@ def timing() -> None:
     start = time.process_time()
     validate_judge(codes, judge=k, humans=list(range(k)), n_labels=3, rng=0)
     reference = time.process_time() - start
-    print(f"\nmonitor_judge, 100,000 items x 9 humans: {best:.3f} s CPU (target < 0.5 s); "
-          f"validate_judge with 1,000 resamples on the same matrix: {reference:.3f} s "
-          f"(ratio {best / reference:.2f}); weighted by inverse inclusion: {weighted:.3f} s "
-          f"(ratio {weighted / best:.2f} to the unweighted monitor)")
+    print(
+        f"\nmonitor_judge, 100,000 items x 9 humans: {best:.3f} s CPU (target < 0.5 s); "
+        f"validate_judge with 1,000 resamples on the same matrix: {reference:.3f} s "
+        f"(ratio {best / reference:.2f}); weighted by inverse inclusion: {weighted:.3f} s "
+        f"(ratio {weighted / best:.2f} to the unweighted monitor)"
+    )
 
 
 def service_matrix(n_items: int, rng: np.random.Generator) -> LabelMatrix:
@@ -166,8 +164,15 @@ def service_matrix(n_items: int, rng: np.random.Generator) -> LabelMatrix:
     raters = [RaterColumn(1, "judge", "judge"), RaterColumn(2, "prim", "primary")] + [
         RaterColumn(3 + k, f"h{k}", "human") for k in range(8)
     ]
-    return LabelMatrix(raw=raw, item_ids=np.arange(n_items), raters=raters, n_labels=2,
-                       label_seq=seq + fixed.size, criterion="default", order=order)
+    return LabelMatrix(
+        raw=raw,
+        item_ids=np.arange(n_items),
+        raters=raters,
+        n_labels=2,
+        label_seq=seq + fixed.size,
+        criterion="default",
+        order=order,
+    )
 
 
 def scale() -> None:
@@ -177,8 +182,9 @@ def scale() -> None:
     figures = {}
     for n in (10_000, 1_000_000):
         dense = service_matrix(n, np.random.default_rng(n))
-        matrix = dataclasses.replace(dense, raw=dense.raw.astype(code_type(dense.n_labels)),
-                                     order=dense.order.astype(rank_type(dense.label_seq)))
+        matrix = dataclasses.replace(
+            dense, raw=dense.raw.astype(code_type(dense.n_labels)), order=dense.order.astype(rank_type(dense.label_seq))
+        )
         humans = matrix.columns("primary", "human")
         best, block = np.inf, {}
         for _ in range(3):
@@ -186,12 +192,16 @@ def scale() -> None:
             [block] = judge_monitorings(matrix, [0], humans, settings, None, None)
             best = min(best, time.process_time() - start)
         figures[n] = (best, len(json.dumps(block)), block["decision"], block["looks"])
-        print(f"judge_monitorings, {n:>9,} items x 10 raters: {best:.3f} s CPU "
-              f"(best of 3); block JSON {figures[n][1]:,} bytes; decision {block['decision']}, "
-              f"{block['looks']:,} looks")
+        print(
+            f"judge_monitorings, {n:>9,} items x 10 raters: {best:.3f} s CPU "
+            f"(best of 3); block JSON {figures[n][1]:,} bytes; decision {block['decision']}, "
+            f"{block['looks']:,} looks"
+        )
     (small, small_json, *_), (large, large_json, *_) = figures[10_000], figures[1_000_000]
-    print(f"1M / 10k: time {large / small:.0f}x for 100x the items (target <= 0.2 s at 1M: "
-          f"{'met' if large <= 0.2 else 'not met'}); JSON {large_json / small_json:.2f}x")
+    print(
+        f"1M / 10k: time {large / small:.0f}x for 100x the items (target <= 0.2 s at 1M: "
+        f"{'met' if large <= 0.2 else 'not met'}); JSON {large_json / small_json:.2f}x"
+    )
 
 
 def best_cpu(call: Callable[..., object], *args: object, **kwargs: object) -> float:

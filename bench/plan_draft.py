@@ -32,7 +32,9 @@ from bench.reference_tree import add_reference_options, reference_figures  # noq
 
 SIZES = (10_000, 1_000_000)
 REQUESTS: dict[str, dict[str, Any]] = {
-    "auto": {}, "strat": {"design": "strat"}, "m=130": {"design": "disjoint", "m": 130}
+    "auto": {},
+    "strat": {"design": "strat"},
+    "m=130": {"design": "disjoint", "m": 130},
 }
 REPEATS = 3
 
@@ -51,8 +53,15 @@ def matrix(n_items: int) -> Any:
         raw[on, k] = np.where(truth[on] == right, 0, 1)
     raters = [RaterColumn(1, "judge", "judge"), RaterColumn(2, "prim", "primary")]
     raters += [RaterColumn(3 + k, f"h{k}", "human") for k in range(8)]
-    return LabelMatrix(raw=raw, item_ids=np.arange(n_items), raters=raters, n_labels=2, label_seq=5,
-                       criterion="default", order=np.empty((0, 0), dtype=np.int64))
+    return LabelMatrix(
+        raw=raw,
+        item_ids=np.arange(n_items),
+        raters=raters,
+        n_labels=2,
+        label_seq=5,
+        criterion="default",
+        order=np.empty((0, 0), dtype=np.int64),
+    )
 
 
 def drafts_seconds(repeats: int = REPEATS) -> dict[str, list[float]]:

@@ -103,9 +103,7 @@ def started(url: str, code: Path | None) -> LiveServer:
 def kept_projects(c: httpx.Client, sizes: list[int]) -> dict[int, str]:
     """The ``million-<n>`` projects of ``n`` items already in the database, by size."""
     rows = c.get("/projects", params={"limit": 200}).json()["items"]
-    return {
-        p["n_items"]: p["id"] for p in rows if p["n_items"] in sizes and p["name"] == f"million-{p['n_items']}"
-    }
+    return {p["n_items"]: p["id"] for p in rows if p["n_items"] in sizes and p["name"] == f"million-{p['n_items']}"}
 
 
 def main() -> None:
@@ -137,8 +135,11 @@ def main() -> None:
         for n_items in args.sizes:
             if n_items not in projects:
                 projects[n_items] = build(c, n_items, args.overlap, np.random.default_rng(n_items))[0]
-        first = {(name, n): plan_seconds(clients[name], running[name], pid, 0)[0]
-                 for name in running for n, pid in projects.items()}
+        first = {
+            (name, n): plan_seconds(clients[name], running[name], pid, 0)[0]
+            for name in running
+            for n, pid in projects.items()
+        }
         plans: dict[tuple[str, int], list[tuple[float, float]]] = {(name, n): [] for name in running for n in projects}
         drawn: dict[tuple[str, int], list[tuple[float, float]]] = {(name, n): [] for name in running for n in projects}
         health: list[float] = []
@@ -156,8 +157,10 @@ def main() -> None:
         floor = float(np.median(health))
         small = np.median(plans["new", min(projects)], axis=0)
         database = "PostgreSQL" if args.postgres else "SQLite"
-        print(f"POST /plan, {database}, 9 humans, design auto; /healthz p50 {floor * 1e3:.1f} ms; load average "
-              f"{os.getloadavg()[0]:.1f} (same run)")
+        print(
+            f"POST /plan, {database}, 9 humans, design auto; /healthz p50 {floor * 1e3:.1f} ms; load average "
+            f"{os.getloadavg()[0]:.1f} (same run)"
+        )
         for n, pid in projects.items():
             for name in running:
                 wall, cpu = np.median(plans[name, n], axis=0)
@@ -168,8 +171,10 @@ def main() -> None:
                     f"{wall / floor:5.0f}x /healthz)  first {first[name, n]:6.1f} s{versus(plans, name, n)}"
                 )
                 wall, cpu = np.median(drawn[name, n], axis=0)
-                print(f"{'':>9s} lists drawn (disjoint, m + 10 each): p50 {wall:6.2f} s wall, {cpu:5.2f} s CPU"
-                      f"{versus(drawn, name, n)}")
+                print(
+                    f"{'':>9s} lists drawn (disjoint, m + 10 each): p50 {wall:6.2f} s wall, {cpu:5.2f} s CPU"
+                    f"{versus(drawn, name, n)}"
+                )
             print(f"{'':>9s} (designs chosen or asked: {', '.join(sorted(DESIGNS.get(pid, ())))})")
 
 

@@ -43,8 +43,10 @@ def main() -> None:
 
         m = exact().m  # type: ignore[attr-defined]
         t_exact, t_normal = best_of(3, exact), best_of(3, normal)
-        print(f"  p_j={p_j:<5} s={pool_size}: m={m:>5} (normal form {normal()!s:>5})  exact recipe "
-              f"{t_exact * 1e3:7.1f} ms = {t_exact / t_normal:,.0f}x the normal-form m_cert ({t_normal * 1e6:.0f} us)")
+        print(
+            f"  p_j={p_j:<5} s={pool_size}: m={m:>5} (normal form {normal()!s:>5})  exact recipe "
+            f"{t_exact * 1e3:7.1f} ms = {t_exact / t_normal:,.0f}x the normal-form m_cert ({t_normal * 1e6:.0f} us)"
+        )
     rng = np.random.default_rng(13)
     primary = (rng.random(N_ITEMS) < 0.3).astype(np.int64)
     raters = ["r2", "r3", "r4"]
@@ -57,8 +59,10 @@ def main() -> None:
         "seq-coverage": lambda: seq_coverage(primary[:, None], m, primary=0, raters=raters, n_labels=2, rng=1),
     }
     reference = best_of(3, lambda: rng.permutation(N_ITEMS))
-    print(f"design lists, 3 secondaries x m = {m:,} of {N_ITEMS:,} items "
-          f"(reference: one permutation of the items, {reference * 1e3:.1f} ms)")
+    print(
+        f"design lists, 3 secondaries x m = {m:,} of {N_ITEMS:,} items "
+        f"(reference: one permutation of the items, {reference * 1e3:.1f} ms)"
+    )
     for name, call in designs.items():
         t = best_of(3, call)
         print(f"  {name:<13} {t * 1e3:7.1f} ms = {t / reference:5.1f}x the reference (plan target < 2 s)")

@@ -53,8 +53,15 @@ def matrix(n_items: int, criterion: str, rng: np.random.Generator, abstain: floa
     order = np.where(raw >= 0, np.arange(raw.size).reshape(raw.shape), -1)
     raters = [RaterColumn(1, "judge", "judge"), RaterColumn(2, "prim", "primary")]
     raters += [RaterColumn(3 + k, f"h{k}", "human") for k in range(SECONDARIES)]
-    return LabelMatrix(raw=raw, item_ids=np.arange(n_items) + 1, raters=raters, n_labels=2, label_seq=1,
-                       criterion=criterion, order=order)
+    return LabelMatrix(
+        raw=raw,
+        item_ids=np.arange(n_items) + 1,
+        raters=raters,
+        n_labels=2,
+        label_seq=1,
+        criterion=criterion,
+        order=order,
+    )
 
 
 def report_seconds(matrices: list[LabelMatrix], aggregation: str) -> float:
@@ -84,13 +91,17 @@ def bounds_seconds(m: LabelMatrix) -> tuple[float, int]:
 
 def in_process(sizes: tuple[int, int], abstain: float) -> None:
     cases = [("1 criterion, micro", 1, "micro"), ("3 criteria, micro", 3, "micro"), ("3 criteria, item", 3, "item")]
-    print(f"report statistics in process, {sizes[1]:,} vs {sizes[0]:,} items, CANNOT_ASSESS share {abstain} "
-          f"for the judge and the primary each (best of {REPEATS}, seconds)")
+    print(
+        f"report statistics in process, {sizes[1]:,} vs {sizes[0]:,} items, CANNOT_ASSESS share {abstain} "
+        f"for the judge and the primary each (best of {REPEATS}, seconds)"
+    )
     if abstain:
         figures = [bounds_seconds(matrix(n, "c0", np.random.default_rng(n), abstain)) for n in sizes]
         (small, small_abstained), (big, big_abstained) = figures
-        print(f"  {'sharp bounds alone':22s} {big:7.3f}   at {sizes[0]:,}: {small:6.3f}   ({big / small:5.1f}x; "
-              f"abstained pairs {big_abstained:,} vs {small_abstained:,})")
+        print(
+            f"  {'sharp bounds alone':22s} {big:7.3f}   at {sizes[0]:,}: {small:6.3f}   ({big / small:5.1f}x; "
+            f"abstained pairs {big_abstained:,} vs {small_abstained:,})"
+        )
     for name, n_criteria, aggregation in cases:
         figures = []
         for n in sizes:
@@ -98,8 +109,10 @@ def in_process(sizes: tuple[int, int], abstain: float) -> None:
             matrices = [matrix(n, f"c{c}", rng, abstain) for c in range(n_criteria)]
             figures.append(report_seconds(matrices, aggregation))
         small, big = figures
-        print(f"  {name:22s} {big:7.3f}   at {sizes[0]:,}: {small:6.3f}   ({big / small:5.1f}x for "
-              f"{sizes[1] // sizes[0]}x the items)")
+        print(
+            f"  {name:22s} {big:7.3f}   at {sizes[0]:,}: {small:6.3f}   ({big / small:5.1f}x for "
+            f"{sizes[1] // sizes[0]}x the items)"
+        )
 
 
 def live(url: str, pid: str) -> None:

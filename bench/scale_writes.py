@@ -73,7 +73,7 @@ def post_rows(c: httpx.Client, path: str, rows: list[dict]) -> float:
     """POST ``rows`` in bodies of POST_ROWS (encoded before the clock starts); the seconds spent posting."""
     spent = 0.0
     for start in range(0, len(rows), POST_ROWS):
-        body = orjson.dumps(rows[start:start + POST_ROWS])
+        body = orjson.dumps(rows[start : start + POST_ROWS])
         spent += timed(lambda body=body: c.post(path, content=body, headers={"Content-Type": "application/json"}))[0]
     return spent
 
@@ -98,8 +98,13 @@ def database_cpu(url: str) -> float:
         return 0.0
     engine = make_engine(url)
     with engine.connect() as conn:
-        pids = conn.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                                 "AND pid <> pg_backend_pid()")).scalars().all()
+        pids = (
+            conn.execute(
+                text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            )
+            .scalars()
+            .all()
+        )
     engine.dispose()
     ticks = 0
     for pid in pids:
@@ -119,16 +124,25 @@ def build(c: httpx.Client, server: LiveServer, n_items: int, rng: np.random.Gene
     items_s = post_rows(c, f"/projects/{pid}/items", [{"external_id": f"it{i}"} for i in range(n_items)])
     truth = rng.random(n_items) < 0.35
     rows: list[dict] = []
-    for rater, upto, accuracy in [("judge", n_items, 0.9), ("prim", n_items * 9 // 10, 0.85),
-                                  *((h, n_items // 8, 0.85) for h in SECONDARIES)]:
+    for rater, upto, accuracy in [
+        ("judge", n_items, 0.9),
+        ("prim", n_items * 9 // 10, 0.85),
+        *((h, n_items // 8, 0.85) for h in SECONDARIES),
+    ]:
         right = rng.random(upto) < accuracy
-        rows += [{"item": f"it{i}", "rater": rater, "value": LABELS[int(t == r)]}
-                 for i, (t, r) in enumerate(zip(truth[:upto], right, strict=True))]
+        rows += [
+            {"item": f"it{i}", "rater": rater, "value": LABELS[int(t == r)]}
+            for i, (t, r) in enumerate(zip(truth[:upto], right, strict=True))
+        ]
     cpu, db_cpu = server_cpu(server), database_cpu(server.database_url)
     labels_s = post_rows(c, f"/projects/{pid}/labels", rows)
     labels_cpu = server_cpu(server) - cpu
-    figures = {"items/s": n_items / items_s, "labels/s": len(rows) / labels_s, "labels": len(rows),
-               "labels/cpu s": len(rows) / labels_cpu}
+    figures = {
+        "items/s": n_items / items_s,
+        "labels/s": len(rows) / labels_s,
+        "labels": len(rows),
+        "labels/cpu s": len(rows) / labels_cpu,
+    }
     if db_cpu := database_cpu(server.database_url) - db_cpu:
         figures["labels/cpu s (+database)"] = len(rows) / (labels_cpu + db_cpu)
     return pid, figures
@@ -166,16 +180,21 @@ def storage_per_label(url: str) -> float:
         if url.startswith("sqlite"):
             size = _sqlite_bytes(conn)
         else:
-            size = conn.scalar(text(
-                "SELECT pg_total_relation_size('label_events') + pg_total_relation_size('current_labels')"))
+            size = conn.scalar(
+                text("SELECT pg_total_relation_size('label_events') + pg_total_relation_size('current_labels')")
+            )
     engine.dispose()
     return float(size) / events
 
 
 def _sqlite_bytes(conn) -> int:  # type: ignore[no-untyped-def]
     """Pages of the two label tables and their indexes (SQLite's dbstat), in bytes."""
-    names = [n for (n,) in conn.execute(text(
-        "SELECT name FROM sqlite_master WHERE tbl_name IN ('label_events', 'current_labels')"))]
+    names = [
+        n
+        for (n,) in conn.execute(
+            text("SELECT name FROM sqlite_master WHERE tbl_name IN ('label_events', 'current_labels')")
+        )
+    ]
     marks = ", ".join(f"'{n}'" for n in names)
     return int(conn.scalar(text(f"SELECT sum(pgsize) FROM dbstat WHERE name IN ({marks})")) or 0)
 
@@ -194,8 +213,11 @@ def run(url: str, sizes: list[int], label: str, *, writes_only: bool) -> None:
             figures[n] = f
             if writes_only:
                 continue
-            f["plan s"] = timed(lambda pid=pid: c.post(f"/projects/{pid}/plan", json={
-                "p_h": 0.85, "p_j": 0.9, "seed": 1, "design": "seq-coverage"}))[0]
+            f["plan s"] = timed(
+                lambda pid=pid: c.post(
+                    f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "seed": 1, "design": "seq-coverage"}
+                )
+            )[0]
             load = os.getloadavg()[0]
             health = [timed(lambda: c.get("/healthz"))[0] for _ in range(ROUNDS)]
             cpu0 = server_cpu(server)
@@ -207,34 +229,60 @@ def run(url: str, sizes: list[int], label: str, *, writes_only: bool) -> None:
             print(slowest("primary", primary, primary_cpu), flush=True)
             print(slowest("secondary", secondary, secondary_cpu), flush=True)
             every = [first, *primary, *secondary]
-            f |= {"primary first ms": first * 1e3, "primary first CPU ms": first_cpu * 1e3,
-                  "secondary first ms (max)": max(secondary[: len(SECONDARIES)]) * 1e3,
-                  "secondary first CPU ms (max)": max(secondary_cpu[: len(SECONDARIES)]) * 1e3,
-                  "every batch p50": ms(every, 50), "every batch p99": ms(every, 99),
-                  "primary p50": ms(primary, 50), "primary p99": ms(primary, 99),
-                  "primary CPU p50": ms(primary_cpu, 50), "primary CPU p99": ms(primary_cpu, 99),
-                  "secondary p50": ms(secondary, 50), "secondary p99": ms(secondary, 99),
-                  "secondary CPU p50": ms(secondary_cpu, 50), "secondary CPU p99": ms(secondary_cpu, 99),
-                  "healthz p50": ms(health, 50), "healthz p99": ms(health, 99),
-                  "load average": (load + os.getloadavg()[0]) / 2}
+            f |= {
+                "primary first ms": first * 1e3,
+                "primary first CPU ms": first_cpu * 1e3,
+                "secondary first ms (max)": max(secondary[: len(SECONDARIES)]) * 1e3,
+                "secondary first CPU ms (max)": max(secondary_cpu[: len(SECONDARIES)]) * 1e3,
+                "every batch p50": ms(every, 50),
+                "every batch p99": ms(every, 99),
+                "primary p50": ms(primary, 50),
+                "primary p99": ms(primary, 99),
+                "primary CPU p50": ms(primary_cpu, 50),
+                "primary CPU p99": ms(primary_cpu, 99),
+                "secondary p50": ms(secondary, 50),
+                "secondary p99": ms(secondary, 99),
+                "secondary CPU p50": ms(secondary_cpu, 50),
+                "secondary CPU p99": ms(secondary_cpu, 99),
+                "healthz p50": ms(health, 50),
+                "healthz p99": ms(health, 99),
+                "load average": (load + os.getloadavg()[0]) / 2,
+            }
     bytes_per_label = storage_per_label(url)
     small, big = sizes
     print(f"  {'':28}{small:>12,} items{big:>12,} items   ratio")
-    for key, fmt in [("items/s", ",.0f"), ("labels/s", ",.0f"), ("labels/cpu s", ",.0f"),
-                     ("labels/cpu s (+database)", ",.0f"), ("plan s", ".2f"),
-                     ("primary first ms", ".0f"), ("primary first CPU ms", ".0f"),
-                     ("secondary first ms (max)", ".0f"), ("secondary first CPU ms (max)", ".0f"),
-                     ("every batch p50", ".1f"), ("every batch p99", ".1f"),
-                     ("primary p50", ".1f"), ("primary p99", ".1f"), ("primary CPU p50", ".1f"),
-                     ("primary CPU p99", ".1f"), ("secondary p50", ".1f"), ("secondary p99", ".1f"),
-                     ("secondary CPU p50", ".1f"), ("secondary CPU p99", ".1f"), ("healthz p50", ".1f"),
-                     ("healthz p99", ".1f"), ("load average", ".1f")]:
+    for key, fmt in [
+        ("items/s", ",.0f"),
+        ("labels/s", ",.0f"),
+        ("labels/cpu s", ",.0f"),
+        ("labels/cpu s (+database)", ",.0f"),
+        ("plan s", ".2f"),
+        ("primary first ms", ".0f"),
+        ("primary first CPU ms", ".0f"),
+        ("secondary first ms (max)", ".0f"),
+        ("secondary first CPU ms (max)", ".0f"),
+        ("every batch p50", ".1f"),
+        ("every batch p99", ".1f"),
+        ("primary p50", ".1f"),
+        ("primary p99", ".1f"),
+        ("primary CPU p50", ".1f"),
+        ("primary CPU p99", ".1f"),
+        ("secondary p50", ".1f"),
+        ("secondary p99", ".1f"),
+        ("secondary CPU p50", ".1f"),
+        ("secondary CPU p99", ".1f"),
+        ("healthz p50", ".1f"),
+        ("healthz p99", ".1f"),
+        ("load average", ".1f"),
+    ]:
         if key not in figures[big]:
             continue
         a, b = figures[small][key], figures[big][key]
         print(f"  {key:28}{a:>18{fmt}}{b:>18{fmt}}   {b / a:5.2f}x")
-    print(f"  storage per label (label_events + current_labels, indexes included): {bytes_per_label:.0f} bytes",
-          flush=True)
+    print(
+        f"  storage per label (label_events + current_labels, indexes included): {bytes_per_label:.0f} bytes",
+        flush=True,
+    )
 
 
 def main() -> None:

@@ -63,8 +63,6 @@ def noisy(rng: np.random.Generator, truth: np.ndarray, accuracy: float) -> np.nd
     return np.where(rng.random(truth.size) < accuracy, truth, 1 - truth)
 
 
-
-
 def build_project(c: httpx.Client, n_items: int, rng: np.random.Generator) -> tuple[str, np.ndarray]:
     """The project of the module docstring; returns its id and the true labels."""
     t0 = time.perf_counter()
@@ -80,8 +78,10 @@ def build_project(c: httpx.Client, n_items: int, rng: np.random.Generator) -> tu
     r = c.post(f"/projects/{pid}/plan", json={"p_h": P_H, "p_j": P_J, "seed": 1})
     r.raise_for_status()
     plan = r.json()
-    print(f"  setup: {n_items:,} items, {2 * n_items:,} labels, plan m={plan['m']} design={plan['design']} "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"  setup: {n_items:,} items, {2 * n_items:,} labels, plan m={plan['m']} design={plan['design']} "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     return pid, truth
 
 
@@ -96,18 +96,23 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
         print(f"  /healthz (floor)               p50 {floor:7.1f} ms   p99 {ms(health, 99):7.1f} ms")
 
         first_primary = timed(lambda: c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 10}))
-        primary = [timed(lambda: c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 10}))
-                   for _ in range(20)]
+        primary = [
+            timed(lambda: c.post(f"/projects/{pid}/batches", json={"rater": "prim", "size": 10})) for _ in range(20)
+        ]
         times, floor_during = [], []  # /healthz interleaved: the floor at the same moments
         for k in range(n_batches):
             body = {"rater": SECONDARIES[k % len(SECONDARIES)], "size": 2}
             times.append(timed(lambda body=body: c.post(f"/projects/{pid}/batches", json=body)))
             floor_during.append(timed(lambda: c.get("/healthz")))
-        print(f"  batch, {n_batches} over 8 raters     p50 {ms(times, 50):7.1f} ms   p99 {ms(times, 99):7.1f} ms"
-              f"   (target p99 <= 50 ms; /healthz meanwhile p50 {ms(floor_during, 50):.1f}, "
-              f"p99 {ms(floor_during, 99):.1f} ms)")
-        print(f"  batch, primary (all labeled)   p50 {ms(primary, 50):7.1f} ms   p99 {ms(primary, 99):7.1f} ms"
-              f"   first: {first_primary * 1e3:.0f} ms")
+        print(
+            f"  batch, {n_batches} over 8 raters     p50 {ms(times, 50):7.1f} ms   p99 {ms(times, 99):7.1f} ms"
+            f"   (target p99 <= 50 ms; /healthz meanwhile p50 {ms(floor_during, 50):.1f}, "
+            f"p99 {ms(floor_during, 99):.1f} ms)"
+        )
+        print(
+            f"  batch, primary (all labeled)   p50 {ms(primary, 50):7.1f} ms   p99 {ms(primary, 99):7.1f} ms"
+            f"   first: {first_primary * 1e3:.0f} ms"
+        )
 
         path = f"/projects/{pid}/reliability"
         first_doc = timed(lambda: c.get(path))
@@ -117,18 +122,25 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
             cached.append(timed(lambda: c.get(path)))
             not_modified.append(timed(lambda: c.get(path, headers={"If-None-Match": etag}), 304))
             floor_during.append(timed(lambda: c.get("/healthz")))
-        print(f"  reliability, cached body       p50 {ms(cached, 50):7.1f} ms   p99 {ms(cached, 99):7.1f} ms"
-              f"   (target p99 <= 20 ms; /healthz meanwhile p50 {ms(floor_during, 50):.1f}, "
-              f"p99 {ms(floor_during, 99):.1f} ms)")
-        print(f"  reliability, 304               p50 {ms(not_modified, 50):7.1f} ms   "
-              f"p99 {ms(not_modified, 99):7.1f} ms"
-              f"   (first document, before human overlap: {first_doc:.2f} s)")
+        print(
+            f"  reliability, cached body       p50 {ms(cached, 50):7.1f} ms   p99 {ms(cached, 99):7.1f} ms"
+            f"   (target p99 <= 20 ms; /healthz meanwhile p50 {ms(floor_during, 50):.1f}, "
+            f"p99 {ms(floor_during, 99):.1f} ms)"
+        )
+        print(
+            f"  reliability, 304               p50 {ms(not_modified, 50):7.1f} ms   "
+            f"p99 {ms(not_modified, 99):7.1f} ms"
+            f"   (first document, before human overlap: {first_doc:.2f} s)"
+        )
 
         for round_ in range(3):
             start = round_ * 125
             chunk = range(start, start + 125)
-            rows = [{"item": f"it{i}", "rater": h, "value": LABELS[v]} for h in SECONDARIES
-                    for i, v in zip(chunk, noisy(rng, truth[start:start + 125], P_H), strict=True)]
+            rows = [
+                {"item": f"it{i}", "rater": h, "value": LABELS[v]}
+                for h in SECONDARIES
+                for i, v in zip(chunk, noisy(rng, truth[start : start + 125], P_H), strict=True)
+            ]
             t0 = time.perf_counter()
             w = c.post(f"/projects/{pid}/labels", json=rows)
             w.raise_for_status()
@@ -137,15 +149,19 @@ def run(url: str, n_items: int, n_batches: int, label: str, profile: bool) -> No
             while c.get(path).json()["label_seq"] < w.json()["label_seq"]:
                 stale += 1
             total = time.perf_counter() - t0
-            print(f"  1,000-label write {write * 1e3:6.0f} ms, fresh document at {total:5.2f} s   "
-                  f"(target <= 1 s; {125 * (round_ + 1)} overlap items; {stale} stale GETs first)")
+            print(
+                f"  1,000-label write {write * 1e3:6.0f} ms, fresh document at {total:5.2f} s   "
+                f"(target <= 1 s; {125 * (round_ + 1)} overlap items; {stale} stale GETs first)"
+            )
         rows = [{"item": f"it{i}", "rater": "h1", "value": LABELS[1 - truth[i]]} for i in range(1000)]
         c.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
         t0 = time.perf_counter()
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda _: server.client().get(path).raise_for_status(), range(4)))
-        print(f"  4 dashboards polling at once after a write: all answered in {time.perf_counter() - t0:.2f} s "
-              "(one computes the document, the others wait for it)")
+        print(
+            f"  4 dashboards polling at once after a write: all answered in {time.perf_counter() - t0:.2f} s "
+            "(one computes the document, the others wait for it)"
+        )
         if profile:
             profile_parts(url, pid)
 
@@ -181,10 +197,18 @@ def profile_parts(url: str, pid: str) -> None:
         m = clock("load_matrix", lambda: load_matrix(s, project, project.criteria[0]))
         judges, humans = m.columns("judge"), m.columns("primary", "human")
         codes = clock("matrix.codes", lambda: m.codes)
-        clock("validate_judge", lambda: validate_judge(
-            codes, judge=judges[0], humans=humans, n_labels=m.n_labels, n_resamples=1000, rng=project.label_seq))
-        clock("summary_table", lambda: summary_table(codes[:, humans], n_labels=m.n_labels, scale=project.scale,
-                                                     n_resamples=1000, rng=project.label_seq))
+        clock(
+            "validate_judge",
+            lambda: validate_judge(
+                codes, judge=judges[0], humans=humans, n_labels=m.n_labels, n_resamples=1000, rng=project.label_seq
+            ),
+        )
+        clock(
+            "summary_table",
+            lambda: summary_table(
+                codes[:, humans], n_labels=m.n_labels, scale=project.scale, n_resamples=1000, rng=project.label_seq
+            ),
+        )
         patterns = clock("item_patterns", lambda: item_patterns(codes, m.n_labels))
         clock("recipe_now", lambda: _recipe_now(m, patterns, judges[0], humans, decision, 0, 200))
         clock("plan_progress", lambda: plan_progress(s, project, current_plan(s, pid)))
@@ -193,14 +217,15 @@ def profile_parts(url: str, pid: str) -> None:
 
         parts.clear()
         prim = s.scalar(select(Rater.id).where(Rater.project_id == pid, Rater.kind == "primary"))
-        labeled = select(CurrentLabel.item_id).where(CurrentLabel.rater_id == Assignment.rater_id,
-                                                     CurrentLabel.item_id == Assignment.item_id).exists()
+        labeled = (
+            select(CurrentLabel.item_id)
+            .where(CurrentLabel.rater_id == Assignment.rater_id, CurrentLabel.item_id == Assignment.item_id)
+            .exists()
+        )
         clock("count rows held", lambda: s.scalar(select(func.count()).where(Assignment.rater_id == prim)))
         clock("count rows open", lambda: s.scalar(select(func.count()).where(Assignment.rater_id == prim, ~labeled)))
         print("  profile, primary batch queries: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in parts.items()))
     engine.dispose()
-
-
 
 
 def main() -> None:

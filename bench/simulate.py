@@ -85,16 +85,27 @@ def naive_grid(trials: int, seed: int) -> dict[tuple[float, float], tuple[float,
 
 def main() -> None:
     cells = len(RHOS) * len(P_HS)
-    simulate(n_items=50, n_humans=N_HUMANS, n_labels=N_LABELS, p_h=0.8, p_j=P_J, rho=0.2,
-             design="random", trials=5, rng=0)  # warm-up (imports, first allocations)
+    simulate(
+        n_items=50, n_humans=N_HUMANS, n_labels=N_LABELS, p_h=0.8, p_j=P_J, rho=0.2, design="random", trials=5, rng=0
+    )  # warm-up (imports, first allocations)
     # interleaved, best of REPEATS, CPU time of this process: the 2 cores are shared, so
     # wall time mostly measures the other processes (it is printed too)
     fast_times, slow_times, fast_wall, slow_wall = [], [], [], []
     for repeat in range(REPEATS):
         wall, cpu = time.perf_counter(), time.process_time()
         result = simulate(
-            n_items=N_ITEMS, n_humans=N_HUMANS, n_labels=N_LABELS, p_h=P_HS, p_j=P_J, rho=RHOS,
-            design="random", coefficient="po", epsilon=EPSILON, delta=DELTA, trials=TRIALS, rng=1,
+            n_items=N_ITEMS,
+            n_humans=N_HUMANS,
+            n_labels=N_LABELS,
+            p_h=P_HS,
+            p_j=P_J,
+            rho=RHOS,
+            design="random",
+            coefficient="po",
+            epsilon=EPSILON,
+            delta=DELTA,
+            trials=TRIALS,
+            rng=1,
         )
         fast_times.append(time.process_time() - cpu)
         fast_wall.append(time.perf_counter() - wall)
@@ -105,20 +116,28 @@ def main() -> None:
     fast, slow = min(fast_times), min(slow_times)
     fast_rate = cells * TRIALS / fast
     slow_rate = cells * NAIVE_TRIALS / slow
-    print(f"grid {len(RHOS)} rho x {len(P_HS)} p_h x {TRIALS} trials "
-          f"(n={N_ITEMS}, K={N_HUMANS}, L={N_LABELS}, p_o, random)")
-    print(f"vectorised simulate: {fast:6.2f} s CPU  {fast_rate:9.0f} trials/s  (target < 3 s; "
-          f"wall {', '.join(f'{t:.2f}' for t in fast_wall)} s)")
-    print(f"naive per-trial loop: {slow:6.2f} s CPU for {NAIVE_TRIALS} trials/cell  {slow_rate:9.0f} trials/s  "
-          f"(wall {', '.join(f'{t:.2f}' for t in slow_wall)} s)")
+    print(
+        f"grid {len(RHOS)} rho x {len(P_HS)} p_h x {TRIALS} trials "
+        f"(n={N_ITEMS}, K={N_HUMANS}, L={N_LABELS}, p_o, random)"
+    )
+    print(
+        f"vectorised simulate: {fast:6.2f} s CPU  {fast_rate:9.0f} trials/s  (target < 3 s; "
+        f"wall {', '.join(f'{t:.2f}' for t in fast_wall)} s)"
+    )
+    print(
+        f"naive per-trial loop: {slow:6.2f} s CPU for {NAIVE_TRIALS} trials/cell  {slow_rate:9.0f} trials/s  "
+        f"(wall {', '.join(f'{t:.2f}' for t in slow_wall)} s)"
+    )
     print(f"speed-up: {fast_rate / slow_rate:.1f}x  (target >= 10x)")
     print("\nsame numbers, vectorised (300 trials) vs naive (25 trials), p_h = .85:")
     print("   rho   std(vec)  std(naive)  rel(vec)  rel(naive)  wrong(vec)  wrong(naive)")
     for cell in result.cells:
         if cell.p_h == 0.85:
             std, rel, wrong = naive[0.85, cell.rho]
-            print(f"  {cell.rho:4.2f}   {cell.std:7.4f}   {std:8.4f}   {cell.reliability:7.3f}   "
-                  f"{rel:8.3f}   {cell.wrong_decision:9.3f}   {wrong:10.3f}")
+            print(
+                f"  {cell.rho:4.2f}   {cell.std:7.4f}   {std:8.4f}   {cell.reliability:7.3f}   "
+                f"{rel:8.3f}   {cell.wrong_decision:9.3f}   {wrong:10.3f}"
+            )
     print(f"\nmin_rho (reliability >= .95), p_h = .85: {result.min_rho(0.05, p_h=0.85)}")
 
 

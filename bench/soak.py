@@ -26,10 +26,6 @@ from tests.test_soak import SoakResult, run_soak
 KEY = "ak_bench_admin"
 
 
-
-
-
-
 def report(label: str, r: SoakResult) -> bool:
     """Print the figures; True when every check holds."""
     kinds: Counter = Counter()
@@ -42,16 +38,19 @@ def report(label: str, r: SoakResult) -> bool:
     print(f"[{label}]   by kind and status: {dict(sorted(kinds.items()))}")
     print(f"[{label}]   errors: {len(r.errors)} (5xx: {fivexx})" + (f", first: {r.errors[0]}" if r.errors else ""))
     print(f"[{label}]   items issued in batches: {len(r.issued):,}, duplicate (rater, item): {r.duplicates}")
-    print(f"[{label}]   labels acknowledged: {r.acked_labels:,} (cells {len(r.acked_cells):,}), events written: "
-          f"{r.label_events:,}, stored: {len(r.stored_cells):,}, lost: {lost}, unacknowledged extra: {extra}")
+    print(
+        f"[{label}]   labels acknowledged: {r.acked_labels:,} (cells {len(r.acked_cells):,}), events written: "
+        f"{r.label_events:,}, stored: {len(r.stored_cells):,}, lost: {lost}, unacknowledged extra: {extra}"
+    )
     return not r.errors and r.duplicates == 0 and lost == extra == 0 and r.acked_labels == r.label_events
 
 
 def run(url: str, label: str, args: argparse.Namespace) -> bool:
     migrate(url)
     with LiveServer(url, KEY, bootstrap_resamples=args.bootstrap) as server:
-        result = run_soak(server, clients=args.clients, requests=args.requests, n_raters=args.raters,
-                          n_items=args.items, m=args.m)
+        result = run_soak(
+            server, clients=args.clients, requests=args.requests, n_raters=args.raters, n_items=args.items, m=args.m
+        )
     return report(label, result)
 
 

@@ -72,8 +72,9 @@ def tables_cpu() -> dict[str, list[float]]:
     out = {}
     for name, build in MATRICES:
         sizes = build(10_000, rng), build(100_000, rng)
-        out[name] = [wall_and_cpu(lambda c=c: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))[1]
-                     for c in sizes]
+        out[name] = [
+            wall_and_cpu(lambda c=c: summary_table(c, n_labels=N_LABELS, n_resamples=1000, rng=0))[1] for c in sizes
+        ]
     return out
 
 

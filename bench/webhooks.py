@@ -68,8 +68,9 @@ def run(url: str, args: argparse.Namespace, *, listen: bool) -> tuple[list[float
         with server.client() as c:
             pid = project(c, args.items)
             if listen:
-                c.post(f"/projects/{pid}/webhooks", json={"url": receiver.url, "events": ["decision.changed"]}
-                       ).raise_for_status()
+                c.post(
+                    f"/projects/{pid}/webhooks", json={"url": receiver.url, "events": ["decision.changed"]}
+                ).raise_for_status()
             latencies = stream(c, pid, args.items, args.writes, args.rows, np.random.default_rng(1))
             time.sleep(8 if listen else 0)  # let the sender catch up with the last label_seq
         return latencies, len(receiver.received)
@@ -95,8 +96,10 @@ def main() -> None:
     p99 = [float(np.percentile(x, 99)) * 1e3 for x in (base, hooked)]
     print(f"label writes of {args.rows} rows, {args.writes} writes, {args.items:,} items")
     print(f"  no webhook (reference): p50 {p50[0]:7.1f} ms   p99 {p99[0]:7.1f} ms")
-    print(f"  decision.changed hook : p50 {p50[1]:7.1f} ms   p99 {p99[1]:7.1f} ms   "
-          f"ratio p50 {p50[1] / p50[0]:.2f}x  p99 {p99[1] / p99[0]:.2f}x")
+    print(
+        f"  decision.changed hook : p50 {p50[1]:7.1f} ms   p99 {p99[1]:7.1f} ms   "
+        f"ratio p50 {p50[1] / p50[0]:.2f}x  p99 {p99[1] / p99[0]:.2f}x"
+    )
     print(f"  decision.changed events delivered: {results[True][1]}")
 
 

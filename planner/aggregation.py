@@ -63,9 +63,7 @@ def _results_iv(per_criterion_results: object, aggregation: object, rule: object
         raise ValueError("per_criterion_results values must be Summary results of summarize()")
     protocols = {s.protocol for s in per_criterion_results.values()}
     if len(protocols) > 1:
-        raise ValueError(
-            "criteria were summarised under different protocols; aggregate one protocol at a time"
-        )
+        raise ValueError("criteria were summarised under different protocols; aggregate one protocol at a time")
     protocol = next(iter(protocols))
     if aggregation == "item" and len(protocol.labels) != 2:
         raise ValueError(f"aggregation 'item' combines binary verdicts; labels are {protocol.labels}")
@@ -262,7 +260,11 @@ def aggregate(
         table = (multiplicity @ patterns).reshape(size, size)
         if aggregation == "micro" and total == 1:  # pooling one criterion: its summary (bounds are costly)
             pooled = replace(
-                results[0], protocol=protocol, kappa_interval=None, kappa_interval_method=None, item_ids=None,
+                results[0],
+                protocol=protocol,
+                kappa_interval=None,
+                kappa_interval_method=None,
+                item_ids=None,
                 item_cells=np.zeros(0, dtype=np.int64),
             )
         else:
@@ -299,4 +301,3 @@ def aggregate(
         pooled=pooled,
         reasons=tuple(reasons),
     )
-

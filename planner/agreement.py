@@ -100,8 +100,13 @@ class _Resampling:
 
 
 def _on_patterns(
-    patterns: np.ndarray, frequency: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    label_counts: np.ndarray, *, width: int = 0, source: np.ndarray | None = None,
+    patterns: np.ndarray,
+    frequency: np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    label_counts: np.ndarray,
+    *,
+    width: int = 0,
+    source: np.ndarray | None = None,
     cells: tuple[Any, Callable[[np.ndarray], np.ndarray]] | None = None,
 ) -> _Resampling:
     """Resampling of items grouped into distinct ``patterns`` with ``frequency`` items each."""
@@ -211,9 +216,7 @@ class KappaResult(AgreementResult):
         a nominal .95, BCa .940; docs/method.md §2, "Intervals")."""
         if method is None:
             method = "bootstrap" if self.approximate else "delta"
-        return super().confidence_interval(
-            confidence_level, method=method, n_resamples=n_resamples, rng=rng
-        )
+        return super().confidence_interval(confidence_level, method=method, n_resamples=n_resamples, rng=rng)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -288,9 +291,7 @@ class PairwiseResult:
         """The interval of every pair ``(j, k)``, ``j < k``; a pair resamples its common items."""
         gen = np.random.default_rng(rng)
         return {
-            pair: result.confidence_interval(
-                confidence_level, method=method, n_resamples=n_resamples, rng=gen
-            )
+            pair: result.confidence_interval(confidence_level, method=method, n_resamples=n_resamples, rng=gen)
             for pair, result in self.results.items()
         }
 
@@ -329,8 +330,7 @@ def _table_iv(table: object, n_items: int | None) -> tuple[np.ndarray, int]:
     if n_items is None:
         if not np.all(arr == np.round(arr)):
             raise ValueError(
-                "table has fractional entries (proportions); pass n_items= "
-                "(the number of items they come from)"
+                "table has fractional entries (proportions); pass n_items= (the number of items they come from)"
             )
         return arr, int(round(arr.sum()))
     if not isinstance(n_items, (int, np.integer)) or n_items < 0:
@@ -353,9 +353,7 @@ def _pair_iv(a: object, b: object, n_labels: int) -> np.ndarray:
     return pair_table(a_arr[common], b_arr[common], n_labels)
 
 
-def _on_table(
-    table: np.ndarray, n_items: int, statistic: Callable[[np.ndarray], np.ndarray]
-) -> _Resampling:
+def _on_table(table: np.ndarray, n_items: int, statistic: Callable[[np.ndarray], np.ndarray]) -> _Resampling:
     """Resampling of the common items: a table cell is a pattern, ``n_items`` items in all."""
     n_labels = table.shape[0]
     scale = n_items / table.sum() if table.sum() else 0.0
@@ -371,10 +369,7 @@ def _kappa_reason(table: np.ndarray) -> str:
         return _NO_COMMON
     for rater, margin in (("rater 1", table.sum(axis=1)), ("rater 2", table.sum(axis=0))):
         if np.count_nonzero(margin) == 1:
-            return (
-                f"{rater} used a single category on the common items "
-                "(kappa would be 0 whatever the other did)"
-            )
+            return f"{rater} used a single category on the common items (kappa would be 0 whatever the other did)"
     return ""
 
 
@@ -407,9 +402,7 @@ def _table_result(
     )
 
 
-def kappa_from_table(
-    table: object, *, weights: Weights = None, n_items: int | None = None
-) -> KappaResult:
+def kappa_from_table(table: object, *, weights: Weights = None, n_items: int | None = None) -> KappaResult:
     """Cohen's (weighted) kappa of an ``L x L`` table, rows rater 1 (docs/method.md §2, Cohen's kappa).
 
     ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_o = sum_ab v_ab p_ab`` and
@@ -608,9 +601,7 @@ def _counts_result(
         reason=reason,
         p_o=p_o,
         p_e=p_e,
-        _resampling=_on_patterns(
-            counts, frequency, lambda c, w: terms(c, w)[0], frequency @ counts, source=source
-        ),
+        _resampling=_on_patterns(counts, frequency, lambda c, w: terms(c, w)[0], frequency @ counts, source=source),
     )
 
 
@@ -904,9 +895,7 @@ def pairwise(
     (0.75, 3, 3)
     """
     if coefficient not in _PAIR_COEFFICIENTS:
-        raise ValueError(
-            f"coefficient must be one of {sorted(_PAIR_COEFFICIENTS)}, got {coefficient!r}"
-        )
+        raise ValueError(f"coefficient must be one of {sorted(_PAIR_COEFFICIENTS)}, got {coefficient!r}")
     _weights_iv(weights)
     if weights is not None and coefficient != "cohen_kappa":
         raise ValueError("weights= applies to coefficient='cohen_kappa' only")
@@ -981,10 +970,7 @@ def _mean_kappa_from_patterns(
     if rows.shape[0] == 0:
         reason = "no two raters labeled a common item"
     elif n_pairs == 0:
-        reason = (
-            "no rater pair has a defined kappa "
-            "(each pair lacks common items or has a one-category rater)"
-        )
+        reason = "no rater pair has a defined kappa (each pair lacks common items or has a one-category rater)"
     else:
         reason = ""
     return MeanKappaResult(
@@ -999,8 +985,9 @@ def _mean_kappa_from_patterns(
             rows,
             frequency,
             lambda r, w: terms(r, w)[0],
-            np.bincount(rows[rows >= 0], weights=np.broadcast_to(frequency[:, None], rows.shape)[rows >= 0],
-                        minlength=n_labels),
+            np.bincount(
+                rows[rows >= 0], weights=np.broadcast_to(frequency[:, None], rows.shape)[rows >= 0], minlength=n_labels
+            ),
             width=len(_rater_pairs(rows.shape[1])) * n_labels**2,
             source=source,
             cells=None if held is None else (held, of_cells),
@@ -1008,9 +995,7 @@ def _mean_kappa_from_patterns(
     )
 
 
-def mean_pairwise_kappa(
-    codes: object, *, n_labels: int, weights: Weights = None
-) -> MeanKappaResult:
+def mean_pairwise_kappa(codes: object, *, n_labels: int, weights: Weights = None) -> MeanKappaResult:
     """Overlap-weighted mean of pairwise Cohen's kappa over all rater pairs (docs/method.md §2).
 
     ``sum_jk m_jk kappa_jk / sum_jk m_jk`` over the pairs whose kappa is defined
@@ -1084,8 +1069,13 @@ def summary_table(
     stacked = resample.n_rows >= _STACKED_ROWS and "kappa" in defined
     if stacked and results["kappa"]._resampling.cells is not None:
         merges = {key: None if key == "kappa" else to_counts for key in defined}
-        drawn = dict(zip(defined, _summed_replicates(
-            resample, [(results[key]._resampling, merges[key]) for key in defined]), strict=True))
+        drawn = dict(
+            zip(
+                defined,
+                _summed_replicates(resample, [(results[key]._resampling, merges[key]) for key in defined]),
+                strict=True,
+            )
+        )
     else:
         readers = [results[key]._resampling.reader(resample if key == "kappa" else by_counts) for key in defined]
         drawn = dict(zip(defined, joint_replicates(readers) if readers else [], strict=True))
@@ -1127,8 +1117,13 @@ def _summed_replicates(resample: ItemResample, parts: list[tuple[_Resampling, np
 
     def replicates(weights: np.ndarray) -> np.ndarray:
         sums = np.asarray(stacked @ _transposed(weights, dtype)).T
-        return np.stack([statistic(np.ascontiguousarray(sums[:, a:b], dtype=float)) for statistic, a, b in
-                         zip(statistics, bounds[:-1], bounds[1:], strict=True)], axis=1)
+        return np.stack(
+            [
+                statistic(np.ascontiguousarray(sums[:, a:b], dtype=float))
+                for statistic, a, b in zip(statistics, bounds[:-1], bounds[1:], strict=True)
+            ],
+            axis=1,
+        )
 
     drawn = resample.replicates(replicates, width=int(bounds[-1]))
     return [np.ascontiguousarray(column) for column in drawn.T]  # as joint_replicates: each contiguous

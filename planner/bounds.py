@@ -235,8 +235,9 @@ def _walks(lattice: np.ndarray, lines: np.ndarray, upper: np.ndarray, ranges: np
     u, low = (i.ravel() for i in np.meshgrid(np.flatnonzero(upper), np.flatnonzero(~upper), indexing="ij"))
     # inside the ranges of h and j, and no lower bound above an upper one
     a = np.concatenate([np.stack([hs, -hs, js, -js]), slope[u] - slope[low]])
-    b = np.concatenate([np.stack([ranges[0] - hb, hb - ranges[1], ranges[2] - jb, jb - ranges[3]]),
-                        intercept[low] - intercept[u]])
+    b = np.concatenate(
+        [np.stack([ranges[0] - hb, hb - ranges[1], ranges[2] - jb, jb - ranges[3]]), intercept[low] - intercept[u]]
+    )
     lo, hi = _feasible_steps(a, b)
     lo, hi = lo.max(axis=0), hi.min(axis=0)
     keep = lo <= hi
@@ -308,9 +309,7 @@ def allocation_bounds(
     return sharp_bounds(binary_table(table, positive), (metric,))[metric]
 
 
-def sharp_bounds(
-    counts: np.ndarray, metrics: tuple[str, ...]
-) -> dict[str, tuple[float, float] | None]:
+def sharp_bounds(counts: np.ndarray, metrics: tuple[str, ...]) -> dict[str, tuple[float, float] | None]:
     """:func:`allocation_bounds` of several metrics of one ``(4, 4)`` table, positive first."""
     n = int(counts.sum())
     if n == 0:
@@ -353,5 +352,3 @@ def mcnemar_exact(b: int, c: int) -> float:
     from scipy.stats import binom  # deferred: scipy.stats costs seconds at import
 
     return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
-
-

@@ -29,8 +29,14 @@ HUMAN_KINDS = ("primary", "human")
 BIT_GENERATOR = "PCG64"
 # Settings the result echoes (section, key), so an edited setting is named by the check.
 ECHOED = (
-    ("decision", "coefficient"), ("decision", "rule"), ("decision", "epsilon"), ("decision", "omega_threshold"),
-    ("decision", "q"), ("decision", "inconclusive_level"), ("seeds", "seed"), ("seeds", "n_resamples"),
+    ("decision", "coefficient"),
+    ("decision", "rule"),
+    ("decision", "epsilon"),
+    ("decision", "omega_threshold"),
+    ("decision", "q"),
+    ("decision", "inconclusive_level"),
+    ("seeds", "seed"),
+    ("seeds", "n_resamples"),
 )
 DIGITS = 12  # results are rounded so that last-bit differences between platforms do not count
 
@@ -92,15 +98,31 @@ def _interval(ci: Any) -> list[float | None]:
 
 def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any]:
     return {
-        "judge": judge, "decision": v.decision, "reason": v.reason, "omega": _number(v.omega),
-        "p_opposite": _number(v.p_opposite), "n_items": v.n_items,
+        "judge": judge,
+        "decision": v.decision,
+        "reason": v.reason,
+        "omega": _number(v.omega),
+        "p_opposite": _number(v.p_opposite),
+        "n_items": v.n_items,
         "raters": [
-            {"rater": humans[k], "m": r.m, "d": _number(r.d), "ci": _interval(r.ci), "rho_f": _number(r.rho_f),
-             "rho_h": _number(r.rho_h), "p_value": _number(r.p_value), "won": r.won, "reason": r.reason}
+            {
+                "rater": humans[k],
+                "m": r.m,
+                "d": _number(r.d),
+                "ci": _interval(r.ci),
+                "rho_f": _number(r.rho_f),
+                "rho_h": _number(r.rho_h),
+                "p_value": _number(r.p_value),
+                "won": r.won,
+                "reason": r.reason,
+            }
             for k, r in enumerate(v.raters)
         ],
-        "human_pool": {"estimate": _number(v.human_pool.estimate), "ci": _interval(v.human_pool.ci),
-                       "n_raters": v.human_pool.n_raters},
+        "human_pool": {
+            "estimate": _number(v.human_pool.estimate),
+            "ci": _interval(v.human_pool.ci),
+            "n_raters": v.human_pool.n_raters,
+        },
     }
 
 
@@ -122,8 +144,11 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     rows = [r for r in snapshot if r["criterion"] == criterion and r["rater"] in kinds]
     items = sorted({r["item"] for r in rows})
     codes = np.full((len(items), len(raters)), -1, dtype=np.int64)
-    code_of, item_of, rater_of = {v: c for c, v in enumerate(labels)}, {x: i for i, x in enumerate(items)}, {
-        x: k for k, x in enumerate(raters)}
+    code_of, item_of, rater_of = (
+        {v: c for c, v in enumerate(labels)},
+        {x: i for i, x in enumerate(items)},
+        {x: k for k, x in enumerate(raters)},
+    )
     for r in rows:
         codes[item_of[r["item"]], rater_of[r["rater"]]] = code_of.get(r["value"], -1)
     humans = [k for k, x in enumerate(raters) if kinds[x] in HUMAN_KINDS]
@@ -132,23 +157,41 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     estimator = decision.get("estimator", "paired") if primary is not None else "paired"
     inclusion_of = (settings.get("weights") or {}).get("inclusion") or {}
     inclusion = np.array([inclusion_of.get(x, 1.0) for x in items], dtype=float) if inclusion_of else None
-    verdicts = [
-        _judge_result(
-            validate_judge(
-                codes, judge=j, humans=humans, n_labels=len(labels), rule=decision["rule"],
-                coefficient=decision["coefficient"], epsilon=decision["epsilon"],
-                omega_threshold=decision["omega_threshold"], q=decision["q"],
-                inconclusive_level=decision["inconclusive_level"], n_resamples=seeds["n_resamples"],
-                rng=seeds["seed"], estimator=estimator, primary=primary, inclusion=inclusion,
-            ),
-            raters[j], [raters[k] for k in humans],
-        )
-        for j in judges
-    ] if len(humans) >= 2 else []
+    verdicts = (
+        [
+            _judge_result(
+                validate_judge(
+                    codes,
+                    judge=j,
+                    humans=humans,
+                    n_labels=len(labels),
+                    rule=decision["rule"],
+                    coefficient=decision["coefficient"],
+                    epsilon=decision["epsilon"],
+                    omega_threshold=decision["omega_threshold"],
+                    q=decision["q"],
+                    inconclusive_level=decision["inconclusive_level"],
+                    n_resamples=seeds["n_resamples"],
+                    rng=seeds["seed"],
+                    estimator=estimator,
+                    primary=primary,
+                    inclusion=inclusion,
+                ),
+                raters[j],
+                [raters[k] for k in humans],
+            )
+            for j in judges
+        ]
+        if len(humans) >= 2
+        else []
+    )
     first = verdicts[0] if verdicts else {"decision": "insufficient_data", "omega": None}
     return {
-        "decision": first["decision"], "omega": first["omega"], "judges": verdicts,
-        "n_items": len(items), "n_labels": len(rows),
+        "decision": first["decision"],
+        "omega": first["omega"],
+        "judges": verdicts,
+        "n_items": len(items),
+        "n_labels": len(rows),
         "computed_with": {f"{section}.{key}": settings[section][key] for section, key in ECHOED},
     }
 
@@ -159,8 +202,12 @@ def software_versions() -> dict[str, str]:
         annoplan = metadata.version("annoplan")
     except metadata.PackageNotFoundError:
         annoplan = "unknown"
-    return {"annoplan": annoplan, "numpy": np.__version__, "scipy": scipy.__version__,
-            "python": platform.python_version()}
+    return {
+        "annoplan": annoplan,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def report_document(predicate: Mapping[str, Any]) -> dict[str, Any]:
@@ -178,8 +225,11 @@ def certificate_statement(
     outside the report digest.
     """
     predicate = {
-        **settings, "software": software_versions(), "snapshot": snapshot_summary(snapshot),
-        "result": certified_result(snapshot, settings), "certificate": dict(certificate),
+        **settings,
+        "software": software_versions(),
+        "snapshot": snapshot_summary(snapshot),
+        "result": certified_result(snapshot, settings),
+        "certificate": dict(certificate),
     }
     return {
         "_type": STATEMENT_TYPE,
@@ -250,8 +300,9 @@ def _differences(certified: Any, found: Any, path: str) -> list[Mismatch]:
         keys = sorted(set(certified) | set(found))
         return [m for k in keys for m in _differences(certified.get(k), found.get(k), f"{path}.{k}")]
     if isinstance(certified, list) and isinstance(found, list) and len(certified) == len(found):
-        return [m for k, (a, b) in enumerate(zip(certified, found, strict=True))
-                for m in _differences(a, b, f"{path}[{k}]")]
+        return [
+            m for k, (a, b) in enumerate(zip(certified, found, strict=True)) for m in _differences(a, b, f"{path}[{k}]")
+        ]
     if certified != found:
         return [Mismatch(path, "the recomputed result differs", certified, found)]
     return []
@@ -273,18 +324,26 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
     mismatches: list[Mismatch] = []
     found_digest = sha256_hex(snapshot)
     if found_digest != digests["labels-snapshot"]:
-        mismatches.append(_label_mismatch(predicate["snapshot"], snapshot_summary(snapshot),
-                                          digests["labels-snapshot"], found_digest))
+        mismatches.append(
+            _label_mismatch(predicate["snapshot"], snapshot_summary(snapshot), digests["labels-snapshot"], found_digest)
+        )
     report_digest = sha256_hex(report_document(predicate))
     if report_digest != digests["report"]:
-        mismatches.append(Mismatch("report", "the predicate differs from the one the report digest certifies",
-                                   digests["report"], report_digest))
+        mismatches.append(
+            Mismatch(
+                "report",
+                "the predicate differs from the one the report digest certifies",
+                digests["report"],
+                report_digest,
+            )
+        )
     echoed = _mapping(_mapping(predicate["result"]).get("computed_with"))
     for section, key in ECHOED:
         name, now = f"{section}.{key}", predicate[section].get(key)
         if echoed.get(name) != now:
-            mismatches.append(Mismatch(name, "the setting differs from the one the result was computed with",
-                                       echoed.get(name), now))
+            mismatches.append(
+                Mismatch(name, "the setting differs from the one the result was computed with", echoed.get(name), now)
+            )
     try:
         recomputed = certified_result(snapshot, predicate)
     except (KeyError, TypeError, ValueError) as error:
@@ -295,6 +354,7 @@ def verify_certificate(statement: Any, rows: Iterable[Mapping[str, Any]]) -> Ver
     here = software_versions()
     notes = tuple(
         f"certified with {name} {version}, checked with {here[name]}"
-        for name, version in sorted(_mapping(predicate.get("software")).items()) if here.get(name, version) != version
+        for name, version in sorted(_mapping(predicate.get("software")).items())
+        if here.get(name, version) != version
     )
     return Verification(match=not mismatches, mismatches=tuple(mismatches), notes=notes)

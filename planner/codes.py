@@ -48,7 +48,6 @@ def checked_code_array(codes: object, n_labels: int, *, ndim: int = 2) -> np.nda
         low, high = int(arr.min()), int(arr.max())
         if low < MISSING or high >= n_labels:
             raise ValueError(
-                f"codes must lie in 0..{n_labels - 1} or be {MISSING} for missing; "
-                f"found values in {low}..{high}"
+                f"codes must lie in 0..{n_labels - 1} or be {MISSING} for missing; found values in {low}..{high}"
             )
     return arr

@@ -152,9 +152,7 @@ class Ranking:
 # --------------------------------------------------------------------------- validation
 
 
-def _overlap_class_counts(
-    patterns: ItemPatterns, judge: int, humans: list[int]
-) -> tuple[np.ndarray, np.ndarray, int]:
+def _overlap_class_counts(patterns: ItemPatterns, judge: int, humans: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
     """Per held-out human (``humans`` order), its label counts over ``O_k`` ``(K, L)``; the label
     counts of every human over the items of some ``O_k`` ``(L,)``; and how many such items."""
     rows, counts = overlap_rows(patterns, [judge], humans)
@@ -238,8 +236,12 @@ def _chunk_columns(shape: FeatureShape, held_out: np.ndarray, weighted: bool) ->
 
 
 def _chunked_sums(
-    rows: np.ndarray, weight: np.ndarray | None, counts: np.ndarray, shape: FeatureShape,
-    chunks: list[np.ndarray], resample: ItemResample | _OwnResample,
+    rows: np.ndarray,
+    weight: np.ndarray | None,
+    counts: np.ndarray,
+    shape: FeatureShape,
+    chunks: list[np.ndarray],
+    resample: ItemResample | _OwnResample,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Point sums and bootstrap sums, the features computed for one group of held-out humans
     at a time: the same numbers as all at once (every group reads the same ``resample`` of
@@ -265,8 +267,13 @@ def _chunked_sums(
 
 
 def _replicated_stats(
-    patterns: ItemPatterns, judges: list[int], humans: list[int], rule: str,
-    coefficient: str, epsilon: float, resample: ItemResample | _OwnResample,
+    patterns: ItemPatterns,
+    judges: list[int],
+    humans: list[int],
+    rule: str,
+    coefficient: str,
+    epsilon: float,
+    resample: ItemResample | _OwnResample,
     inclusion: np.ndarray | None = None,
 ) -> tuple[RaterStats, RaterStats]:
     """Point statistics (batch of one) and bootstrap replicates on ``resample`` (of ``patterns``, or
@@ -311,16 +318,18 @@ def _replicated_stats(
         total = np.broadcast_to(sums[:, None, :k], first[:, 0].shape)
         total2 = np.broadcast_to(sums[:, None, width + 2 * jk : width + 2 * jk + k], first[:, 0].shape)
         n = np.broadcast_to(st.m[:, None, :], first[:, 0].shape)
-        p = weighted_alt_test_p_values(
-            (first[:, 0], total), (second[:, 0], second[:, 1], total2), n, epsilon
-        )
+        p = weighted_alt_test_p_values((first[:, 0], total), (second[:, 0], second[:, 1], total2), n, epsilon)
         return st._replace(p_value=p)
 
     return decoded(point[None, :]), decoded(replicates)
 
 
 def _ppi_replicated(
-    patterns: ItemPatterns, judge: int, primary: int, secondaries: list[int], resample: ItemResample,
+    patterns: ItemPatterns,
+    judge: int,
+    primary: int,
+    secondaries: list[int],
+    resample: ItemResample,
 ) -> tuple[PPIGaps, PPIGaps]:
     """PPI++ ``d_k`` of each secondary against the primary: point, and on ``resample`` (of ``patterns``).
 
@@ -366,7 +375,10 @@ def _skip_reason(m: int, min_items: int, used: bool, rule: str) -> str:
 
 
 def _decision(
-    omega: float, rep_omega: np.ndarray, n_humans: int, threshold: float,
+    omega: float,
+    rep_omega: np.ndarray,
+    n_humans: int,
+    threshold: float,
     inconclusive_level: float,
 ) -> tuple[str, float, str]:
     """Decision, bootstrap probability of the opposite one, and why (docs/method.md §3).
@@ -385,10 +397,7 @@ def _decision(
     if np.isnan(p_opposite):
         return "inconclusive", p_opposite, "no bootstrap resample leaves a usable human"
     if p_opposite > inconclusive_level:
-        reason = (
-            f"bootstrap probability of the opposite decision {p_opposite:.3f} "
-            f"> {inconclusive_level}"
-        )
+        reason = f"bootstrap probability of the opposite decision {p_opposite:.3f} > {inconclusive_level}"
         return "inconclusive", p_opposite, reason
     return ("pass" if passed else "reject"), p_opposite, ""
 
@@ -459,9 +468,17 @@ def validate_judge(
         raise ValueError(f"judge must be a single column index, got {judge!r}")
     patterns = item_patterns(codes, n_labels, inclusion=inclusion)
     judges, humans, epsilon, min_items = checked_inputs(
-        patterns.n_raters, judge, humans, rule=rule, coefficient=coefficient,
-        epsilon=epsilon, min_items=min_items, q=q, n_resamples=n_resamples,
-        confidence_level=confidence_level, judges_name="judge",
+        patterns.n_raters,
+        judge,
+        humans,
+        rule=rule,
+        coefficient=coefficient,
+        epsilon=epsilon,
+        min_items=min_items,
+        q=q,
+        n_resamples=n_resamples,
+        confidence_level=confidence_level,
+        judges_name="judge",
     )
     if not 0.0 < omega_threshold <= 1.0:
         raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
@@ -479,7 +496,14 @@ def validate_judge(
         raise ValueError("resample must be drawn over the item patterns of codes (and inclusion)")
     order = np.argsort(humans)  # canonical column order: results do not depend on it
     point, reps = _replicated_stats(
-        patterns, judges, sorted(humans), rule, coefficient, epsilon, resample, patterns.inclusion,
+        patterns,
+        judges,
+        sorted(humans),
+        rule,
+        coefficient,
+        epsilon,
+        resample,
+        patterns.inclusion,
     )
     ppi_ci: dict[int, ConfidenceInterval] = {}
     if estimator == "ppi" and primary is not None:
@@ -518,9 +542,7 @@ def validate_judge(
     )
     omega = float(wins.omega[0, 0])
     rep_omega = judge_wins(reps, rule, epsilon, q, min_items).omega[:, 0]
-    decision, p_opposite, reason = _decision(
-        omega, rep_omega, len(humans), omega_threshold, inconclusive_level
-    )
+    decision, p_opposite, reason = _decision(omega, rep_omega, len(humans), omega_threshold, inconclusive_level)
     return Validation(
         raters=tuple(outcomes[i] for i in range(len(humans))),
         omega=omega,
@@ -580,14 +602,27 @@ def rank_judges(
     """
     patterns = item_patterns(codes, n_labels)
     judges, humans, epsilon, min_items = checked_inputs(
-        patterns.n_raters, judges, humans, rule=rule, coefficient=coefficient,
-        epsilon=epsilon, min_items=min_items, q=q, n_resamples=n_resamples,
+        patterns.n_raters,
+        judges,
+        humans,
+        rule=rule,
+        coefficient=coefficient,
+        epsilon=epsilon,
+        min_items=min_items,
+        q=q,
+        n_resamples=n_resamples,
         confidence_level=confidence_level,
     )
     resample = _OwnResample(patterns.n_items, n_resamples, rng)
     by_column = np.argsort(judges)
     point, reps = _replicated_stats(
-        patterns, sorted(judges), sorted(humans), rule, coefficient, epsilon, resample,
+        patterns,
+        sorted(judges),
+        sorted(humans),
+        rule,
+        coefficient,
+        epsilon,
+        resample,
     )
     wins = judge_wins(point, rule, epsilon, q, min_items)
     rep_wins = judge_wins(reps, rule, epsilon, q, min_items)
@@ -597,9 +632,7 @@ def rank_judges(
     top = (rep_score >= best - TIE) & np.isfinite(rep_score)
     p_top1 = np.mean(top / np.maximum(top.sum(axis=1, keepdims=True), 1), axis=0)
     column = np.array(sorted(judges))
-    ranked = sorted(
-        range(len(judges)), key=lambda j: (not np.isfinite(score[j]), -score[j], column[j])
-    )
+    ranked = sorted(range(len(judges)), key=lambda j: (not np.isfinite(score[j]), -score[j], column[j]))
     scores: dict[int, JudgeScore] = {}
     for j, position in enumerate(by_column):
         n_used = int(wins.used[0, j].sum())

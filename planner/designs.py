@@ -135,9 +135,7 @@ def proportional_allocation(sizes: object, m: object, *, min_per_stratum: int = 
         raise ValueError(f"min_per_stratum must be a non-negative integer, got {min_per_stratum!r}")
     floor_ = np.minimum(min_per_stratum, size)
     if np.any(floor_.sum(axis=-1) > total):
-        raise ValueError(
-            f"m is too small to give every stratum min_per_stratum={min_per_stratum} items"
-        )
+        raise ValueError(f"m is too small to give every stratum min_per_stratum={min_per_stratum} items")
     fixed = np.zeros(size.shape, dtype=bool)
     for _ in range(size.shape[-1]):
         free = np.where(fixed, 0, size)
@@ -443,9 +441,7 @@ def _check_in_hand(codes: object, n_labels: int, primary: int) -> np.ndarray:
     return arr
 
 
-def batched_modal_strata(
-    humans: np.ndarray, observed: np.ndarray, *, n_labels: int, primary: int = 0
-) -> np.ndarray:
+def batched_modal_strata(humans: np.ndarray, observed: np.ndarray, *, n_labels: int, primary: int = 0) -> np.ndarray:
     """Per row and item, the mode of the observed labels, ties to the primary's (docs/method.md §5).
 
     ``humans`` and ``observed`` are rater-major, shape ``(n_raters, T, n_items)``; returns
@@ -603,7 +599,12 @@ def _assignment_patterns(
 
 
 def _smallest_coded_keys(
-    modal: np.ndarray, held: np.ndarray, codes: np.ndarray, width: int, sizes: np.ndarray, quota: np.ndarray,
+    modal: np.ndarray,
+    held: np.ndarray,
+    codes: np.ndarray,
+    width: int,
+    sizes: np.ndarray,
+    quota: np.ndarray,
     key: np.ndarray,
 ) -> np.ndarray:
     """``_smallest_keys`` of the strata ``modal * width`` (items outside ``held``) and ``codes`` (items in
@@ -665,9 +666,7 @@ MAX_PATTERN_STRATA = 4096
 """Beyond this many (label, assignment pattern) strata, Seq-Coverage counts who has an item instead."""
 
 
-def coverage_strata(
-    modal: np.ndarray, assigned: np.ndarray, m: int, *, n_labels: int
-) -> tuple[np.ndarray, np.ndarray]:
+def coverage_strata(modal: np.ndarray, assigned: np.ndarray, m: int, *, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """Seq-Coverage strata ``(T, n_items)`` and their quotas ``(T, n_strata)`` for ``m`` items.
 
     A stratum is a modal label crossed with who already has the item; ``assigned``
@@ -716,9 +715,7 @@ def _seq_lists(
     return {r: seq_list(s, m, n_labels=n_labels, rng=gen) for r in ids}
 
 
-def design_masks(
-    design: str, humans: np.ndarray, m: int, *, n_labels: int, rng: np.random.Generator
-) -> np.ndarray:
+def design_masks(design: str, humans: np.ndarray, m: int, *, n_labels: int, rng: np.random.Generator) -> np.ndarray:
     """Observation masks ``(K, T, n_items)`` of a design over ``T`` trials (docs/method.md §5).
 
     ``humans`` holds every human's labels, rater-major ``(K, T, n_items)``, row 0 the
@@ -804,9 +801,7 @@ def _cluster_warnings(features: object, n_items: int) -> list[str]:
     ]
 
 
-def choose_design(
-    primary_codes: object, *, n_labels: int, features: object = None
-) -> DesignChoice:
+def choose_design(primary_codes: object, *, n_labels: int, features: object = None) -> DesignChoice:
     """Recommend Strat or Seq-Coverage from the primary's stratum entropy (docs/method.md §5, "Choosing").
 
     ``features`` (optional, shape ``(n_items,)`` or ``(n_items, n_features)``) are per-item

@@ -74,16 +74,26 @@ def estimator_check(
         if not isinstance(size, (int, np.integer)) or not 2 <= size <= n_items:
             raise ValueError(f"m[{name!r}] must be an integer in 2..{n_items}, got {size!r}")
         fr, fr_se = _error_rate(name, p_h, p_j, n_labels, n_items, int(size), epsilon, trials, gen, True)
-        fa, fa_se = (math.nan, math.nan) if math.isnan(mirror) else _error_rate(
-            name, p_h, mirror, n_labels, n_items, int(size), epsilon, trials, gen, False
+        fa, fa_se = (
+            (math.nan, math.nan)
+            if math.isnan(mirror)
+            else _error_rate(name, p_h, mirror, n_labels, n_items, int(size), epsilon, trials, gen, False)
         )
         out[name] = EstimatorCheck(name, int(size), fr, fr_se, fa, fa_se, int(trials))
     return out
 
 
 def _error_rate(
-    name: str, p_h: float, p_j: float, n_labels: int, n_items: int, m: int, epsilon: float,
-    trials: int, gen: np.random.Generator, good: bool,
+    name: str,
+    p_h: float,
+    p_j: float,
+    n_labels: int,
+    n_items: int,
+    m: int,
+    epsilon: float,
+    trials: int,
+    gen: np.random.Generator,
+    good: bool,
 ) -> tuple[float, float]:
     """Share of trials, among those whose dense decision is ``good``, decided the other way."""
     cell, b_rate = prior_cells(p_h, p_j, n_labels=n_labels)
@@ -108,9 +118,7 @@ def _error_rate(
     return rate, math.sqrt(max(rate * (1 - rate), 1e-12) / among.sum())
 
 
-def _estimates(
-    name: str, cells: np.ndarray, m: int, sds: np.ndarray, gen: np.random.Generator
-) -> np.ndarray:
+def _estimates(name: str, cells: np.ndarray, m: int, sds: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     """Per trial, the estimate of ``d`` from corpus cell counts ``[(0,0), (0,1), (1,0), (1,1)]``."""
     n = cells.sum(axis=1)
     mean_a = (cells[:, 2] + cells[:, 3]) / n
@@ -125,10 +133,12 @@ def _estimates(
     if name == "paired":
         return np.asarray((sample[:, 2] - sample[:, 1]) / m)
     a = np.array([0, 0, 1, 1])
-    features = np.vstack([
-        ppi_gap_features(a, np.array([[0], [1], [0], [1]]), np.ones(4), np.ones(4)),
-        ppi_gap_features(a, np.full((4, 1), -1), np.ones(4), np.ones(4)),
-    ])
+    features = np.vstack(
+        [
+            ppi_gap_features(a, np.array([[0], [1], [0], [1]]), np.ones(4), np.ones(4)),
+            ppi_gap_features(a, np.full((4, 1), -1), np.ones(4), np.ones(4)),
+        ]
+    )
     sums = np.hstack([sample, cells - sample]) @ features
     return np.asarray(ppi_gaps(sums, 1).d[:, 0])
 
@@ -152,6 +162,7 @@ def raised_estimator_checks(
     first = estimator_check(p_h, p_j, n_labels=n_labels, n_items=n_items, m=m, epsilon=epsilon, trials=trials, rng=gen)
     out = {}
     for name, check in first.items():
+
         def at(size: int, name: str = name) -> EstimatorCheck:
             return estimator_check(
                 p_h, p_j, n_labels=n_labels, n_items=n_items, m={name: size}, epsilon=epsilon, trials=trials, rng=gen

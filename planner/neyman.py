@@ -40,9 +40,7 @@ class AllItemsVariances:
     neyman_share: tuple[float, ...]
 
 
-def prior_variances(
-    p_h: float, p_j: float, *, n_labels: int, prevalence: object = None
-) -> AllItemsVariances:
+def prior_variances(p_h: float, p_j: float, *, n_labels: int, prevalence: object = None) -> AllItemsVariances:
     """Variance constants of the paired, PPI, proportional and Neyman estimates of ``d``.
 
     docs/method.md §9. Symmetric noise channel (human accuracy ``p_h``, judge ``p_j``, true
@@ -58,9 +56,7 @@ def prior_variances(
     cell, b_given_cell = prior_cells(p_h, p_j, n_labels=n_labels, prevalence=prevalence)
     agree = np.eye(n_labels, dtype=bool)
     p_b = float(np.sum(cell * b_given_cell))
-    return agreement_variances(
-        float(cell[agree].sum()), p_b, float(np.sum((cell * b_given_cell)[agree]))
-    )
+    return agreement_variances(float(cell[agree].sum()), p_b, float(np.sum((cell * b_given_cell)[agree])))
 
 
 def moment_variances(mu_d: float, sigma0_sq: float, *, judge_agreement: float) -> AllItemsVariances:
@@ -77,8 +73,7 @@ def moment_variances(mu_d: float, sigma0_sq: float, *, judge_agreement: float) -
     p_b = p_a - mu_d
     if not (0.0 <= p_a <= 1.0 and 0.0 <= p_b <= 1.0):
         raise ValueError(
-            f"judge_agreement={p_a!r} and mu_d={mu_d!r} give P(r_k = primary) = {p_b!r}, "
-            "not a probability"
+            f"judge_agreement={p_a!r} and mu_d={mu_d!r} give P(r_k = primary) = {p_b!r}, not a probability"
         )
     cov = (p_a * (1 - p_a) + p_b * (1 - p_b) - sigma0_sq) / 2.0
     p_ab = cov + p_a * p_b
@@ -116,9 +111,7 @@ def agreement_variances(p_a: float, p_b: float, p_ab: float) -> AllItemsVariance
     )
 
 
-def prior_cells(
-    p_h: float, p_j: float, *, n_labels: int, prevalence: object = None
-) -> tuple[np.ndarray, np.ndarray]:
+def prior_cells(p_h: float, p_j: float, *, n_labels: int, prevalence: object = None) -> tuple[np.ndarray, np.ndarray]:
     """``P(primary = a, judge = b)`` and ``P(r_k = primary | a, b)``, shape ``(L, L)`` each.
 
     docs/method.md §9. By enumeration of the true label under the symmetric noise channel.
@@ -172,9 +165,7 @@ def m_cert_by_estimator(
     return out
 
 
-def neyman_allocation(
-    sizes: object, sds: object, m: int, *, min_per_stratum: int = 2
-) -> np.ndarray:
+def neyman_allocation(sizes: object, sds: object, m: int, *, min_per_stratum: int = 2) -> np.ndarray:
     """Items per stratum, ``n_h ∝ N_h S_h`` with ``min(min_per_stratum, N_h) <= n_h <= N_h``.
 
     docs/method.md §9 (Neyman 1934). Strata pushed past a bound are held at it and the rest
@@ -218,7 +209,9 @@ def neyman_allocation(
         # Strata with spread are full; the rest goes to the others in proportion to N_h.
         out[t] = rows[t]
         out[t, ~full[t]] = neyman_allocation(
-            rows[t, ~full[t]], np.ones(int((~full[t]).sum())), int(m - rows[t, full[t]].sum()),
+            rows[t, ~full[t]],
+            np.ones(int((~full[t]).sum())),
+            int(m - rows[t, full[t]].sum()),
             min_per_stratum=min_per_stratum,
         )
     out[~overflow] = _bounded_allocation(rows[~overflow], spread[~overflow], low[~overflow], int(m))
@@ -252,9 +245,7 @@ def _bounded_allocation(size: np.ndarray, spread: np.ndarray, low: np.ndarray, m
     return np.asarray(alloc + (rank < (m - alloc.sum(axis=1))[:, None]), dtype=np.int64)
 
 
-def prior_stratum_sds(
-    agreement: object, *, p_h: float, p_j: float, n_labels: int
-) -> np.ndarray:
+def prior_stratum_sds(agreement: object, *, p_h: float, p_j: float, n_labels: int) -> np.ndarray:
     """``S_h`` of ``B = 1[r_k = primary]`` in each stratum of a supplied feature, under the prior.
 
     docs/method.md §9. ``agreement`` is, per stratum, the share of its items on which the

@@ -153,7 +153,11 @@ class _Corpus:
     every rater's label, drawn when the slot is filled, and the untouched items per primary label."""
 
     def __init__(
-        self, width: int, primary_counts: np.ndarray, posterior: np.ndarray, accuracies: np.ndarray,
+        self,
+        width: int,
+        primary_counts: np.ndarray,
+        posterior: np.ndarray,
+        accuracies: np.ndarray,
         gen: np.random.Generator,
     ) -> None:
         trials, n_labels = primary_counts.shape
@@ -222,9 +226,7 @@ def _random_step(corpus: _Corpus, n_items: int, m: int, gen: np.random.Generator
     return np.asarray(mask | corpus.add(hypergeometric_split(corpus.untouched, m - from_slots, gen)))
 
 
-def _disjoint_step(
-    corpus: _Corpus, quota: np.ndarray, coverage: np.ndarray, gen: np.random.Generator
-) -> np.ndarray:
+def _disjoint_step(corpus: _Corpus, quota: np.ndarray, coverage: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     """One secondary's stratified subset, least-covered items first (``disjoint``'s selection)."""
     fresh = np.minimum(quota, corpus.untouched)
     slot_stratum = np.where(corpus.prim < 0, corpus.n_labels, corpus.prim)
@@ -368,8 +370,14 @@ def mirror_accuracy(p_h: float, p_j: float, *, n_labels: int, rule: DecisionRule
 
 
 def _flip_probability(
-    d: np.ndarray, m_k: np.ndarray, sigma: np.ndarray, won: np.ndarray, used: np.ndarray, epsilon: float,
-    omega_threshold: float, passed: np.ndarray,
+    d: np.ndarray,
+    m_k: np.ndarray,
+    sigma: np.ndarray,
+    won: np.ndarray,
+    used: np.ndarray,
+    epsilon: float,
+    omega_threshold: float,
+    passed: np.ndarray,
 ) -> np.ndarray:
     """Per trial and judge, the normal-approximation bootstrap probability of the opposite decision.
 
@@ -436,8 +444,9 @@ def check_design(
     if good_gap <= 0:
         reason = "the prior's judge is not good in population (mu + epsilon <= 0): FR is undefined"
         nan = math.nan
-        return DesignCheck(design, m, trials, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
-                           promised, promise, False, reason)
+        return DesignCheck(
+            design, m, trials, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, promised, promise, False, reason
+        )
     p_bad = mirror_accuracy(p_h, p_j, n_labels=n_labels, rule=decision, pool_size=pool_size)
     gen = np.random.default_rng(rng)
     primary_share, posterior = _posterior(share, p_h)
@@ -445,15 +454,21 @@ def check_design(
     judges = [p_j] if math.isnan(p_bad) else [p_j, p_bad]
     accuracies = np.array([p_h] * (n_humans - 1) + judges)
     codes, mask = overlap_sample(
-        design, n_items=n_items, n_humans=n_humans, m=m, primary_counts=counts, posterior=posterior,
-        accuracies=accuracies, gen=gen,
+        design,
+        n_items=n_items,
+        n_humans=n_humans,
+        m=m,
+        primary_counts=counts,
+        posterior=posterior,
+        accuracies=accuracies,
+        gen=gen,
     )
     ev = evaluate_decisions(
         codes[:n_humans], codes[n_humans:], mask, coefficient=coefficient, n_labels=n_labels, rule=decision
     )
     fr, fr_se = _share(~ev.passed[:, 0])
     per_rater = [_share(~ev.won[:, 0, k][ev.defined[:, 0, k]]) for k in range(n_humans)]
-    rater_fr, rater_fr_se = max(per_rater, key=lambda r: (-1.0 if math.isnan(r[0]) else r[0]))
+    rater_fr, rater_fr_se = max(per_rater, key=lambda r: -1.0 if math.isnan(r[0]) else r[0])
     reasons = []
     if math.isnan(p_bad):
         fa = fa_se = wrong = wrong_se = math.nan
@@ -464,9 +479,7 @@ def check_design(
     if decision.name == "margin" and coefficient == "po":
         sigma = np.sqrt([xi_lattice(p_h, p, n_labels=n_labels, pool_size=pool_size).variance for p in judges])
         m_k = np.count_nonzero(mask & (mask.sum(axis=0, dtype=np.int16) > 1), axis=2).T[:, None, :]
-        flip = _flip_probability(
-            ev.d, m_k, sigma, ev.won, ev.defined, decision.epsilon, omega_threshold, ev.passed
-        )
+        flip = _flip_probability(ev.d, m_k, sigma, ev.won, ev.defined, decision.epsilon, omega_threshold, ev.passed)
         inconclusive, inconclusive_se = _share(flip > INCONCLUSIVE_LEVEL)
     else:
         inconclusive = inconclusive_se = math.nan
@@ -474,13 +487,33 @@ def check_design(
     rate, rate_se = (rater_fr, rater_fr_se) if promised == "rater_fr" else (fr, fr_se)
     keeps = bool(rate <= promise + 2 * rate_se)
     return DesignCheck(
-        design, int(m), int(trials), fr, fr_se, rater_fr, rater_fr_se, fa, fa_se, wrong, wrong_se,
-        inconclusive, inconclusive_se, p_bad, promised, promise, keeps, "; ".join(reasons),
+        design,
+        int(m),
+        int(trials),
+        fr,
+        fr_se,
+        rater_fr,
+        rater_fr_se,
+        fa,
+        fa_se,
+        wrong,
+        wrong_se,
+        inconclusive,
+        inconclusive_se,
+        p_bad,
+        promised,
+        promise,
+        keeps,
+        "; ".join(reasons),
     )
 
 
 def raised_m(
-    check_at: Callable[[int], Checked], m: int, *, n_items: int, keeps: Callable[[Checked], bool],
+    check_at: Callable[[int], Checked],
+    m: int,
+    *,
+    n_items: int,
+    keeps: Callable[[Checked], bool],
     first: Checked | None = None,
 ) -> tuple[Checked, int]:
     """The check at ``m`` (``first`` when already simulated there) and, while it breaks the promise,
@@ -517,9 +550,7 @@ def simulated_choice(checks: dict[str, DesignCheck], *, preferred: str) -> tuple
     if not defined:
         return preferred, "no design's wrong-decision rate could be simulated: the stratum-entropy rule decides"
     best = min(defined.values(), key=lambda c: c.wrong)
-    tied = [
-        d for d, c in defined.items() if c.wrong - best.wrong <= 2 * math.hypot(c.wrong_se, best.wrong_se)
-    ]
+    tied = [d for d, c in defined.items() if c.wrong - best.wrong <= 2 * math.hypot(c.wrong_se, best.wrong_se)]
     pick = preferred if preferred in tied else best.design
     rates = ", ".join(f"{d} {c.wrong:.3f}" for d, c in sorted(defined.items(), key=lambda x: x[1].wrong))
     why = f"lowest simulated wrong-decision rate at m={best.m} ({rates})"

@@ -68,9 +68,7 @@ def overlap_groups(
     return rows, counts, groups
 
 
-def pool_counts(
-    rows: np.ndarray, n_judges: int, n_labels: int, held_out: np.ndarray | None = None
-) -> PoolCounts:
+def pool_counts(rows: np.ndarray, n_judges: int, n_labels: int, held_out: np.ndarray | None = None) -> PoolCounts:
     """Agreement counts of the judges and each held-out human with ``H_k`` (docs/method.md §2).
 
     ``held_out``: the held-out humans (sorted indices) to count for; all by default.
@@ -83,9 +81,7 @@ def pool_counts(
     n_rows = human_codes.shape[0]
     observed = human_codes != MISSING
     offsets = np.arange(n_rows)[:, None] * n_labels
-    label_counts = np.bincount(
-        (offsets + human_codes)[observed], minlength=n_rows * n_labels
-    ).reshape(n_rows, n_labels)
+    label_counts = np.bincount((offsets + human_codes)[observed], minlength=n_rows * n_labels).reshape(n_rows, n_labels)
     pool_size = observed.sum(axis=1, keepdims=True) - 1
     if held_out is not None:
         observed, human_codes = observed[:, held_out], human_codes[:, held_out]
@@ -123,9 +119,7 @@ def po_features(
     return np.hstack([m, human] + [_flat(x) for x in (w_f, diff, diff != 0)])
 
 
-def ratio_features(
-    rows: np.ndarray, n_judges: int, n_labels: int, held_out: np.ndarray | None = None
-) -> np.ndarray:
+def ratio_features(rows: np.ndarray, n_judges: int, n_labels: int, held_out: np.ndarray | None = None) -> np.ndarray:
     """Per-item pair tables for kappa/alpha/AC1 on ``I_k ∩ I_k'`` (docs/method.md §3).
 
     For every ordered human pair ``(k, k')``: agreement and the marginals of ``r_k'``;
@@ -149,7 +143,11 @@ def ratio_features(
 
 
 def item_features(
-    rows: np.ndarray, n_judges: int, n_labels: int, rule: str, coefficient: str,
+    rows: np.ndarray,
+    n_judges: int,
+    n_labels: int,
+    rule: str,
+    coefficient: str,
     held_out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-item quantities whose sums determine every statistic of docs/method.md §3.

@@ -73,9 +73,7 @@ def ppi_mean(
     >>> round(r.lam, 6), round(r.estimate, 6), round(r.classical.estimate, 2)
     (0.520344, 0.799186, 0.82)
     """
-    y, yhat, yhat_u, w, w_u = _ppi_mean_iv(
-        y, yhat, yhat_unlabeled, lam, alpha, weights, weights_unlabeled
-    )
+    y, yhat, yhat_u, w, w_u = _ppi_mean_iv(y, yhat, yhat_unlabeled, lam, alpha, weights, weights_unlabeled)
     n, n_unlabeled = y.size, yhat_u.size
     if lam == "auto":
         lam = _tuned_lam(y, yhat, yhat_u, w, w_u)
@@ -121,9 +119,7 @@ def _ppi_moments(
     return theta, se
 
 
-def _tuned_lam(
-    y: np.ndarray, yhat: np.ndarray, yhat_u: np.ndarray, w: np.ndarray, w_u: np.ndarray
-) -> float:
+def _tuned_lam(y: np.ndarray, yhat: np.ndarray, yhat_u: np.ndarray, w: np.ndarray, w_u: np.ndarray) -> float:
     """The variance-minimising proxy weight, clipped to ``[0, 1]`` (docs/method.md §9)."""
     theta_one, _ = _ppi_moments(y, yhat, yhat_u, w, w_u, 1.0)
     grad = w * (y - theta_one)
@@ -159,9 +155,7 @@ def _ppi_mean_iv(
     if y_arr.size < 2:
         raise ValueError(f"need at least 2 labeled items, got {y_arr.size}")
     if yhat_arr.size != y_arr.size:
-        raise ValueError(
-            f"y and yhat must have the same length, got {y_arr.size} and {yhat_arr.size}"
-        )
+        raise ValueError(f"y and yhat must have the same length, got {y_arr.size} and {yhat_arr.size}")
     if yhat_u.size < 1:
         raise ValueError("yhat_unlabeled must hold at least one item")
     if isinstance(lam, str):
@@ -206,9 +200,7 @@ class PPIGaps(NamedTuple):
 _L_WIDTH, _U_WIDTH = 10, 6
 
 
-def ppi_gap_features(
-    a: np.ndarray, b: np.ndarray, weights: np.ndarray, weights_unlabeled: np.ndarray
-) -> np.ndarray:
+def ppi_gap_features(a: np.ndarray, b: np.ndarray, weights: np.ndarray, weights_unlabeled: np.ndarray) -> np.ndarray:
     """Per-item sums from which ``ppi_gaps`` computes every ``d_k`` (docs/method.md §9).
 
     ``a`` ``(G,)``: ``1[judge = primary]`` on items both labeled; ``b`` ``(G, K)``:
@@ -226,9 +218,7 @@ def ppi_gap_features(
     overlap = [one, a * one, w * one, w * a, w * bb, w * a * bb]
     overlap += [w * w * x for x in (one, a * one, bb, a * bb)]
     proxy = [one, a * one, u * one, u * a, u * u * one, u * u * a]
-    per_human = np.stack(
-        [x * lab for x in overlap] + [x * ~lab for x in proxy], axis=-1
-    )  # (G, K, 16)
+    per_human = np.stack([x * lab for x in overlap] + [x * ~lab for x in proxy], axis=-1)  # (G, K, 16)
     head = np.column_stack([np.ones(a.shape[0]), a[:, 0]])
     return np.hstack([head, per_human.reshape(a.shape[0], per_human.shape[1] * per_human.shape[2])])
 
@@ -244,9 +234,7 @@ def ppi_gaps(sums: np.ndarray, n_humans: int) -> PPIGaps:
     """
     n_all, a_all = sums[:, 0:1], sums[:, 1:2]
     per = sums[:, 2:].reshape(sums.shape[0], n_humans, _L_WIDTH + _U_WIDTH)
-    n_l, a_l, s_w, s_wa, s_wb, s_wab, s_w2, s_w2a, s_w2b, s_w2ab = np.moveaxis(
-        per[..., :_L_WIDTH], -1, 0
-    )
+    n_l, a_l, s_w, s_wa, s_wb, s_wab, s_w2, s_w2a, s_w2b, s_w2ab = np.moveaxis(per[..., :_L_WIDTH], -1, 0)
     n_u, a_u, s_u, s_ua, s_u2, s_u2a = np.moveaxis(per[..., _L_WIDTH:], -1, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_a = a_all / n_all

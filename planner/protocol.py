@@ -72,9 +72,7 @@ def _cost_matrix(costs: object, size: int) -> tuple[str, np.ndarray]:
         return costs, (gap > 0).astype(float) if power == 0 else gap**power
     matrix = np.asarray(costs, dtype=float)
     if matrix.shape != (size, size):
-        raise ValueError(
-            f"a custom cost matrix must have shape ({size}, {size}), got {matrix.shape}"
-        )
+        raise ValueError(f"a custom cost matrix must have shape ({size}, {size}), got {matrix.shape}")
     if not np.all(np.isfinite(matrix)) or np.any(matrix < 0) or np.any(np.diag(matrix) != 0):
         raise ValueError("a custom cost matrix must be finite, non-negative, with a zero diagonal")
     if not np.any(matrix > 0):
@@ -97,14 +95,10 @@ def make_protocol(
     if handling == "recode":
         negatives = [v for v in labels if v != positive]
         if recode_to is None and len(negatives) > 1:
-            raise ValueError(
-                f"recode_to is required when there are several negative labels {negatives}"
-            )
+            raise ValueError(f"recode_to is required when there are several negative labels {negatives}")
         recode_to = negatives[0] if recode_to is None else recode_to
         if recode_to not in negatives:
-            raise ValueError(
-                f"recode_to must be a negative label, one of {negatives}, got {recode_to!r}"
-            )
+            raise ValueError(f"recode_to must be a negative label, one of {negatives}, got {recode_to!r}")
     elif recode_to is not None:
         raise ValueError(f"recode_to applies only to handling='recode', got handling={handling!r}")
     scored = labels + (CANNOT_ASSESS,) if handling == "three_class" else labels
@@ -113,9 +107,11 @@ def make_protocol(
     elif not isinstance(ordering, Sequence) or isinstance(ordering, str) or sorted(ordering) != sorted(scored):
         raise ValueError(f"ordering must list each scored category {scored} once, got {ordering!r}")
     kind, matrix = _cost_matrix(costs, len(scored))
-    base = "binary" if len(labels) == 2 and handling != "three_class" else {
-        "nominal": "nominal", "linear": "ordinal", "quadratic": "ordinal", "custom": "custom-cost"
-    }[kind]
+    base = (
+        "binary"
+        if len(labels) == 2 and handling != "three_class"
+        else {"nominal": "nominal", "linear": "ordinal", "quadratic": "ordinal", "custom": "custom-cost"}[kind]
+    )
     population = {
         "exclude": "pairs where both sides gave a label (CANNOT_ASSESS and INVALID dropped)",
         "recode": f"all pairs, CANNOT_ASSESS recoded to {recode_to!r} (INVALID dropped)",
@@ -471,5 +467,3 @@ def _summary_of_codes(
     cells = h * size + j
     full = np.bincount(cells, minlength=size * size).reshape(size, size)
     return summary_from_table(full, protocol, interval=interval, item_ids=item_ids, item_cells=cells)
-
-

@@ -384,8 +384,16 @@ def pilot_moments(
         raise ValueError(f"judge must be a single column index, got {judge!r}")
     patterns = item_patterns(codes, n_labels)
     judges, humans, _, _ = checked_inputs(
-        patterns.n_raters, judge, humans, rule=rule, coefficient="po", epsilon=None,
-        min_items=None, q=0.05, n_resamples=n_resamples, confidence_level=confidence_level,
+        patterns.n_raters,
+        judge,
+        humans,
+        rule=rule,
+        coefficient="po",
+        epsilon=None,
+        min_items=None,
+        q=0.05,
+        n_resamples=n_resamples,
+        confidence_level=confidence_level,
         judges_name="judge",
     )
     rows, counts = overlap_rows(patterns, judges, sorted(humans))
@@ -402,9 +410,7 @@ def pilot_moments(
         mu_d_se=float(np.nanstd(rep_mu, ddof=1)) if np.isfinite(mu) else np.nan,
         sigma0_sq_se=float(np.nanstd(rep_var, ddof=1)) if np.isfinite(mu) else np.nan,
         mu_d_ci=percentile_interval(rep_mu, confidence_level),
-        sigma0_sq_ci=percentile_interval(
-            np.where(np.isfinite(rep_mu), rep_var, np.nan), confidence_level
-        ),
+        sigma0_sq_ci=percentile_interval(np.where(np.isfinite(rep_mu), rep_var, np.nan), confidence_level),
         m=int(round(point[0, 0])),
         n_raters=int(np.any(used, axis=0).sum()),
         rule=rule,
@@ -469,9 +475,7 @@ def corrected_false_rejection_rate(
     _moments_iv(sigma_sq, 0.5)
     m = np.asarray(m, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = (_cut(m, epsilon, pool_size) + 0.5 - pool_size * m * mu_d) / (
-            pool_size * math.sqrt(sigma_sq) * np.sqrt(m)
-        )
+        z = (_cut(m, epsilon, pool_size) + 0.5 - pool_size * m * mu_d) / (pool_size * math.sqrt(sigma_sq) * np.sqrt(m))
     return np.asarray(ndtr(z), dtype=float)
 
 
@@ -529,9 +533,7 @@ def _m_needed(z: float, variance: float, gap: float) -> int | float:
     return max(1, math.ceil(ratio - 1e-9)) if math.isfinite(ratio) else math.inf
 
 
-def m_cert(
-    mu_d: float, sigma0_sq: float, *, epsilon: float | None = None, alpha_sig: float = 0.05
-) -> int | float:
+def m_cert(mu_d: float, sigma0_sq: float, *, epsilon: float | None = None, alpha_sig: float = 0.05) -> int | float:
     """Overlap for per-rater FR ``<= alpha_sig/2`` (docs/method.md §4, item 2).
 
     ``m_cert = ceil(z_{1-alpha_sig/2}^2 sigma0^2 / (mu_d + eps)^2)``; ``math.inf`` when
@@ -584,8 +586,14 @@ def alt_test_quantile(n_humans: int, *, q: float = 0.05) -> float:
 
 
 def m_alt_test(
-    mu: float, sigma_sq: float, *, n_humans: int, epsilon: float | None = None, q: float = 0.05,
-    power: float | None = None, alpha_sig: float = 0.05,
+    mu: float,
+    sigma_sq: float,
+    *,
+    n_humans: int,
+    epsilon: float | None = None,
+    q: float = 0.05,
+    power: float | None = None,
+    alpha_sig: float = 0.05,
 ) -> int | float:
     """Alt-test overlap ``ceil((z_{1-alpha*} + z_{power})^2 sigma^2 / (mu + eps)^2)``.
 
@@ -648,8 +656,15 @@ def _m_grid(n_items: int, m: int | float, m_grid: object) -> tuple[int, ...]:
 
 
 def _recipe(
-    goal: str, rule: str, m: int | float, n_items: int, n_humans: int, grid: tuple[int, ...],
-    rates: np.ndarray | float, alpha_sig: float, fail_reason: str,
+    goal: str,
+    rule: str,
+    m: int | float,
+    n_items: int,
+    n_humans: int,
+    grid: tuple[int, ...],
+    rates: np.ndarray | float,
+    alpha_sig: float,
+    fail_reason: str,
 ) -> Recipe:
     if math.isinf(m):
         feasible, reason, m_out = False, fail_reason, None
@@ -659,8 +674,9 @@ def _recipe(
     else:
         feasible, reason, m_out = True, "", int(m)
     plan = overlap_plan(n_items, n_humans, m_out) if feasible and m_out is not None else None
-    return Recipe(goal, rule, m_out, feasible, reason, plan, grid,
-                  tuple(float(r) for r in np.atleast_1d(rates)), float(alpha_sig))
+    return Recipe(
+        goal, rule, m_out, feasible, reason, plan, grid, tuple(float(r) for r in np.atleast_1d(rates)), float(alpha_sig)
+    )
 
 
 def _rates_at(
@@ -783,9 +799,7 @@ def certify_recipe(
         raise ValueError(f"estimator must be 'paired', 'ppi' or 'neyman', got {estimator!r}")
     if estimator != "paired":
         if rule != "margin" or judge_agreement is None:
-            raise ValueError(
-                f"estimator={estimator!r} plans the margin rule and needs judge_agreement"
-            )
+            raise ValueError(f"estimator={estimator!r} plans the margin rule and needs judge_agreement")
         _moments_iv(sigma0_sq, alpha_sig)
         variances = moment_variances(mu_d, sigma0_sq, judge_agreement=judge_agreement)
         sigma0_sq = getattr(variances, estimator)
@@ -802,16 +816,22 @@ def certify_recipe(
             m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
             critical_z = 0.0
         else:
-            m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power,
-                           alpha_sig=alpha_sig)
+            m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power, alpha_sig=alpha_sig)
             m = max(m, ALT_TEST_MIN_ITEMS)
             critical_z = alt_test_quantile(n_humans, q=q)
         grid = _m_grid(n_items, m, m_grid)
-        rates = false_rejection_rate(
-            np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z
-        )
-    recipe = _recipe("certify", rule, m, n_items, n_humans, grid, rates, alpha_sig,
-                     f"the judge is expected to fail: mu_d + epsilon = {mu_d + epsilon:.4g} <= 0")
+        rates = false_rejection_rate(np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z)
+    recipe = _recipe(
+        "certify",
+        rule,
+        m,
+        n_items,
+        n_humans,
+        grid,
+        rates,
+        alpha_sig,
+        f"the judge is expected to fail: mu_d + epsilon = {mu_d + epsilon:.4g} <= 0",
+    )
     return replace(recipe, estimator=estimator)
 
 

@@ -251,9 +251,9 @@ class ItemResample:
         if self.parent is None or self.groups is None:
             return self.counts
         kept = self.groups >= 0
-        return np.bincount(
-            self.groups[kept], weights=self.parent.view_counts[kept], minlength=self.n_rows
-        ).astype(np.int64)
+        return np.bincount(self.groups[kept], weights=self.parent.view_counts[kept], minlength=self.n_rows).astype(
+            np.int64
+        )
 
     def merged(self, groups: np.ndarray, n_rows: int) -> ItemResample:
         """These resamples over ``n_rows`` groups of this view's rows: ``groups[u]`` is row ``u``'s

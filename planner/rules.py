@@ -75,7 +75,12 @@ def pool_average(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 def rater_stats(
-    sums: np.ndarray, n_judges: int, n_humans: int, n_labels: int, rule: str, coefficient: str,
+    sums: np.ndarray,
+    n_judges: int,
+    n_humans: int,
+    n_labels: int,
+    rule: str,
+    coefficient: str,
     epsilon: float,
 ) -> RaterStats:
     """Decode per-rater feature sums (``planner.pools.item_features``) into statistics.
@@ -162,17 +167,24 @@ def _columns_iv(columns: object, name: str, n_columns: int) -> list[int]:
 
 def check_confidence_level(confidence_level: object) -> float:
     """``confidence_level`` as a float in (0, 1), or a ValueError saying what was wrong."""
-    if not isinstance(confidence_level, (float, int, np.floating)) or not (
-        0.0 < float(confidence_level) < 1.0
-    ):
+    if not isinstance(confidence_level, (float, int, np.floating)) or not (0.0 < float(confidence_level) < 1.0):
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     return float(confidence_level)
 
 
 def checked_inputs(
-    n_raters: int, judges: object, humans: object, *, rule: str, coefficient: str,
-    epsilon: float | None, min_items: int | None, q: float, n_resamples: int,
-    confidence_level: float, judges_name: str = "judges",
+    n_raters: int,
+    judges: object,
+    humans: object,
+    *,
+    rule: str,
+    coefficient: str,
+    epsilon: float | None,
+    min_items: int | None,
+    q: float,
+    n_resamples: int,
+    confidence_level: float,
+    judges_name: str = "judges",
 ) -> CheckedInputs:
     """Validate the options shared by validation, ranking and pilot moments (``n_raters`` columns)."""
     if rule not in RULES:

@@ -50,16 +50,10 @@ def _two_sided_boundary(v: np.ndarray | float, alpha: float, rho: float) -> np.n
 def _one_sided_log_mixture(s: float, v: float, rho: float) -> float:
     """Log half-normal mixture of ``exp(l s - l^2 v / 2)`` over ``l >= 0`` (Howard et al. 2021)."""
     scale = v + rho
-    return (
-        0.5 * math.log(4.0 * rho / scale)
-        + s * s / (2.0 * scale)
-        + float(log_ndtr(s / math.sqrt(scale)))
-    )
+    return 0.5 * math.log(4.0 * rho / scale) + s * s / (2.0 * scale) + float(log_ndtr(s / math.sqrt(scale)))
 
 
-def normal_mixture_boundary(
-    v: float, *, alpha: float = 0.05, v_opt: float, one_sided: bool = False
-) -> float:
+def normal_mixture_boundary(v: float, *, alpha: float = 0.05, v_opt: float, one_sided: bool = False) -> float:
     """Normal-mixture uniform boundary ``u(v)`` of Howard et al. (2021) (docs/method.md §8).
 
     For a sum ``S_t`` of sub-Gaussian increments with variance proxy ``V_t``,
@@ -142,8 +136,9 @@ def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
     return _running_bets(y, log_inv_a, _Running())[0]
 
 
-def _running_bets(y: np.ndarray, log_inv_a: float, start: _Running) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                            np.ndarray]:
+def _running_bets(
+    y: np.ndarray, log_inv_a: float, start: _Running
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_plug_in_bets` of a path's next ``y`` after a prefix ending with ``start``, and the
     prefix sums of ``y`` and ``(y - mu)^2`` and ``sigma^2`` along them."""
     t = np.arange(start.n + 1, start.n + y.size + 1, dtype=float)
@@ -183,8 +178,15 @@ def _running_e_processes(
     lost = _accumulated(np.add, np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), start.lost)
     if y.size == 0:
         return won, lost, start
-    end = replace(start, n=start.n + y.size, y_sum=float(sums[-1]), dev_sum=float(devs[-1]),
-                  sigma2=float(sigma2[-1]), won=float(won[-1]), lost=float(lost[-1]))
+    end = replace(
+        start,
+        n=start.n + y.size,
+        y_sum=float(sums[-1]),
+        dev_sum=float(devs[-1]),
+        sigma2=float(sigma2[-1]),
+        won=float(won[-1]),
+        lost=float(lost[-1]),
+    )
     return won, lost, end
 
 
@@ -448,8 +450,7 @@ def _differences(
         )
         parts.append((held.ravel(), np.repeat(block, c), entry.ravel(), xi.ravel()))
     human, item, entry, xi = (
-        np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-        for i in range(4)
+        np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64) for i in range(4)
     )
     by_human = np.argsort(human.astype(np.int16), kind="stable")
     ends = np.concatenate([[0], np.cumsum(np.bincount(human, minlength=n_humans))])
@@ -505,9 +506,7 @@ def _monitor_iv(
             "read it as a fixed-sample decision, provisional until the planned overlap"
         )
     if rule not in RULES:
-        raise ValueError(
-            f"rule must be one of {RULES} for monitoring (docs/method.md §8), got {rule!r}"
-        )
+        raise ValueError(f"rule must be one of {RULES} for monitoring (docs/method.md §8), got {rule!r}")
     codes = checked_code_array(codes, n_labels)  # compact types stay compact: cells are gathered, not copied
     n_cols = codes.shape[1]
     if not (isinstance(judge, (int, np.integer)) and 0 <= judge < n_cols):
@@ -523,8 +522,7 @@ def _monitor_iv(
         ranks = np.asarray(order)
         if ranks.shape != codes.shape or not np.issubdtype(ranks.dtype, np.integer):
             raise ValueError(
-                f"order must be an integer array of the codes' shape {codes.shape}, "
-                f"got {ranks.dtype} {ranks.shape}"
+                f"order must be an integer array of the codes' shape {codes.shape}, got {ranks.dtype} {ranks.shape}"
             )
     epsilon = DEFAULT_EPSILON[rule] if epsilon is None else epsilon
     if not (np.isfinite(epsilon) and 0.0 <= epsilon < 1.0):
@@ -563,9 +561,7 @@ def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: 
 def _distinct(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values (a sort, which beats hashing for arrival ranks)."""
     ordered = np.sort(values, kind="stable")  # a merge when ``values`` are sorted runs
-    return (
-        ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size else ordered
-    )
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size else ordered
 
 
 def _n_distinct(values: np.ndarray) -> int:
@@ -703,8 +699,22 @@ def monitor_judge(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
-    return _monitoring(codes, ranks, judge, humans, n_labels, rule, epsilon, alpha, omega_threshold, multiplicity,
-                       budget, weights, None, keep=False)[0]
+    return _monitoring(
+        codes,
+        ranks,
+        judge,
+        humans,
+        n_labels,
+        rule,
+        epsilon,
+        alpha,
+        omega_threshold,
+        multiplicity,
+        budget,
+        weights,
+        None,
+        keep=False,
+    )[0]
 
 
 @dataclass(frozen=True)
@@ -766,26 +776,55 @@ def kept_monitoring(
     if order is None:
         raise ValueError("kept_monitoring needs the arrival order (label sequence numbers) of the labels")
     codes, ranks, judge, humans, epsilon = _monitor_iv(
-        codes, order, judge, humans, n_labels, rule, coefficient, epsilon, alpha, omega_threshold, multiplicity,
+        codes,
+        order,
+        judge,
+        humans,
+        n_labels,
+        rule,
+        coefficient,
+        epsilon,
+        alpha,
+        omega_threshold,
+        multiplicity,
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
-    monitoring, state = _monitoring(codes, ranks, judge, humans, n_labels, rule, epsilon, alpha, omega_threshold,
-                                    multiplicity, budget, weights, previous, keep=True)
+    monitoring, state = _monitoring(
+        codes,
+        ranks,
+        judge,
+        humans,
+        n_labels,
+        rule,
+        epsilon,
+        alpha,
+        omega_threshold,
+        multiplicity,
+        budget,
+        weights,
+        previous,
+        keep=True,
+    )
     assert state is not None
     return monitoring, state
 
 
 def _added_rows(
-    previous: MonitorState, settings: tuple[object, ...], weights: np.ndarray | None, codes: np.ndarray,
-    ranks: np.ndarray, columns: list[int],
+    previous: MonitorState,
+    settings: tuple[object, ...],
+    weights: np.ndarray | None,
+    codes: np.ndarray,
+    ranks: np.ndarray,
+    columns: list[int],
 ) -> np.ndarray | None:
     """Rows where the judge or a human has a label added since ``previous`` (ranked above every rank it
     saw), or None when anything else changed for them: a label changed or retracted, the settings, the
     shape, the weights. Rows where nothing changed are found by one pass over the matrix; only the
     others are looked at column by column."""
     same_weights = (
-        previous.weights is None if weights is None
+        previous.weights is None
+        if weights is None
         else previous.weights is not None and np.array_equal(previous.weights, weights)
     )
     if previous.settings != settings or not same_weights:
@@ -828,23 +867,37 @@ def _monitoring(
     n_humans = len(humans)
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
     v_opt = float(budget if budget is not None else codes.shape[0])
-    settings = (judge, tuple(humans), n_labels, rule, epsilon, alpha, omega_threshold, multiplicity, budget,
-                codes.shape)
+    settings = (
+        judge,
+        tuple(humans),
+        n_labels,
+        rule,
+        epsilon,
+        alpha,
+        omega_threshold,
+        multiplicity,
+        budget,
+        codes.shape,
+    )
     since = None
     if previous is not None and keep:
         since = _added_rows(previous, settings, weights, codes, ranks, [judge, *humans])
     if since is None or previous is None:
         found = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
-        before = [_HumanPath(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), _Running(),
-                             (n_humans + 1, n_humans + 1))] * len(found)
+        before = [
+            _HumanPath(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), _Running(), (n_humans + 1, n_humans + 1))
+        ] * len(found)
         first_before = (np.full(n_humans, _NEVER, dtype=np.int64),) * 2
         looks_before, last_rank = 0, None
     else:
         last_rank = previous.last_rank
         part = _differences(codes[since], ranks[since], judge, humans, rule) if n_humans >= 2 else []
         found = [(t[t > last_rank], xi[t > last_rank], since[rows[t > last_rank]]) for t, xi, rows in part]
-        before, first_before, looks_before = list(previous.paths), (previous.first_won, previous.first_lost), \
-            previous.looks
+        before, first_before, looks_before = (
+            list(previous.paths),
+            (previous.first_won, previous.first_lost),
+            previous.looks,
+        )
     null_mean = (1.0 - epsilon) / 2.0
     log_inv_a = math.log(n_humans / alpha)
     paths, won_ranks, lost_ranks = [], [], []
@@ -857,13 +910,23 @@ def _monitoring(
         low = _accumulated(np.maximum, np.maximum(low, -1.0), path.running.low)
         high = _accumulated(np.minimum, np.minimum(high, 1.0), path.running.high)
         if xi.size:
-            running = replace(running, x_sum=bounds.x_sum, w_sum=bounds.w_sum, low=float(low[-1]),
-                              high=float(high[-1]), mean=float(mean[-1]))
-        paths.append(_HumanPath(
-            np.concatenate([path.times, t]), np.concatenate([path.lower, low]), np.concatenate([path.upper, high]),
-            running,
-            (int(won_ranks[-1][-1]), int(lost_ranks[-1][-1])) if xi.size else path.ranks,
-        ))
+            running = replace(
+                running,
+                x_sum=bounds.x_sum,
+                w_sum=bounds.w_sum,
+                low=float(low[-1]),
+                high=float(high[-1]),
+                mean=float(mean[-1]),
+            )
+        paths.append(
+            _HumanPath(
+                np.concatenate([path.times, t]),
+                np.concatenate([path.lower, low]),
+                np.concatenate([path.upper, high]),
+                running,
+                (int(won_ranks[-1][-1]), int(lost_ranks[-1][-1])) if xi.size else path.ranks,
+            )
+        )
     times = [t for t, _, _ in found]
     first_won, first_lost = (
         np.where(old < _NEVER, old, _first_certified(times, ranks_now, n_humans, [p.ranks[side] for p in before]))
@@ -905,9 +968,7 @@ def _monitoring(
     return monitoring, state
 
 
-def _rater_monitoring(
-    rater: int, path: _HumanPath, won_at: int, lost_at: int, threshold: float
-) -> RaterMonitoring:
+def _rater_monitoring(rater: int, path: _HumanPath, won_at: int, lost_at: int, threshold: float) -> RaterMonitoring:
     """One human's status (the first certification stands), e-values and confidence sequence."""
     status, at = "open", None
     if min(won_at, lost_at) < _NEVER and won_at != lost_at:
@@ -1014,9 +1075,7 @@ class MonitoringSimulation:
     fixed_peeking: DecisionRates
 
 
-def _noisy_panel(
-    rng: np.random.Generator, n_items: int, accuracies: list[float], n_labels: int
-) -> np.ndarray:
+def _noisy_panel(rng: np.random.Generator, n_items: int, accuracies: list[float], n_labels: int) -> np.ndarray:
     """Symmetric noise channel (docs/method.md §6): the true label w.p. ``p``, else another."""
     truth = rng.integers(0, n_labels, n_items)
     columns = []
@@ -1097,7 +1156,11 @@ def simulate_monitoring(
         entry, xi_block = _block_differences(codes[:, :n_humans], ranks, codes[:, n_humans], ranks[:, 0], rule)
         paths = [(entry[:, k], xi_block[:, k], rows) for k in range(n_humans)]
         _, first_won, first_lost = _certifications(
-            paths, [None] * n_humans, n_humans=n_humans, epsilon=epsilon, alpha=alpha,
+            paths,
+            [None] * n_humans,
+            n_humans=n_humans,
+            epsilon=epsilon,
+            alpha=alpha,
             multiplicity=multiplicity,
         )
         decision, _, decided_at = _monitor_decision(

@@ -9,9 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def alt_test_p_values(
-    diff_sum: np.ndarray, abs_sum: np.ndarray, m: np.ndarray, epsilon: float
-) -> np.ndarray:
+def alt_test_p_values(diff_sum: np.ndarray, abs_sum: np.ndarray, m: np.ndarray, epsilon: float) -> np.ndarray:
     """One-sided t-test p-values of ``W_h - W_f`` against ``epsilon`` (docs/method.md §3).
 
     ``diff_sum`` and ``abs_sum`` are the sums of ``W_h - W_f`` and ``|W_h - W_f|`` over

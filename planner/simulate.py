@@ -117,19 +117,12 @@ class SimulationResult:
         if not 0.0 < alpha_sig < 1.0:
             raise ValueError(f"alpha_sig must be in (0, 1), got {alpha_sig!r}")
         wanted = {"design": design, "coefficient": coefficient, "p_h": _grid_value(p_h)}
-        cells = [
-            c for c in self.cells
-            if all(v is None or getattr(c, k) == v for k, v in wanted.items())
-        ]
+        cells = [c for c in self.cells if all(v is None or getattr(c, k) == v for k, v in wanted.items())]
         if not cells:
-            raise ValueError(
-                f"no cell matches design={design!r}, coefficient={coefficient!r}, p_h={p_h!r}"
-            )
+            raise ValueError(f"no cell matches design={design!r}, coefficient={coefficient!r}, p_h={p_h!r}")
         curves = {(c.design, c.coefficient, c.p_h) for c in cells}
         if len(curves) > 1:
-            raise ValueError(
-                "the grid holds several curves; name design=, coefficient= and p_h= to pick one"
-            )
+            raise ValueError("the grid holds several curves; name design=, coefficient= and p_h= to pick one")
         reached = [c.rho for c in cells if c.reliability >= 1.0 - alpha_sig]
         return min(reached) if reached else None
 
@@ -219,9 +212,7 @@ def _confusions(x: np.ndarray, y: np.ndarray, used: np.ndarray, n_labels: int) -
     return counts.reshape(trials, n_labels, n_labels)
 
 
-def _po_scores(
-    humans: np.ndarray, judges: np.ndarray, mask: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _po_scores(humans: np.ndarray, judges: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``S_po(r_k; H_k)`` ``(T, K)`` and ``S_po(j; H_k)`` ``(T, J, K)`` (docs/method.md §2-§3).
 
     Per item, ``r_k``'s pool has ``n_obs - 1`` members (``n_obs`` observed humans); the
@@ -248,9 +239,7 @@ def _po_scores(
         per_item = hits.sum(axis=0, dtype=np.int16) * inverse
         for k in range(n_humans):
             # pool members of r_k agreeing with x: all observed hits minus r_k's own
-            judge[:, j, k] = (
-                np.einsum("tn,tn->t", mask[k], per_item) - np.einsum("tn,tn->t", hits[k], inverse)
-            )
+            judge[:, j, k] = np.einsum("tn,tn->t", mask[k], per_item) - np.einsum("tn,tn->t", hits[k], inverse)
     scale = np.where(used > 0, used, np.nan)
     return own / scale, judge / scale[:, None, :]
 
@@ -286,6 +275,7 @@ def _pool_scores(
     """``S_F(r_k; H_k)`` ``(T, K)`` and ``S_F(j; H_k)`` ``(T, J, K)`` for every held-out human."""
     if coefficient == "po":
         return _po_scores(humans, judges, mask)
+
     def scores(x: np.ndarray | None) -> np.ndarray:  # x None: each held-out human itself
         return np.stack(
             [
@@ -367,8 +357,10 @@ def evaluate_decisions(
     finite = np.isfinite(own)
     n_defined = finite.sum(axis=1)
     score = np.divide(
-        np.where(finite, own, 0.0).sum(axis=1), n_defined,
-        out=np.full(n_defined.shape, np.nan), where=n_defined > 0,
+        np.where(finite, own, 0.0).sum(axis=1),
+        n_defined,
+        out=np.full(n_defined.shape, np.nan),
+        where=n_defined > 0,
     )
     nan = np.full(judge.shape, np.nan)
     if rule.name == "margin":
@@ -393,8 +385,15 @@ def _share(flags: np.ndarray, among: np.ndarray) -> float:
 
 
 def _cell(
-    sparse: Evaluation, dense: Evaluation, *, delta: float, rho: float, design: str,
-    coefficient: str, p_h: float | tuple[float, ...] | None, m: int,
+    sparse: Evaluation,
+    dense: Evaluation,
+    *,
+    delta: float,
+    rho: float,
+    design: str,
+    coefficient: str,
+    p_h: float | tuple[float, ...] | None,
+    m: int,
 ) -> SimulationCell:
     """Bias, std, reliability and decision error rates of one grid point (docs/method.md §6)."""
     diff = sparse.score - dense.score
@@ -488,9 +487,7 @@ def _accuracy_grid(p_h: object, n_humans: int) -> list[float | tuple[float, ...]
         else:
             per_rater = tuple(_probability(v, "p_h") for v in value)
             if len(per_rater) != n_humans:
-                raise ValueError(
-                    f"rater-specific p_h needs {n_humans} accuracies, got {len(per_rater)}"
-                )
+                raise ValueError(f"rater-specific p_h needs {n_humans} accuracies, got {len(per_rater)}")
             grid.append(per_rater)
     return grid
 
@@ -565,9 +562,7 @@ def _grid_cells(
 
 def _joined(parts: Sequence[Evaluation]) -> Evaluation:
     """Evaluations of consecutive trial chunks as one, trials in order."""
-    return Evaluation(
-        *(np.concatenate([getattr(e, f.name) for e in parts]) for f in fields(Evaluation))
-    )
+    return Evaluation(*(np.concatenate([getattr(e, f.name) for e in parts]) for f in fields(Evaluation)))
 
 
 def _trial_chunks(trials: int, n_items: int, n_raters: int) -> list[int]:
@@ -585,8 +580,15 @@ def _result(
     delta: float,
 ) -> SimulationResult:
     return SimulationResult(
-        tuple(cells), n_items, n_humans, n_labels,
-        rule.name, rule.epsilon, float(delta), rule.omega_threshold, rule.q,
+        tuple(cells),
+        n_items,
+        n_humans,
+        n_labels,
+        rule.name,
+        rule.epsilon,
+        float(delta),
+        rule.omega_threshold,
+        rule.q,
     )
 
 
@@ -669,25 +671,47 @@ def simulate(
         sparse_parts, dense_parts = [], []
         for chunk in chunks:
             codes = synthetic_codes(
-                n_items, n_labels=n_labels, accuracies=human_acc + judge_acc, prevalence=prevalence,
-                clusters=clusters, cluster_difficulty=cluster_difficulty, trials=chunk, rng=gen,
+                n_items,
+                n_labels=n_labels,
+                accuracies=human_acc + judge_acc,
+                prevalence=prevalence,
+                clusters=clusters,
+                cluster_difficulty=cluster_difficulty,
+                trials=chunk,
+                rng=gen,
             )
             by_rater: np.ndarray = np.ascontiguousarray(np.moveaxis(codes, 2, 0), dtype=code_type(n_labels))
             del codes
             humans, judges = by_rater[:n_humans], by_rater[n_humans:]
             full = np.ones(humans.shape, dtype=bool)
-            dense_parts.append([
-                evaluate_decisions(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
-                for c in coefficients
-            ])
-            sparse_parts.append(_grid_evaluations(
-                humans, judges, rhos=rhos, designs=designs, coefficients=coefficients,
-                n_labels=n_labels, rule=decision, rng=gen, tick=tick,
-            ))
+            dense_parts.append(
+                [
+                    evaluate_decisions(humans, judges, full, coefficient=c, n_labels=n_labels, rule=decision)
+                    for c in coefficients
+                ]
+            )
+            sparse_parts.append(
+                _grid_evaluations(
+                    humans,
+                    judges,
+                    rhos=rhos,
+                    designs=designs,
+                    coefficients=coefficients,
+                    n_labels=n_labels,
+                    rule=decision,
+                    rng=gen,
+                    tick=tick,
+                )
+            )
         dense = {c: _joined([part[i] for part in dense_parts]) for i, c in enumerate(coefficients)}
         sparse = [_joined(parts) for parts in zip(*sparse_parts, strict=True)]
         cells += _grid_cells(
-            sparse, dense, rhos=rhos, designs=designs, coefficients=coefficients, p_h=accuracy,
+            sparse,
+            dense,
+            rhos=rhos,
+            designs=designs,
+            coefficients=coefficients,
+            p_h=accuracy,
             delta=delta,
         )
     return _result(cells, n_items, n_humans, n_labels, decision, delta)
@@ -726,9 +750,7 @@ def replay(
     humans = check_codes(codes, n_labels)
     n_items, n_humans = humans.shape
     if n_items == 0 or n_humans < 2:
-        raise ValueError(
-            f"codes must hold at least one item and two humans, got shape {humans.shape}"
-        )
+        raise ValueError(f"codes must hold at least one item and two humans, got shape {humans.shape}")
     if np.any(humans < 0):
         raise ValueError("codes must be a dense matrix (no -1): replay subsamples it")
     judge_codes = np.asarray(judges)
@@ -736,9 +758,7 @@ def replay(
         judge_codes = judge_codes[:, None]
     judge_codes = check_codes(judge_codes, n_labels)
     if judge_codes.shape[0] != n_items or judge_codes.shape[1] == 0 or np.any(judge_codes < 0):
-        raise ValueError(
-            f"judges must be complete codes with {n_items} rows, got shape {np.asarray(judges).shape}"
-        )
+        raise ValueError(f"judges must be complete codes with {n_items} rows, got shape {np.asarray(judges).shape}")
     if not isinstance(primary, (int, np.integer)) or not 0 <= primary < n_humans:
         raise ValueError(f"primary must be a column index in 0..{n_humans - 1}, got {primary!r}")
     trials = _positive_int(trials, "trials")
@@ -755,17 +775,19 @@ def replay(
     one = (slice(None), slice(0, 1))
     full = np.ones((n_humans, 1, n_items), dtype=bool)
     dense = {
-        c: evaluate_decisions(
-            humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels, rule=decision
-        )
+        c: evaluate_decisions(humans[one], judge_codes[one], full, coefficient=c, n_labels=n_labels, rule=decision)
         for c in coefficients
     }
     sparse = _grid_evaluations(
-        humans, judge_codes, rhos=rhos, designs=designs, coefficients=coefficients,
-        n_labels=n_labels, rule=decision, rng=np.random.default_rng(rng),
+        humans,
+        judge_codes,
+        rhos=rhos,
+        designs=designs,
+        coefficients=coefficients,
+        n_labels=n_labels,
+        rule=decision,
+        rng=np.random.default_rng(rng),
         tick=_progress_ticker(progress, len(rhos) * len(designs) * len(coefficients)),
     )
-    cells = _grid_cells(
-        sparse, dense, rhos=rhos, designs=designs, coefficients=coefficients, p_h=None, delta=delta
-    )
+    cells = _grid_cells(sparse, dense, rhos=rhos, designs=designs, coefficients=coefficients, p_h=None, delta=delta)
     return _result(cells, n_items, n_humans, n_labels, decision, delta)

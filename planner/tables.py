@@ -28,9 +28,7 @@ def item_counts(codes: np.ndarray, n_labels: int) -> np.ndarray:
     return counts[:, 1:]
 
 
-def count_patterns(
-    codes: np.ndarray, n_labels: int, counts: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def count_patterns(codes: np.ndarray, n_labels: int, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct per-item count vectors ``(U, L)`` of ``codes (n_items, n_raters)``, and frequencies.
 
     ``counts``: how many items each row of ``codes`` stands for (default one).
@@ -106,9 +104,7 @@ def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.asarray(np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan), dtype=float)
 
 
-def two_rater_coefficient(
-    agree: np.ndarray, row: np.ndarray, col: np.ndarray, coefficient: str
-) -> np.ndarray:
+def two_rater_coefficient(agree: np.ndarray, row: np.ndarray, col: np.ndarray, coefficient: str) -> np.ndarray:
     """Two-rater kappa, nominal alpha or AC1 from sufficient sums (docs/method.md §2).
 
     ``agree`` is the number of agreeing common items, ``row``/``col`` the two raters'

@@ -44,8 +44,6 @@ class VerdictTable:
         return np.array(self.counts, dtype=np.int64).reshape(size, size)
 
 
-
-
 def checked_labels(labels: object) -> tuple[str, ...]:
     if isinstance(labels, str) or not isinstance(labels, Sequence):
         raise ValueError(f"labels must be a sequence of label strings, got {labels!r}")
@@ -75,16 +73,11 @@ def _verdict_codes(verdicts: object, categories: tuple[str, ...], side: str) -> 
     found = known[position] == arr
     if not np.all(found):
         unknown = np.unique(arr[~found])[:5].tolist()
-        raise ValueError(
-            f"{side} verdicts contain {unknown}, not in labels {categories[:-2]} "
-            f"or {SPECIAL}"
-        )
+        raise ValueError(f"{side} verdicts contain {unknown}, not in labels {categories[:-2]} or {SPECIAL}")
     return np.asarray(order[position], dtype=np.int64)
 
 
-def verdict_pair_codes(
-    human: object, judge: object, categories: tuple[str, ...]
-) -> tuple[np.ndarray, np.ndarray]:
+def verdict_pair_codes(human: object, judge: object, categories: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     h = _verdict_codes(human, categories, "human")
     j = _verdict_codes(judge, categories, "judge")
     if h.size != j.size:
@@ -92,9 +85,7 @@ def verdict_pair_codes(
     return h, j
 
 
-def verdict_table(
-    human: Sequence[str], judge: Sequence[str], *, labels: Sequence[str]
-) -> VerdictTable:
+def verdict_table(human: Sequence[str], judge: Sequence[str], *, labels: Sequence[str]) -> VerdictTable:
     """Full contingency table of the verdict pairs, CA and INVALID included (docs/method.md §7).
 
     ``human``, ``judge``: verdicts of shape ``(n_items,)``; ``labels``: the regular labels.
@@ -111,7 +102,6 @@ def verdict_table(
     h, j = verdict_pair_codes(human, judge, categories)
     size = len(categories)
     return VerdictTable.of(categories, np.bincount(h * size + j, minlength=size * size).reshape(size, size))
-
 
 
 # --------------------------------------------------------------------------- statistics
@@ -153,5 +143,3 @@ def binary_metric(tables: np.ndarray, metric: str) -> np.ndarray:
     either = tables[:, 1, :].sum(axis=1) + tables[:, :, 1].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(either > 0, 2.0 * tables[:, 1, 1] / either, np.nan)
-
-

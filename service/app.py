@@ -132,8 +132,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_outage_handlers(app)
     for module in (
-        health, projects, items, raters, labels, plans, batches, reliability, report, simulations, agreement,
-        dashboard, label_studio, docs, webhooks, certificates, keys,
+        health,
+        projects,
+        items,
+        raters,
+        labels,
+        plans,
+        batches,
+        reliability,
+        report,
+        simulations,
+        agreement,
+        dashboard,
+        label_studio,
+        docs,
+        webhooks,
+        certificates,
+        keys,
     ):
         app.include_router(module.router)
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")

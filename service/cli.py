@@ -143,9 +143,15 @@ def keys_list(
     for column in ("id", "role", "project", "rater", "name", "created", "revoked"):
         table.add_column(column)
     for key, rater in rows:
-        table.add_row(key.id, key.role, key.project_id or "", rater or "", key.name or "",
-                      key.created_at.isoformat(timespec="seconds"),
-                      key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "")
+        table.add_row(
+            key.id,
+            key.role,
+            key.project_id or "",
+            rater or "",
+            key.name or "",
+            key.created_at.isoformat(timespec="seconds"),
+            key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "",
+        )
     console.print(table)
 
 

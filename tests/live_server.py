@@ -49,10 +49,22 @@ class LiveServer:
 
     def start(self) -> LiveServer:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-             *(["--workers", str(self.workers)] if self.workers > 1 else [])],
-            cwd=ROOT, env=self.env,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "service.app:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                *(["--workers", str(self.workers)] if self.workers > 1 else []),
+            ],
+            cwd=ROOT,
+            env=self.env,
         )
         deadline = time.monotonic() + START_DEADLINE_S
         while time.monotonic() < deadline:
@@ -67,7 +79,8 @@ class LiveServer:
     def client(self, key: str | None = None, **kwargs: object) -> httpx.Client:
         """An HTTP client of this server authenticated with ``key`` (default: admin)."""
         return httpx.Client(
-            base_url=self.base_url, headers={"Authorization": f"Bearer {key or self.admin_key}"},
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {key or self.admin_key}"},
             **{"timeout": 60, **kwargs},
         )
 
@@ -97,8 +110,13 @@ class LiveServer:
 
 def migrate(database_url: str) -> None:
     """Bring the database at ``database_url`` to the head migration (as ``annoplan migrate`` does)."""
-    subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, check=True, capture_output=True,
-                   env={**os.environ, "ANNOPLAN_DATABASE_URL": database_url})
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "ANNOPLAN_DATABASE_URL": database_url},
+    )
 
 
 def wipe_postgres(database_url: str) -> None:

@@ -23,9 +23,7 @@ def make_engine(url: str) -> Engine:
     # while another holds a lock it needs.
     if not url.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
-    engine = create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=10, max_overflow=60
-    )
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=10, max_overflow=60)
 
     @event.listens_for(engine, "connect")
     def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]

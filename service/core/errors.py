@@ -117,9 +117,7 @@ def _bounded_field(field: Any) -> Any:
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` entries documenting the error body for each status."""
-    return {
-        s: {"model": ErrorBody, "description": HTTPStatus(s).phrase} for s in statuses
-    }
+    return {s: {"model": ErrorBody, "description": HTTPStatus(s).phrase} for s in statuses}
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -128,35 +126,29 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(_: Request, exc: AppError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        return JSONResponse(
-            error_body(exc.code, exc.detail, exc.fields), exc.status_code, headers=headers
-        )
+        return JSONResponse(error_body(exc.code, exc.detail, exc.fields), exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media and media != "application/json" and any(e.get("loc", ("",))[0] == "body" for e in exc.errors()):
             return JSONResponse(
-                error_body("unsupported_media_type",
-                           f"content type {echo(media)} is not accepted; send application/json"),
+                error_body(
+                    "unsupported_media_type", f"content type {echo(media)} is not accepted; send application/json"
+                ),
                 415,
             )
         fields = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-            for e in exc.errors()
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()
         ]
         first = fields[0] if fields else {"loc": [], "msg": "invalid request"}
         where = _bounded(".".join(str(p) for p in first["loc"]), ECHO_CHARS)
-        return JSONResponse(
-            error_body("validation_error", f"{where}: {first['msg']}", fields), 422
-        )
+        return JSONResponse(error_body("validation_error", f"{where}: {first['msg']}", fields), 422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
-        return JSONResponse(
-            error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers
-        )
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
 
     @app.exception_handler(DataError)
     async def _data(_: Request, exc: DataError) -> JSONResponse:
@@ -168,8 +160,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return JSONResponse(
-            error_body("internal_error", "an unexpected error occurred; it has been logged"), 500
-        )
-
-
+        return JSONResponse(error_body("internal_error", "an unexpected error occurred; it has been logged"), 500)

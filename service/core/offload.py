@@ -38,8 +38,15 @@ OFF_WORKER_CELLS = 50_000
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(
-    ["numpy", "scipy.optimize", "scipy.stats", "planner", "service.planning.plans", "service.documents.reliability",
-     "service.reporting.report"]
+    [
+        "numpy",
+        "scipy.optimize",
+        "scipy.stats",
+        "planner",
+        "service.planning.plans",
+        "service.documents.reliability",
+        "service.reporting.report",
+    ]
 )
 
 

@@ -28,7 +28,9 @@ class Settings(BaseSettings):
     agreement_max_work: int = Field(50_000_000, ge=1)
     bootstrap_resamples: int = Field(1_000, ge=0)
     dashboard_wait_seconds: float = Field(
-        0.1, ge=0, description="How long a dashboard view waits for the fresh document before it shows the newest "
+        0.1,
+        ge=0,
+        description="How long a dashboard view waits for the fresh document before it shows the newest "
         "computed one (marked as such) while a background thread computes the fresh one.",
     )
     matrix_snapshot_dir: str | None = Field(
@@ -38,7 +40,8 @@ class Settings(BaseSettings):
     )
     matrix_snapshot_min_cells: int = Field(100_000, ge=0, description="Smallest matrix (items x raters) saved.")
     computing_prestart: bool = Field(
-        True, description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
+        True,
+        description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
         "its imports take seconds, which the worker's first such request would otherwise wait for.",
     )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")

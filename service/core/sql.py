@@ -59,6 +59,7 @@ def insert_many(
     names = ", ".join(columns)
     conflict = ""
     if on_conflict:
+
         def new(c: str) -> str:
             return f"{table.name}.{c} + excluded.{c}" if accumulate else f"excluded.{c}"
 

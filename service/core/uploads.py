@@ -106,8 +106,7 @@ def parse_rows(
     if csv_extra and is_csv and issubclass(model, BaseModel):
         known = set(model.model_fields) - {csv_extra}
         records = [
-            {**{k: v for k, v in r.items() if k in known},
-             csv_extra: {k: v for k, v in r.items() if k not in known}}
+            {**{k: v for k, v in r.items() if k in known}, csv_extra: {k: v for k, v in r.items() if k not in known}}
             for r in records
         ]
     adapter = _rows_adapter(cast(type, model))  # mypy cannot see that a TypeVar's class is hashable
@@ -126,8 +125,11 @@ def _invalid_rows(exc: ValidationError, offset: int) -> Invalid:
     """The 422 naming the first bad row of a slice that starts at row ``offset``."""
     errors = exc.errors(include_url=False, include_input=False)
     fields = [
-        {"loc": [offset + loc[0], *loc[1:]] if loc and isinstance(loc[0], int) else list(loc),
-         "msg": e["msg"], "type": e["type"]}
+        {
+            "loc": [offset + loc[0], *loc[1:]] if loc and isinstance(loc[0], int) else list(loc),
+            "msg": e["msg"],
+            "type": e["type"],
+        }
         for e in errors[:50]
         for loc in [e["loc"]]
     ]

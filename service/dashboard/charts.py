@@ -15,8 +15,11 @@ from service.planning.plans import current_plan
 
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 MARGIN_QUANTITY = {
-    "margin": ("d_k", "d_k = S(judge; H_k) - S(r_k; H_k)",
-               "the judge's agreement with the other humans minus held-out human k's"),
+    "margin": (
+        "d_k",
+        "d_k = S(judge; H_k) - S(r_k; H_k)",
+        "the judge's agreement with the other humans minus held-out human k's",
+    ),
     "alt-test": ("rho_f - rho_h", "rho_f - rho_h", "the judge's advantage probability minus held-out human k's"),
 }
 """Per rule, the compared quantity: its short name, its formula and what it means."""
@@ -35,11 +38,17 @@ def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, floa
     if not rhos:
         return []
     result = simulate(
-        n_items=n_items, n_humans=max(int(recipe.get("n_humans", 3)), 2),
-        n_labels=len(project.labels), p_h=moments.get("p_h", 0.85), p_j=moments.get("p_j", 0.9),
-        rho=rhos, design=plan.design,
+        n_items=n_items,
+        n_humans=max(int(recipe.get("n_humans", 3)), 2),
+        n_labels=len(project.labels),
+        p_h=moments.get("p_h", 0.85),
+        p_j=moments.get("p_j", 0.9),
+        rho=rhos,
+        design=plan.design,
         coefficient=coefficient if coefficient in COEFFICIENTS else "po",
-        delta=project.target.get("delta", 0.05), trials=100, rng=plan.seed % 2**32,
+        delta=project.target.get("delta", 0.05),
+        trials=100,
+        rng=plan.seed % 2**32,
     )
     return [(c.rho, num(c.reliability)) for c in result.cells]
 
@@ -59,12 +68,16 @@ def margins_chart(validation: dict[str, Any], number: int) -> Chart:
     _, symbol, meaning = MARGIN_QUANTITY[rule]
     epsilon = validation.get("epsilon") or 0.0
     return Chart(
-        id=f"margins-{number}", kind="interval",
+        id=f"margins-{number}",
+        kind="interval",
         title=f"{symbol} per held-out rater with its 95% interval, judge {validation['judge']}: {meaning}",
-        x_label=symbol, y_label="held-out rater",
+        x_label=symbol,
+        y_label="held-out rater",
         columns=("rater", "estimate", "ci_low", "ci_high", "m", "won", "reason"),
-        rows=tuple((r["rater"], margin_estimate(r, rule), *(r["ci"] or [None, None]), r["m"], r["won"], r["reason"])
-                   for r in validation["raters"]),
+        rows=tuple(
+            (r["rater"], margin_estimate(r, rule), *(r["ci"] or [None, None]), r["m"], r["won"], r["reason"])
+            for r in validation["raters"]
+        ),
         marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),
     )
 
@@ -75,12 +88,18 @@ def sequences_chart(validation: dict[str, Any], number: int) -> Chart:
     epsilon = validation.get("epsilon") or 0.0
     name = MARGIN_QUANTITY[validation["rule"]][0]
     return Chart(
-        id=f"sequences-{number}", kind="band",
+        id=f"sequences-{number}",
+        kind="band",
         title=f"confidence sequence of {name} per held-out rater over label_seq, judge {validation['judge']}: "
-              "valid at every look at once",
-        x_label="label_seq", y_label=name, columns=("rater", "label_seq", "n", "lower", "upper"),
-        rows=tuple((r["rater"], p["label_seq"], p["n"], p["lower"], p["upper"])
-                   for r in monitoring.get("raters", []) for p in r["band"]),
+        "valid at every look at once",
+        x_label="label_seq",
+        y_label=name,
+        columns=("rater", "label_seq", "n", "lower", "upper"),
+        rows=tuple(
+            (r["rater"], p["label_seq"], p["n"], p["lower"], p["upper"])
+            for r in monitoring.get("raters", [])
+            for p in r["band"]
+        ),
         marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),
     )
 
@@ -89,36 +108,58 @@ def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) 
     """Every chart of the dashboard, in page order: margins and sequences per judge, then the project's."""
     plan = doc.get("plan") or {}
     charts = [c for k, v in enumerate(doc["judges"]) for c in (margins_chart(v, k + 1), sequences_chart(v, k + 1))]
-    charts.append(Chart(
-        id="pool-history", kind="line",
-        title="human-pool score (mean over held-out humans of their agreement with the others) over label_seq",
-        x_label="label_seq", y_label="human-pool score", columns=("label_seq", "pool_score"), rows=tuple(history),
-        y_range=(min([0.0] + [y for _, y in history if y is not None]), 1.0),
-    ))
-    charts.append(Chart(
-        id="progress", kind="bars",
-        title="planned overlap done per secondary annotator (items labeled of the plan's list)",
-        x_label="items labeled", y_label="secondary annotator", columns=("rater", "done", "target"),
-        rows=tuple((r["rater"], r["done"], plan.get("m_target") or 0) for r in plan.get("raters", [])),
-    ))
-    charts.append(Chart(
-        id="overlap-curve", kind="line",
-        title="reliability of the human-pool score vs overlap rate, simulated for the plan in force",
-        x_label="overlap rate rho (share of items each secondary labels)",
-        y_label="P(|sparse - full| <= delta)", columns=("rho", "reliability"), rows=tuple(curve),
-        y_range=(0.0, 1.0), target=0.95,
-    ))
+    charts.append(
+        Chart(
+            id="pool-history",
+            kind="line",
+            title="human-pool score (mean over held-out humans of their agreement with the others) over label_seq",
+            x_label="label_seq",
+            y_label="human-pool score",
+            columns=("label_seq", "pool_score"),
+            rows=tuple(history),
+            y_range=(min([0.0] + [y for _, y in history if y is not None]), 1.0),
+        )
+    )
+    charts.append(
+        Chart(
+            id="progress",
+            kind="bars",
+            title="planned overlap done per secondary annotator (items labeled of the plan's list)",
+            x_label="items labeled",
+            y_label="secondary annotator",
+            columns=("rater", "done", "target"),
+            rows=tuple((r["rater"], r["done"], plan.get("m_target") or 0) for r in plan.get("raters", [])),
+        )
+    )
+    charts.append(
+        Chart(
+            id="overlap-curve",
+            kind="line",
+            title="reliability of the human-pool score vs overlap rate, simulated for the plan in force",
+            x_label="overlap rate rho (share of items each secondary labels)",
+            y_label="P(|sparse - full| <= delta)",
+            columns=("rho", "reliability"),
+            rows=tuple(curve),
+            y_range=(0.0, 1.0),
+            target=0.95,
+        )
+    )
     return tuple(charts)
 
 
-def project_charts(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
-                   ) -> tuple[dict[str, Any], str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
+def project_charts(
+    session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
+) -> tuple[dict[str, Any], str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
     """The reliability document shown (:func:`~service.documents.history.shown_reliability`), its ETag, every
     dashboard chart (history and curve cached with it) and the history's replay while it is under way."""
     doc, etag = pool_scores.shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
     plan = current_plan(session, project.id)
     history = pool_scores.pool_score_history(
-        session, project, project.criteria[0], (doc["label_seq"], doc["human_pool"]["estimate"]), documents,
+        session,
+        project,
+        project.criteria[0],
+        (doc["label_seq"], doc["human_pool"]["estimate"]),
+        documents,
         wait=wait,
     )
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"

@@ -16,24 +16,35 @@ def plan_verdict(plan: Plan | None, decision: DecisionSettings) -> str:
         return "No plan yet: POST /projects/{pid}/plan computes the overlap recipe and each annotator's list."
     recipe = plan.recipe
     moments = recipe.get("moments", {})
-    head = f"Plan in force ({recipe.get('purpose', plan.purpose)}, from {moments.get('source', plan.source)}, " \
-           f"design {plan.design})"
+    head = (
+        f"Plan in force ({recipe.get('purpose', plan.purpose)}, from {moments.get('source', plan.source)}, "
+        f"design {plan.design})"
+    )
     if recipe.get("feasible"):
         text = f"{head}: {recipe['m']} overlap items per secondary annotator of {recipe['n_items']}; feasible."
     else:
         # The epsilon hint was computed with the plan, under the rule it was planned for.
         hint = recipe.get("feasible_with") if recipe.get("rule") == decision.rule else None
-        text = infeasible_sentence(recipe.get("m"), recipe["n_items"], recipe.get("reason", ""), hint, decision,
-                                   prior=moments.get("source") == "prior")
+        text = infeasible_sentence(
+            recipe.get("m"),
+            recipe["n_items"],
+            recipe.get("reason", ""),
+            hint,
+            decision,
+            prior=moments.get("source") == "prior",
+        )
         if recipe.get("m") is not None:
             text += " The plan lists every item meanwhile."
         text = f"{head} is {text}"
     if recipe.get("purpose") == "rank":
-        text += (" This recipe is for ranking judges, not for certifying one: plan with purpose certify for the "
-                 "decision.")
+        text += (
+            " This recipe is for ranking judges, not for certifying one: plan with purpose certify for the decision."
+        )
     elif recipe.get("rule") != decision.rule:
-        text += (f" This recipe was computed for the {recipe.get('rule')} rule, but the project now decides by the "
-                 f"{decision.rule} rule: plan again.")
+        text += (
+            f" This recipe was computed for the {recipe.get('rule')} rule, but the project now decides by the "
+            f"{decision.rule} rule: plan again."
+        )
     return text
 
 
@@ -42,17 +53,26 @@ def recipe_now_verdict(recipe_now: dict[str, Any], n_items: int, decision: Decis
     if recipe_now.get("m_cert") is None and "feasible" not in recipe_now:
         return f"Recipe from the labels in hand: not yet ({recipe_now.get('reason') or 'no pilot'})."
     if recipe_now["feasible"]:
-        return (f"Recipe from the labels in hand ({recipe_now['m_pilot']} held-out comparisons over "
-                f"{recipe_now['n_raters_pilot']} humans, {decision.rule} rule): "
-                f"{recipe_now['m_cert']} overlap items per secondary annotator; "
-                f"{recipe_now['more_overlap_needed']} more needed.")
-    sentence = infeasible_sentence(recipe_now.get("m_cert"), n_items, recipe_now.get("reason", ""),
-                                   recipe_now.get("feasible_with"), decision, prior=False)
+        return (
+            f"Recipe from the labels in hand ({recipe_now['m_pilot']} held-out comparisons over "
+            f"{recipe_now['n_raters_pilot']} humans, {decision.rule} rule): "
+            f"{recipe_now['m_cert']} overlap items per secondary annotator; "
+            f"{recipe_now['more_overlap_needed']} more needed."
+        )
+    sentence = infeasible_sentence(
+        recipe_now.get("m_cert"),
+        n_items,
+        recipe_now.get("reason", ""),
+        recipe_now.get("feasible_with"),
+        decision,
+        prior=False,
+    )
     return f"Recipe from the labels in hand ({decision.rule} rule) is {sentence}"
 
 
-def infeasible_sentence(m: int | None, n_items: int, reason: str, hint: dict[str, Any] | None,
-                        decision: DecisionSettings, *, prior: bool) -> str:
+def infeasible_sentence(
+    m: int | None, n_items: int, reason: str, hint: dict[str, Any] | None, decision: DecisionSettings, *, prior: bool
+) -> str:
     """``infeasible: ...`` with what the recipe needs, what the corpus has, and what would make it feasible."""
     if m is not None:
         need = f"the recipe needs {m} items per annotator, the corpus has {n_items}"
@@ -74,13 +94,19 @@ def monitoring_note(doc: dict[str, Any]) -> str:
     """How the decision may be read: anytime-valid, or fixed-sample (valid at the planned overlap, provisional
     before it)."""
     if doc.get("monitoring_mode") == "anytime":
-        return ("monitoring: anytime-valid. The decision may be read after every label and acted on at once: "
-                "the chance that any look wrongly passes or rejects stays below alpha (docs/method.md §8).")
+        return (
+            "monitoring: anytime-valid. The decision may be read after every label and acted on at once: "
+            "the chance that any look wrongly passes or rejects stays below alpha (docs/method.md §8)."
+        )
     plan = doc.get("plan") or {}
     target, done = plan.get("m_target"), plan.get("m_done_min", 0)
     if not target:
-        return ("monitoring: fixed-sample. The decision is for one look at the labels in hand; "
-                "with no planned overlap yet it is provisional.")
+        return (
+            "monitoring: fixed-sample. The decision is for one look at the labels in hand; "
+            "with no planned overlap yet it is provisional."
+        )
     state = "reached: the decision may be read" if done >= target else "not reached: the decision is provisional"
-    return (f"monitoring: fixed-sample. The decision is valid once, at the planned overlap of {target} items per "
-            f"secondary annotator ({done} done by the least advanced): {state}.")
+    return (
+        f"monitoring: fixed-sample. The decision is valid once, at the planned overlap of {target} items per "
+        f"secondary annotator ({done} done by the least advanced): {state}."
+    )

@@ -24,8 +24,16 @@ table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-b
 .downloads{font-size:.85em} .refreshing{background:#e8eefc;padding:.4em;border-radius:4px}"""
 
 
-def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, ...], notes: dict[str, str],
-                   etag: str, *, behind: int, replay: HistoryReplay | None = None) -> str:
+def dashboard_page(
+    project: Project,
+    doc: dict[str, Any],
+    charts: tuple[Chart, ...],
+    notes: dict[str, str],
+    etag: str,
+    *,
+    behind: int,
+    replay: HistoryReplay | None = None,
+) -> str:
     """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
@@ -35,53 +43,65 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
     pool = doc.get("human_pool", {})
-    summary = "".join(
-        f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(v["decision"])}</td>'
-        f'<td>{_fmt(v["omega"])}</td></tr>'
-        for v in judges
-    ) or f'<tr><td colspan="3">{escape(doc["decision"])}: {escape(doc.get("reason") or "")}</td></tr>'
-    panels = "".join(_judge_panel(project, v, by_id[f"margins-{k + 1}"], by_id[f"sequences-{k + 1}"])
-                     for k, v in enumerate(judges))
+    summary = (
+        "".join(
+            f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(v["decision"])}</td>'
+            f"<td>{_fmt(v['omega'])}</td></tr>"
+            for v in judges
+        )
+        or f'<tr><td colspan="3">{escape(doc["decision"])}: {escape(doc.get("reason") or "")}</td></tr>'
+    )
+    panels = "".join(
+        _judge_panel(project, v, by_id[f"margins-{k + 1}"], by_id[f"sequences-{k + 1}"]) for k, v in enumerate(judges)
+    )
     history = by_id["pool-history"]
     defined = [(x, y) for x, y in history.rows if y is not None]
     if len(defined) >= 2:
         pool_chart = _figure(project, history)
     else:
         at = f" at label_seq {defined[0][0]:g}" if defined else ""
-        pool_chart = (f'<p id="pool-history" class="note">human-pool score {_fmt(pool.get("estimate"))}{at}; '
-                      "the line is drawn from the second point of the label sequence with a defined score.</p>")
+        pool_chart = (
+            f'<p id="pool-history" class="note">human-pool score {_fmt(pool.get("estimate"))}{at}; '
+            "the line is drawn from the second point of the label sequence with a defined score.</p>"
+        )
     if not doc.get("plan"):
         progress = "<p>No plan yet.</p>"
     else:
-        progress = _figure(project, by_id["progress"]) if by_id["progress"].rows else "<p>No secondary annotator yet.</p>"
+        progress = (
+            _figure(project, by_id["progress"]) if by_id["progress"].rows else "<p>No secondary annotator yet.</p>"
+        )
     curve = by_id["overlap-curve"]
     if curve.rows:
         curve_figure = _figure(project, curve)
     elif doc.get("plan"):
-        curve_figure = ('<p id="overlap-curve" class="note">No overlap rate of the curve gives each secondary '
-                        "annotator an item of this corpus.</p>")
+        curve_figure = (
+            '<p id="overlap-curve" class="note">No overlap rate of the curve gives each secondary '
+            "annotator an item of this corpus.</p>"
+        )
     else:
-        curve_figure = '<p id="overlap-curve" class="note">No plan yet: the curve is simulated for the plan in force.</p>'
+        curve_figure = (
+            '<p id="overlap-curve" class="note">No plan yet: the curve is simulated for the plan in force.</p>'
+        )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
- data-refreshing="{'true' if behind else 'false'}" data-history-rebuilding="{'true' if replay else 'false'}">
+ data-refreshing="{"true" if behind else "false"}" data-history-rebuilding="{"true" if replay else "false"}">
 <p class="note"><a href="/dashboard">all projects</a></p>
 <h1>{escape(project.name)}</h1>
-<p>label_seq <span id="label-seq">{doc['label_seq']}</span> &middot; {doc['n_items']} items &middot;
- criterion {escape(doc['criterion'])} &middot; rule {escape(str(doc.get('rule')))}, coefficient
- {escape(str(doc.get('coefficient')))}, pass when omega &ge; {doc.get('omega_threshold')}</p>
+<p>label_seq <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
+ criterion {escape(doc["criterion"])} &middot; rule {escape(str(doc.get("rule")))}, coefficient
+ {escape(str(doc.get("coefficient")))}, pass when omega &ge; {doc.get("omega_threshold")}</p>
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th></tr>{summary}</table></div>
-<p id="monitoring" class="note">{escape(notes['monitoring'])}</p>
+<p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
 {panels}
 <h2>Plan and overlap</h2>
-<p id="plan-verdict" class="{_verdict_class(notes['plan'])}">{escape(notes['plan'])}</p>
-<p id="recipe-now" class="{_verdict_class(notes['recipe_now'])}">{escape(notes['recipe_now'])}</p>
+<p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
+<p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
 <h3>Progress of each secondary annotator through the plan</h3>{progress}
 <h2>Human-pool score over label_seq</h2>
 <p class="note">The mean over held-out humans of their agreement with the other humans
- ({escape(str(doc.get('coefficient')))}) on the labels in hand at each point of the label sequence;
- 95% interval now [{_fmt((pool.get('ci') or [None, None])[0])}, {_fmt((pool.get('ci') or [None, None])[1])}].</p>
+ ({escape(str(doc.get("coefficient")))}) on the labels in hand at each point of the label sequence;
+ 95% interval now [{_fmt((pool.get("ci") or [None, None])[0])}, {_fmt((pool.get("ci") or [None, None])[1])}].</p>
 {_rebuilding(replay)}{pool_chart}
 <h2>Reliability vs overlap rate</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
@@ -94,12 +114,15 @@ def dashboard_page(project: Project, doc: dict[str, Any], charts: tuple[Chart, .
 
 def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
     """The projects the key can see: name, decision per judge, omega, progress and the last label's time."""
-    body = "".join(
-        f'<tr><td><a href="/projects/{escape(r["id"])}/dashboard">{escape(r["name"])}</a></td>'
-        f'<td>{escape(r["decision"])}</td><td>{escape(r["omega"])}</td><td>{escape(r["progress"])}</td>'
-        f'<td>{escape(r["last_label"])}</td></tr>'
-        for r in rows
-    ) or '<tr><td colspan="5">No project yet: create one with POST /projects (see the API docs).</td></tr>'
+    body = (
+        "".join(
+            f'<tr><td><a href="/projects/{escape(r["id"])}/dashboard">{escape(r["name"])}</a></td>'
+            f"<td>{escape(r['decision'])}</td><td>{escape(r['omega'])}</td><td>{escape(r['progress'])}</td>"
+            f"<td>{escape(r['last_label'])}</td></tr>"
+            for r in rows
+        )
+        or '<tr><td colspan="5">No project yet: create one with POST /projects (see the API docs).</td></tr>'
+    )
     more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
@@ -128,12 +151,12 @@ def error_page(status_code: int, detail: str) -> str:
 def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, sequences: Chart) -> str:
     decision = validation["decision"]
     reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
-    return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix('margins-'))}">
-<h2>Judge {escape(validation['judge'])}</h2>
-<p class="decision {escape(decision)}">decision: <b>{escape(decision)}</b>{reason} &middot; omega {_fmt(validation['omega'])}</p>
+    return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix("margins-"))}">
+<h2>Judge {escape(validation["judge"])}</h2>
+<p class="decision {escape(decision)}">decision: <b>{escape(decision)}</b>{reason} &middot; omega {_fmt(validation["omega"])}</p>
 <h3>{escape(margins.title)}</h3>
 <p class="note">Each dot is the estimate and each bar its interval; the judge wins a rater whose value lies
- above -epsilon{' (by a one-sided test at q, Benjamini-Yekutieli over the raters)' if validation['rule'] == 'alt-test' else ''}.</p>
+ above -epsilon{" (by a one-sided test at q, Benjamini-Yekutieli over the raters)" if validation["rule"] == "alt-test" else ""}.</p>
 {_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
 
 
@@ -142,26 +165,32 @@ def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> st
     if not monitoring:
         return ""
     statuses = ", ".join(f"{r['rater']} {r['status']}" for r in monitoring["raters"])
-    return (f"<h3>{escape(chart.title)}</h3><p class=\"note\">{escape(monitoring['mode'])} monitoring: "
-            f"{escape(monitoring['decision'])} after {monitoring['looks']} looks ({escape(statuses)}); a rater is "
-            "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
-            f"looks at once.</p>{_figure(project, chart)}")
+    return (
+        f'<h3>{escape(chart.title)}</h3><p class="note">{escape(monitoring["mode"])} monitoring: '
+        f"{escape(monitoring['decision'])} after {monitoring['looks']} looks ({escape(statuses)}); a rater is "
+        "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
+        f"looks at once.</p>{_figure(project, chart)}"
+    )
 
 
 def _figure(project: Project, chart: Chart) -> str:
     base = f"/projects/{escape(project.id)}/dashboard/charts/{escape(chart.id)}"
-    return (f'{chart_svg(chart)}<p class="downloads">download: <a href="{base}.csv" download>CSV</a> &middot; '
-            f'<a href="{base}.svg" download>SVG</a> &middot; '
-            f'<a class="png" href="#" data-chart="{escape(chart.id)}">PNG</a></p>')
+    return (
+        f'{chart_svg(chart)}<p class="downloads">download: <a href="{base}.csv" download>CSV</a> &middot; '
+        f'<a href="{base}.svg" download>SVG</a> &middot; '
+        f'<a class="png" href="#" data-chart="{escape(chart.id)}">PNG</a></p>'
+    )
 
 
 def _freshness(doc: dict[str, Any], behind: int) -> str:
     """Nothing for a fresh document; else the note that this look is older than the labels in hand."""
     if not behind:
         return ""
-    return (f'<p id="freshness" class="refreshing">Shown as of label_seq {doc["label_seq"]}: {behind} label '
-            f'event{"s" if behind != 1 else ""} since, refreshing. Everything on this page (decision, margins, '
-            "intervals) is valid as of that label_seq; the page reloads when the fresh document is ready.</p>")
+    return (
+        f'<p id="freshness" class="refreshing">Shown as of label_seq {doc["label_seq"]}: {behind} label '
+        f"event{'s' if behind != 1 else ''} since, refreshing. Everything on this page (decision, margins, "
+        "intervals) is valid as of that label_seq; the page reloads when the fresh document is ready.</p>"
+    )
 
 
 def _rebuilding(replay: HistoryReplay | None) -> str:
@@ -169,8 +198,10 @@ def _rebuilding(replay: HistoryReplay | None) -> str:
     if replay is None:
         return ""
     total = "reading the events" if replay.total is None else f"{replay.done:,} of {replay.total:,} events"
-    return (f'<p id="history-rebuilding" class="refreshing">History being rebuilt: {total}. The line below '
-            "draws only the points stored so far; the page reloads when the replay is done.</p>\n")
+    return (
+        f'<p id="history-rebuilding" class="refreshing">History being rebuilt: {total}. The line below '
+        "draws only the points stored so far; the page reloads when the replay is done.</p>\n"
+    )
 
 
 def _verdict_class(note: str) -> str:
@@ -181,8 +212,9 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def index_rows(session: Session, projects: list[Project], documents: DocumentCache, *,
-               n_resamples: int, wait: float) -> list[dict[str, str]]:
+def index_rows(
+    session: Session, projects: list[Project], documents: DocumentCache, *, n_resamples: int, wait: float
+) -> list[dict[str, str]]:
     """Each project's name, decision per judge, omega, progress and last label time, from the document a
     dashboard shows (:func:`~service.documents.history.shown_reliability`: maybe an older one, marked)."""
     last = last_label_times(session, [p.id for p in projects])

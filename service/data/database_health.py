@@ -96,8 +96,11 @@ def health(sessions: sessionmaker[Session], state: DatabaseState) -> tuple[int, 
         return 503, {"status": "degraded", "database": fault.state, "detail": fault.detail}
     fault = state.last_fault()
     if fault is not None:
-        return 503, {"status": "degraded", "database": fault.state,
-                     "detail": f"{fault.detail}: the last write failed and none has succeeded since"}
+        return 503, {
+            "status": "degraded",
+            "database": fault.state,
+            "detail": f"{fault.detail}: the last write failed and none has succeeded since",
+        }
     return 200, {"status": "ok", "database": "ok"}
 
 
@@ -113,5 +116,6 @@ def install_outage_handlers(app: FastAPI) -> None:
             request.app.state.database.record(fault)
         return JSONResponse(
             error_body("database_unavailable", f"{fault.detail}; the request was not carried out, retry later"),
-            503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )

@@ -33,8 +33,11 @@ def ids_by_external(
         if not external_ids:
             return found
     among, values = in_values(session, "external_id", external_ids)
-    return found | dict(driver_rows(session, f"SELECT external_id, id FROM {table} WHERE project_id = ? AND {among}",
-                                    (project_id, values)))
+    return found | dict(
+        driver_rows(
+            session, f"SELECT external_id, id FROM {table} WHERE project_id = ? AND {among}", (project_id, values)
+        )
+    )
 
 
 RUN = 2
@@ -52,7 +55,8 @@ def _ids_in_range(session: Session, project_id: str, external_ids: list[str]) ->
     """
     limit = RUN * len(external_ids)
     rows = driver_rows(
-        session, "SELECT external_id, id FROM items WHERE project_id = ? AND external_id BETWEEN ? AND ? LIMIT ?",
+        session,
+        "SELECT external_id, id FROM items WHERE project_id = ? AND external_id BETWEEN ? AND ? LIMIT ?",
         (project_id, min(external_ids), max(external_ids), limit + 1),
     )
     if len(rows) > limit:
@@ -85,22 +89,26 @@ def _rows_with_keys(
     return session.execute(typed, {"project": project_id, "keys": values}).all()
 
 
-def refuse_look_alikes(
-    session: Session, model: type[Item | Rater], project_id: str, new_ids: list[str]
-) -> None:
+def refuse_look_alikes(session: Session, model: type[Item | Rater], project_id: str, new_ids: list[str]) -> None:
     """409 when a new id has the collision key (NFKC form) of another id of the project or of ``new_ids``."""
     kind = "item" if model is Item else "rater"
     by_key: dict[str, str] = {}
     for ext in new_ids:
         other = by_key.setdefault(collision_key(ext), ext)
         if other != ext:
-            raise Conflict(f"{kind} {echo(ext)} looks the same as {kind} {echo(other)} of this request "
-                           "(equal NFKC forms); use one id", code="look_alike_id")
+            raise Conflict(
+                f"{kind} {echo(ext)} looks the same as {kind} {echo(other)} of this request "
+                "(equal NFKC forms); use one id",
+                code="look_alike_id",
+            )
     taken = _rows_with_keys(session, (model.external_key, model.external_id), project_id, list(by_key))
     for key, existing in taken:
         if existing != by_key[key]:
-            raise Conflict(f"{kind} {echo(by_key[key])} looks the same as the existing {kind} {echo(existing)} "
-                           "(equal NFKC forms); use that id", code="look_alike_id")
+            raise Conflict(
+                f"{kind} {echo(by_key[key])} looks the same as the existing {kind} {echo(existing)} "
+                "(equal NFKC forms); use that id",
+                code="look_alike_id",
+            )
 
 
 def _canonical(features: dict[str, Any]) -> bytes:

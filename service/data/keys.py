@@ -92,9 +92,7 @@ def ensure_admin_key(session: Session, configured: str | None) -> str | None:
             return None
         create_key(session, role=Role.ADMIN, name="ANNOPLAN_ADMIN_KEY", secret=configured)
         return None
-    has_admin = session.scalar(
-        select(ApiKey.id).where(ApiKey.role == Role.ADMIN, ApiKey.revoked_at.is_(None)).limit(1)
-    )
+    has_admin = session.scalar(select(ApiKey.id).where(ApiKey.role == Role.ADMIN, ApiKey.revoked_at.is_(None)).limit(1))
     if has_admin:
         return None
     _, secret = create_key(session, role=Role.ADMIN, name="generated at first start")
@@ -124,8 +122,7 @@ def revoke_key(session: Session, key_id: str) -> ApiKey:
             select(ApiKey.id).where(ApiKey.role == "admin", ApiKey.revoked_at.is_(None)).with_for_update()
         ).all()
         if admins == [row.id]:
-            raise Conflict("this is the last working admin key; create another admin key first",
-                           code="last_admin_key")
+            raise Conflict("this is the last working admin key; create another admin key first", code="last_admin_key")
     row.revoked_at = utcnow()
     session.flush()
     return row

@@ -114,8 +114,9 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 
-def _items_gained(fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *,
-                  one_criterion: bool) -> Counter[int]:
+def _items_gained(
+    fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *, one_criterion: bool
+) -> Counter[int]:
     """Per rater, the items of ``fresh`` cells it had no current label on (any criterion) before."""
     labeled = {(i, r) for i, r, _ in current}
     if one_criterion and not labeled:  # each cell is its own (item, rater) pair, none labeled before
@@ -199,8 +200,14 @@ def _count_labeled_items(session: Session, change: Counter[int]) -> None:
     """Add ``change`` (rater id -> items gained, negative: lost) to the raters' labeled-item counts."""
     rows = [(rater, n) for rater, n in sorted(change.items()) if n]
     if rows:
-        insert_many(session, RaterProgress.__table__, ("rater_id", "labeled_items"), rows,
-                    on_conflict=("rater_id",), accumulate=True)
+        insert_many(
+            session,
+            RaterProgress.__table__,
+            ("rater_id", "labeled_items"),
+            rows,
+            on_conflict=("rater_id",),
+            accumulate=True,
+        )
 
 
 def retract_labels(session: Session, project: Project, cells: list[Cell]) -> LabelsRetracted:

@@ -213,9 +213,7 @@ class ApiKey(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     role: Mapped[str] = mapped_column(String(16))
-    project_id: Mapped[str | None] = mapped_column(
-        ForeignKey("projects.id", ondelete="CASCADE")
-    )
+    project_id: Mapped[str | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     rater_id: Mapped[int | None] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
     name: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

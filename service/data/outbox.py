@@ -14,8 +14,13 @@ EVENTS = ("decision.changed", "plan.created", "plan.reached", "batch.expired", "
 
 
 def emit(
-    session: Session, project_id: str, event_type: str, data: dict[str, Any], *,
-    retry_window_seconds: float, dedupe_key: str | None = None,
+    session: Session,
+    project_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    *,
+    retry_window_seconds: float,
+    dedupe_key: str | None = None,
 ) -> str | None:
     """Queue ``event_type`` for every webhook of the project subscribed to it; the event id, or None.
 
@@ -25,9 +30,9 @@ def emit(
     """
     assert event_type in EVENTS, event_type
     hooks = [
-        wid for wid, events in session.execute(
-            select(Webhook.id, Webhook.events).where(Webhook.project_id == project_id)
-        ) if event_type in events
+        wid
+        for wid, events in session.execute(select(Webhook.id, Webhook.events).where(Webhook.project_id == project_id))
+        if event_type in events
     ]
     if not hooks:
         return None
@@ -37,15 +42,26 @@ def emit(
         return None
     now = utcnow()
     event = WebhookEvent(
-        id=new_public_id("msg"), project_id=project_id, type=event_type, dedupe_key=dedupe_key, created_at=now,
+        id=new_public_id("msg"),
+        project_id=project_id,
+        type=event_type,
+        dedupe_key=dedupe_key,
+        created_at=now,
         payload={"type": event_type, "timestamp": now.isoformat(), "data": {"project": project_id, **data}},
     )
     session.add(event)
     session.flush()
     until = now + timedelta(seconds=retry_window_seconds)
     session.add_all(
-        WebhookDelivery(webhook_id=wid, event_id=event.id, status="pending", attempts=0, next_attempt_at=now,
-                        retry_until=until, created_at=now)
+        WebhookDelivery(
+            webhook_id=wid,
+            event_id=event.id,
+            status="pending",
+            attempts=0,
+            next_attempt_at=now,
+            retry_until=until,
+            created_at=now,
+        )
         for wid in hooks
     )
     session.flush()

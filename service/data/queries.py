@@ -190,8 +190,11 @@ def label_rows(
         .order_by(LabelEvent.seq)
     )
     if not history:
-        cell = ((CurrentLabel.rater_id == LabelEvent.rater_id) & (CurrentLabel.item_id == LabelEvent.item_id)
-                & (CurrentLabel.criterion == LabelEvent.criterion))
+        cell = (
+            (CurrentLabel.rater_id == LabelEvent.rater_id)
+            & (CurrentLabel.item_id == LabelEvent.item_id)
+            & (CurrentLabel.criterion == LabelEvent.criterion)
+        )
         stmt = stmt.where(LabelEvent.seq == select(CurrentLabel.seq).where(cell).scalar_subquery())
         if session.get_bind().dialect.name == "postgresql":
             # PostgreSQL costs the lookups as if a page read every event after since_seq and would

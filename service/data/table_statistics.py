@@ -71,9 +71,9 @@ class StatisticsKeeper(PollingThread):
         connection reports its writes within seconds of its transaction)."""
         names = ", ".join(f"to_regclass('{table}')" for table in TABLES)
         with self.engine.connect() as conn:
-            rows = conn.execute(text(
-                f"SELECT relname, n_mod_since_analyze FROM pg_stat_user_tables WHERE relid IN ({names})"
-            )).all()
+            rows = conn.execute(
+                text(f"SELECT relname, n_mod_since_analyze FROM pg_stat_user_tables WHERE relid IN ({names})")
+            ).all()
         return {name: int(count) for name, count in rows}
 
     def run_once(self) -> list[str]:

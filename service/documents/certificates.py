@@ -22,7 +22,8 @@ def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[
     """Every cell's current label as of ``label_seq``, from the append-only events (docs/method.md §10)."""
     events = session.execute(
         select(Item.external_id, Rater.external_id, LabelEvent.criterion, LabelEvent.value, LabelEvent.seq)
-        .join(Item, Item.id == LabelEvent.item_id).join(Rater, Rater.id == LabelEvent.rater_id)
+        .join(Item, Item.id == LabelEvent.item_id)
+        .join(Rater, Rater.id == LabelEvent.rater_id)
         .where(LabelEvent.project_id == project_id, LabelEvent.seq <= label_seq)
     )
     return label_snapshot(
@@ -51,16 +52,39 @@ def certificate_settings(
         "project": {"id": project.id, "name": project.name},
         "label_seq": label_seq,
         "criterion": criterion,
-        "protocol": {"scale": project.scale, "labels": list(project.labels), "handling": "exclude",
-                     "aggregation": "per criterion", "resampling_unit": "item", "confidence_level": 0.95},
+        "protocol": {
+            "scale": project.scale,
+            "labels": list(project.labels),
+            "handling": "exclude",
+            "aggregation": "per criterion",
+            "resampling_unit": "item",
+            "confidence_level": 0.95,
+        },
         "raters": kinds,
-        "decision": {"coefficient": decision.coefficient, "rule": decision.rule, "epsilon": decision.resolved_epsilon(),
-                     "omega_threshold": decision.omega_threshold, "q": decision.q,
-                     "inconclusive_level": decision.inconclusive_level, "alpha_sig": decision.alpha_sig},
-        "plan": None if plan is None else {"id": plan.id, "purpose": plan.purpose, "source": plan.source,
-                                           "design": plan.design, "m": plan.m, "seed": str(plan.seed)},
-        "seeds": {"seed": body.seed, "bit_generator": BIT_GENERATOR,
-                  "n_resamples": n_resamples if body.n_resamples is None else body.n_resamples},
+        "decision": {
+            "coefficient": decision.coefficient,
+            "rule": decision.rule,
+            "epsilon": decision.resolved_epsilon(),
+            "omega_threshold": decision.omega_threshold,
+            "q": decision.q,
+            "inconclusive_level": decision.inconclusive_level,
+            "alpha_sig": decision.alpha_sig,
+        },
+        "plan": None
+        if plan is None
+        else {
+            "id": plan.id,
+            "purpose": plan.purpose,
+            "source": plan.source,
+            "design": plan.design,
+            "m": plan.m,
+            "seed": str(plan.seed),
+        },
+        "seeds": {
+            "seed": body.seed,
+            "bit_generator": BIT_GENERATOR,
+            "n_resamples": n_resamples if body.n_resamples is None else body.n_resamples,
+        },
     }
     # As /reliability computes it (docs/method.md §9); absent when default, so earlier certificates still verify.
     if decision.estimator != "paired":
@@ -82,10 +106,13 @@ def panel_inclusion(session: Session, plan: Plan | None) -> dict[str, float] | N
 
 def existing_certificate(session: Session, project_id: str, settings: dict[str, Any]) -> Certificate | None:
     """The certificate already issued for these settings (label_seq included), if any."""
-    return session.scalar(select(Certificate).where(
-        Certificate.project_id == project_id, Certificate.label_seq == settings["label_seq"],
-        Certificate.settings_sha256 == sha256_hex(settings),
-    ))
+    return session.scalar(
+        select(Certificate).where(
+            Certificate.project_id == project_id,
+            Certificate.label_seq == settings["label_seq"],
+            Certificate.settings_sha256 == sha256_hex(settings),
+        )
+    )
 
 
 def issue_certificate(
@@ -96,8 +123,16 @@ def issue_certificate(
     cid = new_public_id("cert")
     statement = certificate_statement(snapshot, settings, certificate={"id": cid, "issued_at": now.isoformat()})
     result = statement["predicate"]["result"]
-    row = Certificate(id=cid, project_id=pid, label_seq=settings["label_seq"], settings_sha256=sha256_hex(settings),
-                      criterion=settings["criterion"], decision=result["decision"], statement=statement, created_at=now)
+    row = Certificate(
+        id=cid,
+        project_id=pid,
+        label_seq=settings["label_seq"],
+        settings_sha256=sha256_hex(settings),
+        criterion=settings["criterion"],
+        decision=result["decision"],
+        statement=statement,
+        created_at=now,
+    )
     try:
         with session.begin_nested():
             session.add(row)
@@ -106,11 +141,20 @@ def issue_certificate(
         twin = existing_certificate(session, pid, settings)
         assert twin is not None
         return twin, False
-    emit(session, pid, "certificate.created", {
-        "certificate": cid, "label_seq": settings["label_seq"], "criterion": settings["criterion"],
-        "decision": result["decision"], "omega": result["omega"],
-        "report_sha256": statement["subject"][1]["digest"]["sha256"],
-    }, retry_window_seconds=retry_window_seconds)
+    emit(
+        session,
+        pid,
+        "certificate.created",
+        {
+            "certificate": cid,
+            "label_seq": settings["label_seq"],
+            "criterion": settings["criterion"],
+            "decision": result["decision"],
+            "omega": result["omega"],
+            "report_sha256": statement["subject"][1]["digest"]["sha256"],
+        },
+        retry_window_seconds=retry_window_seconds,
+    )
     return row, True
 
 
@@ -124,7 +168,12 @@ def project_certificate(session: Session, project_id: str, cid: str) -> Certific
 
 def certificates_page(session: Session, project_id: str, *, offset: int, limit: int) -> list[Certificate]:
     """Up to ``limit`` of the project's certificates from ``offset``, oldest first."""
-    return list(session.scalars(
-        select(Certificate).where(Certificate.project_id == project_id)
-        .order_by(Certificate.created_at, Certificate.id).offset(offset).limit(limit)
-    ))
+    return list(
+        session.scalars(
+            select(Certificate)
+            .where(Certificate.project_id == project_id)
+            .order_by(Certificate.created_at, Certificate.id)
+            .offset(offset)
+            .limit(limit)
+        )
+    )

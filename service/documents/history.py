@@ -73,8 +73,9 @@ def cached_reliability(
     return doc
 
 
-def store_points(bind: Engine | Connection, project_id: str, criterion: str, points: list[tuple[int, float | None]]
-                 ) -> None:
+def store_points(
+    bind: Engine | Connection, project_id: str, criterion: str, points: list[tuple[int, float | None]]
+) -> None:
     """Store points not stored yet, in a short write transaction of its own.
 
     History is a convenience of the reads that write it: a database refusing the write is logged
@@ -93,8 +94,13 @@ def store_points(bind: Engine | Connection, project_id: str, criterion: str, poi
 
 
 def pool_score_history(
-    session: Session, project: Project, criterion: str, shown: tuple[int, float | None], documents: DocumentCache,
-    *, wait: float,
+    session: Session,
+    project: Project,
+    criterion: str,
+    shown: tuple[int, float | None],
+    documents: DocumentCache,
+    *,
+    wait: float,
 ) -> PoolHistory:
     """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), with ``shown``'s (the
     document on the page: its point may not be stored yet).
@@ -131,8 +137,9 @@ def pool_score_history(
     return PoolHistory(points, under_way)
 
 
-def _replayed(session: Session, project_id: str, criterion: str, until: int, progress: HistoryReplay
-              ) -> list[tuple[int, float | None]]:
+def _replayed(
+    session: Session, project_id: str, criterion: str, until: int, progress: HistoryReplay
+) -> list[tuple[int, float | None]]:
     """The history through ``until`` replayed from the events (:func:`pool_history`) and stored, with its mark."""
     progress.done, progress.total, progress.finished = 0, None, False
     try:
@@ -147,7 +154,11 @@ def _replayed(session: Session, project_id: str, criterion: str, until: int, pro
 
 
 def pool_history(
-    session: Session, project: Project, criterion: str, *, until: int | None = None,
+    session: Session,
+    project: Project,
+    criterion: str,
+    *,
+    until: int | None = None,
     progress: HistoryReplay | None = None,
 ) -> list[tuple[int, float | None]]:
     """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events;
@@ -180,25 +191,35 @@ def pool_history(
         latest = start + (end - start - 1 - last)
         raw.flat[flat[latest]] = codes[latest]
         start = end
-        v = validate_judge(np.where(raw >= len(project.labels), -1, raw), judge=judges[0], humans=humans,
-                           n_labels=len(project.labels), rule=decision.rule, coefficient=decision.coefficient,
-                           epsilon=decision.resolved_epsilon(), n_resamples=20, rng=0)
+        v = validate_judge(
+            np.where(raw >= len(project.labels), -1, raw),
+            judge=judges[0],
+            humans=humans,
+            n_labels=len(project.labels),
+            rule=decision.rule,
+            coefficient=decision.coefficient,
+            epsilon=decision.resolved_epsilon(),
+            n_resamples=20,
+            rng=0,
+        )
         points.append((int(cut), num(v.human_pool.estimate)))
         if progress is not None:
             progress.done = end
     return points
 
 
-def project_reliability(session: Session, project: Project, documents: DocumentCache, *,
-                        n_resamples: int) -> tuple[dict[str, Any], str]:
+def project_reliability(
+    session: Session, project: Project, documents: DocumentCache, *, n_resamples: int
+) -> tuple[dict[str, Any], str]:
     """The reliability document of the first criterion and its ETag, from the document cache."""
     criterion = project.criteria[0]
     etag = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
     return cached_reliability(session, project, documents, criterion, etag, n_resamples=n_resamples), etag
 
 
-def shown_reliability(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int,
-                      wait: float) -> tuple[dict[str, Any], str]:
+def shown_reliability(
+    session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
+) -> tuple[dict[str, Any], str]:
     """The reliability document of the first criterion a dashboard shows, and its ETag: the fresh one if it is
     ready within ``wait`` seconds, else the newest computed in this worker for the same settings and plan
     (valid at its own label_seq) while one background thread computes the fresh one.
@@ -213,8 +234,7 @@ def shown_reliability(session: Session, project: Project, documents: DocumentCac
         return doc, etag
     newest = documents.newest(document_lineage(project, plan, criterion, "reliability"))
     if newest is None:  # computed here, not queued behind other projects' background work
-        return cached_reliability(session, project, documents, criterion, etag,
-                                  n_resamples=n_resamples), etag
+        return cached_reliability(session, project, documents, criterion, etag, n_resamples=n_resamples), etag
     sibling = Session(session.get_bind(), info=session.info, expire_on_commit=False)
     fresh = documents.in_background(
         f"fresh|{etag}", lambda: _fresh_reliability(sibling, project.id, documents, n_resamples=n_resamples)
@@ -225,8 +245,9 @@ def shown_reliability(session: Session, project: Project, documents: DocumentCac
         return newest[1], newest[0]
 
 
-def _fresh_reliability(session: Session, project_id: str, documents: DocumentCache, *,
-                       n_resamples: int) -> tuple[dict[str, Any], str]:
+def _fresh_reliability(
+    session: Session, project_id: str, documents: DocumentCache, *, n_resamples: int
+) -> tuple[dict[str, Any], str]:
     """:func:`project_reliability` in ``session`` (closed after), for the project as it is now."""
     with session:
         project = session.get(Project, project_id)

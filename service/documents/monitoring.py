@@ -39,9 +39,7 @@ def _band(times: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[dict[
     """At most ``BAND_POINTS`` points of a rater's confidence sequence, always the last one."""
     if times.size == 0:
         return []
-    keep = np.unique(
-        np.linspace(0, times.size - 1, min(BAND_POINTS, times.size)).round().astype(int)
-    )
+    keep = np.unique(np.linspace(0, times.size - 1, min(BAND_POINTS, times.size)).round().astype(int))
     return [
         {
             "label_seq": int(times[i]),
@@ -168,9 +166,8 @@ def decision_in_force(
             if planned is None
             else f"the secondaries have {min(m_secondary, default=0)} of the planned {planned}"
         )
-        reason = (
-            f"provisional: a fixed-sample decision holds at the planned overlap only ({short})"
-            + (f"; {reason}" if reason else "")
+        reason = f"provisional: a fixed-sample decision holds at the planned overlap only ({short})" + (
+            f"; {reason}" if reason else ""
         )
     return {
         "decision": fixed["decision"],

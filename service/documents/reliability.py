@@ -224,6 +224,7 @@ def _rule_options(n_labels: int, decision: DecisionSettings) -> dict[str, Any]:
         "q": decision.q,
     }
 
+
 def judge_validation(
     matrix: LabelMatrix,
     patterns: ItemPatterns,
@@ -249,6 +250,7 @@ def judge_validation(
 def coefficients(human_codes: np.ndarray | ItemPatterns, **options: Any) -> dict[str, Any]:
     """The human raters' agreement coefficients with intervals (docs/method.md §2); pure."""
     return {k: e.as_dict() for k, e in summary_table(human_codes, **options).items()}
+
 
 def _recipe_now(
     matrix: LabelMatrix,
@@ -316,13 +318,23 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     humans = matrix.columns("primary", "human")
     states = session.info.get(MONITOR_KEY)
     with _handed_over(matrix, cells) as handed:
-        statistics = (document_statistics, (handed, decision, inclusion),
-                      {"scale": project.scale, "n_resamples": n_resamples, "seed": seed})
+        statistics = (
+            document_statistics,
+            (handed, decision, inclusion),
+            {"scale": project.scale, "n_resamples": n_resamples, "seed": seed},
+        )
         if isinstance(states, RecentlyUsed):
             with ThreadPoolExecutor(1, thread_name_prefix="document-statistics") as beside:
                 waiting = beside.submit(off_worker_each, cells, statistics)
-                blocks = judge_monitorings(matrix, judges, humans, decision, plan, inclusion,
-                                           kept=(states, document_lineage(project, plan, criterion, "monitoring")))
+                blocks = judge_monitorings(
+                    matrix,
+                    judges,
+                    humans,
+                    decision,
+                    plan,
+                    inclusion,
+                    kept=(states, document_lineage(project, plan, criterion, "monitoring")),
+                )
                 [stats] = waiting.result()
         else:
             monitorings: Call = (judge_monitorings, (handed, judges, humans, decision, _planned(plan), inclusion), {})
@@ -344,7 +356,11 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 "omega": None,
                 "raters": [],
                 "human_pool": {
-                    "estimate": None, "ci": [None, None], "ci_method": "percentile", "approximate": False, "n_raters": 0
+                    "estimate": None,
+                    "ci": [None, None],
+                    "ci_method": "percentile",
+                    "approximate": False,
+                    "n_raters": 0,
                 },
                 "provisional": False,
                 "fixed_decision": "insufficient_data",
@@ -404,15 +420,26 @@ def document_statistics(
     validations = []
     for j in judges:
         fixed = judge_validation(
-            matrix, weighted, j, humans, decision, n_resamples=n_resamples, resample=resample,
-            estimator=estimator_in_force(decision, matrix), primary=primary[0] if primary else None,
+            matrix,
+            weighted,
+            j,
+            humans,
+            decision,
+            n_resamples=n_resamples,
+            resample=resample,
+            estimator=estimator_in_force(decision, matrix),
+            primary=primary[0] if primary else None,
         )
         validations.append(fixed)
     human_patterns, to_humans = patterns.grouped(humans)
     if merged is not None:
         to_humans = to_humans[merged]
-    stats = coefficients(human_patterns, n_labels=matrix.n_labels, scale=scale,
-                         resample=resample.merged(to_humans, human_patterns.counts.size))
+    stats = coefficients(
+        human_patterns,
+        n_labels=matrix.n_labels,
+        scale=scale,
+        resample=resample.merged(to_humans, human_patterns.counts.size),
+    )
     m_now = min((r["m"] for r in validations[0]["raters"]), default=0) if validations else 0
     recipe = (
         _recipe_now(matrix, patterns, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None
@@ -442,13 +469,31 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
         }
     codes = matrix.codes.astype(code_type(matrix.n_labels), copy=False)
     names = [r.external_id for r in matrix.raters]
-    return {**base, **off_worker(matrix.raw.size, judge_ranking, codes, matrix.n_labels, names, judges, humans,
-                                 decision, n_resamples=n_resamples, rng=project.label_seq)}
+    return {
+        **base,
+        **off_worker(
+            matrix.raw.size,
+            judge_ranking,
+            codes,
+            matrix.n_labels,
+            names,
+            judges,
+            humans,
+            decision,
+            n_resamples=n_resamples,
+            rng=project.label_seq,
+        ),
+    }
 
 
 def judge_ranking(
-    codes: np.ndarray, n_labels: int, names: list[str], judges: list[int], humans: list[int],
-    decision: DecisionSettings, **options: Any,
+    codes: np.ndarray,
+    n_labels: int,
+    names: list[str],
+    judges: list[int],
+    humans: list[int],
+    decision: DecisionSettings,
+    **options: Any,
 ) -> dict[str, Any]:
     """The judges' ranking block of the document (``names``: the raters' external ids; docs/method.md §3); pure."""
     r = rank_judges(codes, judges=judges, humans=humans, **_rule_options(n_labels, decision), **options)

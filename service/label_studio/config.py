@@ -30,8 +30,13 @@ class ChoiceControl:
     single: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {"from_name": self.name, "to_name": self.to_name, "data_key": self.data_key,
-                "choices": list(self.choices), "single": self.single}
+        return {
+            "from_name": self.name,
+            "to_name": self.to_name,
+            "data_key": self.data_key,
+            "choices": list(self.choices),
+            "single": self.single,
+        }
 
 
 @lru_cache(maxsize=64)

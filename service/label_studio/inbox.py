@@ -71,8 +71,10 @@ class IssueRead(BaseModel):
     task: str | None
     annotation: str | None
     reason: str
-    status: str = Field(description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery "
-                                    "of the same annotation was recorded, or it was deleted).")
+    status: str = Field(
+        description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery "
+        "of the same annotation was recorded, or it was deleted)."
+    )
     created_at: Any
     resolved_at: Any = None
 
@@ -96,7 +98,8 @@ def _validated_event(model: type[BaseModel], payload: dict[str, Any]) -> Any:
 def _supersede(session: Session, project: Project, annotations: list[str], *, before: int | None = None) -> None:
     """Open issues of these annotations are out of date: a later state was recorded."""
     stmt = update(LabelStudioIssue).where(
-        LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open",
+        LabelStudioIssue.project_id == project.id,
+        LabelStudioIssue.status == "open",
         LabelStudioIssue.annotation.in_(annotations),
     )
     if before is not None:
@@ -134,7 +137,9 @@ def record_delivery(
     if task_id is None:
         raise Invalid("the payload names no task (neither annotation.task nor task.id)", code="malformed_body")
     control = resolve_control(
-        project, label_config=event.project.label_config if event.project else None, from_name=from_name,
+        project,
+        label_config=event.project.label_config if event.project else None,
+        from_name=from_name,
         results=ann.result,
     )
     tasks = tasks_for_annotation(task_id, event.task, ann)
@@ -144,22 +149,45 @@ def record_delivery(
     choice, reason = (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control and control.name)
     if choice is None:
         withdrawn = withdraw(session, project, item, rater, criterion, ann.id)
-        result = done.model_copy(update={"skipped": reason, "retracted": withdrawn.retracted or None,
-                                         "label_seq": withdrawn.label_seq if withdrawn.retracted else None})
+        result = done.model_copy(
+            update={
+                "skipped": reason,
+                "retracted": withdrawn.retracted or None,
+                "label_seq": withdrawn.label_seq if withdrawn.retracted else None,
+            }
+        )
     else:
-        written = reconcile(session, project, principal, tasks, control, fmt="webhook", criterion=criterion,
-                            strict=True, deletions=False)
-        result = done.model_copy(update={
-            "value": label_for(choice, project.labels, project.label_map), "labels": written.labels,
-            "item_created": written.items.created == 1, "rater_created": bool(written.raters_created),
-        })
+        written = reconcile(
+            session,
+            project,
+            principal,
+            tasks,
+            control,
+            fmt="webhook",
+            criterion=criterion,
+            strict=True,
+            deletions=False,
+        )
+        result = done.model_copy(
+            update={
+                "value": label_for(choice, project.labels, project.label_map),
+                "labels": written.labels,
+                "item_created": written.items.created == 1,
+                "rater_created": bool(written.raters_created),
+            }
+        )
     if ann.id is not None:
         _supersede(session, project, [str(ann.id)], before=issue)
     return result
 
 
 def file_issue(
-    session: Session, project: Project, payload: dict[str, Any], reason: str, *, from_name: str | None,
+    session: Session,
+    project: Project,
+    payload: dict[str, Any],
+    reason: str,
+    *,
+    from_name: str | None,
     criterion: str | None,
 ) -> LabelStudioIssue:
     """Keep a delivery that could not be recorded, with what is needed to replay it."""
@@ -168,10 +196,13 @@ def file_issue(
     if task is None and isinstance(payload.get("task"), dict):
         task = payload["task"].get("id")
     issue = LabelStudioIssue(
-        project_id=project.id, action=str(payload.get("action"))[:40],
+        project_id=project.id,
+        action=str(payload.get("action"))[:40],
         task=str(task)[:40] if task is not None else None,
         annotation=str(ann["id"])[:40] if ann.get("id") is not None else None,
-        reason=reason, payload={"body": payload, "from_name": from_name, "criterion": criterion}, status="open",
+        reason=reason,
+        payload={"body": payload, "from_name": from_name, "criterion": criterion},
+        status="open",
     )
     session.add(issue)
     session.flush()
@@ -179,8 +210,13 @@ def file_issue(
 
 
 def receive(
-    session: Session, project: Project, principal: Principal, payload: dict[str, Any], *,
-    from_name: str | None, criterion: str | None,
+    session: Session,
+    project: Project,
+    principal: Principal,
+    payload: dict[str, Any],
+    *,
+    from_name: str | None,
+    criterion: str | None,
 ) -> WebhookResult:
     """Record a delivery, or keep it in the inbox and say why (nothing else written)."""
     try:
@@ -192,16 +228,24 @@ def receive(
 
 
 def issue_read(issue: LabelStudioIssue) -> IssueRead:
-    return IssueRead(id=issue.id, action=issue.action, task=issue.task, annotation=issue.annotation,
-                     reason=issue.reason, status=issue.status, created_at=issue.created_at,
-                     resolved_at=issue.resolved_at)
+    return IssueRead(
+        id=issue.id,
+        action=issue.action,
+        task=issue.task,
+        annotation=issue.annotation,
+        reason=issue.reason,
+        status=issue.status,
+        created_at=issue.created_at,
+        resolved_at=issue.resolved_at,
+    )
 
 
 def replay_issues(session: Session, project: Project, principal: Principal) -> ReplayResult:
     """Replay the open issues in the order they came; those recorded now are resolved."""
     resolved: list[int] = []
     issues = session.scalars(
-        select(LabelStudioIssue).where(LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open")
+        select(LabelStudioIssue)
+        .where(LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open")
         .order_by(LabelStudioIssue.id)
     ).all()
     for issue in issues:
@@ -211,8 +255,15 @@ def replay_issues(session: Session, project: Project, principal: Principal) -> R
         saved = issue.payload
         try:
             with session.begin_nested():
-                record_delivery(session, project, principal, saved["body"], from_name=saved["from_name"],
-                                criterion=saved["criterion"], issue=issue.id)
+                record_delivery(
+                    session,
+                    project,
+                    principal,
+                    saved["body"],
+                    from_name=saved["from_name"],
+                    criterion=saved["criterion"],
+                    issue=issue.id,
+                )
         except AppError as exc:
             issue.reason = exc.detail
             continue

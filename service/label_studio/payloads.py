@@ -137,10 +137,14 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
     skip = MIN_META_KEYS | controls | {from_name}
     tasks: dict[Any, dict[str, Any]] = {}
     for n, row in enumerate(rows):
-        task = tasks.setdefault(row["id"], {
-            "id": row["id"], "annotations": [],
-            "data": {k: v for k, v in row.items() if k not in skip and not _is_choices(v)},
-        })
+        task = tasks.setdefault(
+            row["id"],
+            {
+                "id": row["id"],
+                "annotations": [],
+                "data": {k: v for k, v in row.items() if k not in skip and not _is_choices(v)},
+            },
+        )
         if "annotation_id" not in row and "annotator" not in row:
             continue
         if "annotator" not in row:
@@ -148,11 +152,15 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
         annotator = row["annotator"]
         value = row.get(from_name)
         choices = value["choices"] if _is_choices(value) else [] if value is None else [value]
-        task["annotations"].append({
-            "id": row.get("annotation_id"),
-            "completed_by": {"email": annotator} if isinstance(annotator, str) else annotator,
-            "result": [{"from_name": from_name, "type": "choices", "value": {"choices": choices}}] if choices else [],
-        })
+        task["annotations"].append(
+            {
+                "id": row.get("annotation_id"),
+                "completed_by": {"email": annotator} if isinstance(annotator, str) else annotator,
+                "result": [{"from_name": from_name, "type": "choices", "value": {"choices": choices}}]
+                if choices
+                else [],
+            }
+        )
     return list(tasks.values())
 
 

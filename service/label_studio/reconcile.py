@@ -261,8 +261,9 @@ def resolve_control(
         return control
     stored = project.label_studio
     if stored and from_name in (None, stored["from_name"]):
-        return ChoiceControl(stored["from_name"], stored["to_name"], stored["data_key"],
-                             tuple(stored["choices"]), stored["single"])
+        return ChoiceControl(
+            stored["from_name"], stored["to_name"], stored["data_key"], tuple(stored["choices"]), stored["single"]
+        )
     if from_name is not None:
         return ChoiceControl(from_name, "", None, (), True)
     return likeliest_control(results, _maps(project))
@@ -321,8 +322,14 @@ def read_export(
     from_name = control.name if control is not None else None
     reading = ExportReading(items=[item_from_task(task, control.data_key if control else None) for task in tasks])
 
-    def read(source: str, ls_id: TaskId | None, item: str, where: dict[str, Any], results: list[LSResult] | None,
-             reason: str | None = None) -> None:
+    def read(
+        source: str,
+        ls_id: TaskId | None,
+        item: str,
+        where: dict[str, Any],
+        results: list[LSResult] | None,
+        reason: str | None = None,
+    ) -> None:
         cell = (item, where["rater"])
         if (number := _ls_id(ls_id)) is not None:
             reading.seen[source].add(number)
@@ -341,8 +348,11 @@ def read_export(
             reading.skipped.append(Skipped(**prior[1], reason="superseded by a later label of this rater"))
         if label is None:
             reading.skipped.append(Skipped(**where, reason=str(reason)))
-        row = LABEL_ROW.validate_python({"item": item, "rater": where["rater"], "criterion": criterion,
-                                         "value": label}) if label else None
+        row = (
+            LABEL_ROW.validate_python({"item": item, "rater": where["rater"], "criterion": criterion, "value": label})
+            if label
+            else None
+        )
         reading.cells[cell] = (row, where)
 
     for task, item in zip(tasks, reading.items, strict=True):
@@ -360,10 +370,13 @@ def read_export(
         for pred in task.predictions:
             if isinstance(pred, int):
                 reading.seen["prediction"].add(pred)
-                reading.skipped.append(Skipped(
-                    task=task.id, prediction=pred,
-                    reason=f"only the prediction's id is in this export (the Export button's JSON): {EXPORT_HINT}",
-                ))
+                reading.skipped.append(
+                    Skipped(
+                        task=task.id,
+                        prediction=pred,
+                        reason=f"only the prediction's id is in this export (the Export button's JSON): {EXPORT_HINT}",
+                    )
+                )
                 continue
             if not pred.model_version:
                 reading.skipped.append(
@@ -372,8 +385,13 @@ def read_export(
                 continue
             rater = judge_prefix + pred.model_version
             reading.raters[rater] = RaterCreate(external_id=rater, kind="judge", name=pred.model_version)
-            read("prediction", pred.id, item.external_id, {"task": task.id, "prediction": pred.id, "rater": rater},
-                 pred.result)
+            read(
+                "prediction",
+                pred.id,
+                item.external_id,
+                {"task": task.id, "prediction": pred.id, "rater": rater},
+                pred.result,
+            )
     if primary is not None and not any(r.kind == "primary" for r in reading.raters.values()):
         raise Invalid(
             f"primary {echo(primary)} is not the id or email of an annotator in this export", code="unknown_primary"
@@ -452,8 +470,9 @@ def reconcile(
     # A task without data (a webhook that names only its id) refers to an item that must exist.
     refs = {i.external_id for t, i in zip(tasks, reading.items, strict=True) if not t.data}
     if missing := refs - set(ids_by_external(session, Item, project.id, sorted(refs))):
-        raise Invalid(f"unknown task: no item {echo(sorted(missing)[0])} in this project and no task data",
-                      code="unknown_task")
+        raise Invalid(
+            f"unknown task: no item {echo(sorted(missing)[0])} in this project and no task data", code="unknown_task"
+        )
     items = upsert_items(session, project, [i for t, i in zip(tasks, reading.items, strict=True) if t.data])
     created, changed = ensure_raters(session, project, list(reading.raters.values()))
     rows = reading.rows
@@ -467,9 +486,13 @@ def reconcile(
     if deletions and item_ids:
         sources = ["annotation", "prediction"] if fmt != "json_min" else ["annotation"]
         for source, ls_id, item_id, rater_id in session.execute(
-            select(LabelStudioLink.source, LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id)
-            .where(LabelStudioLink.project_id == project.id, LabelStudioLink.source.in_(sources),
-                   LabelStudioLink.item_id.in_(list(item_ids.values())))
+            select(
+                LabelStudioLink.source, LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id
+            ).where(
+                LabelStudioLink.project_id == project.id,
+                LabelStudioLink.source.in_(sources),
+                LabelStudioLink.item_id.in_(list(item_ids.values())),
+            )
         ):
             if ls_id not in reading.seen[source]:
                 gone.append((source, ls_id))
@@ -478,9 +501,13 @@ def reconcile(
     retracted = retract_labels(session, project, [(i, r, crit) for i, r in sorted(retract)])
     _forget_links(session, project, gone)
     insert_many(
-        session, LabelStudioLink.__table__, ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
-        [(project.id, source, ls_id, item_ids[i], rater_ids[r], crit)
-         for (source, ls_id), (i, r) in reading.links.items()],
+        session,
+        LabelStudioLink.__table__,
+        ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
+        [
+            (project.id, source, ls_id, item_ids[i], rater_ids[r], crit)
+            for (source, ls_id), (i, r) in reading.links.items()
+        ],
         on_conflict=("project_id", "source", "ls_id"),
     )
     values = [(before.get((r["item"], r["rater"])), r["value"]) for r in rows]
@@ -527,8 +554,18 @@ def import_rows(
         name = control.name if control is not None else ""
         names = frozenset(c.name for c in choice_controls(label_config)) if label_config else frozenset()
         tasks = _tasks(tasks_from_json_min(rows, name, names | {name}))
-        return reconcile(session, project, principal, tasks, control, fmt="json_min", primary=primary,
-                         judge_prefix=judge_prefix, criterion=criterion, strict=strict)
+        return reconcile(
+            session,
+            project,
+            principal,
+            tasks,
+            control,
+            fmt="json_min",
+            primary=primary,
+            judge_prefix=judge_prefix,
+            criterion=criterion,
+            strict=strict,
+        )
     for n, row in enumerate(rows):
         if not isinstance(row, dict) or not isinstance(row.get("data"), dict):
             raise Invalid(
@@ -540,8 +577,18 @@ def import_rows(
     results = [r for t in tasks for a in [*t.annotations, *t.predictions] if not isinstance(a, int) for r in a.result]
     control = resolve_control(project, label_config=label_config, from_name=from_name, results=results)
     fmt = "json" if any(isinstance(p, int) for t in tasks for p in t.predictions) else "snapshot"
-    return reconcile(session, project, principal, tasks, control, fmt=fmt, primary=primary,
-                     judge_prefix=judge_prefix, criterion=criterion, strict=strict)
+    return reconcile(
+        session,
+        project,
+        principal,
+        tasks,
+        control,
+        fmt=fmt,
+        primary=primary,
+        judge_prefix=judge_prefix,
+        criterion=criterion,
+        strict=strict,
+    )
 
 
 def _tasks(rows: list[Any]) -> list[LSTask]:
@@ -559,9 +606,13 @@ def _tasks(rows: list[Any]) -> list[LSTask]:
 
 def _forget_links(session: Session, project: Project, links: list[tuple[str, int]]) -> None:
     for source, ls_id in links:
-        session.execute(delete(LabelStudioLink).where(
-            LabelStudioLink.project_id == project.id, LabelStudioLink.source == source, LabelStudioLink.ls_id == ls_id
-        ))
+        session.execute(
+            delete(LabelStudioLink).where(
+                LabelStudioLink.project_id == project.id,
+                LabelStudioLink.source == source,
+                LabelStudioLink.ls_id == ls_id,
+            )
+        )
 
 
 def retract_deleted(session: Session, project: Project, annotation_ids: list[int]) -> tuple[int, list[int], int]:
@@ -573,9 +624,13 @@ def retract_deleted(session: Session, project: Project, annotation_ids: list[int
     found = {
         ls_id: (item_id, rater_id, criterion)
         for ls_id, item_id, rater_id, criterion in session.execute(
-            select(LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion)
-            .where(LabelStudioLink.project_id == project.id, LabelStudioLink.source == "annotation",
-                   LabelStudioLink.ls_id.in_(annotation_ids))
+            select(
+                LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion
+            ).where(
+                LabelStudioLink.project_id == project.id,
+                LabelStudioLink.source == "annotation",
+                LabelStudioLink.ls_id.in_(annotation_ids),
+            )
         )
     }
     _forget_links(session, project, [("annotation", ls_id) for ls_id in found])
@@ -610,8 +665,11 @@ def withdraw(
         return LabelsRetracted(retracted=0, label_seq=project.label_seq)
     if (ls_id := _ls_id(annotation)) is not None:
         insert_many(
-            session, LabelStudioLink.__table__, ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
-            [(project.id, "annotation", ls_id, item_id, rater_id, crit)], on_conflict=("project_id", "source", "ls_id"),
+            session,
+            LabelStudioLink.__table__,
+            ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
+            [(project.id, "annotation", ls_id, item_id, rater_id, crit)],
+            on_conflict=("project_id", "source", "ls_id"),
         )
     return retract_labels(session, project, [(item_id, rater_id, crit)])
 

@@ -31,11 +31,13 @@ class SyncRequest(Strict):
 
     url: str = Field(max_length=2000, description="Label Studio's base URL, e.g. `http://127.0.0.1:8080`.")
     project: int = Field(ge=1, description="The Label Studio project's id.")
-    token: SecretStr = Field(min_length=1, max_length=2000,
-                             description="A Label Studio API token; used for this call only, never stored.")
+    token: SecretStr = Field(
+        min_length=1, max_length=2000, description="A Label Studio API token; used for this call only, never stored."
+    )
     token_type: Literal["Token", "Bearer"] = Field(
-        "Token", description="`Token` for a legacy API token (Label Studio started with "
-                             "`--enable-legacy-api-token`), `Bearer` for an access token."
+        "Token",
+        description="`Token` for a legacy API token (Label Studio started with "
+        "`--enable-legacy-api-token`), `Bearer` for an access token.",
     )
     from_name: str | None = Field(
         None, max_length=200, description="The choices control, when the config is ambiguous."
@@ -69,12 +71,15 @@ def check_allowed(url: str, allowed: list[str]) -> None:
     """
     target = httpx.URL(url)
     for base in map(httpx.URL, allowed):
-        if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port) and \
-                target.path.startswith(base.path.rstrip("/")):
+        if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port) and target.path.startswith(
+            base.path.rstrip("/")
+        ):
             return
     if allowed:
-        raise Invalid(f"url {echo(url)} is not a Label Studio this server may call (ANNOPLAN_LABEL_STUDIO_URLS)",
-                      code="label_studio_not_allowed")
+        raise Invalid(
+            f"url {echo(url)} is not a Label Studio this server may call (ANNOPLAN_LABEL_STUDIO_URLS)",
+            code="label_studio_not_allowed",
+        )
 
 
 def _json(response: httpx.Response, what: str) -> Any:
@@ -100,17 +105,22 @@ def fetch_snapshot(
     try:
         with httpx.Client(base_url=req.url, headers=headers, timeout=timeout) as client:
             config = _json(client.get(base), "the project").get("label_config")
-            export = _json(client.post(f"{base}/exports", json={"title": "annoplan sync",
-                                                                  "serialization_options": SNAPSHOT_OPTIONS}),
-                           "a snapshot export")
+            export = _json(
+                client.post(
+                    f"{base}/exports", json={"title": "annoplan sync", "serialization_options": SNAPSHOT_OPTIONS}
+                ),
+                "a snapshot export",
+            )
             deadline = time.monotonic() + ready_within
             while export.get("status") != "completed":
                 if export.get("status") == "failed" or time.monotonic() > deadline:
                     raise LabelStudioUnavailable(f"the snapshot export is {export.get('status')!r}, not completed")
                 time.sleep(0.5)
                 export = _json(client.get(f"{base}/exports/{export['id']}"), "the snapshot's status")
-            tasks = _json(client.get(f"{base}/exports/{export['id']}/download", params={"exportType": "JSON"}),
-                          "the snapshot download")
+            tasks = _json(
+                client.get(f"{base}/exports/{export['id']}/download", params={"exportType": "JSON"}),
+                "the snapshot download",
+            )
             client.delete(f"{base}/exports/{export['id']}")
     except httpx.HTTPError as exc:
         raise LabelStudioUnavailable(

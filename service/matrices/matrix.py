@@ -72,7 +72,9 @@ def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatr
     sorter = np.argsort(item_ids)
     for col, rater in enumerate(raters):
         cells = integer_rows(
-            session, ["item_id", code, "seq"], "current_labels WHERE rater_id = ? AND criterion = ?",
+            session,
+            ["item_id", code, "seq"],
+            "current_labels WHERE rater_id = ? AND criterion = ?",
             (*(x for pair in code_of.items() for x in pair), rater.id, criterion),
         )
         if (cells[:, 1] == -2).any():
@@ -136,6 +138,11 @@ def frozen_matrix(
     for a in (raw, order, item_ids):
         a.flags.writeable = False
     return LabelMatrix(
-        raw=raw, item_ids=item_ids, raters=raters, n_labels=len(project.labels), label_seq=label_seq,
-        criterion=criterion, order=order,
+        raw=raw,
+        item_ids=item_ids,
+        raters=raters,
+        n_labels=len(project.labels),
+        label_seq=label_seq,
+        criterion=criterion,
+        order=order,
     )

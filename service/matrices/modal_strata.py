@@ -57,7 +57,7 @@ class InHand:
         start = int(np.searchsorted(self.item_ids, cursor, side="right", sorter=self.sorter))
         step = 1024
         while start < self.sorter.size:
-            rows = self.sorter[start:start + step]
+            rows = self.sorter[start : start + step]
             gap = np.flatnonzero(~self.primary_labeled[rows])
             if gap.size:
                 return int(self.item_ids[self.sorter[start + gap[0] - 1]]) if start + gap[0] else cursor
@@ -100,7 +100,8 @@ def modal_in_hand(session: Session, project: Project, criterion: str) -> InHand:
 def _raters(session: Session, project: Project) -> list[int]:
     """Ids of the primary (first) and the human secondaries whose labels are in hand for the strata."""
     rows = session.execute(
-        select(Rater.id, Rater.kind).where(Rater.project_id == project.id, Rater.kind.in_(("primary", "human")))
+        select(Rater.id, Rater.kind)
+        .where(Rater.project_id == project.id, Rater.kind.in_(("primary", "human")))
         .order_by(Rater.id)
     ).all()
     primary = [rid for rid, kind in rows if kind == "primary"][:1]
@@ -207,7 +208,13 @@ def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
     modal.flags.writeable = labeled.flags.writeable = seen.flags.writeable = False
     primary = matrix.raters[primaries[0]].id if primaries else None
     return InHand(
-        matrix.label_seq, tuple(project.labels), matrix.item_ids, np.argsort(matrix.item_ids), modal, primary, labeled,
+        matrix.label_seq,
+        tuple(project.labels),
+        matrix.item_ids,
+        np.argsort(matrix.item_ids),
+        modal,
+        primary,
+        labeled,
         seen,
     )
 

@@ -90,7 +90,9 @@ class SharedMatrix:
 
 
 def _mapped_matrix(
-    handle: Any, size: int, layout: list[tuple[str, str, tuple[int, ...], int]],
+    handle: Any,
+    size: int,
+    layout: list[tuple[str, str, tuple[int, ...], int]],
     meta: tuple[list[RaterColumn], int, int, str],
 ) -> LabelMatrix:
     """The :class:`~service.matrices.matrix.LabelMatrix` over the shared file ``handle`` (in a child process)."""
@@ -99,8 +101,16 @@ def _mapped_matrix(
         memory = mmap.mmap(fd, max(size, 1), prot=mmap.PROT_READ)
     finally:
         os.close(fd)
-    arrays = {name: np.ndarray(shape, dtype=dtype, buffer=memory, offset=offset)
-              for name, dtype, shape, offset in layout}
+    arrays = {
+        name: np.ndarray(shape, dtype=dtype, buffer=memory, offset=offset) for name, dtype, shape, offset in layout
+    }
     raters, n_labels, label_seq, criterion = meta
-    return LabelMatrix(raw=arrays["raw"], item_ids=arrays["item_ids"], raters=raters, n_labels=n_labels,
-                       label_seq=label_seq, criterion=criterion, order=arrays["order"])
+    return LabelMatrix(
+        raw=arrays["raw"],
+        item_ids=arrays["item_ids"],
+        raters=raters,
+        n_labels=n_labels,
+        label_seq=label_seq,
+        criterion=criterion,
+        order=arrays["order"],
+    )

@@ -70,8 +70,13 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
     stem = matrix.criterion.encode().hex()
     path = folder / f"{stem}-{matrix.label_seq}.npz"
     meta: dict[str, Any] = {
-        "format": FORMAT, "project": project_id, "criterion": matrix.criterion, "label_seq": matrix.label_seq,
-        "labels": list(labels), "mark": mark, "raters": [[r.id, r.external_id, r.kind] for r in matrix.raters],
+        "format": FORMAT,
+        "project": project_id,
+        "criterion": matrix.criterion,
+        "label_seq": matrix.label_seq,
+        "labels": list(labels),
+        "mark": mark,
+        "raters": [[r.id, r.external_id, r.kind] for r in matrix.raters],
     }
     arrays: dict[str, np.ndarray] = {
         "raw": matrix.raw.astype(np.int8),  # codes up to 101: a project has at most 100 labels
@@ -81,8 +86,9 @@ def write_snapshot(directory: Path, project_id: str, matrix: LabelMatrix, labels
     meta["digest"] = _digest(meta, arrays)
     tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "wb") as f:
-        np.savez(f, meta=np.array(json.dumps(meta)), raw=arrays["raw"], seqs=arrays["seqs"],
-                 item_ids=arrays["item_ids"])
+        np.savez(
+            f, meta=np.array(json.dumps(meta)), raw=arrays["raw"], seqs=arrays["seqs"], item_ids=arrays["item_ids"]
+        )
     os.replace(tmp, path)
     for _, old in _snapshots(folder, stem)[KEPT:]:
         old.unlink(missing_ok=True)
@@ -151,9 +157,14 @@ def _loaded(
     n = item_ids.size
     labelled = raw8 >= 0
     if (
-        raw8.dtype != np.int8 or raw8.shape != (n, len(raters)) or item_ids.dtype != np.int64
-        or seqs.dtype != np.int64 or seqs.shape != (int(labelled.sum()),)
-        or (raw8 > len(project.labels) + 1).any() or (raw8 < -1).any() or n > project.item_count
+        raw8.dtype != np.int8
+        or raw8.shape != (n, len(raters))
+        or item_ids.dtype != np.int64
+        or seqs.dtype != np.int64
+        or seqs.shape != (int(labelled.sum()),)
+        or (raw8 > len(project.labels) + 1).any()
+        or (raw8 < -1).any()
+        or n > project.item_count
     ):
         raise ValueError("arrays of the wrong shape, type or range")
     if n and not _first_items(session, project, item_ids):
@@ -169,10 +180,13 @@ def _first_items(session: Session, project: Project, item_ids: np.ndarray) -> bo
     """Whether the corpus still begins with ``item_ids`` (its first, middle and last ids checked)."""
     positions = sorted({0, item_ids.size // 2, item_ids.size - 1})
     marks = ", ".join("?" * len(positions))
-    found = dict(driver_rows(
-        session, f"SELECT id, position FROM items WHERE project_id = ? AND id IN ({marks})",
-        (project.id, *(int(item_ids[p]) for p in positions)),
-    ))
+    found = dict(
+        driver_rows(
+            session,
+            f"SELECT id, position FROM items WHERE project_id = ? AND id IN ({marks})",
+            (project.id, *(int(item_ids[p]) for p in positions)),
+        )
+    )
     return all(found.get(int(item_ids[p])) == p for p in positions)
 
 

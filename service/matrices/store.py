@@ -141,8 +141,14 @@ def _narrowed(matrix: LabelMatrix) -> LabelMatrix:
 
 def _updated(session: Session, project: Project, criterion: str, kept: _Kept | None) -> _Kept:
     """``kept`` brought to ``project.label_seq``, or a fresh matrix when it cannot be."""
-    if kept is None or kept.labels != tuple(project.labels) or not (
-        kept.matrix.label_seq <= project.label_seq <= kept.matrix.label_seq + kept.matrix.raw.size // 2 + REBUILD_AFTER
+    if (
+        kept is None
+        or kept.labels != tuple(project.labels)
+        or not (
+            kept.matrix.label_seq
+            <= project.label_seq
+            <= kept.matrix.label_seq + kept.matrix.raw.size // 2 + REBUILD_AFTER
+        )
     ):
         return _fresh(session, project, criterion)
     old = kept.matrix

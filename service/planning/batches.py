@@ -63,9 +63,7 @@ def issue_batch(
     if body.size > max_size:
         raise Invalid(f"size must be at most {max_size}", code="batch_too_large")
     rater = batch_rater(session, project, principal, body.rater)
-    cursor = session.scalar(
-        select(Rater.issued_through).where(Rater.id == rater.id).with_for_update(key_share=True)
-    )
+    cursor = session.scalar(select(Rater.issued_through).where(Rater.id == rater.id).with_for_update(key_share=True))
     plan = current_plan(session, project.id)
     if plan is None:
         raise Conflict("this project has no plan yet: POST /projects/{pid}/plan first", code="no_plan")
@@ -114,8 +112,16 @@ def issue_batch(
         insert_many(
             session,
             cast(Table, Assignment.__table__),
-            ("project_id", "rater_id", "item_id", "plan_id", "position", "inclusion_probability", "batch_id",
-             "lease_expires_at"),
+            (
+                "project_id",
+                "rater_id",
+                "item_id",
+                "plan_id",
+                "position",
+                "inclusion_probability",
+                "batch_id",
+                "lease_expires_at",
+            ),
             [(project.id, rater.id, item, plan.id, position, 1.0, batch.id, stamp) for item, _, position in fresh],
         )
         session.execute(update(Rater).where(Rater.id == rater.id).values(issued_through=cursor))

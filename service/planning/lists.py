@@ -99,8 +99,10 @@ def _assigned_items(
     """Per secondary holding assignments (in rater id order), the rows in ``item_ids`` (``sorter``: its
     argsort, when known) of its items; items outside ``item_ids`` are left out."""
     rows = integer_rows(
-        session, ("a.item_id", "a.rater_id"),
-        "assignments a JOIN raters r ON r.id = a.rater_id WHERE a.project_id = ? AND r.kind = 'human'", (project_id,),
+        session,
+        ("a.item_id", "a.rater_id"),
+        "assignments a JOIN raters r ON r.id = a.rater_id WHERE a.project_id = ? AND r.kind = 'human'",
+        (project_id,),
     )
     raters, column = np.unique(rows[:, 1], return_inverse=True)
     position, found = _positions(item_ids, rows[:, 0], sorter)

@@ -236,7 +236,13 @@ def feasible_with(
         if mu_d + epsilon <= 0 or sigma0_sq * (2.0 / (mu_d + epsilon)) ** 2 > 4 * n_items:
             return False
         return certification(
-            decision, mu_d, sigma0_sq, n_items=n_items, n_humans=n_humans, epsilon=epsilon, pool_size=pool_size,
+            decision,
+            mu_d,
+            sigma0_sq,
+            n_items=n_items,
+            n_humans=n_humans,
+            epsilon=epsilon,
+            pool_size=pool_size,
             coefficient=coefficient,
         ).feasible
 
@@ -579,8 +585,13 @@ def _candidate_checks(
             )
     moments = _moments(body, matrix, decision, n_resamples, 1)
     recipe = certification(
-        decision, moments["mu_d"], moments["sigma0_sq"], n_items=matrix.raw.shape[0], n_humans=n_humans,
-        lattice=moments.get("lattice"), coefficient=moments.get("coefficient", "po"),
+        decision,
+        moments["mu_d"],
+        moments["sigma0_sq"],
+        n_items=matrix.raw.shape[0],
+        n_humans=n_humans,
+        lattice=moments.get("lattice"),
+        coefficient=moments.get("coefficient", "po"),
     )
     m = body.m if body.m is not None else recipe.m
     if m is None:
@@ -592,7 +603,12 @@ def _candidate_checks(
 
     def monitored() -> Future[dict[str, Any]]:
         return threads.submit(
-            plan_monitoring, decision, in_plan, n_labels=matrix.n_labels, n_humans=n_humans, m=m,
+            plan_monitoring,
+            decision,
+            in_plan,
+            n_labels=matrix.n_labels,
+            n_humans=n_humans,
+            m=m,
             n_items=matrix.raw.shape[0],
         )
 
@@ -715,8 +731,12 @@ def plan_inputs(session: Session, project: Project) -> tuple[Any, ...]:
         select(Rater.id, Rater.kind).where(Rater.project_id == project.id).order_by(Rater.id)
     ).all()
     return (
-        project.label_seq, project.item_count, tuple(project.labels), tuple(project.criteria),
-        sorted(project.decision.items()), tuple(map(tuple, raters)),
+        project.label_seq,
+        project.item_count,
+        tuple(project.labels),
+        tuple(project.criteria),
+        sorted(project.decision.items()),
+        tuple(map(tuple, raters)),
     )
 
 
@@ -904,7 +924,8 @@ def _draft(
         "stratum_entropy": entropy,
         "warnings": warnings + notes,
         "purpose": body.purpose,
-        "by_estimator": by_estimator.result() if by_estimator is not None
+        "by_estimator": by_estimator.result()
+        if by_estimator is not None
         else _m_by_estimator(body, decision, moments, matrix, n_humans),
         "check": check,
     }

@@ -88,8 +88,12 @@ def _statistics(c: Comparison) -> str:
 def _protocol(report: Report) -> str:
     p = report.protocol
     fields = [
-        ("scale", p.scale), ("population", p.population), ("handling rule", p.handling),
-        ("recoded to", p.recode_to or "-"), ("positive label", p.positive), ("costs", p.costs),
+        ("scale", p.scale),
+        ("population", p.population),
+        ("handling rule", p.handling),
+        ("recoded to", p.recode_to or "-"),
+        ("positive label", p.positive),
+        ("costs", p.costs),
         ("aggregation", p.aggregation + (f" (rule {p.rule})" if p.rule else "")),
         ("resampling unit", p.resampling_unit),
     ]
@@ -103,7 +107,8 @@ def report_html(report: Report) -> str:
         f"<title>annoplan report: {escape(report.project_name)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>Report: {escape(report.project_name)} <small>({escape(report.project)})</small></h1>",
         f"<p>Labels up to event {report.label_seq}; criteria: {escape(', '.join(report.criteria))}.</p>",
-        "<h2>Protocol</h2>", _protocol(report),
+        "<h2>Protocol</h2>",
+        _protocol(report),
     ]
     parts += [f"<p>{escape(n)}</p>" for n in report.notes]
     for judge in report.judges:

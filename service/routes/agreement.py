@@ -88,8 +88,14 @@ async def post_agreement(
             code="agreement_too_large",
         )
     codes = await asyncio.to_thread(matrix_codes, body)
-    options = {"n_labels": len(body.labels), "scale": body.scale, "values": body.values,
-               "confidence_level": body.level, "n_resamples": body.n_resamples, "rng": body.seed}
+    options = {
+        "n_labels": len(body.labels),
+        "scale": body.scale,
+        "values": body.values,
+        "confidence_level": body.level,
+        "n_resamples": body.n_resamples,
+        "rng": body.seed,
+    }
     if work <= INLINE_WORK:
         table = await asyncio.to_thread(partial(agreement_table, codes, **options))
     else:
@@ -98,7 +104,10 @@ async def post_agreement(
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the client closed the connection
     return AgreementRead(
-        n_items=codes.shape[0], n_raters=codes.shape[1], scale=body.scale, level=body.level,
+        n_items=codes.shape[0],
+        n_raters=codes.shape[1],
+        scale=body.scale,
+        level=body.level,
         n_resamples=body.n_resamples,
         coefficients={key: EstimateRead(**estimate) for key, estimate in table.items()},
     )

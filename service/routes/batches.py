@@ -27,8 +27,14 @@ BatchId = Annotated[str, Path(description="The batch's id.")]
 
 @router.post("", response_model=BatchRead, responses=error_responses(401, 403, 404, 409, 422))
 def post_batch(
-    pid: ProjectId, project: ProjectForAnnotatorWrite, body: BatchCreate, request: Request, session: WriteSession,
-    principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForAnnotatorWrite,
+    body: BatchCreate,
+    request: Request,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """The rater's next `size` planned items that it has not labeled and does not hold, as a lease.
 
@@ -37,9 +43,21 @@ def post_batch(
     leased to live batches). 409 when the project has no plan.
     """
     return idempotent_write(
-        session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()),
-        lambda: (200, issue_batch(session, project, principal, body, lease_seconds=settings.lease_seconds,
-                                  max_size=settings.max_batch_size)),
+        session,
+        principal,
+        idem,
+        request_fingerprint(request, body.model_dump_json().encode()),
+        lambda: (
+            200,
+            issue_batch(
+                session,
+                project,
+                principal,
+                body,
+                lease_seconds=settings.lease_seconds,
+                max_size=settings.max_batch_size,
+            ),
+        ),
     )
 
 

@@ -48,12 +48,20 @@ def _statement_response(row: Certificate, status: int) -> JSONResponse:
 
 
 @router.post(
-    "/projects/{pid}/certificates", status_code=201, response_model=Statement,
-    responses={**error_responses(401, 403, 404, 409, 422),
-               200: {"model": Statement, "description": "Already issued for these labels and settings"}},
+    "/projects/{pid}/certificates",
+    status_code=201,
+    response_model=Statement,
+    responses={
+        **error_responses(401, 403, 404, 409, 422),
+        200: {"model": Statement, "description": "Already issued for these labels and settings"},
+    },
 )
 async def post_certificate(
-    pid: ProjectId, project: ProjectForPM, body: CertificateCreate, request: Request, session: ReadSession,
+    pid: ProjectId,
+    project: ProjectForPM,
+    body: CertificateCreate,
+    request: Request,
+    session: ReadSession,
     settings: SettingsDep,
 ) -> JSONResponse:
     """Freeze the decision at the current (or a given) `label_seq` as an in-toto Statement v1.
@@ -64,27 +72,42 @@ async def post_certificate(
     versions and result. Idempotent: the same `label_seq` and settings return the first
     certificate (200). 409 `no_judge` when the project has no judge.
     """
-    frozen = await run_in_threadpool(certificate_settings, session, project, body,
-                                     n_resamples=settings.bootstrap_resamples)
+    frozen = await run_in_threadpool(
+        certificate_settings, session, project, body, n_resamples=settings.bootstrap_resamples
+    )
     twin = await run_in_threadpool(existing_certificate, session, project.id, frozen)
     if twin is not None:
         return _statement_response(twin, 200)
     snapshot = await run_in_threadpool(snapshot_at, session, project.id, frozen["label_seq"])
-    row, created = await written(request, lambda writer: issue_certificate(  # the turn waited for in the event loop
-        writer, frozen, snapshot, retry_window_seconds=settings.webhook_retry_window_seconds))
+    row, created = await written(
+        request,
+        lambda writer: issue_certificate(  # the turn waited for in the event loop
+            writer, frozen, snapshot, retry_window_seconds=settings.webhook_retry_window_seconds
+        ),
+    )
     return _statement_response(row, 201 if created else 200)
 
 
-@router.get("/projects/{pid}/certificates", response_model=Page[CertificateSummary],
-            responses=error_responses(401, 403, 404, 422))
-def list_certificates(pid: ProjectId, project: ProjectForViewer, session: ReadSession, page: PageDep
-                      ) -> Page[CertificateSummary]:
+@router.get(
+    "/projects/{pid}/certificates",
+    response_model=Page[CertificateSummary],
+    responses=error_responses(401, 403, 404, 422),
+)
+def list_certificates(
+    pid: ProjectId, project: ProjectForViewer, session: ReadSession, page: PageDep
+) -> Page[CertificateSummary]:
     """The project's certificates, oldest first (viewers and up)."""
     offset = page.after or 0
     rows = certificates_page(session, project.id, offset=offset, limit=page.limit + 1)
     items = [
-        CertificateSummary(id=c.id, label_seq=c.label_seq, criterion=c.criterion, decision=c.decision,
-                           report_sha256=c.statement["subject"][1]["digest"]["sha256"], created_at=c.created_at)
+        CertificateSummary(
+            id=c.id,
+            label_seq=c.label_seq,
+            criterion=c.criterion,
+            decision=c.decision,
+            report_sha256=c.statement["subject"][1]["digest"]["sha256"],
+            created_at=c.created_at,
+        )
         for c in rows[: page.limit]
     ]
     more = len(rows) > page.limit
@@ -92,8 +115,9 @@ def list_certificates(pid: ProjectId, project: ProjectForViewer, session: ReadSe
 
 
 @router.get("/projects/{pid}/certificates/{cid}", response_model=Statement, responses=error_responses(401, 403, 404))
-def get_certificate(pid: ProjectId, cid: CertificateId, project: ProjectForViewer, session: ReadSession
-                    ) -> JSONResponse:
+def get_certificate(
+    pid: ProjectId, cid: CertificateId, project: ProjectForViewer, session: ReadSession
+) -> JSONResponse:
     """One certificate: the in-toto statement (viewers and up)."""
     return _statement_response(project_certificate(session, project.id, cid), 200)
 
@@ -112,7 +136,9 @@ def post_verify(body: VerifyRequest, principal: PrincipalDep) -> VerifyResult:
     except ValueError as error:
         raise Invalid(str(error)[:300], code="invalid_certificate") from None
     return VerifyResult(
-        match=check.match, notes=list(check.notes),
-        mismatches=[MismatchRead(field=m.field, reason=m.reason, certified=m.certified, found=m.found)
-                    for m in check.mismatches],
+        match=check.match,
+        notes=list(check.notes),
+        mismatches=[
+            MismatchRead(field=m.field, reason=m.reason, certified=m.certified, found=m.found) for m in check.mismatches
+        ],
     )

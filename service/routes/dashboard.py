@@ -136,7 +136,10 @@ def get_index(
     page = PageParams(limit=INDEX_PAGE_SIZE, cursor=cursor)
     projects = projects_page(session, None if access.role == Role.ADMIN else access.project_id, page)
     rows = index_rows(
-        session, projects[:INDEX_PAGE_SIZE], request.app.state.documents, n_resamples=settings.bootstrap_resamples,
+        session,
+        projects[:INDEX_PAGE_SIZE],
+        request.app.state.documents,
+        n_resamples=settings.bootstrap_resamples,
         wait=settings.dashboard_wait_seconds,
     )
     more = len(projects) > INDEX_PAGE_SIZE
@@ -169,7 +172,10 @@ def get_dashboard(
     if isinstance(access, Response):
         return access
     doc, etag, charts, replay = project_charts(
-        session, access, request.app.state.documents, n_resamples=settings.bootstrap_resamples,
+        session,
+        access,
+        request.app.state.documents,
+        n_resamples=settings.bootstrap_resamples,
         wait=settings.dashboard_wait_seconds,
     )
     decision = DecisionSettings(**access.decision)
@@ -183,8 +189,13 @@ def get_dashboard(
 
 
 def _chart(project: Project, chart_id: str, request: Request, session: ReadSession, settings: SettingsDep) -> Chart:
-    _, _, charts, _ = project_charts(session, project, request.app.state.documents,
-                                  n_resamples=settings.bootstrap_resamples, wait=settings.dashboard_wait_seconds)
+    _, _, charts, _ = project_charts(
+        session,
+        project,
+        request.app.state.documents,
+        n_resamples=settings.bootstrap_resamples,
+        wait=settings.dashboard_wait_seconds,
+    )
     chart = next((c for c in charts if c.id == chart_id), None)
     if chart is None:
         raise NotFound(f"no chart {echo(chart_id)}; the dashboard has {', '.join(c.id for c in charts)}")

@@ -34,8 +34,10 @@ def _page(html: str, *, extra_csp: str = "") -> HTMLResponse:
 def swagger_ui() -> HTMLResponse:
     """Interactive API documentation (Swagger UI); no key needed to read it."""
     page = get_swagger_ui_html(
-        openapi_url="/openapi.json", title="annoplan - Swagger UI",
-        swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+        openapi_url="/openapi.json",
+        title="annoplan - Swagger UI",
+        swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+        swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
         swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
     )
     return _page(page.body.decode())
@@ -45,7 +47,10 @@ def swagger_ui() -> HTMLResponse:
 def redoc() -> HTMLResponse:
     """API reference (ReDoc); no key needed to read it. ReDoc runs a worker from a blob URL."""
     page = get_redoc_html(
-        openapi_url="/openapi.json", title="annoplan - ReDoc", redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
-        redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png", with_google_fonts=False,
+        openapi_url="/openapi.json",
+        title="annoplan - ReDoc",
+        redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+        redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+        with_google_fonts=False,
     )
     return _page(page.body.decode(), extra_csp="; worker-src 'self' blob:")

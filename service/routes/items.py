@@ -33,8 +33,15 @@ router = APIRouter(prefix="/projects/{pid}/items", tags=["items"])
     responses=error_responses(401, 403, 404, 413, 415, 422),
 )
 def post_items(
-    pid: ProjectId, project: ProjectForPMWrite, request: Request, body: RawBody, session: WriteSession,
-    principal: PrincipalDep, settings: SettingsDep, content_type: ContentType = None, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    request: Request,
+    body: RawBody,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    content_type: ContentType = None,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Bulk upsert by `external_id`: a JSON array, NDJSON, or CSV (extra CSV columns become features).
 
@@ -42,7 +49,10 @@ def post_items(
     """
     rows = parse_rows(body, content_type, ItemIn, max_rows=settings.max_rows, csv_extra="features")
     return idempotent_write(
-        session, principal, idem, request_fingerprint(request, body),
+        session,
+        principal,
+        idem,
+        request_fingerprint(request, body),
         lambda: (200, upsert_items(session, project, rows)),
     )
 

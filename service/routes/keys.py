@@ -18,13 +18,21 @@ KeyId = Annotated[str, Path(description="The key's id (not its secret).")]
 
 def key_read(key: ApiKey, rater: str | None) -> KeyRead:
     """The public view of a key."""
-    return KeyRead(id=key.id, role=key.role, project=key.project_id, rater=rater, name=key.name,
-                   created_at=key.created_at, revoked_at=key.revoked_at)
+    return KeyRead(
+        id=key.id,
+        role=key.role,
+        project=key.project_id,
+        rater=rater,
+        name=key.name,
+        created_at=key.created_at,
+        revoked_at=key.revoked_at,
+    )
 
 
 @router.get("", response_model=list[KeyRead], responses=error_responses(401, 403))
 def list_keys(
-    session: ReadSession, _admin: AdminPrincipal,
+    session: ReadSession,
+    _admin: AdminPrincipal,
     include_revoked: Annotated[bool, Query(description="List revoked keys too.")] = False,
 ) -> list[KeyRead]:
     """Every working key of the service, admin keys included, oldest first (admin). Secrets are never shown."""

@@ -47,13 +47,19 @@ router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
 
 FromName = Annotated[
     str | None,
-    Query(max_length=200, description="The choices control (`from_name`) whose choice is the label; needed only "
-          "when the labeling config has several single-choice controls and their choices do not tell."),
+    Query(
+        max_length=200,
+        description="The choices control (`from_name`) whose choice is the label; needed only "
+        "when the labeling config has several single-choice controls and their choices do not tell.",
+    ),
 ]
 LabelConfig = Annotated[
     str | None,
-    Query(max_length=100_000, description="The Label Studio project's labeling config (XML): names the control, "
-          "the data key of the text and the choices. Remembered by the project; webhooks carry it themselves."),
+    Query(
+        max_length=100_000,
+        description="The Label Studio project's labeling config (XML): names the control, "
+        "the data key of the text and the choices. Remembered by the project; webhooks carry it themselves.",
+    ),
 ]
 Criterion = Annotated[
     str | None, Query(description="The criterion the labels are for (needed when the project has several).")
@@ -68,8 +74,9 @@ Criterion = Annotated[
 def import_label_studio(
     pid: ProjectId,
     project: ProjectForPMWrite,
-    rows: Annotated[list[Any], Body(description="A Label Studio JSON export: a snapshot, the Export button's "
-                                                "JSON, or JSON_MIN.")],
+    rows: Annotated[
+        list[Any], Body(description="A Label Studio JSON export: a snapshot, the Export button's JSON, or JSON_MIN.")
+    ],
     request: Request,
     raw: RawBody,
     session: WriteSession,
@@ -108,18 +115,33 @@ def import_label_studio(
       withdraws its rater's label of the task; an annotation or prediction recorded earlier for
       these tasks and absent now was deleted. Both become retraction events (`changes.retracted`).
     """
-    n_rows = sum(1 + len(r.get("annotations") or []) + len(r.get("predictions") or [])
-                 for r in rows if isinstance(r, dict))
+    n_rows = sum(
+        1 + len(r.get("annotations") or []) + len(r.get("predictions") or []) for r in rows if isinstance(r, dict)
+    )
     if max(len(rows), n_rows) > settings.max_rows:
         raise TooLarge(
             f"{max(len(rows), n_rows)} rows in one request; the limit is {settings.max_rows}", code="too_many_rows"
         )
     return idempotent_write(
-        session, principal, idem, request_fingerprint(request, raw),
-        lambda: (200, import_rows(
-            session, project, principal, rows, label_config=label_config, from_name=from_name, primary=primary,
-            judge_prefix=judge_prefix, criterion=criterion, strict=strict,
-        )),
+        session,
+        principal,
+        idem,
+        request_fingerprint(request, raw),
+        lambda: (
+            200,
+            import_rows(
+                session,
+                project,
+                principal,
+                rows,
+                label_config=label_config,
+                from_name=from_name,
+                primary=primary,
+                judge_prefix=judge_prefix,
+                criterion=criterion,
+                strict=strict,
+            ),
+        ),
     )
 
 
@@ -130,8 +152,11 @@ def _webhook_principal(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     x_annoplan_secret: Annotated[
         str | None,
-        Header(alias="X-Annoplan-Secret", description="The shared secret (an admin or pm key of the project), "
-               "when it is not sent as `Authorization: Bearer <key>`."),
+        Header(
+            alias="X-Annoplan-Secret",
+            description="The shared secret (an admin or pm key of the project), "
+            "when it is not sent as `Authorization: Bearer <key>`.",
+        ),
     ] = None,
 ) -> Principal:
     """The key sent as the webhook's shared secret, if it is an admin key or a pm key of this project."""
@@ -162,10 +187,15 @@ WEBHOOK_BODY = {
                     "required": ["action"],
                     "properties": {
                         "action": {"type": "string", "example": "ANNOTATION_CREATED"},
-                        "annotation": {"type": "object", "description": "The annotation: `id`, `completed_by`, "
-                                       "`result`, `was_cancelled`, `task`."},
-                        "annotations": {"type": "array", "items": {"type": "object"},
-                                        "description": "`ANNOTATIONS_DELETED`: the deleted annotations' `id`s."},
+                        "annotation": {
+                            "type": "object",
+                            "description": "The annotation: `id`, `completed_by`, `result`, `was_cancelled`, `task`.",
+                        },
+                        "annotations": {
+                            "type": "array",
+                            "items": {"type": "object"},
+                            "description": "`ANNOTATIONS_DELETED`: the deleted annotations' `id`s.",
+                        },
                         "task": {"type": "object", "description": "The task: `id` and `data`."},
                         "project": {"type": "object", "description": "The Label Studio project: `label_config`."},
                     },
@@ -218,10 +248,16 @@ def label_studio_webhook(
     if not isinstance(payload, dict) or not isinstance(payload.get("action"), str):
         raise Invalid("body must be a JSON object with a string 'action'", code="malformed_body")
     return idempotent_write(
-        session, principal, idem, request_fingerprint(request, raw),
-        lambda: (200, receive(
-            session, project, principal, payload, from_name=from_name, criterion=criterion
-        ).model_dump(exclude_none=True)),
+        session,
+        principal,
+        idem,
+        request_fingerprint(request, raw),
+        lambda: (
+            200,
+            receive(session, project, principal, payload, from_name=from_name, criterion=criterion).model_dump(
+                exclude_none=True
+            ),
+        ),
     )
 
 
@@ -267,7 +303,11 @@ def replay_label_studio_issues(
     responses=error_responses(401, 403, 404, 409, 422, 502),
 )
 async def sync_label_studio(
-    pid: ProjectId, project: ProjectForPM, body: SyncRequest, request: Request, principal: PrincipalDep,
+    pid: ProjectId,
+    project: ProjectForPM,
+    body: SyncRequest,
+    request: Request,
+    principal: PrincipalDep,
     settings: SettingsDep,
 ) -> SyncResult:
     """Pull a full snapshot of a Label Studio project and reconcile the project with it (admin, pm).
@@ -284,9 +324,20 @@ async def sync_label_studio(
     check_allowed(body.url, settings.label_studio_urls)
     # no write transaction open while Label Studio works, and the writer's turn waited for in the event loop
     label_config, rows = await run_in_threadpool(fetch_snapshot, body)
-    done = await written(request, lambda writer: import_rows(
-        writer, scoped_project(writer, principal, project.id, PM), principal, rows, label_config=label_config,
-        from_name=body.from_name, primary=body.primary, judge_prefix=body.judge_prefix, criterion=body.criterion))
+    done = await written(
+        request,
+        lambda writer: import_rows(
+            writer,
+            scoped_project(writer, principal, project.id, PM),
+            principal,
+            rows,
+            label_config=label_config,
+            from_name=body.from_name,
+            primary=body.primary,
+            judge_prefix=body.judge_prefix,
+            criterion=body.criterion,
+        ),
+    )
     return SyncResult(**done.model_dump(), tasks=len(rows))
 
 

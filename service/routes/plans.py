@@ -82,14 +82,20 @@ async def post_plan(
     def commit(store: Callable[[], Plan]) -> JSONResponse:
         def write() -> tuple[int, PlanRead]:
             plan = store()
-            announced = {"plan": plan.id, "purpose": plan.purpose, "design": plan.design, "m": plan.m,
-                         "label_seq": plan.label_seq}
+            announced = {
+                "plan": plan.id,
+                "purpose": plan.purpose,
+                "design": plan.design,
+                "m": plan.m,
+                "label_seq": plan.label_seq,
+            }
             emit(session, pid, "plan.created", announced, retry_window_seconds=settings.webhook_retry_window_seconds)
             return 201, plan_read(plan, plan_progress(session, project, plan))
 
         # the draft is done: the store waits for the writer's turn in the event loop, holding no pool thread
-        return anyio.from_thread.run(in_writer_turn, request, lambda: idempotent_write(
-            session, principal, idem, fingerprint, write))
+        return anyio.from_thread.run(
+            in_writer_turn, request, lambda: idempotent_write(session, principal, idem, fingerprint, write)
+        )
 
     n_resamples = min(settings.bootstrap_resamples, 500)
     response = await anyio.to_thread.run_sync(

@@ -55,7 +55,11 @@ def project_read(p: Project) -> ProjectRead:
 
 @router.post("", status_code=201, response_model=ProjectRead, responses=error_responses(401, 403, 409, 422))
 def create_project(
-    body: ProjectCreate, request: Request, _turn: WriterTurn, session: WriteSession, principal: AdminPrincipal,
+    body: ProjectCreate,
+    request: Request,
+    _turn: WriterTurn,
+    session: WriteSession,
+    principal: AdminPrincipal,
     idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Create a project: ordered labels, scale, criteria and decision settings (admin)."""

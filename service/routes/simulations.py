@@ -43,8 +43,14 @@ SimulationId = Annotated[str, Path(description="The simulation job's id.")]
     },
 )
 async def post_simulation(
-    pid: ProjectId, project: ProjectForPM, body: SimulateBody, request: Request, session: ReadSession,
-    principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForPM,
+    body: SimulateBody,
+    request: Request,
+    session: ReadSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    idem: IdempotencyKey = None,
 ) -> JSONResponse:
     """Simulate the plan in force, or the given settings, before paying for labels (docs/method.md §6).
 
@@ -72,12 +78,17 @@ async def post_simulation(
             raise Invalid(str(exc)) from exc
         if idem is None:
             return JSONResponse(jsonable_encoder(run))
-        return await written(request, lambda writer: idempotent_write(writer, principal, idem, fingerprint,
-                                                                      lambda: (200, run)))
+        return await written(
+            request, lambda writer: idempotent_write(writer, principal, idem, fingerprint, lambda: (200, run))
+        )
 
     await written(request, expire_stale)
     job = Simulation(
-        id=new_public_id("sim"), project_id=pid, status="queued", done=0, total=spec.cells,
+        id=new_public_id("sim"),
+        project_id=pid,
+        status="queued",
+        done=0,
+        total=spec.cells,
         params=with_heartbeat({"settings": resolved.model_dump(mode="json")}),
     )
     queued = SimulationQueued(
@@ -91,8 +102,9 @@ async def post_simulation(
         inserted.append(job.id)
         return 202, queued
 
-    response = await written(request, lambda writer: idempotent_write(writer, principal, idem, fingerprint,
-                                                                      lambda: write(writer)))
+    response = await written(
+        request, lambda writer: idempotent_write(writer, principal, idem, fingerprint, lambda: write(writer))
+    )
     if inserted:  # committed: the child will find the row
         RUNNER.submit(sessions, settings.database_url, job.id, job.params, spec, workers=settings.simulation_workers)
     return response
@@ -112,6 +124,13 @@ def get_simulation(
             expire_stale(writer, job_id=job.id)
             job = project_simulation(writer, project.id, sim_id)
     return SimulationJob(
-        id=job.id, status=job.status, done=job.done, total=job.total, settings=job.params["settings"],
-        result=job.result, error=job.error, created_at=job.created_at, finished_at=job.finished_at,
+        id=job.id,
+        status=job.status,
+        done=job.done,
+        total=job.total,
+        settings=job.params["settings"],
+        result=job.result,
+        error=job.error,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
     )

@@ -41,17 +41,31 @@ def _read(hook: Webhook) -> WebhookRead:
 
 def _delivery_read(d: WebhookDelivery, event_type: str) -> DeliveryRead:
     return DeliveryRead(
-        id=d.id, event_id=d.event_id, event_type=event_type, status=d.status, attempts=d.attempts,
-        next_attempt_at=d.next_attempt_at if d.status == "pending" else None, retry_until=d.retry_until,
-        last_attempt_at=d.last_attempt_at, last_status_code=d.last_status_code, last_error=d.last_error,
-        delivered_at=d.delivered_at, created_at=d.created_at,
+        id=d.id,
+        event_id=d.event_id,
+        event_type=event_type,
+        status=d.status,
+        attempts=d.attempts,
+        next_attempt_at=d.next_attempt_at if d.status == "pending" else None,
+        retry_until=d.retry_until,
+        last_attempt_at=d.last_attempt_at,
+        last_status_code=d.last_status_code,
+        last_error=d.last_error,
+        delivered_at=d.delivered_at,
+        created_at=d.created_at,
     )
 
 
 @router.post("", status_code=201, response_model=WebhookCreated, responses=error_responses(401, 403, 404, 409, 422))
 def post_webhook(
-    pid: ProjectId, project: ProjectForPMWrite, body: WebhookCreate, request: Request, session: WriteSession,
-    principal: PrincipalDep, settings: SettingsDep, idem: IdempotencyKey = None,
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    body: WebhookCreate,
+    request: Request,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    idem: IdempotencyKey = None,
 ) -> Response:
     """Subscribe a URL to events; the response carries the signing secret, shown this once.
 
@@ -67,8 +81,9 @@ def post_webhook(
             record_baseline(session, project, request.app.state.documents, n_resamples=settings.bootstrap_resamples)
         return 201, WebhookCreated(**_read(hook).model_dump(), secret=hook.secret)
 
-    return idempotent_write(session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()),
-                            write)
+    return idempotent_write(
+        session, principal, idem, request_fingerprint(request, body.model_dump_json().encode()), write
+    )
 
 
 @router.get("", response_model=Page[WebhookRead], responses=error_responses(401, 403, 404))
@@ -92,7 +107,11 @@ def delete_webhook(pid: ProjectId, wid: WebhookId, project: ProjectForPMWrite, s
 
 @router.get("/{wid}/deliveries", response_model=Page[DeliveryRead], responses=error_responses(401, 403, 404, 422))
 def list_deliveries(
-    pid: ProjectId, wid: WebhookId, project: ProjectForPM, session: ReadSession, page: PageDep,
+    pid: ProjectId,
+    wid: WebhookId,
+    project: ProjectForPM,
+    session: ReadSession,
+    page: PageDep,
 ) -> Page[DeliveryRead]:
     """The delivery log, newest first: status (`pending`, `delivered`, `failed`), attempts, last error."""
     project_webhook(session, project.id, wid)
@@ -102,10 +121,18 @@ def list_deliveries(
     return Page(items=rows, next_cursor=encode_cursor(rows[-1].id) if more else None)
 
 
-@router.post("/{wid}/deliveries/{did}/redeliver", status_code=202, response_model=DeliveryRead,
-             responses=error_responses(401, 403, 404, 409))
+@router.post(
+    "/{wid}/deliveries/{did}/redeliver",
+    status_code=202,
+    response_model=DeliveryRead,
+    responses=error_responses(401, 403, 404, 409),
+)
 def redeliver(
-    pid: ProjectId, wid: WebhookId, did: DeliveryId, project: ProjectForPMWrite, session: WriteSession,
+    pid: ProjectId,
+    wid: WebhookId,
+    did: DeliveryId,
+    project: ProjectForPMWrite,
+    session: WriteSession,
     settings: SettingsDep,
 ) -> DeliveryRead:
     """Send a delivery again now (delivered or failed ones too), with a fresh retry window.

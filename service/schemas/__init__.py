@@ -32,7 +32,6 @@ Role = Literal["admin", "pm", "annotator", "viewer"]
 RaterKind = Literal["judge", "primary", "human"]
 
 
-
 def _distinct_names(names: list[str]) -> list[str]:
     if any(not n or len(n) > 200 for n in names):
         raise ValueError("names must be non-empty strings of at most 200 characters")
@@ -100,9 +99,7 @@ class DecisionSettings(Strict):
 
     coefficient: Literal["po", "kappa", "alpha", "ac1"] = "po"
     rule: Literal["margin", "alt-test"] = "margin"
-    epsilon: float | None = Field(
-        None, ge=0, le=1, description="Margin; defaults to 0.05 (margin) or 0.2 (alt-test)."
-    )
+    epsilon: float | None = Field(None, ge=0, le=1, description="Margin; defaults to 0.05 (margin) or 0.2 (alt-test).")
     alpha_sig: float = Field(0.05, gt=0, lt=1)
     omega_threshold: float = Field(0.5, ge=0, le=1)
     q: float = Field(0.05, gt=0, lt=1)
@@ -208,9 +205,10 @@ class ProjectPatch(Strict):
     decision: DecisionSettings | None = None
     target: TargetSettings | None = None
     label_map: dict[Annotated[str, Field(max_length=200)], str] | None = Field(
-        None, max_length=1000,
+        None,
+        max_length=1000,
         description="Label Studio choice -> project label, tried before the exact and case-insensitive match "
-                    "(imports, webhooks, replays); `{}` clears it.",
+        "(imports, webhooks, replays); `{}` clears it.",
     )
 
     def changes(self) -> dict[str, Any]:
@@ -237,8 +235,9 @@ class ProjectRead(BaseModel):
     created_at: datetime
     label_map: dict[str, str] = Field(default_factory=dict, description="Label Studio choice -> project label.")
     label_studio: dict[str, Any] | None = Field(
-        None, description="The Label Studio choices control last read from a labeling config: `from_name`, "
-                          "`to_name`, `data_key` (where the text is), `choices`, `single`."
+        None,
+        description="The Label Studio choices control last read from a labeling config: `from_name`, "
+        "`to_name`, `data_key` (where the text is), `choices`, `single`.",
     )
 
 
@@ -395,9 +394,7 @@ class PlanCreate(Strict):
         if self.strata not in ("agreement", "labels") and not (
             self.strata.startswith("feature:") and len(self.strata) > len("feature:")
         ):
-            raise ValueError(
-                f"strata must be 'agreement', 'labels' or 'feature:<name>', got {self.strata[:100]!r}"
-            )
+            raise ValueError(f"strata must be 'agreement', 'labels' or 'feature:<name>', got {self.strata[:100]!r}")
         if self.strata == "labels" and self.source != "prior":
             raise ValueError("strata 'labels' take each cell's spread from the prior: use source 'prior'")
         if "strata" in self.model_fields_set and self.design != "neyman":

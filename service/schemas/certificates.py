@@ -54,8 +54,10 @@ class VerifyRequest(BaseModel):
 
 
 class MismatchRead(BaseModel):
-    field: str = Field(description="What disagrees: `labels-snapshot`, `report`, a setting such as "
-                                   "`decision.epsilon`, or a result field such as `result.omega`.")
+    field: str = Field(
+        description="What disagrees: `labels-snapshot`, `report`, a setting such as "
+        "`decision.epsilon`, or a result field such as `result.omega`."
+    )
     reason: str
     certified: Any
     found: Any

@@ -47,8 +47,8 @@ class SimulateBody(Strict):
     design: DesignName | Annotated[list[DesignName], Field(min_length=1, max_length=6)] | None = Field(
         None, description="Design(s); default: the plan's design, else strat."
     )
-    coefficient: CoefficientName | Annotated[list[CoefficientName], Field(min_length=1, max_length=3)] | None = (
-        Field(None, description="Coefficient(s) F; default: the project's decision coefficient.")
+    coefficient: CoefficientName | Annotated[list[CoefficientName], Field(min_length=1, max_length=3)] | None = Field(
+        None, description="Coefficient(s) F; default: the project's decision coefficient."
     )
     rule: RuleName | None = Field(None, description="Decision rule; default: the project's.")
     epsilon: Probability | None = Field(None, description="Margin; default: the project's (or the rule's default).")
@@ -217,4 +217,3 @@ class AgreementRead(BaseModel):
     level: float
     n_resamples: int
     coefficients: dict[str, EstimateRead] = Field(description="po, kappa, alpha and ac1 (docs/method.md §2).")
-

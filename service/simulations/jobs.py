@@ -90,8 +90,10 @@ def result_document(result: SimulationResult, alpha_sig: float) -> dict[str, Any
     curves = dict.fromkeys((c.design, c.coefficient, c.p_h) for c in result.cells)
     document["min_rho"] = [
         {
-            "design": design, "coefficient": coefficient,
-            "p_h": list(p_h) if isinstance(p_h, tuple) else p_h, "alpha_sig": alpha_sig,
+            "design": design,
+            "coefficient": coefficient,
+            "p_h": list(p_h) if isinstance(p_h, tuple) else p_h,
+            "alpha_sig": alpha_sig,
             "rho": result.min_rho(alpha_sig, design=design, coefficient=coefficient, p_h=p_h),
         }
         for design, coefficient, p_h in curves
@@ -99,9 +101,7 @@ def result_document(result: SimulationResult, alpha_sig: float) -> dict[str, Any
     return document
 
 
-def run_simulation(
-    spec: SimulationSpec, progress: Callable[[int, int], None] | None = None
-) -> dict[str, Any]:
+def run_simulation(spec: SimulationSpec, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run ``spec`` with the planner and return :func:`result_document` (docs/method.md §6)."""
     options = dict(spec.options)
     seed = options.pop("seed")
@@ -148,8 +148,14 @@ def run_job(database_url: str, job_id: str, spec: SimulationSpec) -> None:
             result = run_simulation(spec, progress)
         except Exception as exc:  # the job's outcome, not the pool's: store it
             log.exception("simulation %s failed", job_id)
-            _update(sessions, job_id, ("running",), status="failed", error=f"{type(exc).__name__}: {exc}",
-                    finished_at=utcnow())
+            _update(
+                sessions,
+                job_id,
+                ("running",),
+                status="failed",
+                error=f"{type(exc).__name__}: {exc}",
+                finished_at=utcnow(),
+            )
             return
         _update(sessions, job_id, ("running",), status="done", result=result, finished_at=utcnow())
     finally:
@@ -188,8 +194,14 @@ class JobRunner:
             return job_id in self._held
 
     def submit(
-        self, sessions: sessionmaker[Session], database_url: str, job_id: str, params: dict[str, Any],
-        spec: SimulationSpec, *, workers: int,
+        self,
+        sessions: sessionmaker[Session],
+        database_url: str,
+        job_id: str,
+        params: dict[str, Any],
+        spec: SimulationSpec,
+        *,
+        workers: int,
     ) -> None:
         """Queue a job whose ``queued`` row is committed; the pool starts at the first job."""
         with self._lock:
@@ -237,8 +249,14 @@ class JobRunner:
             self._stopping = False
         for job_id, (sessions, _) in held:  # recorded here, before the process exits
             try:
-                _update(sessions, job_id, ACTIVE, status="failed", error="cancelled: the server shut down",
-                        finished_at=utcnow())
+                _update(
+                    sessions,
+                    job_id,
+                    ACTIVE,
+                    status="failed",
+                    error="cancelled: the server shut down",
+                    finished_at=utcnow(),
+                )
             except Exception:
                 log.exception("could not record the cancellation of simulation %s", job_id)
 
@@ -256,8 +274,14 @@ class JobRunner:
         if error is None:
             return
         try:
-            _update(sessions, job_id, ACTIVE, status="failed", error=f"the worker process failed: {error}",
-                    finished_at=utcnow())
+            _update(
+                sessions,
+                job_id,
+                ACTIVE,
+                status="failed",
+                error=f"the worker process failed: {error}",
+                finished_at=utcnow(),
+            )
         except Exception:
             log.exception("could not record the failure of simulation %s", job_id)
 
@@ -292,7 +316,8 @@ def expire_stale(session: Session, *, job_id: str | None = None) -> int:
     stale = [sid for sid, status, params in session.execute(stmt) if is_stale(sid, status, params)]
     if stale:
         session.execute(
-            update(Simulation).where(Simulation.id.in_(stale), Simulation.status.in_(ACTIVE))
+            update(Simulation)
+            .where(Simulation.id.in_(stale), Simulation.status.in_(ACTIVE))
             .values(status="failed", error=STALE_ERROR, finished_at=utcnow())
         )
     return len(stale)

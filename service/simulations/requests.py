@@ -86,7 +86,9 @@ def _decision_settings(body: SimulateBody, project: Project, plan: Plan | None) 
     if omega_threshold <= 0:
         raise Invalid("the project's omega_threshold is 0 (every judge passes): pass omega_threshold > 0")
     return {
-        "rule": rule, "coefficient": coefficient, "design": design,
+        "rule": rule,
+        "coefficient": coefficient,
+        "design": design,
         "epsilon": float(_or(epsilon, DEFAULT_EPSILON[rule])),
         "delta": float(_or(body.delta, project.target["delta"])),
         "omega_threshold": omega_threshold,
@@ -110,7 +112,8 @@ def _synthetic(
         raise Invalid("the project has no items yet: pass n_items")
     n_labels = _or(body.n_labels, len(project.labels))
     humans = session.scalar(
-        select(func.count()).select_from(Rater)
+        select(func.count())
+        .select_from(Rater)
         .where(Rater.project_id == project.id, Rater.kind.in_(("primary", "human")))
     )
     n_humans = body.n_humans or (plan.recipe.get("n_humans") if plan is not None else None) or max(humans or 0, 2)
@@ -136,16 +139,38 @@ def _synthetic(
     if body.clusters is not None and body.clusters > n_items:
         raise Invalid(f"clusters must be at most n_items={n_items}, got {body.clusters}")
     options = {
-        "n_items": n_items, "n_humans": n_humans, "n_labels": n_labels, "p_h": p_h, "p_j": _as_list(p_j),
-        "prevalence": prevalence, "rho": rho, "design": common["design"], "coefficient": common["coefficient"],
-        "rule": common["rule"], "epsilon": common["epsilon"], "delta": common["delta"],
-        "omega_threshold": common["omega_threshold"], "q": common["q"], "trials": body.trials,
-        "clusters": body.clusters, "cluster_difficulty": body.cluster_difficulty,
+        "n_items": n_items,
+        "n_humans": n_humans,
+        "n_labels": n_labels,
+        "p_h": p_h,
+        "p_j": _as_list(p_j),
+        "prevalence": prevalence,
+        "rho": rho,
+        "design": common["design"],
+        "coefficient": common["coefficient"],
+        "rule": common["rule"],
+        "epsilon": common["epsilon"],
+        "delta": common["delta"],
+        "omega_threshold": common["omega_threshold"],
+        "q": common["q"],
+        "trials": body.trials,
+        "clusters": body.clusters,
+        "cluster_difficulty": body.cluster_difficulty,
     }
     settings = {
-        **common, "replay": False, "criterion": criterion, "n_items": n_items, "n_humans": n_humans,
-        "n_judges": len(options["p_j"]), "n_labels": n_labels, "p_h": p_h, "p_j": options["p_j"],
-        "prevalence": prevalence, "rho": rho, "trials": body.trials, "clusters": body.clusters,
+        **common,
+        "replay": False,
+        "criterion": criterion,
+        "n_items": n_items,
+        "n_humans": n_humans,
+        "n_judges": len(options["p_j"]),
+        "n_labels": n_labels,
+        "p_h": p_h,
+        "p_j": options["p_j"],
+        "prevalence": prevalence,
+        "rho": rho,
+        "trials": body.trials,
+        "clusters": body.clusters,
         "cluster_difficulty": body.cluster_difficulty,
     }
     return options, settings
@@ -174,15 +199,31 @@ def _replay(
     _check_rhos(rho, n_items)
     small = code_type(matrix.n_labels)
     options = {
-        "n_labels": matrix.n_labels, "rho": rho, "design": common["design"], "coefficient": common["coefficient"],
-        "primary": 0, "rule": common["rule"], "epsilon": common["epsilon"], "delta": common["delta"],
-        "omega_threshold": common["omega_threshold"], "q": common["q"], "trials": body.trials,
+        "n_labels": matrix.n_labels,
+        "rho": rho,
+        "design": common["design"],
+        "coefficient": common["coefficient"],
+        "primary": 0,
+        "rule": common["rule"],
+        "epsilon": common["epsilon"],
+        "delta": common["delta"],
+        "omega_threshold": common["omega_threshold"],
+        "q": common["q"],
+        "trials": body.trials,
     }
     settings = {
-        **common, "replay": True, "criterion": criterion, "n_items": n_items, "n_humans": len(humans),
-        "n_judges": len(judges), "n_labels": matrix.n_labels, "rho": rho, "trials": body.trials,
+        **common,
+        "replay": True,
+        "criterion": criterion,
+        "n_items": n_items,
+        "n_humans": len(humans),
+        "n_judges": len(judges),
+        "n_labels": matrix.n_labels,
+        "rho": rho,
+        "trials": body.trials,
         "humans": [matrix.raters[k].external_id for k in humans],
-        "judges": [matrix.raters[k].external_id for k in judges], "label_seq": matrix.label_seq,
+        "judges": [matrix.raters[k].external_id for k in judges],
+        "label_seq": matrix.label_seq,
     }
     return options, settings, codes[:, humans].astype(small), codes[:, judges].astype(small)
 

@@ -75,8 +75,10 @@ class Claimed:
 
 
 def _due(now: datetime) -> Any:
-    return (WebhookDelivery.status == "pending") & (WebhookDelivery.next_attempt_at <= now) & or_(
-        WebhookDelivery.lease_until.is_(None), WebhookDelivery.lease_until < now
+    return (
+        (WebhookDelivery.status == "pending")
+        & (WebhookDelivery.next_attempt_at <= now)
+        & or_(WebhookDelivery.lease_until.is_(None), WebhookDelivery.lease_until < now)
     )
 
 
@@ -89,20 +91,34 @@ def claim_due(sessions: sessionmaker[Session], *, lease_seconds: float, limit: i
     token = secrets.token_hex(16)
     with session_scope(sessions, write=True) as session:
         ids = session.scalars(
-            select(WebhookDelivery.id).where(_due(now)).order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
-            .limit(limit).with_for_update(skip_locked=True)
+            select(WebhookDelivery.id)
+            .where(_due(now))
+            .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
         ).all()
         if not ids:
             return []
         session.execute(
-            update(WebhookDelivery).where(WebhookDelivery.id.in_(ids)).values(
-                lease_until=now + timedelta(seconds=lease_seconds), lease_token=token,
-                attempts=WebhookDelivery.attempts + 1, last_attempt_at=now,
+            update(WebhookDelivery)
+            .where(WebhookDelivery.id.in_(ids))
+            .values(
+                lease_until=now + timedelta(seconds=lease_seconds),
+                lease_token=token,
+                attempts=WebhookDelivery.attempts + 1,
+                last_attempt_at=now,
             )
         )
         rows = session.execute(
-            select(WebhookDelivery.id, WebhookDelivery.attempts, WebhookDelivery.retry_until, Webhook.url,
-                   Webhook.secret, WebhookEvent.id, WebhookEvent.payload)
+            select(
+                WebhookDelivery.id,
+                WebhookDelivery.attempts,
+                WebhookDelivery.retry_until,
+                Webhook.url,
+                Webhook.secret,
+                WebhookEvent.id,
+                WebhookEvent.payload,
+            )
             .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
             .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
             .where(WebhookDelivery.id.in_(ids))
@@ -119,8 +135,10 @@ def send(client: httpx.Client, delivery: Claimed, *, allow_private: bool) -> tup
     body = orjson.dumps(delivery.payload)
     stamp = int(time.time())
     headers = {
-        "content-type": "application/json", "user-agent": "annoplan-webhooks",
-        "webhook-id": delivery.event_id, "webhook-timestamp": str(stamp),
+        "content-type": "application/json",
+        "user-agent": "annoplan-webhooks",
+        "webhook-id": delivery.event_id,
+        "webhook-timestamp": str(stamp),
         "webhook-signature": signature(delivery.secret, delivery.event_id, stamp, body),
     }
     try:
@@ -133,18 +151,28 @@ def send(client: httpx.Client, delivery: Claimed, *, allow_private: bool) -> tup
 
 
 def record_outcome(
-    sessions: sessionmaker[Session], delivery: Claimed, status_code: int | None, error: str | None,
-    *, settings: Settings, rng: random.Random,
+    sessions: sessionmaker[Session],
+    delivery: Claimed,
+    status_code: int | None,
+    error: str | None,
+    *,
+    settings: Settings,
+    rng: random.Random,
 ) -> None:
     """Store the attempt's outcome and release the lease (only if this sender still holds it)."""
     now = utcnow()
-    values: dict[str, Any] = {"lease_until": None, "lease_token": None, "last_status_code": status_code,
-                              "last_error": error}
+    values: dict[str, Any] = {
+        "lease_until": None,
+        "lease_token": None,
+        "last_status_code": status_code,
+        "last_error": error,
+    }
     if error is None:
         values.update(status="delivered", delivered_at=now)
     else:
-        delay = retry_delay(delivery.attempts, base=settings.webhook_retry_base_seconds,
-                            cap=settings.webhook_retry_cap_seconds, rng=rng)
+        delay = retry_delay(
+            delivery.attempts, base=settings.webhook_retry_base_seconds, cap=settings.webhook_retry_cap_seconds, rng=rng
+        )
         values["status"], values["next_attempt_at"] = after_failure(delivery.attempts, now, delivery.retry_until, delay)
     with session_scope(sessions, write=True) as session:
         session.execute(

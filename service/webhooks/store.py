@@ -15,8 +15,14 @@ from service.webhooks.sender import new_webhook_secret
 
 def add_webhook(session: Session, project_id: str, url: str, events: list[str]) -> Webhook:
     """A new subscription with a fresh signing secret."""
-    hook = Webhook(id=new_public_id("wh"), project_id=project_id, url=url, events=events,
-                   secret=new_webhook_secret(), created_at=utcnow())
+    hook = Webhook(
+        id=new_public_id("wh"),
+        project_id=project_id,
+        url=url,
+        events=events,
+        secret=new_webhook_secret(),
+        created_at=utcnow(),
+    )
     session.add(hook)
     session.flush()
     return hook
@@ -24,9 +30,11 @@ def add_webhook(session: Session, project_id: str, url: str, events: list[str]) 
 
 def project_webhooks(session: Session, project_id: str) -> list[Webhook]:
     """The project's webhooks, oldest first."""
-    return list(session.scalars(
-        select(Webhook).where(Webhook.project_id == project_id).order_by(Webhook.created_at, Webhook.id)
-    ))
+    return list(
+        session.scalars(
+            select(Webhook).where(Webhook.project_id == project_id).order_by(Webhook.created_at, Webhook.id)
+        )
+    )
 
 
 def project_webhook(session: Session, project_id: str, wid: str) -> Webhook:
@@ -39,8 +47,13 @@ def project_webhook(session: Session, project_id: str, wid: str) -> Webhook:
 
 def deliveries_page(session: Session, wid: str, page: PageParams) -> list[tuple[WebhookDelivery, str]]:
     """Up to ``page.limit + 1`` deliveries of the webhook with their event type, newest first."""
-    stmt = (select(WebhookDelivery, WebhookEvent.type).join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
-            .where(WebhookDelivery.webhook_id == wid).order_by(WebhookDelivery.id.desc()).limit(page.limit + 1))
+    stmt = (
+        select(WebhookDelivery, WebhookEvent.type)
+        .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
+        .where(WebhookDelivery.webhook_id == wid)
+        .order_by(WebhookDelivery.id.desc())
+        .limit(page.limit + 1)
+    )
     if page.after is not None:
         stmt = stmt.where(WebhookDelivery.id < page.after)
     return [(d, t) for d, t in session.execute(stmt)]
@@ -52,17 +65,25 @@ def schedule_redelivery(session: Session, wid: str, did: int, *, window_seconds:
     404 when it is not the webhook's; 409 while a sender holds it (its outcome would overwrite the request).
     """
     row = session.execute(
-        select(WebhookDelivery, WebhookEvent.type).join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
+        select(WebhookDelivery, WebhookEvent.type)
+        .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
         .where(WebhookDelivery.id == did, WebhookDelivery.webhook_id == wid)
     ).one_or_none()
     if row is None:
         raise NotFound(f"delivery {did} not found")
     now = utcnow()
     if row[0].lease_until is not None and row[0].lease_until > now:
-        raise Conflict("this delivery is being sent right now; redeliver it once that attempt is logged",
-                       code="delivery_in_flight")
-    session.execute(update(WebhookDelivery).where(WebhookDelivery.id == did).values(
-        status="pending", next_attempt_at=now, retry_until=now + timedelta(seconds=window_seconds),
-    ))
+        raise Conflict(
+            "this delivery is being sent right now; redeliver it once that attempt is logged", code="delivery_in_flight"
+        )
+    session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == did)
+        .values(
+            status="pending",
+            next_attempt_at=now,
+            retry_until=now + timedelta(seconds=window_seconds),
+        )
+    )
     session.refresh(row[0])
     return row[0], row[1]

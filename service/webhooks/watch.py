@@ -38,8 +38,11 @@ def record_baseline(session: Session, project: Project, documents: DocumentCache
     """Note the current decision (once per project), so the next change is announced against it."""
     if session.get(DecisionWatch, project.id) is None:
         doc = live_decision(session, project, documents, n_resamples=n_resamples)
-        session.add(DecisionWatch(project_id=project.id, label_seq=doc["label_seq"], decision=doc["decision"],
-                                  omega=doc.get("omega")))
+        session.add(
+            DecisionWatch(
+                project_id=project.id, label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega")
+            )
+        )
         session.flush()
 
 
@@ -69,21 +72,33 @@ def _decision_changed(
     try:
         with session_scope(sessions, write=True) as session:
             if watch is None:
-                session.add(DecisionWatch(project_id=pid, label_seq=doc["label_seq"], decision=doc["decision"],
-                                          omega=doc.get("omega")))
+                session.add(
+                    DecisionWatch(
+                        project_id=pid, label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega")
+                    )
+                )
                 return
             moved = session.execute(  # compare-and-set: of several senders, one records (and announces) it
-                update(DecisionWatch).where(DecisionWatch.project_id == pid, DecisionWatch.label_seq == watch.label_seq)
+                update(DecisionWatch)
+                .where(DecisionWatch.project_id == pid, DecisionWatch.label_seq == watch.label_seq)
                 .values(label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega"))
             ).rowcount
             if moved and doc["decision"] != watch.decision:
-                emit(session, pid, "decision.changed", {
-                    "criterion": doc["criterion"], "label_seq": doc["label_seq"],
-                    "old": {"decision": watch.decision, "omega": watch.omega, "label_seq": watch.label_seq},
-                    "new": {"decision": doc["decision"], "omega": doc.get("omega")},
-                    "omega": doc.get("omega"), "reason": doc.get("reason"),
-                }, retry_window_seconds=settings.webhook_retry_window_seconds,
-                    dedupe_key=f"decision.changed:{doc['label_seq']}")
+                emit(
+                    session,
+                    pid,
+                    "decision.changed",
+                    {
+                        "criterion": doc["criterion"],
+                        "label_seq": doc["label_seq"],
+                        "old": {"decision": watch.decision, "omega": watch.omega, "label_seq": watch.label_seq},
+                        "new": {"decision": doc["decision"], "omega": doc.get("omega")},
+                        "omega": doc.get("omega"),
+                        "reason": doc.get("reason"),
+                    },
+                    retry_window_seconds=settings.webhook_retry_window_seconds,
+                    dedupe_key=f"decision.changed:{doc['label_seq']}",
+                )
     except IntegrityError:  # another sender recorded the same first sight or event
         pass
 
@@ -100,8 +115,14 @@ def _plan_reached(sessions: sessionmaker[Session], pid: str, settings: Settings,
         return
     try:
         with session_scope(sessions, write=True) as session:
-            emit(session, pid, "plan.reached", {**progress, "label_seq": project.label_seq},
-                 retry_window_seconds=settings.webhook_retry_window_seconds, dedupe_key=f"plan.reached:{plan.id}")
+            emit(
+                session,
+                pid,
+                "plan.reached",
+                {**progress, "label_seq": project.label_seq},
+                retry_window_seconds=settings.webhook_retry_window_seconds,
+                dedupe_key=f"plan.reached:{plan.id}",
+            )
     except IntegrityError:
         pass
 
@@ -110,24 +131,44 @@ def _batches_expired(sessions: sessionmaker[Session], pid: str, since: Any, sett
     now = utcnow()
     with session_scope(sessions) as session:
         expired = session.scalars(
-            select(Batch).where(Batch.project_id == pid, Batch.released_at.is_(None), Batch.expires_at <= now,
-                                Batch.expires_at > max(since, now - BATCH_LOOKBACK))
+            select(Batch).where(
+                Batch.project_id == pid,
+                Batch.released_at.is_(None),
+                Batch.expires_at <= now,
+                Batch.expires_at > max(since, now - BATCH_LOOKBACK),
+            )
         ).all()
         if not expired:
             return
-        done = set(session.scalars(select(WebhookEvent.dedupe_key).where(
-            WebhookEvent.project_id == pid, WebhookEvent.dedupe_key.in_([f"batch.expired:{b.id}" for b in expired])
-        )))
+        done = set(
+            session.scalars(
+                select(WebhookEvent.dedupe_key).where(
+                    WebhookEvent.project_id == pid,
+                    WebhookEvent.dedupe_key.in_([f"batch.expired:{b.id}" for b in expired]),
+                )
+            )
+        )
         statuses = [batch_status(session, b) for b in expired if f"batch.expired:{b.id}" not in done]
     for status in statuses:
         if not status.unlabeled:
             continue
         try:
             with session_scope(sessions, write=True) as session:
-                emit(session, pid, "batch.expired", {
-                    "batch": status.id, "rater": status.rater, "expires_at": status.expires_at.isoformat(),
-                    "items": len(status.items), "labeled": status.labeled, "unlabeled": status.unlabeled,
-                }, retry_window_seconds=settings.webhook_retry_window_seconds, dedupe_key=f"batch.expired:{status.id}")
+                emit(
+                    session,
+                    pid,
+                    "batch.expired",
+                    {
+                        "batch": status.id,
+                        "rater": status.rater,
+                        "expires_at": status.expires_at.isoformat(),
+                        "items": len(status.items),
+                        "labeled": status.labeled,
+                        "unlabeled": status.unlabeled,
+                    },
+                    retry_window_seconds=settings.webhook_retry_window_seconds,
+                    dedupe_key=f"batch.expired:{status.id}",
+                )
         except IntegrityError:
             pass
 
@@ -141,9 +182,7 @@ class Seen:
     decision_read: dict[str, float] = field(default_factory=dict)
 
 
-def announce_changes(
-    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen
-) -> None:
+def announce_changes(sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen) -> None:
     """Write the outbox events of changes no request announces."""
     listening = _subscriptions(sessions)
     for pid in listening.get("decision.changed", {}):

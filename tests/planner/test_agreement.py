@@ -31,8 +31,7 @@ def fce_variance_by_hand(table: np.ndarray) -> float:
     p_o = sum(p[a, a] for a in range(size))
     p_e = sum(row[a] * col[a] for a in range(size))
     g = [
-        [(1.0 if a == b else 0.0) * (1 - p_e) - (col[a] + row[b]) * (1 - p_o) for b in range(size)]
-        for a in range(size)
+        [(1.0 if a == b else 0.0) * (1 - p_e) - (col[a] + row[b]) * (1 - p_o) for b in range(size)] for a in range(size)
     ]
     first = sum(p[a, b] * g[a][b] ** 2 for a in range(size) for b in range(size))
     second = sum(p[a, b] * g[a][b] for a in range(size) for b in range(size)) ** 2
@@ -57,9 +56,7 @@ def test_spec_3x3_ordinal_table() -> None:
     assert kappa_from_table(SPEC_3X3, weights="linear").statistic == pytest.approx(0.6072, abs=5e-5)
 
 
-@pytest.mark.parametrize(
-    ("weights", "expected"), [(None, -3 / 13), ("linear", 1 / 3), ("quadratic", 5 / 7)]
-)
+@pytest.mark.parametrize(("weights", "expected"), [(None, -3 / 13), ("linear", 1 / 3), ("quadratic", 5 / 7)])
 def test_spec_shifted_ordinal_example(weights: str | None, expected: float) -> None:
     y = np.array([1, 2, 3, 4]) - 1
     yhat = np.array([2, 3, 4, 5]) - 1
@@ -99,9 +96,7 @@ def test_cohen_kappa_matches_sklearn_on_sparse_pairs(weights: str | None) -> Non
         assert ours.n_items == common.sum()
         if not ours.defined:
             continue
-        theirs = cohen_kappa_score(
-            a[common], b[common], labels=np.arange(n_labels), weights=weights
-        )
+        theirs = cohen_kappa_score(a[common], b[common], labels=np.arange(n_labels), weights=weights)
         assert ours.statistic == pytest.approx(theirs, rel=1e-9, abs=1e-12)
 
 
@@ -214,9 +209,7 @@ def test_scott_pi_by_hand_and_against_statsmodels_fleiss_with_two_raters() -> No
         a = rng.integers(0, n_labels, size=50)
         b = np.where(rng.random(50) < 0.5, a, rng.integers(0, n_labels, size=50))
         counts = np.stack([np.bincount([x, y], minlength=n_labels) for x, y in zip(a, b)])
-        assert scott_pi(a, b, n_labels=n_labels).statistic == pytest.approx(
-            sm_fleiss_kappa(counts), rel=1e-10
-        )
+        assert scott_pi(a, b, n_labels=n_labels).statistic == pytest.approx(sm_fleiss_kappa(counts), rel=1e-10)
 
 
 def test_pabak_variance_is_binomial() -> None:

@@ -37,14 +37,36 @@ KRIPPENDORFF_2011 = [
 # Fleiss (1971): 30 patients, 6 psychiatrists each, 5 diagnoses (the table also ships as R
 # irr::diagnoses); published kappa .430 (irr: 0.4302445). Rows: ratings 1..5 per patient.
 FLEISS_1971 = [
-    [4, 4, 4, 4, 4, 4], [2, 2, 2, 5, 5, 5], [2, 3, 3, 3, 3, 5], [5, 5, 5, 5, 5, 5],
-    [2, 2, 2, 4, 4, 4], [1, 1, 3, 3, 3, 3], [3, 3, 3, 3, 5, 5], [1, 1, 3, 3, 3, 4],
-    [1, 1, 4, 4, 4, 4], [5, 5, 5, 5, 5, 5], [1, 4, 4, 4, 4, 4], [1, 2, 4, 4, 4, 4],
-    [2, 2, 2, 3, 3, 3], [1, 4, 4, 4, 4, 4], [2, 2, 4, 4, 4, 5], [3, 3, 3, 3, 3, 5],
-    [1, 1, 1, 4, 5, 5], [1, 1, 1, 1, 1, 2], [2, 2, 4, 4, 4, 4], [1, 3, 3, 5, 5, 5],
-    [5, 5, 5, 5, 5, 5], [2, 4, 4, 4, 4, 4], [2, 2, 4, 5, 5, 5], [1, 1, 4, 4, 4, 4],
-    [1, 4, 4, 4, 4, 5], [2, 2, 2, 2, 2, 4], [1, 1, 1, 1, 5, 5], [2, 2, 4, 4, 4, 4],
-    [1, 3, 3, 3, 3, 3], [5, 5, 5, 5, 5, 5],
+    [4, 4, 4, 4, 4, 4],
+    [2, 2, 2, 5, 5, 5],
+    [2, 3, 3, 3, 3, 5],
+    [5, 5, 5, 5, 5, 5],
+    [2, 2, 2, 4, 4, 4],
+    [1, 1, 3, 3, 3, 3],
+    [3, 3, 3, 3, 5, 5],
+    [1, 1, 3, 3, 3, 4],
+    [1, 1, 4, 4, 4, 4],
+    [5, 5, 5, 5, 5, 5],
+    [1, 4, 4, 4, 4, 4],
+    [1, 2, 4, 4, 4, 4],
+    [2, 2, 2, 3, 3, 3],
+    [1, 4, 4, 4, 4, 4],
+    [2, 2, 4, 4, 4, 5],
+    [3, 3, 3, 3, 3, 5],
+    [1, 1, 1, 4, 5, 5],
+    [1, 1, 1, 1, 1, 2],
+    [2, 2, 4, 4, 4, 4],
+    [1, 3, 3, 5, 5, 5],
+    [5, 5, 5, 5, 5, 5],
+    [2, 4, 4, 4, 4, 4],
+    [2, 2, 4, 5, 5, 5],
+    [1, 1, 4, 4, 4, 4],
+    [1, 4, 4, 4, 4, 5],
+    [2, 2, 2, 2, 2, 4],
+    [1, 1, 1, 1, 5, 5],
+    [2, 2, 4, 4, 4, 4],
+    [1, 3, 3, 3, 3, 3],
+    [5, 5, 5, 5, 5, 5],
 ]
 
 
@@ -146,9 +168,7 @@ def test_alpha_matches_krippendorff_package_on_sparse_matrices(level: str) -> No
         domain = values if values is not None else np.arange(n_labels, dtype=float)
         if not ours.defined:
             continue
-        theirs = krippendorff.alpha(
-            as_reliability_data(codes, values), level_of_measurement=level, value_domain=domain
-        )
+        theirs = krippendorff.alpha(as_reliability_data(codes, values), level_of_measurement=level, value_domain=domain)
         assert ours.statistic == pytest.approx(theirs, rel=1e-9, abs=1e-12)
 
 
@@ -160,9 +180,7 @@ def test_fleiss_matches_statsmodels_with_varying_raters_per_item() -> None:
         for row in codes:  # each item rated by a random subset of per_item raters
             row[rng.permutation(n_raters)[per_item:]] = -1
         counts = np.stack([np.bincount(row[row >= 0], minlength=n_labels) for row in codes])
-        assert fleiss_kappa(codes, n_labels=n_labels).statistic == pytest.approx(
-            sm_fleiss_kappa(counts), rel=1e-10
-        )
+        assert fleiss_kappa(codes, n_labels=n_labels).statistic == pytest.approx(sm_fleiss_kappa(counts), rel=1e-10)
 
 
 def test_ac1_matches_item_by_item_formula_on_sparse_matrices() -> None:

@@ -344,8 +344,13 @@ def test_summary_table_reads_each_figure_as_its_own_reader_would(case: tuple[np.
             view = resample if key == "kappa" else resample.merged(to_counts, frequency.size)
             alone = joint_replicates([result._resampling.reader(view)])[0] if result.defined else np.zeros(0)
             interval = result._interval(0.9, "bootstrap", lambda alone=alone: alone)
-            np.testing.assert_allclose([estimate.interval.low, estimate.interval.high], [interval.low, interval.high],
-                                       rtol=1e-12, atol=1e-12, err_msg=key)
+            np.testing.assert_allclose(
+                [estimate.interval.low, estimate.interval.high],
+                [interval.low, interval.high],
+                rtol=1e-12,
+                atol=1e-12,
+                err_msg=key,
+            )
     finally:
         agreement._STACKED_ROWS = kept
 
@@ -361,4 +366,3 @@ def test_grouped_count_patterns_group_rows_by_label_counts(case: tuple[np.ndarra
     for row, group in zip(codes.tolist(), groups.tolist(), strict=True):
         assert distinct[group].tolist() == [row.count(label) for label in range(n_labels)]
     assert frequency.tolist() == [int(counts[groups == g].sum()) for g in range(distinct.shape[0])]
-

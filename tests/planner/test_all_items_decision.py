@@ -41,11 +41,25 @@ def test_ppi_gap_is_mean_a_minus_ppi_mean(seed, share, weighted):
     if lab.sum() < 2 or lab.all():
         return
     codes[~lab, 1] = -1
-    v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, estimator="ppi", primary=0,
-                       inclusion=prob if weighted else None, n_resamples=20, rng=seed)
+    v = validate_judge(
+        codes,
+        judge=2,
+        humans=[0, 1],
+        n_labels=2,
+        estimator="ppi",
+        primary=0,
+        inclusion=prob if weighted else None,
+        n_resamples=20,
+        rng=seed,
+    )
     w = 1 / prob
-    ref = ppi_mean(b[lab], a[lab], a[~lab], weights=w[lab] if weighted else None,
-                   weights_unlabeled=(1 / (1 - prob))[~lab] if weighted else None)
+    ref = ppi_mean(
+        b[lab],
+        a[lab],
+        a[~lab],
+        weights=w[lab] if weighted else None,
+        weights_unlabeled=(1 / (1 - prob))[~lab] if weighted else None,
+    )
     secondary = v.raters[1]
     assert secondary.d == pytest.approx(a.mean() - ref.estimate, abs=1e-9)
     assert secondary.m == lab.sum()
@@ -59,17 +73,14 @@ def test_ppi_gap_standard_error_by_hand():
     a = (rng.random(n) < 0.8).astype(float)
     b = np.where(rng.random(n) < 0.85, a, 1 - a)
     lab = rng.random(n) < 0.25
-    gaps = ppi_gaps(ppi_gap_features(a, np.where(lab, b, -1)[:, None], np.ones(n), np.ones(n))
-                    .sum(axis=0)[None, :], 1)
+    gaps = ppi_gaps(ppi_gap_features(a, np.where(lab, b, -1)[:, None], np.ones(n), np.ones(n)).sum(axis=0)[None, :], 1)
     lam = ppi_mean(b[lab], a[lab], a[~lab]).lam
     n_l, n_u = lab.sum(), (~lab).sum()
     e = n_l / n * a[lab] - (b[lab] - lam * a[lab])
     f = (n_u / n - lam) * a[~lab]
     assert gaps.lam[0, 0] == pytest.approx(lam, abs=1e-12)
     assert gaps.d[0, 0] == pytest.approx(e.mean() + f.mean(), abs=1e-12)
-    assert gaps.standard_error[0, 0] == pytest.approx(
-        np.sqrt(e.var() / n_l + f.var() / n_u), abs=1e-12
-    )
+    assert gaps.standard_error[0, 0] == pytest.approx(np.sqrt(e.var() / n_l + f.var() / n_u), abs=1e-12)
 
 
 def test_ppi_needs_the_margin_rule_and_a_primary():
@@ -77,8 +88,7 @@ def test_ppi_needs_the_margin_rule_and_a_primary():
     with pytest.raises(ValueError, match="needs primary"):
         validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, estimator="ppi")
     with pytest.raises(ValueError, match="rule='margin'"):
-        validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, estimator="ppi", primary=0,
-                       rule="alt-test")
+        validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, estimator="ppi", primary=0, rule="alt-test")
     with pytest.raises(ValueError, match="inclusion"):
         validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, inclusion=np.zeros(50))
 
@@ -91,8 +101,9 @@ def test_equal_inclusion_changes_nothing():
     codes = corpus(rng, 200, 0.85, 0.9, n_secondaries=2)
     codes[rng.random(200) < 0.6, 1:3] = -1
     plain = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=200, rng=1)
-    equal = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=200, rng=1,
-                           inclusion=np.full(200, 0.4))
+    equal = validate_judge(
+        codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=200, rng=1, inclusion=np.full(200, 0.4)
+    )
     for x, y in zip(plain.raters, equal.raters, strict=True):
         assert (x.d, x.m, x.won) == pytest.approx((y.d, y.m, y.won), abs=1e-9)
         assert x.ci.as_list() == pytest.approx(y.ci.as_list(), abs=1e-6)
@@ -106,8 +117,15 @@ def test_weighted_d_is_the_hajek_mean_by_hand():
     secondary = np.array([0, 1, 1, 0, 0, -1])
     judge = np.array([0, 0, 0, 1, 1, 1])
     prob = np.array([0.5, 0.5, 0.25, 0.25, 0.5, 0.25])
-    v = validate_judge(np.column_stack([primary, secondary, judge]), judge=2, humans=[0, 1],
-                       n_labels=2, inclusion=prob, n_resamples=10, rng=0)
+    v = validate_judge(
+        np.column_stack([primary, secondary, judge]),
+        judge=2,
+        humans=[0, 1],
+        n_labels=2,
+        inclusion=prob,
+        n_resamples=10,
+        rng=0,
+    )
     xi = np.array([1 - 1, 1 - 0, 0 - 1, 1 - 0, 0 - 1])
     w = 1 / prob[:5]
     assert v.raters[1].d == pytest.approx(np.sum(w * xi) / np.sum(w))
@@ -123,8 +141,9 @@ def test_weighted_alt_test_t_statistic_by_hand():
     n = 120
     codes = corpus(rng, n, 0.8, 0.8, n_secondaries=1)  # primary, one secondary, the judge
     prob = rng.choice([0.2, 0.5, 1.0], n)
-    v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, rule="alt-test", epsilon=0.05,
-                       inclusion=prob, n_resamples=10, rng=0)
+    v = validate_judge(
+        codes, judge=2, humans=[0, 1], n_labels=2, rule="alt-test", epsilon=0.05, inclusion=prob, n_resamples=10, rng=0
+    )
     w = 1 / prob
     for k in (0, 1):  # each human's pool is the other one
         other = codes[:, 1 - k]
@@ -181,8 +200,7 @@ def secondary_outcomes(seed, *, p_j, m, trials, n=4000):
         mask, prob = neyman_panel(rng, codes, m, sds)
         codes[~mask, 1] = -1
         for column, inclusion in enumerate((prob, None)):
-            v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=1, rng=t,
-                               inclusion=inclusion)
+            v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=1, rng=t, inclusion=inclusion)
             d[t, column], won[t, column] = v.raters[1].d, v.raters[1].won
     return d, won, truth
 
@@ -227,8 +245,7 @@ def ppi_false_rejections(seed, *, m, trials, n=4000):
         mask = np.zeros(n, dtype=bool)
         mask[keep] = True
         codes[~mask, 1] = -1
-        v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=1, rng=t,
-                           estimator="ppi", primary=0)
+        v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, n_resamples=1, rng=t, estimator="ppi", primary=0)
         rejected += not v.raters[1].won
     return rejected / trials
 

@@ -76,8 +76,13 @@ def test_bca_agrees_with_scipy_bootstrap_bca(name: str) -> None:
         return terms(patterns, weights.reshape(-1, patterns.shape[0])).reshape(lead)
 
     reference = bootstrap(
-        (np.arange(len(codes)),), statistic, vectorized=True, method="BCa", n_resamples=20_000,
-        confidence_level=0.9, rng=np.random.default_rng(2),
+        (np.arange(len(codes)),),
+        statistic,
+        vectorized=True,
+        method="BCa",
+        n_resamples=20_000,
+        confidence_level=0.9,
+        rng=np.random.default_rng(2),
     ).confidence_interval
     result = coefficient(codes)
     ours = result.confidence_interval(0.9, method="bca", n_resamples=20_000, rng=1)
@@ -144,9 +149,9 @@ def test_bca_is_the_default_only_for_approximate_intervals() -> None:
     assert krippendorff_alpha(small, n_labels=2).confidence_interval(n_resamples=200, rng=0).method == "bca"
     big = krippendorff_alpha(large, n_labels=2).confidence_interval(n_resamples=200, rng=0)
     assert big.method == "percentile" and not big.approximate
-    assert krippendorff_alpha(large, n_labels=2).confidence_interval(
-        method="bca", n_resamples=200, rng=0
-    ).method == "bca"
+    assert (
+        krippendorff_alpha(large, n_labels=2).confidence_interval(method="bca", n_resamples=200, rng=0).method == "bca"
+    )
     delta = fleiss_kappa(np.array([[0, 0], [1, 1], [0, 1]] * 5), n_labels=2)
     assert delta.confidence_interval(n_resamples=50, rng=0).approximate
 

@@ -53,11 +53,15 @@ def test_rfc8785_sample() -> None:
 
 
 rows_strategy = st.lists(
-    st.fixed_dictionaries({
-        "item": st.text(min_size=1, max_size=8), "rater": st.text(min_size=1, max_size=8),
-        "criterion": st.sampled_from(["default", "tone"]), "value": st.text(max_size=8),
-        "seq": st.integers(1, 10**12),
-    }),
+    st.fixed_dictionaries(
+        {
+            "item": st.text(min_size=1, max_size=8),
+            "rater": st.text(min_size=1, max_size=8),
+            "criterion": st.sampled_from(["default", "tone"]),
+            "value": st.text(max_size=8),
+            "seq": st.integers(1, 10**12),
+        }
+    ),
     max_size=20,
 )
 
@@ -91,7 +95,10 @@ def test_label_snapshot_keeps_the_latest_event_up_to_label_seq() -> None:
     ]
     at_4 = label_snapshot(history(), label_seq=4)
     assert [(r["item"], r["rater"], r["value"]) for r in at_4] == [
-        ("i1", "h1", "c"), ("i1", "h2", "a"), ("i2", "h1", "a")]
+        ("i1", "h1", "c"),
+        ("i1", "h2", "a"),
+        ("i2", "h1", "a"),
+    ]
 
 
 @FAST
@@ -113,26 +120,46 @@ def spec_rows() -> list[dict]:
     """The method's §3 worked example (3 humans x 40 items, labels 0..2) as label rows."""
     i = np.arange(40)
     columns = {
-        "h1": i % 3, "h2": np.where(i % 5 == 0, (i + 1) % 3, i % 3),
-        "h3": np.where(i % 4 == 0, (i + 2) % 3, i % 3), "judge": np.where(i % 7 == 0, (i + 1) % 3, i % 3),
+        "h1": i % 3,
+        "h2": np.where(i % 5 == 0, (i + 1) % 3, i % 3),
+        "h3": np.where(i % 4 == 0, (i + 2) % 3, i % 3),
+        "judge": np.where(i % 7 == 0, (i + 1) % 3, i % 3),
     }
     rows, seq = [], 0
     for item in range(40):
         for rater, codes in columns.items():
             seq += 1
-            rows.append({"item": f"x{item:02d}", "rater": rater, "criterion": "default",
-                         "value": LABELS[codes[item]], "seq": seq})
+            rows.append(
+                {
+                    "item": f"x{item:02d}",
+                    "rater": rater,
+                    "criterion": "default",
+                    "value": LABELS[codes[item]],
+                    "seq": seq,
+                }
+            )
     return rows
 
 
 def spec_settings(**decision: object) -> dict:
     return {
-        "project": {"id": "p_test", "name": "spec"}, "label_seq": 160, "criterion": "default",
+        "project": {"id": "p_test", "name": "spec"},
+        "label_seq": 160,
+        "criterion": "default",
         "protocol": {"scale": "nominal", "labels": LABELS, "handling": "exclude"},
         "raters": {"h1": "human", "h2": "human", "h3": "primary", "judge": "judge"},
-        "decision": {"coefficient": "po", "rule": "alt-test", "epsilon": 0.1, "omega_threshold": 0.5, "q": 0.05,
-                     "inconclusive_level": 0.2, "alpha_sig": 0.05, **decision},
-        "plan": None, "seeds": {"seed": 7, "bit_generator": "PCG64", "n_resamples": 200},
+        "decision": {
+            "coefficient": "po",
+            "rule": "alt-test",
+            "epsilon": 0.1,
+            "omega_threshold": 0.5,
+            "q": 0.05,
+            "inconclusive_level": 0.2,
+            "alpha_sig": 0.05,
+            **decision,
+        },
+        "plan": None,
+        "seeds": {"seed": 7, "bit_generator": "PCG64", "n_resamples": 200},
     }
 
 
@@ -145,10 +172,17 @@ def test_certified_result_reproduces_the_worked_example() -> None:
     assert [r["won"] for r in judge["raters"]] == [False, False, True]
     assert result["omega"] == pytest.approx(1 / 3)
     i = np.arange(40)
-    codes = np.column_stack([i % 3, np.where(i % 5 == 0, (i + 1) % 3, i % 3),
-                             np.where(i % 4 == 0, (i + 2) % 3, i % 3), np.where(i % 7 == 0, (i + 1) % 3, i % 3)])
-    direct = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1,
-                            n_resamples=200, rng=7)
+    codes = np.column_stack(
+        [
+            i % 3,
+            np.where(i % 5 == 0, (i + 1) % 3, i % 3),
+            np.where(i % 4 == 0, (i + 2) % 3, i % 3),
+            np.where(i % 7 == 0, (i + 1) % 3, i % 3),
+        ]
+    )
+    direct = validate_judge(
+        codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=200, rng=7
+    )
     assert result["decision"] == direct.decision and judge["p_opposite"] == pytest.approx(direct.p_opposite)
     assert result["n_items"] == 40 and result["n_labels"] == 160
     assert result["computed_with"]["decision.epsilon"] == 0.1
@@ -223,12 +257,15 @@ def test_verify_recomputes_the_result() -> None:
     assert recomputed == s["predicate"]["result"]
 
 
-@pytest.mark.parametrize("broken, message", [
-    ({"_type": "x"}, "in-toto Statement v1"),
-    ({"predicateType": "x"}, "predicateType"),
-    ({"predicate": {}}, "fields label_seq"),
-    ({"subject": [{"name": "report", "digest": {"sha256": "0"}}]}, "labels-snapshot"),
-])
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        ({"_type": "x"}, "in-toto Statement v1"),
+        ({"predicateType": "x"}, "predicateType"),
+        ({"predicate": {}}, "fields label_seq"),
+        ({"subject": [{"name": "report", "digest": {"sha256": "0"}}]}, "labels-snapshot"),
+    ],
+)
 def test_verify_refuses_what_is_not_a_certificate(broken: dict, message: str) -> None:
     s = copy.deepcopy(statement())
     s.update(broken)
@@ -241,18 +278,25 @@ def test_verify_refuses_what_is_not_a_certificate(broken: dict, message: str) ->
 def test_verify_matches_its_own_labels_and_catches_any_single_edit(data: st.DataObject) -> None:
     """Invariant: a certificate re-derives from its labels; changing, dropping or adding any one label breaks it."""
     n_items = data.draw(st.integers(3, 12))
-    values = data.draw(st.lists(st.lists(st.sampled_from(LABELS), min_size=4, max_size=4),
-                                min_size=n_items, max_size=n_items))
-    rows = [{"item": f"x{i}", "rater": r, "criterion": "default", "value": values[i][k], "seq": 4 * i + k + 1}
-            for i in range(n_items) for k, r in enumerate(("h1", "h2", "h3", "judge"))]
-    settings_ = {**spec_settings(), "label_seq": len(rows), "seeds": {"seed": 1, "bit_generator": "PCG64",
-                                                                      "n_resamples": 20}}
+    values = data.draw(
+        st.lists(st.lists(st.sampled_from(LABELS), min_size=4, max_size=4), min_size=n_items, max_size=n_items)
+    )
+    rows = [
+        {"item": f"x{i}", "rater": r, "criterion": "default", "value": values[i][k], "seq": 4 * i + k + 1}
+        for i in range(n_items)
+        for k, r in enumerate(("h1", "h2", "h3", "judge"))
+    ]
+    settings_ = {
+        **spec_settings(),
+        "label_seq": len(rows),
+        "seeds": {"seed": 1, "bit_generator": "PCG64", "n_resamples": 20},
+    }
     s = certificate_statement(label_snapshot(rows, label_seq=len(rows)), settings_, certificate={"id": "c"})
     assert verify_certificate(s, rows).match
     k = data.draw(st.integers(0, len(rows) - 1))
     changed = [dict(r) for r in rows]
     changed[k]["value"] = next(v for v in LABELS if v != rows[k]["value"])
-    dropped = rows[:k] + rows[k + 1:]
+    dropped = rows[:k] + rows[k + 1 :]
     added = [*rows, {"item": "x99", "rater": "h1", "criterion": "default", "value": "a", "seq": 3}]
     for edited, kind in ((changed, "label changed"), (dropped, "label removed"), (added, "label added")):
         check = verify_certificate(s, edited)

@@ -69,17 +69,22 @@ def criteria(draw: st.DrawFn, same_items: bool) -> dict[str, Summary]:
     handling = draw(st.sampled_from(["exclude", "recode", "three_class"]))
     out = {}
     for c in range(draw(st.integers(1, 3))):
-        on = np.ones(n_items, bool) if same_items else np.array(draw(st.lists(st.booleans(), min_size=n_items,
-                                                                                max_size=n_items)))
+        on = (
+            np.ones(n_items, bool)
+            if same_items
+            else np.array(draw(st.lists(st.booleans(), min_size=n_items, max_size=n_items)))
+        )
         on[draw(st.integers(0, n_items - 1))] = True
         codes = np.array(draw(st.lists(st.integers(0, 3), min_size=2 * n_items, max_size=2 * n_items)))
         # mostly regular labels, so kappa is usually defined
-        codes = np.where(codes >= 2, np.array(draw(st.lists(st.integers(0, 3), min_size=2 * n_items,
-                                                             max_size=2 * n_items))), codes)
+        codes = np.where(
+            codes >= 2, np.array(draw(st.lists(st.integers(0, 3), min_size=2 * n_items, max_size=2 * n_items))), codes
+        )
         human, judge = codes[:n_items][on], codes[n_items:][on]
         order = np.array(draw(st.permutations(range(int(on.sum())))), dtype=np.int64)
-        out[f"c{c}"] = summarize_codes(human[order], judge[order], labels=LABELS, positive=positive,
-                                       handling=handling, items=ids[on][order])
+        out[f"c{c}"] = summarize_codes(
+            human[order], judge[order], labels=LABELS, positive=positive, handling=handling, items=ids[on][order]
+        )
     return out
 
 
@@ -120,15 +125,22 @@ def test_the_equality_is_sensitive_to_the_order_of_the_patterns() -> None:
 
 
 @PROPERTY
-@given(st.lists(st.tuples(st.sampled_from(CATEGORIES), st.sampled_from(CATEGORIES)), min_size=1, max_size=50),
-       st.sampled_from(["exclude", "recode", "three_class"]))
+@given(
+    st.lists(st.tuples(st.sampled_from(CATEGORIES), st.sampled_from(CATEGORIES)), min_size=1, max_size=50),
+    st.sampled_from(["exclude", "recode", "three_class"]),
+)
 def test_summarize_codes_equals_summarize_on_the_label_strings(pairs: list, handling: str) -> None:
     human, judge = (list(side) for side in zip(*pairs, strict=True))
     items = [f"i{k}" for k in range(len(pairs))]
     by_string = summarize(human, judge, labels=LABELS, positive="MET", handling=handling, items=items)
-    by_code = summarize_codes(np.array([CATEGORIES.index(v) for v in human]),
-                              np.array([CATEGORIES.index(v) for v in judge]),
-                              labels=LABELS, positive="MET", handling=handling, items=items)
+    by_code = summarize_codes(
+        np.array([CATEGORIES.index(v) for v in human]),
+        np.array([CATEGORIES.index(v) for v in judge]),
+        labels=LABELS,
+        positive="MET",
+        handling=handling,
+        items=items,
+    )
     assert by_code.table == by_string.table and by_code.kappa == by_string.kappa
     assert by_code.accuracy == by_string.accuracy and by_code.phi == by_string.phi
     np.testing.assert_array_equal(by_code.item_cells, by_string.item_cells)

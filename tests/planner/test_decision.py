@@ -116,7 +116,8 @@ def reference_coefficient(a, b, coefficient, n_labels):
             return cohen_kappa_score(a, b, labels=list(range(n_labels)))
         if coefficient == "alpha":
             return krippendorff.alpha(
-                reliability_data=np.array([a, b]), level_of_measurement="nominal",
+                reliability_data=np.array([a, b]),
+                level_of_measurement="nominal",
                 value_domain=list(range(n_labels)),
             )
     # AC1, Gwet's multi-rater form with r_il ratings of item i in category l
@@ -154,24 +155,27 @@ def reference_d(codes, judge, humans, k, coefficient, n_labels):
 
 
 def test_spec_alt_test_worked_example():
-    v = validate_judge(spec_example(), judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
-                       epsilon=0.1, n_resamples=200, rng=0)
+    v = validate_judge(
+        spec_example(), judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=200, rng=0
+    )
     p_values = [r.p_value for r in v.raters]
     np.testing.assert_allclose(p_values, [0.32693, 0.03359, 0.00258], atol=5e-6)
     assert [r.won for r in v.raters] == [False, False, True]
     assert v.omega == pytest.approx(1 / 3)
     assert np.mean([r.rho_f for r in v.raters]) == pytest.approx(0.908333, abs=1e-6)
     assert v.decision in ("reject", "inconclusive")
-    ranking = rank_judges(spec_example(), judges=[3], humans=[0, 1, 2], n_labels=3,
-                          rule="alt-test", epsilon=0.1, n_resamples=50, rng=0)
+    ranking = rank_judges(
+        spec_example(), judges=[3], humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=50, rng=0
+    )
     assert ranking.judges[0].score == pytest.approx(0.908333, abs=1e-6)
 
 
 def test_spec_example_matches_reference_procedure():
     codes = spec_example()
     p_ref, won_ref = reference_alt_test(codes, 3, [0, 1, 2], 0.1, 0.05, 30)
-    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
-                       epsilon=0.1, n_resamples=10, rng=0)
+    v = validate_judge(
+        codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=10, rng=0
+    )
     p_values = [r.p_value for r in v.raters]
     np.testing.assert_allclose(p_values, [p_ref[k] for k in range(3)], rtol=1e-10)
     assert [r.won for r in v.raters] == [bool(won_ref[k]) for k in range(3)]
@@ -186,8 +190,17 @@ def test_alt_test_matches_reference_on_sparse_data(case, min_items):
     codes, n_humans, n_labels = case
     humans, judge = list(range(n_humans)), n_humans
     p_ref, won_ref = reference_alt_test(codes, judge, humans, 0.1, 0.05, min_items)
-    v = validate_judge(codes, judge=judge, humans=humans, n_labels=n_labels, rule="alt-test",
-                       epsilon=0.1, min_items=min_items, n_resamples=5, rng=0)
+    v = validate_judge(
+        codes,
+        judge=judge,
+        humans=humans,
+        n_labels=n_labels,
+        rule="alt-test",
+        epsilon=0.1,
+        min_items=min_items,
+        n_resamples=5,
+        rng=0,
+    )
     for r in v.raters:
         if r.rater in p_ref:
             assert r.p_value == pytest.approx(p_ref[r.rater], rel=1e-9, abs=1e-12)
@@ -206,8 +219,16 @@ def test_margin_d_matches_reference_on_sparse_data(case, coefficient):
     codes, n_humans, n_labels = case
     humans, judge = list(range(n_humans)), n_humans
     epsilon = 0.0537
-    v = validate_judge(codes, judge=judge, humans=humans, n_labels=n_labels,
-                       coefficient=coefficient, epsilon=epsilon, n_resamples=5, rng=0)
+    v = validate_judge(
+        codes,
+        judge=judge,
+        humans=humans,
+        n_labels=n_labels,
+        coefficient=coefficient,
+        epsilon=epsilon,
+        n_resamples=5,
+        rng=0,
+    )
     won = []
     for r in v.raters:
         expected = reference_d(codes, judge, humans, r.rater, coefficient, n_labels)
@@ -229,14 +250,11 @@ def test_ratio_coefficients_equal_planner_agreement_on_a_pair():
     judge, h0, h1 = codes[common, 2], codes[common, 0], codes[common, 1]
     expected = {
         "kappa": lambda a, b: agreement.cohen_kappa(a, b, n_labels=3).statistic,
-        "alpha": lambda a, b: agreement.krippendorff_alpha(
-            np.column_stack([a, b]), n_labels=3
-        ).statistic,
+        "alpha": lambda a, b: agreement.krippendorff_alpha(np.column_stack([a, b]), n_labels=3).statistic,
         "ac1": lambda a, b: agreement.gwet_ac1(np.column_stack([a, b]), n_labels=3).statistic,
     }
     for coefficient, f in expected.items():
-        v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=3, coefficient=coefficient,
-                           n_resamples=5, rng=0)
+        v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=3, coefficient=coefficient, n_resamples=5, rng=0)
         # with two humans the pool of r_0 is r_1: S_F(r_0; H_0) = F(h0, h1) = human-pool score
         assert v.human_pool.estimate == pytest.approx(f(h0, h1), abs=1e-12)
         assert v.raters[0].d + v.human_pool.estimate == pytest.approx(f(judge, h1), abs=1e-12)
@@ -265,17 +283,20 @@ def test_items_need_two_humans_and_short_humans_leave_the_denominator():
     codes = spec_example()
     lone = np.column_stack([np.arange(30) % 3, -np.ones((30, 2), int), np.arange(30) % 3])
     sparse = np.vstack([codes, lone])
-    dense = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
-                           epsilon=0.1, n_resamples=10, rng=0)
-    padded = validate_judge(sparse, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
-                            epsilon=0.1, n_resamples=10, rng=0)
+    dense = validate_judge(
+        codes, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=10, rng=0
+    )
+    padded = validate_judge(
+        sparse, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=10, rng=0
+    )
     # items labeled by one human only enter no O_k
     assert [r.p_value for r in padded.raters] == [r.p_value for r in dense.raters]
     assert [r.m for r in padded.raters] == [40, 40, 40]
     short = codes.copy()
     short[15:, 1] = -1  # h2 keeps 15 items < 30
-    v = validate_judge(short, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test",
-                       epsilon=0.1, n_resamples=10, rng=0)
+    v = validate_judge(
+        short, judge=3, humans=[0, 1, 2], n_labels=3, rule="alt-test", epsilon=0.1, n_resamples=10, rng=0
+    )
     assert v.raters[1].won is None and "min_items=30" in v.raters[1].reason
     won = [r.won for r in v.raters if r.won is not None]
     assert len(won) == 2 and v.omega == pytest.approx(np.mean(won))
@@ -298,8 +319,7 @@ def test_insufficient_data():
 def test_ppi_before_the_primary_labels_anything_is_insufficient_data_not_an_error():
     codes = spec_example()
     codes[:, 0] = -1  # the primary (column 0) has no label yet: no item for the PPI layer
-    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, estimator="ppi", primary=0,
-                       n_resamples=10, rng=0)
+    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, estimator="ppi", primary=0, n_resamples=10, rng=0)
     assert v.decision == "insufficient_data"
     assert [r.m for r in v.raters] == [0, 0, 0] and all(np.isnan(r.d) for r in v.raters)
 
@@ -342,8 +362,7 @@ def test_omega_at_threshold_passes_and_inconclusive_comes_only_from_resampling()
 
 def test_undefined_coefficient_is_skipped_not_zero():
     codes = np.zeros((20, 3), dtype=int)  # constant labels: kappa's 1 - p_e = 0
-    v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, coefficient="kappa",
-                       n_resamples=10, rng=0)
+    v = validate_judge(codes, judge=2, humans=[0, 1], n_labels=2, coefficient="kappa", n_resamples=10, rng=0)
     assert all(np.isnan(r.d) and r.won is None and "undefined" in r.reason for r in v.raters)
     assert v.decision == "insufficient_data" and np.isnan(v.human_pool.estimate)
 
@@ -373,15 +392,12 @@ def test_input_validation(kwargs, message):
 
 
 @FAST
-@given(
-    sparse_codes(max_items=30), st.integers(0, 2**32 - 1), st.sampled_from(["margin", "alt-test"])
-)
+@given(sparse_codes(max_items=30), st.integers(0, 2**32 - 1), st.sampled_from(["margin", "alt-test"]))
 def test_decision_invariant_to_item_and_human_order(case, seed, rule):
     codes, n_humans, n_labels = case
     perm = np.random.default_rng(seed)
     items, humans = perm.permutation(codes.shape[0]), list(perm.permutation(n_humans))
-    kwargs = {"judge": n_humans, "n_labels": n_labels, "rule": rule, "min_items": 2,
-              "n_resamples": 30}
+    kwargs = {"judge": n_humans, "n_labels": n_labels, "rule": rule, "min_items": 2, "n_resamples": 30}
     a = validate_judge(codes, humans=list(range(n_humans)), rng=7, **kwargs)
     b = validate_judge(codes[items], humans=[int(h) for h in humans], rng=7, **kwargs)
     assert a.decision == b.decision
@@ -394,8 +410,9 @@ def test_decision_invariant_to_item_and_human_order(case, seed, rule):
     for r in a.raters:
         other = by_rater[r.rater]
         assert (r.won, r.m, r.reason) == (other.won, other.m, other.reason)
-        np.testing.assert_array_equal([r.d, r.p_value, r.ci.low, r.ci.high],
-                                      [other.d, other.p_value, other.ci.low, other.ci.high])
+        np.testing.assert_array_equal(
+            [r.d, r.p_value, r.ci.low, r.ci.high], [other.d, other.p_value, other.ci.low, other.ci.high]
+        )
 
 
 def test_dense_matrix_is_the_no_missing_case_of_the_same_path():
@@ -445,8 +462,7 @@ def test_distinct_rows_ignore_row_order_and_survive_key_overflow():
 def test_rank_judges_orders_and_reports_consistent_margins():
     rng = np.random.default_rng(4)
     codes = simulated(rng, n_items=1500, judges=(0.7, 0.95, 0.85))
-    r = rank_judges(codes, judges=[4, 5, 6], humans=[0, 1, 2, 3], n_labels=2,
-                    n_resamples=200, rng=0)
+    r = rank_judges(codes, judges=[4, 5, 6], humans=[0, 1, 2, 3], n_labels=2, n_resamples=200, rng=0)
     assert r.order == (5, 6, 4)
     assert sum(j.p_top1 for j in r.judges) == pytest.approx(1.0)
     assert r.judges[1].p_top1 > 0.9
@@ -456,8 +472,7 @@ def test_rank_judges_orders_and_reports_consistent_margins():
         assert pm.margin > 0 and 0 <= pm.p_flip <= 1
     assert len(r.margins) == 3 and 0 <= r.flip_share <= 1
     for j in r.judges:  # the score is the mean d_k of validate_judge on the same items
-        v = validate_judge(codes, judge=j.judge, humans=[0, 1, 2, 3], n_labels=2,
-                           n_resamples=5, rng=0)
+        v = validate_judge(codes, judge=j.judge, humans=[0, 1, 2, 3], n_labels=2, n_resamples=5, rng=0)
         assert j.score == pytest.approx(np.mean([x.d for x in v.raters]), abs=1e-12)
         assert j.omega == v.omega
 
@@ -522,8 +537,12 @@ def _assert_same(one: object, other: object) -> None:
     missing=st.sampled_from([0.0, 0.3, 0.7]),
     setting=st.sampled_from(
         [
-            ("margin", "po", False), ("margin", "kappa", False), ("alt-test", "po", False),
-            ("margin", "po", True), ("alt-test", "po", True), ("margin", "kappa", True),
+            ("margin", "po", False),
+            ("margin", "kappa", False),
+            ("alt-test", "po", False),
+            ("margin", "po", True),
+            ("alt-test", "po", True),
+            ("margin", "kappa", True),
         ]
     ),
     limit=st.integers(1, 400),
@@ -538,8 +557,9 @@ def test_features_chunked_by_held_out_humans_give_the_one_shot_results(
     codes = np.where(rng.random(shape) < 0.7, truth[:, None], rng.integers(0, 3, shape))
     codes[:, 3:][rng.random((n_items, n_humans - 1)) < missing] = -1
     inclusion = np.where(rng.random(n_items) < 0.5, 0.4, 1.0) if weighted else None
-    options = dict(humans=list(range(2, n_humans + 2)), n_labels=3, rule=rule, coefficient=coefficient,
-                   n_resamples=60, rng=seed)
+    options = dict(
+        humans=list(range(2, n_humans + 2)), n_labels=3, rule=rule, coefficient=coefficient, n_resamples=60, rng=seed
+    )
     whole = validate_judge(codes, judge=0, inclusion=inclusion, **options)
     ranked = rank_judges(codes, judges=[0, 1], **options)
     with mock.patch.object(decision_module, "_MAX_FEATURE_CELLS", limit):
@@ -552,11 +572,13 @@ def test_features_chunked_by_held_out_humans_give_the_one_shot_results(
 def test_a_feature_matrix_over_the_limit_is_chunked_not_refused() -> None:
     rng = np.random.default_rng(3)
     codes = rng.integers(0, 2, size=(300, 8))
-    whole = validate_judge(codes, judge=0, humans=list(range(1, 8)), n_labels=2, coefficient="kappa",
-                           n_resamples=50, rng=0)
+    whole = validate_judge(
+        codes, judge=0, humans=list(range(1, 8)), n_labels=2, coefficient="kappa", n_resamples=50, rng=0
+    )
     with mock.patch.object(decision_module, "_MAX_FEATURE_CELLS", 1):  # one held-out human at a time
         chunks = decision_module._held_out_chunks(300, 7 + 2 * 49 * 3, 7)
-        chunked = validate_judge(codes, judge=0, humans=list(range(1, 8)), n_labels=2, coefficient="kappa",
-                                 n_resamples=50, rng=0)
+        chunked = validate_judge(
+            codes, judge=0, humans=list(range(1, 8)), n_labels=2, coefficient="kappa", n_resamples=50, rng=0
+        )
     assert [c.tolist() for c in chunks] == [[k] for k in range(7)]
     _assert_same(whole, chunked)

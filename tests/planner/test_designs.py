@@ -180,10 +180,7 @@ def test_baselines_return_valid_lists(n, frac, seed):
 def test_random_subsets_fragment_overlap():
     # docs/method.md §5: two independent subsets share m^2 / n items on average (hypergeometric)
     n, m, reps = 400, 100, 300
-    shared = [
-        np.intersect1d(*random_subsets(n, m, raters=["a", "b"], rng=seed).values()).size
-        for seed in range(reps)
-    ]
+    shared = [np.intersect1d(*random_subsets(n, m, raters=["a", "b"], rng=seed).values()).size for seed in range(reps)]
     sd = np.sqrt(m * (m / n) * (1 - m / n) * (n - m) / (n - 1))
     assert abs(np.mean(shared) - m * m / n) < 4 * sd / np.sqrt(reps)
 
@@ -380,8 +377,9 @@ def served_lists(design: str, humans: np.ndarray, m: int, gen: np.random.Generat
         if design == "disjoint":  # one secondary at a time, as the service configures them
             one = disjoint(humans[0, 0], m, raters=[rater], n_labels=3, coverage=coverage, rng=gen)
         elif design == "seq-coverage":
-            one = seq_coverage(in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3,
-                               assigned=in_hand[:, 1:k] >= 0, rng=gen)
+            one = seq_coverage(
+                in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3, assigned=in_hand[:, 1:k] >= 0, rng=gen
+            )
         else:
             one = seq_refined(in_hand[:, :k], m, primary=0, raters=[rater], n_labels=3, rng=gen)
         lists[rater] = one[rater]
@@ -468,7 +466,10 @@ def test_batched_modal_strata_is_the_mode_ties_to_the_primary(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    n_items=st.integers(1, 400), n_strata=st.integers(1, 6), m=st.integers(1, 400), seed=st.integers(0, 2**32 - 1),
+    n_items=st.integers(1, 400),
+    n_strata=st.integers(1, 6),
+    m=st.integers(1, 400),
+    seed=st.integers(0, 2**32 - 1),
     margin=st.sampled_from([_CANDIDATE_MARGIN, -50.0]),
 )
 def test_smallest_keys_per_stratum_are_the_stratified_mask(
@@ -492,8 +493,12 @@ def test_smallest_keys_per_stratum_are_the_stratified_mask(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    n_items=st.integers(1, 300), n_labels=st.integers(2, 4), n_assigned=st.integers(0, 13),
-    seed=st.integers(0, 2**32 - 1), margin=st.sampled_from([_CANDIDATE_MARGIN, -50.0]), coverage=st.booleans(),
+    n_items=st.integers(1, 300),
+    n_labels=st.integers(2, 4),
+    n_assigned=st.integers(0, 13),
+    seed=st.integers(0, 2**32 - 1),
+    margin=st.sampled_from([_CANDIDATE_MARGIN, -50.0]),
+    coverage=st.booleans(),
 )
 def test_seq_list_is_the_stratified_mask_of_its_dense_strata(
     n_items: int, n_labels: int, n_assigned: int, seed: int, margin: float, coverage: bool

@@ -38,7 +38,8 @@ def _same(a: Monitoring, b: Monitoring) -> None:
 # is labeled), 6 changes a labeled cell's label, 7 retracts it.
 writes = st.lists(
     st.tuples(st.integers(0, 7), st.integers(0, 59), st.integers(0, 4), st.integers(0, N_LABELS - 1)),
-    min_size=1, max_size=40,
+    min_size=1,
+    max_size=40,
 )
 
 
@@ -52,8 +53,12 @@ writes = st.lists(
     seed=st.integers(0, 2**16),
 )
 def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
-    n_items: int, n_humans: int, rounds: list[tuple[bool, list[tuple[int, int, int, int]]]], weighted: bool,
-    budget: int | None, seed: int,
+    n_items: int,
+    n_humans: int,
+    rounds: list[tuple[bool, list[tuple[int, int, int, int]]]],
+    weighted: bool,
+    budget: int | None,
+    seed: int,
 ) -> None:
     rng = np.random.default_rng(seed)
     n_cols = n_humans + 1
@@ -63,8 +68,14 @@ def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
     codes = np.full((n_items, n_cols), -1, dtype=np.int8)
     order = np.full((n_items, n_cols), -1, dtype=np.int32)
     seq, state = 0, None
-    options = {"judge": judge, "humans": humans, "n_labels": N_LABELS, "epsilon": 0.1, "budget": budget,
-               "inclusion": inclusion}
+    options = {
+        "judge": judge,
+        "humans": humans,
+        "n_labels": N_LABELS,
+        "epsilon": 0.1,
+        "budget": budget,
+        "inclusion": inclusion,
+    }
     for added_only, round_ in rounds:  # rounds of additions only are continued, others computed afresh
         codes, order = codes.copy(), order.copy()
         for kind, item, column, label in round_:

@@ -141,8 +141,7 @@ def test_moment_variances_agree_with_the_prior():
 
 def test_certify_recipe_by_estimator():
     recipes = {
-        e: certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3, estimator=e,
-                          judge_agreement=0.78)
+        e: certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3, estimator=e, judge_agreement=0.78)
         for e in ("paired", "ppi", "neyman")
     }
     # the paired estimate's m is the envelope of its lattice FR (normal form 117, docs/method.md §4)
@@ -154,8 +153,7 @@ def test_certify_recipe_by_estimator():
     with pytest.raises(ValueError, match="judge_agreement"):
         certify_recipe(0.035, 0.2, n_items=100, n_humans=3, estimator="ppi")
     with pytest.raises(ValueError, match="margin"):
-        certify_recipe(0.035, 0.2, n_items=100, n_humans=3, estimator="ppi", rule="alt-test",
-                       judge_agreement=0.8)
+        certify_recipe(0.035, 0.2, n_items=100, n_humans=3, estimator="ppi", rule="alt-test", judge_agreement=0.8)
     with pytest.raises(ValueError, match="not a variance"):
         moment_variances(0.035, 0.9, judge_agreement=0.78)
 

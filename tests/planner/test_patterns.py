@@ -155,8 +155,15 @@ def test_validation_from_shared_patterns_equals_the_dense_matrix(
     codes, n_labels, inclusion = case
     coefficient = "po" if rule == "alt-test" else coefficient
     shared = item_patterns(compact(codes), n_labels, inclusion=inclusion)
-    options = {"judge": 0, "humans": list(range(2, codes.shape[1])), "n_labels": n_labels, "rule": rule,
-               "coefficient": coefficient, "n_resamples": 60, "rng": 3}
+    options = {
+        "judge": 0,
+        "humans": list(range(2, codes.shape[1])),
+        "n_labels": n_labels,
+        "rule": rule,
+        "coefficient": coefficient,
+        "n_resamples": 60,
+        "rng": 3,
+    }
     assert_same(validate_judge(shared, **options), validate_judge(codes, inclusion=inclusion, **options))
     if rule == "margin" and coefficient == "po":
         ppi = {**options, "estimator": "ppi", "primary": 2}
@@ -179,9 +186,10 @@ def test_ranking_pilot_and_agreement_from_shared_patterns_equal_the_dense_matrix
         table = {"n_labels": n_labels, "scale": scale, "n_resamples": 60, "rng": 6}
         mine = summary_table(shared.select(humans), **table)
         dense = summary_table(codes[:, humans], **table)
-        assert_same({k: (e.result.statistic, e.interval) for k, e in mine.items()},
-                    {k: (e.result.statistic, e.interval) for k, e in dense.items()})
-
+        assert_same(
+            {k: (e.result.statistic, e.interval) for k, e in mine.items()},
+            {k: (e.result.statistic, e.interval) for k, e in dense.items()},
+        )
 
 
 def test_agreement_without_raters_is_undefined_not_an_error() -> None:

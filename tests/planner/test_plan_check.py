@@ -96,8 +96,7 @@ def test_m_is_raised_when_the_recipe_breaks_its_promise() -> None:
     # kappa under a .9/.1 skew with the p_o recipe's m: the per-rater FR is far above .025
     lattice = xi_lattice(P_H, P_J, n_labels=2)
     m = int(certify_recipe(lattice.mu_d, lattice.variance, n_items=3000, n_humans=3, lattice=lattice).m)
-    settings_ = dict(n_items=3000, n_humans=3, n_labels=2, p_h=P_H, p_j=P_J, coefficient="kappa",
-                     prevalence=[0.9, 0.1])
+    settings_ = dict(n_items=3000, n_humans=3, n_labels=2, p_h=P_H, p_j=P_J, coefficient="kappa", prevalence=[0.9, 0.1])
     first = check_design("disjoint", m=m, rng=2, **settings_)
     assert not first.keeps_promise and first.rater_fr > 0.05
     raised = raised_check("disjoint", m=m, rng=2, **settings_)  # its first check, at m, is ``first``
@@ -164,13 +163,16 @@ def _mask_features(codes: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Per trial: co-coverage of secondaries 1-2 and 1-3, primary-label-1 items of secondary 1, and
     items of secondary 3 on which the primary and secondary 1 disagree (a label-driven choice), and how
     unequal secondary 3's co-coverage with 1 and with 2 is (Seq-Coverage equalises it)."""
-    return np.stack([
-        (mask[1] & mask[2]).sum(axis=1),
-        (mask[1] & mask[3]).sum(axis=1),
-        (mask[1] & (codes[0] == 1)).sum(axis=1),
-        (mask[3] & mask[1] & (codes[0] != codes[1])).sum(axis=1),
-        np.abs((mask[3] & mask[1]).sum(axis=1) - (mask[3] & mask[2]).sum(axis=1)),
-    ], axis=1).astype(float)
+    return np.stack(
+        [
+            (mask[1] & mask[2]).sum(axis=1),
+            (mask[1] & mask[3]).sum(axis=1),
+            (mask[1] & (codes[0] == 1)).sum(axis=1),
+            (mask[3] & mask[1] & (codes[0] != codes[1])).sum(axis=1),
+            np.abs((mask[3] & mask[1]).sum(axis=1) - (mask[3] & mask[2]).sum(axis=1)),
+        ],
+        axis=1,
+    ).astype(float)
 
 
 @pytest.mark.parametrize("design", ["random", "strat", "disjoint", "seq-coverage"])
@@ -182,18 +184,28 @@ def test_overlap_sample_draws_the_served_designs_masks(design: str) -> None:
 
     n, k, m, trials, prevalence = 120, 4, 30, 3000, np.array([0.7, 0.3])
     gen = np.random.default_rng(7)
-    full = np.moveaxis(synthetic_codes(n, n_labels=2, accuracies=[P_H] * k, prevalence=prevalence,
-                                       trials=trials, rng=gen), 2, 0).astype(np.int8)
+    full = np.moveaxis(
+        synthetic_codes(n, n_labels=2, accuracies=[P_H] * k, prevalence=prevalence, trials=trials, rng=gen), 2, 0
+    ).astype(np.int8)
     served = _mask_features(full, design_masks(design, full, m, n_labels=2, rng=gen))
     share, posterior = _posterior(prevalence, P_H)
     counts = np.stack([np.bincount(row, minlength=2) for row in full[0]])
-    codes, mask = overlap_sample(design, n_items=n, n_humans=k, m=m, primary_counts=counts, posterior=posterior,
-                                 accuracies=np.array([P_H] * (k - 1)), gen=gen)
+    codes, mask = overlap_sample(
+        design,
+        n_items=n,
+        n_humans=k,
+        m=m,
+        primary_counts=counts,
+        posterior=posterior,
+        accuracies=np.array([P_H] * (k - 1)),
+        gen=gen,
+    )
     compact = _mask_features(codes, mask)
     assert (mask[1:].sum(axis=2) == m).all() and (mask[0] == mask[1:].any(axis=0)).all()
     se = np.sqrt(served.var(axis=0) / trials + compact.var(axis=0) / trials)
     assert np.all(np.abs(served.mean(axis=0) - compact.mean(axis=0)) <= 4 * se + 1e-9), (
-        served.mean(axis=0), compact.mean(axis=0)
+        served.mean(axis=0),
+        compact.mean(axis=0),
     )
 
 

@@ -157,9 +157,7 @@ def test_interval_and_lam_invariants(seed, n, n_unlabeled):
     order, order_u = rng.permutation(n), rng.permutation(n_unlabeled)
     shuffled = ppi_mean(b[order], a[order], a_u[order_u])
     assert shuffled.estimate == pytest.approx(result.estimate, abs=1e-12)
-    constant = ppi_mean(
-        b, a, a_u, weights=np.full(n, 3.0), weights_unlabeled=np.full(n_unlabeled, 0.5)
-    )
+    constant = ppi_mean(b, a, a_u, weights=np.full(n, 3.0), weights_unlabeled=np.full(n_unlabeled, 0.5))
     assert constant.estimate == pytest.approx(result.estimate, abs=1e-12)
     assert constant.standard_error == pytest.approx(result.standard_error, abs=1e-12)
 

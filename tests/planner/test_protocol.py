@@ -251,9 +251,7 @@ def test_recoding_leaves_met_f1_unchanged(pairs: list[tuple[str, str]]) -> None:
     # with two negative labels the choice of recode target does not matter either
     labels = (MET, NOT, "PARTLY")
     runs = [
-        summarize(
-            human, judge, labels=labels, positive=MET, handling="recode", recode_to=target
-        ).f1_met
+        summarize(human, judge, labels=labels, positive=MET, handling="recode", recode_to=target).f1_met
         for target in (NOT, "PARTLY")
     ]
     assert runs[0] == runs[1] == three.f1_met
@@ -284,9 +282,7 @@ def test_exclusion_without_abstentions_equals_the_plain_metric(pairs: list) -> N
 
 @FAST
 @given(verdict_pairs, st.sampled_from(["exclude", "recode", "three_class"]))
-def test_statistics_match_sklearn_on_the_scored_pairs(
-    pairs: list[tuple[str, str]], handling: str
-) -> None:
+def test_statistics_match_sklearn_on_the_scored_pairs(pairs: list[tuple[str, str]], handling: str) -> None:
     human, judge = zip(*pairs)
     s = summarize(human, judge, labels=BINARY, positive=MET, handling=handling)
     recode = {CA: NOT} if handling == "recode" else {}
@@ -334,8 +330,11 @@ def test_order_and_side_swap_invariance(pairs: list, handling: str, seed: int) -
     s = summarize(human, judge, labels=BINARY, positive=MET, handling=handling)
     order = np.random.default_rng(seed).permutation(len(pairs))
     shuffled = summarize(
-        [human[i] for i in order], [judge[i] for i in order],
-        labels=BINARY, positive=MET, handling=handling,
+        [human[i] for i in order],
+        [judge[i] for i in order],
+        labels=BINARY,
+        positive=MET,
+        handling=handling,
     )
     assert shuffled.table == s.table and shuffled.kappa == s.kappa
     swapped = summarize(judge, human, labels=BINARY, positive=MET, handling=handling)
@@ -390,9 +389,7 @@ def brute_force_bounds(counts: np.ndarray, metric: str) -> tuple[float, float] |
         cols = [c] if c < 2 else [0, 1]
         targets = list(itertools.product(rows, cols))
         # all ways to put k indistinguishable pairs into the allowed cells
-        splits = [
-            s for s in itertools.product(range(k + 1), repeat=len(targets)) if sum(s) == k
-        ]
+        splits = [s for s in itertools.product(range(k + 1), repeat=len(targets)) if sum(s) == k]
         choices.append([dict(zip(targets, s)) for s in splits])
     values = []
     for combo in itertools.product(*choices):

@@ -90,7 +90,14 @@ def two_rater(x: np.ndarray, y: np.ndarray, n_labels: int, coefficient: str) -> 
 
 
 def simulated_margins(
-    seed: int, trials: int, m: int, *, p_h: float, p_j: float, prevalence: np.ndarray, pool_size: int,
+    seed: int,
+    trials: int,
+    m: int,
+    *,
+    p_h: float,
+    p_j: float,
+    prevalence: np.ndarray,
+    pool_size: int,
     coefficient: str,
 ) -> np.ndarray:
     """``d`` of one held-out human: mean over ``pool_size`` members of F(judge, member) - F(human, member),
@@ -122,19 +129,29 @@ def test_ratio_recipe_keeps_its_false_rejection_promise_at_m_and_not_at_half(
     the simulated variance of d matches the delta-method constant within 12%."""
     shares = np.array(prevalence)
     n_labels = shares.size
-    mu, variance = ratio_moments(p_h, p_j, n_labels=n_labels, coefficient=coefficient, prevalence=shares,
-                                 pool_size=pool_size)
-    recipe = certify_recipe(mu, variance, n_items=100_000, n_humans=pool_size + 1, epsilon=epsilon,
-                            coefficient=coefficient, pool_size=pool_size)
+    mu, variance = ratio_moments(
+        p_h, p_j, n_labels=n_labels, coefficient=coefficient, prevalence=shares, pool_size=pool_size
+    )
+    recipe = certify_recipe(
+        mu,
+        variance,
+        n_items=100_000,
+        n_humans=pool_size + 1,
+        epsilon=epsilon,
+        coefficient=coefficient,
+        pool_size=pool_size,
+    )
     assert recipe.feasible and recipe.m is not None and 50 < recipe.m < 2000
     trials, promise = 2000, 0.025
-    d = simulated_margins(1, trials, recipe.m, p_h=p_h, p_j=p_j, prevalence=shares, pool_size=pool_size,
-                          coefficient=coefficient)
+    d = simulated_margins(
+        1, trials, recipe.m, p_h=p_h, p_j=p_j, prevalence=shares, pool_size=pool_size, coefficient=coefficient
+    )
     assert np.var(d) * recipe.m == pytest.approx(variance, rel=0.12)
     fr = float(np.mean(d < -epsilon))
     assert fr <= promise + 2 * np.sqrt(promise * (1 - promise) / trials), fr
-    half = simulated_margins(2, trials, recipe.m // 2, p_h=p_h, p_j=p_j, prevalence=shares,
-                             pool_size=pool_size, coefficient=coefficient)
+    half = simulated_margins(
+        2, trials, recipe.m // 2, p_h=p_h, p_j=p_j, prevalence=shares, pool_size=pool_size, coefficient=coefficient
+    )
     assert float(np.mean(half < -epsilon)) > promise
 
 

@@ -231,8 +231,7 @@ def test_certify_recipe_alt_test():
     assert dict(zip(default.m_grid, default.fr_rate))[493] <= 0.025
     easy = certify_recipe(0.5, 0.3, n_items=500, n_humans=3, rule="alt-test")
     assert easy.m == 30  # the alt-test skips humans under 30 items
-    assert certify_recipe(0.0, 0.3, n_items=500, n_humans=3, rule="alt-test", epsilon=0.1,
-                          power=0.9).m > r.m
+    assert certify_recipe(0.0, 0.3, n_items=500, n_humans=3, rule="alt-test", epsilon=0.1, power=0.9).m > r.m
 
 
 def test_rank_recipe():
@@ -267,8 +266,7 @@ def test_pilot_moments_match_item_by_item_xi(seed, rule):
     rng = np.random.default_rng(seed)
     codes = rng.integers(-1, 3, size=(rng.integers(3, 40), 4))
     xi = reference_pilot_xi(codes, 3, [0, 1, 2], rule)
-    p = pilot_moments(codes, judge=3, humans=[2, 0, 1], n_labels=3, rule=rule,
-                      n_resamples=20, rng=0)
+    p = pilot_moments(codes, judge=3, humans=[2, 0, 1], n_labels=3, rule=rule, n_resamples=20, rng=0)
     if xi.size == 0:
         assert np.isnan(p.mu_d) and p.m == 0
         return
@@ -283,8 +281,7 @@ def test_pilot_recovers_prior_with_uncertainty():
     truth = rng.integers(0, 2, size=n)
     h0, h1, judge = noisy(truth, p_h, 2, rng), noisy(truth, p_h, 2, rng), noisy(truth, p_j, 2, rng)
     h1[rng.random(n) >= 0.5] = -1  # secondary at 50%: one held-in label per xi
-    p = pilot_moments(np.column_stack([h0, h1, judge]), judge=2, humans=[0, 1], n_labels=2,
-                      n_resamples=400, rng=0)
+    p = pilot_moments(np.column_stack([h0, h1, judge]), judge=2, humans=[0, 1], n_labels=2, n_resamples=400, rng=0)
     mu_d, sigma0_sq = prior_moments(p_h, p_j, n_labels=2)
     assert p.mu_d_ci.low < mu_d < p.mu_d_ci.high
     assert p.sigma0_sq_ci.low < sigma0_sq < p.sigma0_sq_ci.high
@@ -297,8 +294,7 @@ def test_pilot_is_invariant_to_item_order():
     rng = np.random.default_rng(2)
     codes = rng.integers(-1, 2, size=(200, 4))
     a = pilot_moments(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=50, rng=3)
-    b = pilot_moments(codes[rng.permutation(200)], judge=3, humans=[1, 2, 0], n_labels=2,
-                      n_resamples=50, rng=3)
+    b = pilot_moments(codes[rng.permutation(200)], judge=3, humans=[1, 2, 0], n_labels=2, n_resamples=50, rng=3)
     assert a == b
 
 
@@ -325,11 +321,15 @@ def enumerated_steps(p_h: float, p_j: float, n_labels: int, pool_size: int) -> d
 
 def test_pool_size_variance_check_values():
     assert [round(prior_moments(0.85, 0.90, n_labels=2, pool_size=s)[1], 6) for s in (1, 2, 4)] == [
-        0.218775, 0.162675, 0.134625]
+        0.218775,
+        0.162675,
+        0.134625,
+    ]
 
 
-@pytest.mark.parametrize(("p_h", "p_j", "n_labels", "pool_size"),
-                         [(0.85, 0.9, 2, 1), (0.8, 0.75, 3, 2), (0.7, 0.72, 4, 3)])
+@pytest.mark.parametrize(
+    ("p_h", "p_j", "n_labels", "pool_size"), [(0.85, 0.9, 2, 1), (0.8, 0.75, 3, 2), (0.7, 0.72, 4, 3)]
+)
 def test_lattice_matches_enumeration(p_h, p_j, n_labels, pool_size):
     lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=pool_size)
     dist = enumerated_steps(p_h, p_j, n_labels, pool_size)
@@ -349,16 +349,24 @@ def test_exact_false_rejection_check_value_and_independent_enumeration():
     np.testing.assert_allclose(rates, independent, atol=1e-10)
 
 
-@pytest.mark.parametrize(("p_h", "p_j", "n_labels", "epsilon", "alpha_sig"), [
-    (0.85, 0.90, 2, 0.05, 0.05), (0.8, 0.8, 2, 0.05, 0.05), (0.85, 0.83, 3, 0.05, 0.1),
-    (0.75, 0.78, 2, 0.1, 0.05), (0.9, 0.88, 4, 0.05, 0.05), (0.7, 0.69, 2, 0.05, 0.2),
-])
+@pytest.mark.parametrize(
+    ("p_h", "p_j", "n_labels", "epsilon", "alpha_sig"),
+    [
+        (0.85, 0.90, 2, 0.05, 0.05),
+        (0.8, 0.8, 2, 0.05, 0.05),
+        (0.85, 0.83, 3, 0.05, 0.1),
+        (0.75, 0.78, 2, 0.1, 0.05),
+        (0.9, 0.88, 4, 0.05, 0.05),
+        (0.7, 0.69, 2, 0.05, 0.2),
+    ],
+)
 def test_recommended_m_keeps_the_promise_for_every_larger_m(p_h, p_j, n_labels, epsilon, alpha_sig):
     """Exact FR <= alpha/2 at every m' >= the recommended m (the monotone envelope), and the
     plain normal m_cert would break it somewhere (the defect this guards against) or equal it."""
     lattice = xi_lattice(p_h, p_j, n_labels=n_labels)
-    r = certify_recipe(lattice.mu_d, lattice.variance, n_items=10**6, n_humans=3, epsilon=epsilon,
-                       alpha_sig=alpha_sig, lattice=lattice)
+    r = certify_recipe(
+        lattice.mu_d, lattice.variance, n_items=10**6, n_humans=3, epsilon=epsilon, alpha_sig=alpha_sig, lattice=lattice
+    )
     a, b = lattice.probabilities[2], lattice.probabilities[0]
     upto = 3 * r.m + 50
     rates = np.array([trinomial_fr(m, a, b, epsilon) for m in range(r.m, upto)])
@@ -369,18 +377,21 @@ def test_recommended_m_keeps_the_promise_for_every_larger_m(p_h, p_j, n_labels, 
 
 
 @given(
-    gap=st.floats(0.002, 0.3), sigma_sq=st.floats(0.01, 0.5), epsilon=st.floats(0.01, 0.2),
-    pool_size=st.integers(1, 4), alpha_sig=st.sampled_from([0.05, 0.1, 0.2]),
+    gap=st.floats(0.002, 0.3),
+    sigma_sq=st.floats(0.01, 0.5),
+    epsilon=st.floats(0.01, 0.2),
+    pool_size=st.integers(1, 4),
+    alpha_sig=st.sampled_from([0.05, 0.1, 0.2]),
 )
 @FAST
 def test_corrected_envelope_from_its_bracket_equals_a_full_scan(gap, sigma_sq, epsilon, pool_size, alpha_sig):
     """The recipe searches only the bracket; scanning every m up to 3 m_cert + 200 finds the same m."""
     mu_d = gap - epsilon
-    r = certify_recipe(mu_d, sigma_sq, n_items=10**9, n_humans=3, epsilon=epsilon, alpha_sig=alpha_sig,
-                       pool_size=pool_size)
+    r = certify_recipe(
+        mu_d, sigma_sq, n_items=10**9, n_humans=3, epsilon=epsilon, alpha_sig=alpha_sig, pool_size=pool_size
+    )
     upto = 3 * int(m_cert(mu_d, sigma_sq, epsilon=epsilon, alpha_sig=alpha_sig)) + 200
-    rates = corrected_false_rejection_rate(np.arange(1, upto + 1), mu_d, sigma_sq, epsilon=epsilon,
-                                           pool_size=pool_size)
+    rates = corrected_false_rejection_rate(np.arange(1, upto + 1), mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size)
     above = np.flatnonzero(rates > alpha_sig / 2)
     assert r.m == (int(above[-1]) + 2 if above.size else 1)
     lo, hi = corrected_bracket(mu_d, sigma_sq, epsilon=epsilon, pool_size=pool_size, alpha_sig=alpha_sig)
@@ -395,11 +406,11 @@ def test_judge_just_past_minus_epsilon_gets_its_overlap_without_a_memory_error(l
     epsilon = 0.05 if lattice is None else 1e-4 - lattice.mu_d
     need = m_cert(mu_d, sigma_sq, epsilon=epsilon)
     assert need > 7 * 10**7
-    big = certify_recipe(mu_d, sigma_sq, n_items=10**9, n_humans=3, epsilon=epsilon, lattice=lattice,
-                         pool_size=1)
+    big = certify_recipe(mu_d, sigma_sq, n_items=10**9, n_humans=3, epsilon=epsilon, lattice=lattice, pool_size=1)
     assert big.feasible and need <= big.m < need * 1.001
-    small = certify_recipe(mu_d, sigma_sq, n_items=10**6, n_humans=3, epsilon=epsilon, lattice=lattice,
-                           m_grid=[10, 10**11])
+    small = certify_recipe(
+        mu_d, sigma_sq, n_items=10**6, n_humans=3, epsilon=epsilon, lattice=lattice, m_grid=[10, 10**11]
+    )
     assert not small.feasible and small.m == big.m and f"needs m={big.m}" in small.reason
     assert 0.4 < small.fr_rate[0] < 0.6 and small.fr_rate[1] < 1e-6  # a coin flip at m=10, sure at 1e11
 
@@ -414,8 +425,7 @@ def test_paired_variance_matches_enumeration_and_m_rank_is_not_overconservative(
         margin = np.mean([int(a == x) - int(b == x) for x in humans])
         mean += prob * margin
         second += prob * margin**2
-    assert paired_variance(p_h, p_a, p_b, n_labels=n_labels, n_humans=k) == pytest.approx(
-        second - mean**2, abs=1e-12)
+    assert paired_variance(p_h, p_a, p_b, n_labels=n_labels, n_humans=k) == pytest.approx(second - mean**2, abs=1e-12)
 
 
 def misorder_rate(m: int, trials: int, seed: int) -> float:

@@ -169,9 +169,7 @@ def test_betting_bounds_match_a_direct_hedged_capital() -> None:
 # --------------------------------------------------------------------------- a slow reference
 
 
-def _reference_monitor(
-    codes, order, judge, humans, rule, epsilon, alpha, omega, multiplicity, inclusion=None
-):
+def _reference_monitor(codes, order, judge, humans, rule, epsilon, alpha, omega, multiplicity, inclusion=None):
     """Item-by-item, look-by-look reimplementation of docs/method.md §8 (loops, no cumsums);
     with ``inclusion``, item ``i`` bets on ``(min pi / pi_i) (y_i - m0)`` (§9)."""
     k_humans = len(humans)
@@ -199,9 +197,7 @@ def _reference_monitor(
             y = (xi + 1) / 2
             if inclusion is not None:
                 y = m0 + min(inclusion) / inclusion[i] * (y - m0)
-            lam = math.sqrt(
-                2 * math.log(k_humans / alpha) / (sigma2 * n_seen * math.log(1 + n_seen))
-            )
+            lam = math.sqrt(2 * math.log(k_humans / alpha) / (sigma2 * n_seen * math.log(1 + n_seen)))
             won *= 1 + min(lam, 0.5 / m0) * (y - m0)
             lost *= 1 - min(lam, 0.5 / (1 - m0)) * (y - m0)
             total += y
@@ -262,15 +258,11 @@ def _monitoring_cases(draw):
     codes = np.column_stack(cols)
     ties = draw(st.booleans())
     order = (
-        rng.integers(0, codes.size // 3 + 1, codes.shape)
-        if ties
-        else rng.permutation(codes.size).reshape(codes.shape)
+        rng.integers(0, codes.size // 3 + 1, codes.shape) if ties else rng.permutation(codes.size).reshape(codes.shape)
     )
     rule = draw(st.sampled_from(["margin", "alt-test"]))
     epsilon = draw(st.sampled_from([0.0, 0.05, 0.2]))
-    alpha = draw(
-        st.sampled_from([0.05, 0.3, 0.6])
-    )  # large alpha: certifications happen on small data
+    alpha = draw(st.sampled_from([0.05, 0.3, 0.6]))  # large alpha: certifications happen on small data
     multiplicity = draw(st.sampled_from(["e-bh", "bonferroni"]))
     weighted = draw(st.booleans())
     inclusion = rng.choice([0.1, 0.25, 1.0], n_items).tolist() if weighted else None
@@ -329,10 +321,7 @@ def test_a_decision_stands_and_earlier_prefixes_were_open() -> None:
     assert full.decision == "pass" and full.decided_at is not None
     for cut, expected in ((full.decided_at - 1, "continue"), (full.decided_at, "pass")):
         seen = np.where(order <= cut, codes, -1)
-        assert (
-            monitor_judge(seen, judge=3, humans=[0, 1, 2], n_labels=2, order=order).decision
-            == expected
-        )
+        assert monitor_judge(seen, judge=3, humans=[0, 1, 2], n_labels=2, order=order).decision == expected
 
 
 def test_results_follow_arrival_ranks_not_row_positions() -> None:
@@ -341,12 +330,8 @@ def test_results_follow_arrival_ranks_not_row_positions() -> None:
     order = rng.permutation(codes.size).reshape(codes.shape)
     rows = rng.permutation(300)
     a = monitor_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, order=order, alpha=0.3)
-    b = monitor_judge(
-        codes[rows], judge=3, humans=[0, 1, 2], n_labels=2, order=order[rows], alpha=0.3
-    )
-    assert [(r.status, r.e_value, r.n) for r in a.raters] == [
-        (r.status, r.e_value, r.n) for r in b.raters
-    ]
+    b = monitor_judge(codes[rows], judge=3, humans=[0, 1, 2], n_labels=2, order=order[rows], alpha=0.3)
+    assert [(r.status, r.e_value, r.n) for r in a.raters] == [(r.status, r.e_value, r.n) for r in b.raters]
     assert (a.decision, a.decided_at, a.looks) == (b.decision, b.decided_at, b.looks)
 
 
@@ -359,9 +344,7 @@ def test_bad_judge_is_rejected_and_budget_gives_inconclusive() -> None:
     )
     assert borderline.decision == "inconclusive"
     assert (
-        monitor_judge(
-            _panel(rng, 100, 0.85, 0.85 - 0.05 / 0.7), judge=3, humans=[0, 1, 2], n_labels=2
-        ).decision
+        monitor_judge(_panel(rng, 100, 0.85, 0.85 - 0.05 / 0.7), judge=3, humans=[0, 1, 2], n_labels=2).decision
         == "continue"
     )
 
@@ -417,9 +400,7 @@ def _se(p: float, runs: int) -> float:
 def _monitor_runs(p_j, n_items, runs, seed, **kwargs):
     rng = np.random.default_rng(seed)
     return [
-        monitor_judge(
-            _panel(rng, n_items, P_H, p_j), judge=3, humans=[0, 1, 2], n_labels=2, **kwargs
-        )
+        monitor_judge(_panel(rng, n_items, P_H, p_j), judge=3, humans=[0, 1, 2], n_labels=2, **kwargs)
         for _ in range(runs)
     ]
 
@@ -466,9 +447,7 @@ def test_the_fixed_sample_rule_read_at_every_look_is_not_valid() -> None:
         xi = np.empty((codes.shape[0], 3))
         for k in range(3):
             pool = np.delete(humans, k, axis=1)
-            xi[:, k] = np.mean(pool == judge[:, None], axis=1) - np.mean(
-                pool == humans[:, [k]], axis=1
-            )
+            xi[:, k] = np.mean(pool == judge[:, None], axis=1) - np.mean(pool == humans[:, [k]], axis=1)
         means = np.cumsum(xi, axis=0)[looks - 1] / looks[:, None]
         passed.append(np.any(np.mean(means >= -EPS, axis=1) >= 0.5))
     assert np.mean(passed) > ALPHA + 4 * _se(ALPHA, RUNS)
@@ -487,9 +466,7 @@ def test_simulated_operating_characteristics() -> None:
     """The plan's simulation agrees with the promises tested above and shows the peeking cost."""
     from planner.sequential import simulate_monitoring
 
-    margin = simulate_monitoring(
-        P_H, P_BOUNDARY, n_labels=2, n_humans=3, m=M_FIXED, n_trials=200, rng=1
-    )
+    margin = simulate_monitoring(P_H, P_BOUNDARY, n_labels=2, n_humans=3, m=M_FIXED, n_trials=200, rng=1)
     bound = ALPHA + 2 * _se(ALPHA, 200)
     assert margin.anytime.p_pass <= bound and margin.anytime.p_reject <= bound
     assert margin.fixed_peeking.p_pass > 0.3 and margin.fixed_once.p_pass > 0.3
@@ -516,7 +493,10 @@ def test_simulated_anytime_decision_is_monitor_judges_on_the_same_panels(
     runs = [
         monitor_judge(
             _noisy_panel(gen, 200, [P_H] * n_humans + [0.9], n_labels),
-            judge=n_humans, humans=list(range(n_humans)), n_labels=n_labels, rule=rule,
+            judge=n_humans,
+            humans=list(range(n_humans)),
+            n_labels=n_labels,
+            rule=rule,
         )
         for _ in range(25)
     ]

@@ -102,7 +102,12 @@ def test_compact_paths_equal_the_dense_reference(case) -> None:
 def test_the_monitor_on_compact_paths_equals_the_dense_one(case) -> None:
     codes, order, judge, humans, n_labels, rule, inclusion = case
     kwargs = dict(
-        judge=judge, humans=humans, n_labels=n_labels, order=order, rule=rule, alpha=0.3,
+        judge=judge,
+        humans=humans,
+        n_labels=n_labels,
+        order=order,
+        rule=rule,
+        alpha=0.3,
         inclusion=inclusion,
     )
     got = monitor_judge(codes, **kwargs)

@@ -99,8 +99,13 @@ def pattern_matrices(draw: st.DrawFn) -> tuple[np.ndarray, int]:
     n_labels, n_raters = draw(st.integers(2, 3)), draw(st.integers(3, 4))
     n_rows = draw(st.integers(2, 7))
     rows = np.array(
-        draw(st.lists(st.lists(st.integers(-1, n_labels - 1), min_size=n_raters, max_size=n_raters),
-                      min_size=n_rows, max_size=n_rows))
+        draw(
+            st.lists(
+                st.lists(st.integers(-1, n_labels - 1), min_size=n_raters, max_size=n_raters),
+                min_size=n_rows,
+                max_size=n_rows,
+            )
+        )
     )
     rows[:, :2] = np.maximum(rows[:, :2], 0)  # the first two raters label every item
     repeats = draw(st.lists(st.integers(5, 60), min_size=n_rows, max_size=n_rows))

@@ -47,9 +47,7 @@ def rate_se(p: float, trials: int) -> float:
 
 
 def test_generator_accuracy_prevalence_and_noise_channel():
-    codes = synthetic_codes(
-        4000, n_labels=3, accuracies=[1.0, 0.7, 0.4], prevalence=[0.6, 0.3, 0.1], trials=5, rng=0
-    )
+    codes = synthetic_codes(4000, n_labels=3, accuracies=[1.0, 0.7, 0.4], prevalence=[0.6, 0.3, 0.1], trials=5, rng=0)
     assert codes.shape == (5, 4000, 3)
     truth = codes[..., 0]  # accuracy 1: the true label itself
     n = truth.size
@@ -143,8 +141,12 @@ def test_two_rater_scores_match_sklearn_and_krippendorff(seed, n_labels):
                 want = np.nan if a.size == 0 or single else cohen_kappa_score(a, b)
             else:
                 values = np.unique(np.concatenate([a, b]))
-                want = np.nan if values.size < 2 else krippendorff.alpha(
-                    reliability_data=np.stack([a, b]).astype(float), level_of_measurement="nominal"
+                want = (
+                    np.nan
+                    if values.size < 2
+                    else krippendorff.alpha(
+                        reliability_data=np.stack([a, b]).astype(float), level_of_measurement="nominal"
+                    )
                 )
             if np.isnan(want):
                 assert np.isnan(got[t])
@@ -169,8 +171,12 @@ def test_batched_decision_equals_validate_judge(coefficient, design):
     # planner.decision.validate_judge computes on each single sparse matrix.
     n_items, n_humans, trials = 90, 4, 6
     codes = synthetic_codes(
-        n_items, n_labels=3, accuracies=[0.8, 0.75, 0.85, 0.7, 0.8], prevalence=[0.7, 0.2, 0.1],
-        trials=trials, rng=11,
+        n_items,
+        n_labels=3,
+        accuracies=[0.8, 0.75, 0.85, 0.7, 0.8],
+        prevalence=[0.7, 0.2, 0.1],
+        trials=trials,
+        rng=11,
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
     mask = design_masks(design, humans, 12, n_labels=3, rng=np.random.default_rng(3))
@@ -179,8 +185,13 @@ def test_batched_decision_equals_validate_judge(coefficient, design):
     for t in range(trials):
         matrix = np.column_stack([np.where(mask[:, t], humans[:, t], -1).T, judges[:, t].T])
         v = validate_judge(
-            matrix, judge=n_humans, humans=list(range(n_humans)), n_labels=3,
-            coefficient=coefficient, n_resamples=1, rng=0,
+            matrix,
+            judge=n_humans,
+            humans=list(range(n_humans)),
+            n_labels=3,
+            coefficient=coefficient,
+            n_resamples=1,
+            rng=0,
         )
         assert ev.score[t] == pytest.approx(v.human_pool.estimate, abs=1e-12, nan_ok=True)
         d = np.array([r.d for r in v.raters])
@@ -198,7 +209,11 @@ def test_batched_alt_test_equals_validate_judge(design, m):
     # (.70-.85), so some humans are won and some not.
     n_items, n_humans, trials = 200, 4, 8
     codes = synthetic_codes(
-        n_items, n_labels=3, accuracies=[0.8, 0.75, 0.85, 0.7, 0.78], trials=trials, rng=12,
+        n_items,
+        n_labels=3,
+        accuracies=[0.8, 0.75, 0.85, 0.7, 0.78],
+        trials=trials,
+        rng=12,
     )
     humans, judges = by_rater(codes[..., :n_humans]), by_rater(codes[..., n_humans:])
     mask = design_masks(design, humans, m, n_labels=3, rng=np.random.default_rng(4))
@@ -209,8 +224,14 @@ def test_batched_alt_test_equals_validate_judge(design, m):
     for t in range(trials):
         matrix = np.column_stack([np.where(mask[:, t], humans[:, t], -1).T, judges[:, t].T])
         v = validate_judge(
-            matrix, judge=n_humans, humans=list(range(n_humans)), n_labels=3, rule="alt-test",
-            epsilon=0.1, n_resamples=1, rng=0,
+            matrix,
+            judge=n_humans,
+            humans=list(range(n_humans)),
+            n_labels=3,
+            rule="alt-test",
+            epsilon=0.1,
+            n_resamples=1,
+            rng=0,
         )
         assert ev.defined[t, 0].tolist() == [r.won is not None for r in v.raters]
         assert ev.won[t, 0].tolist() == [bool(r.won) for r in v.raters]
@@ -221,14 +242,32 @@ def test_batched_alt_test_equals_validate_judge(design, m):
 
 def test_alt_test_simulation_runs_and_defaults_epsilon():
     result = simulate(
-        n_items=300, n_humans=3, n_labels=2, p_h=0.8, p_j=0.9, rho=[0.2, 1.0], design="strat",
-        rule="alt-test", trials=30, rng=6,
+        n_items=300,
+        n_humans=3,
+        n_labels=2,
+        p_h=0.8,
+        p_j=0.9,
+        rho=[0.2, 1.0],
+        design="strat",
+        rule="alt-test",
+        trials=30,
+        rng=6,
     )
     assert (result.rule, result.epsilon, result.q) == ("alt-test", 0.2, 0.05)
     assert result.cells[1].wrong_decision == 0.0
     with pytest.raises(ValueError, match="use coefficient='po'"):
-        simulate(n_items=50, n_humans=3, n_labels=2, p_h=0.8, p_j=0.8, rho=0.5, design="strat",
-                 rule="alt-test", coefficient="kappa", trials=2)
+        simulate(
+            n_items=50,
+            n_humans=3,
+            n_labels=2,
+            p_h=0.8,
+            p_j=0.8,
+            rho=0.5,
+            design="strat",
+            rule="alt-test",
+            coefficient="kappa",
+            trials=2,
+        )
 
 
 @settings(max_examples=40, deadline=None)
@@ -266,8 +305,17 @@ def test_scores_invariant_to_relabelling_and_rater_order(seed, coefficient, labe
 @pytest.mark.parametrize("design", DESIGNS)
 def test_full_overlap_reproduces_the_dense_reference(design):
     result = simulate(
-        n_items=60, n_humans=3, n_labels=3, p_h=0.8, p_j=0.8, prevalence=[0.6, 0.3, 0.1],
-        rho=1.0, design=design, coefficient=list(COEFFICIENTS), trials=10, rng=0,
+        n_items=60,
+        n_humans=3,
+        n_labels=3,
+        p_h=0.8,
+        p_j=0.8,
+        prevalence=[0.6, 0.3, 0.1],
+        rho=1.0,
+        design=design,
+        coefficient=list(COEFFICIENTS),
+        trials=10,
+        rng=0,
     )
     for cell in result.cells:
         assert (cell.bias, cell.std, cell.reliability, cell.wrong_decision) == (0.0, 0.0, 1.0, 0.0)
@@ -277,8 +325,15 @@ def test_full_overlap_reproduces_the_dense_reference(design):
 def test_grid_progress_json_and_reproducibility():
     calls = []
     kwargs = dict(
-        n_items=100, n_humans=3, n_labels=2, p_h=[0.8, (0.9, 0.8, 0.7)], p_j=[0.85, 0.6],
-        rho=[0.1, 0.3], design=["strat", "random"], coefficient=["po", "kappa"], trials=15,
+        n_items=100,
+        n_humans=3,
+        n_labels=2,
+        p_h=[0.8, (0.9, 0.8, 0.7)],
+        p_j=[0.85, 0.6],
+        rho=[0.1, 0.3],
+        design=["strat", "random"],
+        coefficient=["po", "kappa"],
+        trials=15,
     )
     result = simulate(**kwargs, rng=4, progress=lambda done, total: calls.append((done, total)))
     assert isinstance(result, SimulationResult)
@@ -293,9 +348,7 @@ def test_grid_progress_json_and_reproducibility():
 
 
 def test_min_rho_reads_one_curve():
-    result = simulate(
-        **REFERENCE, rho=[0.05, 0.25, 0.5], design=["random", "strat"], trials=200, rng=5
-    )
+    result = simulate(**REFERENCE, rho=[0.05, 0.25, 0.5], design=["random", "strat"], trials=200, rng=5)
     # reliability about .68 at rho = .05 and >= .97 from .25 on (see the reference test)
     assert result.min_rho(design="random") == 0.25
     assert result.min_rho(0.001, design="random") in (0.5, None)
@@ -349,8 +402,13 @@ def test_reference_shape_wrong_decisions_under_skew():
     # about .15 with kappa (alpha alike). Same matrices for every coefficient.
     trials = 400
     result = simulate(
-        **{**REFERENCE}, prevalence=[0.9, 0.1], rho=0.05, design="random",
-        coefficient=["po", "kappa", "alpha"], trials=trials, rng=21,
+        **{**REFERENCE},
+        prevalence=[0.9, 0.1],
+        rho=0.05,
+        design="random",
+        coefficient=["po", "kappa", "alpha"],
+        trials=trials,
+        rng=21,
     )
     po, kappa, alpha = result.cells
     assert po.wrong_decision <= 0.02 + 3 * rate_se(0.02, trials) + 0.02
@@ -367,8 +425,17 @@ def test_reference_shape_strat_cuts_kappa_bias_under_skew():
     # a third of Random's bias (~.025).
     trials = 2000
     result = simulate(
-        n_items=500, n_humans=4, n_labels=3, p_h=0.85, p_j=0.9, prevalence=[0.8, 0.15, 0.05],
-        rho=0.05, design=["random", "strat"], coefficient="kappa", trials=trials, rng=22,
+        n_items=500,
+        n_humans=4,
+        n_labels=3,
+        p_h=0.85,
+        p_j=0.9,
+        prevalence=[0.8, 0.15, 0.05],
+        rho=0.05,
+        design=["random", "strat"],
+        coefficient="kappa",
+        trials=trials,
+        rng=22,
     )
     random_k, strat_k = result.cells
     assert random_k.bias < -4 * random_k.std / math.sqrt(trials)
@@ -383,8 +450,17 @@ def test_kappa_bias_at_ten_percent_and_po_unbiased():
     # T = 1500: SE of a kappa bias ~ .075 / sqrt(1500) = .002.
     trials = 1500
     result = simulate(
-        n_items=500, n_humans=4, n_labels=3, p_h=0.85, p_j=0.9, prevalence=[0.8, 0.15, 0.05],
-        rho=0.10, design=["random", "strat"], coefficient=["kappa", "po"], trials=trials, rng=24,
+        n_items=500,
+        n_humans=4,
+        n_labels=3,
+        p_h=0.85,
+        p_j=0.9,
+        prevalence=[0.8, 0.15, 0.05],
+        rho=0.10,
+        design=["random", "strat"],
+        coefficient=["kappa", "po"],
+        trials=trials,
+        rng=24,
     )
     cell = {(c.design, c.coefficient): c for c in result.cells}
     se = {key: c.std / math.sqrt(trials) for key, c in cell.items()}
@@ -402,8 +478,15 @@ def test_strat_removes_the_bias_of_a_distinct_primary():
     # disjoint at this overlap, inherits the bias.)
     trials = 400
     result = simulate(
-        n_items=500, n_humans=4, n_labels=2, p_h=[(0.95, 0.8, 0.8, 0.8)], p_j=0.9,
-        rho=0.10, design=["random", "strat", "seq-coverage"], trials=trials, rng=25,
+        n_items=500,
+        n_humans=4,
+        n_labels=2,
+        p_h=[(0.95, 0.8, 0.8, 0.8)],
+        p_j=0.9,
+        rho=0.10,
+        design=["random", "strat", "seq-coverage"],
+        trials=trials,
+        rng=25,
     )
     cell = {c.design: c for c in result.cells}
     se = {d: c.std / math.sqrt(trials) for d, c in cell.items()}
@@ -453,8 +536,15 @@ def test_per_rater_false_rejection_matches_exact_law_and_recipe():
     recipe = certify_recipe(mu, var, n_items=585, n_humans=2, epsilon=eps, m_grid=[40, 117, 120])
     assert recipe.m == 120
     result = simulate(
-        n_items=585, n_humans=2, n_labels=2, p_h=p_h, p_j=p_j, rho=[40 / 585, 117 / 585, 120 / 585],
-        design="shared-panel", trials=trials, rng=23,
+        n_items=585,
+        n_humans=2,
+        n_labels=2,
+        p_h=p_h,
+        p_j=p_j,
+        rho=[40 / 585, 117 / 585, 120 / 585],
+        design="shared-panel",
+        trials=trials,
+        rng=23,
     )
     for cell, planned in zip(result.cells, recipe.fr_rate, strict=True):
         exact = exact_loss_chance(cell.m, plus, minus, eps)
@@ -509,7 +599,13 @@ def test_replay_primary_column_and_dense_equality():
 # --------------------------------------------------------------------------- trial chunks
 
 CHUNKED = dict(
-    n_items=300, n_humans=4, n_labels=2, p_h=0.85, p_j=0.85, rho=0.1, design=["random", "strat"],
+    n_items=300,
+    n_humans=4,
+    n_labels=2,
+    p_h=0.85,
+    p_j=0.85,
+    rho=0.1,
+    design=["random", "strat"],
     trials=600,
 )
 

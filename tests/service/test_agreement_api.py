@@ -53,11 +53,22 @@ def test_equals_summary_table_on_the_same_codes(client, scale):
     labels = ["none", "low", "mid", "high"]
     matrix = random_matrix(np.random.default_rng(5), labels, 60, 4)
     values = [0.0, 1.0, 2.5, 7.0] if scale == "interval" else None
-    r = client.post("/agreement", json={"labels": labels, "scale": scale, "matrix": matrix, "values": values,
-                                        "level": 0.9, "n_resamples": 300, "seed": 11})
+    r = client.post(
+        "/agreement",
+        json={
+            "labels": labels,
+            "scale": scale,
+            "matrix": matrix,
+            "values": values,
+            "level": 0.9,
+            "n_resamples": 300,
+            "seed": 11,
+        },
+    )
     assert r.status_code == 200, r.text
-    expected = summary_table(as_codes(matrix, labels), n_labels=4, scale=scale, values=values, confidence_level=0.9,
-                             n_resamples=300, rng=11)
+    expected = summary_table(
+        as_codes(matrix, labels), n_labels=4, scale=scale, values=values, confidence_level=0.9, n_resamples=300, rng=11
+    )
     assert r.json()["coefficients"] == {k: e.as_dict() for k, e in expected.items()}
     assert (r.json()["level"], r.json()["n_resamples"]) == (0.9, 300)
 
@@ -126,8 +137,11 @@ def test_matrix_over_the_cell_limit_is_413(client, monkeypatch):
 
 def test_any_valid_key_and_no_key(client, project):
     viewer = client.post(f"/projects/{project['id']}/keys", json={"role": "viewer"}).json()["key"]
-    r = client.post("/agreement", json={"labels": ["1", "2"], "matrix": SPEC_EXAMPLE, "n_resamples": 10},
-                    headers={"Authorization": f"Bearer {viewer}"})
+    r = client.post(
+        "/agreement",
+        json={"labels": ["1", "2"], "matrix": SPEC_EXAMPLE, "n_resamples": 10},
+        headers={"Authorization": f"Bearer {viewer}"},
+    )
     assert r.status_code == 200, r.text
     r = client.post("/agreement", json={"labels": ["1", "2"], "matrix": SPEC_EXAMPLE}, headers={"Authorization": ""})
     assert r.status_code == 401 and r.json()["error"] == "unauthorized"

@@ -128,9 +128,14 @@ def parallel_batches_never_issue_an_item_twice_and_lose_none(server: LiveServer)
         assert rest["items"] == [] and rest["done"] is False and rest["remaining"] == M
 
         stop = threading.Event()
-        jobs = [("h2", keys["h2"], by_rater["h2"]), ("h2", keys["h2"], []), ("h3", keys["pm"], by_rater["h3"]),
-                ("h3", keys["pm"], []), ("prim", keys["pm"], by_rater["prim"]),
-                ("prim", keys["pm"], [])]  # two drainers on the primary's cursor too
+        jobs = [
+            ("h2", keys["h2"], by_rater["h2"]),
+            ("h2", keys["h2"], []),
+            ("h3", keys["pm"], by_rater["h3"]),
+            ("h3", keys["pm"], []),
+            ("prim", keys["pm"], by_rater["prim"]),
+            ("prim", keys["pm"], []),
+        ]  # two drainers on the primary's cursor too
         with ThreadPoolExecutor(len(jobs)) as pool:
             futures = [pool.submit(drain, server, pid, key, rater, held, stop) for rater, key, held in jobs]
             try:

@@ -90,11 +90,17 @@ def test_snapshot_digest_matches_an_independent_canonicalisation(client: TestCli
     assert s["predicate"]["snapshot"]["n_rows"] == 120 and 120 < max(r["seq"] for r in rows) <= cut
 
 
-@pytest.mark.parametrize("body, status, code", [
-    ({"label_seq": 10_000}, 422, "invalid"), ({"criterion": "tone"}, 422, "invalid"),
-    ({"seed": -1}, 422, "validation_error"), ({"seed": 2**53}, 422, "validation_error"),
-    ({"colour": 1}, 422, "validation_error"), ({"n_resamples": 0}, 422, "validation_error"),
-])
+@pytest.mark.parametrize(
+    "body, status, code",
+    [
+        ({"label_seq": 10_000}, 422, "invalid"),
+        ({"criterion": "tone"}, 422, "invalid"),
+        ({"seed": -1}, 422, "validation_error"),
+        ({"seed": 2**53}, 422, "validation_error"),
+        ({"colour": 1}, 422, "validation_error"),
+        ({"n_resamples": 0}, 422, "validation_error"),
+    ],
+)
 def test_bad_requests_write_nothing(client: TestClient, pid: str, body: dict, status: int, code: str) -> None:
     r = client.post(f"/projects/{pid}/certificates", json=body)
     assert r.status_code == status and r.json()["error"] == code, r.text
@@ -151,8 +157,12 @@ def test_verify_endpoint_any_key(client: TestClient, pid: str) -> None:
     assert not bad["match"] and "decision.epsilon" in fields(bad)
     r = client.post("/certificates/verify", json={"certificate": {"_type": "x"}, "labels": rows})
     assert r.status_code == 422 and r.json()["error"] == "invalid_certificate"
-    assert client.post("/certificates/verify", json={"certificate": s, "labels": rows},
-                       headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert (
+        client.post(
+            "/certificates/verify", json={"certificate": s, "labels": rows}, headers={"Authorization": "Bearer nope"}
+        ).status_code
+        == 401
+    )
 
 
 def test_cli_verify_offline(client: TestClient, pid: str, tmp_path: Path) -> None:
@@ -183,9 +193,13 @@ def test_cli_verify_offline(client: TestClient, pid: str, tmp_path: Path) -> Non
     assert wrong.exit_code != 0 and "Traceback" not in wrong.output
     # as a person runs it (the script's entry point): the exit status says whether it matched
     for path, status in ((labels, 0), (removed, 1)):
-        run = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "verify", str(cert),
-                              str(path)], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        run = subprocess.run(
+            [sys.executable, "-c", "from service.cli import main; main()", "verify", str(cert), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert run.returncode == status and json.loads(run.stdout)["match"] is (status == 0), run.stderr
 
 
@@ -193,8 +207,12 @@ def test_certificate_created_is_announced(client: TestClient, pid: str) -> None:
     from service.data.models import WebhookEvent
 
     client.app.state.settings = client.app.state.settings.model_copy(update={"webhook_allow_private": True})
-    assert client.post(f"/projects/{pid}/webhooks",
-                       json={"url": "http://127.0.0.1:9/x", "events": ["certificate.created"]}).status_code == 201
+    assert (
+        client.post(
+            f"/projects/{pid}/webhooks", json={"url": "http://127.0.0.1:9/x", "events": ["certificate.created"]}
+        ).status_code
+        == 201
+    )
     s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
     client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50})  # the same one: no second event
     with client.app.state.sessions() as session:

@@ -18,10 +18,21 @@ from tests.live_server import LiveServer
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("command", [
-    [], ["serve"], ["migrate"], ["keys", "create"], ["keys", "list"], ["keys", "revoke"], ["plan"], ["simulate"],
-    ["demo"], ["verify"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["serve"],
+        ["migrate"],
+        ["keys", "create"],
+        ["keys", "list"],
+        ["keys", "revoke"],
+        ["plan"],
+        ["simulate"],
+        ["demo"],
+        ["verify"],
+    ],
+)
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
@@ -60,8 +71,24 @@ def test_plan_csv_without_the_judge_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_simulate_writes_csv(tmp_path: Path) -> None:
     out = tmp_path / "sim.csv"
-    result = runner.invoke(app, ["simulate", "--n-items", "200", "--trials", "30", "--rho", "0.1", "--rho", "0.5",
-                                 "--design", "random", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--n-items",
+            "200",
+            "--trials",
+            "30",
+            "--rho",
+            "0.1",
+            "--rho",
+            "0.5",
+            "--design",
+            "random",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     cells = list(csv.DictReader(out.open()))
     assert [float(c["rho"]) for c in cells] == [0.1, 0.5]
@@ -100,26 +127,52 @@ def test_demo_populates_a_project(database_url: str) -> None:
 
 def _run_script(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """The installed entry point as a person runs it (a subprocess, output piped)."""
-    return subprocess.run([sys.executable, "-c", "from service.cli import main; main()", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(
+        [sys.executable, "-c", "from service.cli import main; main()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def test_simulate_grid_of_designs_reports_each_curve(tmp_path: Path) -> None:
     """The README's command: several rho and several designs (it used to exit 1 on min_rho)."""
-    result = _run_script(["simulate", "--n-items", "200", "--trials", "20", "--rho", "0.05", "--rho", "0.25",
-                          "--design", "random", "--design", "strat", "--out", "sim.csv"], tmp_path)
+    result = _run_script(
+        [
+            "simulate",
+            "--n-items",
+            "200",
+            "--trials",
+            "20",
+            "--rho",
+            "0.05",
+            "--rho",
+            "0.25",
+            "--design",
+            "random",
+            "--design",
+            "strat",
+            "--out",
+            "sim.csv",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "random, po: smallest rho" in result.stdout and "strat, po: smallest rho" in result.stdout
     assert "wrong_decision" in result.stdout  # piped output keeps the last column (no 80-column cut)
     assert len(list(csv.DictReader((tmp_path / "sim.csv").open()))) == 4
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["keys", "create", "--role", "admin"], "no database at"),
-    (["plan", "--labels-csv", "export.csv"], "does not exist"),
-    (["plan", "--no-such-option"], "No such option"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["keys", "create", "--role", "admin"], "no database at"),
+        (["plan", "--labels-csv", "export.csv"], "does not exist"),
+        (["plan", "--no-such-option"], "No such option"),
+    ],
+)
 def test_cli_errors_are_one_line_without_traceback(tmp_path: Path, args: list[str], says: str) -> None:
     result = _run_script(args, tmp_path, ANNOPLAN_DATABASE_URL="sqlite:///./annoplan.db")
     assert result.returncode in (1, 2)
@@ -131,8 +184,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path: Path, args: list[st
 
 def test_keys_create_on_an_unmigrated_database_says_to_migrate(tmp_path: Path) -> None:
     (tmp_path / "empty.db").write_bytes(b"")
-    result = _run_script(["keys", "create", "--role", "admin"], tmp_path,
-                         ANNOPLAN_DATABASE_URL="sqlite:///./empty.db")
+    result = _run_script(["keys", "create", "--role", "admin"], tmp_path, ANNOPLAN_DATABASE_URL="sqlite:///./empty.db")
     assert result.returncode == 1 and "annoplan migrate" in result.stderr, result.stderr
 
 

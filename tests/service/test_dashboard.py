@@ -61,10 +61,17 @@ def test_pool_history_replays_events_with_corrections(client: TestClient, projec
 
 def _alt_test_two_judges(client: TestClient) -> str:
     """60 items, three humans and two judges of different quality, decided by the alt-test."""
-    pid = client.post("/projects", json={"name": "two judges", "labels": ["no", "yes"],
-                                         "decision": {"rule": "alt-test", "epsilon": 0.2}}).json()["id"]
-    for ext, kind in [("good-judge", "judge"), ("weak-judge", "judge"), ("prim", "primary"), ("h2", "human"),
-                      ("h3", "human")]:
+    pid = client.post(
+        "/projects",
+        json={"name": "two judges", "labels": ["no", "yes"], "decision": {"rule": "alt-test", "epsilon": 0.2}},
+    ).json()["id"]
+    for ext, kind in [
+        ("good-judge", "judge"),
+        ("weak-judge", "judge"),
+        ("prim", "primary"),
+        ("h2", "human"),
+        ("h3", "human"),
+    ]:
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
     assert client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(60)]).status_code == 200
     rng = np.random.default_rng(11)
@@ -77,7 +84,7 @@ def _alt_test_two_judges(client: TestClient) -> str:
 
 def _svg(page: str, chart_id: str) -> ET.Element:
     start = page.index(f'<svg id="{chart_id}"')
-    return ET.fromstring(page[start: page.index("</svg>", start) + 6])
+    return ET.fromstring(page[start : page.index("</svg>", start) + 6])
 
 
 def test_alt_test_panels_plot_rho_f_minus_rho_h_inside_its_interval(client: TestClient) -> None:
@@ -96,8 +103,9 @@ def test_alt_test_panels_plot_rho_f_minus_rho_h_inside_its_interval(client: Test
         assert all(lo <= x <= hi for x, (lo, hi) in zip(dots, bars, strict=True)), (dots, bars)
         assert [float(t.text) for t in svg.iter(f"{SVG}text") if t.get("class") == "tick"], "a numeric axis"
         # The downloaded CSV holds the same quantity, computed here from the document's rho_f and rho_h.
-        csv_rows = list(csv.DictReader(io.StringIO(client.get(
-            f"/projects/{pid}/dashboard/charts/margins-{k}.csv").text)))
+        csv_rows = list(
+            csv.DictReader(io.StringIO(client.get(f"/projects/{pid}/dashboard/charts/margins-{k}.csv").text))
+        )
         for row, rater in zip(csv_rows, judge["raters"], strict=True):
             assert row["rater"] == rater["rater"]
             assert float(row["estimate"]) == pytest.approx(rater["rho_f"] - rater["rho_h"])
@@ -107,8 +115,15 @@ def test_alt_test_panels_plot_rho_f_minus_rho_h_inside_its_interval(client: Test
 
 def test_chart_downloads_are_csv_and_standalone_svg(client: TestClient, project: dict) -> None:
     pid = project["id"]
-    _labels(client, pid, [(f"i{i}", k, "pass" if (i + j) % 3 else "fail")
-                          for j, k in enumerate(("judge", "prim", "h2", "h3")) for i in range(20)])
+    _labels(
+        client,
+        pid,
+        [
+            (f"i{i}", k, "pass" if (i + j) % 3 else "fail")
+            for j, k in enumerate(("judge", "prim", "h2", "h3"))
+            for i in range(20)
+        ],
+    )
     for chart in ("margins-1", "pool-history", "progress", "overlap-curve"):
         r = client.get(f"/projects/{pid}/dashboard/charts/{chart}.svg")
         assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
@@ -140,7 +155,7 @@ def test_infeasible_plan_says_so_and_what_would_make_it_feasible(client: TestCli
     assert r.status_code == 201 and not recipe["recipe"]["feasible"], r.text
     m = recipe["recipe"]["m"]
     page = client.get(f"/projects/{pid}/dashboard").text
-    verdict = page[page.index('id="plan-verdict"'):].split("</p>")[0]
+    verdict = page[page.index('id="plan-verdict"') :].split("</p>")[0]
     assert 'class="infeasible"' in verdict
     assert f"infeasible: the recipe needs {m} items per annotator, the corpus has 20" in verdict
     assert f"a corpus of at least {m} items" in verdict and "a pilot" in verdict
@@ -151,8 +166,9 @@ def test_infeasible_plan_says_so_and_what_would_make_it_feasible(client: TestCli
     lattice = xi_lattice(0.85, 0.84, n_labels=2, pool_size=pool_size)
 
     def fits(e: float) -> bool:
-        return certify_recipe(lattice.mu_d, lattice.variance, n_items=20, n_humans=3, epsilon=e,
-                              pool_size=pool_size).feasible
+        return certify_recipe(
+            lattice.mu_d, lattice.variance, n_items=20, n_humans=3, epsilon=e, pool_size=pool_size
+        ).feasible
 
     assert fits(epsilon) and not fits(round(epsilon - 0.01, 2)), epsilon
     # Deciding by another rule now: the page says the recipe was for the margin rule.
@@ -172,8 +188,12 @@ def test_projects_index_lists_what_the_key_sees_and_login_goes_there(client: Tes
     viewer = client.post(f"/projects/{other}/keys", json={"role": "viewer"}).json()["key"]
     for key, landing in [(ADMIN_KEY, "/dashboard"), (viewer, f"/projects/{other}/dashboard")]:
         token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
-        r = client.post("/login", content=f"key={key}&csrf={token}", follow_redirects=False,
-                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+        r = client.post(
+            "/login",
+            content=f"key={key}&csrf={token}",
+            follow_redirects=False,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert (r.status_code, r.headers["location"]) == (303, landing)
     client.cookies.clear()
     page = client.get("/dashboard", headers={"Authorization": f"Bearer {viewer}"}).text
@@ -182,12 +202,15 @@ def test_projects_index_lists_what_the_key_sees_and_login_goes_there(client: Tes
     assert anonymous.headers["location"] == "/login"
 
 
-@pytest.mark.parametrize(("low", "high", "expected"), [
-    (0.0, 1.0, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-    (-0.23, 0.11, [-0.2, -0.1, 0.0, 0.1]),
-    (0.0, 246.0, [0.0, 50.0, 100.0, 150.0, 200.0]),
-    (3.0, 3.0, [3.0]),
-])
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (0.0, 1.0, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        (-0.23, 0.11, [-0.2, -0.1, 0.0, 0.1]),
+        (0.0, 246.0, [0.0, 50.0, 100.0, 150.0, 200.0]),
+        (3.0, 3.0, [3.0]),
+    ],
+)
 def test_ticks_are_round_numbers_inside_the_range(low: float, high: float, expected: list[float]) -> None:
     assert ticks(low, high) == pytest.approx(expected)
 
@@ -207,7 +230,7 @@ def test_projects_index_rows_agree_with_each_reliability_document_and_page_on(cl
         client.post("/projects", json={"name": f"extra-{k:02d}", "labels": ["a", "b"]})
     doc = client.get(f"/projects/{pid}/reliability").json()
     page = client.get("/dashboard").text
-    row = page[page.index(f'href="/projects/{pid}/dashboard"'):].split("</tr>")[0]
+    row = page[page.index(f'href="/projects/{pid}/dashboard"') :].split("</tr>")[0]
     cells = re.findall(r"<td>([^<]*)</td>", row)
     assert cells[0] == "; ".join(f"{v['judge']}: {v['decision']}" for v in doc["judges"])
     assert cells[1] == "; ".join(f"{v['omega']:.2f}" for v in doc["judges"])

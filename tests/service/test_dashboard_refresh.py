@@ -29,8 +29,9 @@ ITEMS = [f"i{k}" for k in range(12)]
 @pytest.fixture
 def impatient(settings: Settings) -> Iterator[TestClient]:
     """A client of an app whose dashboards do not wait for a fresh document at all."""
-    with TestClient(create_app(settings.model_copy(update={"dashboard_wait_seconds": 0})),
-                    raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(settings.model_copy(update={"dashboard_wait_seconds": 0})), raise_server_exceptions=False
+    ) as client:
         client.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         yield client
 
@@ -171,8 +172,10 @@ def test_the_history_before_the_first_stored_point_is_replayed_in_the_background
     assert r.status_code == 200 and [line.split(",")[0] for line in r.text.splitlines()[1:]] == [str(now)]
     gate.set()
     impatient.app.state.documents.settle()  # type: ignore[attr-defined]
-    seqs = [int(line.split(",")[0]) for line in impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv"
-                                                              ).text.splitlines()[1:]]
+    seqs = [
+        int(line.split(",")[0])
+        for line in impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text.splitlines()[1:]
+    ]
     assert len(seqs) == 8 and seqs[-1] == now  # the 8 replayed points, the last one the document's
 
 
@@ -196,8 +199,9 @@ def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_d
             break
         threading.Event().wait(0.05)
     page = impatient.get(f"/projects/{pid}/dashboard").text
-    found = re.search(r'<p id="history-rebuilding" class="refreshing">History being rebuilt: (\d+) of (\d+) events\.',
-                      page)
+    found = re.search(
+        r'<p id="history-rebuilding" class="refreshing">History being rebuilt: (\d+) of (\d+) events\.', page
+    )
     assert found, page
     done, total = int(found.group(1)), int(found.group(2))
     assert total == len(ITEMS) * 4 == now and 0 < done < total  # every event of the 4 raters; one stretch applied

@@ -25,8 +25,9 @@ def _matrix(rng: np.random.Generator) -> LabelMatrix:
     order = np.where(raw >= 0, rng.permutation(raw.size).reshape(raw.shape), -1)
     raters = [RaterColumn(1, "judge", "judge"), RaterColumn(2, "prim", "primary")]
     raters += [RaterColumn(3 + i, f"h{i}", "human") for i in range(k - 2)]
-    return LabelMatrix(raw=raw, item_ids=np.arange(n), raters=raters, n_labels=n_labels, label_seq=7,
-                       criterion="c", order=order)
+    return LabelMatrix(
+        raw=raw, item_ids=np.arange(n), raters=raters, n_labels=n_labels, label_seq=7, criterion="c", order=order
+    )
 
 
 def _same(a: object, b: object) -> bool:
@@ -42,10 +43,21 @@ def test_document_statistics_equal_the_planner_on_the_dense_matrix(seed: int) ->
     doc = reliability.document_statistics(m, decision, inclusion, scale="nominal", n_resamples=200, seed=7)
     humans = m.columns("primary", "human")
     dense = validate_judge(
-        m.codes, judge=0, humans=humans, omega_threshold=decision.omega_threshold,
-        inconclusive_level=decision.inconclusive_level, n_labels=m.n_labels, rule=decision.rule,
-        coefficient=decision.coefficient, epsilon=decision.resolved_epsilon(), q=decision.q,
-        n_resamples=200, rng=7, inclusion=inclusion, estimator=decision.estimator, primary=1,
+        m.codes,
+        judge=0,
+        humans=humans,
+        omega_threshold=decision.omega_threshold,
+        inconclusive_level=decision.inconclusive_level,
+        n_labels=m.n_labels,
+        rule=decision.rule,
+        coefficient=decision.coefficient,
+        epsilon=decision.resolved_epsilon(),
+        q=decision.q,
+        n_resamples=200,
+        rng=7,
+        inclusion=inclusion,
+        estimator=decision.estimator,
+        primary=1,
     )
     assert doc["judges"][0]["decision"] == dense.decision
     assert [r["m"] for r in doc["judges"][0]["raters"]] == [r.m for r in dense.raters]
@@ -58,14 +70,16 @@ def test_document_statistics_equal_the_planner_on_the_dense_matrix(seed: int) ->
     human = item_patterns(m.codes[:, humans], m.n_labels)
     row_of = {tuple(row): i for i, row in enumerate(human.rows.tolist())}
     groups = np.array([row_of[tuple(row)] for row in full.rows[:, humans].tolist()])
-    table = summary_table(m.codes[:, humans], n_labels=m.n_labels, scale="nominal",
-                          resample=resample.merged(groups, human.counts.size))
+    table = summary_table(
+        m.codes[:, humans], n_labels=m.n_labels, scale="nominal", resample=resample.merged(groups, human.counts.size)
+    )
     assert _same(doc["coefficients"], {k: e.as_dict() for k, e in table.items()})
     alone = summary_table(m.codes[:, humans], n_labels=m.n_labels, scale="nominal", n_resamples=200, rng=7)
     statistics = [[e.result.statistic for e in t.values()] for t in (alone, table)]
     np.testing.assert_array_equal(*statistics)
-    pilot = pilot_moments(m.codes, judge=0, humans=humans, n_labels=m.n_labels, rule=decision.rule,
-                          n_resamples=200, rng=0)
+    pilot = pilot_moments(
+        m.codes, judge=0, humans=humans, n_labels=m.n_labels, rule=decision.rule, n_resamples=200, rng=0
+    )
     if np.isfinite(pilot.mu_d) and np.isfinite(pilot.sigma0_sq):
         assert (doc["recipe_now"]["mu_d"], doc["recipe_now"]["sigma0_sq"]) == (pilot.mu_d, pilot.sigma0_sq)
     else:

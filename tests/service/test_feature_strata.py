@@ -132,8 +132,9 @@ def test_neyman_by_feature_end_to_end(client, engine):
         assert served[name] == pytest.approx(r.d, abs=1e-9)
 
     # A pilot plan takes each stratum's S_h from its pilot pairs (secondary vs primary), add-one smoothed.
-    pilot = make_plan(client, pid, purpose="certify", design="neyman", strata="feature:domain", source="pilot",
-                      m=120, seed=5)["recipe"]["neyman"]
+    pilot = make_plan(
+        client, pid, purpose="certify", design="neyman", strata="feature:domain", source="pilot", m=120, seed=5
+    )["recipe"]["neyman"]
     expected = []
     for d in order:
         rows = [i for i in panel if DOMAINS[i] == d]

@@ -26,8 +26,15 @@ def test_inclusion_by_item_is_the_lookup_of_each_item(
     if shuffled:
         item_ids = np.random.default_rng(rng).permutation(item_ids)
     on_plan |= {int(i): 0.5 for i in item_ids[::3]}  # some of the corpus on the plan, some ids not in it
-    matrix = LabelMatrix(raw=np.full((item_ids.size, 0), -1), item_ids=item_ids, raters=[], n_labels=2,
-                         label_seq=0, criterion="default", order=np.full((item_ids.size, 0), -1))
+    matrix = LabelMatrix(
+        raw=np.full((item_ids.size, 0), -1),
+        item_ids=item_ids,
+        raters=[],
+        n_labels=2,
+        label_seq=0,
+        criterion="default",
+        order=np.full((item_ids.size, 0), -1),
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planned_lists, "plan_inclusion", lambda session, plan: on_plan)
         got = planned_lists.inclusion_by_item(None, None, matrix)  # type: ignore[arg-type]

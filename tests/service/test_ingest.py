@@ -161,7 +161,6 @@ def test_reupload_counts_created_updated_unchanged(client):
     assert ok(client.post(f"/projects/{pid}/items", json=second)) == {"created": 0, "updated": 0, "unchanged": 5}
 
 
-
 def test_a_bulk_upload_past_one_lookup_chunk_upserts_and_refuses_look_alikes(client):
     """Past service.core.sql.CHUNK ids the lookups scan the project once: the same counts, positions and 409s."""
     from service.core.sql import CHUNK
@@ -183,6 +182,7 @@ def test_a_bulk_upload_past_one_lookup_chunk_upserts_and_refuses_look_alikes(cli
     r = client.post(f"/projects/{pid}/items", json=twins)
     assert r.status_code == 409 and "'i1'" in r.json()["detail"], r.text
     assert ok(client.get(f"/projects/{pid}"))["n_items"] == n  # nothing written
+
 
 def test_feature_type_change_from_number_to_bool_is_an_update(client):
     """true is not 1 in JSON, although True == 1 in Python."""
@@ -292,9 +292,15 @@ def test_id_lookups_per_value_or_over_the_array_write_the_same(client, monkeypat
     other = new_project(client)  # same item ids in another project: never found for this one
     ok(client.post(f"/projects/{other}/items", json=[{"external_id": e} for e in "abcd"]))
     assert ok(client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in "abc"])) == {
-        "created": 3, "updated": 0, "unchanged": 0}
+        "created": 3,
+        "updated": 0,
+        "unchanged": 0,
+    }
     assert ok(client.post(f"/projects/{pid}/items", json=[{"external_id": e} for e in "abcd"])) == {
-        "created": 1, "updated": 0, "unchanged": 3}
+        "created": 1,
+        "updated": 0,
+        "unchanged": 3,
+    }
     rows = [{"item": e, "rater": r, "value": "yes"} for e in "abcd" for r in ("j", "p")]
     assert ok(client.post(f"/projects/{pid}/labels", json=rows)) == {"accepted": 8, "duplicates": 0, "label_seq": 8}
     rows[0]["value"] = "no"
@@ -563,7 +569,6 @@ def test_labels_with_commas_and_quotes_round_trip_through_csv(client):
     )
 
 
-
 @pytest.mark.parametrize("probed", [0, 20_000])
 def test_tabs_backslashes_quotes_and_newlines_round_trip(client, monkeypatch, probed):
     """PostgreSQL writes through COPY's text format and looks ids up through array literals: tabs,
@@ -573,18 +578,20 @@ def test_tabs_backslashes_quotes_and_newlines_round_trip(client, monkeypatch, pr
     odd = ["c\\d", 'g"h', "{i,j}", "\\N", "\\.", "NULL", "l,m", "\u00e9\u2603"]  # ids: no control characters
     texts = ["a\tb", "e\nf\r", "\\t", "\\"]
     pid = new_project(client, labels=["x\ty", "back\\slash"])
-    items = [{"external_id": e, "text": texts[k % 4] + e, "features": {"f": texts[-k % 4] + e}}
-             for k, e in enumerate(odd)]
+    items = [
+        {"external_id": e, "text": texts[k % 4] + e, "features": {"f": texts[-k % 4] + e}} for k, e in enumerate(odd)
+    ]
     assert ok(client.post(f"/projects/{pid}/items", json=items))["created"] == len(odd)
     assert ok(client.post(f"/projects/{pid}/items", json=items))["unchanged"] == len(odd)
-    got = {i["external_id"]: {"external_id": i["external_id"], "text": i["text"], "features": i["features"]}
-           for i in all_items(client, pid)}
+    got = {
+        i["external_id"]: {"external_id": i["external_id"], "text": i["text"], "features": i["features"]}
+        for i in all_items(client, pid)
+    }
     assert got == {i["external_id"]: i for i in items}
     rows = [{"item": e, "rater": "h", "value": ["x\ty", "back\\slash"][k % 2]} for k, e in enumerate(odd)]
     assert ok(client.post(f"/projects/{pid}/labels", json=rows))["accepted"] == len(odd)
     assert ok(client.post(f"/projects/{pid}/labels", json=rows))["duplicates"] == len(odd)
     assert cells(labels(client, pid)) == {(r["item"], "h", "default"): r["value"] for r in rows}
-
 
 
 @pytest.mark.parametrize("span", [0, 4, 10**9])
@@ -604,14 +611,22 @@ def test_current_labels_read_by_range_or_by_item_count_the_same(client, engine, 
     again = [*first, {"item": "i5", "rater": "h", "value": "yes"}, {"item": "i3", "rater": "j", "value": "yes"}]
     again[1] = {"item": "i2", "rater": "j", "value": "no"}  # a correction
     assert ok(client.post(f"/projects/{pid}/labels", json=again)) == {"accepted": 3, "duplicates": 2, "label_seq": 6}
-    assert cells(labels(client, pid)) == {("i0", "j", "default"): "yes", ("i2", "j", "default"): "no",
-                                          ("i3", "j", "default"): "yes", ("i5", "j", "default"): "yes",
-                                          ("i5", "h", "default"): "yes"}
+    assert cells(labels(client, pid)) == {
+        ("i0", "j", "default"): "yes",
+        ("i2", "j", "default"): "no",
+        ("i3", "j", "default"): "yes",
+        ("i5", "j", "default"): "yes",
+        ("i5", "h", "default"): "yes",
+    }
     with engine.connect() as conn:  # the raters' labeled-item counts follow the new cells only
-        counts = conn.execute(text("SELECT r.external_id, p.labeled_items FROM rater_progress p "
-                                   "JOIN raters r ON r.id = p.rater_id WHERE r.project_id = :p"), {"p": pid}).all()
+        counts = conn.execute(
+            text(
+                "SELECT r.external_id, p.labeled_items FROM rater_progress p "
+                "JOIN raters r ON r.id = p.rater_id WHERE r.project_id = :p"
+            ),
+            {"p": pid},
+        ).all()
     assert dict(counts) == {"j": 4, "h": 1}
-
 
 
 @pytest.mark.parametrize("run", [0, 2])

@@ -28,8 +28,14 @@ def _fresh_block(client: TestClient, pid: str) -> dict[str, object] | None:
         project = session.get(Project, pid)
         assert project is not None
         matrix = load_matrix(session, project, "default")
-        [block] = judge_monitorings(matrix, matrix.columns("judge"), matrix.columns("primary", "human"),
-                                    DecisionSettings(**project.decision), None, None)
+        [block] = judge_monitorings(
+            matrix,
+            matrix.columns("judge"),
+            matrix.columns("primary", "human"),
+            DecisionSettings(**project.decision),
+            None,
+            None,
+        )
     return block
 
 
@@ -40,8 +46,10 @@ def test_the_kept_monitoring_is_the_fresh_one_after_each_write(client: TestClien
 
     def labels(rater: str, items: range | list[int], p: float = 0.85) -> list[dict[str, str]]:
         right = rng.random(len(items)) < p
-        return [{"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[t if r else 1 - t]}
-                for k, t, r in zip(items, truth[list(items)], right, strict=True)]
+        return [
+            {"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[t if r else 1 - t]}
+            for k, t, r in zip(items, truth[list(items)], right, strict=True)
+        ]
 
     rounds: list[tuple[str, list[dict[str, str]]]] = [
         ("added", labels("judge", range(N_ITEMS), 0.95) + labels("prim", range(N_ITEMS))),

@@ -68,8 +68,9 @@ def post_import(client: TestClient, pid: str, body: Any, **params: Any) -> Any:
 
 
 def deliver(client: TestClient, pid: str, payload: dict, **params: Any) -> dict:
-    r = client.post(f"/projects/{pid}/webhooks/label-studio", json=payload, params=params,
-                    headers={"X-Annoplan-Secret": ADMIN})
+    r = client.post(
+        f"/projects/{pid}/webhooks/label-studio", json=payload, params=params, headers={"X-Annoplan-Secret": ADMIN}
+    )
     return ok(r)
 
 
@@ -94,7 +95,8 @@ def expected_human_labels(tasks: list[dict]) -> dict[tuple[str, str], str]:
 def expected_judge_labels(tasks: list[dict]) -> dict[tuple[str, str], str]:
     return {
         (str(t["id"]), p["model_version"]): p["result"][0]["value"]["choices"][0]
-        for t in tasks for p in t["predictions"]
+        for t in tasks
+        for p in t["predictions"]
         if p["result"] and p["result"][0]["value"]["choices"][0] in LABELS
     }
 
@@ -122,8 +124,9 @@ def test_snapshot_reads_annotations_predictions_and_the_sentiment_control(client
     assert current(client, pid)[("3", "ls-user-1")] == "Positive"
     assert {u["value"] for u in body["unmapped"]} == {"Mixed"}
     assert sum(s["reason"] == "cancelled" for s in body["skipped"]) == 3
-    item = next(i for i in ok(client.get(f"/projects/{pid}/items", params={"limit": 1000}))["items"]
-                if i["external_id"] == "1")
+    item = next(
+        i for i in ok(client.get(f"/projects/{pid}/items", params={"limit": 1000}))["items"] if i["external_id"] == "1"
+    )
     assert (item["text"], item["features"]) == ("I love this phone (#0)", {"source": "app", "gold": "pos"})
     again = ok(post_import(client, pid, tasks))  # idempotent: nothing changes
     assert again["changes"] == {"added": 0, "updated": 0, "unchanged": len(want), "retracted": 0}
@@ -155,8 +158,9 @@ def test_json_min_needs_the_control_then_reads_it(client: TestClient) -> None:
     items = {i["external_id"]: i for i in ok(client.get(f"/projects/{pid}/items", params={"limit": 1000}))["items"]}
     assert items["3"]["features"] == {"source": "app", "gold": "neu"}  # `flags` is a control, not data
     other = new_project(client)
-    assert current(client, pid) == (ok(post_import(client, other, rows, from_name="sentiment")) and
-                                    current(client, other))
+    assert current(client, pid) == (
+        ok(post_import(client, other, rows, from_name="sentiment")) and current(client, other)
+    )
 
 
 def test_a_second_single_choice_control_needs_from_name(client: TestClient) -> None:
@@ -167,8 +171,14 @@ def test_a_second_single_choice_control_needs_from_name(client: TestClient) -> N
     config = config.replace('<Choice value="spam"/>', '<Choice value="Negative"/><Choice value="Neutral"/>')
     r = post_import(client, pid, fixture("snapshot-full-predictions.json")[:3], label_config=config)
     assert r.status_code == 422 and r.json()["error"] == "ambiguous_from_name"
-    assert ok(post_import(client, pid, fixture("snapshot-full-predictions.json")[:3], label_config=config,
-                          from_name="sentiment"))["from_name"] == "sentiment"
+    assert (
+        ok(
+            post_import(
+                client, pid, fixture("snapshot-full-predictions.json")[:3], label_config=config, from_name="sentiment"
+            )
+        )["from_name"]
+        == "sentiment"
+    )
 
 
 # --- webhooks as the real server sent them ----------------------------------------------------
@@ -185,8 +195,11 @@ def test_real_webhook_sequence_create_update_delete_skip_unmapped_then_replay(cl
     gone = deliver(client, pid, sent[2])  # ANNOTATIONS_DELETED [116]
     assert gone["retracted"] == 1 and gone["label_seq"] == seq + 1 == label_seq(client, pid)
     assert ("8", "ls-user-1") not in current(client, pid)
-    assert history(client, pid) == [("8", "ls-user-1", "Positive", False), ("8", "ls-user-1", "Negative", False),
-                                    ("8", "ls-user-1", None, True)]
+    assert history(client, pid) == [
+        ("8", "ls-user-1", "Positive", False),
+        ("8", "ls-user-1", "Negative", False),
+        ("8", "ls-user-1", None, True),
+    ]
     assert client.get(f"/projects/{pid}/reliability").headers["ETag"] != etag
     assert deliver(client, pid, sent[3])["skipped"] == "cancelled"  # task 9 skipped, nothing to withdraw
     mixed = deliver(client, pid, sent[4])  # task 10: "Mixed" is none of LABELS
@@ -203,13 +216,18 @@ def test_real_webhook_sequence_create_update_delete_skip_unmapped_then_replay(cl
     r = client.patch(f"/projects/{pid}", json={"label_map": {"Mixed": "Nope"}})
     assert r.status_code == 422 and "'Nope' is not one of the labels" in r.json()["detail"]
     assert ok(client.patch(f"/projects/{pid}", json={"label_map": {"Mixed": "Neutral"}}))["label_map"] == {
-        "Mixed": "Neutral"}
+        "Mixed": "Neutral"
+    }
     replay = ok(client.post(f"/projects/{pid}/integrations/label-studio/issues/replay"))
     assert replay == {"resolved": [mixed["issue"]], "superseded": [], "still_open": []}
     assert current(client, pid)[("10", "ls-user-1")] == "Neutral"
     assert ok(client.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"] == []
-    assert ok(client.get(f"/projects/{pid}/integrations/label-studio/issues", params={"status": "resolved"}))[
-        "items"][0]["status"] == "resolved"
+    assert (
+        ok(client.get(f"/projects/{pid}/integrations/label-studio/issues", params={"status": "resolved"}))["items"][0][
+            "status"
+        ]
+        == "resolved"
+    )
 
 
 def test_a_later_delivery_supersedes_an_open_issue_of_the_same_annotation(client: TestClient) -> None:
@@ -241,8 +259,12 @@ def test_skip_after_a_label_retracts_it(client: TestClient) -> None:
     emptied["annotation"]["result"] = [r for r in emptied["annotation"]["result"] if r["from_name"] == "flags"]
     deliver(client, pid, created)  # labeled again, then only a flag is left: withdrawn again
     assert deliver(client, pid, emptied)["retracted"] == 1
-    assert [h[2:] for h in history(client, pid)] == [("Positive", False), (None, True), ("Positive", False),
-                                                     (None, True)]
+    assert [h[2:] for h in history(client, pid)] == [
+        ("Positive", False),
+        (None, True),
+        ("Positive", False),
+        (None, True),
+    ]
 
 
 def test_retractions_reach_every_reader(client: TestClient) -> None:
@@ -251,8 +273,13 @@ def test_retractions_reach_every_reader(client: TestClient) -> None:
     ok(post_import(client, pid, fixture("snapshot-full-predictions.json")))
     counts = {r["external_id"]: r["n_labels"] for r in ok(client.get(f"/projects/{pid}/raters"))["items"]}
     reliability = ok(client.get(f"/projects/{pid}/reliability"))
-    deleted = ok(client.post(f"/projects/{pid}/webhooks/label-studio", headers={"X-Annoplan-Secret": ADMIN},
-                             json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 1}, {"id": 107}]}))
+    deleted = ok(
+        client.post(
+            f"/projects/{pid}/webhooks/label-studio",
+            headers={"X-Annoplan-Secret": ADMIN},
+            json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 1}, {"id": 107}]},
+        )
+    )
     assert deleted["retracted"] == 2  # task 1: user 2 and user 3
     after = {r["external_id"]: r["n_labels"] for r in ok(client.get(f"/projects/{pid}/raters"))["items"]}
     assert after["ls-user-2"] == counts["ls-user-2"] - 1 and after["ls-user-3"] == counts["ls-user-3"] - 1
@@ -319,10 +346,19 @@ def test_batch_export_matches_the_real_round_trip_and_keeps_the_configs_data_key
 
     review = new_project(client)
     config = LABEL_CONFIG.replace('value="$text"', 'value="$review"')
-    task = {"id": 17, "data": {"title": "Order 17", "review": "Arrived late and cold"},
-            "annotations": [{"id": 5, "completed_by": 2,
-                             "result": [{"from_name": "sentiment", "to_name": "text", "type": "choices",
-                                         "value": {"choices": ["Negative"]}}]}]}
+    task = {
+        "id": 17,
+        "data": {"title": "Order 17", "review": "Arrived late and cold"},
+        "annotations": [
+            {
+                "id": 5,
+                "completed_by": 2,
+                "result": [
+                    {"from_name": "sentiment", "to_name": "text", "type": "choices", "value": {"choices": ["Negative"]}}
+                ],
+            }
+        ],
+    }
     ok(post_import(client, review, [task], label_config=config, primary="2"))
     item = ok(client.get(f"/projects/{review}/items"))["items"][0]
     assert (item["text"], item["features"]) == ("Arrived late and cold", {"title": "Order 17"})
@@ -338,9 +374,11 @@ def test_batch_export_matches_the_real_round_trip_and_keeps_the_configs_data_key
 
 
 ACTIONS = st.lists(
-    st.tuples(st.sampled_from(["label", "cancel", "delete"]), st.integers(0, 2), st.integers(0, 1),
-              st.sampled_from(LABELS)),
-    min_size=1, max_size=12,
+    st.tuples(
+        st.sampled_from(["label", "cancel", "delete"]), st.integers(0, 2), st.integers(0, 1), st.sampled_from(LABELS)
+    ),
+    min_size=1,
+    max_size=12,
 )
 
 
@@ -362,10 +400,14 @@ def test_webhook_sequences_leave_current_labels_equal_to_a_replay(client: TestCl
         payload = json.loads(json.dumps(template))
         payload["action"] = "ANNOTATION_UPDATED"
         payload["task"]["id"] = payload["annotation"]["task"] = 100 + task
-        payload["annotation"].update(id=ann_id, completed_by=user, was_cancelled=what == "cancel",
-                                     result=[] if what == "cancel" else [
-                                         {"from_name": "sentiment", "to_name": "text", "type": "choices",
-                                          "value": {"choices": [value]}}])
+        payload["annotation"].update(
+            id=ann_id,
+            completed_by=user,
+            was_cancelled=what == "cancel",
+            result=[]
+            if what == "cancel"
+            else [{"from_name": "sentiment", "to_name": "text", "type": "choices", "value": {"choices": [value]}}],
+        )
         deliver(client, pid, payload)
         if what == "cancel":
             model.pop(cell, None)

@@ -103,8 +103,9 @@ def new_project(client: TestClient) -> str:
 
 
 def sync(client: TestClient, pid: str, ls: FakeLabelStudio, **extra: Any) -> Any:
-    return client.post(f"/projects/{pid}/integrations/label-studio/sync",
-                       json={"url": ls.url, "project": 7, "token": TOKEN, **extra})
+    return client.post(
+        f"/projects/{pid}/integrations/label-studio/sync", json={"url": ls.url, "project": 7, "token": TOKEN, **extra}
+    )
 
 
 def current(client: TestClient, pid: str) -> dict[tuple[str, str], str]:
@@ -169,8 +170,10 @@ def test_sync_failures_are_502_and_write_nothing(client: TestClient, label_studi
     r = sync(client, pid, label_studio, token="wrong")
     assert r.status_code == 502 and r.json()["error"] == "label_studio_unavailable"
     assert "refused the token (401)" in r.json()["detail"] and "wrong" not in r.text
-    r = client.post(f"/projects/{pid}/integrations/label-studio/sync",
-                    json={"url": f"http://127.0.0.1:{free_port()}", "project": 7, "token": TOKEN})
+    r = client.post(
+        f"/projects/{pid}/integrations/label-studio/sync",
+        json={"url": f"http://127.0.0.1:{free_port()}", "project": 7, "token": TOKEN},
+    )
     assert r.status_code == 502 and "could not be reached" in r.json()["detail"]
     r = sync(client, pid, label_studio, url="ftp://x")
     assert r.status_code == 422
@@ -194,8 +197,18 @@ def test_cli_sync_prints_what_changed(database_url: str, label_studio: FakeLabel
     runner = CliRunner()
     with LiveServer(database_url, ADMIN) as server, server.client() as c:
         pid = c.post("/projects", json={"name": "cli", "labels": LABELS}).json()["id"]
-        args = ["sync", "label-studio", "--project", pid, "--ls-project", "7", "--ls-url", label_studio.url,
-                "--url", server.base_url]
+        args = [
+            "sync",
+            "label-studio",
+            "--project",
+            pid,
+            "--ls-project",
+            "7",
+            "--ls-url",
+            label_studio.url,
+            "--url",
+            server.base_url,
+        ]
         result = runner.invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": TOKEN})
         assert result.exit_code == 0, result.output
         n = len(expected(label_studio.tasks))
@@ -222,8 +235,9 @@ def test_concurrent_webhooks_for_one_new_task_and_user_all_record(database_url: 
             payload["annotation"].update(id=7000 + n, completed_by=n % 4)
             payload["annotation"]["result"][0]["value"]["choices"] = [LABELS[n % 3]]
             with server.client() as own:
-                r = own.post(f"/projects/{pid}/webhooks/label-studio", json=payload,
-                             headers={"X-Annoplan-Secret": ADMIN})
+                r = own.post(
+                    f"/projects/{pid}/webhooks/label-studio", json=payload, headers={"X-Annoplan-Secret": ADMIN}
+                )
             return r.status_code, r.json()
 
         with ThreadPoolExecutor(8) as pool:

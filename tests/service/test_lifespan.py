@@ -26,8 +26,11 @@ def test_a_lifespan_stops_every_thread_it_started(settings: Settings) -> None:
     before = app_threads()
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
         pid = create_project(client, items=[f"i{i}" for i in range(12)])
-        rows = [{"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
-                for i in range(12) for k, r in enumerate(("judge", "prim", "h2", "h3"))]
+        rows = [
+            {"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
+            for i in range(12)
+            for k, r in enumerate(("judge", "prim", "h2", "h3"))
+        ]
         assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
         plan = {"source": "prior", "p_h": 0.85, "p_j": 0.9}
         assert client.post(f"/projects/{pid}/plan", json=plan).status_code == 201  # pokes the strata warmer

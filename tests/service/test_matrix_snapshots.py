@@ -279,7 +279,9 @@ def test_a_snapshot_edited_without_its_digest_is_ignored(
 
 def _equal_snapshot(a: LabelMatrix, b: LabelMatrix) -> bool:
     return (
-        np.array_equal(a.raw, b.raw) and np.array_equal(a.order, b.order) and np.array_equal(a.item_ids, b.item_ids)
+        np.array_equal(a.raw, b.raw)
+        and np.array_equal(a.order, b.order)
+        and np.array_equal(a.item_ids, b.item_ids)
         and a.raters == b.raters
     )
 
@@ -310,9 +312,7 @@ def test_a_snapshot_taken_before_the_labels_changed_is_ignored(workers: list[Tes
     assert after.n_labels == 3
 
 
-def test_another_history_at_the_same_label_seq_is_ignored(
-    workers: list[TestClient], snapshots: Path
-) -> None:
+def test_another_history_at_the_same_label_seq_is_ignored(workers: list[TestClient], snapshots: Path) -> None:
     """A snapshot of one project presented as another's (same label_seq, another database's history)."""
     first, second = _labelled(workers[0]), _labelled(workers[0])
     _read(workers[0], first)
@@ -340,8 +340,12 @@ def test_the_full_read_equals_the_labels_row_by_row(client: TestClient) -> None:
     pid = create_project(client, criteria=CRITERIA, allow_abstain=True, items=["a", "b", "c"])
     assert client.post(f"/projects/{pid}/items", json=[{"external_id": "d"}]).status_code == 200
     rows = [
-        ("d", "judge", "tone", "INVALID"), ("a", "prim", "tone", "CANNOT_ASSESS"), ("b", "h2", "facts", "fail"),
-        ("a", "judge", "tone", "pass"), ("c", "h3", "tone", "fail"), ("d", "prim", "tone", "pass"),
+        ("d", "judge", "tone", "INVALID"),
+        ("a", "prim", "tone", "CANNOT_ASSESS"),
+        ("b", "h2", "facts", "fail"),
+        ("a", "judge", "tone", "pass"),
+        ("c", "h3", "tone", "fail"),
+        ("d", "prim", "tone", "pass"),
     ]
     body = [{"item": i, "rater": r, "criterion": c, "value": v} for i, r, c, v in rows]
     assert client.post(f"/projects/{pid}/labels", json=body).status_code == 200

@@ -83,8 +83,12 @@ def _apply(worker: TestClient, pid: str, op: tuple[Any, ...], n_items: list[int]
     raters = worker.get(f"/projects/{pid}/raters", params={"limit": 100}).json()["items"]
     if op[0] == "label":
         rows = [
-            {"item": f"i{i % n_items[0]}", "rater": rater["external_id"], "criterion": c,
-             "value": "fail" if v == "INVALID" and rater["kind"] != "judge" else v}
+            {
+                "item": f"i{i % n_items[0]}",
+                "rater": rater["external_id"],
+                "criterion": c,
+                "value": "fail" if v == "INVALID" and rater["kind"] != "judge" else v,
+            }
             for i, r, c, v in op[1]
             for rater in [raters[r % len(raters)]]
         ]
@@ -123,9 +127,7 @@ def _apply(worker: TestClient, pid: str, op: tuple[Any, ...], n_items: list[int]
 def test_kept_matrix_equals_a_fresh_read_after_any_history(
     workers: list[TestClient], ops: list[tuple[Any, ...]], readers: list[int]
 ) -> None:
-    pid = create_project(
-        workers[0], criteria=CRITERIA, allow_abstain=True, items=[f"i{k}" for k in range(6)]
-    )
+    pid = create_project(workers[0], criteria=CRITERIA, allow_abstain=True, items=[f"i{k}" for k in range(6)])
     n_items = [6]
     for k, op in enumerate(ops):
         _apply(workers[k % 2], pid, op, n_items)

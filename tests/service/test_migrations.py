@@ -242,20 +242,64 @@ def test_primary_cursor_migration_keeps_existing_lists_and_counts(fresh_url, eng
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0006_id_keys")
     with engine.begin() as conn:
-        conn.execute(insert(Project), [{"id": "p1", "name": "one", "labels": ["a", "b"], "scale": "nominal",
-                                        "criteria": ["x", "y"], "allow_abstain": False, "decision": {},
-                                        "target": {}, "label_seq": 3, "item_count": 3}])
-        conn.execute(insert(Rater), [{"id": 1, "project_id": "p1", "external_id": "prim", "kind": "primary"},
-                                     {"id": 2, "project_id": "p1", "external_id": "h2", "kind": "human"}])
-        conn.execute(insert(Item), [{"id": k, "project_id": "p1", "external_id": f"i{k}", "position": k - 1,
-                                     "features": {}} for k in (1, 2, 3)])
-        conn.execute(insert(Plan), [{"id": "plan1", "project_id": "p1", "purpose": "certify", "source": "prior",
-                                     "design": "strat", "seed": 1, "params": {}, "recipe": {}, "label_seq": 0}])
-        conn.execute(insert(Assignment), [{"project_id": "p1", "rater_id": 1, "item_id": k, "plan_id": "plan1",
-                                           "position": k - 1} for k in (1, 2)])
-        conn.execute(insert(CurrentLabel), [{"item_id": i, "rater_id": r, "criterion": c, "project_id": "p1",
-                                             "value": "a", "seq": s}
-                                            for s, (i, r, c) in enumerate([(1, 1, "x"), (1, 1, "y"), (2, 2, "x")])])
+        conn.execute(
+            insert(Project),
+            [
+                {
+                    "id": "p1",
+                    "name": "one",
+                    "labels": ["a", "b"],
+                    "scale": "nominal",
+                    "criteria": ["x", "y"],
+                    "allow_abstain": False,
+                    "decision": {},
+                    "target": {},
+                    "label_seq": 3,
+                    "item_count": 3,
+                }
+            ],
+        )
+        conn.execute(
+            insert(Rater),
+            [
+                {"id": 1, "project_id": "p1", "external_id": "prim", "kind": "primary"},
+                {"id": 2, "project_id": "p1", "external_id": "h2", "kind": "human"},
+            ],
+        )
+        conn.execute(
+            insert(Item),
+            [
+                {"id": k, "project_id": "p1", "external_id": f"i{k}", "position": k - 1, "features": {}}
+                for k in (1, 2, 3)
+            ],
+        )
+        conn.execute(
+            insert(Plan),
+            [
+                {
+                    "id": "plan1",
+                    "project_id": "p1",
+                    "purpose": "certify",
+                    "source": "prior",
+                    "design": "strat",
+                    "seed": 1,
+                    "params": {},
+                    "recipe": {},
+                    "label_seq": 0,
+                }
+            ],
+        )
+        conn.execute(
+            insert(Assignment),
+            [{"project_id": "p1", "rater_id": 1, "item_id": k, "plan_id": "plan1", "position": k - 1} for k in (1, 2)],
+        )
+        conn.execute(
+            insert(CurrentLabel),
+            [
+                {"item_id": i, "rater_id": r, "criterion": c, "project_id": "p1", "value": "a", "seq": s}
+                for s, (i, r, c) in enumerate([(1, 1, "x"), (1, 1, "y"), (2, 2, "x")])
+            ],
+        )
     command.upgrade(cfg, "0007_primary_cursor")
     with engine.connect() as conn:
         cursors = conn.execute(text("SELECT external_id, issued_through FROM raters ORDER BY id")).all()
@@ -274,13 +318,35 @@ def _two_projects(conn) -> None:
     """Projects p1 (items 1, 2) and p2 (item 3), each with one human rater (1 and 2): the label migrations' data."""
     from service.data.models import Item
 
-    conn.execute(insert(Project), [{"id": p, "name": p, "labels": ["a", "b"], "scale": "nominal",
-                                    "criteria": ["x"], "allow_abstain": False, "decision": {}, "target": {},
-                                    "label_seq": 3, "item_count": 2} for p in ("p1", "p2")])
-    conn.execute(insert(Rater), [{"id": r, "project_id": p, "external_id": "h", "kind": "human"}
-                                 for r, p in [(1, "p1"), (2, "p2")]])
-    conn.execute(insert(Item), [{"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}",
-                                 "position": k, "features": {}} for k in (1, 2, 3)])
+    conn.execute(
+        insert(Project),
+        [
+            {
+                "id": p,
+                "name": p,
+                "labels": ["a", "b"],
+                "scale": "nominal",
+                "criteria": ["x"],
+                "allow_abstain": False,
+                "decision": {},
+                "target": {},
+                "label_seq": 3,
+                "item_count": 2,
+            }
+            for p in ("p1", "p2")
+        ],
+    )
+    conn.execute(
+        insert(Rater),
+        [{"id": r, "project_id": p, "external_id": "h", "kind": "human"} for r, p in [(1, "p1"), (2, "p2")]],
+    )
+    conn.execute(
+        insert(Item),
+        [
+            {"id": k, "project_id": "p1" if k < 3 else "p2", "external_id": f"i{k}", "position": k, "features": {}}
+            for k in (1, 2, 3)
+        ],
+    )
 
 
 def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, engine):
@@ -296,22 +362,43 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0008_pool_scores")
     stamp = datetime(2026, 11, 30, 20, 30, 1, 123456, tzinfo=UTC)
-    events = [{"project_id": p, "seq": s, "item_id": i, "rater_id": 1 if p == "p1" else 2, "criterion": "x",
-               "value": v, "batch_id": b, "created_at": stamp, "kind": k}
-              for p, s, i, v, b, k in [("p1", 1, 1, "a", None, "label"), ("p2", 1, 3, "b", "bt", "label"),
-                                       ("p1", 2, 2, "b", None, "label"), ("p1", 3, 1, None, None, "retraction"),
-                                       ("p2", 2, 3, "a", None, "label")]]
+    events = [
+        {
+            "project_id": p,
+            "seq": s,
+            "item_id": i,
+            "rater_id": 1 if p == "p1" else 2,
+            "criterion": "x",
+            "value": v,
+            "batch_id": b,
+            "created_at": stamp,
+            "kind": k,
+        }
+        for p, s, i, v, b, k in [
+            ("p1", 1, 1, "a", None, "label"),
+            ("p2", 1, 3, "b", "bt", "label"),
+            ("p1", 2, 2, "b", None, "label"),
+            ("p1", 3, 1, None, None, "retraction"),
+            ("p2", 2, 3, "a", None, "label"),
+        ]
+    ]
     current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "a", 2)]
     with engine.begin() as conn:
         _two_projects(conn)
         conn.execute(insert(LabelEvent), events)  # ids from the table at 0008
-        conn.execute(insert(CurrentLabel), [dict(zip(("item_id", "rater_id", "criterion", "project_id", "value",
-                                                      "seq"), c, strict=True)) for c in current])
+        conn.execute(
+            insert(CurrentLabel),
+            [
+                dict(zip(("item_id", "rater_id", "criterion", "project_id", "value", "seq"), c, strict=True))
+                for c in current
+            ],
+        )
 
     def stored() -> tuple[list, list]:
         with engine.connect() as conn:
-            e = conn.execute(select(*(LabelEvent.__table__.c[c] for c in events[0]))
-                             .order_by(LabelEvent.project_id, LabelEvent.seq)).all()
+            e = conn.execute(
+                select(*(LabelEvent.__table__.c[c] for c in events[0])).order_by(LabelEvent.project_id, LabelEvent.seq)
+            ).all()
             c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.item_id)).all()
         return [tuple(r) for r in e], [tuple(r) for r in c]
 
@@ -334,8 +421,13 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
     assert stored() == expected
     assert parents() == {t: {"projects", "items", "raters"} for t in ("label_events", "current_labels")}
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, "
-                          "created_at, kind) VALUES ('p1', 4, 2, 1, 'x', 'a', :t, 'label')"), {"t": stamp})
+        conn.execute(
+            text(
+                "INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, "
+                "created_at, kind) VALUES ('p1', 4, 2, 1, 'x', 'a', :t, 'label')"
+            ),
+            {"t": stamp},
+        )
         ids = conn.execute(text("SELECT id FROM label_events ORDER BY id")).scalars().all()
     assert len(set(ids)) == 6 and None not in ids
     command.upgrade(cfg, "head")
@@ -374,26 +466,46 @@ def test_label_project_keys_migration_keeps_every_label_and_drops_only_the_proje
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0009_label_storage")
     stamp = datetime(2026, 11, 30, 23, 30, 1, 654321, tzinfo=UTC)
-    events = [{"project_id": p, "seq": s, "item_id": i, "rater_id": r, "criterion": "x", "value": v,
-               "batch_id": b, "created_at": stamp, "kind": k}
-              for p, s, i, r, v, b, k in [("p1", 1, 1, 1, "a", None, "label"), ("p2", 1, 3, 2, "b", "bt", "label"),
-                                          ("p1", 2, 2, 1, "b", None, "label"),
-                                          ("p1", 3, 1, 1, None, None, "retraction")]]
+    events = [
+        {
+            "project_id": p,
+            "seq": s,
+            "item_id": i,
+            "rater_id": r,
+            "criterion": "x",
+            "value": v,
+            "batch_id": b,
+            "created_at": stamp,
+            "kind": k,
+        }
+        for p, s, i, r, v, b, k in [
+            ("p1", 1, 1, 1, "a", None, "label"),
+            ("p2", 1, 3, 2, "b", "bt", "label"),
+            ("p1", 2, 2, 1, "b", None, "label"),
+            ("p1", 3, 1, 1, None, None, "retraction"),
+        ]
+    ]
     current = [(2, 1, "x", "p1", "b", 2), (3, 2, "x", "p2", "b", 1)]
     _store_labels(engine, events, current)
 
     def keys() -> dict[str, list]:
         insp = inspect(engine)
-        return {t: [(f["referred_table"], (f.get("options") or {}).get("ondelete")) for f in insp.get_foreign_keys(t)]
-                for t in ("label_events", "current_labels")}
+        return {
+            t: [(f["referred_table"], (f.get("options") or {}).get("ondelete")) for f in insp.get_foreign_keys(t)]
+            for t in ("label_events", "current_labels")
+        }
 
     def layout() -> tuple[bool, list]:
         index = [i["column_names"] for i in inspect(engine).get_indexes("current_labels")]
         if engine.dialect.name != "sqlite":
             return True, index
         with engine.connect() as conn:
-            ddl = [sql for (sql,) in conn.execute(text(
-                "SELECT sql FROM sqlite_master WHERE name IN ('label_events', 'current_labels')"))]
+            ddl = [
+                sql
+                for (sql,) in conn.execute(
+                    text("SELECT sql FROM sqlite_master WHERE name IN ('label_events', 'current_labels')")
+                )
+            ]
         return all("WITHOUT ROWID" in d for d in ddl), index
 
     expected = _stored_labels(engine)
@@ -422,12 +534,31 @@ def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_
     cfg = alembic_config(fresh_url)
     command.upgrade(cfg, "0010_label_project_keys")
     stamp = datetime(2026, 12, 1, 5, 45, 1, 123456, tzinfo=UTC)
-    events = [{"project_id": p, "seq": s, "item_id": i, "rater_id": r, "criterion": c, "value": v,
-               "batch_id": None, "created_at": stamp, "kind": "label"}
-              for p, s, i, r, c, v in [("p1", 1, 2, 1, "x", "a"), ("p1", 2, 1, 1, "x", "b"),
-                                       ("p1", 3, 1, 1, "y", "a"), ("p2", 1, 3, 2, "x", "b")]]
-    current = [(2, 1, "x", "p1", "a", 1), (1, 1, "x", "p1", "b", 2), (1, 1, "y", "p1", "a", 3),
-               (3, 2, "x", "p2", "b", 1)]
+    events = [
+        {
+            "project_id": p,
+            "seq": s,
+            "item_id": i,
+            "rater_id": r,
+            "criterion": c,
+            "value": v,
+            "batch_id": None,
+            "created_at": stamp,
+            "kind": "label",
+        }
+        for p, s, i, r, c, v in [
+            ("p1", 1, 2, 1, "x", "a"),
+            ("p1", 2, 1, 1, "x", "b"),
+            ("p1", 3, 1, 1, "y", "a"),
+            ("p2", 1, 3, 2, "x", "b"),
+        ]
+    ]
+    current = [
+        (2, 1, "x", "p1", "a", 1),
+        (1, 1, "x", "p1", "b", 2),
+        (1, 1, "y", "p1", "a", 3),
+        (3, 2, "x", "p2", "b", 1),
+    ]
     _store_labels(engine, events, current)
 
     def layout() -> tuple[bool, list, list]:

@@ -28,7 +28,8 @@ N_ITEMS = 12
 
 writes = st.lists(
     st.tuples(st.sampled_from([r for r, _ in RATERS]), st.integers(0, N_ITEMS - 1), st.sampled_from([*VALUES, None])),
-    min_size=1, max_size=25,
+    min_size=1,
+    max_size=25,
 )
 
 
@@ -94,16 +95,21 @@ def planned_project(client) -> str:
     for ext, kind in RATERS:
         client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).raise_for_status()
     client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).raise_for_status()
-    rows = [{"item": f"i{i}", "rater": r, "value": VALUES[(i + k) % 3]}
-            for i in range(N_ITEMS) for k, r in enumerate(["judge", "prim", "h2"]) if i < 8 or r != "h2"]
+    rows = [
+        {"item": f"i{i}", "rater": r, "value": VALUES[(i + k) % 3]}
+        for i in range(N_ITEMS)
+        for k, r in enumerate(["judge", "prim", "h2"])
+        if i < 8 or r != "h2"
+    ]
     client.post(f"/projects/{pid}/labels", json=rows).raise_for_status()
     plan(client, pid)
     return pid
 
 
 def plan(client, pid: str) -> None:
-    r = client.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "seed": 1, "design": "seq-coverage",
-                                                   "m": 4})
+    r = client.post(
+        f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "seed": 1, "design": "seq-coverage", "m": 4}
+    )
     assert r.status_code == 201, r.text
 
 

@@ -30,19 +30,12 @@ def interleaved_project(
     truth = rng.integers(0, 2, n_items)
     columns, rows = [], []
     for ext, (kind, accuracy) in RATERS.items():
-        assert (
-            c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code
-            == 201
-        )
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
         codes = np.where(rng.random(n_items) < accuracy, truth, 1 - truth)
         if ext == "h3" and h3_items is not None:
             codes[h3_items:] = -1
         columns.append(codes)
-        rows += [
-            {"item": f"i{i}", "rater": ext, "value": LABELS[v]}
-            for i, v in enumerate(codes)
-            if v >= 0
-        ]
+        rows += [{"item": f"i{i}", "rater": ext, "value": LABELS[v]} for i, v in enumerate(codes) if v >= 0]
     rows = [rows[i] for i in rng.permutation(len(rows))]
     for part in np.array_split(np.arange(len(rows)), 4):
         assert c.post(f"/projects/{pid}/labels", json=[rows[i] for i in part]).status_code == 200
@@ -69,9 +62,7 @@ def test_anytime_is_the_default_and_the_block_follows_label_seq(client):
     doc = client.get(f"/projects/{pid}/reliability").json()
     assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
     block = doc["monitoring"]
-    expected = monitor_judge(
-        codes, judge=0, humans=[1, 2, 3], n_labels=2, order=label_seqs(client, pid, codes.shape)
-    )
+    expected = monitor_judge(codes, judge=0, humans=[1, 2, 3], n_labels=2, order=label_seqs(client, pid, codes.shape))
     assert doc["decision"] == block["decision"] == expected.decision == "pass"
     assert block["decided_at_label_seq"] == expected.decided_at
     assert block["looks"] == expected.looks
@@ -89,24 +80,17 @@ def test_anytime_is_the_default_and_the_block_follows_label_seq(client):
 def test_the_etag_scheme_is_unchanged(client):
     pid, _ = interleaved_project(client, n_items=60)
     first = client.get(f"/projects/{pid}/reliability")
-    again = client.get(
-        f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]}
-    )
+    again = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]})
     assert again.status_code == 304
     patch = {"decision": {"monitoring": "fixed"}}
     assert client.patch(f"/projects/{pid}", json=patch).status_code == 200
-    fixed = client.get(
-        f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]}
-    )
+    fixed = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]})
     assert fixed.status_code == 200 and fixed.json()["monitoring_mode"] == "fixed"
 
 
 def test_fixed_mode_is_provisional_until_every_secondary_has_the_planned_m(client):
     pid, _ = interleaved_project(client, n_items=120, h3_items=80)
-    assert (
-        client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}}).status_code
-        == 200
-    )
+    assert client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}}).status_code == 200
     doc = client.get(f"/projects/{pid}/reliability").json()
     assert doc["provisional"] is True and "no plan" in doc["reason"]
     assert doc["decision"] == doc["fixed_decision"]
@@ -122,10 +106,7 @@ def test_fixed_mode_is_provisional_until_every_secondary_has_the_planned_m(clien
 
 def test_ratio_coefficients_are_fixed_and_have_no_monitoring_block(client):
     pid, _ = interleaved_project(client, n_items=60)
-    assert (
-        client.patch(f"/projects/{pid}", json={"decision": {"coefficient": "kappa"}}).status_code
-        == 200
-    )
+    assert client.patch(f"/projects/{pid}", json={"decision": {"coefficient": "kappa"}}).status_code == 200
     doc = client.get(f"/projects/{pid}/reliability").json()
     assert doc["monitoring_mode"] == "fixed" and doc["monitoring"] is None and doc["provisional"]
 
@@ -162,9 +143,7 @@ def test_bad_monitoring_settings_are_422_and_nothing_is_written(client, decision
     r = client.patch(f"/projects/{pid}", json={"decision": decision})
     assert r.status_code == 422 and message in r.text
     assert client.get(f"/projects/{pid}").json()["decision"] == before
-    created = client.post(
-        "/projects", json={"name": "bad2", "labels": LABELS, "decision": decision}
-    )
+    created = client.post("/projects", json={"name": "bad2", "labels": LABELS, "decision": decision})
     assert created.status_code == 422 and message in created.text
 
 

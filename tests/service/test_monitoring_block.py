@@ -21,8 +21,13 @@ def _matrix(n_items: int) -> LabelMatrix:
         RaterColumn(3 + k, f"h{k}", "human") for k in range(2)
     ]
     return LabelMatrix(
-        raw=raw, item_ids=np.arange(n_items), raters=raters, n_labels=2, label_seq=raw.size,
-        criterion="default", order=order,
+        raw=raw,
+        item_ids=np.arange(n_items),
+        raters=raters,
+        n_labels=2,
+        label_seq=raw.size,
+        criterion="default",
+        order=order,
     )
 
 

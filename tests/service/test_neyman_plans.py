@@ -40,11 +40,14 @@ def words(codes: np.ndarray, items: list[int] | None = None) -> dict[str, str]:
 def stored_inclusion(engine: Engine, pid: str, rater: str) -> dict[str, float]:
     """Item external id -> the inclusion probability stored on the rater's assignments."""
     with engine.connect() as conn:
-        return dict(conn.execute(
-            select(Item.external_id, Assignment.inclusion_probability)
-            .join(Item, Item.id == Assignment.item_id).join(Rater, Rater.id == Assignment.rater_id)
-            .where(Rater.project_id == pid, Rater.external_id == rater)
-        ).all())
+        return dict(
+            conn.execute(
+                select(Item.external_id, Assignment.inclusion_probability)
+                .join(Item, Item.id == Assignment.item_id)
+                .join(Rater, Rater.id == Assignment.rater_id)
+                .where(Rater.project_id == pid, Rater.external_id == rater)
+            ).all()
+        )
 
 
 def test_plan_reports_m_for_every_estimator_and_the_labels_saved(client, project):
@@ -133,7 +136,8 @@ def test_neyman_panel_weights_and_reliability(client, engine):
     with engine.connect() as conn:
         for item, rater, seq in conn.execute(
             select(Item.external_id, Rater.external_id, CurrentLabel.seq)
-            .join(Item, Item.id == CurrentLabel.item_id).join(Rater, Rater.id == CurrentLabel.rater_id)
+            .join(Item, Item.id == CurrentLabel.item_id)
+            .join(Rater, Rater.id == CurrentLabel.rater_id)
             .where(CurrentLabel.project_id == pid)
         ):
             order[int(item[1:]), columns[rater]] = seq
@@ -153,21 +157,29 @@ def test_other_designs_store_their_inclusion_probability(client, engine):
     make_plan(client, pid, design="random", m=50, seed=1, **PRIOR)
     full_list(client, pid, "h2")
     with engine.connect() as conn:
-        values = conn.execute(
-            select(Assignment.inclusion_probability).join(Rater, Rater.id == Assignment.rater_id)
-            .where(Rater.project_id == pid, Rater.external_id == "h2")
-        ).scalars().all()
+        values = (
+            conn.execute(
+                select(Assignment.inclusion_probability)
+                .join(Rater, Rater.id == Assignment.rater_id)
+                .where(Rater.project_id == pid, Rater.external_id == "h2")
+            )
+            .scalars()
+            .all()
+        )
     assert len(values) == 50 and set(values) == {0.25}
     doc = client.get(f"/projects/{pid}/reliability").json()
     assert doc["weighting"] == "none"
 
 
 def test_reliability_with_the_ppi_estimator(client):
-    r = client.post("/projects", json={"name": "bad", "labels": ["pass", "fail"],
-                                       "decision": {"estimator": "ppi", "rule": "alt-test"}})
+    r = client.post(
+        "/projects",
+        json={"name": "bad", "labels": ["pass", "fail"], "decision": {"estimator": "ppi", "rule": "alt-test"}},
+    )
     assert r.status_code == 422 and "estimator 'ppi'" in r.text, r.text
-    pid = client.post("/projects", json={"name": "ppi", "labels": ["pass", "fail"],
-                                         "decision": {"estimator": "ppi"}}).json()["id"]
+    pid = client.post(
+        "/projects", json={"name": "ppi", "labels": ["pass", "fail"], "decision": {"estimator": "ppi"}}
+    ).json()["id"]
     for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
     items = [{"external_id": f"i{i}"} for i in range(N_ITEMS)]
@@ -185,8 +197,7 @@ def test_reliability_with_the_ppi_estimator(client):
     codes[:, 0], codes[:, 3] = labels["prim"], labels["judge"]
     for column, rater in ((1, "h2"), (2, "h3")):
         codes[overlap, column] = labels[rater][overlap]
-    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, estimator="ppi", primary=0,
-                       n_resamples=10)
+    v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, estimator="ppi", primary=0, n_resamples=10)
     served = {r["rater"]: r for r in doc["raters"]}
     for r, name in zip(v.raters, ("prim", "h2", "h3"), strict=True):
         assert served[name]["d"] == pytest.approx(r.d, abs=1e-9)
@@ -247,8 +258,12 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
     plain = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, n_resamples=10)
     names = ("prim", "h2", "h3")
     assert any(not math.isclose(certified[name], r.d) for name, r in zip(names, plain.raters, strict=True))
-    rows = [json.loads(line) for line in client.get(
-        f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}).text.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in client.get(
+            f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}
+        ).text.splitlines()
+    ]
     ok = client.post("/certificates/verify", json={"certificate": statement, "labels": rows}).json()
     assert ok["match"] is True, ok
     edited = json.loads(json.dumps(statement))
@@ -258,13 +273,16 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
 
 
 def test_a_ppi_project_without_a_primary_is_estimated_paired(client):
-    pid = client.post("/projects", json={"name": "ppi, no primary", "labels": ["pass", "fail"],
-                                         "decision": {"estimator": "ppi"}}).json()["id"]
+    pid = client.post(
+        "/projects", json={"name": "ppi, no primary", "labels": ["pass", "fail"], "decision": {"estimator": "ppi"}}
+    ).json()["id"]
     for ext in ("judge", "h1", "h2", "h3"):
         kind = "judge" if ext == "judge" else "human"
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
-    assert client.post(f"/projects/{pid}/items",
-                       json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).status_code == 200
+    assert (
+        client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(N_ITEMS)]).status_code
+        == 200
+    )
     labels = corpus(4)
     overlap = list(range(0, N_ITEMS, 2))
     post_labels(client, pid, "judge", words(labels["judge"]))
@@ -279,5 +297,4 @@ def test_a_ppi_project_without_a_primary_is_estimated_paired(client):
         codes[overlap, column] = labels[source][overlap]
     v = validate_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, estimator="paired", n_resamples=10)
     served = {r["rater"]: r["d"] for r in doc["raters"]}
-    assert served == pytest.approx({name: r.d for name, r in zip(("h1", "h2", "h3"), v.raters, strict=True)},
-                                   abs=1e-9)
+    assert served == pytest.approx({name: r.d for name, r in zip(("h1", "h2", "h3"), v.raters, strict=True)}, abs=1e-9)

@@ -84,9 +84,12 @@ def _alive(pid: int) -> bool:
 def test_off_worker_each_computes_at_once_in_children_and_in_place_below_the_threshold(tmp_path) -> None:
     here = os.getpid()
     assert off_worker_each(cancellable.OFF_WORKER_CELLS - 1, (os.getpid, (), {}), (round, (2.5,), {"ndigits": 0})) == [
-        here, 2.0]
-    (first, met), (second, met_too) = off_worker_each(10**9, (_meet, (str(tmp_path),), {}),
-                                                       (_meet, (str(tmp_path),), {}))
+        here,
+        2.0,
+    ]
+    (first, met), (second, met_too) = off_worker_each(
+        10**9, (_meet, (str(tmp_path),), {}), (_meet, (str(tmp_path),), {})
+    )
     assert here != first != second != here and met and met_too  # side by side, not one after the other
     assert multiprocessing.active_children() == []  # every child joined
 
@@ -96,8 +99,9 @@ def test_the_first_failing_child_is_raised_at_once_and_the_others_are_killed(fai
     marker = tmp_path / "pid"
     start = time.perf_counter()
     with pytest.raises((Conflict, ComputationLost)):
-        off_worker_each(10**9, (_pid_after, (60, str(marker)), {}),
-                        (failing, ("no overlap yet",) if failing is _refuse else (), {}))
+        off_worker_each(
+            10**9, (_pid_after, (60, str(marker)), {}), (failing, ("no overlap yet",) if failing is _refuse else (), {})
+        )
     assert time.perf_counter() - start < 30  # not after the 60 s sibling
     assert multiprocessing.active_children() == []  # killed and joined: no zombie
     if marker.exists() and marker.read_text():
@@ -119,8 +123,9 @@ def test_a_shared_matrix_reaches_children_as_the_same_matrix_in_compact_types() 
     raw = rng.integers(-1, 5, size=(50, 4))  # 3 labels, CANNOT_ASSESS (3) and INVALID (4)
     order = np.where(raw >= 0, rng.permutation(raw.size).reshape(raw.shape) + 2**20, -1)
     raters = [RaterColumn(7 + k, f"r{k}", "human") for k in range(4)]
-    matrix = LabelMatrix(raw=raw, item_ids=rng.permutation(50) * 11, raters=raters, n_labels=3, label_seq=99,
-                         criterion="c", order=order)
+    matrix = LabelMatrix(
+        raw=raw, item_ids=rng.permutation(50) * 11, raters=raters, n_labels=3, label_seq=99, criterion="c", order=order
+    )
     with SharedMatrix(matrix) as shared:
         first, second = off_worker_each(10**9, (_matrix_seen, (shared,), {}), (_matrix_seen, (shared,), {}))
     want = _matrix_seen(matrix)
@@ -147,8 +152,10 @@ def _labelled_project(client: TestClient, n_items: int) -> str:
 def _documents(client: TestClient, pid: str) -> dict[str, object]:
     client.app.state.documents = DocumentCache()  # type: ignore[attr-defined]  # computed afresh
     out: dict[str, object] = {}
-    for name, body in [("prior", {"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 5}),
-                       ("pilot", {"source": "pilot", "design": "neyman", "seed": 5})]:
+    for name, body in [
+        ("prior", {"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 5}),
+        ("pilot", {"source": "pilot", "design": "neyman", "seed": 5}),
+    ]:
         r = client.post(f"/projects/{pid}/plan", json=body)
         assert r.status_code == 201, r.text
         out[f"plan {name}"] = r.json()["recipe"]
@@ -169,7 +176,6 @@ def test_plans_documents_and_reports_computed_off_the_worker_are_those_computed_
     children = _documents(client, pid)
     assert children == in_place
     assert in_place["report"]["judges"] and in_place["reliability"]["raters"]  # type: ignore[index]
-
 
 
 def _die_with(*_: object, **__: object) -> None:

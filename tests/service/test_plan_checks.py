@@ -139,8 +139,15 @@ def _panel_matrix(n: int, *, seed: int) -> Any:
     raw[gen.random((n, 5)) < np.array([0, 0, 0.8, 0.8, 0.8])] = -1
     kinds = ["judge", "primary", "human", "human", "human"]
     raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
-    matrix = LabelMatrix(raw=raw, item_ids=np.arange(n), raters=raters, n_labels=2, label_seq=3,
-                         criterion="default", order=np.empty((0, 0), dtype=np.int64))
+    matrix = LabelMatrix(
+        raw=raw,
+        item_ids=np.arange(n),
+        raters=raters,
+        n_labels=2,
+        label_seq=3,
+        criterion="default",
+        order=np.empty((0, 0), dtype=np.int64),
+    )
     return matrix
 
 
@@ -166,8 +173,8 @@ def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: py
     likely design holds one label in per item, and keeps it; Strat's own overlap is simulated after
     the checks instead, so no simulation is thrown away (one call either way). Either way the
     document's monitoring is the simulation at the planned m."""
-    from service.planning.monitoring_costs import plan_monitoring
     from service.planning import plans as planning
+    from service.planning.monitoring_costs import plan_monitoring
     from service.schemas import DecisionSettings, PlanCreate
 
     n = 3_000
@@ -179,8 +186,9 @@ def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: py
         return plan_monitoring(*args, **kwargs)
 
     monkeypatch.setattr(planning, "plan_monitoring", counted)
-    draft = planning.plan_draft(PlanCreate(p_h=0.85, p_j=0.9, design=design, seed=2), DecisionSettings(), matrix, 2,
-                                None, n_resamples=100)
+    draft = planning.plan_draft(
+        PlanCreate(p_h=0.85, p_j=0.9, design=design, seed=2), DecisionSettings(), matrix, 2, None, n_resamples=100
+    )
     assert len(seen) == 1 and draft.document["check"]["raised_from"] is None
     moments = draft.document["moments"]
     direct = plan_monitoring(DecisionSettings(), moments, n_labels=2, n_humans=4, m=draft.m, n_items=n)

@@ -16,9 +16,7 @@ from tests.service.test_plans import PRIOR, make_plan, post_labels, setup_projec
 RACE_SECONDS = 10.0
 
 
-def drafts_with(
-    monkeypatch: pytest.MonkeyPatch, during: Callable[[int], object]
-) -> list[object]:
+def drafts_with(monkeypatch: pytest.MonkeyPatch, during: Callable[[int], object]) -> list[object]:
     """Patch the plan's computation so ``during(k)`` runs inside its ``k``-th draft; what each returned."""
     real = planning.plan_draft
     seen: list[object] = []
@@ -57,7 +55,6 @@ def test_a_plan_without_racing_writes_is_drafted_once(client, monkeypatch):
     assert plan["label_seq"] == client.get(f"/projects/{pid}").json()["label_seq"]
 
 
-
 def test_a_replayed_plan_request_is_answered_without_computing_the_plan(client, monkeypatch):
     pid = labelled_project(client)
     seen = drafts_with(monkeypatch, lambda k: k)
@@ -69,6 +66,7 @@ def test_a_replayed_plan_request_is_answered_without_computing_the_plan(client, 
     assert again.headers["Idempotent-Replayed"] == "true"
     assert other.status_code == 409 and other.json()["error"] == "idempotency_key_reused", other.text
     assert seen == [0]
+
 
 def test_a_label_write_completes_while_a_plan_is_drafted_and_the_plan_is_drafted_again(client, monkeypatch):
     pid = labelled_project(client)
@@ -132,8 +130,15 @@ def test_the_codes_sent_to_the_child_draft_the_same_plan(body):
     order = np.where(raw >= 0, np.arange(raw.size).reshape(raw.shape), -1)
     kinds = ["judge", "primary", "human", "human", "human"]
     raters = [RaterColumn(k + 1, f"r{k}", kind) for k, kind in enumerate(kinds)]
-    matrix = LabelMatrix(raw=raw, item_ids=np.arange(10, 10 + n), raters=raters, n_labels=labels, label_seq=9,
-                         criterion="default", order=order)
+    matrix = LabelMatrix(
+        raw=raw,
+        item_ids=np.arange(10, 10 + n),
+        raters=raters,
+        n_labels=labels,
+        label_seq=9,
+        criterion="default",
+        order=order,
+    )
     request = PlanCreate(**body, seed=4)
     full = planning.plan_draft(request, DecisionSettings(), matrix, 4, None, n_resamples=100)
     sent = planning.plan_draft(request, DecisionSettings(), planning._drafting(matrix), 4, None, n_resamples=100)

@@ -51,7 +51,9 @@ def full_list(c: Any, pid: str, rater: str) -> list[str]:
 def assignments(engine: Engine, pid: str, rater: str) -> int:
     with engine.connect() as conn:
         return conn.execute(
-            select(func.count()).select_from(Assignment).join(Rater, Rater.id == Assignment.rater_id)
+            select(func.count())
+            .select_from(Assignment)
+            .join(Rater, Rater.id == Assignment.rater_id)
             .where(Rater.project_id == pid, Rater.external_id == rater)
         ).scalar_one()
 

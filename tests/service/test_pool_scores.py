@@ -35,8 +35,13 @@ def test_points_are_the_documents_scores_and_survive_a_restart(
     pid = create_project(client, items=[f"i{k}" for k in range(12)])
     seen = {}
     base = [(f"i{k}", r, "pass" if (k + n) % 4 else "fail") for k in range(12) for n, r in enumerate(["judge", "prim"])]
-    for step, rows in enumerate([base, [(f"i{k}", "h2", "pass" if k % 3 else "fail") for k in range(12)],
-                                 [(f"i{k}", "h3", "fail" if k % 5 else "pass") for k in range(6)]]):
+    for step, rows in enumerate(
+        [
+            base,
+            [(f"i{k}", "h2", "pass" if k % 3 else "fail") for k in range(12)],
+            [(f"i{k}", "h3", "fail" if k % 5 else "pass") for k in range(6)],
+        ]
+    ):
         seq = _write(client, pid, rows)
         doc = client.get(f"/projects/{pid}/reliability").json()  # a document built at seq stores its point
         seen[seq] = doc["human_pool"]["estimate"]

@@ -46,8 +46,9 @@ def batch(c: TestClient, pid: str, size: int) -> dict:
 
 
 def label(c: TestClient, pid: str, items: list[str], criterion: str | None = None) -> None:
-    rows = [{"item": i, "rater": "prim", "value": "pass", **({"criterion": criterion} if criterion else {})}
-            for i in items]
+    rows = [
+        {"item": i, "rater": "prim", "value": "pass", **({"criterion": criterion} if criterion else {})} for i in items
+    ]
     r = c.post(f"/projects/{pid}/labels", json=rows)
     assert r.status_code == 200 and r.json()["accepted"] == len(items), r.text
 
@@ -64,10 +65,15 @@ def retract(engine: Engine, pid: str, items: list[str], criterion: str = "defaul
 
 def primary_rows(engine: Engine, pid: str) -> int:
     with engine.connect() as conn:
-        return conn.scalar(
-            select(func.count()).select_from(Assignment).join(Rater, Rater.id == Assignment.rater_id)
-            .where(Rater.project_id == pid, Rater.kind == "primary")
-        ) or 0
+        return (
+            conn.scalar(
+                select(func.count())
+                .select_from(Assignment)
+                .join(Rater, Rater.id == Assignment.rater_id)
+                .where(Rater.project_id == pid, Rater.kind == "primary")
+            )
+            or 0
+        )
 
 
 def names(n: range) -> list[str]:
@@ -148,18 +154,29 @@ def test_labeled_item_counts_equal_the_labels_in_hand_after_random_writes(c, eng
         if rng.random() < 0.3:
             retract(engine, pid, items, criterion)
             continue
-        rows = [{"item": i, "rater": r, "value": rng.choice(["pass", "fail"]), "criterion": criterion}
-                for i in items for r in ("prim", "h2")]
+        rows = [
+            {"item": i, "rater": r, "value": rng.choice(["pass", "fail"]), "criterion": criterion}
+            for i in items
+            for r in ("prim", "h2")
+        ]
         assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
     with engine.connect() as conn:
-        truth = {r: n for r, n in conn.execute(
-            select(CurrentLabel.rater_id, func.count(func.distinct(CurrentLabel.item_id)))
-            .where(CurrentLabel.project_id == pid).group_by(CurrentLabel.rater_id)
-        )}
-        counted = {r: n for r, n in conn.execute(
-            select(RaterProgress.rater_id, RaterProgress.labeled_items)
-            .join(Rater, Rater.id == RaterProgress.rater_id).where(Rater.project_id == pid)
-        )}
+        truth = {
+            r: n
+            for r, n in conn.execute(
+                select(CurrentLabel.rater_id, func.count(func.distinct(CurrentLabel.item_id)))
+                .where(CurrentLabel.project_id == pid)
+                .group_by(CurrentLabel.rater_id)
+            )
+        }
+        counted = {
+            r: n
+            for r, n in conn.execute(
+                select(RaterProgress.rater_id, RaterProgress.labeled_items)
+                .join(Rater, Rater.id == RaterProgress.rater_id)
+                .where(Rater.project_id == pid)
+            )
+        }
     assert len(truth) == 2 and all(truth.values())
     assert {r: n for r, n in counted.items() if n} == truth
 

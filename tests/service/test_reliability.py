@@ -37,7 +37,10 @@ def noisy(rng: np.random.Generator, truth: np.ndarray, accuracy: float) -> np.nd
 
 
 def setup_dense(
-    c: TestClient, raters: dict[str, tuple[str, float]], n_items: int = 200, seed: int = 0,
+    c: TestClient,
+    raters: dict[str, tuple[str, float]],
+    n_items: int = 200,
+    seed: int = 0,
     subsets: dict[str, np.ndarray] | None = None,
 ) -> tuple[str, np.ndarray]:
     """A binary project where every rater (kind, accuracy) labels every item, or only the item
@@ -207,8 +210,11 @@ def test_margins_and_pool_score_match_leave_one_out(client):
 
 def test_several_judges_are_each_validated_and_ranked(client):
     raters = {
-        "weak": ("judge", 0.6), "strong": ("judge", 0.97),
-        "prim": ("primary", 0.9), "h2": ("human", 0.9), "h3": ("human", 0.9),
+        "weak": ("judge", 0.6),
+        "strong": ("judge", 0.97),
+        "prim": ("primary", 0.9),
+        "h2": ("human", 0.9),
+        "h3": ("human", 0.9),
     }
     pid, codes = setup_dense(client, raters, n_items=300, seed=2)
     doc = get(client, f"/projects/{pid}/reliability").json()
@@ -289,9 +295,18 @@ def test_the_document_follows_the_project_decision_settings(client, decision):
     if epsilon is None:  # the rule's default (docs/method.md §3)
         epsilon = 0.2 if settings["rule"] == "alt-test" else 0.05
     v = validate_judge(
-        codes, judge=0, humans=[1, 2, 3], n_labels=2, rule=settings["rule"], coefficient=settings["coefficient"],
-        epsilon=epsilon, omega_threshold=settings["omega_threshold"], q=settings["q"],
-        inconclusive_level=settings["inconclusive_level"], n_resamples=1000, rng=doc["label_seq"],
+        codes,
+        judge=0,
+        humans=[1, 2, 3],
+        n_labels=2,
+        rule=settings["rule"],
+        coefficient=settings["coefficient"],
+        epsilon=epsilon,
+        omega_threshold=settings["omega_threshold"],
+        q=settings["q"],
+        inconclusive_level=settings["inconclusive_level"],
+        n_resamples=1000,
+        rng=doc["label_seq"],
     )
     assert (doc["rule"], doc["coefficient"], doc["epsilon"]) == (v.rule, v.coefficient, v.epsilon)
     assert doc["fixed_decision"] == v.decision and doc["omega"] == pytest.approx(v.omega)

@@ -27,8 +27,13 @@ PAIRS = (
 TABLE = [[4, 1, 1, 0], [1, 2, 0, 1], [1, 1, 1, 0], [0, 0, 0, 0]]
 
 
-def make_project(client: TestClient, *, labels: list[str], criteria: list[str] | None = None,
-                 raters: tuple[tuple[str, str], ...] = (("judge", "judge"), ("prim", "primary"))) -> str:
+def make_project(
+    client: TestClient,
+    *,
+    labels: list[str],
+    criteria: list[str] | None = None,
+    raters: tuple[tuple[str, str], ...] = (("judge", "judge"), ("prim", "primary")),
+) -> str:
     extra = {"criteria": criteria} if criteria else {}
     return create_project(client, name="report", labels=labels, raters=raters, allow_abstain=True, **extra)
 
@@ -130,8 +135,9 @@ def test_sharp_kappa_bounds_match_brute_force(client: TestClient, abstain_pid: s
         ("handling=three_class", 12, 7 / 12, [[4, 1, 1], [1, 2, 0], [1, 1, 1]]),
     ],
 )
-def test_handling_rules(client: TestClient, abstain_pid: str, query: str, n_eff: int, accuracy: float,
-                        scored: list[list[int]]) -> None:
+def test_handling_rules(
+    client: TestClient, abstain_pid: str, query: str, n_eff: int, accuracy: float, scored: list[list[int]]
+) -> None:
     report = client.get(f"/projects/{abstain_pid}/report?{query}").json()
     c = only_table(report)
     assert c["n_eff"] == n_eff and c["scored_table"]["counts"] == scored
@@ -304,8 +310,9 @@ def test_ordinal_table_reproduces_the_spec_kappas(client: TestClient) -> None:
 def test_default_protocol_comes_from_the_project_settings(client: TestClient, abstain_pid: str) -> None:
     """A project that declares three-class handling and macro aggregation reports under them by default."""
     decision = client.get(f"/projects/{abstain_pid}").json()["decision"]
-    r = client.patch(f"/projects/{abstain_pid}", json={"decision": {**decision, "handling": "three_class",
-                                                                    "aggregation": "macro"}})
+    r = client.patch(
+        f"/projects/{abstain_pid}", json={"decision": {**decision, "handling": "three_class", "aggregation": "macro"}}
+    )
     assert r.status_code == 200, r.text
     report = client.get(f"/projects/{abstain_pid}/report").json()
     assert report["protocol"]["handling"] == "three_class" and report["protocol"]["aggregation"] == "macro"
@@ -313,10 +320,17 @@ def test_default_protocol_comes_from_the_project_settings(client: TestClient, ab
     assert explicit["protocol"]["handling"] == "exclude"
 
 
-@pytest.mark.parametrize(("labels", "positive"), [
-    (["ok", "toxic"], "toxic"), (["fail", "pass"], "pass"), (["pass", "fail"], "pass"),
-    (["yes", "no"], "yes"), (["NOT_MET", "MET"], "MET"), (["bad", "good"], "good"),
-])
+@pytest.mark.parametrize(
+    ("labels", "positive"),
+    [
+        (["ok", "toxic"], "toxic"),
+        (["fail", "pass"], "pass"),
+        (["pass", "fail"], "pass"),
+        (["yes", "no"], "yes"),
+        (["NOT_MET", "MET"], "MET"),
+        (["bad", "good"], "good"),
+    ],
+)
 def test_default_positive_label_of_a_binary_project(client: TestClient, labels: list[str], positive: str) -> None:
     """The MET word when one label is one, else the last label; a declared label wins."""
     pid = make_project(client, labels=labels)

@@ -41,8 +41,9 @@ def test_every_project_route_gets_its_project_from_a_scoped_dependency():
     unscoped = [
         f"{sorted(r.methods)} {r.path}"
         for r in routes
-        if not any(getattr(call, "__annotations__", {}).get("return") in PROJECT_RETURNS
-                   for call in _calls(r.dependant))
+        if not any(
+            getattr(call, "__annotations__", {}).get("return") in PROJECT_RETURNS for call in _calls(r.dependant)
+        )
     ]
     assert unscoped == []
 
@@ -57,9 +58,13 @@ def test_route_modules_hold_no_sql_and_check_no_role_by_hand():
                     offenders.append(f"{path.name}: imports from {node.module}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "require_role":
                 offenders.append(f"{path.name}:{node.lineno} checks a role by hand")
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in {"execute", "scalar", "scalars", "get", "add"}
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id in {"session", "writer"}):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"execute", "scalar", "scalars", "get", "add"}
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in {"session", "writer"}
+            ):
                 offenders.append(f"{path.name}:{node.lineno} session.{node.func.attr}")
     assert offenders == []
 

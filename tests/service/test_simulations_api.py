@@ -29,15 +29,42 @@ from tests.factories import create_project
 
 ADMIN_KEY = "ak_test_admin_key"
 CELL_FIELDS = {
-    "rho", "design", "coefficient", "p_h", "m", "bias", "std", "reliability", "false_rejection",
-    "false_approval", "wrong_decision", "rater_false_rejection", "undefined", "trials",
+    "rho",
+    "design",
+    "coefficient",
+    "p_h",
+    "m",
+    "bias",
+    "std",
+    "reliability",
+    "false_rejection",
+    "false_approval",
+    "wrong_decision",
+    "rater_false_rejection",
+    "undefined",
+    "trials",
 }
 SMALL = {"p_h": 0.85, "p_j": 0.9, "rho": [0.25, 1.0], "design": "random", "trials": 40, "seed": 1}
 # what SMALL means for the fixture project (20 items, humans prim/h2/h3, method defaults)
 SMALL_PLANNER = dict(
-    n_items=20, n_humans=3, n_labels=2, p_h=0.85, p_j=[0.9], prevalence=None, rho=[0.25, 1.0],
-    design=["random"], coefficient=["po"], rule="margin", epsilon=0.05, delta=0.05, omega_threshold=0.5,
-    q=0.05, trials=40, clusters=None, cluster_difficulty=0.5, rng=1,
+    n_items=20,
+    n_humans=3,
+    n_labels=2,
+    p_h=0.85,
+    p_j=[0.9],
+    prevalence=None,
+    rho=[0.25, 1.0],
+    design=["random"],
+    coefficient=["po"],
+    rule="margin",
+    epsilon=0.05,
+    delta=0.05,
+    omega_threshold=0.5,
+    q=0.05,
+    trials=40,
+    clusters=None,
+    cluster_difficulty=0.5,
+    rng=1,
 )
 
 
@@ -86,7 +113,9 @@ def post_labels(client: TestClient, pid: str, codes: dict[str, list[int | None]]
     labels = ["pass", "fail"]
     rows = [
         {"item": f"i{i}", "rater": rater, "value": labels[c]}
-        for rater, column in codes.items() for i, c in enumerate(column) if c is not None
+        for rater, column in codes.items()
+        for i, c in enumerate(column)
+        if c is not None
     ]
     r = client.post(f"/projects/{pid}/labels", json=rows)
     assert r.status_code == 200, r.text
@@ -107,8 +136,6 @@ def test_settings_patched_to_defaults_still_simulate(client, project):
     assert r.json()["result"]["cells"][0]["trials"] == SMALL["trials"]
 
 
-
-
 def test_small_simulation_answers_with_the_planner_cells(client, project):
     r = client.post(f"/projects/{project['id']}/simulate", json=SMALL)
     assert r.status_code == 200, r.text
@@ -122,8 +149,13 @@ def test_small_simulation_answers_with_the_planner_cells(client, project):
     assert (full["rho"], full["m"], full["bias"], full["std"]) == (1.0, 20, 0.0, 0.0)
     assert (full["reliability"], full["wrong_decision"], full["undefined"]) == (1.0, 0.0, 0)
     assert body["result"]["min_rho"] == [
-        {"design": "random", "coefficient": "po", "p_h": 0.85, "alpha_sig": 0.05,
-         "rho": 0.25 if cells[0]["reliability"] >= 0.95 else 1.0}
+        {
+            "design": "random",
+            "coefficient": "po",
+            "p_h": 0.85,
+            "alpha_sig": 0.05,
+            "rho": 0.25 if cells[0]["reliability"] >= 0.95 else 1.0,
+        }
     ]
     settings = body["settings"]
     assert settings["n_items"] == 20 and settings["n_humans"] == 3 and settings["n_labels"] == 2
@@ -133,24 +165,39 @@ def test_small_simulation_answers_with_the_planner_cells(client, project):
 
 
 def test_grids_give_one_cell_per_combination_and_one_min_rho_per_curve(client, project):
-    body = {**SMALL, "p_h": [0.8, [0.9, 0.8, 0.7]], "rho": [0.5], "design": ["strat", "seq-coverage"],
-            "coefficient": ["po", "kappa"], "trials": 10}
+    body = {
+        **SMALL,
+        "p_h": [0.8, [0.9, 0.8, 0.7]],
+        "rho": [0.5],
+        "design": ["strat", "seq-coverage"],
+        "coefficient": ["po", "kappa"],
+        "trials": 10,
+    }
     r = client.post(f"/projects/{project['id']}/simulate", json=body)
     assert r.status_code == 200, r.text
     result = r.json()["result"]
     assert len(result["cells"]) == 2 * 1 * 2 * 2
     curves = {(c["design"], c["coefficient"], str(c["p_h"])) for c in result["min_rho"]}
     assert len(curves) == len(result["min_rho"]) == 8
-    expected = simulate(**{**SMALL_PLANNER, "p_h": [0.8, [0.9, 0.8, 0.7]], "rho": [0.5],
-                           "design": ["strat", "seq-coverage"], "coefficient": ["po", "kappa"], "trials": 10})
+    expected = simulate(
+        **{
+            **SMALL_PLANNER,
+            "p_h": [0.8, [0.9, 0.8, 0.7]],
+            "rho": [0.5],
+            "design": ["strat", "seq-coverage"],
+            "coefficient": ["po", "kappa"],
+            "trials": 10,
+        }
+    )
     assert result["cells"] == planner_cells(expected)
 
 
 def test_defaults_come_from_the_plan_and_the_primary_labels(client, project):
     pid = project["id"]
     post_labels(client, pid, {"prim": [0] * 15 + [1] * 5})
-    plan = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.8, "p_j": 0.9, "design": "random",
-                                                      "m": 5, "seed": 7})
+    plan = client.post(
+        f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.8, "p_j": 0.9, "design": "random", "m": 5, "seed": 7}
+    )
     assert plan.status_code == 201, plan.text
     r = client.post(f"/projects/{pid}/simulate", json={"trials": 20, "seed": 2})
     assert r.status_code == 200, r.text
@@ -158,22 +205,25 @@ def test_defaults_come_from_the_plan_and_the_primary_labels(client, project):
     assert settings["rho"] == [5 / 20] and settings["design"] == ["random"]
     assert settings["p_h"] == 0.8 and settings["p_j"] == [0.9] and settings["n_humans"] == 3
     assert settings["prevalence"] == [0.75, 0.25]
-    expected = simulate(**{**SMALL_PLANNER, "p_h": 0.8, "prevalence": [0.75, 0.25], "rho": [0.25], "trials": 20,
-                           "rng": 2})
+    expected = simulate(
+        **{**SMALL_PLANNER, "p_h": 0.8, "prevalence": [0.75, 0.25], "rho": [0.25], "trials": 20, "rng": 2}
+    )
     assert r.json()["result"]["cells"] == planner_cells(expected)
 
 
 def test_project_decision_settings_are_the_defaults(client):
-    pid = make_project(client, decision={"rule": "alt-test", "epsilon": 0.1, "omega_threshold": 0.6, "q": 0.1},
-                       target={"delta": 0.1})
+    pid = make_project(
+        client, decision={"rule": "alt-test", "epsilon": 0.1, "omega_threshold": 0.6, "q": 0.1}, target={"delta": 0.1}
+    )
     r = client.post(f"/projects/{pid}/simulate", json={"p_h": 0.85, "p_j": 0.9, "rho": 0.5, "trials": 5, "seed": 0})
     assert r.status_code == 200, r.text
     s = r.json()["settings"]
     assert (s["rule"], s["epsilon"], s["omega_threshold"], s["q"], s["delta"]) == ("alt-test", 0.1, 0.6, 0.1, 0.1)
     assert s["design"] == ["strat"] and s["rho"] == [0.5]
     # another rule than the project's takes that rule's own default margin
-    r = client.post(f"/projects/{pid}/simulate", json={"p_h": 0.85, "p_j": 0.9, "rho": 0.5, "trials": 5,
-                                                       "rule": "margin"})
+    r = client.post(
+        f"/projects/{pid}/simulate", json={"p_h": 0.85, "p_j": 0.9, "rho": 0.5, "trials": 5, "rule": "margin"}
+    )
     assert r.json()["settings"]["epsilon"] == 0.05
 
 
@@ -209,9 +259,21 @@ def test_replay_subsamples_the_projects_dense_labels(client, project):
     assert settings["humans"] == ["prim", "h2", "h3"] and settings["judges"] == ["judge"]
     assert settings["replay"] is True and settings["label_seq"] == 20 * 4 + 19
     humans = np.array([codes["prim"], codes["h2"], codes["h3"]]).T
-    expected = replay(humans, judges=np.array(codes["judge"]), n_labels=2, rho=[0.5, 1.0], design=["random", "strat"],
-                      coefficient="po", rule="margin", epsilon=0.05, delta=0.05, omega_threshold=0.5, q=0.05, trials=15,
-                      rng=3)
+    expected = replay(
+        humans,
+        judges=np.array(codes["judge"]),
+        n_labels=2,
+        rho=[0.5, 1.0],
+        design=["random", "strat"],
+        coefficient="po",
+        rule="margin",
+        epsilon=0.05,
+        delta=0.05,
+        omega_threshold=0.5,
+        q=0.05,
+        trials=15,
+        rng=3,
+    )
     cells = r.json()["result"]["cells"]
     assert cells == planner_cells(expected)
     assert all(c["bias"] == 0.0 and c["reliability"] == 1.0 for c in cells if c["rho"] == 1.0)
@@ -284,8 +346,9 @@ def test_keys_and_roles(client, project):
     assert client.get(f"/projects/{pid}/simulations/sim_x", headers={"Authorization": ""}).status_code == 401
     as_pm = client.post(f"/projects/{pid}/simulate", json=SMALL, headers={"Authorization": f"Bearer {keys['pm']}"})
     assert as_pm.status_code == 200, as_pm.text
-    as_viewer = client.post(f"/projects/{pid}/simulate", json=SMALL,
-                            headers={"Authorization": f"Bearer {keys['viewer']}"})
+    as_viewer = client.post(
+        f"/projects/{pid}/simulate", json=SMALL, headers={"Authorization": f"Bearer {keys['viewer']}"}
+    )
     assert as_viewer.status_code == 403
     assert client.get(f"/projects/{pid}/simulations/sim_nope").status_code == 404
 
@@ -337,10 +400,16 @@ def insert_jobs(
     ids = [new_public_id("sim") for _ in ages]
     with Session(engine) as session, session.begin():
         for job_id, age in zip(ids, ages, strict=True):
-            session.add(Simulation(
-                id=job_id, project_id=pid, status=status, done=0, total=1,
-                params={"settings": settings, "alive_at": (utcnow() - age).isoformat()},
-            ))
+            session.add(
+                Simulation(
+                    id=job_id,
+                    project_id=pid,
+                    status=status,
+                    done=0,
+                    total=1,
+                    params={"settings": settings, "alive_at": (utcnow() - age).isoformat()},
+                )
+            )
     engine.dispose()
     return ids
 

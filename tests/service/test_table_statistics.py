@@ -35,8 +35,9 @@ def test_a_table_written_without_pause_is_analyzed_after_the_longest_wait() -> N
 
 def last_analyzed(engine: Engine, table: str) -> datetime | None:
     with engine.connect() as conn:
-        return conn.scalar(text("SELECT last_analyze FROM pg_stat_user_tables WHERE relid = to_regclass(:t)"),
-                           {"t": table})
+        return conn.scalar(
+            text("SELECT last_analyze FROM pg_stat_user_tables WHERE relid = to_regclass(:t)"), {"t": table}
+        )
 
 
 @pytest.mark.skipif(not PG_URL, reason="PostgreSQL's planner statistics")

@@ -28,10 +28,16 @@ from tests.webhook_receiver import Receiver
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     """The app with the background sender off (tests run its rounds), private targets allowed."""
-    quiet = settings.model_copy(update={
-        "webhook_sender": False, "webhook_allow_private": True, "webhook_retry_base_seconds": 0.01,
-        "bootstrap_resamples": 200, "lease_seconds": 1, "webhook_decision_seconds": 0,
-    })
+    quiet = settings.model_copy(
+        update={
+            "webhook_sender": False,
+            "webhook_allow_private": True,
+            "webhook_retry_base_seconds": 0.01,
+            "bootstrap_resamples": 200,
+            "lease_seconds": 1,
+            "webhook_decision_seconds": 0,
+        }
+    )
     with TestClient(create_app(quiet), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         yield c
@@ -84,14 +90,17 @@ def test_subscribe_list_get_delete(client: TestClient, pid: str) -> None:
     assert client.get(f"/projects/{pid}/webhooks").json()["items"] == []
 
 
-@pytest.mark.parametrize("body, code", [
-    ({"url": "not a url", "events": ["plan.created"]}, "invalid_url"),
-    ({"url": "ftp://example.com/x", "events": ["plan.created"]}, "invalid_url"),
-    ({"url": "http://user:pw@example.com/x", "events": ["plan.created"]}, "invalid_url"),
-    ({"url": "http://host.invalid/x", "events": ["plan.created"]}, "unresolvable_host"),
-    ({"url": "http://127.0.0.1:9/x", "events": ["label.created"]}, "validation_error"),
-    ({"url": "http://127.0.0.1:9/x", "events": []}, "validation_error"),
-])
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        ({"url": "not a url", "events": ["plan.created"]}, "invalid_url"),
+        ({"url": "ftp://example.com/x", "events": ["plan.created"]}, "invalid_url"),
+        ({"url": "http://user:pw@example.com/x", "events": ["plan.created"]}, "invalid_url"),
+        ({"url": "http://host.invalid/x", "events": ["plan.created"]}, "unresolvable_host"),
+        ({"url": "http://127.0.0.1:9/x", "events": ["label.created"]}, "validation_error"),
+        ({"url": "http://127.0.0.1:9/x", "events": []}, "validation_error"),
+    ],
+)
 def test_bad_subscriptions_are_refused_and_nothing_is_written(
     client: TestClient, pid: str, body: dict, code: str
 ) -> None:
@@ -100,8 +109,17 @@ def test_bad_subscriptions_are_refused_and_nothing_is_written(
     assert client.get(f"/projects/{pid}/webhooks").json()["items"] == []
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9/x", "http://localhost/x", "http://10.1.2.3/x",
-                                 "http://169.254.169.254/latest", "http://[::1]/x", "http://[::ffff:127.0.0.1]/x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/x",
+        "http://localhost/x",
+        "http://10.1.2.3/x",
+        "http://169.254.169.254/latest",
+        "http://[::1]/x",
+        "http://[::ffff:127.0.0.1]/x",
+    ],
+)
 def test_ssrf_guard_refuses_private_targets(settings: Settings, url: str) -> None:
     strict = settings.model_copy(update={"webhook_sender": False})
     with TestClient(create_app(strict), raise_server_exceptions=False) as c:
@@ -115,13 +133,18 @@ def test_ssrf_guard_refuses_private_targets(settings: Settings, url: str) -> Non
 
 def test_only_pms_manage_webhooks(client: TestClient, pid: str) -> None:
     keys = {
-        role: client.post(f"/projects/{pid}/keys",
-                          json={"role": role, **({"rater": "h2"} if role == "annotator" else {})}).json()["key"]
+        role: client.post(
+            f"/projects/{pid}/keys", json={"role": role, **({"rater": "h2"} if role == "annotator" else {})}
+        ).json()["key"]
         for role in ("pm", "viewer", "annotator")
     }
     body = {"url": "http://127.0.0.1:9/x", "events": ["plan.created"]}
-    assert client.post(f"/projects/{pid}/webhooks", json=body, headers={"Authorization": f"Bearer {keys['pm']}"}
-                       ).status_code == 201
+    assert (
+        client.post(
+            f"/projects/{pid}/webhooks", json=body, headers={"Authorization": f"Bearer {keys['pm']}"}
+        ).status_code
+        == 201
+    )
     for role in ("viewer", "annotator"):
         auth = {"Authorization": f"Bearer {keys[role]}"}
         assert client.post(f"/projects/{pid}/webhooks", json=body, headers=auth).status_code == 403
@@ -129,8 +152,9 @@ def test_only_pms_manage_webhooks(client: TestClient, pid: str) -> None:
 
 
 def plan(client: TestClient, pid: str) -> dict:
-    r = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random",
-                                                   "seed": 1})
+    r = client.post(
+        f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random", "seed": 1}
+    )
     assert r.status_code == 201, r.text
     return r.json()
 
@@ -145,7 +169,8 @@ def test_plan_created_is_signed_and_logged(client: TestClient, pid: str) -> None
         assert payload["data"]["project"] == pid and got.headers["webhook-signature"].startswith("v1,")
         log = client.get(f"/projects/{pid}/webhooks/{hook['id']}/deliveries").json()["items"]
         assert [(d["status"], d["attempts"], d["event_id"]) for d in log] == [
-            ("delivered", 1, got.headers["webhook-id"])]
+            ("delivered", 1, got.headers["webhook-id"])
+        ]
         tampered = got.body.replace(made["id"].encode(), b"plan_forged000000")
         with pytest.raises(Exception, match="(?i)signature"):
             Verifier(hook["secret"]).verify(tampered, got.headers)
@@ -165,15 +190,19 @@ def test_failures_are_retried_with_the_same_id_then_redelivered(client: TestClie
         assert again.headers["webhook-id"] == got[0].headers["webhook-id"]
         assert verified(hook, again)["type"] == "plan.created"
         assert client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/999999/redeliver").status_code == 404
-        assert client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver"
-                           ).status_code == 202
+        assert (
+            client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver").status_code
+            == 202
+        )
         assert len(claim_due(client.app.state.sessions, lease_seconds=600, limit=1)) == 1  # a sender holds it now
         r = client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver")
         assert r.status_code == 409 and r.json()["error"] == "delivery_in_flight"
 
 
 def test_a_sender_keeps_one_http_client_for_its_rounds_and_closes_it_on_stop(
-    client: TestClient, pid: str, monkeypatch: pytest.MonkeyPatch,
+    client: TestClient,
+    pid: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made: list[httpx.Client] = []
 
@@ -222,7 +251,7 @@ def test_backoff_keeps_trying_for_at_least_24_hours() -> None:
         delays.append((next_at - now).total_seconds())
         now = next_at
     assert now - start >= timedelta(hours=24) and status == "failed"
-    assert all(2.5 * 2 ** k <= d <= 5 * 2 ** k for k, d in enumerate(delays[:8]))  # doubling, jittered
+    assert all(2.5 * 2**k <= d <= 5 * 2**k for k, d in enumerate(delays[:8]))  # doubling, jittered
     assert max(delays) <= 7200 and len(set(delays[:10])) == 10
     assert 20 < attempts < 40
 
@@ -284,8 +313,10 @@ def test_decision_changed_carries_old_and_new(client: TestClient, pid: str) -> N
 def test_plan_reached_and_batch_expired(client: TestClient, pid: str) -> None:
     with Receiver() as receiver:
         hook = subscribe(client, pid, receiver.url, ["plan.reached", "batch.expired"])
-        r = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random",
-                                                       "seed": 1, "m": 3})
+        r = client.post(
+            f"/projects/{pid}/plan",
+            json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random", "seed": 1, "m": 3},
+        )
         assert r.status_code == 201, r.text
         batch = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 3}).json()
         time.sleep(1.1)  # the test app's lease is one second

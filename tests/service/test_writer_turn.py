@@ -50,8 +50,11 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
         items = [{"external_id": f"i{k}"} for k in range(WRITERS)]
         assert admin.post(f"/projects/{pid}/items", json=items).status_code == 200
         if writer == "certificate":  # labels to certify (none by h1, whose labels the read below lists)
-            rows = [{"item": f"i{k}", "rater": r, "value": "pass" if (k + j) % 4 else "fail"}
-                    for k in range(WRITERS) for j, r in enumerate(("judge", "prim", "h2", "h3"))]
+            rows = [
+                {"item": f"i{k}", "rater": r, "value": "pass" if (k + j) % 4 else "fail"}
+                for k in range(WRITERS)
+                for j, r in enumerate(("judge", "prim", "h2", "h3"))
+            ]
             assert admin.post(f"/projects/{pid}/labels", json=rows).status_code == 200
         keys = [admin.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["id"] for _ in range(WRITERS)]
 
@@ -96,8 +99,15 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
             statuses = [w.result() for w in writes]
         assert read is not None, "a read waited behind the queued writers (no thread free)"
         assert read.status_code == 200 and read.json()["items"] == []
-        expected = {"labels": 200, "key deletion": 204, "label studio webhook": 200, "project": 201, "plan": 201,
-                    "certificate": 201, "simulation": 200}[writer]
+        expected = {
+            "labels": 200,
+            "key deletion": 204,
+            "label studio webhook": 200,
+            "project": 201,
+            "plan": 201,
+            "certificate": 201,
+            "simulation": 200,
+        }[writer]
         assert statuses == [expected] * WRITERS, "queued writers hung or failed"
         if writer == "label studio webhook":
             labeled = admin.get(f"/projects/{pid}/labels", params={"rater": "ls-user-12", "limit": 1000}).json()
@@ -109,8 +119,10 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
             assert names >= {f"p{k}" for k in range(WRITERS)}
         elif writer == "simulation":  # every key was stored: reusing one for another body is refused
             other = {"p_h": 0.8, "p_j": 0.9, "rho": 1.0, "design": "random", "trials": 20, "seed": 0}
-            assert admin.post(f"/projects/{pid}/simulate", json=other, headers={"Idempotency-Key": "sim-0"}
-                              ).status_code == 409
+            assert (
+                admin.post(f"/projects/{pid}/simulate", json=other, headers={"Idempotency-Key": "sim-0"}).status_code
+                == 409
+            )
         elif writer == "certificate":
             issued = admin.get(f"/projects/{pid}/certificates", params={"limit": 100}).json()["items"]
             assert len(issued) == WRITERS

@@ -47,8 +47,11 @@ def test_concurrent_plans_and_batches_racing_a_replan_never_500(database_url: st
     with LiveServer(database_url, ADMIN_KEY, workers=2) as server, server.client() as admin:
         for round_ in range(3):  # the race is likely, not certain, in any one round
             pid = project_with_raters(admin, 300, ["h1", "h2"])
-            plans = racing(4, lambda c, k, pid=pid: c.post(
-                f"/projects/{pid}/plan", json={**PRIOR, "design": "random", "seed": k}), server)
+            plans = racing(
+                4,
+                lambda c, k, pid=pid: c.post(f"/projects/{pid}/plan", json={**PRIOR, "design": "random", "seed": k}),
+                server,
+            )
             assert set(plans) <= {201, 409} and plans[201] >= 1, plans
             # New raters join and a re-plan races the batch requests of every rater.
             new = [f"n{k}" for k in range(6)]
@@ -187,6 +190,7 @@ def test_a_100k_item_upload_leaves_healthz_answering_under_two_workers(database_
     # uvicorn replaces a worker whose health check waits 5 s: none may come near it.
     assert max(waits) < 5.0, f"/healthz waited {max(waits):.1f} s during the upload"
 
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -217,10 +221,13 @@ def test_agreement_work_stops_when_its_client_leaves(database_url: str) -> None:
     with LiveServer(database_url, ADMIN_KEY, agreement_max_work=10**10) as server:
         assert server.proc is not None
         codes = np.random.default_rng(0).integers(0, 5, size=(20_000, 10))
-        body = json.dumps({"labels": list("abcde"), "matrix": [["abcde"[c] for c in row] for row in codes],
-                           "n_resamples": 5_000}).encode()
-        head = (f"POST /agreement HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        body = json.dumps(
+            {"labels": list("abcde"), "matrix": [["abcde"[c] for c in row] for row in codes], "n_resamples": 5_000}
+        ).encode()
+        head = (
+            f"POST /agreement HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.sendall(head + body)
             deadline = time.monotonic() + 120
@@ -260,9 +267,11 @@ def test_large_plans_documents_and_reports_leave_healthz_answering_under_two_wor
 
         def work() -> list[int]:
             plan = {"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 1}
-            return [c.post(f"/projects/{pid}/plan", json=plan).status_code,
-                    c.get(f"/projects/{pid}/reliability").status_code,
-                    c.get(f"/projects/{pid}/report").status_code]
+            return [
+                c.post(f"/projects/{pid}/plan", json=plan).status_code,
+                c.get(f"/projects/{pid}/reliability").status_code,
+                c.get(f"/projects/{pid}/report").status_code,
+            ]
 
         assert server.proc is not None
         before = child_cpu_seconds(server.proc.pid)

@@ -278,8 +278,10 @@ def test_a_page_showing_an_older_document_reloads_itself_when_the_fresh_one_is_r
             assert c.post(f"/projects/{pid}/items", json=[{"external_id": i} for i in items]).status_code == 200
 
             def write(rater: str, flip: int) -> int:
-                rows = [{"item": i, "rater": rater, "value": "pass" if (k + flip) % 3 else "fail"}
-                        for k, i in enumerate(items)]
+                rows = [
+                    {"item": i, "rater": rater, "value": "pass" if (k + flip) % 3 else "fail"}
+                    for k, i in enumerate(items)
+                ]
                 r = c.post(f"/projects/{pid}/labels", json=rows)
                 assert r.status_code == 200, r.text
                 return int(r.json()["label_seq"])
@@ -322,8 +324,9 @@ def test_a_page_drawn_while_the_history_is_replayed_says_so_and_reloads_into_the
                 assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
             assert c.post(f"/projects/{pid}/items", json=[{"external_id": i} for i in items]).status_code == 200
             for n, rater in enumerate(("judge", "prim", "h2", "h3")):
-                rows = [{"item": i, "rater": rater, "value": "pass" if (k + n) % 3 else "fail"}
-                        for k, i in enumerate(items)]
+                rows = [
+                    {"item": i, "rater": rater, "value": "pass" if (k + n) % 3 else "fail"} for k, i in enumerate(items)
+                ]
                 assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
             viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
         driver = chromium(tmp_path)

@@ -43,8 +43,10 @@ def annotate(server: LiveServer, pid: str, key: str, truth: np.ndarray, seed: in
             assert b["items"], "nothing to label but not done: items lost to a lease"
             issued += b["items"]
             codes = noisy(rng, truth[[int(i[1:]) for i in b["items"]]], P_H)
-            rows = [{"item": i, "rater": b["rater"], "value": LABELS[v], "batch": b["id"]}
-                    for i, v in zip(b["items"], codes, strict=True)]
+            rows = [
+                {"item": i, "rater": b["rater"], "value": LABELS[v], "batch": b["id"]}
+                for i, v in zip(b["items"], codes, strict=True)
+            ]
             r = c.post(f"/projects/{pid}/labels", json=rows)
             assert r.status_code == 200 and r.json()["accepted"] == len(rows), r.text
     raise AssertionError("the list was not done after 100 batches")
@@ -108,8 +110,18 @@ def test_certification_scenario_end_to_end(database_url):
 
     humans = [1, 2, 3, 4]
     expected = validate_judge(
-        codes, judge=0, humans=humans, n_labels=2, rule="margin", coefficient="po", epsilon=0.05,
-        omega_threshold=0.5, q=0.05, inconclusive_level=0.2, n_resamples=RESAMPLES, rng=label_seq,
+        codes,
+        judge=0,
+        humans=humans,
+        n_labels=2,
+        rule="margin",
+        coefficient="po",
+        epsilon=0.05,
+        omega_threshold=0.5,
+        q=0.05,
+        inconclusive_level=0.2,
+        n_resamples=RESAMPLES,
+        rng=label_seq,
     )
     assert doc["fixed_decision"] == expected.decision  # the fixed-sample view, beside the monitored one
     assert doc["omega"] == pytest.approx(expected.omega)

@@ -30,7 +30,10 @@ DEEP = os.environ.get("ANNOPLAN_FUZZ_EXAMPLES")
 EXAMPLES = int(DEEP or 10)
 """Per operation; set the variable for a deeper, randomised (slower) run."""
 FUZZ_SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=DEEP is None, database=None,
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=DEEP is None,
+    database=None,
     suppress_health_check=list(HealthCheck),
 )
 
@@ -43,20 +46,28 @@ def module_url(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> s
 @pytest.fixture(scope="module")
 def seeded(module_url: str) -> Iterator[dict[str, Any]]:
     """A running app (lifespan entered) and the ids of real resources to aim requests at."""
-    app = create_app(Settings(
-        database_url=module_url, admin_key=ADMIN_KEY, bootstrap_resamples=20,
-        # keep every simulation in-process and small: a fuzzer must not fill the process pool
-        simulation_sync_limit=20_000, simulation_max_work=20_000,
-        # the Label Studio sync calls the URL it is given: only a loopback port nothing serves
-        label_studio_urls=["http://127.0.0.1:9"],
-    ))
+    app = create_app(
+        Settings(
+            database_url=module_url,
+            admin_key=ADMIN_KEY,
+            bootstrap_resamples=20,
+            # keep every simulation in-process and small: a fuzzer must not fill the process pool
+            simulation_sync_limit=20_000,
+            simulation_max_work=20_000,
+            # the Label Studio sync calls the URL it is given: only a loopback port nothing serves
+            label_studio_urls=["http://127.0.0.1:9"],
+        )
+    )
     with TestClient(app, raise_server_exceptions=False, headers=AUTH) as c:
         pid = c.post("/projects", json={"name": "fuzz", "labels": ["pass", "fail"]}).json()["id"]
         for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
             assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
         assert c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(30)]).status_code == 200
-        rows = [{"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
-                for i in range(30) for k, r in enumerate(("judge", "prim", "h2"))]
+        rows = [
+            {"item": f"i{i}", "rater": r, "value": "pass" if (i + k) % 3 else "fail"}
+            for i in range(30)
+            for k, r in enumerate(("judge", "prim", "h2"))
+        ]
         assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
         plan = c.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "design": "strat", "seed": 1, "m": 20})
         assert plan.status_code == 201, plan.text

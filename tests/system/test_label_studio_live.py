@@ -61,8 +61,13 @@ def test_label_studio_end_to_end(database_url: str, ls: httpx.Client) -> None:
         pid = ok(annoplan.post("/projects", json={"name": "live ls", "labels": LABELS}))["id"]
         pm = ok(annoplan.post(f"/projects/{pid}/keys", json={"role": "pm"}))["key"]
         # Label Studio gives a delivery 1 s: warm the webhook path (imports, connections) first
-        ok(annoplan.post(f"/projects/{pid}/webhooks/label-studio", json={"action": "PROJECT_UPDATED"},
-                         headers={"X-Annoplan-Secret": pm}))
+        ok(
+            annoplan.post(
+                f"/projects/{pid}/webhooks/label-studio",
+                json={"action": "PROJECT_UPDATED"},
+                headers={"X-Annoplan-Secret": pm},
+            )
+        )
 
         def current() -> dict[tuple[str, str], str]:
             rows = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
@@ -73,13 +78,25 @@ def test_label_studio_end_to_end(database_url: str, ls: httpx.Client) -> None:
         try:
             me = ok(ls.get("/api/current-user/whoami"))["id"]
             rater = f"ls-user-{me}"
-            ok(ls.post("/api/webhooks", json={
-                "project": lsp, "url": f"{server.base_url}/projects/{pid}/webhooks/label-studio",
-                "headers": {"X-Annoplan-Secret": pm}, "send_payload": True, "send_for_all_actions": False,
-                "actions": ["ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED"], "is_active": True,
-            }))
-            ok(ls.post(f"/api/projects/{lsp}/import", json=[{"text": f"live task {n}", "source": "live"}
-                                                             for n in range(3)]))
+            ok(
+                ls.post(
+                    "/api/webhooks",
+                    json={
+                        "project": lsp,
+                        "url": f"{server.base_url}/projects/{pid}/webhooks/label-studio",
+                        "headers": {"X-Annoplan-Secret": pm},
+                        "send_payload": True,
+                        "send_for_all_actions": False,
+                        "actions": ["ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED"],
+                        "is_active": True,
+                    },
+                )
+            )
+            ok(
+                ls.post(
+                    f"/api/projects/{lsp}/import", json=[{"text": f"live task {n}", "source": "live"} for n in range(3)]
+                )
+            )
             tasks = sorted(t["id"] for t in ok(ls.get("/api/tasks", params={"project": lsp}))["tasks"])
             t1, t2, t3 = (str(t) for t in tasks)
 
@@ -97,29 +114,42 @@ def test_label_studio_end_to_end(database_url: str, ls: httpx.Client) -> None:
             eventually(lambda: (t2, rater) not in current(), "the skip's retraction")
             history = ok(annoplan.get(f"/projects/{pid}/labels", params={"history": "true"}))["items"]
             assert [(h["item"], h["value"], h["retracted"]) for h in history] == [
-                (t1, "Positive", False), (t1, "Negative", False), (t1, None, True),
-                (t2, "Neutral", False), (t2, None, True),
+                (t1, "Positive", False),
+                (t1, "Negative", False),
+                (t1, None, True),
+                (t2, "Neutral", False),
+                (t2, None, True),
             ]
 
             # a prediction sends no webhook: a sync brings the judge in
             ok(ls.post(f"/api/tasks/{t3}/annotations", json={"result": sentiment("Positive")}))
-            ok(ls.post("/api/predictions", json={"task": int(t3), "model_version": "live-judge",
-                                                 "result": sentiment("Negative")}))
+            ok(
+                ls.post(
+                    "/api/predictions",
+                    json={"task": int(t3), "model_version": "live-judge", "result": sentiment("Negative")},
+                )
+            )
             eventually(lambda: current().get((t3, rater)) == "Positive", "the third label")
             body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN}
             synced = ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/sync", json=body))
             assert synced["changes"]["added"] == 1 and current()[(t3, "live-judge")] == "Negative"
             again = ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/sync", json=body))
             assert {k: again["changes"][k] for k in ("added", "updated", "retracted")} == {
-                "added": 0, "updated": 0, "retracted": 0}
+                "added": 0,
+                "updated": 0,
+                "retracted": 0,
+            }
             assert ok(annoplan.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"] == []
 
             # the exports people download import into a fresh project with the same human labels
             for export_type in ("JSON", "JSON_MIN"):
                 rows = ok(ls.get(f"/api/projects/{lsp}/export", params={"exportType": export_type}))
                 fresh = ok(annoplan.post("/projects", json={"name": f"from {export_type}", "labels": LABELS}))["id"]
-                got = ok(annoplan.post(f"/projects/{fresh}/import/label-studio", json=rows,
-                                       params={"label_config": LABEL_CONFIG}))
+                got = ok(
+                    annoplan.post(
+                        f"/projects/{fresh}/import/label-studio", json=rows, params={"label_config": LABEL_CONFIG}
+                    )
+                )
                 assert got["format"] == ("json" if export_type == "JSON" else "json_min")
                 labels = ok(annoplan.get(f"/projects/{fresh}/labels"))["items"]
                 assert {(r["item"], r["rater"], r["value"]) for r in labels} == {(t3, rater, "Positive")}

@@ -48,9 +48,14 @@ def test_readme_shell_blocks_run_as_written(template_url: str, tmp_path: Path) -
     url = fresh_database(template_url, tmp_path)
     with LiveServer(url, README_KEY) as server:
         script = "set -eo pipefail\n" + "\n".join(blocks).replace(README_URL, server.base_url)
-        result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                                timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                                  "ANNOPLAN_DATABASE_URL": url})
+        result = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "ANNOPLAN_DATABASE_URL": url},
+        )
     assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
     for promised in (p for b in blocks for p in expected_outputs(b)):
         assert promised in result.stdout, f"README promises {promised!r}"

@@ -35,8 +35,10 @@ def deliveries(c: httpx.Client, pid: str, wid: str) -> list[dict]:
 
 def test_sigkill_mid_delivery_loses_no_event(database_url: str) -> None:
     # the first request is held (1.5 s, inside the 2 s timeout) while the server is killed
-    with Receiver(lambda n: (200, 1.5 if n == 0 else 0.0)) as receiver, \
-            LiveServer(database_url, ADMIN_KEY, **SENDER, webhook_lease_seconds=6) as server:
+    with (
+        Receiver(lambda n: (200, 1.5 if n == 0 else 0.0)) as receiver,
+        LiveServer(database_url, ADMIN_KEY, **SENDER, webhook_lease_seconds=6) as server,
+    ):
         with server.client() as c:
             pid = project(c)
             hook = c.post(f"/projects/{pid}/webhooks", json={"url": receiver.url, "events": ["plan.created"]}).json()
@@ -58,13 +60,18 @@ def test_sigkill_mid_delivery_loses_no_event(database_url: str) -> None:
 
 def test_two_servers_never_send_one_delivery_twice(database_url: str) -> None:
     """Five webhooks x eight events = 40 deliveries, drained by two server processes at once."""
-    with Receiver(lambda n: (200, 0.05)) as receiver, \
-            LiveServer(database_url, ADMIN_KEY, **SENDER, webhook_sender=0) as writer:
+    with (
+        Receiver(lambda n: (200, 0.05)) as receiver,
+        LiveServer(database_url, ADMIN_KEY, **SENDER, webhook_sender=0) as writer,
+    ):
         with writer.client() as c:
             pid = project(c)
-            hooks = [c.post(f"/projects/{pid}/webhooks",
-                            json={"url": f"{receiver.url}?hook={k}", "events": ["plan.created"]}).json()
-                     for k in range(5)]
+            hooks = [
+                c.post(
+                    f"/projects/{pid}/webhooks", json={"url": f"{receiver.url}?hook={k}", "events": ["plan.created"]}
+                ).json()
+                for k in range(5)
+            ]
             for _ in range(8):
                 assert c.post(f"/projects/{pid}/plan", json=PLAN).status_code == 201
         with LiveServer(database_url, ADMIN_KEY, **SENDER), LiveServer(database_url, ADMIN_KEY, **SENDER):
