@@ -25,9 +25,10 @@ serve: $(VENV)/.runtime
 test: $(VENV)/.test
 	$(PY) -m pytest
 
-# ruff on the whole tree; mypy --strict on planner/ and service/ (service's known debts: pyproject.toml)
+# ruff and ruff format on the tree; mypy --strict on planner/ and service/; the import contracts (pyproject.toml)
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check planner service tests bench
+	$(VENV)/bin/ruff format --check planner service tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
