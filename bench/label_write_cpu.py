@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.core.db import make_engine
-from service.data.keys import Principal, Role
+from service.data.keys import Principal
 from service.data.labels import write_labels
 from service.data.models import Item, Project, Rater
+from service.schemas import Role
 
 ROWS = 100_000
 

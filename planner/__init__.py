@@ -7,10 +7,15 @@ their building blocks (``rules``, ``pools``, ``significance``, ``resampling``, `
 docs/method.md.
 """
 
-from planner.aggregation import Aggregate, aggregate, cluster_bootstrap
+from planner.aggregation import (
+    Aggregate,
+    aggregate,
+    cluster_bootstrap,
+)
 from planner.agreement import (
     AgreementResult,
     Estimate,
+    Scale,
     binary_association,
     cohen_kappa,
     fleiss_kappa,
@@ -24,38 +29,100 @@ from planner.agreement import (
     scott_pi,
     summary_table,
 )
-from planner.bca import bca_interval
-from planner.bounds import allocation_bounds, manski_bounds, mcnemar_exact
-from planner.certificate import certificate_statement, verify_certificate
-from planner.codes import CANNOT_ASSESS, INVALID, MISSING, check_codes
-from planner.decision import Ranking, Validation, rank_judges, validate_judge
+from planner.bca import (
+    bca_interval,
+)
+from planner.bounds import (
+    allocation_bounds,
+    manski_bounds,
+    mcnemar_exact,
+)
+from planner.certificate import (
+    BIT_GENERATOR,
+    certificate_statement,
+    label_snapshot,
+    sha256_hex,
+    verify_certificate,
+)
+from planner.codes import (
+    CANNOT_ASSESS,
+    INVALID,
+    MISSING,
+    SPECIAL,
+    check_codes,
+    code_type,
+)
+from planner.decision import (
+    Ranking,
+    Validation,
+    rank_judges,
+    validate_judge,
+)
 from planner.designs import (
     DESIGNS,
     DesignChoice,
     choose_design,
     depth_first,
     design_masks,
+    design_pool_size,
+    disjoint,
     joint_strata,
     modal_strata,
     neyman,
     proportional_allocation,
     random_subsets,
     seq_coverage,
+    seq_list,
     seq_refined,
     shared_panel,
     strat,
     stratum_entropy,
 )
-from planner.intervals import ConfidenceInterval, optional_float, percentile_interval
-from planner.neyman import moment_variances, neyman_allocation, prior_variances
-from planner.patterns import ItemPatterns, item_patterns
-from planner.plan_check import CHECK_DESIGNS, DesignCheck, check_design, raised_check, simulated_choice
-from planner.ppi import ppi_mean
-from planner.protocol import Protocol, Summary, summarize, summarize_codes
+from planner.estimator_check import (
+    raised_estimator_checks,
+)
+from planner.intervals import (
+    ConfidenceInterval,
+    optional_float,
+    percentile_interval,
+)
+from planner.neyman import (
+    AllItemsVariances,
+    moment_variances,
+    neyman_allocation,
+    pilot_stratum_sds,
+    prior_cells,
+    prior_stratum_sds,
+    prior_variances,
+)
+from planner.patterns import (
+    ItemPatterns,
+    item_patterns,
+)
+from planner.plan_check import (
+    CHECK_DESIGNS,
+    DesignCheck,
+    check_design,
+    fitted_channel,
+    raised_check,
+    simulated_choice,
+    true_prevalence,
+)
+from planner.ppi import (
+    ppi_mean,
+)
+from planner.protocol import (
+    Protocol,
+    Summary,
+    summarize,
+    summarize_codes,
+)
 from planner.recipes import (
+    RATIO_COEFFICIENTS,
     OverlapPlan,
     PilotMoments,
     Recipe,
+    XiLattice,
     advantage_moments,
     alt_test_quantile,
     certify_recipe,
@@ -64,32 +131,67 @@ from planner.recipes import (
     m_cert,
     m_rank,
     overlap_plan,
+    paired_variance,
     pilot_moments,
     prior_moments,
     rank_recipe,
     ratio_moments,
+    xi_lattice,
 )
-from planner.rules import COEFFICIENTS, DEFAULT_EPSILON, RULES
-from planner.sequential import Monitoring, confidence_sequence, monitor_judge
-from planner.simulate import SimulationResult, replay, simulate, synthetic_codes
-from planner.verdicts import VerdictTable, verdict_table
+from planner.resampling import (
+    ItemResample,
+)
+from planner.rules import (
+    COEFFICIENTS,
+    DEFAULT_EPSILON,
+    RULES,
+    Coefficient,
+    Rule,
+)
+from planner.sequential import (
+    Monitoring,
+    MonitorState,
+    confidence_sequence,
+    kept_monitoring,
+    monitor_judge,
+    simulate_monitoring,
+)
+from planner.simulate import (
+    SimulationResult,
+    replay,
+    simulate,
+    synthetic_codes,
+)
+from planner.verdicts import (
+    VerdictTable,
+    verdict_table,
+)
 
 __all__ = [
+    "Coefficient",
+    "Rule",
+    "Scale",
+    "BIT_GENERATOR",
     "CANNOT_ASSESS",
     "CHECK_DESIGNS",
     "COEFFICIENTS",
     "DEFAULT_EPSILON",
     "DESIGNS",
-    "DesignCheck",
     "INVALID",
     "MISSING",
+    "RATIO_COEFFICIENTS",
     "RULES",
+    "SPECIAL",
     "Aggregate",
     "AgreementResult",
+    "AllItemsVariances",
     "ConfidenceInterval",
+    "DesignCheck",
     "DesignChoice",
     "Estimate",
     "ItemPatterns",
+    "ItemResample",
+    "MonitorState",
     "Monitoring",
     "OverlapPlan",
     "PilotMoments",
@@ -100,6 +202,7 @@ __all__ = [
     "Summary",
     "Validation",
     "VerdictTable",
+    "XiLattice",
     "advantage_moments",
     "aggregate",
     "allocation_bounds",
@@ -112,17 +215,23 @@ __all__ = [
     "check_design",
     "choose_design",
     "cluster_bootstrap",
+    "code_type",
     "cohen_kappa",
     "confidence_sequence",
     "depth_first",
     "design_masks",
+    "design_pool_size",
+    "disjoint",
     "false_rejection_rate",
+    "fitted_channel",
     "fleiss_kappa",
     "gwet_ac1",
     "item_patterns",
     "joint_strata",
     "kappa_from_table",
+    "kept_monitoring",
     "krippendorff_alpha",
+    "label_snapshot",
     "m_alt_test",
     "m_cert",
     "m_rank",
@@ -137,25 +246,33 @@ __all__ = [
     "optional_float",
     "overlap_plan",
     "pabak",
+    "paired_variance",
     "pairwise",
     "percent_agreement",
     "percentile_interval",
     "pilot_moments",
+    "pilot_stratum_sds",
     "ppi_mean",
+    "prior_cells",
     "prior_moments",
+    "prior_stratum_sds",
     "prior_variances",
     "proportional_allocation",
+    "raised_check",
+    "raised_estimator_checks",
     "random_subsets",
     "rank_judges",
     "rank_recipe",
-    "raised_check",
     "ratio_moments",
     "replay",
     "scott_pi",
     "seq_coverage",
+    "seq_list",
     "seq_refined",
+    "sha256_hex",
     "shared_panel",
     "simulate",
+    "simulate_monitoring",
     "simulated_choice",
     "strat",
     "stratum_entropy",
@@ -163,7 +280,9 @@ __all__ = [
     "summarize_codes",
     "summary_table",
     "synthetic_codes",
+    "true_prevalence",
     "validate_judge",
     "verdict_table",
     "verify_certificate",
+    "xi_lattice",
 ]

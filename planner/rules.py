@@ -8,15 +8,19 @@ leading batch axis ``B`` (replicates or trials), then judges ``J`` and held-out 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
 from planner.significance import alt_test_p_values, by_rejections
 from planner.tables import ratio, two_rater_coefficient
 
-RULES = ("margin", "alt-test")
-COEFFICIENTS = ("po", "kappa", "alpha", "ac1")
+Rule = Literal["margin", "alt-test"]
+"""A decision rule (docs/method.md §3)."""
+Coefficient = Literal["po", "kappa", "alpha", "ac1"]
+"""An agreement coefficient the decision and the simulator read (docs/method.md §2-§3)."""
+RULES: tuple[Rule, ...] = get_args(Rule)
+COEFFICIENTS: tuple[Coefficient, ...] = get_args(Coefficient)
 DECISIONS = ("pass", "reject", "inconclusive", "insufficient_data")
 DEFAULT_EPSILON = {"margin": 0.05, "alt-test": 0.2}
 """Default tolerance ``epsilon`` of each rule (docs/method.md §3)."""

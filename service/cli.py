@@ -101,8 +101,9 @@ def keys_create(
     from sqlalchemy import select
 
     from service.core.db import make_sessionmaker, session_scope
-    from service.data.keys import Role, create_key
+    from service.data.keys import create_key
     from service.data.models import Project, Rater
+    from service.schemas import Role
 
     if role not in set(Role):
         raise typer.BadParameter(f"role must be one of {', '.join(Role)}")
@@ -323,7 +324,7 @@ def simulate(
     for cell in cells:
         table.add_row(*[f"{cell[c]:.3f}" if isinstance(cell[c], float) else str(cell[c]) for c in columns[:-1]])
     console.print(table)
-    for curve in sorted({(c["design"], c["coefficient"]) for c in cells}):
+    for curve in sorted({(str(c["design"]), str(c["coefficient"])) for c in cells}):
         found = result.min_rho(design=curve[0], coefficient=curve[1])
         console.print(
             f"{curve[0]}, {curve[1]}: smallest rho with reliability >= 0.95: "
@@ -503,7 +504,8 @@ def _ok(response: object) -> dict[str, Any]:
             f"{response.request.method} {response.request.url}: {response.status_code} {response.text}", err=True
         )
         raise typer.Exit(1)
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def main() -> None:

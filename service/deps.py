@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 from service.core.db import session_scope
 from service.core.errors import Forbidden, NotFound, echo
 from service.core.settings import Settings
-from service.data.keys import Principal, Role, principal_for
+from service.data.keys import Principal, principal_for
 from service.data.models import Project
+from service.schemas import Role
 
 T = TypeVar("T")
 

@@ -107,7 +107,9 @@ def new_csrf_token() -> str:
 
 def csrf_matches(cookie: str | None, submitted: str | None) -> bool:
     """Whether the form's token is the one in the browser's cookie (constant-time)."""
-    return bool(cookie and submitted) and secrets.compare_digest(cookie.encode(), submitted.encode())
+    if not cookie or not submitted:
+        return False
+    return secrets.compare_digest(cookie.encode(), submitted.encode())
 
 
 class SecurityHeaders:

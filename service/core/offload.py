@@ -20,6 +20,7 @@ import asyncio
 import multiprocessing
 import traceback
 from collections.abc import Callable
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -53,7 +54,7 @@ _CONTEXT.set_forkserver_preload(
 def prestart() -> None:
     """Start the forkserver now (its imports take seconds of CPU), so the first computation of a starting
     worker does not wait for them; without it the first :func:`off_worker` call starts it."""
-    multiprocessing.forkserver.ensure_running()
+    forkserver.ensure_running()
 
 
 class ComputationLost(AppError):
@@ -67,7 +68,7 @@ class ClientGone(Exception):
     """The client disconnected before the result was ready; nobody is left to answer."""
 
 
-def _call(out: Connection, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
+def _call(out: Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     try:
         # One BLAS thread: a document's children run side by side, and a multithreaded BLAS
         # spent more CPU than it saved on their small products (bench/document_children.py).
@@ -80,7 +81,7 @@ def _call(out: Connection, fn: Callable[..., Any], args: tuple, kwargs: dict[str
         out.close()
 
 
-def _started(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[BaseProcess, Connection]:
+def _started(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[BaseProcess, Connection]:
     """A child computing ``fn(*args, **kwargs)`` and the end of the pipe its outcome arrives on."""
     receiver, sender = _CONTEXT.Pipe(duplex=False)
     child = _CONTEXT.Process(target=_call, args=(sender, fn, args, kwargs), daemon=True)
@@ -163,4 +164,5 @@ async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any
         if child.is_alive():
             child.kill()
         await asyncio.to_thread(child.join)
-    return _outcome(ok, value)
+    result: T = _outcome(ok, value)
+    return result

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import numpy as np
 import orjson
 from psycopg.types.json import Json
-from sqlalchemy import ColumnElement, Table
+from sqlalchemy import ColumnElement, CursorResult, Result, Table
 from sqlalchemy.orm import Session
 
 T = TypeVar("T")
@@ -188,3 +188,9 @@ def _array_literal(values: Sequence[Any], *, integers: bool) -> str:
         return "{" + ",".join(map(str, values)) + "}"
     quoted = (str(v).replace("\\", "\\\\").replace('"', '\\"') for v in values)
     return '{"' + '","'.join(quoted) + '"}'
+
+
+def rowcount(result: Result[Any]) -> int:
+    """The rows an ``UPDATE`` or ``DELETE`` matched (SQLAlchemy types ``rowcount`` on ``CursorResult`` only)."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount

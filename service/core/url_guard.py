@@ -32,7 +32,7 @@ def checked_webhook_url(url: str, *, allow_private: bool) -> str:
     if allow_private:
         return url
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         mapped = getattr(address, "ipv4_mapped", None)
         if not (mapped or address).is_global or (mapped or address).is_multicast:
             raise Invalid(

@@ -6,11 +6,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from planner.simulate import COEFFICIENTS, simulate
+from planner import optional_float
+from planner.rules import COEFFICIENTS
+from planner.simulate import simulate
 from service.dashboard.svg import Chart
 from service.data.models import Plan, Project
 from service.documents import history as pool_scores
-from service.documents.reliability import DocumentCache, num
+from service.documents.reliability import DocumentCache
 from service.planning.plans import current_plan
 
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
@@ -50,16 +52,16 @@ def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, floa
         trials=100,
         rng=plan.seed % 2**32,
     )
-    return [(c.rho, num(c.reliability)) for c in result.cells]
+    return [(c.rho, optional_float(c.reliability)) for c in result.cells]
 
 
 def margin_estimate(rater: dict[str, Any], rule: str) -> float | None:
     """The plotted quantity of one held-out rater: ``d_k``, or ``rho_f - rho_h`` under the alt-test (its interval's)."""
     if rule != "alt-test":
-        return rater["d"]
+        return optional_float(rater["d"])
     if rater["rho_f"] is None or rater["rho_h"] is None:
         return None
-    return rater["rho_f"] - rater["rho_h"]
+    return float(rater["rho_f"] - rater["rho_h"])
 
 
 def margins_chart(validation: dict[str, Any], number: int) -> Chart:

@@ -92,8 +92,8 @@ def health(sessions: sessionmaker[Session], state: DatabaseState) -> tuple[int, 
         with sessions() as session:
             database_answers(session)
     except SQLAlchemyError as exc:
-        fault = database_fault(exc)
-        return 503, {"status": "degraded", "database": fault.state, "detail": fault.detail}
+        failed = database_fault(exc)
+        return 503, {"status": "degraded", "database": failed.state, "detail": failed.detail}
     fault = state.last_fault()
     if fault is not None:
         return 503, {

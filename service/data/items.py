@@ -12,7 +12,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from service.core.errors import Conflict, Invalid, echo
 from service.core.identifiers import collision_key
 from service.core.sql import CHUNK, db_value, db_values, driver_rows, in_values, insert_many
-from service.data.models import Item, Project, Rater, utcnow
+from service.data.models import Item, Project, Rater, table_of, utcnow
 from service.data.projects import lock_project, reserve
 from service.schemas import ItemIn, ItemsUpserted
 
@@ -21,7 +21,7 @@ def ids_by_external(
     session: Session, model: type[Item | Rater], project_id: str, external_ids: list[str]
 ) -> dict[str, int]:
     """Map external ids of one project to internal ids (unknown ids are absent)."""
-    table = model.__table__.name
+    table = table_of(model).name
     found: dict[str, int] = {}
     if len(external_ids) > CHUNK:
         if not (model is Item and few_of(session, project_id, len(external_ids))):
@@ -74,7 +74,7 @@ def few_of(session: Session, project_id: str, n: int) -> bool:
 
 def _rows_with_keys(
     session: Session, columns: tuple[InstrumentedAttribute[Any], ...], project_id: str, keys: list[str]
-) -> Sequence[Row[Any]]:
+) -> Sequence[Row[*tuple[Any, ...]]]:
     """``columns`` of the project's rows whose first column is one of ``keys``.
 
     Looked up through the project's unique index on that column with the keys as one bound array, so the
@@ -102,7 +102,8 @@ def refuse_look_alikes(session: Session, model: type[Item | Rater], project_id: 
                 code="look_alike_id",
             )
     taken = _rows_with_keys(session, (model.external_key, model.external_id), project_id, list(by_key))
-    for key, existing in taken:
+    for row in taken:
+        key, existing = row[0], row[1]
         if existing != by_key[key]:
             raise Conflict(
                 f"{kind} {echo(by_key[key])} looks the same as the existing {kind} {echo(existing)} "
@@ -126,7 +127,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
         wanted[row.external_id] = row
     lock_project(session, project.id)
     found = _rows_with_keys(session, (Item.external_id, Item.id, Item.features, Item.text), project.id, list(wanted))
-    existing = {ext: (iid, features, text) for ext, iid, features, text in found}
+    existing = {row[0]: (row[1], row[2], row[3]) for row in found}
     new = [r for ext, r in wanted.items() if ext not in existing]
     changed = [
         {"id": existing[ext][0], "features": r.features, "text": r.text}
@@ -142,7 +143,7 @@ def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> Item
         # of pure Python in the web worker (GIL contention that stalled /healthz on PostgreSQL).
         insert_many(
             session,
-            Item.__table__,
+            table_of(Item),
             ("project_id", "external_id", "external_key", "position", "features", "text", "created_at"),
             [
                 (project.id, r.external_id, collision_key(r.external_id), start + i, f, r.text, stamp)

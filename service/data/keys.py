@@ -5,23 +5,13 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, NotFound, Unauthorized, echo
 from service.data.models import ApiKey, Rater, new_public_id, utcnow
-
-
-class Role(StrEnum):
-    """What a key may do: everything (admin), run one project (pm), label as one rater
-    (annotator), or read one project's aggregates (viewer)."""
-
-    ADMIN = "admin"
-    PM = "pm"
-    ANNOTATOR = "annotator"
-    VIEWER = "viewer"
+from service.schemas import Role
 
 
 @dataclass(frozen=True)

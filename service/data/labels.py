@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from service.core.errors import Forbidden, Invalid, echo
 from service.core.sql import CHUNK, chunks, db_value, driver_rows, in_values, insert_many
 from service.data.items import few_of, ids_by_external
-from service.data.keys import Principal, Role
-from service.data.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, utcnow
+from service.data.keys import Principal
+from service.data.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, table_of, utcnow
 from service.data.projects import lock_project, reserve
-from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted
+from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted, Role
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
@@ -177,7 +177,7 @@ def _append(
     stamp = db_value(session, LabelEvent.__table__.c.created_at, now)
     insert_many(
         session,
-        LabelEvent.__table__,
+        table_of(LabelEvent),
         ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at"),
         [
             (project_id, first_seq + k, item, rater, criterion, value, batch, stamp)
@@ -202,7 +202,7 @@ def _count_labeled_items(session: Session, change: Counter[int]) -> None:
     if rows:
         insert_many(
             session,
-            RaterProgress.__table__,
+            table_of(RaterProgress),
             ("rater_id", "labeled_items"),
             rows,
             on_conflict=("rater_id",),
@@ -235,7 +235,7 @@ def retract_labels(session: Session, project: Project, cells: list[Cell]) -> Lab
     stamp = db_value(session, LabelEvent.__table__.c.created_at, utcnow())
     insert_many(
         session,
-        LabelEvent.__table__,
+        table_of(LabelEvent),
         ("project_id", "seq", "item_id", "rater_id", "criterion", "kind", "created_at"),
         [(project.id, first_seq + k, i, r, c, "retraction", stamp) for k, (i, r, c) in enumerate(labeled)],
     )

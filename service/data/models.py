@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
     DateTime,
+    Enum,
     Float,
     ForeignKey,
     Index,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     MetaData,
     PrimaryKeyConstraint,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -26,7 +28,9 @@ from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from planner import Scale
 from service.core.identifiers import collision_key
+from service.schemas import DecisionSettings, Role
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -63,9 +67,21 @@ def new_public_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
+def _values(members: type[Role]) -> list[str]:
+    """An enum column stores its members' values (``"pm"``), not their names (``"PM"``)."""
+    return [member.value for member in members]
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, datetime: UTCDateTime()}
+
+
+def table_of(model: type[Base]) -> Table:
+    """A mapped class's table (SQLAlchemy types ``__table__`` as any ``FromClause``)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
 
 
 class Project(Base):
@@ -74,7 +90,9 @@ class Project(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     labels: Mapped[list[str]]
-    scale: Mapped[str] = mapped_column(String(16))
+    scale: Mapped[Scale] = mapped_column(
+        Enum(*get_args(Scale), native_enum=False, length=16, create_constraint=True, name="scale")
+    )
     criteria: Mapped[list[str]]
     allow_abstain: Mapped[bool] = mapped_column(Boolean, default=False)
     decision: Mapped[dict[str, Any]]
@@ -88,10 +106,21 @@ class Project(Base):
     # The Label Studio choices control last read from a labeling config (name, data key, choices).
     label_studio: Mapped[dict[str, Any] | None]
 
+    @property
+    def decision_settings(self) -> DecisionSettings:
+        """``decision`` parsed, once per value the row holds (a changed project holds a new value)."""
+        parsed = self.__dict__.get("_decision_settings")
+        if parsed is None or parsed[0] is not self.decision:
+            parsed = (self.decision, DecisionSettings(**self.decision))
+            self.__dict__["_decision_settings"] = parsed
+        settings: DecisionSettings = parsed[1]
+        return settings
+
 
 def _external_key(context: DefaultExecutionContext) -> str:
     """Column default: the collision key of the row's external id."""
-    return collision_key(context.get_current_parameters()["external_id"])
+    parameters: dict[str, Any] = context.get_current_parameters()  # type: ignore[no-untyped-call]
+    return collision_key(parameters["external_id"])
 
 
 class Item(Base):
@@ -212,7 +241,9 @@ class ApiKey(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    role: Mapped[str] = mapped_column(String(16))
+    role: Mapped[Role] = mapped_column(
+        Enum(Role, native_enum=False, length=16, create_constraint=True, name="role", values_callable=_values)
+    )
     project_id: Mapped[str | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     rater_id: Mapped[int | None] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
     name: Mapped[str | None] = mapped_column(String(200))

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 
 from planner.codes import CANNOT_ASSESS
 from service.core.errors import Conflict, Invalid, echo
-from service.data.keys import Role, create_key
+from service.data.keys import create_key
 from service.data.models import ApiKey, Project, new_public_id, utcnow
 from service.data.queries import has_labels, project_key, rater_id
-from service.schemas import KeyCreate, ProjectCreate, decision_label_problem
+from service.schemas import KeyCreate, ProjectCreate, Role, decision_label_problem
 
 
 def lock_project(session: Session, project_id: str) -> None:

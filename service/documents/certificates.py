@@ -14,7 +14,6 @@ from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Ra
 from service.data.outbox import emit
 from service.planning.lists import plan_inclusion
 from service.planning.plans import current_plan
-from service.schemas import DecisionSettings
 from service.schemas.certificates import CertificateCreate
 
 
@@ -46,7 +45,7 @@ def certificate_settings(
         raise Conflict("this project has no judge rater: there is no decision to certify", code="no_judge")
     if sum(kind in ("primary", "human") for kind in kinds.values()) < 2:
         raise Conflict("a certificate needs at least two human raters (primary or human)", code="too_few_humans")
-    decision = DecisionSettings(**project.decision)
+    decision = project.decision_settings
     plan = current_plan(session, project.id)  # its seed may pass 2^53: a decimal string in canonical JSON
     settings: dict[str, Any] = {
         "project": {"id": project.id, "name": project.name},

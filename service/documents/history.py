@@ -16,15 +16,15 @@ from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from planner import optional_float
 from planner.decision import validate_judge
 from service.core.db import WRITE_OPTION
 from service.core.errors import NotFound
 from service.core.sql import driver_rows
 from service.data.models import PoolScore, Project
-from service.documents.reliability import DocumentCache, document_key, document_lineage, num, reliability_document
+from service.documents.reliability import DocumentCache, document_key, document_lineage, reliability_document
 from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
-from service.schemas import DecisionSettings
 
 REPLAY_POINTS = 8
 """Points of a replayed stretch of history, at quantiles of its label events."""
@@ -176,7 +176,7 @@ def pool_history(
     humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
     if not events or not judges or len(humans) < 2:
         return []
-    decision = DecisionSettings(**project.decision)
+    decision = project.decision_settings
     seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
     rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
     flat = rows * len(raters) + cols
@@ -202,7 +202,7 @@ def pool_history(
             n_resamples=20,
             rng=0,
         )
-        points.append((int(cut), num(v.human_pool.estimate)))
+        points.append((int(cut), optional_float(v.human_pool.estimate)))
         if progress is not None:
             progress.done = end
     return points

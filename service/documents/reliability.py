@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from planner import optional_float
 from planner.agreement import summary_table
 from planner.codes import code_type
 from planner.decision import Validation, rank_judges, validate_judge
@@ -47,11 +47,6 @@ PROTOCOL_NOTE = (
     "CANNOT_ASSESS and INVALID are excluded (pairs where either side abstains are dropped); "
     "intervals are item bootstraps (BCa where approximate for the coefficients, percentile otherwise)"
 )
-
-
-def num(x: float | None) -> float | None:
-    """A JSON number: NaN and infinities become null."""
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def document_lineage(project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
@@ -182,9 +177,9 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
         "judge": matrix.raters[judge].external_id,
         "decision": v.decision,
         "reason": v.reason,
-        "omega": num(v.omega),
+        "omega": optional_float(v.omega),
         "omega_threshold": v.omega_threshold,
-        "p_opposite": num(v.p_opposite),
+        "p_opposite": optional_float(v.p_opposite),
         "rule": v.rule,
         "coefficient": v.coefficient,
         "epsilon": v.epsilon,
@@ -192,10 +187,10 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
             {
                 "rater": matrix.raters[r.rater].external_id,
                 "m": r.m,
-                "d": num(r.d),
-                "rho_f": num(r.rho_f),
-                "rho_h": num(r.rho_h),
-                "p_value": num(r.p_value),
+                "d": optional_float(r.d),
+                "rho_f": optional_float(r.rho_f),
+                "rho_h": optional_float(r.rho_h),
+                "p_value": optional_float(r.p_value),
                 "ci": r.ci.as_list(),
                 "ci_method": r.ci.method,
                 "approximate": r.ci.approximate,
@@ -205,7 +200,7 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
             for r in v.raters
         ],
         "human_pool": {
-            "estimate": num(v.human_pool.estimate),
+            "estimate": optional_float(v.human_pool.estimate),
             "ci": v.human_pool.ci.as_list(),
             "ci_method": v.human_pool.ci.method,
             "approximate": v.human_pool.ci.approximate,
@@ -288,7 +283,7 @@ def _recipe_now(
 
 def reliability_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
     """The live status of `GET /reliability`: decision, rater margins, pool score, coefficients, progress, recipe."""
-    decision = DecisionSettings(**project.decision)
+    decision = project.decision_settings
     matrix = current_matrix(session, project, criterion)
     judges = matrix.columns("judge")
     seed = project.label_seq
@@ -449,7 +444,7 @@ def document_statistics(
 
 def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
     """Judges ranked by score with intervals, top-1 probabilities and flip rates (docs/method.md §3)."""
-    decision = DecisionSettings(**project.decision)
+    decision = project.decision_settings
     matrix = current_matrix(session, project, criterion)
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     base = {
@@ -502,10 +497,10 @@ def judge_ranking(
         "judges": [
             {
                 "judge": name[s.judge],
-                "score": num(s.score),
+                "score": optional_float(s.score),
                 "ci": s.ci.as_list(),
-                "omega": num(s.omega),
-                "p_top1": num(s.p_top1),
+                "omega": optional_float(s.omega),
+                "p_top1": optional_float(s.p_top1),
                 "n_raters": s.n_raters,
                 "defined": s.defined,
                 "reason": s.reason,
@@ -517,12 +512,12 @@ def judge_ranking(
             {
                 "better": name[m.better],
                 "worse": name[m.worse],
-                "margin": num(m.margin),
+                "margin": optional_float(m.margin),
                 "ci": m.ci.as_list(),
-                "p_flip": num(m.p_flip),
+                "p_flip": optional_float(m.p_flip),
             }
             for m in r.margins
         ],
-        "flip_share": num(r.flip_share),
+        "flip_share": optional_float(r.flip_share),
         "n_items": r.n_items,
     }

@@ -146,7 +146,9 @@ def record_delivery(
     item = item_from_task(tasks[0], control.data_key if control else None).external_id
     rater = human_rater(ann.completed_by)[0]
     done = WebhookResult(action=action, task=task_id, item=item, rater=rater)
-    choice, reason = (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control and control.name)
+    choice, reason = (
+        (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control.name if control else None)
+    )
     if choice is None:
         withdrawn = withdraw(session, project, item, rater, criterion, ann.id)
         result = done.model_copy(
@@ -191,7 +193,8 @@ def file_issue(
     criterion: str | None,
 ) -> LabelStudioIssue:
     """Keep a delivery that could not be recorded, with what is needed to replay it."""
-    ann = payload.get("annotation") if isinstance(payload.get("annotation"), dict) else {}
+    raw = payload.get("annotation")
+    ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
     task = ann.get("task")
     if task is None and isinstance(payload.get("task"), dict):
         task = payload["task"].get("id")

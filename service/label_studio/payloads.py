@@ -11,7 +11,7 @@ Every JSON export Label Studio offers reads as a list of :class:`LSTask`:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -164,5 +164,5 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
     return list(tasks.values())
 
 
-def _is_choices(value: Any) -> bool:
+def _is_choices(value: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict) and isinstance(value.get("choices"), list)

@@ -27,7 +27,7 @@ from service.core.sql import insert_many
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
 from service.data.labels import retract_labels, write_labels
-from service.data.models import Batch, CurrentLabel, Item, LabelStudioLink, Project, Rater
+from service.data.models import Batch, CurrentLabel, Item, LabelStudioLink, Project, Rater, table_of
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
 from service.label_studio.config import ChoiceControl, choice_controls, pick_control
@@ -206,7 +206,7 @@ def label_for(choice: str, labels: list[str], label_map: dict[str, Any] | None =
     'neg'
     """
     if label_map and choice in label_map:
-        return label_map[choice]
+        return str(label_map[choice])
     if choice in labels:
         return choice
     folded = [label for label in labels if label.casefold() == choice.casefold()]
@@ -230,8 +230,8 @@ def likeliest_control(results: Iterable[LSResult], maps: Callable[[str], bool]) 
         if r.type != "choices":
             continue
         choices = r.value.get("choices")
-        one = isinstance(choices, list) and len(choices) == 1 and isinstance(choices[0], str)
-        mapped[r.from_name] = mapped.get(r.from_name, 0) + (one and maps(choices[0]))
+        one = choices[0] if isinstance(choices, list) and len(choices) == 1 and isinstance(choices[0], str) else None
+        mapped[r.from_name] = mapped.get(r.from_name, 0) + (one is not None and maps(one))
         to_name.setdefault(r.from_name, r.to_name)
     ranked = sorted(mapped.items(), key=lambda kv: -kv[1])
     if not ranked:
@@ -502,7 +502,7 @@ def reconcile(
     _forget_links(session, project, gone)
     insert_many(
         session,
-        LabelStudioLink.__table__,
+        table_of(LabelStudioLink),
         ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
         [
             (project.id, source, ls_id, item_ids[i], rater_ids[r], crit)
@@ -666,7 +666,7 @@ def withdraw(
     if (ls_id := _ls_id(annotation)) is not None:
         insert_many(
             session,
-            LabelStudioLink.__table__,
+            table_of(LabelStudioLink),
             ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
             [(project.id, "annotation", ls_id, item_id, rater_id, crit)],
             on_conflict=("project_id", "source", "ls_id"),

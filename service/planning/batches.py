@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import cast
 
-from sqlalchemy import ColumnElement, Exists, Table, delete, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Exists, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Forbidden, Invalid, NotFound, echo
 from service.core.sql import db_value, insert_many
-from service.data.keys import Principal, Role
+from service.data.keys import Principal
 from service.data.models import (
     Assignment,
     Batch,
@@ -20,12 +19,13 @@ from service.data.models import (
     Rater,
     RaterProgress,
     new_public_id,
+    table_of,
     utcnow,
 )
 from service.matrices.modal_strata import modal_in_hand
 from service.planning.lists import ensure_assignments
 from service.planning.plans import current_plan
-from service.schemas import BatchCreate, BatchRead, BatchStatus
+from service.schemas import BatchCreate, BatchRead, BatchStatus, Role
 
 CURSOR_WINDOW = 2_000
 """Item ids a primary's batch walks in the database before it looks where its labels in hand end."""
@@ -111,7 +111,7 @@ def issue_batch(
         stamp = db_value(session, Assignment.__table__.c.lease_expires_at, batch.expires_at)
         insert_many(
             session,
-            cast(Table, Assignment.__table__),
+            table_of(Assignment),
             (
                 "project_id",
                 "rater_id",

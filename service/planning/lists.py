@@ -7,16 +7,15 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import cast
 
 import numpy as np
-from sqlalchemy import Table, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from planner.designs import depth_first, disjoint, random_subsets, seq_list
 from service.core.errors import Conflict, Invalid
 from service.core.sql import insert_many, integer_rows
-from service.data.models import Assignment, Plan, Project, Rater
+from service.data.models import Assignment, Plan, Project, Rater, table_of
 from service.data.projects import lock_project
 from service.matrices.matrix import LabelMatrix
 from service.matrices.modal_strata import modal_in_hand
@@ -163,7 +162,7 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, corpus: ListC
     probability = _inclusion(plan, project.item_count)
     insert_many(
         session,
-        cast(Table, Assignment.__table__),
+        table_of(Assignment),
         ("project_id", "rater_id", "item_id", "plan_id", "position", "inclusion_probability"),
         [(plan.project_id, rater.id, item, plan.id, start + k, probability(item)) for k, item in enumerate(planned)],
     )

@@ -573,16 +573,17 @@ def _candidate_checks(
         return _Candidates({}, None, "ranking plans are not simulated")
     if body.source == "prior":
         assert body.p_h is not None and body.p_j is not None
-        channel: tuple[float, float] | None = (body.p_h, body.p_j)
+        channel = (body.p_h, body.p_j)
     else:
         judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
-        channel = None
+        fitted = None
         if judges:
-            channel = fitted_channel(matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels)
-        if channel is None:
+            fitted = fitted_channel(matrix.codes, judge=judges[0], humans=humans, n_labels=matrix.n_labels)
+        if fitted is None:
             return _Candidates(
                 {}, None, "the pilot's humans agree no better than chance: no noise channel to simulate from"
             )
+        channel = fitted
     moments = _moments(body, matrix, decision, n_resamples, 1)
     recipe = certification(
         decision,
@@ -752,7 +753,7 @@ def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
     feature = feature_name(body.strata)
     features = None if feature is None else feature_strata(session, matrix, feature)
-    decision = DecisionSettings(**project.decision)
+    decision = project.decision_settings
     draft = off_worker(
         matrix.raw.size, plan_draft, body, decision, _drafting(matrix), seed, features, n_resamples=n_resamples
     )

@@ -296,6 +296,8 @@ def _summaries(
     """Per criterion: the summary of judge ``judge`` against the human on the items both labelled
     (``options.positive`` resolved)."""
     out = {}
+    positive = options.positive
+    assert positive is not None, "the caller resolves the positive label"
     for pairs in criteria:
         both = (pairs.judges[:, judge] >= 0) & (pairs.human >= 0)
         if keep is not None:
@@ -304,7 +306,7 @@ def _summaries(
             pairs.human[both],
             pairs.judges[both, judge],
             labels=labels,
-            positive=options.positive,
+            positive=positive,
             handling=options.handling,
             recode_to=options.recode_to,
             costs=options.costs,

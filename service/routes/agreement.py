@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
@@ -51,9 +52,19 @@ def matrix_codes(body: AgreementBody) -> np.ndarray:
     return codes
 
 
-def agreement_table(codes: np.ndarray, **options: object) -> dict[str, dict]:
-    """``planner.agreement.summary_table`` as plain dicts, which can cross a process boundary."""
-    return {key: estimate.as_dict() for key, estimate in summary_table(codes, **options).items()}
+def agreement_table(codes: np.ndarray, body: AgreementBody) -> dict[str, dict[str, Any]]:
+    """``planner.agreement.summary_table`` of ``body``'s matrix as plain dicts, which can cross a process
+    boundary."""
+    table = summary_table(
+        codes,
+        n_labels=len(body.labels),
+        scale=body.scale,
+        values=body.values,
+        confidence_level=body.level,
+        n_resamples=body.n_resamples,
+        rng=body.seed,
+    )
+    return {key: estimate.as_dict() for key, estimate in table.items()}
 
 
 @router.post("/agreement", response_model=AgreementRead, responses=error_responses(401, 413, 422))
@@ -88,19 +99,11 @@ async def post_agreement(
             code="agreement_too_large",
         )
     codes = await asyncio.to_thread(matrix_codes, body)
-    options = {
-        "n_labels": len(body.labels),
-        "scale": body.scale,
-        "values": body.values,
-        "confidence_level": body.level,
-        "n_resamples": body.n_resamples,
-        "rng": body.seed,
-    }
     if work <= INLINE_WORK:
-        table = await asyncio.to_thread(partial(agreement_table, codes, **options))
+        table = await asyncio.to_thread(partial(agreement_table, codes, body))
     else:
         try:
-            table = await run_while_connected(request, agreement_table, codes, **options)
+            table = await run_while_connected(request, agreement_table, codes, body)
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the client closed the connection
     return AgreementRead(

@@ -16,7 +16,7 @@ from service.dashboard.charts import project_charts
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
 from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
 from service.dashboard.svg import Chart, chart_csv, chart_svg
-from service.data.keys import Principal, Role, principal_for
+from service.data.keys import Principal, principal_for
 from service.data.models import Project
 from service.data.queries import projects_page
 from service.deps import (
@@ -30,7 +30,7 @@ from service.deps import (
     scoped_project,
 )
 from service.planning.plans import current_plan
-from service.schemas import DecisionSettings
+from service.schemas import Role
 
 router = APIRouter(tags=["dashboard"])
 INDEX_PAGE_SIZE = 25
@@ -178,7 +178,7 @@ def get_dashboard(
         n_resamples=settings.bootstrap_resamples,
         wait=settings.dashboard_wait_seconds,
     )
-    decision = DecisionSettings(**access.decision)
+    decision = access.decision_settings
     notes = {
         "plan": plan_verdict(current_plan(session, pid), decision),
         "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),

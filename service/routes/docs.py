@@ -40,7 +40,7 @@ def swagger_ui() -> HTMLResponse:
         swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
         swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
     )
-    return _page(page.body.decode())
+    return _page(bytes(page.body).decode())
 
 
 @router.get("/redoc")
@@ -53,4 +53,4 @@ def redoc() -> HTMLResponse:
         redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
         with_google_fonts=False,
     )
-    return _page(page.body.decode(), extra_csp="; worker-src 'self' blob:")
+    return _page(bytes(page.body).decode(), extra_csp="; worker-src 'self' blob:")

@@ -14,7 +14,7 @@ from service.core.errors import Invalid, TooLarge, Unauthorized, error_responses
 from service.core.pagination import Page, PageDep, page_of
 from service.core.uploads import RawBody
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.data.keys import Principal, Role, principal_for
+from service.data.keys import Principal, principal_for
 from service.data.models import Project
 from service.data.queries import issues_page
 from service.deps import (
@@ -42,6 +42,7 @@ from service.label_studio.inbox import (
 from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
 from service.label_studio.sync import SyncRequest, SyncResult, check_allowed, fetch_snapshot
 from service.planning.batches import visible_batch
+from service.schemas import Role
 
 router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
 

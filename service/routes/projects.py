@@ -8,7 +8,6 @@ from fastapi.responses import JSONResponse
 from service.core.errors import error_responses
 from service.core.pagination import Page, PageDep, page_of
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.data.keys import Role
 from service.data.models import Project
 from service.data.projects import (
     add_project,
@@ -29,7 +28,7 @@ from service.deps import (
     WriterTurn,
     WriteSession,
 )
-from service.schemas import KeyCreate, KeyCreated, ProjectCreate, ProjectPatch, ProjectRead
+from service.schemas import KeyCreate, KeyCreated, ProjectCreate, ProjectPatch, ProjectRead, Role
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 

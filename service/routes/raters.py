@@ -10,7 +10,6 @@ from fastapi.responses import JSONResponse
 from service.core.errors import error_responses
 from service.core.pagination import Page, PageDep, page_of
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.data.keys import Role
 from service.data.queries import project_rater, rater_label_count, raters_page
 from service.data.raters import add_rater, change_rater
 from service.deps import (
@@ -21,7 +20,7 @@ from service.deps import (
     ReadSession,
     WriteSession,
 )
-from service.schemas import RaterCreate, RaterPatch, RaterRead
+from service.schemas import RaterCreate, RaterPatch, RaterRead, Role
 
 router = APIRouter(prefix="/projects/{pid}/raters", tags=["raters"])
 

@@ -11,7 +11,6 @@ from service.core.errors import error_responses
 from service.deps import ProjectForViewer, ProjectId, ReadSession
 from service.reporting.render import CSV_COLUMNS, report_csv, report_html
 from service.reporting.report import ReportOptions, build_report
-from service.schemas import DecisionSettings
 from service.schemas.report import Costs, Handling, Level, Report, Rule
 
 router = APIRouter(prefix="/projects/{pid}/report", tags=["report"])
@@ -69,7 +68,7 @@ def get_report(
     sharp bounds; then a checklist of the reporting items of docs/method.md §7. Undefined values are
     null with a reason. Aggregates only, no per-item data: viewers may read it.
     """
-    declared = DecisionSettings(**project.decision)
+    declared = project.decision_settings
     if handling is None:
         handling, recode_to = declared.handling, recode_to or declared.recode_to
     options = ReportOptions(

@@ -8,6 +8,7 @@ Label Studio's objects stay with their adapter in ``service.label_studio.reconci
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
@@ -22,13 +23,23 @@ from pydantic import (
 )
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
-from planner.codes import SPECIAL
+from planner import SPECIAL, Coefficient, Rule, Scale
 from service.core.identifiers import ExternalId
 from service.schemas.plan_checks import PlanCheckRead
 
 SPECIAL_VALUES = SPECIAL
-Scale = Literal["nominal", "ordinal", "interval"]
-Role = Literal["admin", "pm", "annotator", "viewer"]
+
+
+class Role(StrEnum):
+    """What a key may do: everything (admin), run one project (pm), label as one rater
+    (annotator), or read one project's aggregates (viewer)."""
+
+    ADMIN = "admin"
+    PM = "pm"
+    ANNOTATOR = "annotator"
+    VIEWER = "viewer"
+
+
 RaterKind = Literal["judge", "primary", "human"]
 
 
@@ -97,8 +108,8 @@ Text = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")]
 class DecisionSettings(Strict):
     """How the judge is validated (docs/method.md §3); defaults are docs/method.md's."""
 
-    coefficient: Literal["po", "kappa", "alpha", "ac1"] = "po"
-    rule: Literal["margin", "alt-test"] = "margin"
+    coefficient: Coefficient = "po"
+    rule: Rule = "margin"
     epsilon: float | None = Field(None, ge=0, le=1, description="Margin; defaults to 0.05 (margin) or 0.2 (alt-test).")
     alpha_sig: float = Field(0.05, gt=0, lt=1)
     omega_threshold: float = Field(0.5, ge=0, le=1)

@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from service.schemas import Labels, Scale, Strict
+from planner import Rule, Scale
+from service.schemas import Labels, Strict
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 Rate = Annotated[float, Field(gt=0, le=1)]
 DesignName = Literal["random", "depth-first", "shared-panel", "strat", "disjoint", "seq-refined", "seq-coverage"]
 CoefficientName = Literal["po", "kappa", "alpha"]
-RuleName = Literal["margin", "alt-test"]
 JobStatus = Literal["queued", "running", "done", "failed"]
 
 
@@ -50,7 +50,7 @@ class SimulateBody(Strict):
     coefficient: CoefficientName | Annotated[list[CoefficientName], Field(min_length=1, max_length=3)] | None = Field(
         None, description="Coefficient(s) F; default: the project's decision coefficient."
     )
-    rule: RuleName | None = Field(None, description="Decision rule; default: the project's.")
+    rule: Rule | None = Field(None, description="Decision rule; default: the project's.")
     epsilon: Probability | None = Field(None, description="Margin; default: the project's (or the rule's default).")
     delta: float | None = Field(None, gt=0, lt=1, description="Precision target; default: the project's target.delta.")
     omega_threshold: float | None = Field(None, gt=0, le=1, description="Pass threshold; default: the project's.")

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from planner.simulate import SimulationResult, replay, simulate
 from service.core.db import make_engine, session_scope
+from service.core.sql import rowcount
 from service.data.models import Simulation, utcnow
 from service.documents.sessions import worker_sessionmaker
 
@@ -121,7 +122,7 @@ def _update(sessions: sessionmaker[Session], job_id: str, statuses: tuple[str, .
         changed = session.execute(
             update(Simulation).where(Simulation.id == job_id, Simulation.status.in_(statuses)).values(**values)
         )
-        return bool(changed.rowcount)
+        return bool(rowcount(changed))
 
 
 def run_job(database_url: str, job_id: str, spec: SimulationSpec) -> None:

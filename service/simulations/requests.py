@@ -20,7 +20,6 @@ from service.core.errors import AppError, Invalid, echo
 from service.data.models import CurrentLabel, Plan, Project, Rater, Simulation
 from service.matrices.store import current_matrix
 from service.planning.plans import current_plan
-from service.schemas import DecisionSettings
 from service.schemas.simulations import SimulateBody, SimulationSettings
 from service.simulations.jobs import ACTIVE, SimulationSpec
 
@@ -63,7 +62,7 @@ def _plan_value(plan: Plan | None, key: str) -> Any:
 
 def _decision_settings(body: SimulateBody, project: Project, plan: Plan | None) -> dict[str, Any]:
     """Rule, coefficients, margins, thresholds and designs, defaults from the project and plan."""
-    decision = DecisionSettings.model_validate(project.decision)
+    decision = project.decision_settings
     rule = _or(body.rule, decision.rule)
     if body.coefficient is not None:
         coefficient = _as_list(body.coefficient)
@@ -186,7 +185,7 @@ def _replay(
     matrix = current_matrix(session, project, criterion)
     codes = matrix.codes
     n_items = codes.shape[0]
-    complete = (codes >= 0).all(axis=0) if n_items else np.zeros(codes.shape[1], dtype=bool)
+    complete = np.asarray((codes >= 0).all(axis=0)) if n_items else np.zeros(codes.shape[1], dtype=bool)
     humans = [k for k in matrix.columns("primary") + matrix.columns("human") if complete[k]]
     judges = [k for k in matrix.columns("judge") if complete[k]]
     if len(humans) < 2 or not judges:
@@ -249,7 +248,7 @@ def queue_job(session: Session, job: Simulation, limit: int) -> None:
     """Insert a queued job unless ``limit`` jobs are already queued or running service-wide (429)."""
     if session.get_bind().dialect.name == "postgresql":  # SQLite: the write transaction already serialises
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SUBMIT_LOCK})
-    active = session.scalar(select(func.count()).select_from(Simulation).where(Simulation.status.in_(ACTIVE)))
+    active = session.scalar(select(func.count()).select_from(Simulation).where(Simulation.status.in_(ACTIVE))) or 0
     if active >= limit:
         raise TooManyRequests(
             f"{active} simulations are already queued or running (the limit is {limit}); retry when one finishes"

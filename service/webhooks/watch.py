@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.db import session_scope
 from service.core.settings import Settings
+from service.core.sql import rowcount
 from service.data.models import Batch, DecisionWatch, Project, Webhook, WebhookEvent, utcnow
 from service.data.outbox import emit
 from service.documents.history import project_reliability
@@ -78,11 +79,13 @@ def _decision_changed(
                     )
                 )
                 return
-            moved = session.execute(  # compare-and-set: of several senders, one records (and announces) it
-                update(DecisionWatch)
-                .where(DecisionWatch.project_id == pid, DecisionWatch.label_seq == watch.label_seq)
-                .values(label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega"))
-            ).rowcount
+            moved = rowcount(  # compare-and-set: of several senders, one records (and announces) it
+                session.execute(
+                    update(DecisionWatch)
+                    .where(DecisionWatch.project_id == pid, DecisionWatch.label_seq == watch.label_seq)
+                    .values(label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega"))
+                )
+            )
             if moved and doc["decision"] != watch.decision:
                 emit(
                     session,

@@ -43,3 +43,21 @@ def test_curated_public_api_resolves() -> None:
     missing = [name for name in planner.__all__ if not hasattr(planner, name)]
     assert missing == []
     assert {"validate_judge", "certify_recipe", "simulate", "design_masks"} <= set(planner.__all__)
+
+
+def test_the_service_uses_only_the_planners_public_names() -> None:
+    """Whatever service/ imports from planner is in ``planner.__all__``: the library's public API is what
+    its one client needs, no more hidden corners."""
+    import ast
+
+    import planner
+
+    hidden = sorted(
+        f"{path.relative_to(ROOT)}: {node.module}.{alias.name}"
+        for path in (ROOT / "service").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("planner")
+        for alias in node.names
+        if alias.name not in planner.__all__
+    )
+    assert hidden == []

@@ -18,7 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine, insert, inspect, select
+from sqlalchemy import Engine, create_engine, insert, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
 from service.app import create_app
@@ -582,3 +582,33 @@ def test_current_label_keys_migration_keeps_every_label_and_only_rekeys_current_
     assert layout() == (True, ["item_id", "rater_id", "criterion"], [["project_id", "seq"]])
     command.upgrade(cfg, "head")
     assert _stored_labels(engine) == expected
+
+
+def test_a_scale_or_role_outside_its_values_is_refused_by_the_schema(fresh_url, engine):
+    """The CHECK constraints of the typed columns hold on the migrated database, not only in pydantic."""
+    command.upgrade(alembic_config(fresh_url), "head")
+    project = {
+        "id": "p1",
+        "name": "one",
+        "labels": ["a", "b"],
+        "criteria": ["default"],
+        "allow_abstain": False,
+        "decision": {},
+        "target": {},
+        "label_seq": 0,
+        "item_count": 0,
+    }
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO projects (id, name, labels, scale, criteria, allow_abstain, decision, target, "
+                "label_seq, item_count, created_at) VALUES ('p0', 'x', '[]', 'ratio', '[]', false, '{}', "
+                "'{}', 0, 0, CURRENT_TIMESTAMP)"
+            )
+        )
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [{**project, "scale": "ordinal"}])
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO api_keys (id, key_hash, role, created_at) VALUES ('k1', 'h', 'owner', CURRENT_TIMESTAMP)")
+        )

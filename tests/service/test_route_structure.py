@@ -15,7 +15,8 @@ from fastapi.routing import APIRoute
 import service.routes
 from service import deps
 from service.core.errors import Forbidden, NotFound
-from service.data.keys import Principal, Role
+from service.data.keys import Principal
+from service.schemas import Role
 
 ROUTES = Path(service.routes.__file__).parent
 
