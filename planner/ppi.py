@@ -43,7 +43,7 @@ class PPIMean:
     effective_n: float
     n_labeled: int
     n_unlabeled: int
-    alpha: float
+    confidence_level: float
 
 
 def ppi_mean(
@@ -52,11 +52,11 @@ def ppi_mean(
     yhat_unlabeled: np.ndarray,
     *,
     lam: float | Literal["auto"] = "auto",
-    alpha: float = 0.05,
+    confidence_level: float = 0.95,
     weights: np.ndarray | None = None,
     weights_unlabeled: np.ndarray | None = None,
 ) -> PPIMean:
-    """PPI++ mean with a two-sided ``1 - alpha`` normal interval (docs/method.md §9).
+    """PPI++ mean with a two-sided normal interval of coverage ``confidence_level`` (docs/method.md §9).
 
     ``theta = mean_N(w~ lam yhat_u) + mean_n(w (y - lam yhat))``,
     ``SE^2 = Var_N(w~ lam yhat_u)/N + Var_n(w (y - lam yhat))/n`` (ddof 0), with the
@@ -73,11 +73,11 @@ def ppi_mean(
     >>> round(r.lam, 6), round(r.estimate, 6), round(r.classical.estimate, 2)
     (0.520344, 0.799186, 0.82)
     """
-    y, yhat, yhat_u, w, w_u = _ppi_mean_iv(y, yhat, yhat_unlabeled, lam, alpha, weights, weights_unlabeled)
+    y, yhat, yhat_u, w, w_u = _ppi_mean_iv(y, yhat, yhat_unlabeled, lam, confidence_level, weights, weights_unlabeled)
     n, n_unlabeled = y.size, yhat_u.size
     if lam == "auto":
         lam = _tuned_lam(y, yhat, yhat_u, w, w_u)
-    z = float(ndtri(1.0 - alpha / 2.0))
+    z = float(ndtri(0.5 + confidence_level / 2.0))
     theta, se = _ppi_moments(y, yhat, yhat_u, w, w_u, float(lam))
     classical_theta, classical_se = _ppi_moments(y, yhat, yhat_u, w, w_u, 0.0)
     if se > 0.0:
@@ -99,7 +99,7 @@ def ppi_mean(
         effective_n=float(effective_n),
         n_labeled=n,
         n_unlabeled=n_unlabeled,
-        alpha=alpha,
+        confidence_level=confidence_level,
     )
 
 
@@ -138,7 +138,7 @@ def _ppi_mean_iv(
     yhat: object,
     yhat_unlabeled: object,
     lam: object,
-    alpha: object,
+    confidence_level: object,
     weights: object,
     weights_unlabeled: object,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -163,8 +163,8 @@ def _ppi_mean_iv(
             raise ValueError(f"lam must be 'auto' or a number, got {lam!r}")
     elif not (isinstance(lam, (int, float, np.floating)) and np.isfinite(lam)):
         raise ValueError(f"lam must be 'auto' or a finite number, got {lam!r}")
-    if not (isinstance(alpha, (float, int, np.floating)) and 0.0 < alpha < 1.0):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not (isinstance(confidence_level, (float, int, np.floating)) and 0.0 < confidence_level < 1.0):
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     w = _mean_one_weights(weights, y_arr.size, "weights")
     w_u = _mean_one_weights(weights_unlabeled, yhat_u.size, "weights_unlabeled")
     return y_arr, yhat_arr, yhat_u, w, w_u

@@ -9,6 +9,7 @@ import re
 import secrets
 
 import orjson
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.core.errors import error_body
@@ -138,3 +139,14 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+DEPRECATED_SINCE = "@1796083200"
+"""``Deprecation`` header value (RFC 9745: since 2026-12-01) of a request that used a deprecated name."""
+
+
+def mark_deprecated(headers: MutableHeaders, names: list[str]) -> None:
+    """Tell the client that its request used the deprecated ``names``, accepted for one release."""
+    if names:
+        headers["Deprecation"] = DEPRECATED_SINCE
+        headers["X-Deprecated-Names"] = ", ".join(names)

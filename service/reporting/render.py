@@ -118,9 +118,9 @@ def report_html(report: Report) -> str:
             parts.append(_decision_table(c, f"Verdicts on {c.criterion}: rows human, columns judge"))
             parts.append(_statistics(c))
         a = judge.aggregate
-        parts.append(f"<h3>Aggregated ({escape(a.level)}) over {escape(', '.join(a.criteria))}</h3>")
+        parts.append(f"<h3>Aggregated ({escape(a.aggregation)}) over {escape(', '.join(a.criteria))}</h3>")
         if a.pooled is not None:
-            parts.append(_decision_table(a.pooled, f"Pooled verdicts ({a.level})"))
+            parts.append(_decision_table(a.pooled, f"Pooled verdicts ({a.aggregation})"))
             parts.append(_statistics(a.pooled))
         included = ", ".join(f"{i.statistic} {i.included}/{i.total}" for i in a.included)
         parts.append(

@@ -210,6 +210,7 @@ def _aggregate_out(result: Aggregate, population: str) -> AggregateOut:
     else:
         kappa_reason = None
     return AggregateOut(
+        aggregation=result.protocol.aggregation,
         level=result.protocol.aggregation,
         criteria=list(result.criteria),
         protocol=_protocol_out(result.protocol, population, result.rule),

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 
 from planner.agreement import summary_table
 from service.core.errors import Invalid, TooLarge, echo, error_responses
+from service.core.middleware import mark_deprecated
 from service.core.offload import ClientGone, run_while_connected
 from service.deps import PrincipalDep, SettingsDep
 from service.schemas.simulations import AgreementBody, AgreementRead, EstimateRead
@@ -60,7 +61,7 @@ def agreement_table(codes: np.ndarray, body: AgreementBody) -> dict[str, dict[st
         n_labels=len(body.labels),
         scale=body.scale,
         values=body.values,
-        confidence_level=body.level,
+        confidence_level=body.confidence_level,
         n_resamples=body.n_resamples,
         rng=body.seed,
     )
@@ -69,14 +70,14 @@ def agreement_table(codes: np.ndarray, body: AgreementBody) -> dict[str, dict[st
 
 @router.post("/agreement", response_model=AgreementRead, responses=error_responses(401, 413, 422))
 async def post_agreement(
-    body: AgreementBody, request: Request, _principal: PrincipalDep, settings: SettingsDep
+    body: AgreementBody, request: Request, response: Response, _principal: PrincipalDep, settings: SettingsDep
 ) -> AgreementRead | Response:
     """Agreement of a posted matrix (any key; nothing is stored).
 
     Rows are items, columns raters, cells labels from `labels` or `null` for missing.
     Returns percent agreement, mean pairwise Cohen's kappa (weighted by the scale:
     linear for ordinal, quadratic for interval), Krippendorff's alpha at the scale's level
-    and Gwet's AC1, each over the observed cells with an item-bootstrap interval at `level`:
+    and Gwet's AC1, each over the observed cells with an item-bootstrap interval at `confidence_level`:
     BCa when the interval is `approximate` (fewer than 100 items or a minority label under 10
     ratings), where BCa was measured to cover better, percentile otherwise; `interval_method`
     says which (docs/method.md §2). An undefined coefficient has `defined: false`, a `reason` and
@@ -106,11 +107,13 @@ async def post_agreement(
             table = await run_while_connected(request, agreement_table, codes, body)
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the client closed the connection
+    mark_deprecated(response.headers, ["level"] if body.level is not None else [])
     return AgreementRead(
         n_items=codes.shape[0],
         n_raters=codes.shape[1],
         scale=body.scale,
-        level=body.level,
+        confidence_level=body.confidence_level,
+        level=body.confidence_level,
         n_resamples=body.n_resamples,
         coefficients={key: EstimateRead(**estimate) for key, estimate in table.items()},
     )

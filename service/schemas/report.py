@@ -130,7 +130,10 @@ class Included(BaseModel):
 class AggregateOut(BaseModel):
     """The criteria aggregated at one level; never compare across levels (docs/method.md §7)."""
 
-    level: Level
+    aggregation: Level
+    level: Level = Field(
+        description="Deprecated: the same as aggregation, sent for one release.", json_schema_extra={"deprecated": True}
+    )
     criteria: list[str]
     protocol: ProtocolOut
     accuracy: Stat

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from planner import Rule, Scale
 from service.schemas import Labels, Strict
@@ -180,9 +180,26 @@ class AgreementBody(Strict):
         None, description="Interval scale only: the number each label stands for (default 0..L-1)."
     )
     matrix: list[list[str | None]] = Field(min_length=1)
-    level: float = Field(0.95, gt=0, lt=1)
+    confidence_level: float = Field(0.95, gt=0, lt=1, description="Coverage of each coefficient's interval.")
+    level: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Deprecated name of confidence_level, accepted for one release (answered with a Deprecation "
+        "header); sending both with different values is a 422.",
+        json_schema_extra={"deprecated": True},
+    )
     n_resamples: int = Field(1000, ge=1, le=10_000)
     seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the bootstrap, for reproducible intervals.")
+
+    @model_validator(mode="after")
+    def _one_confidence_level(self) -> Self:
+        old = self.__dict__["level"]
+        if old is not None:
+            if "confidence_level" in self.model_fields_set and old != self.confidence_level:
+                raise ValueError("send confidence_level only (level is its deprecated name)")
+            self.confidence_level = old
+        return self
 
 
 Approximate = Annotated[
@@ -214,6 +231,10 @@ class AgreementRead(BaseModel):
     n_items: int
     n_raters: int
     scale: Scale
-    level: float
+    confidence_level: float
+    level: float = Field(
+        description="Deprecated: the same as confidence_level, sent for one release.",
+        json_schema_extra={"deprecated": True},
+    )
     n_resamples: int
     coefficients: dict[str, EstimateRead] = Field(description="po, kappa, alpha and ac1 (docs/method.md §2).")

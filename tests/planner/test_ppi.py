@@ -40,7 +40,7 @@ def check_counts() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ],
 )
 def test_published_check_values(lam, estimate, low, high):
-    result = ppi_mean(*check_counts(), lam=lam, alpha=0.05)
+    result = ppi_mean(*check_counts(), lam=lam, confidence_level=0.95)
     assert result.estimate == pytest.approx(estimate, abs=1e-5)
     assert result.confidence_interval.low == pytest.approx(low, abs=1e-5)
     assert result.confidence_interval.high == pytest.approx(high, abs=1e-5)
@@ -104,7 +104,7 @@ def test_agrees_with_ppi_py(seed, n, n_unlabeled, corr, alpha, lam, weighted):
         warnings.simplefilter("ignore")
         low, high = ppi_py.ppi_mean_ci(b, a, a_u, alpha=alpha, lam=ref_lam, w=w, w_unlabeled=w_u)
         point = ppi_py.ppi_mean_pointestimate(b, a, a_u, lam=ref_lam, w=w, w_unlabeled=w_u)
-    result = ppi_mean(b, a, a_u, lam=lam, alpha=alpha, weights=w, weights_unlabeled=w_u)
+    result = ppi_mean(b, a, a_u, lam=lam, confidence_level=1 - alpha, weights=w, weights_unlabeled=w_u)
     if np.all(np.isfinite([low[0], high[0]])):  # ppi_py gives NaN for a constant proxy
         assert result.confidence_interval.low == pytest.approx(float(low[0]), abs=1e-9)
         assert result.confidence_interval.high == pytest.approx(float(high[0]), abs=1e-9)
@@ -119,7 +119,7 @@ def test_agrees_with_ppi_py_on_continuous_outcomes():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.1)
-    result = ppi_mean(y, yhat, yhat_u, alpha=0.1)
+    result = ppi_mean(y, yhat, yhat_u, confidence_level=0.9)
     assert result.confidence_interval.as_list() == pytest.approx([low[0], high[0]], abs=1e-9)
     assert 0 < result.lam <= 1
 
@@ -178,7 +178,7 @@ def test_perfect_proxy_takes_full_weight_and_constant_proxy_none():
         ({"yhat_unlabeled": []}, "at least one"),
         ({"y": [1.0, np.nan, 0.0]}, "finite"),
         ({"lam": "best"}, "lam must be"),
-        ({"alpha": 1.0}, "alpha must be"),
+        ({"confidence_level": 1.0}, "confidence_level must be"),
         ({"weights": [1.0, 0.0, 1.0]}, "positive"),
         ({"weights_unlabeled": [1.0]}, "shape"),
     ],

@@ -60,7 +60,7 @@ def test_equals_summary_table_on_the_same_codes(client, scale):
             "scale": scale,
             "matrix": matrix,
             "values": values,
-            "level": 0.9,
+            "confidence_level": 0.9,
             "n_resamples": 300,
             "seed": 11,
         },
@@ -70,7 +70,21 @@ def test_equals_summary_table_on_the_same_codes(client, scale):
         as_codes(matrix, labels), n_labels=4, scale=scale, values=values, confidence_level=0.9, n_resamples=300, rng=11
     )
     assert r.json()["coefficients"] == {k: e.as_dict() for k, e in expected.items()}
-    assert (r.json()["level"], r.json()["n_resamples"]) == (0.9, 300)
+    assert (r.json()["confidence_level"], r.json()["n_resamples"]) == (0.9, 300)
+    assert "Deprecation" not in r.headers
+
+
+def test_the_deprecated_level_is_accepted_for_one_release_with_a_deprecation_header(client):
+    """``level`` was /agreement's name for the confidence level; it still works, and says it is deprecated."""
+    body = {"labels": ["a", "b"], "matrix": [["a", "b"], ["a", "a"], ["b", "b"]], "n_resamples": 50, "seed": 3}
+    new = client.post("/agreement", json={**body, "confidence_level": 0.8})
+    old = client.post("/agreement", json={**body, "level": 0.8})
+    assert (new.status_code, old.status_code) == (200, 200), old.text
+    assert old.json() == new.json() and new.json()["confidence_level"] == new.json()["level"] == 0.8
+    assert old.headers["Deprecation"].startswith("@") and "level" in old.headers["X-Deprecated-Names"]
+    assert "Deprecation" not in new.headers
+    both = client.post("/agreement", json={**body, "level": 0.8, "confidence_level": 0.9})
+    assert both.status_code == 422 and "confidence_level" in both.text
 
 
 @pytest.mark.parametrize("scale", ["nominal", "ordinal", "interval"])
@@ -111,6 +125,7 @@ BAD = {
     "number as a label": ({"matrix": [["1", 2]]}, "validation_error", "matrix"),
     "too many resamples": ({"n_resamples": 10_001}, "validation_error", "n_resamples"),
     "level of 1": ({"level": 1.0}, "validation_error", "level"),
+    "confidence level of 1": ({"confidence_level": 1.0}, "validation_error", "confidence_level"),
     "unknown scale": ({"scale": "ratio"}, "validation_error", "scale"),
     "duplicate labels": ({"labels": ["1", "1"]}, "validation_error", "distinct"),
     "values on a nominal scale": ({"values": [1.0, 2.0]}, "invalid", "interval"),

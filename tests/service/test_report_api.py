@@ -220,7 +220,7 @@ def test_macro_over_criteria_counts_included(client: TestClient) -> None:
     assert per["c1"]["kappa"]["value"] == pytest.approx(0.5)
     assert per["c2"]["kappa"]["value"] is None and per["c2"]["kappa"]["reason"]
     agg = judge["aggregate"]
-    assert agg["level"] == "macro" and agg["pooled"] is None
+    assert agg["aggregation"] == agg["level"] == "macro" and agg["pooled"] is None
     assert agg["accuracy"]["value"] == pytest.approx((0.75 + 0.5 + 1.0) / 3)
     assert agg["kappa"]["value"] == pytest.approx((0.5 + 1.0) / 2)  # c2 excluded, never entered as 0
     included = {i["statistic"]: (i["included"], i["total"]) for i in agg["included"]}
