@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: serve test lint migrate bench clean label-studio
+.PHONY: serve test test-fast lint migrate bench clean label-studio
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ serve: $(VENV)/.runtime
 
 test: $(VENV)/.test
 	$(PY) -m pytest
+
+# the suite without the slow tests (live servers, browsers, processes); CI runs everything (make test)
+test-fast: $(VENV)/.test
+	$(PY) -m pytest -m 'not slow'
 
 # ruff and ruff format on the tree; mypy --strict on planner/ and service/; the import contracts (pyproject.toml)
 lint: $(VENV)/.test

@@ -8,6 +8,7 @@ imports below are deferred so that the planner layer never pays for them."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 from collections.abc import Iterator
@@ -32,14 +33,29 @@ LAYERS = ("planner", "service", "system")
 def pytest_configure(config: pytest.Config) -> None:
     for layer in LAYERS:
         config.addinivalue_line("markers", f"{layer}: a test of the {layer} layer (tests/{layer})")
+    config.addinivalue_line(
+        "markers",
+        "slow: a test that starts servers, browsers or processes (every system test); `make test-fast` skips it",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with the layer its folder names."""
+    """Mark every test with the layer its folder names, and every system test slow."""
     for item in items:
         parts = Path(str(item.path)).relative_to(ROOT).parts
         if len(parts) > 2 and parts[0] == "tests" and parts[1] in LAYERS:
             item.add_marker(parts[1])
+            if parts[1] == "system" or _starts_a_server(item):
+                item.add_marker("slow")
+
+
+def _starts_a_server(item: pytest.Item) -> bool:
+    """Whether the test's own code starts a live server (``tests.live_server.LiveServer``)."""
+    function = getattr(item, "function", None)
+    try:
+        return function is not None and "LiveServer(" in inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
 
 
 def alembic_config(url: str) -> Config:
