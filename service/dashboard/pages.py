@@ -164,7 +164,11 @@ def _margins_note(validation: dict[str, Any]) -> str:
     """What the margins chart's dots and bars are, and how a rater is won: the e-values in anytime mode (with
     the fixed-sample intervals, valid at the planned overlap only, beside), else the fixed-sample rule."""
     if not anytime(validation):
-        test = " (by a one-sided test at q, Benjamini-Yekutieli over the raters)" if validation["rule"] == "alt-test" else ""
+        test = (
+            " (by a one-sided test at q, Benjamini-Yekutieli over the raters)"
+            if validation["rule"] == "alt-test"
+            else ""
+        )
         return (
             "Each dot is the estimate and each bar its fixed-sample 95% interval, "
             f"{FIXED_ONLY}; the judge wins a rater whose value lies above -epsilon{test}."
