@@ -708,7 +708,9 @@ def monitor_judge(
     decides. For a judge within the margin of every human, P(some look rejects) <= alpha;
     for one worse than the margin against every human, P(some look passes) <= alpha.
     ``budget`` is the planned usable overlap per human: reached and still open gives
-    ``inconclusive``. Ratio coefficients raise ``ValueError`` (not bounded means).
+    ``inconclusive``. Ratio coefficients raise ``ValueError`` (not bounded means). Each human's
+    band (``cs``, ``lower``, ``upper``) is the predictable plug-in empirical-Bernstein confidence
+    sequence of its ``xi`` at level ``alpha`` (weighted with ``inclusion``), valid at every look.
 
     ``inclusion`` (shape ``(n_items,)``, in ``(0, 1]``) is each item's probability of
     entering the overlap under an unequal-probability design (a Neyman panel). The bets are
