@@ -181,3 +181,26 @@ def test_the_coverage_check_is_not_vacuous() -> None:
     mon = monitor_judge(codes, judge=3, humans=[0, 1, 2], n_labels=3, alpha=0.1)
     assert all(r.upper[-1] - r.lower[-1] < 0.35 for r in mon.raters)
     assert _misses(60, 300, 0.8, 0.85, seed=23, shrink=0.5) > 0.1 + 2 * math.sqrt(0.1 * 0.9 / 60)
+
+
+def test_a_won_human_rarely_keeps_a_band_across_minus_epsilon() -> None:
+    """Issue 28: under the normal mixture nearly every won human's band still reached below -epsilon. With
+    the served band, of the humans won by 600 items (K = 3, p_h .85, p_j .90, L = 2) at most 10% still
+    cross it; the normal mixture on the same differences crosses for most (the contrast)."""
+    rng = np.random.default_rng(31)
+    won = crossing = crossing_mixture = 0
+    for _ in range(40):
+        codes = _panel(rng, 600, [0.85, 0.85, 0.85, 0.9], 2)
+        mon = monitor_judge(codes, judge=3, humans=[0, 1, 2], n_labels=2, budget=300)
+        for k, r in enumerate(mon.raters):
+            if r.status != "won":
+                continue
+            won += 1
+            crossing += r.cs.low < -mon.epsilon
+            others = [h for h in range(3) if h != k]
+            xi = np.mean([(codes[:, 3] == codes[:, h]).astype(float) - (codes[:, k] == codes[:, h]) for h in others], 0)
+            mixture = confidence_sequence(xi, alpha=mon.alpha, method="normal-mixture", v_opt=300)
+            crossing_mixture += mixture.lower[-1] < -mon.epsilon
+    assert won >= 60
+    assert crossing <= 0.1 * won
+    assert crossing_mixture >= 0.5 * won
