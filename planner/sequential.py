@@ -24,7 +24,7 @@ from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON, RULES, TOLERANCE,
 from planner.significance import alt_test_p_values, by_rejections
 
 MULTIPLICITY = ("e-bh", "bonferroni")
-CS_METHODS = ("betting", "normal-mixture")
+CS_METHODS = ("betting", "empirical-bernstein", "normal-mixture")
 DECISIONS = ("pass", "reject", "continue", "inconclusive", "insufficient_data")
 STATUSES = ("won", "lost", "open")
 _BET_CAP = 0.5  # c: a bet never risks more than half the capital (docs/method.md §8)
@@ -110,6 +110,13 @@ class _Running:
     lost: float | None = None
     x_sum: float | None = None
     w_sum: float | None = None
+    wy_sum: float | None = None  # the served band's sums (PrPl-EB, :func:`_running_eb_bounds`)
+    cs_dev_sum: float | None = None
+    cs_mu: float = 0.5  # its mu_0 and sigma_0^2
+    cs_sigma2: float = 0.25
+    lam_y_sum: float | None = None
+    lam_w_sum: float | None = None
+    penalty_sum: float | None = None
     low: float | None = None
     high: float | None = None
     mean: float = math.nan
@@ -208,31 +215,64 @@ class ConfidenceSequence:
     method: str
 
 
-def _normal_mixture_bounds(
-    x: np.ndarray, alpha: float, v_opt: float, weights: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Running mean and ``mean +- u(t)/t`` for ``x`` in ``[-1, 1]`` (variance proxy ``V_t = t``).
-
-    With ``weights`` in ``(0, 1]``: the weighted mean ``sum w x / sum w`` and
-    ``+- u(t) / sum w`` (each ``w_i (x_i - mu)`` has range at most 2; docs/method.md §9).
-    """
-    return _running_bounds(x, alpha, v_opt, weights, _Running())[:3]
+def _normal_mixture_bounds(x: np.ndarray, alpha: float, v_opt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Running mean and ``mean +- u(t)/t`` for ``x`` in ``[-1, 1]`` (variance proxy ``V_t = t``)."""
+    t = np.arange(1, x.size + 1, dtype=float)
+    mean = np.cumsum(x) / t
+    half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / t
+    return mean, mean - half, mean + half
 
 
-def _running_bounds(
-    x: np.ndarray, alpha: float, v_opt: float, weights: np.ndarray | None, start: _Running
+def _running_eb_bounds(
+    x: np.ndarray, alpha: float, weights: np.ndarray | None, start: _Running
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Running]:
-    """:func:`_normal_mixture_bounds` of a path's next ``x`` after a prefix ending with ``start``, and the
-    sums the longer path ends with (its capitals' sums left as ``start`` has them)."""
-    t = np.arange(start.n + 1, start.n + x.size + 1, dtype=float)
-    total = t if weights is None else _accumulated(np.add, weights, start.w_sum)
-    sums = _accumulated(np.add, x if weights is None else weights * x, start.x_sum)
-    mean = sums / total
-    half = _two_sided_boundary(t, alpha, _mixture_rho(v_opt, alpha)) / total
-    if x.size == 0:
-        return mean, mean - half, mean + half, start
-    end = replace(start, x_sum=float(sums[-1]), w_sum=None if weights is None else float(total[-1]))
-    return mean, mean - half, mean + half, end
+    """Predictable plug-in empirical-Bernstein confidence sequence (Waudby-Smith & Ramdas 2024, Thm 2) for
+    ``x`` in ``[-1, 1]`` after a prefix ending with ``start``: the running (weighted) mean of ``x``, the
+    bounds per prefix, and the sums the longer path ends with (docs/method.md §8).
+
+    On ``y = (x + 1)/2`` with weights ``w_i`` in ``(0, 1]`` (1 unweighted):
+    ``mu_t = (1/2 + sum w y)/(1 + sum w)``, ``sigma_t^2 = (1/4 + sum w^2 (y_i - mu_i)^2)/(t + 1)``,
+    ``lambda_i = min(sqrt(2 log(2/alpha) / (sigma_{i-1}^2 i log(1 + i))), c)``,
+    ``v_i = 4 w_i^2 (y_i - mu_{i-1})^2``, ``psi(l) = (-log(1 - l) - l)/4``; the mean of ``y`` lies in
+    ``(sum l w y -+ (log(2/alpha) + sum v psi(l))) / sum l w`` at every ``t`` at once w.p. ``>= 1 - alpha``.
+    """
+    n = x.size
+    t = np.arange(start.n + 1, start.n + n + 1, dtype=float)
+    y = (x + 1.0) / 2.0
+    w = np.ones(n) if weights is None else weights
+    w_sums = _accumulated(np.add, w, start.w_sum)
+    x_sums = _accumulated(np.add, x if weights is None else w * x, start.x_sum)
+    wy_sums = _accumulated(np.add, w * y, start.wy_sum)
+    mu = (0.5 + wy_sums) / (1.0 + w_sums)
+    mu_before = np.concatenate([[start.cs_mu], mu[:-1]])
+    devs = _accumulated(np.add, (w * (y - mu)) ** 2, start.cs_dev_sum)
+    sigma2 = (0.25 + devs) / (t + 1.0)
+    sigma2_before = np.concatenate([[start.cs_sigma2], sigma2[:-1]])
+    log_two = math.log(2.0 / alpha)
+    bets = np.minimum(np.sqrt(2.0 * log_two / (sigma2_before * t * np.log1p(t))), _BET_CAP)
+    penalty = 4.0 * (w * (y - mu_before)) ** 2 * (-(np.log1p(-bets) + bets) / 4.0)
+    lam_y = _accumulated(np.add, bets * w * y, start.lam_y_sum)
+    lam_w = _accumulated(np.add, bets * w, start.lam_w_sum)
+    pen = _accumulated(np.add, penalty, start.penalty_sum)
+    centre, half = lam_y / lam_w, (log_two + pen) / lam_w
+    low = 2.0 * np.maximum(centre - half, 0.0) - 1.0
+    high = 2.0 * np.minimum(centre + half, 1.0) - 1.0
+    mean = x_sums / w_sums
+    if n == 0:
+        return mean, low, high, start
+    end = replace(
+        start,
+        x_sum=float(x_sums[-1]),
+        w_sum=float(w_sums[-1]),
+        wy_sum=float(wy_sums[-1]),
+        cs_dev_sum=float(devs[-1]),
+        cs_mu=float(mu[-1]),
+        cs_sigma2=float(sigma2[-1]),
+        lam_y_sum=float(lam_y[-1]),
+        lam_w_sum=float(lam_w[-1]),
+        penalty_sum=float(pen[-1]),
+    )
+    return mean, low, high, end
 
 
 def _betting_bounds(x: np.ndarray, alpha: float, grid_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -282,10 +322,12 @@ def confidence_sequence(
 
     ``method="betting"``: hedged capital with predictable plug-in empirical-Bernstein bets
     (Waudby-Smith & Ramdas 2024), resolved on ``grid_size`` cells of ``[0, 1]`` for
-    ``(x + 1)/2``. ``method="normal-mixture"``: ``mean +- u(t)/t`` with the two-sided
+    ``(x + 1)/2``. ``method="empirical-bernstein"``: the predictable plug-in empirical-Bernstein
+    sequence of the same paper (Thm 2), closed form; the one the monitor serves per human.
+    ``method="normal-mixture"``: ``mean +- u(t)/t`` with the two-sided
     normal-mixture boundary at variance proxy ``t`` (Howard et al. 2021), tightest near
     ``t = v_opt`` (default ``len(x)``; fix it before data arrive when ``x`` will grow).
-    Both hold for all prefixes at once with probability ``>= 1 - alpha``.
+    Each holds for all prefixes at once with probability ``>= 1 - alpha``.
 
     Examples
     --------
@@ -309,6 +351,8 @@ def confidence_sequence(
     estimate = np.cumsum(arr) / np.arange(1, arr.size + 1)
     if method == "normal-mixture":
         _, low, high = _normal_mixture_bounds(arr, alpha, v_opt)
+    elif method == "empirical-bernstein":
+        _, low, high, _ = _running_eb_bounds(arr, alpha, None, _Running())
     else:
         low, high = _betting_bounds(arr, alpha, int(grid_size))
     low = np.maximum.accumulate(np.maximum(low, -1.0))
@@ -664,7 +708,9 @@ def monitor_judge(
     decides. For a judge within the margin of every human, P(some look rejects) <= alpha;
     for one worse than the margin against every human, P(some look passes) <= alpha.
     ``budget`` is the planned usable overlap per human: reached and still open gives
-    ``inconclusive``. Ratio coefficients raise ``ValueError`` (not bounded means).
+    ``inconclusive``. Ratio coefficients raise ``ValueError`` (not bounded means). Each human's
+    band (``cs``, ``lower``, ``upper``) is the predictable plug-in empirical-Bernstein confidence
+    sequence of its ``xi`` at level ``alpha`` (weighted with ``inclusion``), valid at every look.
 
     ``inclusion`` (shape ``(n_items,)``, in ``(0, 1]``) is each item's probability of
     entering the overlap under an unequal-probability design (a Neyman panel). The bets are
@@ -866,7 +912,6 @@ def _monitoring(
     with ``keep``, the state to continue it from."""
     n_humans = len(humans)
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
-    v_opt = float(budget if budget is not None else codes.shape[0])
     settings = (
         judge,
         tuple(humans),
@@ -906,14 +951,18 @@ def _monitoring(
         won, lost, running = _running_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a, w, path.running)
         won_ranks.append(_needed_ranks(won, n_humans, alpha, multiplicity))
         lost_ranks.append(_needed_ranks(lost, n_humans, alpha, multiplicity))
-        mean, low, high, bounds = _running_bounds(xi, alpha, v_opt, w, path.running)
+        mean, low, high, bounds = _running_eb_bounds(xi, alpha, w, path.running)
         low = _accumulated(np.maximum, np.maximum(low, -1.0), path.running.low)
         high = _accumulated(np.minimum, np.minimum(high, 1.0), path.running.high)
         if xi.size:
             running = replace(
-                running,
-                x_sum=bounds.x_sum,
-                w_sum=bounds.w_sum,
+                bounds,
+                n=running.n,
+                y_sum=running.y_sum,
+                dev_sum=running.dev_sum,
+                sigma2=running.sigma2,
+                won=running.won,
+                lost=running.lost,
                 low=float(low[-1]),
                 high=float(high[-1]),
                 mean=float(mean[-1]),

@@ -64,15 +64,54 @@ def margin_estimate(rater: dict[str, Any], rule: str) -> float | None:
     return float(rater["rho_f"] - rater["rho_h"])
 
 
+FIXED_ONLY = "valid at the planned overlap only"
+"""What a fixed-sample interval says wherever it is shown beside an anytime decision (docs/method.md §11)."""
+
+
+def anytime(validation: dict[str, Any]) -> bool:
+    """Whether the judge's decision is the monitored one (its per-rater intervals are confidence sequences)."""
+    monitoring = validation.get("monitoring") or {}
+    return monitoring.get("mode") == "anytime"
+
+
+def status_text(rater: dict[str, Any]) -> str:
+    """A monitored human's status as the dashboard says it: won/lost/open, and when the band does not tell
+    the same, that the e-values decide (docs/method.md §8)."""
+    if rater["band_agrees"]:
+        return str(rater["status"])
+    if rater["status"] == "open":
+        return "open (band clear of -epsilon, e-values not yet at their threshold)"
+    return f"{rater['status']} (by the e-values; the band still crosses -epsilon)"
+
+
 def margins_chart(validation: dict[str, Any], number: int) -> Chart:
-    """Per held-out rater, the compared quantity and its interval, with -epsilon and 0 marked."""
+    """Per held-out rater, the compared quantity and its interval, with -epsilon and 0 marked: in anytime
+    mode its confidence sequence now and status, else the fixed-sample interval (valid at the planned
+    overlap only)."""
     rule = validation["rule"]
     _, symbol, meaning = MARGIN_QUANTITY[rule]
     epsilon = validation.get("epsilon") or 0.0
+    marks = ((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0"))
+    if anytime(validation):
+        return Chart(
+            id=f"margins-{number}",
+            kind="interval",
+            title=f"{symbol} per held-out rater with its confidence sequence now (valid at every look), judge "
+            f"{validation['judge']}: {meaning}",
+            x_label=symbol,
+            y_label="held-out rater",
+            columns=("rater", "estimate", "cs_low", "cs_high", "n", "status", "reason"),
+            rows=tuple(
+                (r["rater"], r["d"], *r["cs"], r["n"], status_text(r), "" if r["n"] else "no usable item yet")
+                for r in validation["monitoring"]["raters"]
+            ),
+            marks=marks,
+        )
     return Chart(
         id=f"margins-{number}",
         kind="interval",
-        title=f"{symbol} per held-out rater with its 95% interval, judge {validation['judge']}: {meaning}",
+        title=f"{symbol} per held-out rater with its fixed-sample 95% interval ({FIXED_ONLY}), judge "
+        f"{validation['judge']}: {meaning}",
         x_label=symbol,
         y_label="held-out rater",
         columns=("rater", "estimate", "ci_low", "ci_high", "m", "won", "reason"),
@@ -80,7 +119,7 @@ def margins_chart(validation: dict[str, Any], number: int) -> Chart:
             (r["rater"], margin_estimate(r, rule), *(r["ci"] or [None, None]), r["m"], r["won"], r["reason"])
             for r in validation["raters"]
         ),
-        marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),
+        marks=marks,
     )
 
 

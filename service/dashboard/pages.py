@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from service.core.middleware import CSRF_FIELD
+from service.dashboard.charts import FIXED_ONLY, anytime
 from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.data.queries import last_label_times
@@ -45,7 +46,7 @@ def dashboard_page(
     pool = doc.get("human_pool", {})
     summary = (
         "".join(
-            f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(v["decision"])}</td>'
+            f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(_marked(v))}</td>'
             f"<td>{_fmt(v['omega'])}</td></tr>"
             for v in judges
         )
@@ -91,7 +92,7 @@ def dashboard_page(
 <p>label_seq <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
  criterion {escape(doc["criterion"])} &middot; rule {escape(str(doc.get("rule")))}, coefficient
  {escape(str(doc.get("coefficient")))}, pass when omega &ge; {doc.get("omega_threshold")}</p>
-{_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th></tr>{summary}</table></div>
+{_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
 {panels}
 <h2>Plan and overlap</h2>
@@ -153,11 +154,36 @@ def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, s
     reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
     return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix("margins-"))}">
 <h2>Judge {escape(validation["judge"])}</h2>
-<p class="decision {escape(decision)}">decision: <b>{escape(decision)}</b>{reason} &middot; omega {_fmt(validation["omega"])}</p>
+<p class="decision {escape(decision)}">decision: <b>{escape(_marked(validation))}</b>{reason} &middot; omega {_fmt(validation["omega"])}</p>
 <h3>{escape(margins.title)}</h3>
-<p class="note">Each dot is the estimate and each bar its interval; the judge wins a rater whose value lies
- above -epsilon{" (by a one-sided test at q, Benjamini-Yekutieli over the raters)" if validation["rule"] == "alt-test" else ""}.</p>
+<p class="note">{escape(_margins_note(validation))}</p>
 {_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
+
+
+def _margins_note(validation: dict[str, Any]) -> str:
+    """What the margins chart's dots and bars are, and how a rater is won: the e-values in anytime mode (with
+    the fixed-sample intervals, valid at the planned overlap only, beside), else the fixed-sample rule."""
+    if not anytime(validation):
+        test = (
+            " (by a one-sided test at q, Benjamini-Yekutieli over the raters)"
+            if validation["rule"] == "alt-test"
+            else ""
+        )
+        return (
+            "Each dot is the estimate and each bar its fixed-sample 95% interval, "
+            f"{FIXED_ONLY}; the judge wins a rater whose value lies above -epsilon{test}."
+        )
+    fixed = "; ".join(
+        f"{r['rater']} [{_fmt((r['ci'] or [None, None])[0])}, {_fmt((r['ci'] or [None, None])[1])}]"
+        for r in validation["raters"]
+    )
+    return (
+        "Each dot is the mean of the per-item differences in arrival order and each bar its confidence "
+        "sequence now, valid at every look at level alpha for that rater. A rater is won or lost when its "
+        "e-value crosses its e-BH threshold over the humans (what the decision reads); where its band does "
+        "not yet tell the same, its status says so. "
+        f"Fixed-sample 95% intervals, {FIXED_ONLY}: {fixed or 'none'}."
+    )
 
 
 def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> str:
@@ -232,10 +258,15 @@ def index_rows(
 def _status(doc: dict[str, Any]) -> dict[str, str]:
     judges = doc["judges"]
     if judges:
-        decision = "; ".join(f"{v['judge']}: {v['decision']}" for v in judges)
+        decision = "; ".join(f"{v['judge']}: {_marked(v)}" for v in judges)
         omega = "; ".join("n/a" if v["omega"] is None else f"{v['omega']:.2f}" for v in judges)
     else:
-        decision, omega = f"{doc['decision']} ({doc['reason']})", "n/a"
+        decision, omega = f"{_marked(doc)} ({doc['reason']})", "n/a"
     plan = doc.get("plan")
     progress = f"{plan['m_done_min']} / {plan['m_target']} items" if plan and plan.get("m_target") else "no plan"
     return {"decision": decision, "omega": omega, "progress": progress}
+
+
+def _marked(validation: dict[str, Any]) -> str:
+    """A decision as every surface says it: with its provisional mark while it is provisional."""
+    return f"{validation['decision']} (provisional)" if validation.get("provisional") else str(validation["decision"])

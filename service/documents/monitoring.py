@@ -51,6 +51,15 @@ def _band(times: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[dict[
     ]
 
 
+def band_agrees(status: str, low: float, high: float, epsilon: float) -> bool:
+    """Whether a human's band now tells its status: won with the band above ``-epsilon``, lost with it
+    below, open with it across (docs/method.md §8: the status is the e-values', the band its own)."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return status == "open"
+    above, below = low > -epsilon, high < -epsilon
+    return (status == "won") == above and (status == "lost") == below
+
+
 def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str, Any]:
     """The monitoring block: decision, looks, and per human status, e-values and band."""
     return {
@@ -76,6 +85,7 @@ def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str,
                 "n": r.n,
                 "d": optional_float(r.d),
                 "cs": r.cs.as_list(),
+                "band_agrees": band_agrees(r.status, r.cs.low, r.cs.high, m.epsilon),
                 "band": _band(r.arrival, r.lower, r.upper),
             }
             for r in m.raters
@@ -150,7 +160,9 @@ def decision_in_force(
     if mode == "anytime" and block is not None:
         return {
             "decision": block["decision"],
-            "reason": block["reason"],
+            "reason": monitored_reason(block),
+            "omega": monitored_omega(block),
+            "fixed_omega": fixed["omega"],
             "provisional": False,
             "fixed_decision": fixed["decision"],
             "monitoring": block,
@@ -172,7 +184,29 @@ def decision_in_force(
     return {
         "decision": fixed["decision"],
         "reason": reason,
+        "fixed_omega": fixed["omega"],
         "provisional": not reached,
         "fixed_decision": fixed["decision"],
         "monitoring": block,
     }
+
+
+def monitored_omega(block: dict[str, Any]) -> float | None:
+    """Omega in anytime mode: the share of humans certified won so far (None without a human)."""
+    raters = block["raters"]
+    return sum(r["status"] == "won" for r in raters) / len(raters) if raters else None
+
+
+def monitored_reason(block: dict[str, Any]) -> str:
+    """The monitored decision's reason with the counts the statuses show now, so the banner, omega and the
+    per-human statuses tell one story (docs/method.md §11)."""
+    raters = block["raters"]
+    if not raters or block["decision"] == "insufficient_data":
+        return str(block["reason"])
+    won = sum(r["status"] == "won" for r in raters)
+    lost = sum(r["status"] == "lost" for r in raters)
+    counts = f"{won} of {len(raters)} humans certified won, {lost} lost, {len(raters) - won - lost} open"
+    needed = f"{block['needed_won']} won needed to pass"
+    if block["decision"] in ("pass", "reject"):
+        return f"{block['decision']} since label_seq {block['decided_at_label_seq']}; now {counts} ({needed})"
+    return f"{block['reason']}: {counts} ({needed})"

@@ -349,6 +349,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                 "decision": "insufficient_data",
                 "reason": why,
                 "omega": None,
+                "fixed_omega": None,
                 "raters": [],
                 "human_pool": {
                     "estimate": None,

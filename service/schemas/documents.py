@@ -36,10 +36,13 @@ class RaterMargin(_Document):
     rho_f: float | None
     rho_h: float | None
     p_value: float | None
-    ci: Interval
+    ci: Interval = Field(description="Fixed-sample interval: valid at the planned overlap only, not at every look.")
     ci_method: CiMethod
     approximate: Approximate
-    won: bool | None = Field(description="Whether the judge won this human; null when the human was skipped.")
+    won: bool | None = Field(
+        description="Whether the fixed-sample rule won this human; null when skipped. Under anytime monitoring "
+        "the decision reads monitoring.raters[].status instead."
+    )
     reason: str
 
 
@@ -74,6 +77,10 @@ class RaterMonitoring(_Document):
     n: int = Field(description="Usable items in arrival order.")
     d: float | None
     cs: Interval = Field(description="Confidence-sequence bounds on d_k now (valid at every look).")
+    band_agrees: bool = Field(
+        description="Whether the band now tells the status: won above -epsilon, lost below, open across "
+        "(the status is the e-values', docs/method.md §8)."
+    )
     band: list[BandPoint] = Field(description="The confidence sequence at up to 60 points of label_seq.")
 
 
@@ -108,7 +115,10 @@ class JudgeValidation(_Document):
     judge: str
     decision: str
     reason: str
-    omega: float | None
+    omega: float | None = Field(
+        description="Share of humans won: certified won under anytime monitoring, else by the fixed-sample rule."
+    )
+    fixed_omega: float | None = Field(description="The fixed-sample rule's share of humans won.")
     omega_threshold: float
     p_opposite: float | None
     rule: str
@@ -195,6 +205,7 @@ class ReliabilityDocument(_Document):
     decision: str
     reason: str
     omega: float | None
+    fixed_omega: float | None = None
     p_opposite: float | None = None
     epsilon: float | None = None
     raters: list[RaterMargin]

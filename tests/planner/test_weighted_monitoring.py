@@ -117,8 +117,9 @@ def _hand_case(seed):
 
 def test_weighted_d_and_band_match_a_hand_computation():
     """With two humans the pool of each is the other: xi = 1[J = other] - 1[r_k = other]; d is
-    the Hajek mean and the band sum(w xi)/sum(w) +- u(t)/sum(w), u the two-sided normal-mixture
-    boundary (docs/method.md §8, check value at t = 100 elsewhere)."""
+    the Hajek mean, and the band (the weighted empirical-Bernstein sequence, checked against its
+    formulas in test_sequential_eb.py) lies within sum(w xi)/sum(w) +- u(t)/sum(w), u the two-sided
+    normal-mixture boundary (docs/method.md §8, check value at t = 100 elsewhere)."""
     from planner.sequential import normal_mixture_boundary
 
     codes, inclusion = _hand_case(3)

@@ -88,7 +88,11 @@ def _svg(page: str, chart_id: str) -> ET.Element:
 
 
 def test_alt_test_panels_plot_rho_f_minus_rho_h_inside_its_interval(client: TestClient) -> None:
+    """Fixed-sample mode: the margins chart draws rho_f - rho_h and its fixed interval (in anytime mode it
+    draws each rater's confidence sequence: tests/service/test_one_story.py)."""
     pid = _alt_test_two_judges(client)
+    fixed = {"rule": "alt-test", "epsilon": 0.2, "monitoring": "fixed"}
+    assert client.patch(f"/projects/{pid}", json={"decision": fixed}).status_code == 200
     doc = client.get(f"/projects/{pid}/reliability").json()
     page = client.get(f"/projects/{pid}/dashboard").text
     assert [v["judge"] for v in doc["judges"]] == ["good-judge", "weak-judge"]

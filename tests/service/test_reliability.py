@@ -200,7 +200,10 @@ def test_margins_and_pool_score_match_leave_one_out(client):
         assert r["won"] == (e["d"] >= -0.05)
         lo, hi = r["ci"]
         assert lo <= r["d"] <= hi
-    assert doc["omega"] == pytest.approx(np.mean([e["d"] >= -0.05 for e in expected.values()]))
+    assert doc["fixed_omega"] == pytest.approx(np.mean([e["d"] >= -0.05 for e in expected.values()]))
+    # anytime mode (the default): omega is the share of humans certified won (docs/method.md §11)
+    statuses = [r["status"] for r in doc["monitoring"]["raters"]]
+    assert doc["monitoring_mode"] == "anytime" and doc["omega"] == pytest.approx(statuses.count("won") / 3)
     assert doc["human_pool"]["estimate"] == pytest.approx(np.mean([e["pool"] for e in expected.values()]))
     po = doc["coefficients"]["po"]
     assert po["defined"] and po["n_items"] == 150  # every item has the primary and a secondary
@@ -309,7 +312,7 @@ def test_the_document_follows_the_project_decision_settings(client, decision):
         rng=doc["label_seq"],
     )
     assert (doc["rule"], doc["coefficient"], doc["epsilon"]) == (v.rule, v.coefficient, v.epsilon)
-    assert doc["fixed_decision"] == v.decision and doc["omega"] == pytest.approx(v.omega)
+    assert doc["fixed_decision"] == v.decision and doc["fixed_omega"] == pytest.approx(v.omega)
     assert doc["omega_threshold"] == settings["omega_threshold"]
     for got, want in zip(doc["raters"], v.raters, strict=True):
         assert got["won"] == want.won and got["m"] == want.m

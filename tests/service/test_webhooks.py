@@ -302,6 +302,10 @@ def test_decision_changed_carries_old_and_new(client: TestClient, pid: str) -> N
         first = verified(hook, run_until(client, receiver, 1)[0])["data"]
         assert (first["old"]["decision"], first["new"]["decision"]) == ("insufficient_data", "pass")
         assert first["omega"] == 1.0 and first["label_seq"] == 80
+        # no plan: the fixed-sample pass is provisional, and the event says so as the document does
+        doc = client.get(f"/projects/{pid}/reliability").json()
+        assert doc["provisional"] is True and first["provisional"] is True and first["new"]["provisional"] is True
+        assert first["monitoring_mode"] == "fixed"
         labels(client, pid, judge_agrees=False)
         second = verified(hook, run_until(client, receiver, 2)[1])["data"]
         assert (second["old"]["decision"], second["new"]["decision"]) == ("pass", "reject")

@@ -124,7 +124,7 @@ def test_certification_scenario_end_to_end(database_url):
         rng=label_seq,
     )
     assert doc["fixed_decision"] == expected.decision  # the fixed-sample view, beside the monitored one
-    assert doc["omega"] == pytest.approx(expected.omega)
+    assert doc["fixed_omega"] == pytest.approx(expected.omega)
     assert doc["p_opposite"] == pytest.approx(expected.p_opposite)
     assert doc["label_seq"] == label_seq and doc["n_items"] == N_ITEMS and doc["judge"] == "judge"
     names = [ext for ext, _ in raters]
