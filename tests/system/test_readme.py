@@ -1,4 +1,5 @@
-"""The README's shell blocks run as written against a live server, so they cannot rot.
+"""The README's shell blocks (and the user guide's, which continue its walkthrough) run as written against a
+live server, so they cannot rot.
 
 Every fenced ``sh`` block after the quick start is run, in order, in one bash session
 (``set -eo pipefail``) whose working directory holds a ``.venv/bin/annoplan`` that runs this
@@ -19,6 +20,8 @@ from tests.conftest import ROOT, fresh_database
 from tests.live_server import LiveServer
 
 README = ROOT / "README.md"
+GUIDES = (ROOT / "docs" / "user-guide.md",)
+"""Pages whose shell blocks continue the README's walkthrough, run after it in this order."""
 README_URL = "http://127.0.0.1:8000"
 README_KEY = "my-admin-key"
 
@@ -40,7 +43,7 @@ def test_readme_blocks_are_found() -> None:
 
 
 def test_readme_shell_blocks_run_as_written(template_url: str, tmp_path: Path) -> None:
-    blocks = shell_blocks(README.read_text())
+    blocks = [b for page in (README, *GUIDES) for b in shell_blocks(page.read_text())]
     shim = tmp_path / ".venv" / "bin" / "annoplan"
     shim.parent.mkdir(parents=True)
     shim.write_text(f'#!/bin/sh\nexec {sys.executable} -c "from service.cli import main; main()" "$@"\n')
