@@ -28,7 +28,6 @@ keys = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
 # Piped output is not cut at 80 columns: tables keep every column when redirected to a file.
 console = Console(width=None if sys.stdout.isatty() else max(shutil.get_terminal_size().columns, 200))
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class CliError(Exception):
@@ -80,11 +79,10 @@ def migrate() -> None:
     Example: ANNOPLAN_DATABASE_URL=postgresql+psycopg://u:p@localhost/annoplan annoplan migrate
     """
     from alembic import command
-    from alembic.config import Config
 
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
-    command.upgrade(cfg, "head")
+    from migrations import alembic_config
+
+    command.upgrade(alembic_config(), "head")
 
 
 @keys.command("create")
