@@ -241,7 +241,9 @@ def plan(
     """Print the overlap recipe (docs/method.md §4) as a table or JSON, from priors or from labels in hand.
 
     m is the overlap per secondary annotator: the items each secondary labels beside the judge and the
-    primary (who label everything). The service plans the same m for the same priors and design.
+    primary (who label everything). A shared-panel design holds K-1 labels in per overlap item and needs
+    a smaller m. POST /plan's recipe has this m for the same priors, corpus and design; the plan's own m
+    can be higher when its simulated check raises it.
 
     Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9 --design strat --json
     """

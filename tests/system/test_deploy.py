@@ -152,3 +152,19 @@ def test_serve_passes_workers_and_trusted_proxies_to_uvicorn(monkeypatch: pytest
         get_settings.cache_clear()
     assert seen["app"] == "service.app:create_app" and seen["factory"] is True
     assert (seen["workers"], seen["proxy_headers"], seen["forwarded_allow_ips"]) == (3, True, "10.0.0.2")
+
+
+def test_make_label_studio_listens_on_loopback_only(tmp_path: Path) -> None:
+    """Label Studio binds ``--internal-host`` (its default is 0.0.0.0); ``--host`` only names its URL."""
+    done = subprocess.run(
+        ["make", "-n", "label-studio", f"LS_VENV={tmp_path / 'ls'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    start = re.sub(r"\\\n\s*", " ", done.stdout)
+    (command,) = [line for line in start.splitlines() if "label-studio start" in line]
+    assert "--internal-host 127.0.0.1" in command
+    assert not re.search(r"--host (?!http)", command), "--host takes a URL, and binds nothing"
