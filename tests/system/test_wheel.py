@@ -1,5 +1,5 @@
 """The built wheel is a working annoplan on its own: installed outside the repository, it migrates
-a new database and serves plans.
+a new database, makes and lists keys, and serves plans.
 
 A copy of the source tree (without virtualenvs, build leftovers or databases) is built with
 ``pip wheel`` and installed into a fresh virtualenv in a temporary directory; every command then
@@ -118,6 +118,8 @@ def test_an_installed_wheel_migrates_serves_and_plans(venv: Path, tmp_path: Path
         env=env,
     )
     assert head.strip() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    secret = _run([venv / "annoplan", "keys", "create", "--role", "admin", "--name", "wheel"], cwd=run_dir, env=env)
+    assert "wheel" in _run([venv / "annoplan", "keys", "list"], cwd=run_dir, env=env)
 
     port = free_port()
     env |= {"ANNOPLAN_HOST": "127.0.0.1", "ANNOPLAN_PORT": str(port)}
@@ -135,7 +137,7 @@ def test_an_installed_wheel_migrates_serves_and_plans(venv: Path, tmp_path: Path
                 pass
             assert time.monotonic() < deadline, _log(log)
             time.sleep(0.2)
-        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60) as c:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret.strip()}"}, timeout=60) as c:
             assert c.get("/static/dashboard.js").status_code == 200  # package data is served
             assert c.get("/docs").status_code == 200
             pid = _created(c.post("/projects", json={"name": "wheel", "labels": ["ok", "toxic"]}))["id"]
