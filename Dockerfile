@@ -1,7 +1,7 @@
-# syntax=docker/dockerfile:1
 # annoplan's image: the wheel and its dependencies' wheels are built in the first stage; the second
-# installs them (not the source tree) and runs as an unprivileged user. SQLite lives in the volume
-# /data unless ANNOPLAN_DATABASE_URL points elsewhere (compose.yaml: PostgreSQL). docs/operations.md.
+# installs them (not the source tree; RUN --mount needs BuildKit, the default since Docker 23) and runs
+# as an unprivileged user. SQLite lives in the volume /data unless ANNOPLAN_DATABASE_URL points
+# elsewhere (compose.yaml: PostgreSQL). docs/operations.md.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
