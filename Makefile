@@ -19,8 +19,7 @@ $(VENV)/.test: pyproject.toml | $(PY)
 	touch $@ $(VENV)/.runtime
 
 serve: $(VENV)/.runtime
-	$(VENV)/bin/alembic upgrade head
-	$(PY) -m service
+	$(VENV)/bin/annoplan serve
 
 test: $(VENV)/.test
 	$(PY) -m pytest
@@ -37,13 +36,15 @@ lint: $(VENV)/.test
 	$(VENV)/bin/lint-imports
 
 migrate: $(VENV)/.runtime
-	$(VENV)/bin/alembic upgrade head
+	$(VENV)/bin/annoplan migrate
 
 bench: $(VENV)/.test
 	for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 # Label Studio in its own virtualenv, for the README's setup and the opt-in live test
 # (tests/system/test_label_studio_live.py): legacy API tokens on, webhooks to loopback allowed.
+# It listens on loopback only: --internal-host is Label Studio's bind address (default 0.0.0.0);
+# its --host is the public URL it writes into links, not where it listens.
 LS_VENV ?= .venv-ls
 LS_PORT ?= 8080
 LABEL_STUDIO_USERNAME ?= admin@example.com
@@ -56,7 +57,7 @@ $(LS_VENV)/bin/label-studio:
 
 label-studio: $(LS_VENV)/bin/label-studio
 	LABEL_STUDIO_BASE_DATA_DIR=$(CURDIR)/.label-studio SSRF_PROTECTION_ENABLED=false \
-	$(LS_VENV)/bin/label-studio start --no-browser --host 127.0.0.1 --port $(LS_PORT) \
+	$(LS_VENV)/bin/label-studio start --no-browser --internal-host 127.0.0.1 --port $(LS_PORT) \
 	  --username $(LABEL_STUDIO_USERNAME) --password $(LABEL_STUDIO_PASSWORD) \
 	  --user-token $(LABEL_STUDIO_TOKEN) --enable-legacy-api-token
 

@@ -25,10 +25,17 @@ Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/document_stats.py [--refere
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+# run as a file, bench/ is first on sys.path (and its service.py would shadow the service package):
+# drop it and append the repository, so that `bench` imports and a --reference tree on PYTHONPATH comes first
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH.parent)]
 
 from bench.reference_tree import add_reference_options, reference_figures
 from planner.agreement import summary_table

@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--primary-labels", type=int, default=2000)
     add_reference_options(parser)
     args = parser.parse_args()
+    if not args.url:  # `make bench` runs every script: this one needs a database filled beforehand
+        print("first_batch: skipped, needs --url: a database bench/scale_writes.py filled")
+        return
     if not args.as_reference:
         os.environ[URL_ENV] = "|".join([args.url, args.project, str(args.rounds), str(args.primary_labels)])
     reference = reference_figures(__file__, args, first_batches)

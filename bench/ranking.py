@@ -13,6 +13,13 @@ Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/ranking.py [--reference DIR
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+# run as a file, bench/ is first on sys.path (and its service.py would shadow the service package):
+# drop it and append the repository, so that `bench` imports and a --reference tree on PYTHONPATH comes first
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH.parent)]
 
 from bench.document_stats import HUMANS, JUDGE, N_RESAMPLES, cpu, matrices
 from bench.reference_tree import add_reference_options, reference_figures

@@ -1,4 +1,4 @@
-"""Concurrency soak at scale (issue 8): the soak of ``tests/test_soak.py`` at a larger count.
+"""Concurrency soak at scale (issue 8): the soak of ``tests/system/test_soak.py`` at a larger count.
 
 Starts the real service (uvicorn) on a fresh SQLite file — and on PostgreSQL when
 ``--postgres URL`` is given — runs ``--clients`` annotator clients on loopback mixing batch
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.live_server import LiveServer, migrate, wipe_postgres
-from tests.test_soak import SoakResult, run_soak
+from tests.system.test_soak import SoakResult, run_soak
 
 KEY = "ak_bench_admin"
 

@@ -8,10 +8,23 @@ from service.core.settings import get_settings
 
 
 def main() -> None:
-    """Serve the app; the docs URL is printed before uvicorn takes over."""
+    """Serve the app with ``ANNOPLAN_WORKERS`` processes; its addresses are printed before uvicorn takes over.
+
+    Forwarded headers (``X-Forwarded-For``, ``X-Forwarded-Proto``) are believed from
+    ``ANNOPLAN_FORWARDED_ALLOW_IPS`` only (default: a proxy on this host).
+    """
     settings = get_settings()
-    print(f"annoplan: API docs at http://{settings.host}:{settings.port}/docs", flush=True)
-    uvicorn.run("service.app:create_app", factory=True, host=settings.host, port=settings.port)
+    base = f"http://{settings.host}:{settings.port}"
+    print(f"annoplan: serving {base} (sign in at {base}/login, API docs at {base}/docs)", flush=True)
+    uvicorn.run(
+        "service.app:create_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ keys = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
 # Piped output is not cut at 80 columns: tables keep every column when redirected to a file.
 console = Console(width=None if sys.stdout.isatty() else max(shutil.get_terminal_size().columns, 200))
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class CliError(Exception):
@@ -80,11 +79,10 @@ def migrate() -> None:
     Example: ANNOPLAN_DATABASE_URL=postgresql+psycopg://u:p@localhost/annoplan annoplan migrate
     """
     from alembic import command
-    from alembic.config import Config
 
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
-    command.upgrade(cfg, "head")
+    from migrations import alembic_config
+
+    command.upgrade(alembic_config(), "head")
 
 
 @keys.command("create")
@@ -201,6 +199,10 @@ def _codes_from_csv(path: Path, judge: str) -> tuple[np.ndarray, list[str], int,
     return codes, raters, rater_of[judge], max(len(labels), 2)
 
 
+PLAN_DESIGNS = ("random", "disjoint", "seq-refined", "seq-coverage", "strat", "depth-first")
+"""Designs ``annoplan plan`` takes: the service's, less ``auto`` (a simulated choice) and ``neyman`` (strata)."""
+
+
 @app.command()
 def plan(
     n_items: Annotated[int, typer.Option(help="Items in the corpus.")] = 2000,
@@ -210,6 +212,21 @@ def plan(
     p_j: Annotated[float, typer.Option(help="Prior judge accuracy.")] = 0.90,
     epsilon: Annotated[float, typer.Option(help="Margin of the decision rule.")] = 0.05,
     alpha_sig: Annotated[float, typer.Option(help="Total false-rejection budget.")] = 0.05,
+    purpose: Annotated[
+        str, typer.Option(help="certify (is one judge as good as the humans?) or rank (order several judges).")
+    ] = "certify",
+    n_judges: Annotated[int, typer.Option(help="Judges to rank (--purpose rank).")] = 2,
+    delta_min: Annotated[
+        float, typer.Option(help="Smallest margin between judges to resolve (--purpose rank).")
+    ] = 0.05,
+    design: Annotated[
+        str,
+        typer.Option(
+            help="Who labels the overlap: random, disjoint, seq-refined, seq-coverage hold one other human's label "
+            "per overlap item; strat and depth-first a shared panel of K-1, which needs a smaller m (certify)."
+        ),
+    ] = "random",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the recipe as JSON instead of a table.")] = False,
     labels_csv: Annotated[
         Path | None,
         typer.Option(
@@ -222,12 +239,25 @@ def plan(
     ] = None,
     judge: Annotated[str, typer.Option(help="The judge's rater id in --labels-csv.")] = "judge",
 ) -> None:
-    """Print the certification recipe (docs/method.md §4) as a table, from priors or from labels in hand.
+    """Print the overlap recipe (docs/method.md §4) as a table or JSON, from priors or from labels in hand.
 
-    Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9
+    m is the overlap per secondary annotator: the items each secondary labels beside the judge and the
+    primary (who label everything). A shared-panel design holds K-1 labels in per overlap item and needs
+    a smaller m. POST /plan's recipe has this m for the same priors, corpus and design; the plan's own m
+    can be higher when its simulated check raises it.
+
+    Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9 --design strat --json
     """
-    from planner.recipes import XiLattice, certify_recipe, pilot_moments, xi_lattice
+    from planner.designs import design_pool_size
+    from planner.recipes import XiLattice, certify_recipe, pilot_moments, rank_recipe, xi_lattice
+    from service.planning.plans import ranking_variance, recipe_dict
 
+    if purpose not in ("certify", "rank"):
+        raise typer.BadParameter(f"--purpose must be certify or rank, not {purpose!r}")
+    if design not in PLAN_DESIGNS:
+        raise typer.BadParameter(f"--design must be one of {', '.join(PLAN_DESIGNS)}, not {design!r}")
+    if purpose == "rank" and not (n_judges >= 2 and 0 < delta_min < 1):
+        raise typer.BadParameter("--purpose rank needs --n-judges of at least 2 and --delta-min in (0, 1)")
     lattice: XiLattice | None = None
     if labels_csv is not None:
         codes, raters, j, n_labels = _codes_from_csv(labels_csv, judge)
@@ -237,22 +267,55 @@ def plan(
         n_items, n_raters = codes.shape[0], len(humans)
         if not np.isfinite(mu_d):
             raise typer.BadParameter("no overlap in the CSV: items need the judge and two humans")
-    else:
-        lattice = xi_lattice(p_h, p_j, n_labels=n_labels)
+        moments: dict[str, Any] = {"source": "pilot", "mu_d": mu_d, "sigma0_sq": sigma0_sq}
+    pool_size = design_pool_size(design, n_raters)
+    if labels_csv is None:
+        lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=pool_size)
         mu_d, sigma0_sq = lattice.mu_d, lattice.variance
         source = f"prior (p_h={p_h}, p_j={p_j}, L={n_labels})"
-    recipe = certify_recipe(
-        mu_d, sigma0_sq, n_items=n_items, n_humans=n_raters, epsilon=epsilon, alpha_sig=alpha_sig, lattice=lattice
-    )
-    table = Table(title="annoplan certification recipe")
+        moments = {"source": "prior", "p_h": p_h, "p_j": p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq}
+    if purpose == "certify":
+        recipe = certify_recipe(
+            mu_d,
+            sigma0_sq,
+            n_items=n_items,
+            n_humans=n_raters,
+            epsilon=epsilon,
+            alpha_sig=alpha_sig,
+            pool_size=pool_size,
+            lattice=lattice,
+        )
+    else:
+        variance = ranking_variance(moments, delta_min, n_labels=n_labels, n_humans=n_raters)
+        moments["ranking_variance"] = variance
+        recipe = rank_recipe(
+            variance, delta_min, n_items=n_items, n_humans=n_raters, n_judges=n_judges, alpha_sig=alpha_sig
+        )
+    if as_json:
+        document = {
+            "purpose": purpose,
+            "design": design,
+            "pool_size": pool_size,
+            "n_items": n_items,
+            "n_humans": n_raters,
+            **({"n_judges": n_judges, "delta_min": delta_min} if purpose == "rank" else {"epsilon": epsilon}),
+            "moments": moments,
+            "recipe": recipe_dict(recipe),
+        }
+        typer.echo(json.dumps(_finite(document), indent=2))
+        return
+    table = Table(title=f"annoplan {'certification' if purpose == 'certify' else 'ranking'} recipe")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     rows = [
         ("source", source),
+        ("design", f"{design} ({pool_size} held-in label{'s' if pool_size > 1 else ''} per overlap item)"),
         ("mu_d", f"{mu_d:.4f}"),
         ("sigma0^2", f"{sigma0_sq:.4f}"),
-        ("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices"),
     ]
+    if purpose == "rank":
+        rows += [("judges", str(n_judges)), ("delta_min", f"{delta_min:g}"), ("pair variance", f"{variance:.4f}")]
+    rows.append(("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices"))
     if recipe.plan is not None:
         rows += [("rho = m/n", f"{recipe.plan.rho:.3f}"), ("total human labels", f"{recipe.plan.total_labels:,}")]
     if recipe.reason:
@@ -260,6 +323,19 @@ def plan(
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as null: JSON has no such numbers."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
 
 
 @app.command()
@@ -338,12 +414,19 @@ def demo(
     key: Annotated[str, typer.Option(envvar="ANNOPLAN_ADMIN_KEY", help="An admin key.")] = "",
     n_items: Annotated[int, typer.Option()] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="No server: plan, label and decide on synthetic labels in this process.")
+    ] = False,
 ) -> None:
     """Create a synthetic project (judge, primary, three secondaries) through the API, plan it,
-    and label the planned batches, so every endpoint and the dashboard have data.
+    and label the planned batches, so every endpoint and the dashboard have data. With --offline,
+    the same story without a server: the recipe's m, each secondary's m random items, the decision.
 
-    Example: annoplan demo --url http://127.0.0.1:8000 --key $ANNOPLAN_ADMIN_KEY
+    Example: annoplan demo --url http://127.0.0.1:8000 --key $ANNOPLAN_ADMIN_KEY   (or: annoplan demo --offline)
     """
+    if offline:
+        _offline_demo(n_items, seed)
+        return
     import httpx
 
     from planner.simulate import synthetic_codes
@@ -375,6 +458,48 @@ def demo(
         doc = _ok(c.get(f"/projects/{pid}/reliability"))
     typer.echo(f"project {pid}: decision {doc['decision']} (omega {doc['omega']})")
     typer.echo(f"dashboard: {url}/projects/{pid}/dashboard   docs: {url}/docs")
+
+
+DEMO_ACCURACIES = (0.9, 0.85, 0.85, 0.85, 0.85)
+"""The demo's raters: the judge, then the primary and three secondary humans (synthetic accuracies)."""
+
+
+def _offline_demo(n_items: int, seed: int) -> None:
+    """``annoplan demo --offline``: synthetic labels, the prior recipe, random overlap lists, the decision."""
+    from planner.decision import validate_judge
+    from planner.recipes import certify_recipe, xi_lattice
+    from planner.simulate import synthetic_codes
+
+    if n_items < 10:
+        raise typer.BadParameter("--n-items must be at least 10")
+    p_j, p_h = DEMO_ACCURACIES[0], DEMO_ACCURACIES[1]
+    n_humans = len(DEMO_ACCURACIES) - 1
+    lattice = xi_lattice(p_h, p_j, n_labels=2)
+    recipe = certify_recipe(lattice.mu_d, lattice.variance, n_items=n_items, n_humans=n_humans, lattice=lattice)
+    m = min(recipe.m if recipe.m is not None else n_items, n_items)
+    rng = np.random.default_rng(seed)
+    codes = synthetic_codes(n_items, n_labels=2, accuracies=DEMO_ACCURACIES, prevalence=[0.7, 0.3], rng=rng)[0]
+    labeled = codes.copy()
+    for k in range(2, len(DEMO_ACCURACIES)):  # the judge and the primary label every item; a secondary its list
+        unlisted = np.ones(n_items, dtype=bool)
+        unlisted[rng.choice(n_items, size=m, replace=False)] = False
+        labeled[unlisted, k] = -1
+    result = validate_judge(labeled, judge=0, humans=list(range(1, len(DEMO_ACCURACIES))), n_labels=2, rng=seed)
+    typer.echo(
+        f"offline demo: {n_items} synthetic items, a judge of accuracy {p_j}, a primary and "
+        f"{n_humans - 1} secondaries of accuracy {p_h}"
+    )
+    typer.echo(
+        f"plan (prior, design random): m = {m} overlap items per secondary, "
+        f"{n_items + (n_humans - 1) * m:,} human labels in all"
+    )
+    names = ["judge", "ann-1 (primary)", *(f"ann-{k}" for k in range(2, len(DEMO_ACCURACIES)))]
+    for outcome in result.raters:
+        verdict = {True: "won", False: "lost", None: "open"}[outcome.won]
+        typer.echo(f"  {names[outcome.rater]} held out: {outcome.m} items, d = {outcome.d:+.3f}, {verdict}")
+    typer.echo(
+        f"decision {result.decision} (omega {result.omega:.2f})" + (f": {result.reason}" if result.reason else "")
+    )
 
 
 sync = typer.Typer(help="Bring labels in from annotation tools.", no_args_is_help=True)

@@ -16,6 +16,14 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./annoplan.db"
     host: str = "127.0.0.1"
     port: int = 8000
+    workers: int = Field(
+        1, ge=1, le=64, description="Worker processes of `annoplan serve` (uvicorn --workers); several need PostgreSQL."
+    )
+    forwarded_allow_ips: str = Field(
+        "127.0.0.1",
+        description="Comma-separated addresses (or *) of reverse proxies whose X-Forwarded-For/-Proto headers "
+        "are believed: the client address and https scheme they report (docs/operations.md).",
+    )
     admin_key: str | None = None
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_rows: int = Field(100_000, ge=1)

@@ -4,9 +4,11 @@ comes from ``planner.protocol``; this module only pairs verdicts and assembles t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import numpy as np
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner.aggregation import Aggregate, aggregate
@@ -15,7 +17,8 @@ from planner.protocol import Protocol, Summary, summarize, summarize_codes
 from planner.verdicts import VerdictTable
 from service.core.errors import Invalid, echo
 from service.core.offload import off_worker
-from service.data.models import Project
+from service.data.models import Project, Rater
+from service.documents.reliability import DocumentCache
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.schemas.report import (
@@ -426,6 +429,40 @@ def _checklist(judges: list[JudgeReport], criteria: list[str], declared: Protoco
             "INVALID has its own row, column and rates, and is never scored",
         ),
     ]
+
+
+def report_key(session: Session, project: Project, options: ReportOptions) -> str:
+    """What a report depends on, as an ETag: the labels (``label_seq``), the corpus, the raters (ids,
+    kinds, external ids), the project's labels, criteria, scale and decision settings, and ``options``."""
+    raters = session.execute(
+        select(Rater.id, Rater.kind, Rater.external_id).where(Rater.project_id == project.id).order_by(Rater.id)
+    ).all()
+    raw = repr(
+        (
+            "report",
+            project.id,
+            project.name,
+            project.label_seq,
+            project.item_count,
+            [tuple(r) for r in raters],
+            list(project.labels),
+            list(project.criteria),
+            project.scale,
+            sorted(project.decision.items()),
+            options,
+        )
+    )
+    return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
+
+
+def cached_report(
+    session: Session, project: Project, options: ReportOptions, documents: DocumentCache, key: str | None = None
+) -> Report:
+    """The report under ``options``, computed once per :func:`report_key` in this worker (polls of an
+    unchanged project cost the key's two reads, not the statistics)."""
+    key = key or report_key(session, project, options)
+    report: Report = documents.get_or_build(key, lambda: build_report(session, project, options))
+    return report
 
 
 def build_report(session: Session, project: Project, options: ReportOptions) -> Report:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from service.core.errors import error_responses
 from service.deps import ProjectForViewer, ProjectId, ReadSession
 from service.reporting.render import CSV_COLUMNS, report_csv, report_html
-from service.reporting.report import ReportOptions, build_report
+from service.reporting.report import ReportOptions, cached_report, report_key
 from service.schemas.report import Costs, Handling, Level, Report, Rule
 
 router = APIRouter(prefix="/projects/{pid}/report", tags=["report"])
@@ -27,6 +27,7 @@ router = APIRouter(prefix="/projects/{pid}/report", tags=["report"])
                 "text/html": {"schema": {"type": "string"}},
             },
         },
+        304: {"description": "Unchanged: the ETag sent in If-None-Match is the report's."},
         **error_responses(401, 403, 404, 422),
     },
 )
@@ -34,6 +35,8 @@ def get_report(
     pid: ProjectId,
     project: ProjectForViewer,
     session: ReadSession,
+    request: Request,
+    response: Response,
     handling: Annotated[
         Handling | None, Query(description="How CANNOT_ASSESS is handled (docs/method.md §7); default: the project's.")
     ] = None,
@@ -59,6 +62,7 @@ def get_report(
     ] = "all",
     criterion: Annotated[str | None, Query(description="Report one criterion only.")] = None,
     fmt: Annotated[Literal["json", "csv", "html"], Query(alias="format", description="Response format.")] = "json",
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Report | Response:
     """Each judge against the primary human, per criterion and aggregated, under a declared protocol.
 
@@ -66,7 +70,8 @@ def get_report(
     marginals, abstention/invalid rates and coverage, phi, kappa with interval next to both
     positive rates, accuracy, F1 of the positive label, and under exclusion the Manski and
     sharp bounds; then a checklist of the reporting items of docs/method.md §7. Undefined values are
-    null with a reason. Aggregates only, no per-item data: viewers may read it.
+    null with a reason. Aggregates only, no per-item data: viewers may read it. Computed once per
+    labels, raters, settings and query in a worker; send the ETag back in If-None-Match for a 304.
     """
     declared = project.decision_settings
     if handling is None:
@@ -80,9 +85,14 @@ def get_report(
         rule=rule,
         criterion=criterion,
     )
-    report = build_report(session, project, options)
+    etag = report_key(session, project, options)  # one per format: the body differs, the statistics do not
+    headers = {"Cache-Control": "no-cache", "ETag": etag[:-1] + f'-{fmt}"'}
+    if if_none_match is not None and headers["ETag"] in [t.strip() for t in if_none_match.split(",")]:
+        return Response(status_code=304, headers=headers)
+    report = cached_report(session, project, options, request.app.state.documents, etag)
     if fmt == "csv":
-        return Response(report_csv(report), media_type="text/csv; charset=utf-8")
+        return Response(report_csv(report), media_type="text/csv; charset=utf-8", headers=headers)
     if fmt == "html":
-        return HTMLResponse(report_html(report))
+        return HTMLResponse(report_html(report), headers=headers)
+    response.headers.update(headers)
     return report

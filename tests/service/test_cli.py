@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from service.cli import app
 from tests.conftest import ADMIN_KEY, ROOT
+from tests.factories import PANEL, create_project
 from tests.live_server import LiveServer
 
 runner = CliRunner()
@@ -212,3 +216,89 @@ def test_keys_list_and_revoke_an_admin_key(database_url: str, monkeypatch: pytes
         get_settings.cache_clear()
     with LiveServer(database_url, ADMIN_KEY) as server, server.client(secret) as c:
         assert c.get("/projects").status_code == 401
+
+
+def _plan_json(*args: str) -> dict:
+    result = runner.invoke(app, ["plan", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize(
+    ("cli", "body"),
+    [
+        (["--design", "strat"], {"design": "strat"}),
+        (["--design", "disjoint"], {"design": "disjoint"}),
+        (
+            ["--purpose", "rank", "--n-judges", "3", "--delta-min", "0.08"],
+            {"purpose": "rank", "n_judges": 3, "delta_min": 0.08, "design": "random"},
+        ),
+    ],
+    ids=["certify-strat", "certify-disjoint", "rank"],
+)
+def test_plan_json_recipe_is_the_services_for_the_same_inputs(client: TestClient, cli: list[str], body: dict) -> None:
+    """The command line and POST /plan, fed the same priors, corpus and design, give one recipe."""
+    offline = _plan_json("--n-items", "400", "--n-raters", "3", *cli)
+    pid = create_project(client, items=[f"i{i}" for i in range(400)], raters=PANEL[:4])
+    response = client.post(
+        f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "n_raters": 3, "seed": 0, **body}
+    )
+    assert response.status_code == 201, response.text
+    served = response.json()["recipe"]
+    assert offline["recipe"]["m"] == served["m"] and offline["recipe"]["m"] is not None
+    assert offline["recipe"]["goal"] == served["goal"] == body.get("purpose", "certify")
+    assert offline["recipe"]["total_human_labels"] == served["total_human_labels"]
+    assert offline["pool_size"] == served["moments"].get("pool_size", offline["pool_size"])
+
+
+def test_plan_shared_panel_needs_less_overlap_and_says_why() -> None:
+    one = _plan_json("--n-items", "2000", "--design", "random")
+    panel = _plan_json("--n-items", "2000", "--design", "strat")
+    assert (one["pool_size"], panel["pool_size"]) == (1, 2)  # K - 1 = 2 held-in labels on a shared panel
+    assert panel["recipe"]["m"] < one["recipe"]["m"]
+    assert panel["moments"]["sigma0_sq"] < one["moments"]["sigma0_sq"]  # the variance falls with the pool
+    table = runner.invoke(app, ["plan", "--n-items", "2000", "--design", "strat"])
+    assert "strat (2 held-in labels per overlap item)" in table.output
+    assert str(panel["recipe"]["m"]) in table.output
+
+
+def test_plan_rank_table_names_the_judges_and_margin() -> None:
+    result = runner.invoke(app, ["plan", "--purpose", "rank", "--n-judges", "4", "--delta-min", "0.1"])
+    assert result.exit_code == 0, result.output
+    assert "ranking recipe" in result.output and "delta_min" in result.output
+    rank = _plan_json("--purpose", "rank", "--n-judges", "4", "--delta-min", "0.1")
+    more = _plan_json("--purpose", "rank", "--n-judges", "8", "--delta-min", "0.1")
+    assert rank["recipe"]["m"] < more["recipe"]["m"]  # more adjacent pairs share the budget
+    assert str(rank["recipe"]["m"]) in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--purpose", "rnak"], "--purpose must be certify or rank"),
+        (["--design", "auto"], "--design must be one of"),
+        (["--purpose", "rank", "--n-judges", "1"], "--n-judges of at least 2"),
+    ],
+)
+def test_plan_bad_options_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    done = _run_script(["plan", *args], tmp_path)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_plan_json_is_strict_json_even_when_infeasible() -> None:
+    result = runner.invoke(app, ["plan", "--json", "--n-items", "30", "--p-j", "0.7"])  # the judge is worse
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert document["recipe"]["feasible"] is False and document["recipe"]["reason"]
+
+
+def test_demo_offline_prints_a_decision_without_a_server(tmp_path: Path) -> None:
+    # No server anywhere: an unreachable URL and no key; the offline demo needs neither.
+    done = _run_script(["demo", "--offline", "--n-items", "1500", "--url", "http://127.0.0.1:9"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    m = _plan_json("--n-items", "1500", "--n-raters", "4")["recipe"]["m"]
+    assert f"m = {m} overlap items per secondary" in done.stdout
+    assert re.search(r"^decision (pass|reject|inconclusive|insufficient_data) \(omega [0-9.]+\)", done.stdout, re.M)
+    assert done.stdout.count(" held out: ") == 4
+    for k in (2, 3, 4):
+        assert f"ann-{k} held out: {m} items" in done.stdout  # a secondary's overlap is its list
