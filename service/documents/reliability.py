@@ -38,6 +38,7 @@ from service.planning.plans import (
     plan_progress,
 )
 from service.schemas import DecisionSettings
+from service.schemas.documents import RankingDocument, ReliabilityDocument
 
 T = TypeVar("T")
 log = logging.getLogger("annoplan")
@@ -368,6 +369,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     doc["plan"] = plan_progress(session, project, plan)
     doc["recipe_now"] = stats["recipe_now"] or {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
     doc["judges"] = validations
+    ReliabilityDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
     return doc
 
 
@@ -465,7 +467,7 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
         }
     codes = matrix.codes.astype(code_type(matrix.n_labels), copy=False)
     names = [r.external_id for r in matrix.raters]
-    return {
+    doc = {
         **base,
         **off_worker(
             matrix.raw.size,
@@ -480,6 +482,8 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
             rng=project.label_seq,
         ),
     }
+    RankingDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
+    return doc
 
 
 def judge_ranking(
