@@ -227,6 +227,58 @@ def paired_variance(p_h: float, p_a: float, p_b: float, *, n_labels: int, n_huma
     return between + (pair - between) / n_humans
 
 
+def ladder_accuracies(p_h: float, p_j: float, delta_min: float, *, n_labels: int, n_judges: int) -> np.ndarray:
+    """Accuracies of ``J`` judges ``delta_min`` apart in ``d``, the best at ``p_j`` (docs/method.md §4, item 3).
+
+    Two judges' agreement with a human differs by ``(p_h - q(p_h)) (p_a - p_b)``, so each step down
+    the ladder lowers the accuracy by ``delta_min / (p_h - q(p_h))``; humans at chance
+    (``p_h <= 1/L``) leave every judge at ``p_j``. A ladder that would need an accuracy below 0 is an error.
+
+    >>> ladder_accuracies(0.85, 0.9, 0.07, n_labels=2, n_judges=3).round(6).tolist()  # step .07/.7 = .1
+    [0.9, 0.8, 0.7]
+    """
+    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
+    if not (np.isfinite(delta_min) and delta_min > 0):
+        raise ValueError(f"delta_min must be a finite number > 0, got {delta_min!r}")
+    if not isinstance(n_judges, (int, np.integer)) or n_judges < 2:
+        raise ValueError(f"n_judges must be an integer >= 2, got {n_judges!r}")
+    slope = (n_labels * p_h - 1.0) / (n_labels - 1)
+    step = delta_min / slope if slope > 0 else 0.0
+    accuracies = p_j - step * np.arange(n_judges)
+    if accuracies[-1] < -1e-12:
+        raise ValueError(
+            f"{n_judges} judges {delta_min} apart below p_j={p_j} need an accuracy of {accuracies[-1]:.4g} < 0"
+        )
+    return np.asarray(np.maximum(accuracies, 0.0), dtype=float)
+
+
+def ladder_variance(
+    p_h: float, p_j: float, delta_min: float, *, n_labels: int, n_humans: int, n_judges: int
+) -> tuple[float, int]:
+    """The largest ``sigma_Delta^2`` over the ``J - 1`` adjacent pairs of the ladder, and which pair.
+
+    docs/method.md §4, item 3: ``m_rank`` must order every adjacent pair, so it is planned on the
+    maximum of ``paired_variance`` over the pairs ``(a_i, a_{i+1})`` of ``ladder_accuracies``; the
+    variance grows as the accuracies fall toward chance, so the top pair alone understates it.
+    Returns ``(variance, i)``, ``i`` the 0-based index of the pair's better judge.
+
+    By hand (``p_h = .85``, ``L = 2``, ``K = 3``, accuracies ``.9, .8, .7``), the lower pair:
+    ``P_a = .71``, ``P_b = .64``, ``P_ab = .485``, ``sigma_pair^2 = .3751``, ``V_b' = .49 (.16 + .21) = .1813``,
+    ``sigma_Delta^2 = .1813 + .1938/3 = .2459`` (the top pair's is ``.1873``):
+
+    >>> v, i = ladder_variance(0.85, 0.9, 0.07, n_labels=2, n_humans=3, n_judges=3)
+    >>> round(v, 6), i, round(paired_variance(0.85, 0.8, 0.7, n_labels=2, n_humans=3), 6)
+    (0.2459, 1, 0.2459)
+    """
+    accuracies = ladder_accuracies(p_h, p_j, delta_min, n_labels=n_labels, n_judges=n_judges)
+    pairs = [
+        paired_variance(p_h, float(a), float(b), n_labels=n_labels, n_humans=n_humans)
+        for a, b in zip(accuracies[:-1], accuracies[1:], strict=True)
+    ]
+    worst = int(np.argmax(pairs))
+    return float(pairs[worst]), worst
+
+
 RATIO_COEFFICIENTS = ("kappa", "alpha", "ac1")
 
 

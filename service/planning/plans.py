@@ -38,7 +38,7 @@ from planner.recipes import (
     XiLattice,
     advantage_moments,
     certify_recipe,
-    paired_variance,
+    ladder_variance,
     pilot_moments,
     rank_recipe,
     ratio_moments,
@@ -196,19 +196,23 @@ def certification(
     )
 
 
-def ranking_variance(moments: dict[str, Any], delta_min: float, *, n_labels: int, n_humans: int) -> float:
-    """Per-item variance of an adjacent pair's margin (docs/method.md §4, item 3).
+def ranking_variance(
+    moments: dict[str, Any], delta_min: float, *, n_labels: int, n_humans: int, n_judges: int = 2
+) -> float:
+    """Per-item variance of the adjacent pairs' margins that ``m_rank`` plans on (docs/method.md §4, item 3).
 
-    From priors: ``paired_variance`` for the judge at ``p_j`` and one ``delta_min`` below it in ``d``
-    (accuracy ``p_j - delta_min / (p_h - q(p_h))``). From a pilot, which holds no second judge, the
-    unpaired bound ``2 sigma0^2``.
+    From priors: the largest ``paired_variance`` over the ``n_judges - 1`` adjacent pairs of judges
+    ``delta_min`` apart in ``d`` from the one at ``p_j`` down (``ladder_variance``; the lowest pair, nearest
+    chance, varies most). From a pilot, which holds no second judge, the unpaired bound ``2 sigma0^2``.
     """
     if moments["source"] != "prior":
         return 2.0 * float(moments["sigma0_sq"])
     p_h, p_j = float(moments["p_h"]), float(moments["p_j"])
-    slope = (n_labels * p_h - 1.0) / (n_labels - 1)
-    p_b = min(max(p_j - delta_min / slope, 0.0), 1.0) if slope > 0 else p_j
-    return paired_variance(p_h, p_j, p_b, n_labels=n_labels, n_humans=n_humans)
+    try:
+        variance, _ = ladder_variance(p_h, p_j, delta_min, n_labels=n_labels, n_humans=n_humans, n_judges=n_judges)
+    except ValueError as error:
+        raise Conflict(f"cannot plan this ranking: {error}", code="infeasible_ranking") from None
+    return variance
 
 
 EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
@@ -896,7 +900,9 @@ def _draft(
     else:
         n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
         assert body.delta_min is not None
-        variance = ranking_variance(moments, body.delta_min, n_labels=matrix.n_labels, n_humans=n_humans)
+        variance = ranking_variance(
+            moments, body.delta_min, n_labels=matrix.n_labels, n_humans=n_humans, n_judges=n_judges
+        )
         moments["ranking_variance"] = variance
         recipe = rank_recipe(
             variance,

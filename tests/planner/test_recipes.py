@@ -19,6 +19,8 @@ from planner.recipes import (
     corrected_false_rejection_rate,
     exact_false_rejection_rates,
     false_rejection_rate,
+    ladder_accuracies,
+    ladder_variance,
     m_alt_test,
     m_cert,
     m_rank,
@@ -484,3 +486,68 @@ def test_alt_test_recipe_keeps_judge_level_false_rejection_at_half_alpha():
     se = math.sqrt(0.025 * 0.975 / trials)
     assert alt_test_false_rejection(m, trials, seed=1) <= 0.025 + 2 * se
     assert alt_test_false_rejection(half, trials, seed=2) > 0.025 + 2 * se
+
+
+def ladder_misorders(accuracies, m: int, trials: int, seed: int, p_h: float = 0.85, k: int = 3) -> np.ndarray:
+    """Per adjacent pair of judges (accuracies best first), the share of trials ranking the lower one
+    above (ties count half): K humans and every judge label the same m items; a judge's score is its
+    mean agreement with the humans, which is its mean d_k up to the humans' own term (it cancels)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, size=(trials, m), dtype=np.int8)
+    humans = [noisy(truth, p_h, 2, rng) for _ in range(k)]
+    scores = []
+    for accuracy in accuracies:
+        judge = noisy(truth, accuracy, 2, rng)
+        scores.append(sum((judge == h).sum(axis=1) for h in humans))
+    return np.array([np.mean(b > a) + 0.5 * np.mean(b == a) for a, b in itertools.pairwise(scores)])
+
+
+@pytest.mark.parametrize("n_judges", [3, 5])
+def test_ranking_recipe_orders_every_adjacent_pair_of_a_ladder(n_judges):
+    """docs/method.md §4, item 3 (issue 29): m_rank on the largest adjacent-pair variance keeps every
+    adjacent pair's misorder rate within alpha_sig/(J-1) (+ 2 SE); half of it breaks the promise, and so
+    does the m the top pair's variance alone gave (the lowest pair, nearest chance, varies most)."""
+    p_h, p_j, delta, k = 0.85, 0.90, 0.05, 3
+    accuracies = ladder_accuracies(p_h, p_j, delta, n_labels=2, n_judges=n_judges)
+    assert np.allclose(np.diff(accuracies), -delta / (2 * p_h - 1))
+    variance, worst = ladder_variance(p_h, p_j, delta, n_labels=2, n_humans=k, n_judges=n_judges)
+    assert worst == n_judges - 2
+    top = paired_variance(p_h, accuracies[0], accuracies[1], n_labels=2, n_humans=k)
+    m = m_rank(variance, delta, n_judges=n_judges)
+    m_top = m_rank(top, delta, n_judges=n_judges)
+    assert m > m_top
+    promise, trials = 0.05 / (n_judges - 1), 3000
+    se = math.sqrt(promise * (1 - promise) / trials)
+    at_m = ladder_misorders(accuracies, m, trials, seed=n_judges)
+    assert np.all(at_m <= promise + 2 * se), at_m
+    at_half = ladder_misorders(accuracies, m // 2, trials, seed=10 + n_judges)
+    assert at_half.max() > promise + 2 * se, at_half
+    at_top = ladder_misorders(accuracies, m_top, trials, seed=20 + n_judges)
+    assert at_top[-1] > promise + 2 * se, at_top
+
+
+def test_ladder_rejects_a_ladder_below_zero_accuracy():
+    with pytest.raises(ValueError, match="accuracy of"):
+        ladder_accuracies(0.85, 0.6, 0.2, n_labels=2, n_judges=5)
+    with pytest.raises(ValueError, match="n_judges"):
+        ladder_variance(0.85, 0.9, 0.05, n_labels=2, n_humans=3, n_judges=1)
+    assert ladder_accuracies(0.5, 0.9, 0.05, n_labels=2, n_judges=3).tolist() == [0.9] * 3  # humans at chance
+
+
+@given(
+    p_h=st.floats(0.55, 0.99),
+    p_j=st.floats(0.5, 1.0),
+    delta=st.floats(0.005, 0.05),
+    n_judges=st.integers(2, 6),
+    k=st.integers(2, 6),
+)
+@FAST
+def test_ladder_variance_is_the_maximum_over_adjacent_pairs(p_h, p_j, delta, n_judges, k):
+    try:
+        accuracies = ladder_accuracies(p_h, p_j, delta, n_labels=3, n_judges=n_judges)
+    except ValueError:
+        return
+    variance, worst = ladder_variance(p_h, p_j, delta, n_labels=3, n_humans=k, n_judges=n_judges)
+    pairs = [paired_variance(p_h, a, b, n_labels=3, n_humans=k) for a, b in itertools.pairwise(accuracies)]
+    assert variance == pytest.approx(max(pairs)) and pairs[worst] == variance
+    assert variance >= pairs[0]

@@ -167,20 +167,36 @@ def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
 
 
 def test_rank_plan_uses_the_ranking_recipe(client, project):
-    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 sigma_Delta^2 / Delta_min^2), the paired variance
-    of the judge at p_j against one Delta_min below it, averaged over the K humans."""
+    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 sigma_Delta^2 / Delta_min^2), sigma_Delta^2 the
+    largest paired variance over the J - 1 adjacent pairs of judges Delta_min apart from p_j down, averaged
+    over the K humans (issue 29: the top pair's alone left the lower pairs misordered)."""
     p = make_plan(client, project["id"], purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
-    p_h, p_a, k = PRIOR["p_h"], PRIOR["p_j"], p["recipe"]["n_humans"]
-    p_b = p_a - 0.05 / (p_h - (1 - p_h))
-    agree_a, agree_b = p_h * p_a + (1 - p_h) * (1 - p_a), p_h * p_b + (1 - p_h) * (1 - p_b)
-    both = p_h * p_a * p_b + (1 - p_h) * (1 - p_a) * (1 - p_b)
-    pair = agree_a + agree_b - 2 * both - (agree_a - agree_b) ** 2
-    between = (2 * p_h - 1) ** 2 * (p_a * (1 - p_a) + p_b * (1 - p_b))
-    variance = between + (pair - between) / k
+    p_h, k = PRIOR["p_h"], p["recipe"]["n_humans"]
+
+    def pair_variance(p_a: float, p_b: float) -> float:
+        agree_a, agree_b = p_h * p_a + (1 - p_h) * (1 - p_a), p_h * p_b + (1 - p_h) * (1 - p_b)
+        both = p_h * p_a * p_b + (1 - p_h) * (1 - p_a) * (1 - p_b)
+        pair = agree_a + agree_b - 2 * both - (agree_a - agree_b) ** 2
+        between = (2 * p_h - 1) ** 2 * (p_a * (1 - p_a) + p_b * (1 - p_b))
+        return between + (pair - between) / k
+
+    step = 0.05 / (p_h - (1 - p_h))
+    ladder = [PRIOR["p_j"] - i * step for i in range(3)]
+    top, low = pair_variance(ladder[0], ladder[1]), pair_variance(ladder[1], ladder[2])
+    assert low > top
     z = norm.ppf(1 - 0.05 / 2)
-    assert p["recipe"]["moments"]["ranking_variance"] == pytest.approx(variance)
-    assert p["recipe"]["m"] == math.ceil(z**2 * variance / 0.05**2)
+    assert p["recipe"]["moments"]["ranking_variance"] == pytest.approx(low)
+    assert p["recipe"]["m"] == math.ceil(z**2 * low / 0.05**2)
     assert p["purpose"] == "rank"
+
+
+def test_rank_plan_whose_ladder_falls_below_zero_accuracy_is_a_conflict(client, project):
+    r = client.post(
+        f"/projects/{project['id']}/plan",
+        json={"purpose": "rank", "p_h": 0.85, "p_j": 0.6, "delta_min": 0.2, "n_judges": 5, "seed": 1},
+    )
+    assert r.status_code == 409, r.text
+    assert "accuracy of" in r.json()["detail"]
 
 
 def test_the_newest_plan_is_in_force(client, project):
