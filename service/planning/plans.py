@@ -881,11 +881,14 @@ def _draft(
     by_entropy = _entropy_design(body, matrix)
     candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads, by_entropy[0])
     design, entropy, why, warnings = _design(body, by_entropy, candidates.checks)
-    pool_size = design_pool_size(design, n_humans)
+    # A design chosen by its simulated rate at the compared overlap is served at that overlap: re-planned at
+    # its own (a shared panel's smaller) m it would be served where it was never compared (issue 29).
+    chosen_at_compared = body.design == "auto" and bool(candidates.checks) and candidates.recipe is not None
+    pool_size = 1 if chosen_at_compared else design_pool_size(design, n_humans)
     moments = _moments(body, matrix, decision, n_resamples, pool_size)
     lattice = moments.pop("lattice", None)
     if body.purpose == "certify" and pool_size == 1 and candidates.recipe is not None:
-        recipe = candidates.recipe  # the design-free recipe is this design's
+        recipe = candidates.recipe  # the design-free recipe: this design's, or the one it was compared at
     elif body.purpose == "certify":
         recipe = certification(
             decision,

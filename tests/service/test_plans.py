@@ -145,19 +145,22 @@ def lattice_envelope(p_h: float, p_j: float, pool_size: int, eps: float = 0.05, 
 
 def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
     """docs/method.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05. On the shared Strat panel of 3 humans each
-    overlap item has 2 held-in labels: sigma_2^2 = .162675, and the exact FR's envelope sets m (capped at n=20)."""
+    overlap item has 2 held-in labels: sigma_2^2 = .162675, and the exact FR's envelope sets m (capped at n=20).
+    Strat chosen by ``design: auto`` is served at the design-free recipe it was compared at (§5, issue 29)."""
     pid = project["id"]
+    strat = make_plan(client, pid, **PRIOR, design="strat", seed=5)["recipe"]
+    assert strat["moments"]["pool_size"] == 2
+    assert strat["m"] == lattice_envelope(0.85, 0.90, pool_size=2)
+    assert strat["feasible"] is False and strat["reason"]  # more than the corpus of 20 items...
+    assert strat["m_planned"] == 20 and strat["warnings"]  # ...so every item is planned
+    assert strat["moments"]["mu_d"] == pytest.approx(0.035)
+    assert strat["moments"]["sigma0_sq"] == pytest.approx(0.162675)
     p = make_plan(client, pid, **PRIOR, seed=5)
     recipe = p["recipe"]
-    assert p["design"] == "strat" and recipe["moments"]["pool_size"] == 2
-    assert recipe["m"] == lattice_envelope(0.85, 0.90, pool_size=2)
-    assert recipe["feasible"] is False and recipe["reason"]  # more than the corpus of 20 items...
-    assert p["m"] == recipe["m_planned"] == 20 and recipe["warnings"]  # ...so every item is planned
-    assert recipe["moments"]["mu_d"] == pytest.approx(0.035)
-    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.162675)
-    disjoint = make_plan(client, pid, **PRIOR, design="random", seed=5)["recipe"]
-    assert disjoint["moments"]["sigma0_sq"] == pytest.approx(0.218775)  # one held-in label
-    assert disjoint["m"] == 120  # m_cert = 117 by the normal form; the exact FR zig-zags above .025 up to 119
+    assert p["design"] == "strat" and recipe["moments"]["pool_size"] == 1 and p["check"]["m_compared"] == 20
+    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.218775)  # one held-in label
+    assert recipe["m"] == 120  # m_cert = 117 by the normal form; the exact FR zig-zags above .025 up to 119
+    assert p["m"] == recipe["m_planned"] == 20
     assert p["seed"] == 5 and p["purpose"] == "certify" and p["source"] == "prior"
     p = make_plan(client, pid, **PRIOR, seed=5)
     got = client.get(f"/projects/{pid}/plan").json()
