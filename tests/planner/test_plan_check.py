@@ -274,3 +274,33 @@ def test_lowest_keys_is_the_stratified_choice_of_one_stratum(trials, width, seed
     got = lowest_keys(key, eligible, take)
     np.testing.assert_array_equal(got, expected)
     assert (got.sum(axis=1) == np.minimum(take, eligible.sum(axis=1))).all()
+
+
+def _kappa_by_hand(shares: np.ndarray, p_a: float, p_b: float) -> float:
+    """Cohen's kappa of two raters reporting the truth with p_a, p_b (else the other label), binary."""
+    both = np.array([[0.0, 0.0], [0.0, 0.0]])
+    for t, share in enumerate(shares):
+        for a in (0, 1):
+            for b in (0, 1):
+                both[a, b] += share * (p_a if a == t else 1 - p_a) * (p_b if b == t else 1 - p_b)
+    p_o = both[0, 0] + both[1, 1]
+    p_e = both.sum(axis=1) @ both.sum(axis=0)
+    return (p_o - p_e) / (1 - p_e)
+
+
+def test_a_ratio_coefficients_mirror_judge_sits_on_the_coefficients_own_margin() -> None:
+    """Issue 29 item 5: for kappa the mirror is as far below -epsilon in kappa's margin as the judge is above
+    it (it was placed on p_o's margin, 1.5-2x further below, so the FA shown was understated)."""
+    shares, eps = np.array([0.8, 0.2]), 0.1
+    rule = DecisionRule("margin", eps, 0.5, 0.05)
+    good = _kappa_by_hand(shares, P_J, P_H) - _kappa_by_hand(shares, P_H, P_H) + eps
+    bad = mirror_accuracy(P_H, P_J, n_labels=2, rule=rule, coefficient="kappa", prevalence=shares)
+    assert _kappa_by_hand(shares, bad, P_H) - _kappa_by_hand(shares, P_H, P_H) + eps == pytest.approx(-good, abs=1e-8)
+    on_p_o = mirror_accuracy(P_H, P_J, n_labels=2, rule=rule)
+    kappa_gap_of_p_o_mirror = _kappa_by_hand(shares, on_p_o, P_H) - _kappa_by_hand(shares, P_H, P_H) + eps
+    assert kappa_gap_of_p_o_mirror < -1.4 * good  # the old mirror: far further below than the judge is above
+    check = check_design(
+        "disjoint", n_items=2000, n_humans=3, n_labels=2, m=150, p_h=P_H, p_j=P_J, prevalence=shares,
+        coefficient="kappa", epsilon=eps, trials=200, rng=3,
+    )  # fmt: skip
+    assert check.p_j_bad == pytest.approx(bad)
