@@ -670,6 +670,133 @@ def m_alt_test(
     return _m_needed(z, sigma_sq, mu + epsilon)
 
 
+ALT_TEST_DRAWS = 10_000
+"""Simulated decisions behind the alt-test's judge-level FR (MC SE ~.0016 at .025; docs/method.md §4, item 5)."""
+ALT_TEST_EXACT_M_MAX = 2_000
+"""Beyond this overlap the judge-level search is not run and the per-human normal recipe stands."""
+
+
+def alt_test_judge_rates(
+    m_max: int,
+    mu: float,
+    sigma_sq: float,
+    *,
+    n_humans: int,
+    epsilon: float | None = None,
+    q: float = 0.05,
+    omega_threshold: float = 0.5,
+    draws: int = ALT_TEST_DRAWS,
+    at: object = None,
+) -> np.ndarray:
+    """Judge-level alt-test FR at ``m = 1..m_max`` on a design with one held-in label per overlap item
+    (disjoint secondaries; docs/method.md §4, item 5), simulated from the moments alone.
+
+    On an item of secondary ``r`` (pool: the primary ``P``; the primary's pool there: ``S_r``) the judge's
+    sign ``X = W_f - W_h`` for ``S_r`` and ``Y`` for ``P`` take ``(+1, 0)`` when ``J = P != S``, ``(0, +1)``
+    when ``J = S != P`` (both ``p_plus``, the humans being exchangeable), ``(-1, -1)`` when ``P = S != J``
+    (``p_minus``) and ``(0, 0)`` otherwise, with ``p_plus + p_minus = sigma^2 + mu^2`` and
+    ``p_plus - p_minus = mu``. Each draw adds one item to every secondary's block as ``m`` grows (the rates
+    of successive ``m`` share their draws, from seed 0), and runs the decision: the one-sided t-test of
+    ``W_h - W_f`` against ``eps`` per human (the primary on all ``(K - 1) m`` items), BY at ``q``, pass when
+    the share rejected reaches ``omega_threshold``. Rates below the alt-test's 30 items are 1 (not run);
+    with ``at`` (overlaps in ``1..m_max``) only those are decided and the others are NaN.
+    """
+    from scipy.special import stdtr
+
+    from planner.significance import by_rejections
+
+    _moments_iv(sigma_sq, 0.5)
+    if not isinstance(n_humans, (int, np.integer)) or n_humans < 2:
+        raise ValueError(f"n_humans must be an integer >= 2, got {n_humans!r}")
+    if not isinstance(m_max, (int, np.integer)) or not 1 <= m_max <= ALT_TEST_EXACT_M_MAX:
+        raise ValueError(f"m_max must be an integer in 1..{ALT_TEST_EXACT_M_MAX}, got {m_max!r}")
+    epsilon = DEFAULT_EPSILON["alt-test"] if epsilon is None else epsilon
+    p_plus, p_minus = (sigma_sq + mu * mu + mu) / 2.0, (sigma_sq + mu * mu - mu) / 2.0
+    if min(p_plus, p_minus) < -1e-9 or 2.0 * p_plus + p_minus > 1.0 + 1e-9:
+        raise ValueError(f"moments mu={mu!r}, sigma_sq={sigma_sq!r} are not those of exchangeable humans' W_f - W_h")
+    edges = np.cumsum([p_plus, p_plus, p_minus])
+    k = int(n_humans)
+    draws = max(100, min(int(draws), 40_000_000 // (k * m_max)))  # work bound: draws x humans x m_max
+    gen = np.random.default_rng(0)
+    counts = np.zeros((3, draws, k - 1))  # A: (+1, 0), B: (0, +1), C: (-1, -1), per secondary's block
+    rates = np.ones(m_max)
+    wanted = np.ones(m_max + 1, dtype=bool)
+    if at is not None:
+        wanted[:] = False
+        wanted[np.asarray(at, dtype=np.int64)] = True
+        rates[~wanted[1:]] = np.nan
+    for size in range(1, m_max + 1):
+        u = gen.random((draws, k - 1))
+        counts[0] += u < edges[0]
+        counts[1] += (u >= edges[0]) & (u < edges[1])
+        counts[2] += (u >= edges[1]) & (u < edges[2])
+        if size < ALT_TEST_MIN_ITEMS or not wanted[size]:
+            continue
+        a, b, c = counts
+        diff = np.concatenate([c - a, (c - b).sum(axis=1, keepdims=True)], axis=1)  # sum of W_h - W_f
+        absolute = np.concatenate([c + a, (c + b).sum(axis=1, keepdims=True)], axis=1)
+        m_k = np.array([size] * (k - 1) + [size * (k - 1)], dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = m_k * absolute - diff * diff
+            t = (diff / m_k - epsilon) / np.sqrt(spread / (m_k * m_k * (m_k - 1.0)))
+            p = stdtr(m_k - 1.0, t)
+        p = np.where(spread <= 0, np.where(diff / m_k < epsilon, 0.0, 1.0), p)
+        rejected = by_rejections(p, np.ones(p.shape, dtype=bool), q).sum(axis=1)
+        rates[size - 1] = float(np.mean(rejected < omega_threshold * k - 1e-9))
+    return rates
+
+
+def m_alt_test_judge(
+    mu: float,
+    sigma_sq: float,
+    *,
+    n_humans: int,
+    epsilon: float | None = None,
+    q: float = 0.05,
+    omega_threshold: float = 0.5,
+    alpha_sig: float = 0.05,
+) -> int | float | None:
+    """Smallest ``m`` (at least 30) whose judge-level FR (``alt_test_judge_rates``) is at most ``alpha_sig/2``
+    at every overlap from ``m`` to the per-human recipe's (the monotone envelope of a zig-zagging rate,
+    docs/method.md §4, item 5), the draws' Monte Carlo error (2 SE) counted inside the promise. ``inf``
+    when ``mu + eps <= 0``; None when the per-human recipe asks more than ``ALT_TEST_EXACT_M_MAX`` items
+    or the judge-level rate misses the promise there (the per-human recipe then stands).
+
+    >>> mu, var = advantage_moments(*xi_lattice(0.85, 0.90, n_labels=2).advantage)
+    >>> m_alt_test_judge(mu, var, n_humans=3), m_alt_test(mu, var, n_humans=3)
+    (42, 66)
+    """
+    _moments_iv(sigma_sq, alpha_sig)
+    epsilon = DEFAULT_EPSILON["alt-test"] if epsilon is None else epsilon
+    if mu + epsilon <= 0:
+        return math.inf
+    per_human = m_alt_test(mu, sigma_sq, n_humans=n_humans, epsilon=epsilon, q=q, alpha_sig=alpha_sig)
+    hi = max(int(per_human), 2 * ALT_TEST_MIN_ITEMS) if math.isfinite(per_human) else math.inf
+    if hi > ALT_TEST_EXACT_M_MAX:
+        return None
+    assert isinstance(hi, int)
+    target = alpha_sig / 2.0
+
+    def above(sizes: np.ndarray) -> np.ndarray:
+        """The overlaps among ``sizes`` whose rate + 2 SE (the draws' MC error inside the promise) misses."""
+        rates = alt_test_judge_rates(
+            hi, mu, sigma_sq, n_humans=n_humans, epsilon=epsilon, q=q, omega_threshold=omega_threshold, at=sizes
+        )[sizes - 1]
+        return sizes[rates + 2.0 * np.sqrt(rates * (1.0 - rates) / ALT_TEST_DRAWS) > target]
+
+    # Every step-th overlap, then every overlap just above the last coarse miss: the rate falls steeply
+    # past its crossing, so the envelope is found at a fraction of deciding every overlap.
+    step = max(1, hi // 60)
+    coarse = above(np.unique(np.r_[np.arange(ALT_TEST_MIN_ITEMS, hi + 1, step), hi]))
+    if coarse.size == 0:
+        return ALT_TEST_MIN_ITEMS
+    if coarse[-1] == hi:
+        return None
+    last = int(coarse[-1])
+    fine = above(np.arange(last + 1, min(last + 2 * step, hi) + 1))
+    return (int(fine[-1]) if fine.size else last) + 1
+
+
 def _budget_iv(n_items: int, n_humans: int) -> None:
     if not isinstance(n_items, (int, np.integer)) or n_items < 1:
         raise ValueError(f"n_items must be a positive integer, got {n_items!r}")
@@ -810,6 +937,7 @@ def certify_recipe(
     pool_size: int = 1,
     lattice: XiLattice | None = None,
     coefficient: str = "po",
+    omega_threshold: float = 0.5,
 ) -> Recipe:
     """Overlap and budget to certify a judge, with its FR curve (docs/method.md §4).
 
@@ -821,7 +949,10 @@ def certify_recipe(
     monotone envelope; ``m_cert`` is where the search starts). ``rule="alt-test"``:
     ``mu_d``, ``sigma0_sq`` are the moments of ``W_f - W_h``; ``m_alt_test`` with ``q``
     and ``power`` (default ``1 - alpha_sig/2``; ``epsilon`` default 0.2), at least the
-    alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``.
+    alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``. With one
+    held-in label per overlap item (``pool_size = 1``, disjoint secondaries) the alt-test's ``m`` is instead
+    the smallest whose judge-level FR is at most ``alpha_sig/2`` (``m_alt_test_judge``, with
+    ``omega_threshold``): the per-human power target over-sized it 33-100%; the curve stays per human.
 
     A ratio ``coefficient`` (kappa, alpha, AC1; margin rule) takes ``mu_d``, ``sigma0_sq`` from
     ``ratio_moments`` (the delta-method variance constant) and the plain normal FR
@@ -870,6 +1001,20 @@ def certify_recipe(
         else:
             m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power, alpha_sig=alpha_sig)
             m = max(m, ALT_TEST_MIN_ITEMS)
+            if pool_size == 1 and power is None:
+                try:
+                    judge_m = m_alt_test_judge(
+                        mu_d,
+                        sigma0_sq,
+                        n_humans=n_humans,
+                        epsilon=epsilon,
+                        q=q,
+                        omega_threshold=omega_threshold,
+                        alpha_sig=alpha_sig,
+                    )
+                except ValueError:  # pilot moments no exchangeable pair of humans gives
+                    judge_m = None
+                m = m if judge_m is None else judge_m
             critical_z = alt_test_quantile(n_humans, q=q)
         grid = _m_grid(n_items, m, m_grid)
         rates = false_rejection_rate(np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z)

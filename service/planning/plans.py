@@ -193,6 +193,7 @@ def certification(
         pool_size=lattice.pool_size if lattice is not None and margin else pool_size,
         lattice=lattice if margin else None,
         coefficient=coefficient,
+        omega_threshold=decision.omega_threshold,
     )
 
 
