@@ -49,8 +49,9 @@ Checked = TypeVar("Checked")
 class DesignCheck:
     """Simulated error rates of one design at overlap ``m`` with their Monte Carlo SE (docs/method.md §6).
 
-    ``fr``: good judge rejected; ``rater_fr``: the worst held-out human's share of lost
-    comparisons for the good judge (the margin recipe's per-rater promise); ``fa``: mirror
+    ``fr``: good judge rejected; ``rater_fr``: the good judge's share of lost comparisons per held-out
+    human, pooled over the secondaries (whom a design treats alike) and apart for the primary, the larger
+    of the two (the margin recipe's per-rater promise); ``fa``: mirror
     judge (accuracy ``p_j_bad``) passed; ``wrong = (fr + fa) / 2`` (the two judges equally
     likely); ``inconclusive``: share of trials whose decision the normal approximation of
     the bootstrap would flip with probability above 0.2 (margin rule, ``F = p_o``). A rate
@@ -85,6 +86,27 @@ def _share(flags: np.ndarray) -> tuple[float, float]:
         return math.nan, math.nan
     rate = float(flags.mean())
     return rate, math.sqrt(rate * (1.0 - rate) / flags.size)
+
+
+def _pooled_share(flags: np.ndarray, defined: np.ndarray) -> tuple[float, float]:
+    """Share of True among the defined ``(trials, raters)`` cells of exchangeable raters, and its Monte
+    Carlo SE with the trial as the cluster (a trial's raters share their items and labels).
+
+    Pooling the raters a design treats alike estimates the rate of one held-out human without the
+    upward bias of the largest of several noisy shares (docs/method.md §6).
+
+    By hand: trials lose 1 and 0 of 2, rate ``1/4``; SE ``sqrt((1 - .5)^2 + (0 - .5)^2)/4 = .1768``:
+
+    >>> [round(v, 4) for v in _pooled_share(np.array([[True, False], [False, False]]), np.ones((2, 2), bool))]
+    [0.25, 0.1768]
+    """
+    lost = np.where(defined, flags, False).sum(axis=1).astype(float)
+    used = defined.sum(axis=1).astype(float)
+    total = float(used.sum())
+    if total == 0:
+        return math.nan, math.nan
+    rate = float(lost.sum()) / total
+    return rate, float(np.sqrt(np.sum((lost - rate * used) ** 2))) / total
 
 
 def hypergeometric_split(counts: np.ndarray, take: np.ndarray, gen: np.random.Generator) -> np.ndarray:
@@ -501,8 +523,9 @@ def check_design(
         codes[:n_humans], codes[n_humans:], mask, coefficient=coefficient, n_labels=n_labels, rule=decision
     )
     fr, fr_se = _share(~ev.passed[:, 0])
-    per_rater = [_share(~ev.won[:, 0, k][ev.defined[:, 0, k]]) for k in range(n_humans)]
-    rater_fr, rater_fr_se = max(per_rater, key=lambda r: -1.0 if math.isnan(r[0]) else r[0])
+    groups = [_pooled_share(~ev.won[:, 0, :1], ev.defined[:, 0, :1])]  # the primary
+    groups.append(_pooled_share(~ev.won[:, 0, 1:], ev.defined[:, 0, 1:]))  # the secondaries, exchangeable
+    rater_fr, rater_fr_se = max(groups, key=lambda r: -1.0 if math.isnan(r[0]) else r[0])
     reasons = []
     if math.isnan(p_bad):
         fa = fa_se = wrong = wrong_se = math.nan
