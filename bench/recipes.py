@@ -22,7 +22,7 @@ import numpy as np
 
 from planner.designs import disjoint, random_subsets, seq_coverage, shared_panel, strat
 from planner.plan_check import check_design
-from planner.recipes import advantage_moments, certify_recipe, m_cert, ratio_moments, xi_lattice
+from planner.recipes import RatioPrior, advantage_moments, certify_recipe, m_cert, ratio_moments, xi_lattice
 
 N_ITEMS, N_HUMANS = 100_000, 4
 
@@ -92,7 +92,8 @@ def recipe_m(p_h: float, p_j: float, n_labels: int, k: int, design: str, what: s
             lattice.mu_d, lattice.variance, n_items=N_ITEMS, n_humans=k, pool_size=s, lattice=lattice
         ).m
     mu, var = ratio_moments(p_h, p_j, n_labels=n_labels, coefficient=what, pool_size=s)
-    return certify_recipe(mu, var, n_items=N_ITEMS, n_humans=k, coefficient=what, pool_size=s).m
+    prior = RatioPrior(p_h, p_j, n_labels, what, None, s)  # as the service plans from priors
+    return certify_recipe(mu, var, n_items=N_ITEMS, n_humans=k, coefficient=what, pool_size=s, lattice=prior).m
 
 
 def grid(full: bool) -> None:

@@ -372,6 +372,104 @@ def ratio_moments(
     return f_judge - f_human, between + (one_member - between) / pool_size
 
 
+@dataclass(frozen=True)
+class RatioPrior:
+    """The noise prior behind a ratio coefficient's recipe, for its small-overlap FR (docs/method.md §4, item 4).
+
+    Passed to ``certify_recipe`` as its ``lattice`` for ``coefficient`` in kappa, alpha, AC1: with one
+    held-in label per item and a normal-form ``m`` up to ``RATIO_SIMULATED_M_MAX`` the FR is simulated
+    (``ratio_false_rejection_rates``) instead of read off the delta method's normal form.
+    """
+
+    p_h: float
+    p_j: float
+    n_labels: int
+    coefficient: str
+    prevalence: tuple[float, ...] | None = None
+    pool_size: int = 1
+
+
+RATIO_DRAWS = 10_000
+"""Simulated comparisons behind a ratio coefficient's small-overlap FR (MC SE ~.0016 at .025)."""
+RATIO_SIMULATED_M_MAX = 600
+"""Above this normal-form overlap the delta method's normal form stands (its error there is small)."""
+
+
+def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float, at: object) -> np.ndarray:
+    """Per-rater FR ``Pr[d_k < -eps]`` of a ratio coefficient at the overlaps ``at`` (in ``1..m_max``; NaN
+    elsewhere), one held-in label per item: ``d_k = F(judge, P) - F(S, P)`` on ``m`` items labelled by
+    the judge, the pool member ``P`` and the held-out ``S`` (docs/method.md §4, item 4).
+
+    Items are drawn from the prior's law of ``(judge, P, S)`` labels one at a time for ``RATIO_DRAWS``
+    comparisons (seed 0), so successive ``m`` share their draws; ``F`` is the decision's own two-rater
+    formula on the counts (``planner.tables.two_rater_coefficient``); a comparison whose ``d_k`` is
+    undefined is left out, as the decision does.
+    """
+    from planner.tables import two_rater_coefficient
+
+    if prior.coefficient not in RATIO_COEFFICIENTS:
+        raise ValueError(f"coefficient must be one of {RATIO_COEFFICIENTS}, got {prior.coefficient!r}")
+    if not isinstance(m_max, (int, np.integer)) or not 1 <= m_max <= 2 * RATIO_SIMULATED_M_MAX:
+        raise ValueError(f"m_max must be an integer in 1..{2 * RATIO_SIMULATED_M_MAX}, got {m_max!r}")
+    n_labels = prior.n_labels
+    p_h, p_j = _prior_iv(prior.p_h, prior.p_j, n_labels, prior.pool_size)
+    shares = np.full(n_labels, 1.0 / n_labels) if prior.prevalence is None else np.asarray(prior.prevalence, float)
+    human, judge = _channel(p_h, n_labels), _channel(p_j, n_labels)
+    law = np.einsum("t,tj,tp,ts->jps", shares, judge, human, human).ravel()
+    edges = np.cumsum(law)[:-1]
+    wanted = np.zeros(m_max + 1, dtype=bool)
+    wanted[np.asarray(at, dtype=np.int64)] = True
+    gen = np.random.default_rng(0)
+    counts = np.zeros((RATIO_DRAWS, law.size), dtype=np.int32)
+    rows = np.arange(RATIO_DRAWS)
+    rates = np.full(m_max, np.nan)
+    for size in range(1, m_max + 1):
+        counts[rows, np.searchsorted(edges, gen.random(RATIO_DRAWS), side="right")] += 1
+        if not wanted[size]:
+            continue
+        cube = counts.reshape(RATIO_DRAWS, n_labels, n_labels, n_labels).astype(float)  # [judge, P, S]
+        judge_p, s_p = cube.sum(axis=3), cube.sum(axis=1)  # [judge, P], [P, S]
+        diagonal = np.arange(n_labels)
+        f_judge = two_rater_coefficient(
+            judge_p[:, diagonal, diagonal].sum(axis=1), judge_p.sum(axis=2), judge_p.sum(axis=1), prior.coefficient
+        )
+        f_human = two_rater_coefficient(
+            s_p[:, diagonal, diagonal].sum(axis=1), s_p.sum(axis=1), s_p.sum(axis=2), prior.coefficient
+        )
+        d = f_judge - f_human
+        defined = np.isfinite(d)
+        rates[size - 1] = float(np.mean(d[defined] < -epsilon - 1e-12)) if defined.any() else math.nan
+    return rates
+
+
+def simulated_ratio_m(prior: RatioPrior, normal_m: int, *, epsilon: float, alpha_sig: float) -> int | None:
+    """Smallest ``m`` whose simulated FR + 2 SE (``ratio_false_rejection_rates``; the draws' MC error inside
+    the promise) is at most ``alpha_sig/2`` at every overlap up to ``1.6`` times the normal form's ``m``
+    (docs/method.md §4, item 4); None beyond ``RATIO_SIMULATED_M_MAX``, for a shared pool, or when it
+    misses the promise up there (the normal form then stands).
+    """
+    if prior.pool_size != 1 or normal_m > RATIO_SIMULATED_M_MAX:
+        return None
+    target, hi = alpha_sig / 2.0, max(math.ceil(1.6 * normal_m), 10)
+    lo = max(2, normal_m // 3)
+
+    def above(sizes: np.ndarray) -> np.ndarray:
+        rates = ratio_false_rejection_rates(prior, hi, epsilon=epsilon, at=sizes)[sizes - 1]
+        with np.errstate(invalid="ignore"):
+            miss = ~(rates + 2.0 * np.sqrt(rates * (1.0 - rates) / RATIO_DRAWS) <= target)
+        return np.asarray(sizes[miss], dtype=np.int64)
+
+    step = max(1, (hi - lo) // 60)
+    coarse = above(np.unique(np.r_[np.arange(lo, hi + 1, step), hi]))
+    if coarse.size == 0:
+        return lo
+    if coarse[-1] == hi:
+        return None
+    last = int(coarse[-1])
+    fine = above(np.arange(last + 1, min(last + 2 * step, hi) + 1))
+    return (int(fine[-1]) if fine.size else last) + 1
+
+
 def advantage_moments(p_plus: float, p_minus: float) -> tuple[float, float]:
     """``(mu, sigma^2)`` of ``xi' = W_f - W_h`` for the alt-test (docs/method.md §4, item 5).
 
@@ -782,7 +880,7 @@ def m_alt_test_judge(
         rates = alt_test_judge_rates(
             hi, mu, sigma_sq, n_humans=n_humans, epsilon=epsilon, q=q, omega_threshold=omega_threshold, at=sizes
         )[sizes - 1]
-        return sizes[rates + 2.0 * np.sqrt(rates * (1.0 - rates) / ALT_TEST_DRAWS) > target]
+        return np.asarray(sizes[rates + 2.0 * np.sqrt(rates * (1.0 - rates) / ALT_TEST_DRAWS) > target], dtype=np.int64)
 
     # Every step-th overlap, then every overlap just above the last coarse miss: the rate falls steeply
     # past its crossing, so the envelope is found at a fraction of deciding every overlap.
@@ -935,7 +1033,7 @@ def certify_recipe(
     estimator: str = "paired",
     judge_agreement: float | None = None,
     pool_size: int = 1,
-    lattice: XiLattice | None = None,
+    lattice: XiLattice | RatioPrior | None = None,
     coefficient: str = "po",
     omega_threshold: float = 0.5,
 ) -> Recipe:
@@ -976,8 +1074,12 @@ def certify_recipe(
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     if coefficient not in ("po", *RATIO_COEFFICIENTS):
         raise ValueError(f"coefficient must be 'po' or one of {RATIO_COEFFICIENTS}, got {coefficient!r}")
-    if coefficient != "po" and (rule != "margin" or estimator != "paired" or lattice is not None):
+    if coefficient != "po" and (
+        rule != "margin" or estimator != "paired" or not (lattice is None or isinstance(lattice, RatioPrior))
+    ):
         raise ValueError("a ratio coefficient plans the margin rule's paired estimate, without a p_o lattice")
+    if isinstance(lattice, RatioPrior) and lattice.coefficient != coefficient:
+        raise ValueError(f"the ratio prior is for {lattice.coefficient}, not {coefficient}")
     if estimator not in ("paired", "ppi", "neyman"):
         raise ValueError(f"estimator must be 'paired', 'ppi' or 'neyman', got {estimator!r}")
     if estimator != "paired":
@@ -991,6 +1093,8 @@ def certify_recipe(
         raise ValueError(f"lattice is for pool_size={lattice.pool_size}, not {pool_size}")
     if rule == "margin" and estimator == "paired" and coefficient == "po":
         _moments_iv(sigma0_sq, alpha_sig)
+        if isinstance(lattice, RatioPrior):
+            raise ValueError("a ratio prior plans a ratio coefficient, not p_o")
         m = _enveloped_certification(mu_d, sigma0_sq, epsilon, pool_size, lattice, alpha_sig)
         grid = _m_grid(n_items, m, m_grid)
         rates: np.ndarray | float = _rates_at(np.array(grid), mu_d, sigma0_sq, epsilon, pool_size, lattice)
@@ -998,6 +1102,9 @@ def certify_recipe(
         if rule == "margin":
             m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
             critical_z = 0.0
+            if isinstance(lattice, RatioPrior) and math.isfinite(m):
+                simulated = simulated_ratio_m(lattice, int(m), epsilon=epsilon, alpha_sig=alpha_sig)
+                m = m if simulated is None else simulated
         else:
             m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power, alpha_sig=alpha_sig)
             m = max(m, ALT_TEST_MIN_ITEMS)

@@ -34,6 +34,7 @@ from planner.plan_check import (
 )
 from planner.recipes import (
     RATIO_COEFFICIENTS,
+    RatioPrior,
     Recipe,
     XiLattice,
     advantage_moments,
@@ -134,7 +135,9 @@ def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, 
         "pool_size": pool_size,
         "coefficient": coefficient,
         "prevalence": None if prevalence is None else prevalence.tolist(),
-        "lattice": None,
+        "lattice": RatioPrior(  # small overlaps: the FR simulated, not the normal form's (§4, item 4)
+            p_h, p_j, matrix.n_labels, coefficient, None if prevalence is None else tuple(prevalence), pool_size
+        ),
         "note": f"delta-method variance of the {coefficient} margin under the symmetric noise channel, true label "
         f"shares from the primary's labels (uniform without any), {pool_size} held-in label(s) per overlap item "
         "(docs/method.md §4, item 4)",

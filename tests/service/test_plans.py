@@ -416,9 +416,10 @@ def test_who_may_plan(client, project):
 @pytest.mark.parametrize("coefficient", ["kappa", "alpha", "ac1"])
 def test_prior_plan_for_a_ratio_coefficient_uses_its_delta_method_constant(client, coefficient):
     """docs/method.md §4, item 4: a kappa/alpha/AC1 project plans on ratio_moments (true shares from the
-    primary's labels: 140 pass / 60 fail at p_h = .85 -> pi = (.7 - .15)/.7 = .7857), the normal-form FR,
-    and no p_o-only estimators; the p_o project on the same corpus asks for far fewer items."""
-    from planner.recipes import certify_recipe, ratio_moments
+    primary's labels: 140 pass / 60 fail at p_h = .85 -> pi = (.7 - .15)/.7 = .7857), the FR simulated
+    from the prior at this small overlap (issue 29 item 4: at most 15% above the normal form's m), and no
+    p_o-only estimators; the p_o project on the same corpus asks for far fewer items."""
+    from planner.recipes import RatioPrior, certify_recipe, ratio_moments
 
     pid = setup_project(client, 2000)
     post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 10 < 7 else "fail" for i in range(200)})
@@ -432,7 +433,11 @@ def test_prior_plan_for_a_ratio_coefficient_uses_its_delta_method_constant(clien
     mu, variance = ratio_moments(0.85, 0.9, n_labels=2, coefficient=coefficient, prevalence=shares, pool_size=1)
     assert (moments["mu_d"], moments["sigma0_sq"]) == pytest.approx((mu, variance))
     z = norm.ppf(0.975)
-    assert recipe["m"] == math.ceil(z**2 * variance / (mu + 0.1) ** 2)  # the normal form: no p_o lattice
-    expected = certify_recipe(mu, variance, n_items=2000, n_humans=3, epsilon=0.1, coefficient=coefficient)
+    normal = math.ceil(z**2 * variance / (mu + 0.1) ** 2)  # the delta method's normal form: no p_o lattice
+    assert normal <= recipe["m"] <= 1.15 * normal
+    prior = RatioPrior(0.85, 0.9, 2, coefficient, tuple(moments["prevalence"]), 1)
+    expected = certify_recipe(
+        mu, variance, n_items=2000, n_humans=3, epsilon=0.1, coefficient=coefficient, lattice=prior
+    )
     assert recipe["m"] == expected.m and recipe["by_estimator"] is None
     assert variance > 2 * po_plan["moments"]["sigma0_sq"]
