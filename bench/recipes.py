@@ -4,17 +4,25 @@ The exact-lattice recipe (m-fold convolution and monotone envelope) against the 
 ``m_cert`` it replaces, for easy and hard judges and shared or disjoint pools; then every
 design's lists for 3 secondaries at the recommended overlap. The service's plan request adds
 reading the label matrix and writing the assignments. Run: ``.venv/bin/python bench/recipes.py``.
+
+``--grid`` (issue 29) prints, per cell ``(p_h, p_j, L, K, design, coefficient or rule)``, the recipe's
+``m``, the promised rate and the simulated one (``check_design``) at ``m``, at ``m/1.15`` (a recipe within
+15% of the smallest ``m`` that holds breaks the promise there) and at ``1.3 m``. The default grid is one
+channel (a few seconds); ``--grid full`` runs every channel below (minutes).
 """
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from planner.designs import disjoint, random_subsets, seq_coverage, shared_panel, strat
-from planner.recipes import certify_recipe, m_cert, xi_lattice
+from planner.plan_check import check_design
+from planner.recipes import RatioPrior, advantage_moments, certify_recipe, m_cert, ratio_moments, xi_lattice
 
 N_ITEMS, N_HUMANS = 100_000, 4
 
@@ -68,5 +76,62 @@ def main() -> None:
         print(f"  {name:<13} {t * 1e3:7.1f} ms = {t / reference:5.1f}x the reference (plan target < 2 s)")
 
 
+GRID_CHANNELS = ((0.85, 0.90, 2), (0.90, 0.95, 3), (0.80, 0.85, 2))
+GRID_TRIALS = 400
+
+
+def recipe_m(p_h: float, p_j: float, n_labels: int, k: int, design: str, what: str) -> int | None:
+    """The service's recipe for the cell: the design's pool size (Strat: K - 1), prior moments, uniform shares."""
+    s = k - 1 if design == "strat" else 1
+    if what == "alt-test":
+        mu, var = advantage_moments(*xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=s).advantage)
+        return certify_recipe(mu, var, n_items=N_ITEMS, n_humans=k, rule="alt-test", pool_size=s).m
+    if what == "po":
+        lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=s)
+        return certify_recipe(
+            lattice.mu_d, lattice.variance, n_items=N_ITEMS, n_humans=k, pool_size=s, lattice=lattice
+        ).m
+    mu, var = ratio_moments(p_h, p_j, n_labels=n_labels, coefficient=what, pool_size=s)
+    prior = RatioPrior(p_h, p_j, n_labels, what, None, s)  # as the service plans from priors
+    return certify_recipe(mu, var, n_items=N_ITEMS, n_humans=k, coefficient=what, pool_size=s, lattice=prior).m
+
+
+def grid(full: bool) -> None:
+    """Promised against simulated rates over the grid, with the over-sizing probe at m/1.15 (issue 29)."""
+    channels = GRID_CHANNELS if full else GRID_CHANNELS[:1]
+    print(f"recipe grid: promised vs simulated FR ({GRID_TRIALS} trials per rate; +-2 SE ~ .016 at .025)")
+    print("  p_h  p_j  L K design       what       m  promise  at m   at m/1.15  at 1.3m")
+    for p_h, p_j, n_labels in channels:
+        for k in (3, 5) if full else (3,):
+            for design in ("disjoint", "random", "seq-coverage", "strat"):
+                for what in ("po", "kappa", "alt-test"):
+                    m = recipe_m(p_h, p_j, n_labels, k, design, what)
+                    if m is None:
+                        continue
+                    rates = []
+                    for size in (m, math.floor(m / 1.15), math.ceil(1.3 * m)):
+                        check = check_design(
+                            design,
+                            n_items=N_ITEMS,
+                            n_humans=k,
+                            n_labels=n_labels,
+                            m=size,
+                            p_h=p_h,
+                            p_j=p_j,
+                            coefficient="po" if what == "alt-test" else what,
+                            rule="alt-test" if what == "alt-test" else "margin",
+                            trials=GRID_TRIALS,
+                            rng=size,
+                        )
+                        rates.append(check.rater_fr if check.promised == "rater_fr" else check.fr)
+                    print(
+                        f"  {p_h:.2f} {p_j:.2f} {n_labels} {k} {design:<12} {what:<8} {m:>5}  {0.025:.3f}   "
+                        f"{rates[0]:.3f}  {rates[1]:.3f}      {rates[2]:.3f}"
+                    )
+
+
 if __name__ == "__main__":
-    main()
+    if "--grid" in sys.argv:
+        grid(full=sys.argv[-1] == "full")
+    else:
+        main()

@@ -12,7 +12,8 @@ hypergeometric counts. The cost grows with ``m`` and ``K``, not with ``n``.
 Rates are against the population, not a dense matrix: FR is the share of trials in which
 a judge that is good in population (the prior's ``p_j``: ``mu + epsilon > 0``) is rejected;
 FA the share in which the **mirror judge** passes, the judge as far below ``-epsilon`` as the
-good one is above it (``mu' + epsilon = -(mu + epsilon)``).
+good one is above it (``mu' + epsilon = -(mu + epsilon)``), ``mu`` the decision's own margin (a
+ratio coefficient's for kappa, alpha and AC1).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from planner.designs import (
     proportional_allocation,
     stratified_masks,
 )
-from planner.recipes import advantage_moments, xi_lattice
+from planner.recipes import RATIO_COEFFICIENTS, advantage_moments, ratio_moments, xi_lattice
 from planner.simulate import DecisionRule, decision_rule, evaluate_decisions
 
 Rng = int | np.random.Generator | None
@@ -48,8 +49,9 @@ Checked = TypeVar("Checked")
 class DesignCheck:
     """Simulated error rates of one design at overlap ``m`` with their Monte Carlo SE (docs/method.md §6).
 
-    ``fr``: good judge rejected; ``rater_fr``: the worst held-out human's share of lost
-    comparisons for the good judge (the margin recipe's per-rater promise); ``fa``: mirror
+    ``fr``: good judge rejected; ``rater_fr``: the good judge's share of lost comparisons per held-out
+    human, pooled over the secondaries (whom a design treats alike) and apart for the primary, the larger
+    of the two (the margin recipe's per-rater promise); ``fa``: mirror
     judge (accuracy ``p_j_bad``) passed; ``wrong = (fr + fa) / 2`` (the two judges equally
     likely); ``inconclusive``: share of trials whose decision the normal approximation of
     the bootstrap would flip with probability above 0.2 (margin rule, ``F = p_o``). A rate
@@ -84,6 +86,27 @@ def _share(flags: np.ndarray) -> tuple[float, float]:
         return math.nan, math.nan
     rate = float(flags.mean())
     return rate, math.sqrt(rate * (1.0 - rate) / flags.size)
+
+
+def _pooled_share(flags: np.ndarray, defined: np.ndarray) -> tuple[float, float]:
+    """Share of True among the defined ``(trials, raters)`` cells of exchangeable raters, and its Monte
+    Carlo SE with the trial as the cluster (a trial's raters share their items and labels).
+
+    Pooling the raters a design treats alike estimates the rate of one held-out human without the
+    upward bias of the largest of several noisy shares (docs/method.md §6).
+
+    By hand: trials lose 1 and 0 of 2, rate ``1/4``; SE ``sqrt((1 - .5)^2 + (0 - .5)^2)/4 = .1768``:
+
+    >>> [round(v, 4) for v in _pooled_share(np.array([[True, False], [False, False]]), np.ones((2, 2), bool))]
+    [0.25, 0.1768]
+    """
+    lost = np.where(defined, flags, False).sum(axis=1).astype(float)
+    used = defined.sum(axis=1).astype(float)
+    total = float(used.sum())
+    if total == 0:
+        return math.nan, math.nan
+    rate = float(lost.sum()) / total
+    return rate, float(np.sqrt(np.sum((lost - rate * used) ** 2))) / total
 
 
 def hypergeometric_split(counts: np.ndarray, take: np.ndarray, gen: np.random.Generator) -> np.ndarray:
@@ -348,23 +371,54 @@ def _posterior(prevalence: np.ndarray, p_h: float) -> tuple[np.ndarray, np.ndarr
     return shares, rows
 
 
-def _population_gap(p_h: float, p_j: float, n_labels: int, rule: DecisionRule, pool_size: int) -> float:
-    """``mu + epsilon`` of a judge in population: ``mu_d`` (margin) or ``p_plus - p_minus`` (alt-test)."""
+def _population_gap(
+    p_h: float,
+    p_j: float,
+    n_labels: int,
+    rule: DecisionRule,
+    pool_size: int,
+    coefficient: str = "po",
+    prevalence: np.ndarray | None = None,
+) -> float:
+    """``mu + epsilon`` of a judge in population: ``mu_d`` (margin; for a ratio coefficient its own margin
+    ``F(judge, member) - F(human, member)`` at the true ``prevalence``, ``ratio_moments``) or
+    ``p_plus - p_minus`` (alt-test). NaN where the coefficient is undefined (one label throughout)."""
+    if rule.name == "margin" and coefficient in RATIO_COEFFICIENTS:
+        try:
+            mu = ratio_moments(
+                p_h, p_j, n_labels=n_labels, coefficient=coefficient, prevalence=prevalence, pool_size=pool_size
+            )[0]
+        except ValueError:
+            return math.nan
+        return mu + rule.epsilon
     lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=pool_size)
     mu = lattice.mu_d if rule.name == "margin" else advantage_moments(*lattice.advantage)[0]
     return mu + rule.epsilon
 
 
-def mirror_accuracy(p_h: float, p_j: float, *, n_labels: int, rule: DecisionRule, pool_size: int = 1) -> float:
-    """Accuracy of the judge as far below ``-epsilon`` as ``p_j`` is above it; NaN if none in [0, p_j]."""
+def mirror_accuracy(
+    p_h: float,
+    p_j: float,
+    *,
+    n_labels: int,
+    rule: DecisionRule,
+    pool_size: int = 1,
+    coefficient: str = "po",
+    prevalence: np.ndarray | None = None,
+) -> float:
+    """Accuracy of the judge as far below ``-epsilon`` as ``p_j`` is above it, on the decision's own margin
+    (``p_o``'s, a ratio coefficient's, or the alt-test's advantage); NaN if none in [0, p_j]."""
     from scipy.optimize import brentq
 
-    target = -_population_gap(p_h, p_j, n_labels, rule, pool_size)
+    def gap(p: float) -> float:
+        return _population_gap(p_h, p, n_labels, rule, pool_size, coefficient, prevalence)
+
+    target = -gap(p_j)
 
     def excess(p: float) -> float:
-        return _population_gap(p_h, p, n_labels, rule, pool_size) - target
+        return gap(p) - target
 
-    if target >= 0 or excess(0.0) > 0 or excess(p_j) < 0:
+    if not target < 0 or not excess(0.0) <= 0 or not excess(p_j) >= 0:
         return math.nan
     return float(brentq(excess, 0.0, p_j, xtol=1e-10))
 
@@ -440,14 +494,16 @@ def check_design(
     pool_size = n_humans - 1 if design == "strat" else 1
     promised = "rater_fr" if decision.name == "margin" else "fr"
     promise = alpha_sig / 2
-    good_gap = _population_gap(p_h, p_j, n_labels, decision, pool_size)
-    if good_gap <= 0:
+    good_gap = _population_gap(p_h, p_j, n_labels, decision, pool_size, coefficient, share)
+    if not good_gap > 0:
         reason = "the prior's judge is not good in population (mu + epsilon <= 0): FR is undefined"
         nan = math.nan
         return DesignCheck(
             design, m, trials, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, promised, promise, False, reason
         )
-    p_bad = mirror_accuracy(p_h, p_j, n_labels=n_labels, rule=decision, pool_size=pool_size)
+    p_bad = mirror_accuracy(
+        p_h, p_j, n_labels=n_labels, rule=decision, pool_size=pool_size, coefficient=coefficient, prevalence=share
+    )
     gen = np.random.default_rng(rng)
     primary_share, posterior = _posterior(share, p_h)
     counts = gen.multinomial(n_items, primary_share, size=trials)
@@ -467,8 +523,9 @@ def check_design(
         codes[:n_humans], codes[n_humans:], mask, coefficient=coefficient, n_labels=n_labels, rule=decision
     )
     fr, fr_se = _share(~ev.passed[:, 0])
-    per_rater = [_share(~ev.won[:, 0, k][ev.defined[:, 0, k]]) for k in range(n_humans)]
-    rater_fr, rater_fr_se = max(per_rater, key=lambda r: -1.0 if math.isnan(r[0]) else r[0])
+    groups = [_pooled_share(~ev.won[:, 0, :1], ev.defined[:, 0, :1])]  # the primary
+    groups.append(_pooled_share(~ev.won[:, 0, 1:], ev.defined[:, 0, 1:]))  # the secondaries, exchangeable
+    rater_fr, rater_fr_se = max(groups, key=lambda r: -1.0 if math.isnan(r[0]) else r[0])
     reasons = []
     if math.isnan(p_bad):
         fa = fa_se = wrong = wrong_se = math.nan

@@ -227,6 +227,58 @@ def paired_variance(p_h: float, p_a: float, p_b: float, *, n_labels: int, n_huma
     return between + (pair - between) / n_humans
 
 
+def ladder_accuracies(p_h: float, p_j: float, delta_min: float, *, n_labels: int, n_judges: int) -> np.ndarray:
+    """Accuracies of ``J`` judges ``delta_min`` apart in ``d``, the best at ``p_j`` (docs/method.md §4, item 3).
+
+    Two judges' agreement with a human differs by ``(p_h - q(p_h)) (p_a - p_b)``, so each step down
+    the ladder lowers the accuracy by ``delta_min / (p_h - q(p_h))``; humans at chance
+    (``p_h <= 1/L``) leave every judge at ``p_j``. A ladder that would need an accuracy below 0 is an error.
+
+    >>> ladder_accuracies(0.85, 0.9, 0.07, n_labels=2, n_judges=3).round(6).tolist()  # step .07/.7 = .1
+    [0.9, 0.8, 0.7]
+    """
+    p_h, p_j = _probability_iv(p_h, "p_h"), _probability_iv(p_j, "p_j")
+    if not (np.isfinite(delta_min) and delta_min > 0):
+        raise ValueError(f"delta_min must be a finite number > 0, got {delta_min!r}")
+    if not isinstance(n_judges, (int, np.integer)) or n_judges < 2:
+        raise ValueError(f"n_judges must be an integer >= 2, got {n_judges!r}")
+    slope = (n_labels * p_h - 1.0) / (n_labels - 1)
+    step = delta_min / slope if slope > 0 else 0.0
+    accuracies = p_j - step * np.arange(n_judges)
+    if accuracies[-1] < -1e-12:
+        raise ValueError(
+            f"{n_judges} judges {delta_min} apart below p_j={p_j} need an accuracy of {accuracies[-1]:.4g} < 0"
+        )
+    return np.asarray(np.maximum(accuracies, 0.0), dtype=float)
+
+
+def ladder_variance(
+    p_h: float, p_j: float, delta_min: float, *, n_labels: int, n_humans: int, n_judges: int
+) -> tuple[float, int]:
+    """The largest ``sigma_Delta^2`` over the ``J - 1`` adjacent pairs of the ladder, and which pair.
+
+    docs/method.md §4, item 3: ``m_rank`` must order every adjacent pair, so it is planned on the
+    maximum of ``paired_variance`` over the pairs ``(a_i, a_{i+1})`` of ``ladder_accuracies``; the
+    variance grows as the accuracies fall toward chance, so the top pair alone understates it.
+    Returns ``(variance, i)``, ``i`` the 0-based index of the pair's better judge.
+
+    By hand (``p_h = .85``, ``L = 2``, ``K = 3``, accuracies ``.9, .8, .7``), the lower pair:
+    ``P_a = .71``, ``P_b = .64``, ``P_ab = .485``, ``sigma_pair^2 = .3751``, ``V_b' = .49 (.16 + .21) = .1813``,
+    ``sigma_Delta^2 = .1813 + .1938/3 = .2459`` (the top pair's is ``.1873``):
+
+    >>> v, i = ladder_variance(0.85, 0.9, 0.07, n_labels=2, n_humans=3, n_judges=3)
+    >>> round(v, 6), i, round(paired_variance(0.85, 0.8, 0.7, n_labels=2, n_humans=3), 6)
+    (0.2459, 1, 0.2459)
+    """
+    accuracies = ladder_accuracies(p_h, p_j, delta_min, n_labels=n_labels, n_judges=n_judges)
+    pairs = [
+        paired_variance(p_h, float(a), float(b), n_labels=n_labels, n_humans=n_humans)
+        for a, b in zip(accuracies[:-1], accuracies[1:], strict=True)
+    ]
+    worst = int(np.argmax(pairs))
+    return float(pairs[worst]), worst
+
+
 RATIO_COEFFICIENTS = ("kappa", "alpha", "ac1")
 
 
@@ -318,6 +370,104 @@ def ratio_moments(
     conditional = np.einsum("tp,tjhp->tjh", human, gap)
     between = float(np.einsum("tjh,tjh->", given, conditional**2))
     return f_judge - f_human, between + (one_member - between) / pool_size
+
+
+@dataclass(frozen=True)
+class RatioPrior:
+    """The noise prior behind a ratio coefficient's recipe, for its small-overlap FR (docs/method.md §4, item 4).
+
+    Passed to ``certify_recipe`` as its ``lattice`` for ``coefficient`` in kappa, alpha, AC1: with one
+    held-in label per item and a normal-form ``m`` up to ``RATIO_SIMULATED_M_MAX`` the FR is simulated
+    (``ratio_false_rejection_rates``) instead of read off the delta method's normal form.
+    """
+
+    p_h: float
+    p_j: float
+    n_labels: int
+    coefficient: str
+    prevalence: tuple[float, ...] | None = None
+    pool_size: int = 1
+
+
+RATIO_DRAWS = 10_000
+"""Simulated comparisons behind a ratio coefficient's small-overlap FR (MC SE ~.0016 at .025)."""
+RATIO_SIMULATED_M_MAX = 600
+"""Above this normal-form overlap the delta method's normal form stands (its error there is small)."""
+
+
+def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float, at: object) -> np.ndarray:
+    """Per-rater FR ``Pr[d_k < -eps]`` of a ratio coefficient at the overlaps ``at`` (in ``1..m_max``; NaN
+    elsewhere), one held-in label per item: ``d_k = F(judge, P) - F(S, P)`` on ``m`` items labelled by
+    the judge, the pool member ``P`` and the held-out ``S`` (docs/method.md §4, item 4).
+
+    Items are drawn from the prior's law of ``(judge, P, S)`` labels one at a time for ``RATIO_DRAWS``
+    comparisons (seed 0), so successive ``m`` share their draws; ``F`` is the decision's own two-rater
+    formula on the counts (``planner.tables.two_rater_coefficient``); a comparison whose ``d_k`` is
+    undefined is left out, as the decision does.
+    """
+    from planner.tables import two_rater_coefficient
+
+    if prior.coefficient not in RATIO_COEFFICIENTS:
+        raise ValueError(f"coefficient must be one of {RATIO_COEFFICIENTS}, got {prior.coefficient!r}")
+    if not isinstance(m_max, (int, np.integer)) or not 1 <= m_max <= 2 * RATIO_SIMULATED_M_MAX:
+        raise ValueError(f"m_max must be an integer in 1..{2 * RATIO_SIMULATED_M_MAX}, got {m_max!r}")
+    n_labels = prior.n_labels
+    p_h, p_j = _prior_iv(prior.p_h, prior.p_j, n_labels, prior.pool_size)
+    shares = np.full(n_labels, 1.0 / n_labels) if prior.prevalence is None else np.asarray(prior.prevalence, float)
+    human, judge = _channel(p_h, n_labels), _channel(p_j, n_labels)
+    law = np.einsum("t,tj,tp,ts->jps", shares, judge, human, human).ravel()
+    edges = np.cumsum(law)[:-1]
+    wanted = np.zeros(m_max + 1, dtype=bool)
+    wanted[np.asarray(at, dtype=np.int64)] = True
+    gen = np.random.default_rng(0)
+    counts = np.zeros((RATIO_DRAWS, law.size), dtype=np.int32)
+    rows = np.arange(RATIO_DRAWS)
+    rates = np.full(m_max, np.nan)
+    for size in range(1, m_max + 1):
+        counts[rows, np.searchsorted(edges, gen.random(RATIO_DRAWS), side="right")] += 1
+        if not wanted[size]:
+            continue
+        cube = counts.reshape(RATIO_DRAWS, n_labels, n_labels, n_labels).astype(float)  # [judge, P, S]
+        judge_p, s_p = cube.sum(axis=3), cube.sum(axis=1)  # [judge, P], [P, S]
+        diagonal = np.arange(n_labels)
+        f_judge = two_rater_coefficient(
+            judge_p[:, diagonal, diagonal].sum(axis=1), judge_p.sum(axis=2), judge_p.sum(axis=1), prior.coefficient
+        )
+        f_human = two_rater_coefficient(
+            s_p[:, diagonal, diagonal].sum(axis=1), s_p.sum(axis=1), s_p.sum(axis=2), prior.coefficient
+        )
+        d = f_judge - f_human
+        defined = np.isfinite(d)
+        rates[size - 1] = float(np.mean(d[defined] < -epsilon - 1e-12)) if defined.any() else math.nan
+    return rates
+
+
+def simulated_ratio_m(prior: RatioPrior, normal_m: int, *, epsilon: float, alpha_sig: float) -> int | None:
+    """Smallest ``m`` whose simulated FR + 2 SE (``ratio_false_rejection_rates``; the draws' MC error inside
+    the promise) is at most ``alpha_sig/2`` at every overlap up to ``1.6`` times the normal form's ``m``
+    (docs/method.md §4, item 4); None beyond ``RATIO_SIMULATED_M_MAX``, for a shared pool, or when it
+    misses the promise up there (the normal form then stands).
+    """
+    if prior.pool_size != 1 or normal_m > RATIO_SIMULATED_M_MAX:
+        return None
+    target, hi = alpha_sig / 2.0, max(math.ceil(1.6 * normal_m), 10)
+    lo = max(2, normal_m // 3)
+
+    def above(sizes: np.ndarray) -> np.ndarray:
+        rates = ratio_false_rejection_rates(prior, hi, epsilon=epsilon, at=sizes)[sizes - 1]
+        with np.errstate(invalid="ignore"):
+            miss = ~(rates + 2.0 * np.sqrt(rates * (1.0 - rates) / RATIO_DRAWS) <= target)
+        return np.asarray(sizes[miss], dtype=np.int64)
+
+    step = max(1, (hi - lo) // 60)
+    coarse = above(np.unique(np.r_[np.arange(lo, hi + 1, step), hi]))
+    if coarse.size == 0:
+        return lo
+    if coarse[-1] == hi:
+        return None
+    last = int(coarse[-1])
+    fine = above(np.arange(last + 1, min(last + 2 * step, hi) + 1))
+    return (int(fine[-1]) if fine.size else last) + 1
 
 
 def advantage_moments(p_plus: float, p_minus: float) -> tuple[float, float]:
@@ -618,6 +768,133 @@ def m_alt_test(
     return _m_needed(z, sigma_sq, mu + epsilon)
 
 
+ALT_TEST_DRAWS = 10_000
+"""Simulated decisions behind the alt-test's judge-level FR (MC SE ~.0016 at .025; docs/method.md §4, item 5)."""
+ALT_TEST_EXACT_M_MAX = 2_000
+"""Beyond this overlap the judge-level search is not run and the per-human normal recipe stands."""
+
+
+def alt_test_judge_rates(
+    m_max: int,
+    mu: float,
+    sigma_sq: float,
+    *,
+    n_humans: int,
+    epsilon: float | None = None,
+    q: float = 0.05,
+    omega_threshold: float = 0.5,
+    draws: int = ALT_TEST_DRAWS,
+    at: object = None,
+) -> np.ndarray:
+    """Judge-level alt-test FR at ``m = 1..m_max`` on a design with one held-in label per overlap item
+    (disjoint secondaries; docs/method.md §4, item 5), simulated from the moments alone.
+
+    On an item of secondary ``r`` (pool: the primary ``P``; the primary's pool there: ``S_r``) the judge's
+    sign ``X = W_f - W_h`` for ``S_r`` and ``Y`` for ``P`` take ``(+1, 0)`` when ``J = P != S``, ``(0, +1)``
+    when ``J = S != P`` (both ``p_plus``, the humans being exchangeable), ``(-1, -1)`` when ``P = S != J``
+    (``p_minus``) and ``(0, 0)`` otherwise, with ``p_plus + p_minus = sigma^2 + mu^2`` and
+    ``p_plus - p_minus = mu``. Each draw adds one item to every secondary's block as ``m`` grows (the rates
+    of successive ``m`` share their draws, from seed 0), and runs the decision: the one-sided t-test of
+    ``W_h - W_f`` against ``eps`` per human (the primary on all ``(K - 1) m`` items), BY at ``q``, pass when
+    the share rejected reaches ``omega_threshold``. Rates below the alt-test's 30 items are 1 (not run);
+    with ``at`` (overlaps in ``1..m_max``) only those are decided and the others are NaN.
+    """
+    from scipy.special import stdtr
+
+    from planner.significance import by_rejections
+
+    _moments_iv(sigma_sq, 0.5)
+    if not isinstance(n_humans, (int, np.integer)) or n_humans < 2:
+        raise ValueError(f"n_humans must be an integer >= 2, got {n_humans!r}")
+    if not isinstance(m_max, (int, np.integer)) or not 1 <= m_max <= ALT_TEST_EXACT_M_MAX:
+        raise ValueError(f"m_max must be an integer in 1..{ALT_TEST_EXACT_M_MAX}, got {m_max!r}")
+    epsilon = DEFAULT_EPSILON["alt-test"] if epsilon is None else epsilon
+    p_plus, p_minus = (sigma_sq + mu * mu + mu) / 2.0, (sigma_sq + mu * mu - mu) / 2.0
+    if min(p_plus, p_minus) < -1e-9 or 2.0 * p_plus + p_minus > 1.0 + 1e-9:
+        raise ValueError(f"moments mu={mu!r}, sigma_sq={sigma_sq!r} are not those of exchangeable humans' W_f - W_h")
+    edges = np.cumsum([p_plus, p_plus, p_minus])
+    k = int(n_humans)
+    draws = max(100, min(int(draws), 40_000_000 // (k * m_max)))  # work bound: draws x humans x m_max
+    gen = np.random.default_rng(0)
+    counts = np.zeros((3, draws, k - 1))  # A: (+1, 0), B: (0, +1), C: (-1, -1), per secondary's block
+    rates = np.ones(m_max)
+    wanted = np.ones(m_max + 1, dtype=bool)
+    if at is not None:
+        wanted[:] = False
+        wanted[np.asarray(at, dtype=np.int64)] = True
+        rates[~wanted[1:]] = np.nan
+    for size in range(1, m_max + 1):
+        u = gen.random((draws, k - 1))
+        counts[0] += u < edges[0]
+        counts[1] += (u >= edges[0]) & (u < edges[1])
+        counts[2] += (u >= edges[1]) & (u < edges[2])
+        if size < ALT_TEST_MIN_ITEMS or not wanted[size]:
+            continue
+        a, b, c = counts
+        diff = np.concatenate([c - a, (c - b).sum(axis=1, keepdims=True)], axis=1)  # sum of W_h - W_f
+        absolute = np.concatenate([c + a, (c + b).sum(axis=1, keepdims=True)], axis=1)
+        m_k = np.array([size] * (k - 1) + [size * (k - 1)], dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = m_k * absolute - diff * diff
+            t = (diff / m_k - epsilon) / np.sqrt(spread / (m_k * m_k * (m_k - 1.0)))
+            p = stdtr(m_k - 1.0, t)
+        p = np.where(spread <= 0, np.where(diff / m_k < epsilon, 0.0, 1.0), p)
+        rejected = by_rejections(p, np.ones(p.shape, dtype=bool), q).sum(axis=1)
+        rates[size - 1] = float(np.mean(rejected < omega_threshold * k - 1e-9))
+    return rates
+
+
+def m_alt_test_judge(
+    mu: float,
+    sigma_sq: float,
+    *,
+    n_humans: int,
+    epsilon: float | None = None,
+    q: float = 0.05,
+    omega_threshold: float = 0.5,
+    alpha_sig: float = 0.05,
+) -> int | float | None:
+    """Smallest ``m`` (at least 30) whose judge-level FR (``alt_test_judge_rates``) is at most ``alpha_sig/2``
+    at every overlap from ``m`` to the per-human recipe's (the monotone envelope of a zig-zagging rate,
+    docs/method.md §4, item 5), the draws' Monte Carlo error (2 SE) counted inside the promise. ``inf``
+    when ``mu + eps <= 0``; None when the per-human recipe asks more than ``ALT_TEST_EXACT_M_MAX`` items
+    or the judge-level rate misses the promise there (the per-human recipe then stands).
+
+    >>> mu, var = advantage_moments(*xi_lattice(0.85, 0.90, n_labels=2).advantage)
+    >>> m_alt_test_judge(mu, var, n_humans=3), m_alt_test(mu, var, n_humans=3)
+    (42, 66)
+    """
+    _moments_iv(sigma_sq, alpha_sig)
+    epsilon = DEFAULT_EPSILON["alt-test"] if epsilon is None else epsilon
+    if mu + epsilon <= 0:
+        return math.inf
+    per_human = m_alt_test(mu, sigma_sq, n_humans=n_humans, epsilon=epsilon, q=q, alpha_sig=alpha_sig)
+    hi = max(int(per_human), 2 * ALT_TEST_MIN_ITEMS) if math.isfinite(per_human) else math.inf
+    if hi > ALT_TEST_EXACT_M_MAX:
+        return None
+    assert isinstance(hi, int)
+    target = alpha_sig / 2.0
+
+    def above(sizes: np.ndarray) -> np.ndarray:
+        """The overlaps among ``sizes`` whose rate + 2 SE (the draws' MC error inside the promise) misses."""
+        rates = alt_test_judge_rates(
+            hi, mu, sigma_sq, n_humans=n_humans, epsilon=epsilon, q=q, omega_threshold=omega_threshold, at=sizes
+        )[sizes - 1]
+        return np.asarray(sizes[rates + 2.0 * np.sqrt(rates * (1.0 - rates) / ALT_TEST_DRAWS) > target], dtype=np.int64)
+
+    # Every step-th overlap, then every overlap just above the last coarse miss: the rate falls steeply
+    # past its crossing, so the envelope is found at a fraction of deciding every overlap.
+    step = max(1, hi // 60)
+    coarse = above(np.unique(np.r_[np.arange(ALT_TEST_MIN_ITEMS, hi + 1, step), hi]))
+    if coarse.size == 0:
+        return ALT_TEST_MIN_ITEMS
+    if coarse[-1] == hi:
+        return None
+    last = int(coarse[-1])
+    fine = above(np.arange(last + 1, min(last + 2 * step, hi) + 1))
+    return (int(fine[-1]) if fine.size else last) + 1
+
+
 def _budget_iv(n_items: int, n_humans: int) -> None:
     if not isinstance(n_items, (int, np.integer)) or n_items < 1:
         raise ValueError(f"n_items must be a positive integer, got {n_items!r}")
@@ -756,8 +1033,9 @@ def certify_recipe(
     estimator: str = "paired",
     judge_agreement: float | None = None,
     pool_size: int = 1,
-    lattice: XiLattice | None = None,
+    lattice: XiLattice | RatioPrior | None = None,
     coefficient: str = "po",
+    omega_threshold: float = 0.5,
 ) -> Recipe:
     """Overlap and budget to certify a judge, with its FR curve (docs/method.md §4).
 
@@ -769,7 +1047,10 @@ def certify_recipe(
     monotone envelope; ``m_cert`` is where the search starts). ``rule="alt-test"``:
     ``mu_d``, ``sigma0_sq`` are the moments of ``W_f - W_h``; ``m_alt_test`` with ``q``
     and ``power`` (default ``1 - alpha_sig/2``; ``epsilon`` default 0.2), at least the
-    alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``.
+    alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``. With one
+    held-in label per overlap item (``pool_size = 1``, disjoint secondaries) the alt-test's ``m`` is instead
+    the smallest whose judge-level FR is at most ``alpha_sig/2`` (``m_alt_test_judge``, with
+    ``omega_threshold``): the per-human power target over-sized it 33-100%; the curve stays per human.
 
     A ratio ``coefficient`` (kappa, alpha, AC1; margin rule) takes ``mu_d``, ``sigma0_sq`` from
     ``ratio_moments`` (the delta-method variance constant) and the plain normal FR
@@ -793,8 +1074,12 @@ def certify_recipe(
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     if coefficient not in ("po", *RATIO_COEFFICIENTS):
         raise ValueError(f"coefficient must be 'po' or one of {RATIO_COEFFICIENTS}, got {coefficient!r}")
-    if coefficient != "po" and (rule != "margin" or estimator != "paired" or lattice is not None):
+    if coefficient != "po" and (
+        rule != "margin" or estimator != "paired" or not (lattice is None or isinstance(lattice, RatioPrior))
+    ):
         raise ValueError("a ratio coefficient plans the margin rule's paired estimate, without a p_o lattice")
+    if isinstance(lattice, RatioPrior) and lattice.coefficient != coefficient:
+        raise ValueError(f"the ratio prior is for {lattice.coefficient}, not {coefficient}")
     if estimator not in ("paired", "ppi", "neyman"):
         raise ValueError(f"estimator must be 'paired', 'ppi' or 'neyman', got {estimator!r}")
     if estimator != "paired":
@@ -808,6 +1093,8 @@ def certify_recipe(
         raise ValueError(f"lattice is for pool_size={lattice.pool_size}, not {pool_size}")
     if rule == "margin" and estimator == "paired" and coefficient == "po":
         _moments_iv(sigma0_sq, alpha_sig)
+        if isinstance(lattice, RatioPrior):
+            raise ValueError("a ratio prior plans a ratio coefficient, not p_o")
         m = _enveloped_certification(mu_d, sigma0_sq, epsilon, pool_size, lattice, alpha_sig)
         grid = _m_grid(n_items, m, m_grid)
         rates: np.ndarray | float = _rates_at(np.array(grid), mu_d, sigma0_sq, epsilon, pool_size, lattice)
@@ -815,9 +1102,26 @@ def certify_recipe(
         if rule == "margin":
             m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
             critical_z = 0.0
+            if isinstance(lattice, RatioPrior) and math.isfinite(m):
+                simulated = simulated_ratio_m(lattice, int(m), epsilon=epsilon, alpha_sig=alpha_sig)
+                m = m if simulated is None else simulated
         else:
             m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power, alpha_sig=alpha_sig)
             m = max(m, ALT_TEST_MIN_ITEMS)
+            if pool_size == 1 and power is None:
+                try:
+                    judge_m = m_alt_test_judge(
+                        mu_d,
+                        sigma0_sq,
+                        n_humans=n_humans,
+                        epsilon=epsilon,
+                        q=q,
+                        omega_threshold=omega_threshold,
+                        alpha_sig=alpha_sig,
+                    )
+                except ValueError:  # pilot moments no exchangeable pair of humans gives
+                    judge_m = None
+                m = m if judge_m is None else judge_m
             critical_z = alt_test_quantile(n_humans, q=q)
         grid = _m_grid(n_items, m, m_grid)
         rates = false_rejection_rate(np.array(grid), mu_d, sigma0_sq, epsilon=epsilon, critical_z=critical_z)

@@ -34,11 +34,12 @@ from planner.plan_check import (
 )
 from planner.recipes import (
     RATIO_COEFFICIENTS,
+    RatioPrior,
     Recipe,
     XiLattice,
     advantage_moments,
     certify_recipe,
-    paired_variance,
+    ladder_variance,
     pilot_moments,
     rank_recipe,
     ratio_moments,
@@ -134,7 +135,9 @@ def _ratio_prior(p_h: float, p_j: float, matrix: LabelMatrix, coefficient: str, 
         "pool_size": pool_size,
         "coefficient": coefficient,
         "prevalence": None if prevalence is None else prevalence.tolist(),
-        "lattice": None,
+        "lattice": RatioPrior(  # small overlaps: the FR simulated, not the normal form's (§4, item 4)
+            p_h, p_j, matrix.n_labels, coefficient, None if prevalence is None else tuple(prevalence), pool_size
+        ),
         "note": f"delta-method variance of the {coefficient} margin under the symmetric noise channel, true label "
         f"shares from the primary's labels (uniform without any), {pool_size} held-in label(s) per overlap item "
         "(docs/method.md §4, item 4)",
@@ -193,22 +196,27 @@ def certification(
         pool_size=lattice.pool_size if lattice is not None and margin else pool_size,
         lattice=lattice if margin else None,
         coefficient=coefficient,
+        omega_threshold=decision.omega_threshold,
     )
 
 
-def ranking_variance(moments: dict[str, Any], delta_min: float, *, n_labels: int, n_humans: int) -> float:
-    """Per-item variance of an adjacent pair's margin (docs/method.md §4, item 3).
+def ranking_variance(
+    moments: dict[str, Any], delta_min: float, *, n_labels: int, n_humans: int, n_judges: int = 2
+) -> float:
+    """Per-item variance of the adjacent pairs' margins that ``m_rank`` plans on (docs/method.md §4, item 3).
 
-    From priors: ``paired_variance`` for the judge at ``p_j`` and one ``delta_min`` below it in ``d``
-    (accuracy ``p_j - delta_min / (p_h - q(p_h))``). From a pilot, which holds no second judge, the
-    unpaired bound ``2 sigma0^2``.
+    From priors: the largest ``paired_variance`` over the ``n_judges - 1`` adjacent pairs of judges
+    ``delta_min`` apart in ``d`` from the one at ``p_j`` down (``ladder_variance``; the lowest pair, nearest
+    chance, varies most). From a pilot, which holds no second judge, the unpaired bound ``2 sigma0^2``.
     """
     if moments["source"] != "prior":
         return 2.0 * float(moments["sigma0_sq"])
     p_h, p_j = float(moments["p_h"]), float(moments["p_j"])
-    slope = (n_labels * p_h - 1.0) / (n_labels - 1)
-    p_b = min(max(p_j - delta_min / slope, 0.0), 1.0) if slope > 0 else p_j
-    return paired_variance(p_h, p_j, p_b, n_labels=n_labels, n_humans=n_humans)
+    try:
+        variance, _ = ladder_variance(p_h, p_j, delta_min, n_labels=n_labels, n_humans=n_humans, n_judges=n_judges)
+    except ValueError as error:
+        raise Conflict(f"cannot plan this ranking: {error}", code="infeasible_ranking") from None
+    return variance
 
 
 EPSILON_STEPS = tuple(round(0.01 * k, 2) for k in range(1, 51))
@@ -878,11 +886,14 @@ def _draft(
     by_entropy = _entropy_design(body, matrix)
     candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads, by_entropy[0])
     design, entropy, why, warnings = _design(body, by_entropy, candidates.checks)
-    pool_size = design_pool_size(design, n_humans)
+    # A design chosen by its simulated rate at the compared overlap is served at that overlap: re-planned at
+    # its own (a shared panel's smaller) m it would be served where it was never compared (issue 29).
+    chosen_at_compared = body.design == "auto" and bool(candidates.checks) and candidates.recipe is not None
+    pool_size = 1 if chosen_at_compared else design_pool_size(design, n_humans)
     moments = _moments(body, matrix, decision, n_resamples, pool_size)
     lattice = moments.pop("lattice", None)
     if body.purpose == "certify" and pool_size == 1 and candidates.recipe is not None:
-        recipe = candidates.recipe  # the design-free recipe is this design's
+        recipe = candidates.recipe  # the design-free recipe: this design's, or the one it was compared at
     elif body.purpose == "certify":
         recipe = certification(
             decision,
@@ -897,7 +908,9 @@ def _draft(
     else:
         n_judges = body.n_judges or max(len(matrix.columns("judge")), 2)
         assert body.delta_min is not None
-        variance = ranking_variance(moments, body.delta_min, n_labels=matrix.n_labels, n_humans=n_humans)
+        variance = ranking_variance(
+            moments, body.delta_min, n_labels=matrix.n_labels, n_humans=n_humans, n_judges=n_judges
+        )
         moments["ranking_variance"] = variance
         recipe = rank_recipe(
             variance,

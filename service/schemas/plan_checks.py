@@ -17,7 +17,10 @@ class DesignCheckRead(BaseModel):
     trials: int
     fr: Rate = Field(description="Share of trials in which the judge of the prior (good in population) is rejected.")
     fr_se: Rate
-    rater_fr: Rate = Field(description="The worst held-out human's share of comparisons the good judge loses.")
+    rater_fr: Rate = Field(
+        description="The good judge's share of lost comparisons per held-out human: the secondaries pooled, the "
+        "primary apart, the larger of the two."
+    )
     rater_fr_se: Rate
     fa: Rate = Field(description="Share of trials in which the mirror judge (as far below -epsilon) passes.")
     fa_se: Rate

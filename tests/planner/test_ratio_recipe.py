@@ -4,12 +4,14 @@ overlap kept at m and broken at m/2, with a generator written here (not the plan
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.recipes import certify_recipe, prior_moments, ratio_influence, ratio_moments
+from planner.recipes import RatioPrior, certify_recipe, prior_moments, ratio_influence, ratio_moments
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -163,3 +165,45 @@ def test_the_p_o_recipe_would_misplan_a_ratio_coefficient() -> None:
     assert recipe.m is not None
     d = simulated_margins(3, 2000, recipe.m, p_h=0.85, p_j=0.85, prevalence=shares, pool_size=1, coefficient="kappa")
     assert float(np.mean(d < -0.1)) > 0.1
+
+
+def _kappa_margins(truth_shares, p_h, p_j, n_labels, m, trials, seed, epsilon):
+    """Share of trials in which d = kappa(judge, P) - kappa(S, P) on m items falls below -epsilon: a
+    judge, a pool member P and a held-out S from the symmetric channel (own generator, Cohen's kappa
+    written out); undefined kappas left out."""
+    gen = np.random.Generator(np.random.Philox(seed))
+    truth = gen.choice(n_labels, size=(trials, m), p=truth_shares)
+
+    def rater(p):
+        shift = gen.integers(1, n_labels, size=truth.shape)
+        return np.where(gen.random(truth.shape) < p, truth, (truth + shift) % n_labels)
+
+    judge, pool, held_out = rater(p_j), rater(p_h), rater(p_h)
+
+    def kappa(a, b):
+        p_o = (a == b).mean(axis=1)
+        p_e = sum((a == c).mean(axis=1) * (b == c).mean(axis=1) for c in range(n_labels))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (p_o - p_e) / (1 - p_e)
+
+    d = kappa(judge, pool) - kappa(held_out, pool)
+    defined = np.isfinite(d)
+    return float(np.mean(d[defined] < -epsilon - 1e-12))
+
+
+def test_small_kappa_recipes_keep_the_promise_with_the_mc_error_inside():
+    """Issue 29 item 4: below ~100 items the delta method's normal form under-sizes kappa (L 3, p_h .9,
+    p_j .95: m 88, FR ~.029 against .025); with the prior (RatioPrior) the FR is simulated, the draws' MC
+    error counted inside the promise, and an independent simulation keeps FR within .025 at m and over
+    [m, 1.3 m] while the normal form's m breaks it."""
+    p_h, p_j, n_labels, eps = 0.9, 0.95, 3, 0.05
+    mu, var = ratio_moments(p_h, p_j, n_labels=n_labels, coefficient="kappa")
+    normal = certify_recipe(mu, var, n_items=5000, n_humans=3, coefficient="kappa").m
+    prior = RatioPrior(p_h, p_j, n_labels, "kappa")
+    m = certify_recipe(mu, var, n_items=5000, n_humans=3, coefficient="kappa", lattice=prior).m
+    assert normal == 88 and normal < m <= 1.15 * normal
+    shares, trials, promise = np.full(3, 1 / 3), 20_000, 0.025
+    se = math.sqrt(promise * (1 - promise) / trials)
+    for size, seed in ((m, 1), ((m + math.ceil(1.3 * m)) // 2, 2), (math.ceil(1.3 * m), 3)):
+        assert _kappa_margins(shares, p_h, p_j, n_labels, size, trials, seed, eps) <= promise + 2 * se, size
+    assert _kappa_margins(shares, p_h, p_j, n_labels, normal, trials, 4, eps) > promise + se

@@ -19,7 +19,10 @@ from planner.recipes import (
     corrected_false_rejection_rate,
     exact_false_rejection_rates,
     false_rejection_rate,
+    ladder_accuracies,
+    ladder_variance,
     m_alt_test,
+    m_alt_test_judge,
     m_cert,
     m_rank,
     overlap_plan,
@@ -226,8 +229,10 @@ def test_certify_recipe_alt_test():
     rates = dict(zip(r.m_grid, r.fr_rate))
     assert rates[132] == pytest.approx(norm.cdf(z - 0.1 * math.sqrt(132 / 0.3)))
     assert rates[132] == pytest.approx(0.5, abs=0.01)  # planned at the 50% point on request
-    default = certify_recipe(0.0, 0.3, n_items=1000, n_humans=3, rule="alt-test", epsilon=0.1)
-    assert default.m == 493  # power 1 - alpha_sig/2 by default
+    default = certify_recipe(0.0, 0.3, n_items=1000, n_humans=3, rule="alt-test", epsilon=0.1, pool_size=2)
+    assert default.m == 493  # power 1 - alpha_sig/2 by default on a shared panel
+    judge_level = certify_recipe(0.0, 0.3, n_items=1000, n_humans=3, rule="alt-test", epsilon=0.1)
+    assert judge_level.m == m_alt_test_judge(0.0, 0.3, n_humans=3, epsilon=0.1) < 493  # one held-in label
     assert dict(zip(default.m_grid, default.fr_rate))[493] <= 0.025
     easy = certify_recipe(0.5, 0.3, n_items=500, n_humans=3, rule="alt-test")
     assert easy.m == 30  # the alt-test skips humans under 30 items
@@ -478,9 +483,122 @@ def test_alt_test_recipe_keeps_judge_level_false_rejection_at_half_alpha():
     good judge fails no more than alpha_sig/2 (+ 2 SE); planned at the 50% point it fails far more."""
     lattice = xi_lattice(0.85, 0.90, n_labels=2, pool_size=2)
     mu, var = advantage_moments(*lattice.advantage)
-    m = certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test").m
-    half = certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", power=0.5).m
+    m = certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", pool_size=2).m
+    half = certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", power=0.5, pool_size=2).m
     trials = 2000
     se = math.sqrt(0.025 * 0.975 / trials)
     assert alt_test_false_rejection(m, trials, seed=1) <= 0.025 + 2 * se
     assert alt_test_false_rejection(half, trials, seed=2) > 0.025 + 2 * se
+
+
+def ladder_misorders(accuracies, m: int, trials: int, seed: int, p_h: float = 0.85, k: int = 3) -> np.ndarray:
+    """Per adjacent pair of judges (accuracies best first), the share of trials ranking the lower one
+    above (ties count half): K humans and every judge label the same m items; a judge's score is its
+    mean agreement with the humans, which is its mean d_k up to the humans' own term (it cancels)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, size=(trials, m), dtype=np.int8)
+    humans = [noisy(truth, p_h, 2, rng) for _ in range(k)]
+    scores = []
+    for accuracy in accuracies:
+        judge = noisy(truth, accuracy, 2, rng)
+        scores.append(sum((judge == h).sum(axis=1) for h in humans))
+    return np.array([np.mean(b > a) + 0.5 * np.mean(b == a) for a, b in itertools.pairwise(scores)])
+
+
+@pytest.mark.parametrize("n_judges", [3, 5])
+def test_ranking_recipe_orders_every_adjacent_pair_of_a_ladder(n_judges):
+    """docs/method.md §4, item 3 (issue 29): m_rank on the largest adjacent-pair variance keeps every
+    adjacent pair's misorder rate within alpha_sig/(J-1) (+ 2 SE); half of it breaks the promise, and so
+    does the m the top pair's variance alone gave (the lowest pair, nearest chance, varies most)."""
+    p_h, p_j, delta, k = 0.85, 0.90, 0.05, 3
+    accuracies = ladder_accuracies(p_h, p_j, delta, n_labels=2, n_judges=n_judges)
+    assert np.allclose(np.diff(accuracies), -delta / (2 * p_h - 1))
+    variance, worst = ladder_variance(p_h, p_j, delta, n_labels=2, n_humans=k, n_judges=n_judges)
+    assert worst == n_judges - 2
+    top = paired_variance(p_h, accuracies[0], accuracies[1], n_labels=2, n_humans=k)
+    m = m_rank(variance, delta, n_judges=n_judges)
+    m_top = m_rank(top, delta, n_judges=n_judges)
+    assert m > m_top
+    promise, trials = 0.05 / (n_judges - 1), 3000
+    se = math.sqrt(promise * (1 - promise) / trials)
+    at_m = ladder_misorders(accuracies, m, trials, seed=n_judges)
+    assert np.all(at_m <= promise + 2 * se), at_m
+    at_half = ladder_misorders(accuracies, m // 2, trials, seed=10 + n_judges)
+    assert at_half.max() > promise + 2 * se, at_half
+    at_top = ladder_misorders(accuracies, m_top, trials, seed=20 + n_judges)
+    assert at_top[-1] > promise + 2 * se, at_top
+
+
+def test_ladder_rejects_a_ladder_below_zero_accuracy():
+    with pytest.raises(ValueError, match="accuracy of"):
+        ladder_accuracies(0.85, 0.6, 0.2, n_labels=2, n_judges=5)
+    with pytest.raises(ValueError, match="n_judges"):
+        ladder_variance(0.85, 0.9, 0.05, n_labels=2, n_humans=3, n_judges=1)
+    assert ladder_accuracies(0.5, 0.9, 0.05, n_labels=2, n_judges=3).tolist() == [0.9] * 3  # humans at chance
+
+
+@given(
+    p_h=st.floats(0.55, 0.99),
+    p_j=st.floats(0.5, 1.0),
+    delta=st.floats(0.005, 0.05),
+    n_judges=st.integers(2, 6),
+    k=st.integers(2, 6),
+)
+@FAST
+def test_ladder_variance_is_the_maximum_over_adjacent_pairs(p_h, p_j, delta, n_judges, k):
+    try:
+        accuracies = ladder_accuracies(p_h, p_j, delta, n_labels=3, n_judges=n_judges)
+    except ValueError:
+        return
+    variance, worst = ladder_variance(p_h, p_j, delta, n_labels=3, n_humans=k, n_judges=n_judges)
+    pairs = [paired_variance(p_h, a, b, n_labels=3, n_humans=k) for a, b in itertools.pairwise(accuracies)]
+    assert variance == pytest.approx(max(pairs)) and pairs[worst] == variance
+    assert variance >= pairs[0]
+
+
+def disjoint_alt_test_false_rejection(
+    m: int, k: int, trials: int, seed: int, p_h: float, p_j: float, epsilon: float = 0.2, q: float = 0.05
+) -> float:
+    """Share of trials in which a good judge fails the alt-test on a disjoint design: K - 1 secondaries
+    on m items each, none shared, the primary and the judge on all of them (binary labels). Per held-out
+    human the t-test of W_h - W_f against epsilon (the primary against the secondary holding each item),
+    BY written out, pass with at least half the humans rejected."""
+    from scipy.stats import t as student
+
+    rng = np.random.Generator(np.random.Philox(seed))
+    n = (k - 1) * m
+    truth = rng.integers(0, 2, size=(trials, n))
+    primary, judge = noisy(truth, p_h, 2, rng), noisy(truth, p_j, 2, rng)
+    secondary = noisy(truth, p_h, 2, rng)  # block r of the columns is secondary r's
+
+    def p_value(s_f, s_h):
+        diff = (s_h >= s_f).astype(float) - (s_f >= s_h)
+        mean, sd = diff.mean(axis=1), diff.std(axis=1, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = student.cdf((mean - epsilon) / (sd / np.sqrt(diff.shape[1])), diff.shape[1] - 1)
+        return np.where(sd == 0, np.where(mean < epsilon, 0.0, 1.0), p)
+
+    blocks = [slice(r * m, (r + 1) * m) for r in range(k - 1)]
+    p = [p_value(judge[:, b] == primary[:, b], secondary[:, b] == primary[:, b]) for b in blocks]
+    p.append(p_value(judge == secondary, primary == secondary))
+    ordered = np.sort(np.column_stack(p), axis=1)
+    bound = np.arange(1, k + 1) * q / (k * np.sum(1.0 / np.arange(1, k + 1)))
+    below = ordered <= bound
+    rejected = np.where(below.any(axis=1), k - np.argmax(below[:, ::-1], axis=1), 0)
+    return float(np.mean(rejected < 0.5 * k))
+
+
+@pytest.mark.parametrize(("k", "p_h", "p_j"), [(3, 0.85, 0.90), (5, 0.80, 0.80)])
+def test_alt_test_recipe_on_a_disjoint_design_is_the_smallest_m_that_holds(k, p_h, p_j):
+    """Issue 29 item 3: the judge-level recipe's m keeps the good judge's FR within alpha_sig/2 at m and
+    over [m, 1.3 m] by an independent simulation, and m/1.15 breaks it (so m is within 15% of the
+    smallest m that holds); the per-human power recipe asked 57-77% more."""
+    mu, var = advantage_moments(*xi_lattice(p_h, p_j, n_labels=2).advantage)
+    m = certify_recipe(mu, var, n_items=10_000, n_humans=k, rule="alt-test").m
+    per_human = m_alt_test(mu, var, n_humans=k)
+    assert m < per_human
+    trials, promise = 4000, 0.025
+    se = math.sqrt(promise * (1 - promise) / trials)
+    for size, seed in ((m, 1), ((m + math.ceil(1.3 * m)) // 2, 2), (math.ceil(1.3 * m), 3)):
+        assert disjoint_alt_test_false_rejection(size, k, trials, seed, p_h, p_j) <= promise + 2 * se, size
+    assert disjoint_alt_test_false_rejection(math.floor(m / 1.15), k, trials, 4, p_h, p_j) > promise + 2 * se

@@ -193,3 +193,38 @@ def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: py
     moments = draft.document["moments"]
     direct = plan_monitoring(DecisionSettings(), moments, n_labels=2, n_humans=4, m=draft.m, n_items=n)
     assert draft.document["monitoring"] == direct and direct["simulated"]
+
+
+@pytest.mark.parametrize("coefficient", ["po", "kappa"])
+def test_a_design_chosen_by_the_check_is_served_at_the_overlap_it_was_compared_at(monkeypatch, coefficient):
+    """Issue 29 item 2: the chooser compares designs at the design-free m; a shared panel (Strat) picked
+    there used to be re-planned at its own smaller m (57 against 77 for kappa), where its wrong-decision rate
+    doubles. Forced to pick Strat, the served m, its recipe and its own check are at the compared m."""
+    from service.planning import plans as planning
+    from service.schemas import DecisionSettings, PlanCreate
+
+    monkeypatch.setattr(planning, "simulated_choice", lambda checks, preferred: ("strat", "forced by the test"))
+    matrix = _panel_matrix(3_000, seed=5)
+    decision = DecisionSettings(coefficient=coefficient)
+    draft = planning.plan_draft(
+        PlanCreate(p_h=0.85, p_j=0.9, design="auto", seed=6), decision, matrix, 6, None, n_resamples=100
+    )
+    check = draft.document["check"]
+    assert draft.design == "strat" and check["raised_from"] is None
+    assert draft.m == check["m_compared"] == draft.document["m"] == draft.document["m_planned"] == check["plan"]["m"]
+    assert draft.document["moments"]["pool_size"] == 1  # the recipe it was compared at
+    assert {row["m"] for row in check["designs"].values()} == {draft.m}
+    assert len(draft.panel) == draft.m
+    own = planning.plan_draft(  # the same design requested by name is planned at its own pool size
+        PlanCreate(p_h=0.85, p_j=0.9, design="strat", seed=6), decision, matrix, 6, None, n_resamples=100
+    )
+    assert own.m < draft.m
+
+
+def test_kappa_with_design_auto_serves_the_compared_overlap(client):
+    pid = labelled_project(client, 2000, 0.5, decision={"coefficient": "kappa"})
+    plan = make_plan(client, pid, **PRIOR, design="auto", seed=5)
+    check = plan["check"]
+    assert check["plan"]["design"] == plan["design"] and check["plan"]["m"] == plan["m"]
+    assert (check["raised_from"] or plan["m"]) == check["m_compared"]
+    assert {row["m"] for row in check["designs"].values()} == {check["m_compared"]}

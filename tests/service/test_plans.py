@@ -145,19 +145,22 @@ def lattice_envelope(p_h: float, p_j: float, pool_size: int, eps: float = 0.05, 
 
 def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
     """docs/method.md §4: p_h=.85, p_j=.90, L=2, eps=.05, alpha=.05. On the shared Strat panel of 3 humans each
-    overlap item has 2 held-in labels: sigma_2^2 = .162675, and the exact FR's envelope sets m (capped at n=20)."""
+    overlap item has 2 held-in labels: sigma_2^2 = .162675, and the exact FR's envelope sets m (capped at n=20).
+    Strat chosen by ``design: auto`` is served at the design-free recipe it was compared at (§5, issue 29)."""
     pid = project["id"]
+    strat = make_plan(client, pid, **PRIOR, design="strat", seed=5)["recipe"]
+    assert strat["moments"]["pool_size"] == 2
+    assert strat["m"] == lattice_envelope(0.85, 0.90, pool_size=2)
+    assert strat["feasible"] is False and strat["reason"]  # more than the corpus of 20 items...
+    assert strat["m_planned"] == 20 and strat["warnings"]  # ...so every item is planned
+    assert strat["moments"]["mu_d"] == pytest.approx(0.035)
+    assert strat["moments"]["sigma0_sq"] == pytest.approx(0.162675)
     p = make_plan(client, pid, **PRIOR, seed=5)
     recipe = p["recipe"]
-    assert p["design"] == "strat" and recipe["moments"]["pool_size"] == 2
-    assert recipe["m"] == lattice_envelope(0.85, 0.90, pool_size=2)
-    assert recipe["feasible"] is False and recipe["reason"]  # more than the corpus of 20 items...
-    assert p["m"] == recipe["m_planned"] == 20 and recipe["warnings"]  # ...so every item is planned
-    assert recipe["moments"]["mu_d"] == pytest.approx(0.035)
-    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.162675)
-    disjoint = make_plan(client, pid, **PRIOR, design="random", seed=5)["recipe"]
-    assert disjoint["moments"]["sigma0_sq"] == pytest.approx(0.218775)  # one held-in label
-    assert disjoint["m"] == 120  # m_cert = 117 by the normal form; the exact FR zig-zags above .025 up to 119
+    assert p["design"] == "strat" and recipe["moments"]["pool_size"] == 1 and p["check"]["m_compared"] == 20
+    assert recipe["moments"]["sigma0_sq"] == pytest.approx(0.218775)  # one held-in label
+    assert recipe["m"] == 120  # m_cert = 117 by the normal form; the exact FR zig-zags above .025 up to 119
+    assert p["m"] == recipe["m_planned"] == 20
     assert p["seed"] == 5 and p["purpose"] == "certify" and p["source"] == "prior"
     p = make_plan(client, pid, **PRIOR, seed=5)
     got = client.get(f"/projects/{pid}/plan").json()
@@ -167,20 +170,36 @@ def test_prior_plan_matches_the_spec_example_and_is_readable(client, project):
 
 
 def test_rank_plan_uses_the_ranking_recipe(client, project):
-    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 sigma_Delta^2 / Delta_min^2), the paired variance
-    of the judge at p_j against one Delta_min below it, averaged over the K humans."""
+    """docs/method.md §4.3: m_rank = ceil(z_{1-alpha/(J-1)}^2 sigma_Delta^2 / Delta_min^2), sigma_Delta^2 the
+    largest paired variance over the J - 1 adjacent pairs of judges Delta_min apart from p_j down, averaged
+    over the K humans (issue 29: the top pair's alone left the lower pairs misordered)."""
     p = make_plan(client, project["id"], purpose="rank", **PRIOR, delta_min=0.05, n_judges=3, seed=1)
-    p_h, p_a, k = PRIOR["p_h"], PRIOR["p_j"], p["recipe"]["n_humans"]
-    p_b = p_a - 0.05 / (p_h - (1 - p_h))
-    agree_a, agree_b = p_h * p_a + (1 - p_h) * (1 - p_a), p_h * p_b + (1 - p_h) * (1 - p_b)
-    both = p_h * p_a * p_b + (1 - p_h) * (1 - p_a) * (1 - p_b)
-    pair = agree_a + agree_b - 2 * both - (agree_a - agree_b) ** 2
-    between = (2 * p_h - 1) ** 2 * (p_a * (1 - p_a) + p_b * (1 - p_b))
-    variance = between + (pair - between) / k
+    p_h, k = PRIOR["p_h"], p["recipe"]["n_humans"]
+
+    def pair_variance(p_a: float, p_b: float) -> float:
+        agree_a, agree_b = p_h * p_a + (1 - p_h) * (1 - p_a), p_h * p_b + (1 - p_h) * (1 - p_b)
+        both = p_h * p_a * p_b + (1 - p_h) * (1 - p_a) * (1 - p_b)
+        pair = agree_a + agree_b - 2 * both - (agree_a - agree_b) ** 2
+        between = (2 * p_h - 1) ** 2 * (p_a * (1 - p_a) + p_b * (1 - p_b))
+        return between + (pair - between) / k
+
+    step = 0.05 / (p_h - (1 - p_h))
+    ladder = [PRIOR["p_j"] - i * step for i in range(3)]
+    top, low = pair_variance(ladder[0], ladder[1]), pair_variance(ladder[1], ladder[2])
+    assert low > top
     z = norm.ppf(1 - 0.05 / 2)
-    assert p["recipe"]["moments"]["ranking_variance"] == pytest.approx(variance)
-    assert p["recipe"]["m"] == math.ceil(z**2 * variance / 0.05**2)
+    assert p["recipe"]["moments"]["ranking_variance"] == pytest.approx(low)
+    assert p["recipe"]["m"] == math.ceil(z**2 * low / 0.05**2)
     assert p["purpose"] == "rank"
+
+
+def test_rank_plan_whose_ladder_falls_below_zero_accuracy_is_a_conflict(client, project):
+    r = client.post(
+        f"/projects/{project['id']}/plan",
+        json={"purpose": "rank", "p_h": 0.85, "p_j": 0.6, "delta_min": 0.2, "n_judges": 5, "seed": 1},
+    )
+    assert r.status_code == 409, r.text
+    assert "accuracy of" in r.json()["detail"]
 
 
 def test_the_newest_plan_is_in_force(client, project):
@@ -397,9 +416,10 @@ def test_who_may_plan(client, project):
 @pytest.mark.parametrize("coefficient", ["kappa", "alpha", "ac1"])
 def test_prior_plan_for_a_ratio_coefficient_uses_its_delta_method_constant(client, coefficient):
     """docs/method.md §4, item 4: a kappa/alpha/AC1 project plans on ratio_moments (true shares from the
-    primary's labels: 140 pass / 60 fail at p_h = .85 -> pi = (.7 - .15)/.7 = .7857), the normal-form FR,
-    and no p_o-only estimators; the p_o project on the same corpus asks for far fewer items."""
-    from planner.recipes import certify_recipe, ratio_moments
+    primary's labels: 140 pass / 60 fail at p_h = .85 -> pi = (.7 - .15)/.7 = .7857), the FR simulated
+    from the prior at this small overlap (issue 29 item 4: at most 15% above the normal form's m), and no
+    p_o-only estimators; the p_o project on the same corpus asks for far fewer items."""
+    from planner.recipes import RatioPrior, certify_recipe, ratio_moments
 
     pid = setup_project(client, 2000)
     post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 10 < 7 else "fail" for i in range(200)})
@@ -413,7 +433,11 @@ def test_prior_plan_for_a_ratio_coefficient_uses_its_delta_method_constant(clien
     mu, variance = ratio_moments(0.85, 0.9, n_labels=2, coefficient=coefficient, prevalence=shares, pool_size=1)
     assert (moments["mu_d"], moments["sigma0_sq"]) == pytest.approx((mu, variance))
     z = norm.ppf(0.975)
-    assert recipe["m"] == math.ceil(z**2 * variance / (mu + 0.1) ** 2)  # the normal form: no p_o lattice
-    expected = certify_recipe(mu, variance, n_items=2000, n_humans=3, epsilon=0.1, coefficient=coefficient)
+    normal = math.ceil(z**2 * variance / (mu + 0.1) ** 2)  # the delta method's normal form: no p_o lattice
+    assert normal <= recipe["m"] <= 1.15 * normal
+    prior = RatioPrior(0.85, 0.9, 2, coefficient, tuple(moments["prevalence"]), 1)
+    expected = certify_recipe(
+        mu, variance, n_items=2000, n_humans=3, epsilon=0.1, coefficient=coefficient, lattice=prior
+    )
     assert recipe["m"] == expected.m and recipe["by_estimator"] is None
     assert variance > 2 * po_plan["moments"]["sigma0_sq"]
