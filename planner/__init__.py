@@ -121,12 +121,14 @@ from planner.recipes import (
     RATIO_COEFFICIENTS,
     OverlapPlan,
     PilotMoments,
+    RatioPrior,
     Recipe,
     XiLattice,
     advantage_moments,
     alt_test_quantile,
     certify_recipe,
     false_rejection_rate,
+    ladder_variance,
     m_alt_test,
     m_cert,
     m_rank,
@@ -168,6 +170,8 @@ from planner.verdicts import (
 )
 
 __all__ = [
+    "RatioPrior",
+    "ladder_variance",
     "Coefficient",
     "Rule",
     "Scale",

@@ -174,7 +174,7 @@ def certification(
     n_humans: int,
     epsilon: float | None = None,
     pool_size: int = 1,
-    lattice: XiLattice | None = None,
+    lattice: XiLattice | RatioPrior | None = None,
     coefficient: str = "po",
 ) -> Recipe:
     """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4).
