@@ -79,8 +79,9 @@ def mean_squares(ratings: np.ndarray) -> MeanSquares:
     """Mean squares of a complete float matrix ``(n, k)``, ``n, k >= 2`` (docs/method.md §2b).
 
     The residual is summed from ``x - row mean - column mean + grand mean`` (not by subtraction of
-    sums of squares), so a matrix that is exactly additive gives an error mean square of exactly 0
-    up to rounding of the means.
+    sums of squares), and a sum of squares within rounding of the ratings' magnitude
+    (``n k (16 eps max|x|)^2``) is 0: an exactly additive or constant matrix keeps its zero mean
+    squares after ``a x + b``, instead of 1e-30 residues that would make an ICC of 1e16.
 
     >>> mean_squares(np.array([[1.0, 2.0], [3.0, 5.0]]))
     MeanSquares(n_items=2, n_raters=2, rows=6.25, columns=2.25, error=0.25, within=1.25)
@@ -93,6 +94,8 @@ def mean_squares(ratings: np.ndarray) -> MeanSquares:
     ss_columns = n * float(np.square(column_means - grand).sum())
     residual = ratings - row_means[:, None] - column_means[None, :] + grand
     ss_error = float(np.square(residual).sum())
+    noise = n * k * (16.0 * np.finfo(float).eps * float(np.abs(ratings).max())) ** 2
+    ss_rows, ss_columns, ss_error = (value if value > noise else 0.0 for value in (ss_rows, ss_columns, ss_error))
     return MeanSquares(
         n_items=n,
         n_raters=k,
@@ -108,17 +111,12 @@ def _icc_point(form: IccForm, ms: MeanSquares) -> float:
     n, k = ms.n_items, ms.n_raters
     r, c, e, w = ms.rows, ms.columns, ms.error, ms.within
     model, unit = form.split(",")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if model == "1":
-            value = (r - w) / (r + (k - 1) * w) if unit == "1" else (r - w) / np.float64(r)
-        elif model == "2":
-            if unit == "1":
-                value = (r - e) / np.float64(r + (k - 1) * e + k * (c - e) / n)
-            else:
-                value = (r - e) / np.float64(r + (c - e) / n)
-        else:
-            value = (r - e) / np.float64(r + (k - 1) * e) if unit == "1" else (r - e) / np.float64(r)
-    return float(value) if np.isfinite(value) else float("nan")
+    numerator = r - (w if model == "1" else e)
+    if unit == "k":
+        denominator = r + (c - e) / n if model == "2" else r
+    else:
+        denominator = r + (k - 1) * (w if model == "1" else e) + (k * (c - e) / n if model == "2" else 0.0)
+    return numerator / denominator if denominator != 0.0 else float("nan")
 
 
 def _f_test(form: IccForm, ms: MeanSquares) -> tuple[float, int, int]:
@@ -126,9 +124,9 @@ def _f_test(form: IccForm, ms: MeanSquares) -> tuple[float, int, int]:
     n, k = ms.n_items, ms.n_raters
     denominator = ms.within if form[0] == "1" else ms.error
     df2 = n * (k - 1) if form[0] == "1" else (n - 1) * (k - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.float64(ms.rows) / np.float64(denominator)
-    return float(value), n - 1, df2
+    if denominator == 0.0:
+        return (float("inf") if ms.rows > 0.0 else float("nan")), n - 1, df2
+    return ms.rows / denominator, n - 1, df2
 
 
 def _spearman_brown(single: float, k: int) -> float:
@@ -136,7 +134,9 @@ def _spearman_brown(single: float, k: int) -> float:
     return k * single / (1.0 + (k - 1) * single)
 
 
-def _icc_limits(form: IccForm, ms: MeanSquares, f_value: float, df1: int, df2: int, level: float) -> tuple[float, float]:
+def _icc_limits(
+    form: IccForm, ms: MeanSquares, f_value: float, df1: int, df2: int, level: float
+) -> tuple[float, float]:
     """F-based limits (Shrout & Fleiss 1979; McGraw & Wong 1996, Tables 7-8; docs/method.md §2b)."""
     n, k = ms.n_items, ms.n_raters
     upper_tail = 0.5 + level / 2.0
@@ -194,14 +194,19 @@ class IccResult:
         return self.form[0] == "2" and self.n_items < APPROXIMATE_BELOW_ITEMS
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """The F-based interval (``method="F"``; docs/method.md §2b). Both ends NaN when undefined;
-        ``[1, 1]`` when the error (model 1: within-item) mean square is 0."""
+        """The F-based interval (``method="F"``; docs/method.md §2b). Both ends NaN when undefined or
+        when F is 0/0; ``[1, 1]`` when the error (model 1: within-item) mean square is 0 and items vary.
+
+        The limits come from F quantiles and need not bracket the point: with ``F < 1`` the model 2
+        point can fall outside them (and ``ICC(2,k)`` can exceed 1, as its formula allows)."""
         _check_level(confidence_level)
         ms = self.mean_squares
         if not self.defined or ms is None:
             return ConfidenceInterval(np.nan, np.nan, self.approximate, "F")
         if (ms.within if self.form[0] == "1" else ms.error) <= 0.0:
-            return ConfidenceInterval(1.0, 1.0, self.approximate, "F")
+            # no error: the limits tend to 1 as F -> inf when items vary; with no item variance F is 0/0
+            ends = 1.0 if ms.rows > 0.0 else np.nan
+            return ConfidenceInterval(ends, ends, self.approximate, "F")
         low, high = _icc_limits(self.form, ms, self.f_statistic, self.df1, self.df2, confidence_level)
         return ConfidenceInterval(float(low), float(high), self.approximate, "F")
 
@@ -209,7 +214,7 @@ class IccResult:
 def _check_form(form: str) -> IccForm:
     if form not in ICC_FORMS:
         raise ValueError(f"form must be one of {ICC_FORMS}, got {form!r}")
-    return form  # type: ignore[return-value]
+    return form
 
 
 def intraclass_correlations(ratings: np.ndarray) -> dict[IccForm, IccResult]:
@@ -434,7 +439,8 @@ class BlandAltmanResult:
 
     @property
     def approximate(self) -> bool:
-        """The limits' intervals are approximate (normal differences, a first-order variance); flagged under 100 items."""
+        """The limits' intervals are approximate (normal differences, a first-order variance);
+        flagged under 100 items."""
         return self.n_items < APPROXIMATE_BELOW_ITEMS
 
     def _t(self, confidence_level: float) -> float:
@@ -456,7 +462,8 @@ class BlandAltmanResult:
         return float(self.sd * np.sqrt(1.0 / n + self.multiplier**2 / (2.0 * (n - 1))))
 
     def limit_intervals(self, confidence_level: float = 0.95) -> tuple[ConfidenceInterval, ConfidenceInterval]:
-        """Intervals of the lower and upper limits, ``limit +- t_{n-1} SE`` (Bland & Altman 1986/1999; ``method="t"``)."""
+        """Intervals of the lower and upper limits, ``limit +- t_{n-1} SE`` (Bland & Altman 1986/1999;
+        ``method="t"``)."""
         half = self._t(confidence_level) * self.limit_standard_error()
         return (
             ConfidenceInterval(float(self.lower - half), float(self.lower + half), self.approximate, "t"),
