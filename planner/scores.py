@@ -1,4 +1,4 @@
-"""Agreement of numeric ratings: ICC, Lin's CCC, Bland-Altman, MAE and RMSE (docs/method.md §2b).
+"""Agreement of numeric ratings: ICC, Lin's CCC, Bland-Altman, MAE, RMSE, interval alpha (docs/method.md §2b).
 
 Ratings are floats, ``NaN`` for a rating that was not given: ``ratings`` of shape
 ``(n_items, n_raters)`` for the intraclass correlations, ``a``/``b`` of shape ``(n_items,)``
@@ -20,7 +20,8 @@ from scipy.special import ndtri
 from scipy.stats import f as f_distribution
 from scipy.stats import t as t_distribution
 
-from planner.intervals import APPROXIMATE_BELOW_ITEMS, ConfidenceInterval
+from planner.intervals import APPROXIMATE_BELOW_ITEMS, ConfidenceInterval, percentile_interval
+from planner.resampling import ItemResample
 
 IccForm = Literal["1,1", "2,1", "3,1", "1,k", "2,k", "3,k"]
 ICC_FORMS: tuple[IccForm, ...] = get_args(IccForm)
@@ -586,3 +587,93 @@ def root_mean_squared_error(a: np.ndarray, b: np.ndarray) -> ErrorResult:
     1.0
     """
     return _error(a, b, "rmse")
+
+
+# --------------------------------------------------------------------------- Krippendorff's interval alpha
+
+
+def _alpha_from_sums(sums: np.ndarray) -> np.ndarray:
+    """Interval alpha from column sums ``(..., 4)`` of the units' ``(d_u, n_u, S1_u, S2_u)`` (docs/method.md §2b)."""
+    d, n_values, s1, s2 = sums[..., 0], sums[..., 1], sums[..., 2], sums[..., 3]
+    expected = 2.0 * (n_values * s2 - s1**2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = 1.0 - d * (n_values - 1.0) / expected
+    return np.where(expected > 0.0, value, np.nan)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntervalAlphaResult:
+    """Krippendorff's alpha with the interval metric on the rating values (docs/method.md §2b).
+
+    ``n_items``: units with two or more ratings (the others carry no pair); ``n_values``: their
+    ratings. ``confidence_interval`` is a percentile item bootstrap (``planner.resampling``).
+    """
+
+    statistic: float
+    n_items: int
+    n_values: int
+    defined: bool
+    reason: str
+    _features: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def approximate(self) -> bool:
+        """A percentile bootstrap from fewer than 100 items is flagged approximate."""
+        return self.n_items < APPROXIMATE_BELOW_ITEMS
+
+    def confidence_interval(
+        self, confidence_level: float = 0.95, *, n_resamples: int = 1000, rng: int | np.random.Generator | None = None
+    ) -> ConfidenceInterval:
+        """Percentile interval over ``n_resamples`` item resamples; both ends NaN when undefined."""
+        _check_level(confidence_level)
+        if not self.defined:
+            return ConfidenceInterval(np.nan, np.nan, self.approximate, "percentile")
+        resample = ItemResample.draw(np.ones(self.n_items, dtype=np.int64), self.n_items, n_resamples, rng)
+        interval = percentile_interval(_alpha_from_sums(resample.sums(self._features)), confidence_level)
+        return ConfidenceInterval(interval.low, interval.high, self.approximate, "percentile")
+
+
+def interval_alpha(ratings: np.ndarray) -> IntervalAlphaResult:
+    """Krippendorff's alpha, interval metric, on real-valued ``ratings`` ``(n_items, n_raters)`` (docs/method.md §2b).
+
+    Sparse: every item with two or more ratings counts, NaN cells are skipped (no listwise
+    deletion). Per item ``u`` with ``n_u`` ratings, sum ``S1_u`` and sum of squares ``S2_u``:
+    ``alpha = 1 - (N - 1) sum_u d_u / (2 (N T2 - T1^2))``, ``d_u = 2 (n_u S2_u - S1_u^2)/(n_u - 1)``.
+
+    >>> round(interval_alpha(np.array([[1.0, 1.0], [2.0, 3.0], [3.0, 3.0], [np.nan, 5.0]])).statistic, 4)
+    0.8276
+    """
+    matrix = _as_ratings(ratings)
+    if matrix.ndim != 2:
+        raise ValueError(f"ratings must be 2-D (n_items, n_raters), got shape {matrix.shape}")
+    present = ~np.isnan(matrix)
+    per_item = present.sum(axis=1)
+    pairable = per_item >= 2
+    values = matrix[pairable]
+    counts = per_item[pairable].astype(float)
+    n_values = int(counts.sum())
+    empty = np.zeros((0, 4))
+    if values.shape[0] == 0:
+        return IntervalAlphaResult(
+            statistic=np.nan,
+            n_items=0,
+            n_values=0,
+            defined=False,
+            reason="no item has two or more ratings",
+            _features=empty,
+        )
+    centred = values - np.nanmean(values)  # alpha is shift-invariant; centring keeps N T2 - T1^2 accurate
+    s1 = np.nansum(centred, axis=1)
+    s2 = np.nansum(centred**2, axis=1)
+    d = 2.0 * (counts * s2 - s1**2) / (counts - 1.0)
+    features = np.column_stack([np.maximum(d, 0.0), counts, s1, s2])
+    value = float(_alpha_from_sums(features.sum(axis=0)))
+    undefined = "" if np.isfinite(value) else "every rating has the same value: no expected disagreement"
+    return IntervalAlphaResult(
+        statistic=value,
+        n_items=int(values.shape[0]),
+        n_values=n_values,
+        defined=not undefined,
+        reason=undefined,
+        _features=features,
+    )

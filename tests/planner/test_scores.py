@@ -17,6 +17,7 @@ from planner.scores import (
     MAX_CELLS,
     bland_altman,
     concordance_correlation,
+    interval_alpha,
     intraclass_correlation,
     intraclass_correlations,
     limits_of_agreement,
@@ -241,6 +242,32 @@ def test_bland_altman_bias_interval_matches_scipy_t() -> None:
     assert (ours.low, ours.high) == pytest.approx((theirs.low, theirs.high), abs=1e-9)
 
 
+def test_interval_alpha_by_hand_and_against_krippendorff() -> None:
+    """Units (1,1), (2,3), (3,3), (.,5): N = 6, T1 = 13, T2 = 33, sum d_u = 2: alpha = 1 - 5 x 2 / 58."""
+    krippendorff = pytest.importorskip("krippendorff")
+    ratings = np.array([[1.0, 1.0], [2.0, 3.0], [3.0, 3.0], [np.nan, 5.0]])
+    r = interval_alpha(ratings)
+    assert r.statistic == pytest.approx(1 - 10 / 58, abs=1e-12) and (r.n_items, r.n_values) == (3, 6)
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        n, k = int(rng.integers(5, 300)), int(rng.integers(2, 7))
+        sparse = 100.0 + rng.normal(size=(n, 1)) + rng.normal(size=(n, k))
+        sparse[rng.random(sparse.shape) < 0.4] = np.nan
+        theirs = krippendorff.alpha(reliability_data=sparse.T, level_of_measurement="interval")
+        assert interval_alpha(sparse).statistic == pytest.approx(theirs, abs=1e-9)
+
+
+def test_interval_alpha_undefined_and_interval() -> None:
+    assert not interval_alpha(np.full((4, 3), 2.0)).defined
+    lonely = interval_alpha(np.array([[1.0, np.nan], [np.nan, 2.0]]))
+    assert not lonely.defined and lonely.n_items == 0 and np.isnan(lonely.confidence_interval().low)
+    rng = np.random.default_rng(8)
+    ratings = rng.normal(size=(200, 1)) + rng.normal(size=(200, 3))
+    r = interval_alpha(ratings)
+    interval = r.confidence_interval(rng=3)
+    assert interval.low < r.statistic < interval.high and interval == r.confidence_interval(rng=3)
+
+
 # --------------------------------------------------------------------------- properties
 
 ratings_matrices = arrays(
@@ -261,6 +288,10 @@ def test_icc_invariant_to_affine_maps_and_order(
     random.shuffle(rows)
     random.shuffle(columns)
     permuted = intraclass_correlations(ratings[rows][:, columns])
+    alpha, moved_alpha = interval_alpha(ratings), interval_alpha(ratings * scale + shift)
+    assert alpha.defined == moved_alpha.defined
+    if alpha.defined:
+        assert moved_alpha.statistic == pytest.approx(alpha.statistic, abs=1e-7)
     for form in ICC_FORMS:
         assert mapped[form].defined == ours[form].defined == permuted[form].defined
         if ours[form].defined:
