@@ -151,12 +151,15 @@ def _icc_limits(
     # model 2: Satterthwaite degrees of freedom v for a MSC + b MSE
     rho = _icc_point("2,1", ms)
     r, c, e = ms.rows, ms.columns, ms.error
+    spread = k * c + (k * n - k - n) * e
+    if r == 0.0:  # no item variance: both limits are -n MSE / spread whatever F* (and v may be 0)
+        low = -n * e / spread if spread > 0.0 else float("nan")
+        return (_spearman_brown(low, k), _spearman_brown(low, k)) if unit == "k" else (low, low)
     a_coef = k * rho / (n * (1.0 - rho))
     b_coef = 1.0 + k * rho * (n - 1) / (n * (1.0 - rho))
     v = (a_coef * c + b_coef * e) ** 2 / ((a_coef * c) ** 2 / (k - 1) + (b_coef * e) ** 2 / ((n - 1) * (k - 1)))
     f_star_low = float(f_distribution.ppf(upper_tail, n - 1, v))
     f_star_high = float(f_distribution.ppf(upper_tail, v, n - 1))
-    spread = k * c + (k * n - k - n) * e
     low = n * (r - f_star_low * e) / (f_star_low * spread + n * r)
     high = n * (f_star_high * r - e) / (spread + n * f_star_high * r)
     if unit == "k":
@@ -262,7 +265,7 @@ def intraclass_correlations(ratings: np.ndarray) -> dict[IccForm, IccResult]:
         p_value = float(f_distribution.sf(f_value, df1, df2)) if np.isfinite(f_value) else np.nan
         if np.isinf(f_value):
             p_value = 0.0
-        undefined = "" if np.isfinite(value) else "0/0: no variance between items and none within them"
+        undefined = "" if np.isfinite(value) else "the ICC's denominator is 0 (no variance between items)"
         results[form] = IccResult(
             form=form,
             statistic=value,
