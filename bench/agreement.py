@@ -5,12 +5,17 @@ n = 100,000 items, 10 raters (judge and primary label every item, 8 secondaries 
 nominal alpha >= 10x faster than krippendorff.alpha and < 10 ms; the full table < 100 ms;
 a 1,000-resample alpha bootstrap < 1 s; no array of size n x L x L or n x R x R.
 
-Run: .venv/bin/python bench/agreement.py
+Numeric ratings (issue 33, ``scores``): the six ICCs with their intervals and Lin's CCC on a
+100,000 x 5 float matrix, next to ``pingouin.intraclass_corr`` on the same matrix (a test-only
+dependency; skipped when it is not installed).
+
+Run: .venv/bin/python bench/agreement.py [scores]   (``scores``: only the numeric-rating timings)
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -26,6 +31,7 @@ from planner.agreement import (
     percent_agreement,
     summary_table,
 )
+from planner.scores import concordance_correlation, intraclass_correlations
 
 N_ITEMS, N_SECONDARY, N_LABELS, SECONDARY_RATE = 100_000, 8, 5, 0.10
 
@@ -110,5 +116,50 @@ def main() -> None:
     )
 
 
+N_SCORE_ITEMS, N_SCORE_RATERS = 100_000, 5
+
+
+def all_iccs(ratings: np.ndarray) -> None:
+    for result in intraclass_correlations(ratings).values():
+        result.confidence_interval()
+
+
+def score_timings() -> None:
+    """ICC (six forms with intervals) and CCC at 1e5 x 5, next to pingouin's ICC."""
+    rng = np.random.default_rng(20261201)
+    ratings = (
+        rng.normal(size=(N_SCORE_ITEMS, 1))
+        + rng.normal(scale=0.3, size=(1, N_SCORE_RATERS))
+        + rng.normal(scale=0.8, size=(N_SCORE_ITEMS, N_SCORE_RATERS))
+    )
+    icc = seconds(lambda: all_iccs(ratings), 11)
+    ccc = seconds(lambda: concordance_correlation(ratings[:, 0], ratings[:, 1]).confidence_interval(), 11)
+    print(f"numeric ratings: {N_SCORE_ITEMS:,} items x {N_SCORE_RATERS} raters (floats)")
+    print(f"ICC x6 + intervals (ours)  median {icc[0] * 1e3:8.2f} ms   min {icc[1] * 1e3:8.2f} ms")
+    print(f"CCC + interval (ours)      median {ccc[0] * 1e3:8.2f} ms   min {ccc[1] * 1e3:8.2f} ms   (no pingouin peer)")
+    try:
+        import pandas as pd
+        import pingouin
+    except ImportError:
+        print("pingouin not installed: no peer timing")
+        return
+    long = pd.DataFrame(
+        {
+            "item": np.repeat(np.arange(N_SCORE_ITEMS), N_SCORE_RATERS),
+            "rater": np.tile(np.arange(N_SCORE_RATERS), N_SCORE_ITEMS),
+            "score": ratings.ravel(),
+        }
+    )
+    theirs = seconds(lambda: pingouin.intraclass_corr(long, targets="item", raters="rater", ratings="score"), 3)
+    print(
+        f"ICC x6 (pingouin)          median {theirs[0] * 1e3:8.2f} ms   min {theirs[1] * 1e3:8.2f} ms   "
+        f"ratio {theirs[0] / icc[0]:.0f}x on medians"
+    )
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["scores"]:
+        score_timings()
+    else:
+        main()
+        score_timings()
