@@ -1,0 +1,139 @@
+"""Overlap sized for the anytime monitor in the service's arrival order (docs/method.md §8.1).
+
+The generator here is the test's own: a noise channel with its own draw of each secondary's list
+(uniform without replacement from the corpus, in random order), the primary's and the judge's labels
+in hand first and the secondaries interleaved one item each in turn, as a PM following the batches
+produces them. Only the decision (``monitor_judge``) and the sizing are the library's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from planner.monitor_sizing import service_order_panel, size_for_monitor
+from planner.sequential import monitor_judge
+
+N_ITEMS = 5_000
+
+
+def _accuracy_for(d: float, p_h: float) -> float:
+    """Binary judge accuracy with ``mu_d = P_J - P_R = d`` against one human of accuracy ``p_h``."""
+    agree_humans = p_h * p_h + (1 - p_h) * (1 - p_h)
+    return (agree_humans + d - (1 - p_h)) / (2 * p_h - 1)
+
+
+def _followed(rng: np.random.Generator, p_h: float, p_j: float, n_humans: int, per: int) -> tuple:
+    """One project followed batch by batch: codes (primary, secondaries, judge), arrival ranks, first rank."""
+    n_sec = n_humans - 1
+    lists = [rng.permutation(N_ITEMS)[:per] for _ in range(n_sec)]
+    items = np.unique(np.concatenate(lists))
+    row = {int(i): r for r, i in enumerate(items)}
+    truth = rng.random(items.size) < 0.5
+
+    def noisy(t: np.ndarray, p: float) -> np.ndarray:
+        return np.where(rng.random(t.size) < p, t, ~t).astype(np.int64)
+
+    codes = -np.ones((items.size, n_humans + 1), dtype=np.int64)
+    ranks = np.zeros_like(codes)
+    codes[:, 0], codes[:, -1] = noisy(truth, p_h), noisy(truth, p_j)
+    ranks[:, 0], ranks[:, -1] = np.arange(items.size), items.size + np.arange(items.size)
+    first = 2 * items.size
+    for j, chosen in enumerate(lists):
+        rows = np.array([row[int(i)] for i in chosen])
+        codes[rows, j + 1] = noisy(truth[rows], p_h)
+        ranks[rows, j + 1] = first + np.arange(per) * n_sec + j
+    return codes, ranks, first
+
+
+def _decided_at(p_h: float, p_j: float, n_humans: int, per: int, trials: int, seed: int) -> tuple[np.ndarray, list]:
+    """Per run, the items per secondary at the monitored decision (inf: open) and the decision."""
+    rng = np.random.default_rng(seed)
+    at, outcome = np.full(trials, np.inf), []
+    for t in range(trials):
+        codes, ranks, first = _followed(rng, p_h, p_j, n_humans, per)
+        mon = monitor_judge(codes, judge=n_humans, humans=list(range(n_humans)), n_labels=2, order=ranks)
+        outcome.append(mon.decision)
+        if mon.decision in ("pass", "reject"):
+            at[t] = (mon.decided_at - first) // (n_humans - 1) + 1
+    return at, outcome
+
+
+def test_the_service_order_panel_interleaves_the_secondaries_after_primary_and_judge():
+    codes, order, base = service_order_panel(
+        np.random.default_rng(1),
+        p_h=0.8,
+        p_j=0.9,
+        n_labels=3,
+        n_humans=4,
+        per_secondary=5,
+        design="disjoint",
+        n_items=99,
+    )
+    assert codes.shape == (15, 5) and base == 30
+    assert (codes[:, 0] >= 0).all() and (codes[:, 4] >= 0).all() and ((codes[:, 1:4] >= 0).sum(axis=1) == 1).all()
+    secondary = np.sort(order[:, 1:4][codes[:, 1:4] >= 0])
+    assert secondary.tolist() == list(range(30, 45))  # one item each in turn
+    assert order[:, [0, 4]].max() < base
+    panel, _, _ = service_order_panel(
+        np.random.default_rng(1), p_h=0.8, p_j=0.9, n_labels=2, n_humans=3, per_secondary=7, design="panel", n_items=50
+    )
+    assert panel.shape == (7, 4) and (panel >= 0).all()  # one shared list
+
+
+@pytest.mark.parametrize(("p_h", "n_humans"), [(0.8, 4), (0.9, 3)])
+def test_a_good_judge_is_passed_by_the_plans_m_in_80_percent_of_followed_projects(p_h, n_humans):
+    """d = +.03: the sizing's m (its own runs) passes the judge in >= .8 of the test's own runs within
+    2 Monte Carlo SE; at m/2 clearly fewer; the one-look m of §4 is far below m_anytime."""
+    p_j = _accuracy_for(0.03, p_h)
+    sizing = size_for_monitor(
+        p_h, p_j, n_labels=2, n_humans=n_humans, n_items=N_ITEMS, start=200, design="random", n_trials=150, rng=4
+    )
+    assert sizing.m is not None and sizing.power_at_m >= 0.8 and sizing.fr <= 0.05
+    trials = 150
+    at, outcome = _decided_at(p_h, p_j, n_humans, sizing.m, trials, seed=11)
+    passed = np.array([o == "pass" for o in outcome])
+    se = math.sqrt(0.8 * 0.2 / trials)
+    assert passed.mean() >= 0.8 - 2 * se
+    half = np.mean(passed & (at <= sizing.m // 2))
+    assert half < passed.mean() - 0.25
+    assert sizing.budget >= sizing.m and sizing.decided_by_budget >= sizing.budget_level
+
+
+def test_the_sizing_is_monotone_in_power_and_reads_every_m_off_the_same_runs():
+    common = {"n_labels": 2, "n_humans": 3, "n_items": N_ITEMS, "start": 60, "design": "disjoint", "n_trials": 60}
+    low = size_for_monitor(0.85, 0.93, power=0.5, rng=2, **common)
+    high = size_for_monitor(0.85, 0.93, power=0.9, rng=2, **common)
+    assert low.m is not None and high.m is not None and low.m <= high.m
+    rates = [r for _, r in high.curve]
+    assert rates == sorted(rates)  # a pass stays a pass: P(pass by m) grows with m
+    with pytest.raises(ValueError, match="power"):
+        size_for_monitor(0.85, 0.93, power=1.0, **common)
+
+
+def test_the_work_bound_caps_the_horizon_before_any_run():
+    sizing = size_for_monitor(
+        0.85, 0.86, n_labels=2, n_humans=3, n_items=N_ITEMS, start=50, n_trials=10, max_cells=200_000, rng=0
+    )
+    assert sizing.max_m == 200_000 // (2 * 10 * 2 * 4) and sizing.horizon <= sizing.max_m
+    assert sizing.m is None or sizing.m <= sizing.max_m
+
+
+@pytest.mark.parametrize("n_humans", [2, 3, 5])
+def test_wrong_decisions_stay_below_alpha_under_looks_every_20_labels(n_humans):
+    """Good (d = 0), boundary (d = -epsilon) and bad (d = -epsilon - .03) judges, p_h = .85, followed to
+    150 items per secondary, read every 20 labels: P(reject good), P(pass or reject boundary), P(pass bad)
+    each <= alpha + 2 SE. The monitor decides at some label; a look every 20 labels sees it at the next
+    look, so the error over looks is the error over labels."""
+    alpha, trials, per = 0.05, 80, 150
+    se = math.sqrt(alpha * (1 - alpha) / trials)
+    for d, wrong in ((0.0, ("reject",)), (-0.05, ("pass", "reject")), (-0.08, ("pass",))):
+        p_j = _accuracy_for(d, 0.85)
+        at, outcome = _decided_at(0.85, p_j, n_humans, per, trials, seed=100 + n_humans)
+        labels_at = np.where(np.isfinite(at), np.ceil(at * (n_humans - 1) / 20) * 20, np.inf)
+        seen = [o in wrong and labels_at[k] <= per * (n_humans - 1) for k, o in enumerate(outcome)]
+        for side in wrong:
+            rate = np.mean([s and outcome[k] == side for k, s in enumerate(seen)])
+            assert rate <= alpha + 2 * se, (d, side, rate)
