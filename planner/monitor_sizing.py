@@ -218,7 +218,9 @@ def size_for_monitor(
     Bracket: runs to a horizon of ``2 start`` (``start``: the one-look ``m``), doubled until
     ``(1 + power)/2`` of the runs are decided or the horizon reaches ``max_m`` (the corpus's
     items per secondary, and what ``max_cells`` allows). Within it, every ``m`` is read off the same
-    runs (common random numbers, a monotone step function: no bisection is needed). FR and FA are
+    runs (common random numbers, a monotone step function: no bisection is needed); ``m`` is the first
+    whose simulated pass rate clears ``power`` by one binomial SE, for the first crossing of a noisy
+    curve overstates the power there (docs/method.md §8.1). FR and FA are
     the runs of the good and the mirror judge at the budget. Raises ``ValueError`` for bad input.
     """
     if not 0.0 < power < 1.0:
@@ -257,7 +259,7 @@ def size_for_monitor(
             break
         horizon = min(2 * horizon, max_m)
     passed = np.where(good.decision == "pass", good.at, np.inf)
-    m = _smallest(passed, power)
+    m = _smallest(passed, min(power + math.sqrt(power * (1.0 - power) / n_trials), 1.0))  # one SE above: see docs
     budget = _smallest(good.at, level) or horizon
     budget = max(budget, m or 0)
     fa = math.nan
