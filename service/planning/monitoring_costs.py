@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from planner import optional_float
-from planner.monitor_sizing import AnytimeSizing, size_for_monitor
+from planner.monitor_sizing import MAX_SIZING_CELLS, SIZING_TRIALS, AnytimeSizing, monitor_runs, size_for_monitor
 from planner.plan_check import mirror_accuracy
+from planner.recipes import advantage_moments, xi_lattice
 from planner.simulate import DecisionRule
 from service.core.errors import Invalid
 from service.schemas import DecisionSettings
@@ -64,6 +65,12 @@ def plan_monitoring(
     pool = n_humans - 1 if order == "panel" else 1
     rule = DecisionRule(decision.rule, decision.resolved_epsilon(), decision.omega_threshold, decision.q)
     p_bad = mirror_accuracy(p_h, p_j, n_labels=n_labels, rule=rule, pool_size=pool)
+    lattice = xi_lattice(p_h, p_j, n_labels=n_labels, pool_size=pool)
+    mu = lattice.mu_d if decision.rule == "margin" else advantage_moments(*lattice.advantage)[0]
+    if mu + decision.resolved_epsilon() <= 0:
+        return _worse_than_margin(
+            decision, (p_h, p_j), mode, order, n_labels, n_humans, n_items, m_request or m_fixed, seed
+        )
     sizing = size_for_monitor(
         p_h,
         p_j,
@@ -82,6 +89,59 @@ def plan_monitoring(
         rng=seed,
     )
     return _block(decision, sizing, mode, order, design, m_fixed, m_request, budget_request, p_bad)
+
+
+def _worse_than_margin(
+    decision: DecisionSettings,
+    channel: tuple[float, float],
+    mode: str,
+    order: str,
+    n_labels: int,
+    n_humans: int,
+    n_items: int,
+    m: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The block for a judge worse than the margin in population: no overlap passes it; the share of runs
+    some look up to ``m`` passes it anyway (its false acceptance), in the service's order."""
+    n_trials = max(20, min(SIZING_TRIALS, MAX_SIZING_CELLS // max(1, m * (n_humans - 1) * (n_humans + 1))))
+    runs = monitor_runs(
+        *channel,
+        n_labels=n_labels,
+        n_humans=n_humans,
+        horizon=m,
+        design=order,
+        n_items=n_items,
+        rule=decision.rule,
+        epsilon=decision.resolved_epsilon(),
+        alpha=decision.alpha_sig,
+        omega_threshold=decision.omega_threshold,
+        multiplicity=decision.multiplicity,
+        n_trials=n_trials,
+        rng=seed,
+    )
+    return {
+        "mode": mode,
+        "simulated": True,
+        "sized_for": mode,
+        "judge_within_margin": False,
+        "m_fixed": m,
+        "m_anytime": None,
+        "m_cert": m,
+        "m": m,
+        "sentence": f"read once: {m}; watch continuously: no overlap passes a judge worse than the margin",
+        "power": decision.power,
+        "power_at_m": runs.rate("pass", m),
+        "budget": m,
+        "budget_extends_lists": False,
+        "fr": None,
+        "fa": runs.rate("pass", m),
+        "reject_by_m": runs.rate("reject", m),
+        "rates_at": "m: the share of runs some look passes (fa) or rejects (reject_by_m) this judge",
+        "n_trials": n_trials,
+        "mc_se_max": 0.5 / n_trials**0.5,
+        "warnings": ["the plan's judge is worse than the margin: the monitor is expected to reject it, not to pass"],
+    }
 
 
 def _block(
@@ -130,6 +190,7 @@ def _block(
         "mode": mode,
         "simulated": True,
         "sized_for": mode,
+        "judge_within_margin": True,
         "order": f"the service's: primary and judge in hand, each secondary through its own list in random order, "
         f"the secondaries interleaved ({order} lists for design {design}); docs/method.md §8.1",
         "m_fixed": m_fixed,

@@ -27,8 +27,8 @@ def _project(c: Any, rng: np.random.Generator, p_h: float, p_j: float) -> tuple[
 
 
 def _follow(c: Any, pid: str, truth: np.ndarray, rng: np.random.Generator, p_h: float, size: int) -> dict[str, Any]:
-    """Ask each secondary's batches in turn and label them until every one says done; at each done, the
-    decision is not continue. Returns what each secondary labeled and the last batch answers."""
+    """Ask each secondary's batches in turn and label them until every one says done (a batch not done has
+    items: the lists are not leased elsewhere). Returns what each secondary labeled and the last answers."""
     labeled: dict[str, list[str]] = {"h2": [], "h3": []}
     last: dict[str, dict[str, Any]] = {}
     for _ in range(200):
