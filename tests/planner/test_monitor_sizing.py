@@ -12,8 +12,10 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from planner.monitor_sizing import service_order_panel, size_for_monitor
+from planner.monitor_sizing import _smallest, service_order_panel, size_for_monitor
 from planner.sequential import monitor_judge
 
 N_ITEMS = 5_000
@@ -137,3 +139,50 @@ def test_wrong_decisions_stay_below_alpha_under_looks_every_20_labels(n_humans):
         for side in wrong:
             rate = np.mean([s and outcome[k] == side for k, s in enumerate(seen)])
             assert rate <= alpha + 2 * se, (d, side, rate)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_humans=st.integers(2, 6),
+    per=st.integers(1, 30),
+    design=st.sampled_from(["disjoint", "random", "panel"]),
+    n_labels=st.integers(2, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_service_order_is_a_list_each_in_turn_after_the_primary_and_judge(n_humans, per, design, n_labels, seed):
+    n_items = 30 * n_humans
+    codes, order, base = service_order_panel(
+        np.random.default_rng(seed),
+        p_h=0.8,
+        p_j=0.7,
+        n_labels=n_labels,
+        n_humans=n_humans,
+        per_secondary=per,
+        design=design,
+        n_items=n_items,
+    )
+    labeled = codes >= 0
+    assert labeled[:, 0].all() and labeled[:, -1].all() and (codes < n_labels).all()
+    assert (labeled[:, 1:-1].sum(axis=0) == per).all()  # each secondary labels its list, no item twice
+    ranks = order[labeled]
+    assert np.unique(ranks).size == ranks.size  # distinct arrival ranks
+    assert order[:, [0, n_humans]].max() < base <= order[:, 1:-1][labeled[:, 1:-1]].min()
+    for j in range(1, n_humans):  # the t-th item of secondary j at base + t (K - 1) + j - 1
+        own = np.sort(order[labeled[:, j], j])
+        assert own.tolist() == (base + np.arange(per) * (n_humans - 1) + j - 1).tolist()
+    if design == "disjoint":
+        assert (labeled[:, 1:-1].sum(axis=1) == 1).all()
+    if design == "panel":
+        assert labeled[:, 1:-1].all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    at=st.lists(st.one_of(st.integers(1, 50), st.just(10**9)), min_size=1, max_size=40),
+    level=st.floats(0.05, 1.0),
+)
+def test_the_smallest_m_is_the_first_with_the_level_of_runs_decided(at, level):
+    times = np.array([np.inf if a == 10**9 else float(a) for a in at])
+    m = _smallest(times, level)
+    reached = [k for k in range(1, 51) if np.mean(times <= k) >= level - 1e-12]
+    assert m == (reached[0] if reached else None)
