@@ -186,3 +186,41 @@ def test_the_smallest_m_is_the_first_with_the_level_of_runs_decided(at, level):
     m = _smallest(times, level)
     reached = [k for k in range(1, 51) if np.mean(times <= k) >= level - 1e-12]
     assert m == (reached[0] if reached else None)
+
+
+def _fixed_rule_passes_at_some_look(codes: np.ndarray, ranks: np.ndarray, first: int, every: int = 20) -> bool:
+    """The one-look rule (each human won when its mean xi >= -epsilon, pass at half won), read every
+    ``every`` secondary labels in the same order: True when some look passes (the test's own xi)."""
+    n_humans = codes.shape[1] - 1
+    judge, humans = codes[:, -1], codes[:, :-1]
+    present = humans >= 0
+    entry = np.where(present[:, 1:], ranks[:, 1:-1], -1).max(axis=1)  # the item's last secondary label
+    sums, counts = np.zeros((codes.shape[0], n_humans)), np.zeros((codes.shape[0], n_humans))
+    for k in range(n_humans):
+        others = present.copy()
+        others[:, k] = False
+        pool = others.sum(axis=1)
+        usable = present[:, k] & (pool >= 1)
+        agree_j = ((humans == judge[:, None]) & others).sum(axis=1)
+        agree_k = ((humans == humans[:, k : k + 1]) & others).sum(axis=1)
+        sums[usable, k] = (agree_j[usable] - agree_k[usable]) / pool[usable]
+        counts[usable, k] = 1
+    last = int(entry.max())
+    for look in range(first + every - 1, last + every, every):
+        seen = entry <= look
+        n = counts[seen].sum(axis=0)
+        if (n > 0).sum() < 2:
+            continue
+        d = sums[seen].sum(axis=0)[n > 0] / n[n > 0]
+        if np.mean(d >= -0.05) >= 0.5:
+            return True
+    return False
+
+
+def test_the_error_bound_is_not_vacuous_the_one_look_rule_read_every_20_labels_passes_the_boundary_judge():
+    """Same order, same looks: the fixed rule approves a judge on the margin far more often than alpha,
+    where the monitor (test above) does not."""
+    rng = np.random.default_rng(7)
+    p_j = _accuracy_for(-0.05, 0.85)
+    passed = [_fixed_rule_passes_at_some_look(*_followed(rng, 0.85, p_j, 3, 150)) for _ in range(60)]
+    assert np.mean(passed) > 0.05 + 2 * math.sqrt(0.05 * 0.95 / 60) + 0.1
