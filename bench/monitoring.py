@@ -22,9 +22,12 @@
    project in its compact types, 10,000 and 1,000,000 items in the same run (in-process CPU, best
    of 3; the two results are checked equal).
 
+6. The plan's promised power (``plan_monitoring``: the monitor's m for power .8 in the service's
+   order, docs/method.md §8.1) next to the power simulated on further projects followed in that order.
+
 Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/monitoring.py [runs]`` (default 100
 runs per cell; the fixed column dominates the time); ``bench/monitoring.py scale`` runs 4 only,
-``bench/monitoring.py delta`` 5 only.
+``bench/monitoring.py delta`` 5 only, ``bench/monitoring.py power`` 6 only.
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, not
 
 from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge  # noqa: E402
+from planner.monitor_sizing import monitor_runs  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import kept_monitoring, monitor_judge  # noqa: E402
 from service.documents.monitoring import judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
 from service.matrices.shared import rank_type  # noqa: E402
+from service.planning.monitoring_costs import plan_monitoring  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
 
 P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
@@ -242,7 +247,52 @@ def delta() -> None:
     print(f"  kept state at 1M: {large_kept / small:.2f}x the whole-matrix monitoring at 10k of the same run")
 
 
+def power_table(runs: int) -> None:
+    """6. The plan's promised power next to the power simulated in the service's order.
+
+    Promised: ``plan_monitoring`` (the block a plan stores: the monitor's m for ``decision.power``
+    = .8, sized on its own runs). Simulated: ``runs`` further projects followed batch by batch in
+    the service's order (``planner.monitor_sizing.monitor_runs`` on another stream), the share
+    passed by the plan's m, with its Monte Carlo SE; and the share by m/2 and by the one-look m."""
+    print("\n6. plan's promised power vs simulated in the service's order (d = +.03, random lists, n = 5000)")
+    print(
+        f"{'p_h':>5} {'K':>2} {'m_fixed':>7} {'m_any':>6} {'budget':>6} {'promised':>8} {'simulated':>14} "
+        f"{'by m/2':>7} {'by m_fixed':>10} {'FR':>6} {'FA':>6} {'s':>5}"
+    )
+    for p_h in (0.8, 0.9):
+        slope = 2 * p_h - 1
+        p_j = (p_h * p_h + (1 - p_h) ** 2 + 0.03 - (1 - p_h)) / slope  # mu_d = +.03, L = 2
+        for k in (3, 5):
+            mu_d, sigma0_sq = prior_moments(p_h, p_j, n_labels=N_LABELS)
+            m_fixed = int(m_cert(mu_d, sigma0_sq, epsilon=EPSILON))
+            start = time.perf_counter()
+            block = plan_monitoring(
+                DecisionSettings(),
+                (p_h, p_j),
+                n_labels=2,
+                n_humans=k,
+                n_items=5000,
+                design="random",
+                m_fixed=m_fixed,
+                seed=1,
+            )
+            m = block["m"]
+            sim = monitor_runs(
+                p_h, p_j, n_labels=2, n_humans=k, horizon=m, design="random", n_items=5000, n_trials=runs, rng=12345
+            )
+            got = sim.rate("pass", m)
+            se = math.sqrt(max(got * (1 - got), 1e-9) / runs)
+            print(
+                f"{p_h:>5} {k:>2} {m_fixed:>7} {m:>6} {block['budget']:>6} {block['power_at_m']:>8.3f} "
+                f"{got:>8.3f} +-{se:.3f} {sim.rate('pass', m // 2):>7.3f} {sim.rate('pass', m_fixed):>10.3f} "
+                f"{block['fr']:>6.3f} {block['fa'] or 0:>6.3f} {time.perf_counter() - start:>5.1f}"
+            )
+
+
 def main() -> None:
+    if sys.argv[1:] == ["power"]:
+        power_table(200)
+        return
     if sys.argv[1:] == ["scale"]:
         scale()
         return
@@ -257,6 +307,7 @@ def main() -> None:
     delta()
     stopping_table(runs, m)
     peeking_table(runs, m)
+    power_table(runs)
 
 
 if __name__ == "__main__":

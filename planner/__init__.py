@@ -86,6 +86,14 @@ from planner.intervals import (
     optional_float,
     percentile_interval,
 )
+from planner.monitor_sizing import (
+    MAX_SIZING_CELLS,
+    SIZING_TRIALS,
+    AnytimeSizing,
+    monitor_runs,
+    service_order_panel,
+    size_for_monitor,
+)
 from planner.neyman import (
     AllItemsVariances,
     moment_variances,
@@ -104,6 +112,7 @@ from planner.plan_check import (
     DesignCheck,
     check_design,
     fitted_channel,
+    mirror_accuracy,
     raised_check,
     simulated_choice,
     true_prevalence,
@@ -178,6 +187,7 @@ from planner.sequential import (
     simulate_monitoring,
 )
 from planner.simulate import (
+    DecisionRule,
     SimulationResult,
     replay,
     simulate,
@@ -189,6 +199,14 @@ from planner.verdicts import (
 )
 
 __all__ = [
+    "DecisionRule",
+    "mirror_accuracy",
+    "MAX_SIZING_CELLS",
+    "SIZING_TRIALS",
+    "AnytimeSizing",
+    "monitor_runs",
+    "size_for_monitor",
+    "service_order_panel",
     "RatioPrior",
     "ladder_variance",
     "Coefficient",

@@ -21,7 +21,8 @@ def plan_verdict(plan: Plan | None, decision: DecisionSettings) -> str:
         f"design {plan.design})"
     )
     if recipe.get("feasible"):
-        text = f"{head}: {recipe['m']} overlap items per secondary annotator of {recipe['n_items']}; feasible."
+        text = f"{head}: {plan.m} overlap items per secondary annotator of {recipe['n_items']}; feasible."
+        text += _monitor_sizing(recipe)
     else:
         # The epsilon hint was computed with the plan, under the rule it was planned for.
         hint = recipe.get("feasible_with") if recipe.get("rule") == decision.rule else None
@@ -46,6 +47,18 @@ def plan_verdict(plan: Plan | None, decision: DecisionSettings) -> str:
             f"{decision.rule} rule: plan again."
         )
     return text
+
+
+def _monitor_sizing(recipe: dict[str, Any]) -> str:
+    """The one-look and the monitor's overlap, and how far lists grow while the decision is open (§8.1)."""
+    block = recipe.get("monitoring") or {}
+    if not block.get("simulated") or "sentence" not in block:
+        return ""
+    text = f" Sized for {block['sized_for']} reading ({block['sentence']})"
+    if block.get("budget_extends_lists"):
+        text += f"; while the monitored decision is open the lists grow up to {block['budget']} items, then it is "
+        text += "inconclusive"
+    return text + "."
 
 
 def recipe_now_verdict(recipe_now: dict[str, Any], n_items: int, decision: DecisionSettings) -> str:

@@ -264,6 +264,8 @@ def _status(doc: dict[str, Any]) -> dict[str, str]:
         decision, omega = f"{_marked(doc)} ({doc['reason']})", "n/a"
     plan = doc.get("plan")
     progress = f"{plan['m_done_min']} / {plan['m_target']} items" if plan and plan.get("m_target") else "no plan"
+    if plan and (plan.get("m_budget") or 0) > (plan.get("m_target") or 0):
+        progress += f" (lists grow to {plan['m_budget']} while the decision is open)"
     return {"decision": decision, "omega": omega, "progress": progress}
 
 

@@ -15,6 +15,7 @@ from planner.sequential import Monitoring, MonitorState, kept_monitoring, monito
 from service.core.caches import RecentlyUsed
 from service.data.models import Plan
 from service.matrices.matrix import LabelMatrix
+from service.planning.lists import monitoring_budget
 from service.schemas import DecisionSettings
 
 BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
@@ -28,11 +29,7 @@ MonitorStates = RecentlyUsed[tuple[str, int], MonitorState]
 
 def planned_budget(plan: Plan | None) -> int | None:
     """Usable overlap per human by which the plan expects the monitored decision (None: no plan)."""
-    if plan is None:
-        return None
-    simulated = (plan.recipe or {}).get("monitoring") or {}
-    budget = simulated.get("budget")
-    return int(budget) if budget else plan.m
+    return monitoring_budget(plan)
 
 
 def _band(times: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[dict[str, Any]]:
@@ -70,6 +67,7 @@ def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str,
         "decided_at_label_seq": m.decided_at,
         "needed_won": m.needed,
         "budget": m.budget,
+        "settle": _settle(m),
         "alpha": m.alpha,
         "epsilon": m.epsilon,
         "multiplicity": m.multiplicity,
@@ -91,6 +89,18 @@ def monitoring_block(m: Monitoring, matrix: LabelMatrix, mode: str) -> dict[str,
             for r in m.raters
         ],
     }
+
+
+def _settle(m: Monitoring) -> str | None:
+    """What would settle an inconclusive monitored decision (docs/method.md §8.1); None otherwise."""
+    if m.decision != "inconclusive":
+        return None
+    return (
+        f"every human reached the monitoring budget of {m.budget} items with the judge neither certified within "
+        f"epsilon = {m.epsilon:g} nor worse: the judge sits near the margin. More overlap settles it (plan again "
+        "with a larger budget; the lists grow while the decision is open), as would a wider epsilon, a better "
+        "judge, or more humans"
+    )
 
 
 def judge_monitorings(
@@ -158,9 +168,10 @@ def decision_in_force(
     """
     mode = decision.resolved_monitoring()
     if mode == "anytime" and block is not None:
+        settle = block.get("settle")
         return {
             "decision": block["decision"],
-            "reason": monitored_reason(block),
+            "reason": monitored_reason(block) + (f"; {settle}" if settle else ""),
             "omega": monitored_omega(block),
             "fixed_omega": fixed["omega"],
             "provisional": False,

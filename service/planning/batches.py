@@ -23,6 +23,7 @@ from service.data.models import (
     utcnow,
 )
 from service.matrices.modal_strata import modal_in_hand
+from service.planning.extension import extend_list
 from service.planning.lists import ensure_assignments
 from service.planning.plans import current_plan
 from service.schemas import BatchCreate, BatchRead, BatchStatus, Role
@@ -69,6 +70,7 @@ def issue_batch(
         raise Conflict("this project has no plan yet: POST /projects/{pid}/plan first", code="no_plan")
     now = utcnow()
     fresh: list[tuple[int, str, int]] = []
+    reason = "every item is labeled"
     if rater.kind == "primary":
         labeled = session.scalar(select(RaterProgress.labeled_items).where(RaterProgress.rater_id == rater.id))
         remaining = project.item_count - (labeled or 0)
@@ -77,8 +79,11 @@ def issue_batch(
             fresh, cursor = _corpus_items(session, project, rater, body.size - len(chosen), cursor or 0)
     else:
         ensure_assignments(session, plan, rater)
-        open_items = select(Assignment).where(Assignment.rater_id == rater.id, ~_labeled())
-        remaining = session.scalar(select(func.count()).select_from(open_items.subquery())) or 0
+        remaining = _unlabeled(session, rater)
+        if remaining == 0:  # the list is labeled: it grows while the monitored decision is open (§8.1)
+            state = extend_list(session, plan, rater, project, body.size)
+            reason = state.reason
+            remaining = _unlabeled(session, rater) if state.extends else 0
         chosen = _listed_items(session, rater, body.size, now)
     if not chosen and not fresh:
         return BatchRead(
@@ -89,6 +94,7 @@ def issue_batch(
             expires_at=None,
             done=remaining == 0,
             remaining=remaining,
+            reason=reason if remaining == 0 else "every unlabeled item of the list is held by a live batch",
         )
     batch = Batch(
         id=new_public_id("b"),
@@ -134,6 +140,12 @@ def issue_batch(
         done=False,
         remaining=remaining,
     )
+
+
+def _unlabeled(session: Session, rater: Rater) -> int:
+    """Items of a secondary's list it has not labeled, held by a batch or not."""
+    open_items = select(Assignment).where(Assignment.rater_id == rater.id, ~_labeled())
+    return session.scalar(select(func.count()).select_from(open_items.subquery())) or 0
 
 
 def _free(now: datetime) -> ColumnElement[bool]:

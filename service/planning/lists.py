@@ -52,16 +52,31 @@ class ListCorpus:
         return np.argsort(self.matrix.item_ids)
 
 
+def monitoring_budget(plan: Plan | None) -> int | None:
+    """Usable overlap per secondary at which an open monitored decision becomes inconclusive: the plan's
+    simulated budget (docs/method.md §8.1), else its ``m`` (None: no plan)."""
+    if plan is None:
+        return None
+    simulated = (plan.recipe or {}).get("monitoring") or {}
+    budget = simulated.get("budget")
+    return int(budget) if budget else plan.m
+
+
+def list_target(plan: Plan, project: Project) -> int:
+    """Items a secondary's list holds at least: the plan's ``m`` (at most the corpus)."""
+    return min(plan.m or 0, project.item_count)
+
+
 def _planned_items(
-    session: Session, plan: Plan, rater: Rater, project: Project, corpus: ListCorpus | None
+    session: Session, plan: Plan, rater: Rater, project: Project, corpus: ListCorpus | None, m: int
 ) -> np.ndarray:
-    """Item ids of ``rater``'s list under ``plan``, in labeling order, from ``corpus`` (default: the
-    labels in hand).
+    """Item ids of ``rater``'s list of ``m`` items under ``plan``, in labeling order, from ``corpus``
+    (default: the labels in hand).
 
     A sequential design reads the modal strata of the labels in hand that this worker keeps
     (``service.matrices.modal_strata``) and the items already assigned, not the label matrix.
     """
-    m = min(plan.m or 0, project.item_count)
+    m = min(m, project.item_count)
     if m == 0:
         return np.zeros(0, dtype=np.int64)
     rater_seed = np.random.default_rng([plan.seed, zlib.crc32(rater.external_id.encode())])
@@ -129,8 +144,12 @@ def _positions(
     return at, item_ids[at] == wanted
 
 
-def ensure_assignments(session: Session, plan: Plan, rater: Rater, corpus: ListCorpus | None = None) -> None:
-    """Give a secondary ``rater`` its list of ``plan.m`` items: items already assigned stay; new ones are appended.
+def ensure_assignments(
+    session: Session, plan: Plan, rater: Rater, corpus: ListCorpus | None = None, *, target: int | None = None
+) -> None:
+    """Give a secondary ``rater`` its list of ``plan.m`` items (``target``: that many, an extension past ``m``
+    while the monitored decision is open, docs/method.md §8.1): items already assigned stay; new ones, drawn
+    by the plan's design for a list of ``target`` items, are appended, none twice.
 
     ``corpus``: the labels in hand as a plan being stored read them, else read now.
 
@@ -141,7 +160,7 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, corpus: ListC
         raise Invalid("judges label every item themselves; they get no batches")
     project = session.get(Project, plan.project_id)
     assert project is not None
-    target = min(plan.m or 0, project.item_count)
+    target = min(list_target(plan, project) if target is None else target, project.item_count)
     held = session.scalar(select(func.count()).where(Assignment.rater_id == rater.id)) or 0
     if held >= target:
         return
@@ -156,10 +175,11 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, corpus: ListC
             select(Assignment.item_id, Assignment.position).where(Assignment.rater_id == rater.id)
         )
     }
-    planned = [int(i) for i in _planned_items(session, plan, rater, project, corpus) if int(i) not in existing]
+    drawn = _planned_items(session, plan, rater, project, corpus, target)
+    planned = [int(i) for i in drawn if int(i) not in existing]
     planned = planned[: max(0, target - len(existing))]
     start = max(existing.values(), default=-1) + 1
-    probability = _inclusion(plan, project.item_count)
+    probability = _inclusion(plan, project.item_count, target)
     insert_many(
         session,
         table_of(Assignment),
@@ -168,13 +188,14 @@ def ensure_assignments(session: Session, plan: Plan, rater: Rater, corpus: ListC
     )
 
 
-def _inclusion(plan: Plan, n_items: int) -> Callable[[int], float | None]:
-    """Item id -> the probability that the design put it on a secondary's list (None: not a probability sample)."""
+def _inclusion(plan: Plan, n_items: int, size: int | None = None) -> Callable[[int], float | None]:
+    """Item id -> the probability that the design put it on a secondary's list of ``size`` items (default
+    ``plan.m``; None: not a probability sample)."""
     if plan.design in PANELS:
         by_item = dict(zip(plan.params["panel"], plan.params.get("panel_inclusion") or [], strict=False))
         return by_item.get
     if plan.design == "random" and n_items:
-        share = min(plan.m or 0, n_items) / n_items
+        share = min((plan.m or 0) if size is None else size, n_items) / n_items
         return lambda item: share
     return lambda item: None
 

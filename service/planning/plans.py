@@ -45,13 +45,13 @@ from planner.recipes import (
     ratio_moments,
     xi_lattice,
 )
-from service.core.errors import Conflict
+from service.core.errors import Conflict, Invalid
 from service.core.offload import off_worker
 from service.data.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id
 from service.data.projects import lock_project
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
-from service.planning.lists import SEQUENTIAL, ListCorpus, ensure_assignments, primary_strata
+from service.planning.lists import SEQUENTIAL, ListCorpus, ensure_assignments, monitoring_budget, primary_strata
 from service.planning.monitoring_costs import plan_monitoring
 from service.planning.strata import feature_name, feature_strata, feature_stratum_sds
 from service.schemas import DecisionSettings, PlanCreate
@@ -279,15 +279,24 @@ def plan_progress(session: Session, project: Project, plan: Plan | None) -> dict
         .where(Rater.project_id == project.id, Rater.kind == "human")
         .order_by(Rater.id)
     ).all()
+    listed = dict(
+        session.execute(
+            select(Assignment.rater_id, func.count())
+            .where(Assignment.project_id == project.id)
+            .group_by(Assignment.rater_id)
+        ).all()
+    )
     target = plan.m or 0
     per = [done.get(rid, 0) for rid, _ in humans]
+    held = [max(target, listed.get(rid, 0)) for rid, _ in humans]  # a list extended past m (§8.1) owes its extension
     return {
         "plan": plan.id,
         "m_target": plan.m,
+        "m_budget": monitoring_budget(plan),
         "design": plan.design,
         "m_done_min": min(per) if per else 0,
-        "remaining_labels": sum(max(0, target - n) for n in per),
-        "raters": [{"rater": name, "done": n} for (_, name), n in zip(humans, per, strict=True)],
+        "remaining_labels": sum(max(0, h - n) for h, n in zip(held, per, strict=True)),
+        "raters": [{"rater": name, "done": n, "listed": h} for (_, name), n, h in zip(humans, per, held, strict=True)],
     }
 
 
@@ -551,7 +560,6 @@ class _Candidates:
     reason: str
     recipe: Recipe | None = None
     settings: dict[str, Any] | None = None
-    monitoring: Future[dict[str, Any]] | None = None  # at m, from the moments of one held-in label
     final: Future[DesignCheck] | None = None  # the request's design at the request's m (_plan_check's)
 
 
@@ -563,19 +571,14 @@ def _candidate_checks(
     n_resamples: int,
     seed: int,
     threads: Executor,
-    likely: str,
 ) -> _Candidates:
     """Every candidate design simulated at the design-free recipe's overlap (one held-in label per
     item, valid for every design), or no checks and why (docs/method.md §6).
 
     The designs are simulated on ``threads`` at once, each from its own stream of ``seed``, so the
-    checks are the same whatever the threads' timing. A prior plan's monitoring simulation at ``m``
-    runs beside them when the ``likely`` design (the request's, or the stratum-entropy rule's pick,
-    which ties go to) holds one label in per item: it is the plan's whenever the chosen design does
-    and ``m`` is not raised (``plan_draft``). A shared panel plans its own monitoring after the checks:
-    when the request asks for one, none is simulated here; when the rule's pick is one (``design: auto``),
-    the monitoring at ``m`` is queued after the checks, for the simulated choice may still pick a design
-    with one label in. A request fixing both the design and ``m`` has its plan's check queued beside
+    checks are the same whatever the threads' timing (the monitoring is sized after the design is
+    chosen: ``_sized_for_monitoring``). A request fixing both the design and ``m`` has its plan's check
+    queued beside
     the candidates (``_plan_check`` reads it)."""
     if body.purpose != "certify":
         return _Candidates({}, None, "ranking plans are not simulated")
@@ -608,33 +611,14 @@ def _candidate_checks(
     m = min(int(m), matrix.raw.shape[0])
     settings = _check_settings(decision, matrix, n_humans, *channel)
     streams = dict(zip(CHECK_DESIGNS, np.random.SeedSequence(seed).spawn(len(CHECK_DESIGNS)), strict=True))
-    in_plan = {k: v for k, v in moments.items() if k != "lattice"}  # what the draft passes for one label
-
-    def monitored() -> Future[dict[str, Any]]:
-        return threads.submit(
-            plan_monitoring,
-            decision,
-            in_plan,
-            n_labels=matrix.n_labels,
-            n_humans=n_humans,
-            m=m,
-            n_items=matrix.raw.shape[0],
-        )
-
-    monitoring = None
-    if body.source == "prior" and design_pool_size(likely, n_humans) == 1:
-        monitoring = monitored()  # queued before the checks: beside the slowest check, not after the others
     final, running = None, {}
     compared = {**settings, "trials": COMPARE_TRIALS}
     for d in SLOWEST_CHECK_FIRST:
         if d == body.design and body.m is not None:  # the plan's own check needs no candidate's result
             final = threads.submit(check_design, d, m=m, rng=np.random.default_rng([seed, 1]), **settings)
         running[d] = threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **compared)
-    if body.source == "prior" and monitoring is None and body.design == "auto":
-        # the simulated choice may yet pick a design with one label in: then this is the plan's monitoring
-        monitoring = monitored()
     checks = {d: running[d].result() for d in CHECK_DESIGNS}
-    return _Candidates(checks, m, "", recipe, settings, monitoring, final)
+    return _Candidates(checks, m, "", recipe, settings, final)
 
 
 def _design(
@@ -702,6 +686,47 @@ def _plan_check(
     if not final.keeps_promise:
         notes.append(f"the simulated {final.promised} of {design} at m={final.m} is still above the promise")
     return block, final.m, notes
+
+
+def _sized_for_monitoring(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    matrix: LabelMatrix,
+    n_humans: int,
+    design: str,
+    m_fixed: int,
+    candidates: _Candidates,
+    seed: int,
+    document: dict[str, Any],
+) -> int:
+    """The plan's overlap for the decision mode in force, with the ``monitoring`` block and the one-look
+    ``m_fixed`` in ``document`` (docs/method.md §8.1): in anytime mode the monitor's ``m_anytime``,
+    simulated in the service's order from the check's channel (the prior's or the pilot's)."""
+    settings = candidates.settings
+    channel = None if settings is None else (float(settings["p_h"]), float(settings["p_j"]))
+    block = plan_monitoring(
+        decision,
+        channel,
+        n_labels=matrix.n_labels,
+        n_humans=n_humans,
+        n_items=matrix.raw.shape[0],
+        design=design,
+        m_fixed=m_fixed,
+        m_request=body.m,
+        budget_request=body.budget,
+        seed=seed,
+    )
+    document["monitoring"] = block
+    document["m_fixed"] = m_fixed
+    document["m_anytime"] = block.get("m_anytime")
+    if not block["simulated"]:
+        if body.budget is not None and body.budget < m_fixed:
+            raise Invalid(f"budget {body.budget} is below the plan's overlap m = {m_fixed}", code="budget_below_m")
+        return m_fixed
+    m = int(min(block["m"], matrix.raw.shape[0]))
+    document["m_planned"] = m
+    document["warnings"] = document["warnings"] + block["warnings"]
+    return m
 
 
 @dataclass(frozen=True)
@@ -884,7 +909,7 @@ def _draft(
     if body.source == "prior":
         by_estimator = threads.submit(_m_by_estimator, body, decision, None, matrix, n_humans)
     by_entropy = _entropy_design(body, matrix)
-    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads, by_entropy[0])
+    candidates = _candidate_checks(body, decision, matrix, n_humans, n_resamples, seed, threads)
     design, entropy, why, warnings = _design(body, by_entropy, candidates.checks)
     # A design chosen by its simulated rate at the compared overlap is served at that overlap: re-planned at
     # its own (a shared panel's smaller) m it would be served where it was never compared (issue 29).
@@ -955,13 +980,7 @@ def _draft(
             coefficient=moments.get("coefficient", "po"),
         )
     if body.purpose == "certify" and m is not None:
-        early = candidates.monitoring
-        if early is not None and pool_size == 1 and m == candidates.m:
-            document["monitoring"] = early.result()  # the same call, made beside the checks
-        else:
-            document["monitoring"] = plan_monitoring(
-                decision, moments, n_labels=matrix.n_labels, n_humans=n_humans, m=m, n_items=n_items
-            )
+        m = _sized_for_monitoring(body, decision, matrix, n_humans, design, m, candidates, seed, document)
     panel: list[int] = []
     panel_inclusion: list[float] = []
     if m is not None and design == "strat":

@@ -152,6 +152,15 @@ class DecisionSettings(Strict):
     multiplicity: Literal["e-bh", "bonferroni"] = Field(
         "e-bh", description="How anytime monitoring combines the humans' e-values (docs/method.md §8)."
     )
+    power: float = Field(
+        0.8,
+        gt=0,
+        lt=1,
+        description="1 - beta: the chance with which a certification plan's overlap lets the decision in force "
+        "pass the judge it is planned for. In anytime mode m is the smallest overlap per secondary by which the "
+        "monitor, simulated in the service's arrival order, passes the prior's (or pilot's) judge with this "
+        "probability (docs/method.md §8.1); fixed mode plans the one-look recipe (§4).",
+    )
 
     @model_validator(mode="after")
     def _monitorable(self) -> DecisionSettings:
@@ -394,12 +403,24 @@ class PlanCreate(Strict):
         examples=["agreement", "labels", "feature:domain"],
     )
     m: int | None = Field(None, ge=1, description="Override the recipe's overlap per secondary annotator.")
+    budget: int | None = Field(
+        None,
+        ge=1,
+        description="Monitoring budget per secondary (anytime mode, list designs): while the monitored decision is "
+        "'continue', a secondary's batches go on past m with items drawn by the same design, up to this many; "
+        "reached and still open, the decision is 'inconclusive'. Default: the simulated overlap by which "
+        "(1 + power)/2 of the monitored runs decide (docs/method.md §8.1). Below m: 422.",
+    )
     seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the item draw; random when absent.")
 
     @model_validator(mode="after")
     def _needs(self) -> PlanCreate:
         if self.source == "prior" and (self.p_h is None or self.p_j is None):
             raise ValueError("source 'prior' needs p_h and p_j")
+        if self.budget is not None and self.m is not None and self.budget < self.m:
+            raise ValueError(
+                f"budget {self.budget} is below m = {self.m}: the budget is at or after the planned overlap"
+            )
         if self.purpose == "rank" and self.delta_min is None:
             raise ValueError("purpose 'rank' needs delta_min")
         if self.strata not in ("agreement", "labels") and not (
@@ -443,7 +464,16 @@ class BatchRead(BaseModel):
     design: str
     expires_at: datetime | None
     done: bool = False
-    remaining: int = Field(description="Planned items of this rater still unlabeled, held or not.")
+    remaining: int = Field(
+        description="Items of this rater's list still unlabeled, held or not. In anytime mode a labeled list "
+        "grows past the plan's m (by the plan's design) while the monitored decision is 'continue', up to the "
+        "plan's monitoring budget (docs/method.md §8.1): remaining is 0 only when it will not."
+    )
+    reason: str | None = Field(
+        None,
+        description="Why no items were given (done or all held): e.g. the monitored decision is pass, or the "
+        "monitoring budget is reached and the decision is inconclusive.",
+    )
 
 
 class BatchStatus(BaseModel):

@@ -93,7 +93,13 @@ class Monitoring(_Document):
     looks: int = Field(description="Prefixes (distinct label_seq values) at which the decision was evaluated.")
     decided_at_label_seq: int | None
     needed_won: int
-    budget: int | None = Field(description="Usable overlap per human after which 'continue' is 'inconclusive'.")
+    budget: int | None = Field(
+        description="Usable overlap per human after which 'continue' is 'inconclusive': the plan's monitoring "
+        "budget (docs/method.md §8.1); in anytime mode the secondaries' lists grow to it while the decision is open."
+    )
+    settle: str | None = Field(
+        None, description="For an inconclusive decision, what would settle it (docs/method.md §8.1); else null."
+    )
     alpha: float
     epsilon: float
     multiplicity: Literal["e-bh", "bonferroni"]
@@ -146,6 +152,10 @@ class RaterProgress(_Document):
 
     rater: str
     done: int
+    listed: int = Field(
+        description="Items on its list: the plan's m, more once the list grew past m while the monitored "
+        "decision was open (docs/method.md §8.1)."
+    )
 
 
 class PlanProgress(_Document):
@@ -153,9 +163,15 @@ class PlanProgress(_Document):
 
     plan: str
     m_target: int | None
+    m_budget: int | None = Field(
+        description="The plan's monitoring budget per secondary: lists grow to it while the monitored decision "
+        "is open, and an open decision there is inconclusive (docs/method.md §8.1)."
+    )
     design: str
     m_done_min: int
-    remaining_labels: int
+    remaining_labels: int = Field(
+        description="Listed items not yet labeled, over the secondaries (extensions included)."
+    )
     raters: list[RaterProgress]
 
 

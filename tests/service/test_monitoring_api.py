@@ -155,16 +155,16 @@ def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
     good = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.90})
     recipe = good.json()["recipe"]
     block, m = recipe["monitoring"], recipe["m_planned"]
-    assert block["simulated"] and block["mode"] == "anytime" and block["m_cert"] == m
-    assert 0.5 * m < block["expected_stop"] < 5 * m and block["budget"] >= block["expected_stop"]
-    assert block["wrong_decision"] == "reject"
-    assert block["wrong_rate"]["anytime"] <= 0.05 + 2 * block["mc_se_max"]
-    # a judge worse than the margin, planned at a fixed m: peeking approves it, anytime does not
+    assert block["simulated"] and block["mode"] == "anytime" and block["m"] == m == block["m_anytime"]
+    assert block["m_fixed"] == recipe["m_fixed"] == recipe["m"] < m  # the one-look m beside the monitor's
+    assert m < block["budget"] and block["budget_extends_lists"]
+    assert block["power_at_m"] >= 0.8 and block["fr"] <= 0.05 + 2 * block["mc_se_max"]
+    assert block["fa"] <= 0.05 + 2 * block["mc_se_max"]
+    # a judge worse than the margin, planned at a fixed m: no m passes it, and the monitor rarely does
     body = {"source": "prior", "p_h": 0.85, "p_j": 0.75, "m": 150}
     bad = client.post(f"/projects/{pid}/plan", json=body).json()["recipe"]["monitoring"]
-    assert bad["wrong_decision"] == "pass"
-    assert bad["wrong_rate"]["anytime"] <= 0.05 + 2 * bad["mc_se_max"]
-    assert bad["wrong_rate"]["fixed_every_look"] > bad["wrong_rate"]["anytime"] + 0.1
+    assert bad["judge_within_margin"] is False and bad["m_anytime"] is None and bad["budget"] == 150
+    assert bad["fa"] <= 0.05 + 2 * bad["mc_se_max"]
     live = client.get(f"/projects/{pid}/reliability").json()["monitoring"]
     assert live["decision"] == "insufficient_data" and live["budget"] == bad["budget"]
 

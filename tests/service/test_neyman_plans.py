@@ -92,7 +92,9 @@ def test_neyman_panel_weights_and_reliability(client, engine):
     labels = corpus(5)
     post_labels(client, pid, "prim", words(labels["prim"]))
     post_labels(client, pid, "judge", words(labels["judge"]))
-    plan = make_plan(client, pid, purpose="certify", design="neyman", seed=3, **PRIOR)
+    plan = make_plan(
+        client, pid, purpose="certify", design="neyman", seed=3, m=80, **PRIOR
+    )  # §4's m, not the monitor's
     m = plan["m"]
     assert plan["design"] == "neyman" and m == plan["recipe"]["m"]  # the recipe for the project's rule
     summary = plan["recipe"]["neyman"]
@@ -237,7 +239,7 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
     labels = corpus(7)
     post_labels(client, pid, "prim", words(labels["prim"]))
     post_labels(client, pid, "judge", words(labels["judge"]))
-    make_plan(client, pid, purpose="certify", design="neyman", seed=3, **PRIOR)
+    make_plan(client, pid, purpose="certify", design="neyman", seed=3, m=80, **PRIOR)  # §4's m, not the monitor's
     index = [int(i[1:]) for i in full_list(client, pid, "h2")]
     assert [int(i[1:]) for i in full_list(client, pid, "h3")] == index
     for rater in ("h2", "h3"):

@@ -46,7 +46,8 @@ def test_a_prior_plan_serves_the_check_of_every_candidate_design(client):
         for rate in RATES:
             assert 0 <= row[rate] <= 1 and 0 <= row[f"{rate}_se"] < 0.05
         assert row["wrong"] == (row["fr"] + row["fa"]) / 2
-    assert check["plan"]["design"] == plan["design"] and check["plan"]["m"] == plan["m"]
+    assert check["plan"]["design"] == plan["design"] and check["plan"]["m"] == plan["recipe"]["m_fixed"]
+    assert plan["m"] == plan["recipe"]["m_anytime"] > plan["recipe"]["m_fixed"]  # anytime mode: the monitor's m
     assert check["plan"]["trials"] == 1000  # the promise's own check, not the comparison's
     assert check["plan"] != {**check["designs"][plan["design"]], "note": check["plan"]["note"]}
     assert check["plan"]["keeps_promise"] and check["raised_from"] is None
@@ -168,44 +169,44 @@ def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.
 
 
 @pytest.mark.parametrize("design", ["random", "strat"])
-def test_the_monitoring_simulated_beside_the_checks_is_the_plans(monkeypatch: pytest.MonkeyPatch, design):
-    """A prior plan simulates monitoring at the design-free overlap beside the design checks when the
-    likely design holds one label in per item, and keeps it; Strat's own overlap is simulated after
-    the checks instead, so no simulation is thrown away (one call either way). Either way the
-    document's monitoring is the simulation at the planned m."""
+def test_the_plans_monitoring_is_sized_once_for_the_chosen_design(monkeypatch: pytest.MonkeyPatch, design):
+    """A prior plan sizes the monitor once, after the design is chosen, at the checked one-look m, in
+    the order of that design's lists (docs/method.md §8.1); the plan's m is the monitor's (anytime mode)
+    and the document's monitoring is that call's."""
     from service.planning import plans as planning
     from service.planning.monitoring_costs import plan_monitoring
     from service.schemas import DecisionSettings, PlanCreate
 
     n = 3_000
     matrix = _panel_matrix(n, seed=3)
-    seen: list[int] = []
+    seen: list[dict[str, Any]] = []
 
     def counted(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        seen.append(kwargs["m"])
+        seen.append(kwargs)
         return plan_monitoring(*args, **kwargs)
 
     monkeypatch.setattr(planning, "plan_monitoring", counted)
     draft = planning.plan_draft(
         PlanCreate(p_h=0.85, p_j=0.9, design=design, seed=2), DecisionSettings(), matrix, 2, None, n_resamples=100
     )
-    assert len(seen) == 1 and draft.document["check"]["raised_from"] is None
-    moments = draft.document["moments"]
-    direct = plan_monitoring(DecisionSettings(), moments, n_labels=2, n_humans=4, m=draft.m, n_items=n)
+    assert len(seen) == 1 and seen[0]["design"] == design and seen[0]["m_fixed"] == draft.document["m_fixed"]
+    direct = plan_monitoring(DecisionSettings(), (0.85, 0.9), **seen[0])
     assert draft.document["monitoring"] == direct and direct["simulated"]
+    assert draft.m == direct["m"] == direct["m_anytime"] > direct["m_fixed"]
 
 
 @pytest.mark.parametrize("coefficient", ["po", "kappa"])
 def test_a_design_chosen_by_the_check_is_served_at_the_overlap_it_was_compared_at(monkeypatch, coefficient):
     """Issue 29 item 2: the chooser compares designs at the design-free m; a shared panel (Strat) picked
     there used to be re-planned at its own smaller m (57 against 77 for kappa), where its wrong-decision rate
-    doubles. Forced to pick Strat, the served m, its recipe and its own check are at the compared m."""
+    doubles. Forced to pick Strat, the served m, its recipe and its own check are at the compared m (in fixed
+    mode: in anytime mode the monitor's m, sized for the chosen design, is served, at least the compared m)."""
     from service.planning import plans as planning
     from service.schemas import DecisionSettings, PlanCreate
 
     monkeypatch.setattr(planning, "simulated_choice", lambda checks, preferred: ("strat", "forced by the test"))
     matrix = _panel_matrix(3_000, seed=5)
-    decision = DecisionSettings(coefficient=coefficient)
+    decision = DecisionSettings(coefficient=coefficient, monitoring="fixed")
     draft = planning.plan_draft(
         PlanCreate(p_h=0.85, p_j=0.9, design="auto", seed=6), decision, matrix, 6, None, n_resamples=100
     )

@@ -355,7 +355,8 @@ def test_prior_plan_budget_when_the_corpus_is_large_enough(client):
     pid = setup_project(client, 200)
     p = make_plan(client, pid, **PRIOR, design="random", seed=5)
     recipe = p["recipe"]
-    assert recipe["m"] == p["m"] == 120 and recipe["feasible"] is True and recipe["reason"] == ""
+    assert recipe["m"] == recipe["m_fixed"] == 120 and recipe["feasible"] is True and recipe["reason"] == ""
+    assert p["m"] == recipe["m_planned"] == min(recipe["m_anytime"] or 200, 200) > 120  # anytime: the monitor's m
     assert recipe["rho"] == pytest.approx(120 / 200)
     assert recipe["per_rater"] == [200, 120, 120] and recipe["n_humans"] == 3
     assert recipe["total_human_labels"] == round(200 * (1 + 120 / 200 * 2))

@@ -73,7 +73,9 @@ def test_certification_scenario_end_to_end(database_url):
         plan = r.json()
         assert plan["design"] == "strat"  # balanced primary -> Strat (docs/method.md §5)
         # docs/method.md §4 example on a shared panel of 4 humans: 3 held-in labels per overlap item
-        assert plan["recipe"]["moments"]["pool_size"] == 3 and plan["m"] == M_SHARED_PANEL
+        assert plan["recipe"]["moments"]["pool_size"] == 3 and plan["recipe"]["m"] == M_SHARED_PANEL
+        # read continuously (the default anytime mode) the lists are the monitor's m (docs/method.md §8.1)
+        assert plan["recipe"]["m_fixed"] == M_SHARED_PANEL < plan["m"] == plan["recipe"]["m_anytime"]
         assert plan["recipe"]["n_humans"] == 4
 
         keys = {}
