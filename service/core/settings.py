@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     simulation_max_work: int = Field(50_000_000, ge=1)
     simulation_workers: int = Field(1, ge=1)
     agreement_max_work: int = Field(50_000_000, ge=1)
+    certificate_max_work: int = Field(
+        200_000_000, ge=1, description="Most label rows x resamples x judges one certificate computes or verifies."
+    )
     bootstrap_resamples: int = Field(1_000, ge=0)
     dashboard_wait_seconds: float = Field(
         0.1,
@@ -45,11 +48,23 @@ class Settings(BaseSettings):
         "its imports take seconds, which the worker's first such request would otherwise wait for.",
     )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
-    # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
-    # this server send requests where a pm says, so set it wherever that network matters.
+    # Label Studio servers a sync may call (JSON list of base URLs), at any address; empty: any
+    # at a public address (docs/operations.md, "Outbound requests").
     label_studio_urls: list[str] = Field(default_factory=list)
+    label_studio_timeout_seconds: float = Field(30.0, gt=0, description="Timeout of each call to Label Studio.")
+    label_studio_ready_seconds: float = Field(
+        120.0, gt=0, description="How long a sync waits for Label Studio's snapshot export to be ready."
+    )
+    label_studio_max_calls: int = Field(60, ge=4, description="Most requests one sync sends to Label Studio.")
+    outbound_allow_private: bool = Field(
+        False,
+        description="Allow outbound requests (webhooks, Label Studio) to loopback, private and reserved addresses; "
+        "for tests and single-host setups only.",
+    )
     webhook_sender: bool = Field(True, description="Run the outbound webhook sender in this process.")
-    webhook_allow_private: bool = Field(False, description="Allow webhook targets on loopback or private networks.")
+    webhook_allow_private: bool = Field(
+        False, description="Allow webhook targets on loopback or private networks (as outbound_allow_private does)."
+    )
     webhook_poll_seconds: float = Field(1.0, gt=0)
     webhook_decision_seconds: float = Field(
         5.0, ge=0, description="Least time between two re-reads of a project's decision for decision.changed."

@@ -16,7 +16,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from service.core.db import session_scope
-from service.core.errors import Invalid, TooLarge, error_responses
+from service.core.errors import Invalid, error_responses
+from service.core.limits import bounded_work
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.models import Simulation, new_public_id
 from service.data.queries import project_simulation
@@ -64,12 +65,13 @@ async def post_simulation(
     """
     sessions = request.app.state.sessions
     spec, resolved = await run_in_threadpool(resolve, session, project, body)
-    if spec.work > settings.simulation_max_work:
-        raise TooLarge(
-            f"this simulation needs {spec.work:,} units of work (trials x grid cells x items x raters); "
-            f"the limit is {settings.simulation_max_work:,}: lower trials, the grid or n_items",
-            code="simulation_too_large",
-        )
+    bounded_work(
+        {"units (trials x grid cells x items x raters)": spec.work},
+        settings.simulation_max_work,
+        setting="simulation_max_work",
+        code="simulation_too_large",
+        advice="lower trials, the grid or n_items",
+    )
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
     if spec.work <= settings.simulation_sync_limit:
         try:
