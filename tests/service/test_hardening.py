@@ -430,6 +430,39 @@ def test_disk_full_is_503_and_healthz_says_so_until_a_write_succeeds(client: Tes
 
 
 @sqlite_only
+def test_healthz_recovers_by_itself_after_an_outage_without_a_write(client: TestClient, project: dict) -> None:
+    """Issue 30: a worker behind a readiness probe gets no writes while it is 503; its health check probes."""
+    pid = project["id"]
+    _on_every_connection(client, "PRAGMA query_only = ON")
+    _assert_503(client.post(f"/projects/{pid}/raters", json={"external_id": "new", "kind": "human"}), "read_only")
+    client.app.state.database.probe_seconds = 0  # a probe at every check (2 s apart by default)
+    for path in ("/healthz", "/readyz"):  # the probe fails while the outage lasts: still 503, still read_only
+        health = client.get(path)
+        assert health.status_code == 503 and health.json()["database"] == "read_only", health.text
+    assert client.get("/livez").json() == {"status": "alive"}
+    _on_every_connection(client, "PRAGMA query_only = OFF")
+    for path in ("/healthz", "/readyz"):
+        assert client.get(path).json() == {"status": "ok", "database": "ok"}
+    assert client.get(f"/projects/{pid}/raters").status_code == 200
+
+
+def test_livez_answers_while_the_database_is_unreachable(client: TestClient) -> None:
+    from service.core.db import make_engine
+    from service.documents.sessions import worker_sessionmaker
+
+    app = client.app
+    good = app.state.engine, app.state.sessions
+    app.state.engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:9/annoplan?connect_timeout=2")
+    app.state.sessions = worker_sessionmaker(app.state.engine)
+    try:
+        assert client.get("/livez").status_code == 200
+        assert client.get("/readyz").status_code == 503
+    finally:
+        app.state.engine.dispose()
+        app.state.engine, app.state.sessions = good
+
+
+@sqlite_only
 def test_read_only_database_is_503_for_writes_and_reads_still_work(client: TestClient, project: dict) -> None:
     pid = project["id"]
     _on_every_connection(client, "PRAGMA query_only = ON")
