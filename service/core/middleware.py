@@ -110,9 +110,14 @@ def csrf_matches(cookie: str | None, submitted: str | None) -> bool:
     return bool(cookie and submitted) and secrets.compare_digest(cookie.encode(), submitted.encode())
 
 
+RETRY_AFTER_SECONDS = 5
+"""``Retry-After`` of a 429 or 503 whose handler set none."""
+
+
 class SecurityHeaders:
-    """Add ``X-Content-Type-Options: nosniff`` to every response, and to HTML the CSP and
-    ``X-Frame-Options: DENY`` (a policy the page set itself is kept)."""
+    """Add ``X-Content-Type-Options: nosniff`` to every response, to HTML the CSP and
+    ``X-Frame-Options: DENY`` (a policy the page set itself is kept), and ``Retry-After`` to
+    every 429 and 503 that has none."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -127,6 +132,8 @@ class SecurityHeaders:
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
                 headers.append((b"x-content-type-options", b"nosniff"))
+                if message["status"] in (429, 503) and b"retry-after" not in names:
+                    headers.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
                 content_type = dict(headers).get(b"content-type", b"")
                 if content_type.startswith(b"text/html"):
                     headers.append((b"x-frame-options", b"DENY"))

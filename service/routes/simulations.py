@@ -16,19 +16,28 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from service.core.db import session_scope
-from service.core.errors import Invalid, error_responses
+from service.core.errors import Conflict, Invalid, echo, error_responses
 from service.core.limits import bounded_work
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.models import Simulation, new_public_id
 from service.data.queries import project_simulation
-from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep, WriteSession, written
+from service.deps import (
+    PrincipalDep,
+    ProjectForPM,
+    ProjectForPMWrite,
+    ProjectId,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    written,
+)
 from service.schemas.simulations import (
     SimulateBody,
     SimulationJob,
     SimulationQueued,
     SimulationRun,
 )
-from service.simulations.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
+from service.simulations.jobs import RUNNER, cancel_job, expire_stale, is_stale, run_simulation, with_heartbeat
 from service.simulations.requests import JOBS_PER_WORKER, queue_job, resolve
 
 router = APIRouter(prefix="/projects", tags=["simulations"])
@@ -125,6 +134,10 @@ def get_simulation(
         with session_scope(request.app.state.sessions, write=True) as writer:
             expire_stale(writer, job_id=job.id)
             job = project_simulation(writer, project.id, sim_id)
+    return _job(job)
+
+
+def _job(job: Simulation) -> SimulationJob:
     return SimulationJob(
         id=job.id,
         status=job.status,
@@ -136,3 +149,23 @@ def get_simulation(
         created_at=job.created_at,
         finished_at=job.finished_at,
     )
+
+
+@router.delete(
+    "/{pid}/simulations/{sim_id}", response_model=SimulationJob, responses=error_responses(401, 403, 404, 409)
+)
+def cancel_simulation(
+    pid: ProjectId, project: ProjectForPMWrite, sim_id: SimulationId, session: WriteSession
+) -> SimulationJob:
+    """Cancel a queued or running simulation job (admin, pm): it is `failed` with a cancellation error.
+
+    A queued job never starts; a running one stops computing at its next progress write
+    (about a second), whichever server runs it; its place in the jobs in flight is freed at
+    once. 409 `simulation_finished` when the job is already done or failed.
+    """
+    job = project_simulation(session, project.id, sim_id)
+    if not cancel_job(session, job.id):
+        raise Conflict(f"simulation {echo(sim_id)} is already {job.status}", code="simulation_finished")
+    session.flush()
+    session.refresh(job)
+    return _job(job)
