@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from functools import lru_cache
 
 from pydantic import Field
@@ -17,6 +19,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     admin_key: str | None = None
+    secret_key: str | None = Field(
+        None,
+        description="The server's signing secret (login CSRF tokens). Unset: derived from the admin key and "
+        "database URL, or random per process without an admin key (then set it when running several workers).",
+    )
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_rows: int = Field(100_000, ge=1)
     max_batch_size: int = Field(1_000, ge=1)
@@ -74,6 +81,19 @@ class Settings(BaseSettings):
     webhook_retry_base_seconds: float = Field(5.0, gt=0)
     webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
     webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)
+
+
+_PROCESS_SECRET = secrets.token_bytes(32)
+
+
+def signing_secret(settings: Settings) -> bytes:
+    """The key this server signs its tokens with (see ``secret_key``); the same in every worker when configured."""
+    if settings.secret_key:
+        return hashlib.sha256(b"annoplan-secret." + settings.secret_key.encode()).digest()
+    if settings.admin_key:
+        seed = f"annoplan-derived.{settings.admin_key}.{settings.database_url}".encode()
+        return hashlib.sha256(seed).digest()
+    return _PROCESS_SECRET
 
 
 @lru_cache

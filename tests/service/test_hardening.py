@@ -158,6 +158,54 @@ def test_login_needs_the_forms_csrf_token(client: TestClient) -> None:
     assert r.status_code == 303 and "annoplan_key=" in r.headers["set-cookie"]
 
 
+def test_a_tossed_login_csrf_cookie_is_refused(client: TestClient) -> None:
+    """Issue 30: a same-site page set the CSRF cookie to a token of its choosing and posted it."""
+    import time
+
+    from service.core.middleware import new_csrf_token
+
+    del client.headers["Authorization"]
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for tossed in ("attacker-chosen", new_csrf_token(b"another server's secret"), new_csrf_token(b"x")[:-1]):
+        client.cookies.set("annoplan_login_csrf", tossed, path="/login")
+        r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={tossed}", headers=form, follow_redirects=False)
+        assert r.status_code == 403 and "annoplan_key=" not in r.headers.get("set-cookie", ""), tossed
+    client.cookies.clear()
+    from service.core.settings import signing_secret
+
+    old = new_csrf_token(signing_secret(client.app.state.settings), now=time.time() - 7200)
+    client.cookies.set("annoplan_login_csrf", old, path="/login")
+    r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={old}", headers=form, follow_redirects=False)
+    assert r.status_code == 403  # signed here, but two hours old
+    client.cookies.clear()
+    # a valid token, but the post comes from a page on another port of the host
+    token = login_token(client)
+    for other in ({"Origin": "http://testserver:8398"}, {"Sec-Fetch-Site": "same-site"}):
+        r = client.post(
+            "/login", content=f"key={ADMIN_KEY}&csrf={token}", headers={**form, **other}, follow_redirects=False
+        )
+        assert r.status_code == 403, other
+    own = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
+    token = login_token(client)  # each refusal served a fresh form
+    r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers={**form, **own}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+
+
+def test_login_cookies_are_host_prefixed_and_secure_over_https(settings: object) -> None:
+    from service.app import create_app
+
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
+        page = c.get("/login")
+        cookie = page.headers["set-cookie"]
+        assert cookie.startswith("__Host-annoplan_login_csrf=") and "Secure" in cookie and "Path=/;" in cookie
+        token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        r = c.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers=form, follow_redirects=False)
+        assert r.status_code == 303, r.text
+        assert "__Host-annoplan_key=" in r.headers["set-cookie"] and "Secure" in r.headers["set-cookie"]
+        assert c.get("/dashboard").status_code == 200  # the __Host- cookie logs the browser in
+
+
 # --- 12. offline documentation ----------------------------------------------------------------
 
 
