@@ -18,8 +18,8 @@ from service.core.middleware import (
     new_csrf_token,
     same_origin_post,
 )
-from service.core.settings import signing_secret
 from service.core.pagination import PageParams, encode_cursor
+from service.core.settings import signing_secret
 from service.core.uploads import RawBody
 from service.dashboard.charts import project_charts
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
