@@ -360,6 +360,28 @@ def test_nfkc_look_alikes_get_409_naming_the_existing_id(client: TestClient, pro
     assert client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"][-1]["external_id"] == "i19"
 
 
+@pytest.mark.parametrize("look_alike", ["ann\u20102", "ann\u22122", "ann\u20132", "\u0430\u043f\u043f-2"])
+def test_confusable_ids_next_to_ann_2_get_409(client: TestClient, project: dict, look_alike: str) -> None:
+    """Issue 30: U+2010 hyphen, U+2212 minus, an en dash, an all-Cyrillic look-alike (UTS #39 skeleton)."""
+    pid = project["id"]
+    assert _rater(client, pid, "ann-2").status_code == 201
+    r = _rater(client, pid, look_alike)
+    assert r.status_code == 409 and r.json()["error"] == "look_alike_id", r.text
+    assert "'ann-2'" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("mixed", ["\u0430nn-2", "p\u0430yp\u0430l", "ann\u03bf"])
+def test_ids_mixing_scripts_are_refused(client: TestClient, project: dict, mixed: str) -> None:
+    r = _rater(client, project["id"], mixed)
+    assert r.status_code == 422 and "mix scripts" in r.text, r.text
+    assert client.post(f"/projects/{project['id']}/items", json=[{"external_id": mixed}]).status_code == 422
+
+
+@pytest.mark.parametrize("fine", ["user-名前", "かな-1", "Москва-2", "Ελλάδα", "café-é", "item 1"])
+def test_single_script_ids_are_accepted(client: TestClient, project: dict, fine: str) -> None:
+    assert _rater(client, project["id"], fine).status_code == 201
+
+
 def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Path) -> None:
     """Ids stored before 0006_id_keys get their key; of two legacy look-alikes only the first does."""
     from alembic import command
