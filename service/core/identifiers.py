@@ -51,7 +51,7 @@ _CJK = {"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"}
 
 
 def _script(ch: str) -> str | None:
-    """The script of a letter, from the first word of its compatibility form's Unicode name (``LATIN``, ``CYRILLIC``, ...); None otherwise."""
+    """A letter's script: the first word of its compatibility form's Unicode name (``LATIN``, ...); else None."""
     if not ch.isalpha():
         return None
     folded = unicodedata.normalize("NFKC", ch)[:1] or ch  # full-width and ligature forms name their script
