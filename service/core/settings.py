@@ -54,6 +54,15 @@ class Settings(BaseSettings):
         description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
         "its imports take seconds, which the worker's first such request would otherwise wait for.",
     )
+    plans_per_project: int = Field(
+        2, ge=1, description="Plan computations one project may have in flight per worker process (429 past it)."
+    )
+    syncs_per_project: int = Field(
+        1, ge=1, description="Label Studio syncs one project may have in flight per worker process (429 past it)."
+    )
+    simulations_per_project: int = Field(
+        2, ge=1, description="Simulation jobs one project may have queued or running, service-wide (429 past it)."
+    )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs), at any address; empty: any
     # at a public address (docs/operations.md, "Outbound requests").

@@ -326,13 +326,14 @@ async def sync_label_studio(
     policy = label_studio_policy(settings)
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     # no write transaction open while Label Studio works, and the writer's turn waited for in the event loop
-    label_config, rows = await run_in_threadpool(
-        fetch_snapshot,
-        body,
-        policy,
-        ready_within=settings.label_studio_ready_seconds,
-        max_calls=settings.label_studio_max_calls,
-    )
+    with request.app.state.sync_slots.slot(project.id):  # 429 when this project's sync is already running
+        label_config, rows = await run_in_threadpool(
+            fetch_snapshot,
+            body,
+            policy,
+            ready_within=settings.label_studio_ready_seconds,
+            max_calls=settings.label_studio_max_calls,
+        )
     done = await written(
         request,
         lambda writer: import_rows(

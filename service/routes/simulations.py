@@ -109,7 +109,7 @@ async def post_simulation(
     inserted = []  # empty when the Idempotency-Key replays an earlier response
 
     def write(writer: WriteSession) -> tuple[int, SimulationQueued]:
-        queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER)
+        queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER, settings.simulations_per_project)
         inserted.append(job.id)
         return 202, queued
 

@@ -177,6 +177,7 @@ def world(module_url: str) -> Iterator[World]:
         simulation_sync_limit=1_000,
         webhook_sender=False,
         webhook_allow_private=True,
+        outbound_allow_private=True,  # the sync row calls an unserved loopback port: 502
     )
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         w = World(client, "", "")

@@ -300,3 +300,46 @@ def test_the_delivery_log_keeps_no_word_of_the_targets_answer(project_with_rater
         (delivery,) = c.get(f"/projects/{pid}/webhooks/{hook['id']}/deliveries").json()["items"]
         assert delivery["last_status_code"] == 500 and delivery["last_error"] == "HTTP 500"
         assert "SECRET" not in json.dumps(delivery)
+
+
+# --- 4. fair sharing: one project's syncs and plans hold only its own slots ----------------------
+
+
+def test_a_second_sync_of_one_project_waits_its_turn_but_other_projects_do_not(settings: Settings) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with (
+        Target(label_studio(export_status="running")) as target,
+        app_client(settings, outbound_allow_private=True, label_studio_ready_seconds=3.0) as c,
+    ):
+        a, b = (c.post("/projects", json={"name": n, "labels": ["x", "y"]}).json()["id"] for n in "ab")
+        body = {"url": target.url, "project": 7, "token": "t"}
+
+        def sync_of(pid: str) -> Any:
+            return c.post(f"/projects/{pid}/integrations/label-studio/sync", json=body)
+
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(sync_of, a)
+            deadline = time.monotonic() + 10
+            while not target.requests:  # the first sync is under way
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            second = sync_of(a)
+            assert second.status_code == 429 and int(second.headers["retry-after"]) > 0, second.text
+            assert second.json()["error"] == "too_many_in_flight"
+            other = pool.submit(sync_of, b)
+            assert first.result().status_code == 502 and other.result().status_code == 502  # not 429
+
+
+def test_project_slots_are_per_project_and_freed() -> None:
+    from service.core.fairness import Busy, ProjectSlots
+
+    slots = ProjectSlots("plans", 2)
+    with slots.slot("a"), slots.slot("a"):
+        with pytest.raises(Busy, match="at most 2 at once"):
+            with slots.slot("a"):
+                pass
+        with slots.slot("b"):
+            pass
+    with slots.slot("a"), slots.slot("a"):
+        pass

@@ -99,7 +99,13 @@ def wait_done(client: TestClient, poll: str, timeout: float = 120.0) -> dict:
 @pytest.fixture
 def job_client(database_url: str) -> Iterator[TestClient]:
     """A client whose every simulation is a job (sync limit 0), one worker, so at most 4 in flight."""
-    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, simulation_sync_limit=0, simulation_workers=1)
+    settings = Settings(
+        database_url=database_url,
+        admin_key=ADMIN_KEY,
+        simulation_sync_limit=0,
+        simulation_workers=1,
+        simulations_per_project=4,  # the service-wide bound is tested here; the per-project one on its own
+    )
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         yield c
@@ -496,3 +502,18 @@ def test_a_job_can_be_cancelled_and_frees_its_place(job_client, database_url):
     assert waited < 2 * per_cell + 2.0  # the five cells left would take 5 x per_cell
     after = job_client.get(poll).json()
     assert after["status"] == "failed" and after["error"].startswith("cancelled") and after["result"] is None
+
+
+def test_one_project_cannot_hold_every_simulation_slot(job_client, database_url):
+    """Issue 30: a pm keeping jobs in flight gets 429 at its project's share; another project still gets in."""
+    job_client.app.state.settings = job_client.app.state.settings.model_copy(update={"simulations_per_project": 2})
+    flooding, other = make_project(job_client), make_project(job_client)
+    settings = job_client.post(f"/projects/{flooding}/simulate", json={**SMALL, "trials": 1}).json()
+    settings = wait_done(job_client, settings["poll"])["settings"]
+    insert_jobs(database_url, flooding, settings, [timedelta(seconds=1)] * 2, status="queued")
+    r = job_client.post(f"/projects/{flooding}/simulate", json={**SMALL, "trials": 1})
+    assert r.status_code == 429 and int(r.headers["retry-after"]) > 0, r.text
+    assert "this project has 2 simulations" in r.json()["detail"]
+    r = job_client.post(f"/projects/{other}/simulate", json={**SMALL, "trials": 1})
+    assert r.status_code == 202, r.text
+    assert wait_done(job_client, r.json()["poll"])["status"] == "done"
