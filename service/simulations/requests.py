@@ -251,6 +251,11 @@ def queue_job(session: Session, job: Simulation, limit: int, per_project: int | 
     if session.get_bind().dialect.name == "postgresql":  # SQLite: the write transaction already serialises
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SUBMIT_LOCK})
     in_flight = select(func.count()).select_from(Simulation).where(Simulation.status.in_(ACTIVE))
+    active = session.scalar(in_flight)
+    if active >= limit:
+        raise TooManyRequests(
+            f"{active} simulations are already queued or running (the limit is {limit}); retry when one finishes"
+        )
     if per_project is not None:
         mine = session.scalar(in_flight.where(Simulation.project_id == job.project_id))
         if mine >= per_project:
@@ -258,10 +263,5 @@ def queue_job(session: Session, job: Simulation, limit: int, per_project: int | 
                 f"this project has {mine} simulations queued or running (at most {per_project} at once); "
                 "retry when one finishes, or cancel one (DELETE)"
             )
-    active = session.scalar(in_flight)
-    if active >= limit:
-        raise TooManyRequests(
-            f"{active} simulations are already queued or running (the limit is {limit}); retry when one finishes"
-        )
     session.add(job)
     session.flush()
