@@ -24,6 +24,7 @@ def main() -> None:
         workers=settings.workers,
         proxy_headers=True,
         forwarded_allow_ips=settings.forwarded_allow_ips,
+        server_header=False,  # what the server runs on is nobody's business (issue 30)
     )
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.core.db import make_engine, session_scope, writer_turn
 from service.core.errors import ErrorBody, install_error_handlers
+from service.core.fairness import ProjectSlots
 from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
 from service.core.settings import Settings, get_settings
@@ -104,6 +105,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # Plans are drafted on threads of their own: a drafted plan waiting for its turn to be
             # stored then holds none of the pool's threads, which the turn's holder may need.
             app.state.plan_drafts = anyio.CapacityLimiter(PLAN_DRAFTS)
+            # one project may hold only part of them (and of the syncs), so it cannot starve the others
+            app.state.plan_slots = ProjectSlots("plan computations", settings.plans_per_project)
+            app.state.sync_slots = ProjectSlots("Label Studio syncs", settings.syncs_per_project)
             documents = app.state.documents = DocumentCache()
             sender = WebhookSender(app.state.sessions, settings, documents)
             if settings.webhook_sender:

@@ -60,7 +60,8 @@ def request_authorization(request: Request) -> str | None:
     logged-in browser write (no CSRF surface).
     """
     header = request.headers.get("authorization")
-    cookie = request.cookies.get(KEY_COOKIE)
+    https = request.url.scheme == "https"
+    cookie = request.cookies.get(f"__Host-{KEY_COOKIE}" if https else KEY_COOKIE)
     if header is None and cookie and request.method in ("GET", "HEAD"):
         return f"Bearer {cookie}"
     return header

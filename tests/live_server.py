@@ -59,6 +59,7 @@ class LiveServer:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
+                "--no-server-header",
                 "--log-level",
                 "warning",
                 *(["--workers", str(self.workers)] if self.workers > 1 else []),

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import re
 import secrets
+import time
 
 import orjson
 from starlette.datastructures import MutableHeaders
@@ -101,21 +103,56 @@ def csp_with_inline_scripts(html: str) -> str:
     return CSP.replace("script-src 'self'", f"script-src 'self' {hashes}")
 
 
-def new_csrf_token() -> str:
-    """A fresh random token for the login form and its cookie (double submit)."""
-    return secrets.token_urlsafe(32)
+CSRF_MAX_AGE_SECONDS = 3600
 
 
-def csrf_matches(cookie: str | None, submitted: str | None) -> bool:
-    """Whether the form's token is the one in the browser's cookie (constant-time)."""
-    if not cookie or not submitted:
+def cookie_name(name: str, *, https: bool) -> str:
+    """``__Host-<name>`` over https (the browser then takes it only Secure, for this host, path /), else ``name``."""
+    return f"__Host-{name}" if https else name
+
+
+def _csrf_mac(secret: bytes, nonce: str, issued: int) -> str:
+    mac = hmac.new(secret, f"login-csrf.{nonce}.{issued}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+def new_csrf_token(secret: bytes, *, now: float | None = None) -> str:
+    """A login-form token ``<nonce>.<issued>.<HMAC of both under the server's secret>`` (double submit, signed)."""
+    nonce, issued = secrets.token_urlsafe(18), int(time.time() if now is None else now)
+    return f"{nonce}.{issued}.{_csrf_mac(secret, nonce, issued)}"
+
+
+def csrf_matches(cookie: str | None, submitted: str | None, secret: bytes, *, now: float | None = None) -> bool:
+    """Whether the form's token is the cookie's (constant-time), signed by this server and under an hour old."""
+    if not (cookie and submitted) or not secrets.compare_digest(cookie.encode(), submitted.encode()):
         return False
-    return secrets.compare_digest(cookie.encode(), submitted.encode())
+    parts = submitted.split(".")
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    nonce, issued, mac = parts[0], int(parts[1]), parts[2]
+    age = (time.time() if now is None else now) - issued
+    return 0 <= age <= CSRF_MAX_AGE_SECONDS and secrets.compare_digest(mac, _csrf_mac(secret, nonce, issued))
+
+
+def same_origin_post(origin: str | None, fetch_site: str | None, own_origin: str) -> bool:
+    """Whether a browser's form post comes from this origin: ``Origin`` and ``Sec-Fetch-Site`` agree when sent.
+
+    A page on another port of the host or on a sibling subdomain is same-site but not
+    same-origin: refused. Clients that send neither (not browsers) are judged by the token alone.
+    """
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        return False
+    return origin is None or origin.rstrip("/") == own_origin.rstrip("/")
+
+
+RETRY_AFTER_SECONDS = 5
+"""``Retry-After`` of a 429 or 503 whose handler set none."""
 
 
 class SecurityHeaders:
-    """Add ``X-Content-Type-Options: nosniff`` to every response, and to HTML the CSP and
-    ``X-Frame-Options: DENY`` (a policy the page set itself is kept)."""
+    """Add ``X-Content-Type-Options: nosniff`` to every response, to HTML the CSP and
+    ``X-Frame-Options: DENY`` (a policy the page set itself is kept), and ``Retry-After`` to
+    every 429 and 503 that has none."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -130,6 +167,8 @@ class SecurityHeaders:
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
                 headers.append((b"x-content-type-options", b"nosniff"))
+                if message["status"] in (429, 503) and b"retry-after" not in names:
+                    headers.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
                 content_type = dict(headers).get(b"content-type", b"")
                 if content_type.startswith(b"text/html"):
                     headers.append((b"x-frame-options", b"DENY"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from functools import lru_cache
 
 from pydantic import Field
@@ -25,6 +27,11 @@ class Settings(BaseSettings):
         "are believed: the client address and https scheme they report (docs/operations.md).",
     )
     admin_key: str | None = None
+    secret_key: str | None = Field(
+        None,
+        description="The server's signing secret (login CSRF tokens). Unset: derived from the admin key and "
+        "database URL, or random per process without an admin key (then set it when running several workers).",
+    )
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_rows: int = Field(100_000, ge=1)
     max_batch_size: int = Field(1_000, ge=1)
@@ -34,6 +41,9 @@ class Settings(BaseSettings):
     simulation_max_work: int = Field(50_000_000, ge=1)
     simulation_workers: int = Field(1, ge=1)
     agreement_max_work: int = Field(50_000_000, ge=1)
+    certificate_max_work: int = Field(
+        200_000_000, ge=1, description="Most label rows x resamples x judges one certificate computes or verifies."
+    )
     bootstrap_resamples: int = Field(1_000, ge=0)
     dashboard_wait_seconds: float = Field(
         0.1,
@@ -52,12 +62,33 @@ class Settings(BaseSettings):
         description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
         "its imports take seconds, which the worker's first such request would otherwise wait for.",
     )
+    plans_per_project: int = Field(
+        2, ge=1, description="Plan computations one project may have in flight per worker process (429 past it)."
+    )
+    syncs_per_project: int = Field(
+        1, ge=1, description="Label Studio syncs one project may have in flight per worker process (429 past it)."
+    )
+    simulations_per_project: int = Field(
+        2, ge=1, description="Simulation jobs one project may have queued or running, service-wide (429 past it)."
+    )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
-    # Label Studio servers a sync may call (JSON list of base URLs); empty: any. A sync makes
-    # this server send requests where a pm says, so set it wherever that network matters.
+    # Label Studio servers a sync may call (JSON list of base URLs), at any address; empty: any
+    # at a public address (docs/operations.md, "Outbound requests").
     label_studio_urls: list[str] = Field(default_factory=list)
+    label_studio_timeout_seconds: float = Field(30.0, gt=0, description="Timeout of each call to Label Studio.")
+    label_studio_ready_seconds: float = Field(
+        120.0, gt=0, description="How long a sync waits for Label Studio's snapshot export to be ready."
+    )
+    label_studio_max_calls: int = Field(60, ge=4, description="Most requests one sync sends to Label Studio.")
+    outbound_allow_private: bool = Field(
+        False,
+        description="Allow outbound requests (webhooks, Label Studio) to loopback, private and reserved addresses; "
+        "for tests and single-host setups only.",
+    )
     webhook_sender: bool = Field(True, description="Run the outbound webhook sender in this process.")
-    webhook_allow_private: bool = Field(False, description="Allow webhook targets on loopback or private networks.")
+    webhook_allow_private: bool = Field(
+        False, description="Allow webhook targets on loopback or private networks (as outbound_allow_private does)."
+    )
     webhook_poll_seconds: float = Field(1.0, gt=0)
     webhook_decision_seconds: float = Field(
         5.0, ge=0, description="Least time between two re-reads of a project's decision for decision.changed."
@@ -67,6 +98,19 @@ class Settings(BaseSettings):
     webhook_retry_base_seconds: float = Field(5.0, gt=0)
     webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
     webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)
+
+
+_PROCESS_SECRET = secrets.token_bytes(32)
+
+
+def signing_secret(settings: Settings) -> bytes:
+    """The key this server signs its tokens with (see ``secret_key``); the same in every worker when configured."""
+    if settings.secret_key:
+        return hashlib.sha256(b"annoplan-secret." + settings.secret_key.encode()).digest()
+    if settings.admin_key:
+        seed = f"annoplan-derived.{settings.admin_key}.{settings.database_url}".encode()
+        return hashlib.sha256(seed).digest()
+    return _PROCESS_SECRET
 
 
 @lru_cache

@@ -16,6 +16,29 @@ from service.planning.lists import plan_inclusion
 from service.planning.plans import current_plan
 from service.schemas.certificates import CertificateCreate
 
+MAX_RESAMPLES = 100_000
+"""The most bootstrap resamples a certificate may name (as `CertificateCreate.n_resamples` allows)."""
+
+
+def certificate_work(statement: dict[str, Any], n_rows: int) -> dict[str, int]:
+    """The factors of verifying ``statement`` against ``n_rows`` label rows: rows, resamples, judges.
+
+    422 ``invalid_certificate`` for a ``seeds.n_resamples`` that is not a count in 1..MAX_RESAMPLES;
+    a statement without one is left for the verifier to refuse.
+    """
+    predicate = statement.get("predicate")
+    predicate = predicate if isinstance(predicate, dict) else {}
+    seeds = predicate.get("seeds")
+    n_resamples = seeds.get("n_resamples", 1) if isinstance(seeds, dict) else 1
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or not 1 <= n_resamples <= MAX_RESAMPLES:
+        raise Invalid(
+            f"seeds.n_resamples must be a count from 1 to {MAX_RESAMPLES:,}, got {echo(n_resamples)}",
+            code="invalid_certificate",
+        )
+    raters = predicate.get("raters")
+    judges = sum(kind == "judge" for kind in raters.values()) if isinstance(raters, dict) else 1
+    return {"label rows": n_rows, "resamples": n_resamples, "judges": max(judges, 1)}
+
 
 def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[str, Any]]:
     """Every cell's current label as of ``label_seq``, from the append-only events (docs/method.md §10)."""

@@ -14,7 +14,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
-from service.core.errors import AppError, Invalid, echo
+from service.core.errors import AppError
+from service.core.outbound import OutboundPolicy, OutboundRefused, client
 from service.label_studio.reconcile import ImportResult
 from service.schemas import Strict
 
@@ -60,72 +61,77 @@ class SyncResult(ImportResult):
     tasks: int = Field(description="Tasks in the snapshot.")
 
 
-def check_allowed(url: str, allowed: list[str]) -> None:
-    """422 unless ``url`` is under one of the ``allowed`` base URLs (same scheme, host and port,
-    path below it); an empty list allows any.
-
-    >>> check_allowed("http://ls:8080/", ["http://ls:8080"])
-    >>> check_allowed("http://ls:80801", ["http://ls:8080"])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    service.core.errors.Invalid: url 'http://ls:80801' is not a Label Studio this server may call ...
-    """
-    target = httpx.URL(url)
-    for base in map(httpx.URL, allowed):
-        if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port) and target.path.startswith(
-            base.path.rstrip("/")
-        ):
-            return
-    if allowed:
-        raise Invalid(
-            f"url {echo(url)} is not a Label Studio this server may call (ANNOPLAN_LABEL_STUDIO_URLS)",
-            code="label_studio_not_allowed",
-        )
-
-
 def _json(response: httpx.Response, what: str) -> Any:
+    """The JSON of a 2xx answer; 502 with the status and a reason of ours otherwise (nothing of the body)."""
     if response.status_code in (401, 403):
         raise LabelStudioUnavailable(
             f"Label Studio refused the token ({response.status_code}) for {what}: check the token and token_type "
             "(legacy tokens need Label Studio started with --enable-legacy-api-token)"
         )
-    if response.status_code >= 400:
-        raise LabelStudioUnavailable(f"Label Studio answered {response.status_code} for {what}: {response.text[:100]}")
+    if response.status_code >= 300:
+        raise LabelStudioUnavailable(f"Label Studio answered {response.status_code} for {what}")
     try:
         return response.json()
     except ValueError:
         raise LabelStudioUnavailable(f"Label Studio's answer for {what} is not JSON") from None
 
 
+def _object(response: httpx.Response, what: str) -> dict[str, Any]:
+    answer = _json(response, what)
+    if not isinstance(answer, dict):
+        raise LabelStudioUnavailable(f"Label Studio's answer for {what} is not a JSON object")
+    return answer
+
+
+def _export_id(export: dict[str, Any]) -> int:
+    eid = export.get("id")
+    if not isinstance(eid, int) or isinstance(eid, bool) or eid < 0:
+        raise LabelStudioUnavailable("Label Studio's snapshot export has no integer id")
+    return eid
+
+
 def fetch_snapshot(
-    req: SyncRequest, *, timeout: float = 30.0, ready_within: float = 300.0
+    req: SyncRequest, policy: OutboundPolicy, *, ready_within: float = 120.0, max_calls: int = 60
 ) -> tuple[str | None, list[Any]]:
-    """The project's labeling config and a full snapshot of its tasks; 502 when Label Studio fails."""
+    """The project's labeling config and a full snapshot of its tasks; 502 when Label Studio fails.
+
+    Under the outbound ``policy`` (docs/operations.md): pinned checked addresses, no
+    redirects, a timeout per call, at most ``max_calls`` calls, and the export polled with a
+    growing pause for at most ``ready_within`` seconds.
+    """
     headers = {"Authorization": f"{req.token_type} {req.token.get_secret_value()}"}
     base = f"/api/projects/{req.project}"
     try:
-        with httpx.Client(base_url=req.url, headers=headers, timeout=timeout) as client:
-            config = _json(client.get(base), "the project").get("label_config")
-            export = _json(
-                client.post(
+        with client(policy, base_url=req.url, headers=headers, max_calls=max_calls) as http:
+            config = _object(http.get(base), "the project").get("label_config")
+            if config is not None and not isinstance(config, str):
+                raise LabelStudioUnavailable("Label Studio's project has a label_config that is not a string")
+            export = _object(
+                http.post(
                     f"{base}/exports", json={"title": "annoplan sync", "serialization_options": SNAPSHOT_OPTIONS}
                 ),
                 "a snapshot export",
             )
+            eid = _export_id(export)
             deadline = time.monotonic() + ready_within
+            pause = 0.25
             while export.get("status") != "completed":
-                if export.get("status") == "failed" or time.monotonic() > deadline:
-                    raise LabelStudioUnavailable(f"the snapshot export is {export.get('status')!r}, not completed")
-                time.sleep(0.5)
-                export = _json(client.get(f"{base}/exports/{export['id']}"), "the snapshot's status")
+                if export.get("status") == "failed" or time.monotonic() + pause > deadline:
+                    status = export.get("status")
+                    shown = status if isinstance(status, str) and len(status) <= 20 else "unknown"
+                    raise LabelStudioUnavailable(f"the snapshot export is {shown!r}, not completed")
+                time.sleep(pause)
+                pause = min(2 * pause, 5.0)
+                export = _object(http.get(f"{base}/exports/{eid}"), "the snapshot's status")
             tasks = _json(
-                client.get(f"{base}/exports/{export['id']}/download", params={"exportType": "JSON"}),
+                http.get(f"{base}/exports/{eid}/download", params={"exportType": "JSON"}),
                 "the snapshot download",
             )
-            client.delete(f"{base}/exports/{export['id']}")
+            http.delete(f"{base}/exports/{eid}")
+    except OutboundRefused as refused:
+        raise LabelStudioUnavailable(f"Label Studio was not called further: {refused.reason}") from None
     except httpx.HTTPError as exc:
-        raise LabelStudioUnavailable(
-            f"Label Studio at {req.url[:100]} could not be reached: {type(exc).__name__}"
-        ) from None
+        raise LabelStudioUnavailable(f"Label Studio could not be reached: {type(exc).__name__}") from None
     if not isinstance(tasks, list):
         raise LabelStudioUnavailable("the snapshot download is not a list of tasks")
     return config, tasks

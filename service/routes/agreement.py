@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 
 from planner.agreement import summary_table
 from service.core.errors import Invalid, TooLarge, echo, error_responses
+from service.core.limits import bounded_work
 from service.core.middleware import mark_deprecated
 from service.core.offload import ClientGone, run_while_connected
 from service.deps import PrincipalDep, SettingsDep
@@ -91,14 +92,14 @@ async def post_agreement(
     if body.values is not None and len(body.values) != len(body.labels):
         raise Invalid(f"values must hold one number per label ({len(body.labels)}), got {len(body.values)}")
     cells = sum(len(row) for row in body.matrix)
-    work = cells * body.n_resamples
-    if work > settings.agreement_max_work:
-        most = max(settings.agreement_max_work // max(cells, 1), 0)
-        raise TooLarge(
-            f"{cells:,} cells x {body.n_resamples:,} resamples is {work:,} units of work; the limit is "
-            f"{settings.agreement_max_work:,}: send at most {most:,} resamples for this matrix, or fewer cells",
-            code="agreement_too_large",
-        )
+    most = max(settings.agreement_max_work // max(cells, 1), 0)
+    work = bounded_work(
+        {"cells": cells, "resamples": body.n_resamples},
+        settings.agreement_max_work,
+        setting="agreement_max_work",
+        code="agreement_too_large",
+        advice=f"send at most {most:,} resamples for this matrix, or fewer cells",
+    )
     codes = await asyncio.to_thread(matrix_codes, body)
     if work <= INLINE_WORK:
         table = await asyncio.to_thread(partial(agreement_table, codes, body))

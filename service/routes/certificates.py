@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from planner.certificate import verify_certificate
 from service.core.errors import Invalid, error_responses
+from service.core.limits import INLINE_WORK, bounded_work
+from service.core.offload import ClientGone, run_while_connected
 from service.core.pagination import Page, PageDep, encode_cursor
 from service.data.models import Certificate
 from service.deps import (
@@ -23,6 +26,7 @@ from service.deps import (
 )
 from service.documents.certificates import (
     certificate_settings,
+    certificate_work,
     certificates_page,
     existing_certificate,
     issue_certificate,
@@ -52,7 +56,7 @@ def _statement_response(row: Certificate, status: int) -> JSONResponse:
     status_code=201,
     response_model=Statement,
     responses={
-        **error_responses(401, 403, 404, 409, 422),
+        **error_responses(401, 403, 404, 409, 413, 422),
         200: {"model": Statement, "description": "Already issued for these labels and settings"},
     },
 )
@@ -79,6 +83,14 @@ async def post_certificate(
     if twin is not None:
         return _statement_response(twin, 200)
     snapshot = await run_in_threadpool(snapshot_at, session, project.id, frozen["label_seq"])
+    judges = sum(kind == "judge" for kind in frozen["raters"].values())
+    bounded_work(
+        {"label rows": len(snapshot), "resamples": frozen["seeds"]["n_resamples"], "judges": judges},
+        settings.certificate_max_work,
+        setting="certificate_max_work",
+        code="certificate_too_large",
+        advice="ask for fewer n_resamples",
+    )
     row, created = await written(
         request,
         lambda writer: issue_certificate(  # the turn waited for in the event loop
@@ -123,16 +135,32 @@ def get_certificate(
 
 
 @router.post("/certificates/verify", response_model=VerifyResult, responses=error_responses(401, 413, 422))
-def post_verify(body: VerifyRequest, principal: PrincipalDep) -> VerifyResult:
+async def post_verify(
+    body: VerifyRequest, request: Request, principal: PrincipalDep, settings: SettingsDep
+) -> VerifyResult | Response:
     """Re-derive a certificate from a label export (any key; nothing is read from the database).
 
     Recomputes the snapshot digest and the decision under the predicate's settings:
     `match` is false when a label was changed, removed or added, a setting such as
     `decision.epsilon` or `seeds.seed` was edited, or the result does not recompute —
-    each mismatch names its field.
+    each mismatch names its field. The work, label rows x `seeds.n_resamples` x judges, is
+    bounded by `ANNOPLAN_CERTIFICATE_MAX_WORK` (413 past it, checked before it starts); a
+    large one runs in a child process and stops if the client disconnects.
     """
+    work = bounded_work(
+        certificate_work(body.certificate, len(body.labels)),
+        settings.certificate_max_work,
+        setting="certificate_max_work",
+        code="certificate_too_large",
+        advice="verify against fewer label rows, or a certificate with fewer resamples",
+    )
     try:
-        check = verify_certificate(body.certificate, body.labels)
+        if work <= INLINE_WORK:
+            check = await asyncio.to_thread(verify_certificate, body.certificate, body.labels)
+        else:
+            check = await run_while_connected(request, verify_certificate, body.certificate, body.labels)
+    except ClientGone:
+        return Response(status_code=499)  # nobody reads it: the client closed the connection
     except ValueError as error:
         raise Invalid(str(error)[:300], code="invalid_certificate") from None
     return VerifyResult(

@@ -9,8 +9,17 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from service.core.errors import AppError, NotFound, Unauthorized, echo, error_responses
-from service.core.middleware import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
+from service.core.middleware import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    CSRF_MAX_AGE_SECONDS,
+    cookie_name,
+    csrf_matches,
+    new_csrf_token,
+    same_origin_post,
+)
 from service.core.pagination import PageParams, encode_cursor
+from service.core.settings import signing_secret
 from service.core.uploads import RawBody
 from service.dashboard.charts import project_charts
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
@@ -44,18 +53,27 @@ ChartId = Annotated[
 ]
 
 
-def _login_form(message: str = "", status_code: int = 200) -> HTMLResponse:
-    """The login form with a fresh CSRF token, also set in a cookie the POST must match."""
-    token = new_csrf_token()
+def _login_form(request: Request, message: str = "", status_code: int = 200) -> HTMLResponse:
+    """The login form with a fresh signed CSRF token, also set in a cookie the POST must match."""
+    token = new_csrf_token(signing_secret(request.app.state.settings))
     response = HTMLResponse(login_page(token, message), status_code=status_code)
-    response.set_cookie(CSRF_COOKIE, token, path="/login", httponly=True, samesite="strict")
+    https = request.url.scheme == "https"
+    response.set_cookie(
+        cookie_name(CSRF_COOKIE, https=https),
+        token,
+        max_age=CSRF_MAX_AGE_SECONDS,
+        path="/" if https else "/login",  # a __Host- cookie must have path /
+        httponly=True,
+        samesite="strict",
+        secure=https,
+    )
     return response
 
 
 @router.get("/login", response_class=HTMLResponse)
-def get_login() -> HTMLResponse:
+def get_login(request: Request) -> HTMLResponse:
     """The dashboard login form (with a CSRF token in a hidden field and a cookie)."""
-    return _login_form()
+    return _login_form(request)
 
 
 @router.post(
@@ -64,27 +82,37 @@ def get_login() -> HTMLResponse:
     responses={
         303: {"description": "Logged in"},
         401: {"description": "Unknown key"},
-        403: {"description": "Missing or wrong CSRF token: load the form again"},
+        403: {"description": "Missing or wrong CSRF token, or a form of another origin: load the form again"},
     },
 )
 def post_login(request: Request, body: RawBody, session: ReadSession) -> Response:
     """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only); go to the
     projects index (admin) or the key's project dashboard.
 
-    The form's CSRF token must match the cookie set with the form (403 otherwise).
+    The form's CSRF token must match the cookie set with the form and carry this server's
+    signature (under an hour old), and a browser's post must come from this origin
+    (`Origin`, `Sec-Fetch-Site`); 403 otherwise. Over https the cookies are `__Host-` and `Secure`.
     """
+    https = request.url.scheme == "https"
+    csrf_cookie = cookie_name(CSRF_COOKIE, https=https)
     form = parse_qs(body.decode("utf-8", "replace"))
-    if not csrf_matches(request.cookies.get(CSRF_COOKIE), (form.get(CSRF_FIELD) or [""])[0]):
-        return _login_form("the login form expired or came from another site; log in again", 403)
+    own_origin = f"{request.url.scheme}://{request.url.netloc}"
+    if not same_origin_post(request.headers.get("origin"), request.headers.get("sec-fetch-site"), own_origin):
+        return _login_form(request, "the login form came from another site; log in again", 403)
+    secret = signing_secret(request.app.state.settings)
+    if not csrf_matches(request.cookies.get(csrf_cookie), (form.get(CSRF_FIELD) or [""])[0], secret):
+        return _login_form(request, "the login form expired or came from another site; log in again", 403)
     key = (form.get("key") or [""])[0].strip()
     try:
         principal = principal_for(session, f"Bearer {key}")
     except Unauthorized:
-        return _login_form("unknown or revoked API key", 401)
+        return _login_form(request, "unknown or revoked API key", 401)
     target = f"/projects/{principal.project_id}/dashboard" if principal.project_id else "/dashboard"
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(KEY_COOKIE, key, httponly=True, samesite="strict", secure=request.url.scheme == "https")
-    response.delete_cookie(CSRF_COOKIE, path="/login")
+    response.set_cookie(
+        cookie_name(KEY_COOKIE, https=https), key, path="/", httponly=True, samesite="strict", secure=https
+    )
+    response.delete_cookie(csrf_cookie, path="/" if https else "/login", secure=https, httponly=True)
     return response
 
 

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
 
 from service.core.errors import Invalid, TooLarge, Unauthorized, error_responses
+from service.core.outbound import checked, label_studio_policy
 from service.core.pagination import Page, PageDep, page_of
 from service.core.uploads import RawBody
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
@@ -40,7 +41,7 @@ from service.label_studio.inbox import (
     replay_issues,
 )
 from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
-from service.label_studio.sync import SyncRequest, SyncResult, check_allowed, fetch_snapshot
+from service.label_studio.sync import SyncRequest, SyncResult, fetch_snapshot
 from service.planning.batches import visible_batch
 from service.schemas import Role
 
@@ -320,11 +321,20 @@ async def sync_label_studio(
     predictions by `model_version`. Idempotent: a second sync with nothing changed in Label
     Studio reports no change. This recovers any webhook delivery that was missed. 502 when
     Label Studio cannot be reached, refuses the token, or fails the export; nothing is written.
-    A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set) is a 422 and is not called.
+    A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set), or at a loopback, private or
+    reserved address (unless listed there), is a 422 and is not called (docs/operations.md).
     """
-    check_allowed(body.url, settings.label_studio_urls)
+    policy = label_studio_policy(settings)
+    checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     # no write transaction open while Label Studio works, and the writer's turn waited for in the event loop
-    label_config, rows = await run_in_threadpool(fetch_snapshot, body)
+    with request.app.state.sync_slots.slot(project.id):  # 429 when this project's sync is already running
+        label_config, rows = await run_in_threadpool(
+            fetch_snapshot,
+            body,
+            policy,
+            ready_within=settings.label_studio_ready_seconds,
+            max_calls=settings.label_studio_max_calls,
+        )
     done = await written(
         request,
         lambda writer: import_rows(

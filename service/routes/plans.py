@@ -98,10 +98,11 @@ async def post_plan(
         )
 
     n_resamples = min(settings.bootstrap_resamples, 500)
-    response = await anyio.to_thread.run_sync(
-        partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
-        limiter=request.app.state.plan_drafts,
-    )
+    with request.app.state.plan_slots.slot(project.id):  # 429 when this project has its share in flight
+        response = await anyio.to_thread.run_sync(
+            partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
+            limiter=request.app.state.plan_drafts,
+        )
     request.app.state.strata_warmer.poke()  # the batches' modal strata, computed before the first batch asks
     return response
 

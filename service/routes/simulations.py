@@ -16,18 +16,28 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from service.core.db import session_scope
-from service.core.errors import Invalid, TooLarge, error_responses
+from service.core.errors import Conflict, Invalid, echo, error_responses
+from service.core.limits import bounded_work
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.models import Simulation, new_public_id
 from service.data.queries import project_simulation
-from service.deps import PrincipalDep, ProjectForPM, ProjectId, ReadSession, SettingsDep, WriteSession, written
+from service.deps import (
+    PrincipalDep,
+    ProjectForPM,
+    ProjectForPMWrite,
+    ProjectId,
+    ReadSession,
+    SettingsDep,
+    WriteSession,
+    written,
+)
 from service.schemas.simulations import (
     SimulateBody,
     SimulationJob,
     SimulationQueued,
     SimulationRun,
 )
-from service.simulations.jobs import RUNNER, expire_stale, is_stale, run_simulation, with_heartbeat
+from service.simulations.jobs import RUNNER, cancel_job, expire_stale, is_stale, run_simulation, with_heartbeat
 from service.simulations.requests import JOBS_PER_WORKER, queue_job, resolve
 
 router = APIRouter(prefix="/projects", tags=["simulations"])
@@ -64,12 +74,13 @@ async def post_simulation(
     """
     sessions = request.app.state.sessions
     spec, resolved = await run_in_threadpool(resolve, session, project, body)
-    if spec.work > settings.simulation_max_work:
-        raise TooLarge(
-            f"this simulation needs {spec.work:,} units of work (trials x grid cells x items x raters); "
-            f"the limit is {settings.simulation_max_work:,}: lower trials, the grid or n_items",
-            code="simulation_too_large",
-        )
+    bounded_work(
+        {"units (trials x grid cells x items x raters)": spec.work},
+        settings.simulation_max_work,
+        setting="simulation_max_work",
+        code="simulation_too_large",
+        advice="lower trials, the grid or n_items",
+    )
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
     if spec.work <= settings.simulation_sync_limit:
         try:
@@ -98,7 +109,7 @@ async def post_simulation(
     inserted = []  # empty when the Idempotency-Key replays an earlier response
 
     def write(writer: WriteSession) -> tuple[int, SimulationQueued]:
-        queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER)
+        queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER, settings.simulations_per_project)
         inserted.append(job.id)
         return 202, queued
 
@@ -123,6 +134,10 @@ def get_simulation(
         with session_scope(request.app.state.sessions, write=True) as writer:
             expire_stale(writer, job_id=job.id)
             job = project_simulation(writer, project.id, sim_id)
+    return _job(job)
+
+
+def _job(job: Simulation) -> SimulationJob:
     return SimulationJob(
         id=job.id,
         status=job.status,
@@ -134,3 +149,23 @@ def get_simulation(
         created_at=job.created_at,
         finished_at=job.finished_at,
     )
+
+
+@router.delete(
+    "/{pid}/simulations/{sim_id}", response_model=SimulationJob, responses=error_responses(401, 403, 404, 409)
+)
+def cancel_simulation(
+    pid: ProjectId, project: ProjectForPMWrite, sim_id: SimulationId, session: WriteSession
+) -> SimulationJob:
+    """Cancel a queued or running simulation job (admin, pm): it is `failed` with a cancellation error.
+
+    A queued job never starts; a running one stops computing at its next progress write
+    (about a second), whichever server runs it; its place in the jobs in flight is freed at
+    once. 409 `simulation_finished` when the job is already done or failed.
+    """
+    job = project_simulation(session, project.id, sim_id)
+    if not cancel_job(session, job.id):
+        raise Conflict(f"simulation {echo(sim_id)} is already {job.status}", code="simulation_finished")
+    session.flush()
+    session.refresh(job)
+    return _job(job)

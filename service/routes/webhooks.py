@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response
 
 from service.core.errors import error_responses
+from service.core.outbound import checked, webhook_policy
 from service.core.pagination import Page, PageDep, encode_cursor
-from service.core.url_guard import checked_webhook_url
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.models import Webhook, WebhookDelivery
 from service.deps import (
@@ -71,9 +71,10 @@ def post_webhook(
 
     Deliveries are signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`,
     `webhook-signature: v1,<base64 HMAC-SHA256>`). The host must resolve to public
-    addresses only (422 `private_target`) unless the server sets `ANNOPLAN_WEBHOOK_ALLOW_PRIVATE=1`.
+    addresses only (422 `private_target`) unless the server sets `ANNOPLAN_OUTBOUND_ALLOW_PRIVATE=1`;
+    each delivery checks again, on the address it connects to (docs/operations.md).
     """
-    checked_webhook_url(body.url, allow_private=settings.webhook_allow_private)
+    checked(body.url, webhook_policy(settings))
 
     def write() -> tuple[int, WebhookCreated]:
         hook = add_webhook(session, project.id, body.url, list(body.events))

@@ -44,6 +44,12 @@ HEARTBEAT_SECONDS = 5.0
 STALE_AFTER = timedelta(seconds=60)
 PROGRESS_SECONDS = 1.0
 STALE_ERROR = "the server running this job stopped before it finished; submit it again"
+CANCELLED_ERROR = "cancelled on request (DELETE)"
+
+
+class JobCancelled(Exception):
+    """The job's row left ``running`` (cancelled, or failed as stale) while it ran: stop computing."""
+
 
 log = logging.getLogger("annoplan")
 
@@ -143,10 +149,13 @@ def run_job(database_url: str, job_id: str, spec: SimulationSpec) -> None:
             now = time.monotonic()
             if done == total or now - last >= PROGRESS_SECONDS:
                 last = now
-                _update(sessions, job_id, ("running",), done=done, total=total)
+                if not _update(sessions, job_id, ("running",), done=done, total=total):
+                    raise JobCancelled(job_id)  # a cancel (any server's) is seen at the next progress write
 
         try:
             result = run_simulation(spec, progress)
+        except JobCancelled:
+            return
         except Exception as exc:  # the job's outcome, not the pool's: store it
             log.exception("simulation %s failed", job_id)
             _update(
@@ -299,6 +308,20 @@ class JobRunner:
 
 
 RUNNER = JobRunner()
+
+
+def cancel_job(session: Session, job_id: str) -> bool:
+    """Mark a queued or running job failed as cancelled; whether it was still in flight.
+
+    A queued job then never starts; a running one stops at its next progress write (at most
+    about a second of computing later, or one grid cell when a cell takes longer).
+    """
+    changed = session.execute(
+        update(Simulation)
+        .where(Simulation.id == job_id, Simulation.status.in_(ACTIVE))
+        .values(status="failed", error=CANCELLED_ERROR, finished_at=utcnow())
+    )
+    return bool(rowcount(changed))
 
 
 def is_stale(job_id: str, status: str, params: dict[str, Any]) -> bool:

@@ -244,14 +244,23 @@ def resolve(session: Session, project: Project, body: SimulateBody) -> tuple[Sim
     return spec, SimulationSettings(**settings, seed=seed, work=spec.work)
 
 
-def queue_job(session: Session, job: Simulation, limit: int) -> None:
-    """Insert a queued job unless ``limit`` jobs are already queued or running service-wide (429)."""
+def queue_job(session: Session, job: Simulation, limit: int, per_project: int | None = None) -> None:
+    """Insert a queued job unless ``limit`` jobs are already queued or running service-wide, or
+    ``per_project`` of the job's project (429)."""
     if session.get_bind().dialect.name == "postgresql":  # SQLite: the write transaction already serialises
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SUBMIT_LOCK})
-    active = session.scalar(select(func.count()).select_from(Simulation).where(Simulation.status.in_(ACTIVE))) or 0
+    in_flight = select(func.count()).select_from(Simulation).where(Simulation.status.in_(ACTIVE))
+    active = session.scalar(in_flight) or 0
     if active >= limit:
         raise TooManyRequests(
             f"{active} simulations are already queued or running (the limit is {limit}); retry when one finishes"
         )
+    if per_project is not None:
+        mine = session.scalar(in_flight.where(Simulation.project_id == job.project_id)) or 0
+        if mine >= per_project:
+            raise TooManyRequests(
+                f"this project has {mine} simulations queued or running (at most {per_project} at once); "
+                "retry when one finishes, or cancel one (DELETE)"
+            )
     session.add(job)
     session.flush()

@@ -62,6 +62,8 @@ SMALL_SIMULATION = {"trials": 1, "n_items": 20, "rho": 0.5, "design": "strat", "
 #   admin  pm  annotator  viewer  no_key  revoked  other_project
 MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/healthz", 200, 200, 200, 200, 200, 200, 200),
+    ("GET", "/livez", 200, 200, 200, 200, 200, 200, 200),
+    ("GET", "/readyz", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/agreement", 200, 200, 200, 200, 401, 401, 200),
     ("POST", "/projects", 201, 403, 403, 403, 401, 401, 403),
     ("GET", "/projects", 200, 200, 403, 403, 401, 401, 200),  # pm: its own project only (checked below)
@@ -92,6 +94,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/plan", 200, 200, 403, 200, 401, 401, 404),
     ("POST", "/projects/{pid}/simulate", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/simulations/{sim_id}", 200, 200, 403, 403, 401, 401, 404),
+    ("DELETE", "/projects/{pid}/simulations/{sim_id}", 200, 200, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/batches", 200, 200, 200, 403, 401, 401, 404),  # admin: "everything"
     ("GET", "/projects/{pid}/batches/{bid}", 200, 200, 200, 403, 401, 401, 404),  # the batch is ANN's
     ("POST", "/projects/{pid}/batches/{bid}/release", 200, 200, 200, 403, 401, 401, 404),
@@ -174,6 +177,7 @@ def world(module_url: str) -> Iterator[World]:
         simulation_sync_limit=1_000,
         webhook_sender=False,
         webhook_allow_private=True,
+        outbound_allow_private=True,  # the sync row calls an unserved loopback port: 502
     )
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         w = World(client, "", "")
@@ -272,7 +276,22 @@ def _verification(w: World, caller: str) -> Request:
     return {}, {"json": {"certificate": made, "labels": labels}}
 
 
+def _queued_simulation(w: World, caller: str) -> Request:
+    """A queued job row of its own for each caller to cancel (as another server would hold it)."""
+    from service.core.db import session_scope
+    from service.data.models import Simulation, new_public_id
+    from service.simulations.jobs import with_heartbeat
+
+    held = w.admin("GET", f"/projects/{w.pid}/simulations/{w.sim_id}")
+    sim_id = new_public_id("sim")
+    with session_scope(w.client.app.state.sessions, write=True) as session:
+        params = with_heartbeat({"settings": held["settings"]})
+        session.add(Simulation(id=sim_id, project_id=w.pid, status="queued", done=0, total=1, params=params))
+    return {"sim_id": sim_id}, {}
+
+
 BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
+    ("DELETE", "/projects/{pid}/simulations/{sim_id}"): _queued_simulation,
     ("POST", "/projects/{pid}/webhooks"): lambda w, c: (
         {},
         {"json": {"url": "http://127.0.0.1:9/h", "events": ["decision.changed"]}},

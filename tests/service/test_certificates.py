@@ -219,3 +219,44 @@ def test_certificate_created_is_announced(client: TestClient, pid: str) -> None:
         events = session.query(WebhookEvent).filter_by(type="certificate.created").all()
     assert [e.payload["data"]["certificate"] for e in events] == [s["predicate"]["certificate"]["id"]]
     assert events[0].payload["data"]["report_sha256"] == s["subject"][1]["digest"]["sha256"]
+
+
+# --- issue 30: the verifier's work is bounded before it starts, and large work leaves the worker ---
+
+
+def test_verify_refuses_an_unbounded_resample_count_from_any_key(client: TestClient, pid: str) -> None:
+    s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    rows = history(client, pid)
+    annotator = key(client, pid, "annotator")
+    inflated = json.loads(json.dumps(s))
+    inflated["predicate"]["seeds"]["n_resamples"] = 10_000_000
+    r = client.post("/certificates/verify", json={"certificate": inflated, "labels": rows}, headers=annotator)
+    assert r.status_code == 422 and r.json()["error"] == "invalid_certificate", r.text
+    assert "n_resamples" in r.json()["detail"]
+
+
+def test_verify_work_is_bounded_before_it_starts(client: TestClient, pid: str) -> None:
+    s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    rows = history(client, pid)
+    inflated = json.loads(json.dumps(s))
+    inflated["predicate"]["seeds"]["n_resamples"] = 100_000
+    client.app.state.settings = client.app.state.settings.model_copy(update={"certificate_max_work": 1_000_000})
+    r = client.post("/certificates/verify", json={"certificate": inflated, "labels": rows})
+    assert r.status_code == 413 and r.json()["error"] == "certificate_too_large", r.text
+    work = len(rows) * 100_000
+    assert f"{len(rows):,} label rows x 100,000 resamples x 1 judges is {work:,} units" in r.json()["detail"]
+    assert "ANNOPLAN_CERTIFICATE_MAX_WORK" in r.json()["detail"]
+    # the issuer shares the bound
+    r = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100_000})
+    assert r.status_code == 413 and r.json()["error"] == "certificate_too_large", r.text
+    assert client.post("/certificates/verify", json={"certificate": s, "labels": rows}).json()["match"] is True
+
+
+def test_a_large_verification_in_a_child_process_matches(
+    client: TestClient, pid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    rows = history(client, pid)
+    monkeypatch.setattr("service.routes.certificates.INLINE_WORK", 0)
+    ok = client.post("/certificates/verify", json={"certificate": s, "labels": rows})
+    assert ok.status_code == 200 and ok.json() == {"match": True, "mismatches": [], "notes": []}

@@ -158,6 +158,54 @@ def test_login_needs_the_forms_csrf_token(client: TestClient) -> None:
     assert r.status_code == 303 and "annoplan_key=" in r.headers["set-cookie"]
 
 
+def test_a_tossed_login_csrf_cookie_is_refused(client: TestClient) -> None:
+    """Issue 30: a same-site page set the CSRF cookie to a token of its choosing and posted it."""
+    import time
+
+    from service.core.middleware import new_csrf_token
+
+    del client.headers["Authorization"]
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for tossed in ("attacker-chosen", new_csrf_token(b"another server's secret"), new_csrf_token(b"x")[:-1]):
+        client.cookies.set("annoplan_login_csrf", tossed, path="/login")
+        r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={tossed}", headers=form, follow_redirects=False)
+        assert r.status_code == 403 and "annoplan_key=" not in r.headers.get("set-cookie", ""), tossed
+    client.cookies.clear()
+    from service.core.settings import signing_secret
+
+    old = new_csrf_token(signing_secret(client.app.state.settings), now=time.time() - 7200)
+    client.cookies.set("annoplan_login_csrf", old, path="/login")
+    r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={old}", headers=form, follow_redirects=False)
+    assert r.status_code == 403  # signed here, but two hours old
+    client.cookies.clear()
+    # a valid token, but the post comes from a page on another port of the host
+    token = login_token(client)
+    for other in ({"Origin": "http://testserver:8398"}, {"Sec-Fetch-Site": "same-site"}):
+        r = client.post(
+            "/login", content=f"key={ADMIN_KEY}&csrf={token}", headers={**form, **other}, follow_redirects=False
+        )
+        assert r.status_code == 403, other
+    own = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
+    token = login_token(client)  # each refusal served a fresh form
+    r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers={**form, **own}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+
+
+def test_login_cookies_are_host_prefixed_and_secure_over_https(settings: object) -> None:
+    from service.app import create_app
+
+    with TestClient(create_app(settings), base_url="https://testserver") as c:
+        page = c.get("/login")
+        cookie = page.headers["set-cookie"]
+        assert cookie.startswith("__Host-annoplan_login_csrf=") and "Secure" in cookie and "Path=/;" in cookie
+        token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        r = c.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers=form, follow_redirects=False)
+        assert r.status_code == 303, r.text
+        assert "__Host-annoplan_key=" in r.headers["set-cookie"] and "Secure" in r.headers["set-cookie"]
+        assert c.get("/dashboard").status_code == 200  # the __Host- cookie logs the browser in
+
+
 # --- 12. offline documentation ----------------------------------------------------------------
 
 
@@ -312,6 +360,28 @@ def test_nfkc_look_alikes_get_409_naming_the_existing_id(client: TestClient, pro
     assert client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"][-1]["external_id"] == "i19"
 
 
+@pytest.mark.parametrize("look_alike", ["ann\u20102", "ann\u22122", "ann\u20132", "\u0430\u043f\u043f-2"])
+def test_confusable_ids_next_to_ann_2_get_409(client: TestClient, project: dict, look_alike: str) -> None:
+    """Issue 30: U+2010 hyphen, U+2212 minus, an en dash, an all-Cyrillic look-alike (UTS #39 skeleton)."""
+    pid = project["id"]
+    assert _rater(client, pid, "ann-2").status_code == 201
+    r = _rater(client, pid, look_alike)
+    assert r.status_code == 409 and r.json()["error"] == "look_alike_id", r.text
+    assert "'ann-2'" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("mixed", ["\u0430nn-2", "p\u0430yp\u0430l", "ann\u03bf"])
+def test_ids_mixing_scripts_are_refused(client: TestClient, project: dict, mixed: str) -> None:
+    r = _rater(client, project["id"], mixed)
+    assert r.status_code == 422 and "mix scripts" in r.text, r.text
+    assert client.post(f"/projects/{project['id']}/items", json=[{"external_id": mixed}]).status_code == 422
+
+
+@pytest.mark.parametrize("fine", ["user-名前", "かな-1", "Москва-2", "Ελλάδα", "café-é", "item 1"])
+def test_single_script_ids_are_accepted(client: TestClient, project: dict, fine: str) -> None:
+    assert _rater(client, project["id"], fine).status_code == 201
+
+
 def test_migration_keys_legacy_ids_and_tolerates_legacy_look_alikes(tmp_path: Path) -> None:
     """Ids stored before 0006_id_keys get their key; of two legacy look-alikes only the first does."""
     from alembic import command
@@ -427,6 +497,39 @@ def test_disk_full_is_503_and_healthz_says_so_until_a_write_succeeds(client: Tes
     _on_every_connection(client, "PRAGMA max_page_count = 1073741823")
     assert client.post(f"/projects/{pid}/items", json=rows).status_code == 200
     assert client.get("/healthz").json() == {"status": "ok", "database": "ok"}
+
+
+@sqlite_only
+def test_healthz_recovers_by_itself_after_an_outage_without_a_write(client: TestClient, project: dict) -> None:
+    """Issue 30: a worker behind a readiness probe gets no writes while it is 503; its health check probes."""
+    pid = project["id"]
+    _on_every_connection(client, "PRAGMA query_only = ON")
+    _assert_503(client.post(f"/projects/{pid}/raters", json={"external_id": "new", "kind": "human"}), "read_only")
+    client.app.state.database.probe_seconds = 0  # a probe at every check (2 s apart by default)
+    for path in ("/healthz", "/readyz"):  # the probe fails while the outage lasts: still 503, still read_only
+        health = client.get(path)
+        assert health.status_code == 503 and health.json()["database"] == "read_only", health.text
+    assert client.get("/livez").json() == {"status": "alive"}
+    _on_every_connection(client, "PRAGMA query_only = OFF")
+    for path in ("/healthz", "/readyz"):
+        assert client.get(path).json() == {"status": "ok", "database": "ok"}
+    assert client.get(f"/projects/{pid}/raters").status_code == 200
+
+
+def test_livez_answers_while_the_database_is_unreachable(client: TestClient) -> None:
+    from service.core.db import make_engine
+    from service.documents.sessions import worker_sessionmaker
+
+    app = client.app
+    good = app.state.engine, app.state.sessions
+    app.state.engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:9/annoplan?connect_timeout=2")
+    app.state.sessions = worker_sessionmaker(app.state.engine)
+    try:
+        assert client.get("/livez").status_code == 200
+        assert client.get("/readyz").status_code == 503
+    finally:
+        app.state.engine.dispose()
+        app.state.engine, app.state.sessions = good
 
 
 @sqlite_only

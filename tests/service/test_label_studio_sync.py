@@ -93,6 +93,12 @@ class FakeLabelStudio:
 
 
 @pytest.fixture
+def settings(settings: Any) -> Any:
+    """The stand-in Label Studio is on loopback: this module allows private targets explicitly."""
+    return settings.model_copy(update={"outbound_allow_private": True})
+
+
+@pytest.fixture
 def label_studio() -> Iterator[FakeLabelStudio]:
     with FakeLabelStudio() as ls:
         yield ls
@@ -195,7 +201,7 @@ def test_sync_calls_only_allowed_label_studios(settings: Any, label_studio: Fake
 
 def test_cli_sync_prints_what_changed(database_url: str, label_studio: FakeLabelStudio) -> None:
     runner = CliRunner()
-    with LiveServer(database_url, ADMIN) as server, server.client() as c:
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as c:
         pid = c.post("/projects", json={"name": "cli", "labels": LABELS}).json()["id"]
         args = [
             "sync",

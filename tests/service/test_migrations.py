@@ -612,3 +612,36 @@ def test_a_scale_or_role_outside_its_values_is_refused_by_the_schema(fresh_url, 
         conn.execute(
             text("INSERT INTO api_keys (id, key_hash, role, created_at) VALUES ('k1', 'h', 'owner', CURRENT_TIMESTAMP)")
         )
+
+
+@pytest.mark.skipif(bool(PG_URL), reason="rows without their webhook and event: SQLite without foreign keys")
+def test_outbound_errors_migration_drops_stored_target_answers(fresh_url, engine):
+    """Issue 30: the delivery log kept 300 characters of a target's answer; the migration keeps ours only."""
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0011_current_label_keys")
+    rows = [
+        (1, 500, "HTTP 500: INTERNAL-SECRET root:x:0:0"),
+        (2, None, "ConnectError: [Errno 111] Connection refused"),
+        (3, None, "the host 'x' resolves to 127.0.0.1, a loopback address"),
+        (4, None, None),
+    ]
+    import sqlite3
+
+    raw = sqlite3.connect(engine.url.database)  # foreign keys off: rows without their webhook and event
+    with raw:
+        raw.executemany(
+            "INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, attempts, next_attempt_at, "
+            "retry_until, last_status_code, last_error, created_at) VALUES (?, 'wh', 'ev', 'failed', 1, "
+            "'2026-12-01', '2026-12-02', ?, ?, '2026-12-01')",
+            rows,
+        )
+    raw.close()
+    command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        stored = dict(conn.execute(text("SELECT id, last_error FROM webhook_deliveries")).all())
+    assert stored == {
+        1: "HTTP 500",
+        2: "the request failed",
+        3: "the host 'x' resolves to 127.0.0.1, a loopback address",
+        4: None,
+    }

@@ -99,7 +99,13 @@ def wait_done(client: TestClient, poll: str, timeout: float = 120.0) -> dict:
 @pytest.fixture
 def job_client(database_url: str) -> Iterator[TestClient]:
     """A client whose every simulation is a job (sync limit 0), one worker, so at most 4 in flight."""
-    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, simulation_sync_limit=0, simulation_workers=1)
+    settings = Settings(
+        database_url=database_url,
+        admin_key=ADMIN_KEY,
+        simulation_sync_limit=0,
+        simulation_workers=1,
+        simulations_per_project=4,  # the service-wide bound is tested here; the per-project one on its own
+    )
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         yield c
@@ -426,6 +432,7 @@ def test_jobs_in_flight_are_bounded_and_stale_ones_fail(job_client, database_url
     r = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1})
     assert r.status_code == 429, r.text
     assert r.json()["error"] == "too_many_simulations" and "the limit is 4" in r.json()["detail"]
+    assert int(r.headers["retry-after"]) > 0  # issue 30: every 429 says when to come back
     assert simulation_rows(database_url) == 1 + 6
     for job_id in dead:  # the dead server's jobs were failed by the submission
         job = job_client.get(f"/projects/{pid}/simulations/{job_id}").json()
@@ -454,3 +461,59 @@ def test_a_run_that_raises_is_stored_failed_and_a_job_no_longer_queued_is_not_ru
     run_job(database_url, taken, SimulationSpec({**options, "seed": 0}, 0.05))
     job = job_client.get(f"/projects/{pid}/simulations/{taken}").json()
     assert job["status"] == "running" and job["result"] is None and job["done"] == 0
+
+
+def test_a_job_can_be_cancelled_and_frees_its_place(job_client, database_url):
+    """Issue 30: DELETE cancels a queued or running job; a running one stops computing."""
+    pid = make_project(job_client)
+    settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
+    settings = wait_done(job_client, settings["poll"])["settings"]
+    full = insert_jobs(database_url, pid, settings, [timedelta(seconds=1)] * 4, status="queued")
+    r = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1})
+    assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
+    cancelled = job_client.delete(f"/projects/{pid}/simulations/{full[0]}")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "failed" and cancelled.json()["error"].startswith("cancelled")
+    again = job_client.delete(f"/projects/{pid}/simulations/{full[0]}")
+    assert again.status_code == 409 and again.json()["error"] == "simulation_finished"
+    assert job_client.delete(f"/projects/{pid}/simulations/sim_nope").status_code == 404
+    for job_id in full[1:]:
+        assert job_client.delete(f"/projects/{pid}/simulations/{job_id}").status_code == 200
+    # a running job, cancelled after its first grid cell: its process stops at the next cell, so
+    # the one pool worker is free for the next job long before the cancelled one would have ended
+    big = {**SMALL, "trials": 20_000, "rho": [0.05, 0.1, 0.15, 0.25, 0.5, 1.0]}
+    poll = job_client.post(f"/projects/{pid}/simulate", json=big).json()["poll"]
+    deadline = time.monotonic() + 60
+    started = None
+    while (job := job_client.get(poll).json())["done"] == 0:
+        assert job["status"] in ("queued", "running"), job
+        assert time.monotonic() < deadline, "the job never started"
+        if started is None and job["status"] == "running":
+            started = time.monotonic()
+        time.sleep(0.05)
+    per_cell = time.monotonic() - (started or time.monotonic())
+    r = job_client.delete(poll)
+    assert r.status_code == 200 and r.json()["status"] == "failed", r.text
+    cancelled_at = time.monotonic()
+    follow = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
+    assert wait_done(job_client, follow["poll"])["status"] == "done"
+    waited = time.monotonic() - cancelled_at
+    print(f"per cell {per_cell:.2f} s, the next job done {waited:.2f} s after the cancel")
+    assert waited < 2 * per_cell + 2.0  # the five cells left would take 5 x per_cell
+    after = job_client.get(poll).json()
+    assert after["status"] == "failed" and after["error"].startswith("cancelled") and after["result"] is None
+
+
+def test_one_project_cannot_hold_every_simulation_slot(job_client, database_url):
+    """Issue 30: a pm keeping jobs in flight gets 429 at its project's share; another project still gets in."""
+    job_client.app.state.settings = job_client.app.state.settings.model_copy(update={"simulations_per_project": 2})
+    flooding, other = make_project(job_client), make_project(job_client)
+    settings = job_client.post(f"/projects/{flooding}/simulate", json={**SMALL, "trials": 1}).json()
+    settings = wait_done(job_client, settings["poll"])["settings"]
+    insert_jobs(database_url, flooding, settings, [timedelta(seconds=1)] * 2, status="queued")
+    r = job_client.post(f"/projects/{flooding}/simulate", json={**SMALL, "trials": 1})
+    assert r.status_code == 429 and int(r.headers["retry-after"]) > 0, r.text
+    assert "this project has 2 simulations" in r.json()["detail"]
+    r = job_client.post(f"/projects/{other}/simulate", json={**SMALL, "trials": 1})
+    assert r.status_code == 202, r.text
+    assert wait_done(job_client, r.json()["poll"])["status"] == "done"

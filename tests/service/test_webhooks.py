@@ -127,7 +127,7 @@ def test_ssrf_guard_refuses_private_targets(settings: Settings, url: str) -> Non
         p = c.post("/projects", json={"name": "x", "labels": ["a", "b"]}).json()["id"]
         r = c.post(f"/projects/{p}/webhooks", json={"url": url, "events": ["plan.created"]})
         assert r.status_code == 422 and r.json()["error"] == "private_target", r.text
-        assert "ANNOPLAN_WEBHOOK_ALLOW_PRIVATE" in r.json()["detail"]
+        assert "ANNOPLAN_OUTBOUND_ALLOW_PRIVATE" in r.json()["detail"]
         assert c.get(f"/projects/{p}/webhooks").json()["items"] == []
 
 

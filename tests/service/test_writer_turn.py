@@ -43,7 +43,11 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
     certificates and simulations (computed, then stored in the turn) alike."""
     if not database_url.startswith("sqlite"):
         pytest.skip("PostgreSQL has no process-wide writer: its writers wait on row locks inside their route")
-    with LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS) as server, server.client() as admin:
+    # every writer in one project: its share of plans in flight (issue 30) raised to all of them
+    with (
+        LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS, plans_per_project=WRITERS) as server,
+        server.client() as admin,
+    ):
         pid = admin.post("/projects", json={"name": "writers", "labels": ["pass", "fail"]}).json()["id"]
         for rater, kind in [("h1", "human"), ("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
             assert admin.post(f"/projects/{pid}/raters", json={"external_id": rater, "kind": kind}).status_code == 201

@@ -57,7 +57,7 @@ def ls() -> Iterator[httpx.Client]:
 
 
 def test_label_studio_end_to_end(database_url: str, ls: httpx.Client) -> None:
-    with LiveServer(database_url, ADMIN) as server, server.client() as annoplan:
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
         pid = ok(annoplan.post("/projects", json={"name": "live ls", "labels": LABELS}))["id"]
         pm = ok(annoplan.post(f"/projects/{pid}/keys", json={"role": "pm"}))["key"]
         # Label Studio gives a delivery 1 s: warm the webhook path (imports, connections) first
