@@ -20,12 +20,15 @@ from service.data.models import LabelStudioIssue, Project, utcnow
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, TaskId
 from service.label_studio.reconcile import (
     chosen_value,
+    file_issue,
+    from_prediction,
     human_rater,
     item_from_task,
     label_for,
     reconcile,
     resolve_control,
     retract_deleted,
+    several_choices,
     tasks_for_annotation,
     withdraw,
 )
@@ -136,6 +139,8 @@ def record_delivery(
     task_id = ann.task if ann.task is not None else event.task.id if event.task is not None else None
     if task_id is None:
         raise Invalid("the payload names no task (neither annotation.task nor task.id)", code="malformed_body")
+    if (why := from_prediction(ann)) is not None:
+        raise Invalid(why, code="not_independent")
     control = resolve_control(
         project,
         label_config=event.project.label_config if event.project else None,
@@ -146,6 +151,8 @@ def record_delivery(
     item = item_from_task(tasks[0], control.data_key if control else None).external_id
     rater = human_rater(ann.completed_by)[0]
     done = WebhookResult(action=action, task=task_id, item=item, rater=rater)
+    if not ann.was_cancelled and (why := several_choices(ann.result, control.name if control else None)) is not None:
+        raise Invalid(why, code="several_choices")
     choice, reason = (
         (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control.name if control else None)
     )
@@ -181,35 +188,6 @@ def record_delivery(
     if ann.id is not None:
         _supersede(session, project, [str(ann.id)], before=issue)
     return result
-
-
-def file_issue(
-    session: Session,
-    project: Project,
-    payload: dict[str, Any],
-    reason: str,
-    *,
-    from_name: str | None,
-    criterion: str | None,
-) -> LabelStudioIssue:
-    """Keep a delivery that could not be recorded, with what is needed to replay it."""
-    raw = payload.get("annotation")
-    ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    task = ann.get("task")
-    if task is None and isinstance(payload.get("task"), dict):
-        task = payload["task"].get("id")
-    issue = LabelStudioIssue(
-        project_id=project.id,
-        action=str(payload.get("action"))[:40],
-        task=str(task)[:40] if task is not None else None,
-        annotation=str(ann["id"])[:40] if ann.get("id") is not None else None,
-        reason=reason,
-        payload={"body": payload, "from_name": from_name, "criterion": criterion},
-        status="open",
-    )
-    session.add(issue)
-    session.flush()
-    return issue
 
 
 def receive(

@@ -10,6 +10,11 @@ Identities (documented in the endpoints too):
 - a prediction is the judge ``<judge_prefix><model_version>``;
 - each annotation and prediction id is linked to the cell it labels, so a deletion (or an
   annotation gone from a later export) retracts that cell's label.
+
+Annotations that need a person before they can count are written nowhere and kept in the inbox
+with the reason, on every path (webhook, import, sync): one created from a prediction (Label
+Studio's ``parent_prediction``: a copy of a model's label, not an independent human label), and
+one with several choices in the control that holds the criterion's one label.
 """
 
 from __future__ import annotations
@@ -27,7 +32,16 @@ from service.core.sql import insert_many
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
 from service.data.labels import retract_labels, write_labels
-from service.data.models import Batch, CurrentLabel, Item, LabelStudioLink, Project, Rater, table_of
+from service.data.models import (
+    Batch,
+    CurrentLabel,
+    Item,
+    LabelStudioIssue,
+    LabelStudioLink,
+    Project,
+    Rater,
+    table_of,
+)
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
 from service.label_studio.config import ChoiceControl, choice_controls, pick_control
@@ -92,6 +106,11 @@ class ImportResult(BaseModel):
     changes: LabelChanges
     unmapped: list[Unmapped]
     skipped: list[Skipped]
+    issues: list[int] = Field(
+        default_factory=list,
+        description="Open inbox issues of the annotations kept out of the labels until a person acts: "
+        "made from a prediction, or several choices in one criterion (also listed in `skipped`).",
+    )
 
 
 class TaskMeta(BaseModel):
@@ -181,7 +200,7 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
     >>> chosen_value(r, "topic")
     (None, "no choices result from 'topic'")
     """
-    result = next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
+    result = _choices_result(results, from_name)
     if result is None:
         return None, "no choices result" + (f" from {echo(from_name)}" if from_name else "")
     choices = result.value.get("choices")
@@ -190,6 +209,51 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
     if len(choices) != 1:
         return None, f"{len(choices)} choices selected; one is needed" if choices else "no choice selected"
     return choices[0], None
+
+
+def _choices_result(results: list[LSResult], from_name: str | None) -> LSResult | None:
+    return next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
+
+
+def several_choices(results: list[LSResult], from_name: str | None) -> str | None:
+    """Why an annotation cannot give a criterion its one label: several choices picked in the
+    control read; ``None`` when it has at most one.
+
+    >>> r = [LSResult(type="choices", from_name="sentiment", value={"choices": ["Positive", "Mixed"]})]
+    >>> several_choices(r, "sentiment")  # doctest: +ELLIPSIS
+    "2 choices ['Positive', 'Mixed'] selected in 'sentiment', whose choice is the criterion's one label: ..."
+    >>> several_choices(r, "flags") is None
+    True
+    """
+    result = _choices_result(results, from_name)
+    if result is None:
+        return None
+    choices = result.value.get("choices")
+    if not isinstance(choices, list) or len(choices) < 2:
+        return None
+    return (
+        f"{len(choices)} choices {[str(c)[:100] for c in choices[:10]]} selected in {echo(result.from_name)}, "
+        "whose choice is the criterion's one label: no label is written; correct the annotation in Label Studio "
+        "to one choice, or name a single-choice control with ?from_name="
+    )
+
+
+def from_prediction(annotation: LSAnnotation) -> str | None:
+    """Why an annotation is not an independent human label (it was created from a prediction:
+    Label Studio's ``parent_prediction``); ``None`` when it is one.
+
+    >>> from_prediction(LSAnnotation(completed_by=2, parent_prediction=40))  # doctest: +ELLIPSIS
+    "created from prediction 40 (Label Studio's parent_prediction): a copy of a model's label, ..."
+    >>> from_prediction(LSAnnotation(completed_by=2)) is None
+    True
+    """
+    if annotation.parent_prediction is None:
+        return None
+    return (
+        f"created from prediction {annotation.parent_prediction} (Label Studio's parent_prediction): a copy of a "
+        "model's label, not an independent human label, so it is kept out of the labels; hide predictions from "
+        "annotators (Label Studio project setting show_collab_predictions: false) and have the task annotated afresh"
+    )
 
 
 def label_for(choice: str, labels: list[str], label_map: dict[str, Any] | None = None) -> str | None:
@@ -284,6 +348,17 @@ class ExportReading:
     seen: dict[str, set[int]] = field(default_factory=lambda: {"annotation": set(), "prediction": set()})
     unmapped: list[Unmapped] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    held: list[tuple[Skipped, dict[str, Any]]] = field(default_factory=list)
+    """Annotations kept for the inbox (reported in ``skipped`` too), each with a webhook body that replays it."""
+
+    def hold(self, skipped: Skipped, task: LSTask, annotation: LSAnnotation) -> None:
+        self.skipped.append(skipped)
+        body = {
+            "action": "ANNOTATION_CREATED",
+            "annotation": {**annotation.model_dump(mode="json"), "task": task.id},
+            "task": {"id": task.id, "data": task.data},
+        }
+        self.held.append((skipped, body))
 
     @property
     def rows(self) -> list[LabelIn]:
@@ -315,9 +390,11 @@ def read_export(
 
     Annotators become ``human`` raters (``primary`` names the one to make ``primary``: its
     Label Studio id or email); predictions become ``judge`` raters. A cancelled annotation,
-    or one without exactly one choice of the control, withdraws its rater's label of the task;
+    or one without a choice of the control, withdraws its rater's label of the task;
     when one rater labels a task twice, the later annotation wins and the earlier one is
-    reported as superseded.
+    reported as superseded. An annotation made from a prediction, or with several choices, is
+    held for the inbox and changes nothing (one with several choices still counts as present,
+    so the label it had stands).
     """
     from_name = control.name if control is not None else None
     reading = ExportReading(items=[item_from_task(task, control.data_key if control else None) for task in tasks])
@@ -358,6 +435,10 @@ def read_export(
     for task, item in zip(tasks, reading.items, strict=True):
         for ann in task.annotations:
             rater, name = human_rater(ann.completed_by)
+            where = {"task": task.id, "annotation": ann.id, "rater": rater}
+            if (why := from_prediction(ann)) is not None:
+                reading.hold(Skipped(**where, reason=why), task, ann)
+                continue
             prior = reading.raters.get(rater)
             is_primary = primary is not None and _is_user(ann.completed_by, primary)
             reading.raters[rater] = RaterCreate(
@@ -365,7 +446,11 @@ def read_export(
                 kind="primary" if is_primary or (prior is not None and prior.kind == "primary") else "human",
                 name=name or (prior.name if prior is not None else None),
             )
-            where = {"task": task.id, "annotation": ann.id, "rater": rater}
+            if not ann.was_cancelled and (why := several_choices(ann.result, from_name)) is not None:
+                if (number := _ls_id(ann.id)) is not None:
+                    reading.seen["annotation"].add(number)
+                reading.hold(Skipped(**where, reason=why), task, ann)
+                continue
             read("annotation", ann.id, item.external_id, where, None if ann.was_cancelled else ann.result, "cancelled")
         for pred in task.predictions:
             if isinstance(pred, int):
@@ -511,6 +596,12 @@ def reconcile(
         on_conflict=("project_id", "source", "ls_id"),
     )
     values = [(before.get((r["item"], r["rater"])), r["value"]) for r in rows]
+    issues = [
+        keep_in_inbox(
+            session, project, body, held.reason, from_name=control.name if control else None, criterion=criterion
+        )
+        for held, body in reading.held
+    ]
     return ImportResult(
         format=fmt,
         from_name=control.name if control is not None else None,
@@ -526,7 +617,74 @@ def reconcile(
         ),
         unmapped=reading.unmapped,
         skipped=reading.skipped,
+        issues=issues,
     )
+
+
+def _issue_keys(payload: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The task and annotation a delivery names, as the inbox stores them."""
+    raw = payload.get("annotation")
+    ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    task = ann.get("task")
+    if task is None and isinstance(payload.get("task"), dict):
+        task = payload["task"].get("id")
+    return (
+        str(task)[:40] if task is not None else None,
+        str(ann["id"])[:40] if ann.get("id") is not None else None,
+    )
+
+
+def file_issue(
+    session: Session,
+    project: Project,
+    payload: dict[str, Any],
+    reason: str,
+    *,
+    from_name: str | None,
+    criterion: str | None,
+) -> LabelStudioIssue:
+    """Keep a delivery that could not be recorded, with what is needed to replay it."""
+    task, annotation = _issue_keys(payload)
+    issue = LabelStudioIssue(
+        project_id=project.id,
+        action=str(payload.get("action"))[:40],
+        task=task,
+        annotation=annotation,
+        reason=reason,
+        payload={"body": payload, "from_name": from_name, "criterion": criterion},
+        status="open",
+    )
+    session.add(issue)
+    session.flush()
+    return issue
+
+
+def keep_in_inbox(
+    session: Session,
+    project: Project,
+    payload: dict[str, Any],
+    reason: str,
+    *,
+    from_name: str | None,
+    criterion: str | None,
+) -> int:
+    """The open issue of an annotation an export holds back: the one already open for the same
+    task, annotation and reason (a later sync files no duplicate), else a new one."""
+    task, annotation = _issue_keys(payload)
+    earlier = session.scalar(
+        select(LabelStudioIssue.id)
+        .where(
+            LabelStudioIssue.project_id == project.id,
+            LabelStudioIssue.status == "open",
+            LabelStudioIssue.task == task,
+            LabelStudioIssue.annotation == annotation,
+            LabelStudioIssue.reason == reason,
+        )
+        .limit(1)
+    )
+    if earlier is not None:
+        return int(earlier)
+    return file_issue(session, project, payload, reason, from_name=from_name, criterion=criterion).id
 
 
 def import_rows(

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
 
-from service.core.errors import Invalid, TooLarge, Unauthorized, error_responses
+from service.core.errors import Invalid, TooLarge, Unauthorized, UnsupportedMediaType, echo, error_responses
 from service.core.pagination import Page, PageDep, page_of
 from service.core.uploads import RawBody
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
@@ -39,6 +39,7 @@ from service.label_studio.inbox import (
     receive,
     replay_issues,
 )
+from service.label_studio.payloads import EXPORT_HINT
 from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
 from service.label_studio.sync import SyncRequest, SyncResult, check_allowed, fetch_snapshot
 from service.planning.batches import visible_batch
@@ -67,10 +68,22 @@ Criterion = Annotated[
 ]
 
 
+def _json_export(content_type: Annotated[str | None, Header(include_in_schema=False)] = None) -> None:
+    """415 for a body that is not JSON (Label Studio's CSV and TSV exports), naming the export to send."""
+    media = (content_type or "application/json").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise UnsupportedMediaType(
+            f"content type {echo(media)} is not accepted: Label Studio's CSV and TSV exports flatten the "
+            "annotations and cannot be read; export JSON instead (Export > JSON, or JSON_MIN) and send it as "
+            f"application/json, or {EXPORT_HINT}"
+        )
+
+
 @router.post(
     "/import/label-studio",
     response_model=ImportResult,
     responses=error_responses(401, 403, 404, 409, 413, 415, 422),
+    dependencies=[Depends(_json_export)],
 )
 def import_label_studio(
     pid: ProjectId,
@@ -100,7 +113,12 @@ def import_label_studio(
     - Every JSON export is read: a snapshot (with full predictions), the Export button's JSON
       (its predictions are only ids: listed in `skipped` with where to get their labels), and
       JSON_MIN (one row per annotation; needs `from_name` or `label_config` unless the project
-      remembers its control from a webhook or an earlier import).
+      remembers its control from a webhook or an earlier import; with `download_all_tasks=true`
+      its rows without annotator are tasks without annotations: items without labels).
+      CSV and TSV exports are a 415 that names the JSON export to send instead.
+    - An annotation created from a prediction (Label Studio's `parent_prediction`) is not an
+      independent human label, and one with several choices gives no one label: neither is
+      written; both are listed in `skipped` and kept as open inbox issues (`issues`).
     - The label is the choice of one choices control: `from_name`, else the config's one
       single-choice control, else the one whose every choice maps to a project label.
     - Each task is an item: external id `str(task id)` (or `data.annoplan_item` for tasks

@@ -462,7 +462,7 @@ def test_webhook_known_item_without_task_payload(client: TestClient, project: di
     assert current_labels(client, pid) == {("i3", "ls-user-12"): "fail"}
 
 
-def test_webhook_cancelled_and_multi_choice_are_skipped(client: TestClient, project: dict) -> None:
+def test_webhook_cancelled_is_skipped_and_multi_choice_kept_in_the_inbox(client: TestClient, project: dict) -> None:
     pid = project["id"]
     r = webhook(client, pid, _created(was_cancelled=True, result=[]), {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 200 and r.json()["skipped"] == "cancelled" and "labels" not in r.json()
@@ -470,7 +470,8 @@ def test_webhook_cancelled_and_multi_choice_are_skipped(client: TestClient, proj
         result=[{"type": "choices", "from_name": "verdict", "to_name": "text", "value": {"choices": ["Pass", "Fail"]}}]
     )
     r = webhook(client, pid, two, {"X-Annoplan-Secret": ADMIN})
-    assert r.status_code == 200 and r.json()["skipped"] == "2 choices selected; one is needed"
+    assert r.status_code == 200 and r.json()["reason"].startswith("2 choices ['Pass', 'Fail'] selected in 'verdict'")
+    assert [i["id"] for i in open_issues(client, pid)] == [r.json()["issue"]]
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
     assert client.get(f"/projects/{pid}").json()["n_items"] == 20
 
