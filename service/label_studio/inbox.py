@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
-from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, TaskId
+from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
 from service.label_studio.reconcile import (
     chosen_value,
     file_issue,
@@ -28,6 +28,7 @@ from service.label_studio.reconcile import (
     reconcile,
     resolve_control,
     retract_deleted,
+    retract_tasks,
     several_choices,
     tasks_for_annotation,
     withdraw,
@@ -36,6 +37,7 @@ from service.schemas import LabelsAccepted
 
 RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
 DELETED_ACTION = "ANNOTATIONS_DELETED"
+TASKS_DELETED_ACTION = "TASKS_DELETED"
 
 
 class WebhookResult(BaseModel):
@@ -56,6 +58,7 @@ class WebhookResult(BaseModel):
     unknown_annotations: list[int] | None = Field(
         None, description="Deleted annotation ids this project never recorded."
     )
+    unknown_tasks: list[int] | None = Field(None, description="Deleted task ids no recorded label came from.")
     item_created: bool | None = None
     rater_created: bool | None = None
     labels: LabelsAccepted | None = None
@@ -98,12 +101,15 @@ def _validated_event(model: type[BaseModel], payload: dict[str, Any]) -> Any:
         raise Invalid(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", code="malformed_body") from None
 
 
-def _supersede(session: Session, project: Project, annotations: list[str], *, before: int | None = None) -> None:
-    """Open issues of these annotations are out of date: a later state was recorded."""
+def _supersede(
+    session: Session, project: Project, annotations: list[str], *, before: int | None = None, tasks: bool = False
+) -> None:
+    """Open issues of these annotations (or, with ``tasks``, of these tasks) are out of date: a
+    later state was recorded."""
     stmt = update(LabelStudioIssue).where(
         LabelStudioIssue.project_id == project.id,
         LabelStudioIssue.status == "open",
-        LabelStudioIssue.annotation.in_(annotations),
+        (LabelStudioIssue.task if tasks else LabelStudioIssue.annotation).in_(annotations),
     )
     if before is not None:
         stmt = stmt.where(LabelStudioIssue.id < before)
@@ -121,7 +127,9 @@ def record_delivery(
     issue: int | None = None,
 ) -> WebhookResult:
     """Record one webhook body: a created or updated annotation's label (or its withdrawal when
-    skipped or emptied), or the retraction of deleted annotations; raises what it cannot record.
+    skipped or emptied), or the retraction of the labels of deleted annotations or tasks; raises
+    what it cannot record (an annotation made from a prediction, several choices, a choice no
+    label maps to, ...).
 
     ``issue`` is the inbox issue being replayed (older open issues of the annotation are superseded).
     """
@@ -132,6 +140,14 @@ def record_delivery(
         retracted, unknown, seq = retract_deleted(session, project, ids)
         _supersede(session, project, [str(i) for i in ids], before=issue)
         return WebhookResult(action=action, retracted=retracted, unknown_annotations=unknown, label_seq=seq)
+    if action == TASKS_DELETED_ACTION:
+        gone = _validated_event(LSTasksDeleted, payload)
+        task_ids = [t.id for t in gone.tasks]
+        retracted, unknown, seq = retract_tasks(
+            session, project, task_ids, gone.project.id if gone.project is not None else None
+        )
+        _supersede(session, project, [str(i) for i in task_ids], before=issue, tasks=True)
+        return WebhookResult(action=action, retracted=retracted, unknown_tasks=unknown, label_seq=seq)
     if action not in RECORDED_ACTIONS:
         return WebhookResult(ignored=action)
     event: LSAnnotationEvent = _validated_event(LSAnnotationEvent, payload)
@@ -141,6 +157,7 @@ def record_delivery(
         raise Invalid("the payload names no task (neither annotation.task nor task.id)", code="malformed_body")
     if (why := from_prediction(ann)) is not None:
         raise Invalid(why, code="not_independent")
+    ls_project = event.project.id if event.project is not None else event.task.project if event.task else None
     control = resolve_control(
         project,
         label_config=event.project.label_config if event.project else None,
@@ -157,7 +174,7 @@ def record_delivery(
         (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control.name if control else None)
     )
     if choice is None:
-        withdrawn = withdraw(session, project, item, rater, criterion, ann.id)
+        withdrawn = withdraw(session, project, item, rater, criterion, ann.id, task=task_id, ls_project=ls_project)
         result = done.model_copy(
             update={
                 "skipped": reason,
@@ -176,6 +193,7 @@ def record_delivery(
             criterion=criterion,
             strict=True,
             deletions=False,
+            ls_project=ls_project,
         )
         result = done.model_copy(
             update={

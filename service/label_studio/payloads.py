@@ -93,6 +93,7 @@ class LSTask(_LabelStudio):
     predictions: list[LSPrediction | int] = Field(
         default_factory=list, description="Full predictions, or only their ids (the Export button's JSON)."
     )
+    project: int | None = Field(None, description="The Label Studio project's id (JSON exports, webhooks).")
 
 
 class LSProject(_LabelStudio):
@@ -112,6 +113,8 @@ class LSAnnotationEvent(_LabelStudio):
 
 
 class LSAnnotationRef(_LabelStudio):
+    """An object named by its id alone (what Label Studio's deletion webhooks carry)."""
+
     id: int
 
 
@@ -120,6 +123,14 @@ class LSAnnotationsDeleted(_LabelStudio):
 
     action: str
     annotations: list[LSAnnotationRef]
+    project: LSProject | None = None
+
+
+class LSTasksDeleted(_LabelStudio):
+    """A ``TASKS_DELETED`` webhook payload: only the deleted tasks' ids."""
+
+    action: str
+    tasks: list[LSAnnotationRef]
     project: LSProject | None = None
 
 

@@ -19,12 +19,12 @@ one with several choices in the control that holds the criterion's one label.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, or_, select
 from sqlalchemy.orm import Session
 
 from service.core.errors import Invalid, echo
@@ -334,6 +334,9 @@ def resolve_control(
 
 
 Cell = tuple[str, str]  # (item external id, rater external id)
+LinkRow = tuple[str, int, str, int, int]  # (source, ls_id, criterion, item id, rater id)
+LINK_COLUMNS = ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion", "ls_task", "ls_project")
+LINK_KEY = ("project_id", "source", "ls_id", "criterion")
 
 
 @dataclass
@@ -345,6 +348,7 @@ class ExportReading:
     raters: dict[str, RaterCreate] = field(default_factory=dict)
     cells: dict[Cell, tuple[LabelIn | None, dict[str, Any]]] = field(default_factory=dict)
     links: dict[tuple[str, int], Cell] = field(default_factory=dict)
+    link_tasks: dict[tuple[str, int], int | None] = field(default_factory=dict)
     seen: dict[str, set[int]] = field(default_factory=lambda: {"annotation": set(), "prediction": set()})
     unmapped: list[Unmapped] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
@@ -411,6 +415,7 @@ def read_export(
         if (number := _ls_id(ls_id)) is not None:
             reading.seen[source].add(number)
             reading.links[(source, number)] = cell
+            reading.link_tasks[(source, number)] = _ls_id(where["task"])
         choice = None
         if results is not None:
             choice, reason = chosen_value(results, from_name)
@@ -531,14 +536,19 @@ def reconcile(
     criterion: str | None = None,
     strict: bool = False,
     deletions: bool = True,
+    ls_project: int | None = None,
+    whole_project: bool = False,
 ) -> ImportResult:
     """Bring the project in line with these tasks, in the caller's transaction: upsert items,
     create raters, write changed labels, retract withdrawn ones, remember the links.
 
     With ``deletions``, an annotation (or, when the export carries predictions, a prediction)
-    linked to one of these tasks earlier but absent now was deleted: its cell is retracted
-    unless something in this export still labels it. In strict mode a choice that maps to no
-    label is a 422 before anything is written.
+    linked to one of these tasks earlier under this criterion but absent now was deleted: its
+    cell is retracted unless something still labels it. Only links of Label Studio project
+    ``ls_project`` (and links whose project is unknown) are compared, when it is known; with
+    ``whole_project`` (a sync: every task of that project is here) its links to tasks absent
+    from the export are of deleted tasks, and are retracted too. In strict mode a choice that
+    maps to no label is a 422 before anything is written.
     """
     crit = _criterion(project, criterion)
     reading: ExportReading = _validated(
@@ -566,34 +576,46 @@ def reconcile(
     item_ids = ids_by_external(session, Item, project.id, sorted({i.external_id for i in reading.items}))
     rater_ids = ids_by_external(session, Rater, project.id, sorted(reading.raters))
     linked = {(item_ids[i], rater_ids[r]) for i, r in reading.links.values()}
-    gone: list[tuple[str, int]] = []
+    gone: list[LinkRow] = []
     retract = {(item_ids[i], rater_ids[r]) for i, r in reading.withdrawn}
-    if deletions and item_ids:
+    if deletions and (item_ids or (whole_project and ls_project is not None)):
         sources = ["annotation", "prediction"] if fmt != "json_min" else ["annotation"]
-        for source, ls_id, item_id, rater_id in session.execute(
-            select(
-                LabelStudioLink.source, LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id
-            ).where(
-                LabelStudioLink.project_id == project.id,
-                LabelStudioLink.source.in_(sources),
-                LabelStudioLink.item_id.in_(list(item_ids.values())),
-            )
-        ):
+        scope: ColumnElement[bool] = LabelStudioLink.item_id.in_(list(item_ids.values()))
+        if ls_project is not None and whole_project:
+            scope = or_(scope, LabelStudioLink.ls_project == ls_project)
+        query = select(
+            LabelStudioLink.source, LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id
+        ).where(
+            LabelStudioLink.project_id == project.id,
+            LabelStudioLink.source.in_(sources),
+            LabelStudioLink.criterion == crit,
+            scope,
+        )
+        if ls_project is not None:
+            query = query.where(or_(LabelStudioLink.ls_project == ls_project, LabelStudioLink.ls_project.is_(None)))
+        for source, ls_id, item_id, rater_id in session.execute(query):
             if ls_id not in reading.seen[source]:
-                gone.append((source, ls_id))
-                if (item_id, rater_id) not in linked:
-                    retract.add((item_id, rater_id))
+                gone.append((source, ls_id, crit, item_id, rater_id))
+    retracted_links = _retract_links(session, project, gone, keep=linked)
     retracted = retract_labels(session, project, [(i, r, crit) for i, r in sorted(retract)])
-    _forget_links(session, project, gone)
     insert_many(
         session,
         table_of(LabelStudioLink),
-        ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
+        LINK_COLUMNS,
         [
-            (project.id, source, ls_id, item_ids[i], rater_ids[r], crit)
+            (
+                project.id,
+                source,
+                ls_id,
+                item_ids[i],
+                rater_ids[r],
+                crit,
+                reading.link_tasks[(source, ls_id)],
+                ls_project,
+            )
             for (source, ls_id), (i, r) in reading.links.items()
         ],
-        on_conflict=("project_id", "source", "ls_id"),
+        on_conflict=LINK_KEY,
     )
     values = [(before.get((r["item"], r["rater"])), r["value"]) for r in rows]
     issues = [
@@ -608,12 +630,14 @@ def reconcile(
         items=items,
         raters_created=created,
         raters_updated=changed,
-        labels=labels.model_copy(update={"label_seq": max(labels.label_seq, retracted.label_seq)}),
+        labels=labels.model_copy(
+            update={"label_seq": max(labels.label_seq, retracted.label_seq, retracted_links.label_seq)}
+        ),
         changes=LabelChanges(
             added=sum(old is None for old, _ in values),
             updated=sum(old is not None and old != new for old, new in values),
             unchanged=sum(old == new for old, new in values),
-            retracted=retracted.retracted,
+            retracted=retracted.retracted + retracted_links.retracted,
         ),
         unmapped=reading.unmapped,
         skipped=reading.skipped,
@@ -699,8 +723,14 @@ def import_rows(
     judge_prefix: str = "",
     criterion: str | None = None,
     strict: bool = False,
+    ls_project: int | None = None,
+    whole_project: bool = False,
 ) -> ImportResult:
-    """Reconcile any JSON export of Label Studio (snapshot, Export-button JSON, JSON_MIN) into the project."""
+    """Reconcile any JSON export of Label Studio (snapshot, Export-button JSON, JSON_MIN) into the project.
+
+    ``ls_project`` is the Label Studio project the export is of (else the one its tasks name,
+    when they all name one); ``whole_project`` says the export holds every task of it (a sync).
+    """
     if is_json_min(rows):
         control = resolve_control(project, label_config=label_config, from_name=from_name, results=())
         if control is None and any("annotator" in r for r in rows):
@@ -723,6 +753,8 @@ def import_rows(
             judge_prefix=judge_prefix,
             criterion=criterion,
             strict=strict,
+            ls_project=ls_project,
+            whole_project=whole_project,
         )
     for n, row in enumerate(rows):
         if not isinstance(row, dict) or not isinstance(row.get("data"), dict):
@@ -746,7 +778,15 @@ def import_rows(
         judge_prefix=judge_prefix,
         criterion=criterion,
         strict=strict,
+        ls_project=ls_project if ls_project is not None else _one_project(tasks),
+        whole_project=whole_project,
     )
+
+
+def _one_project(tasks: list[LSTask]) -> int | None:
+    """The Label Studio project every task names (``project`` of a JSON export's task), if one."""
+    named = {t.project for t in tasks}
+    return named.pop() if len(named) == 1 else None
 
 
 def _tasks(rows: list[Any]) -> list[LSTask]:
@@ -762,54 +802,114 @@ def _tasks(rows: list[Any]) -> list[LSTask]:
     return tasks
 
 
-def _forget_links(session: Session, project: Project, links: list[tuple[str, int]]) -> None:
-    for source, ls_id in links:
+def _retract_links(
+    session: Session, project: Project, links: list[LinkRow], *, keep: Collection[tuple[int, int]] = ()
+) -> LabelsRetracted:
+    """Forget these links and retract the cells they labelled, unless another link (or a cell in
+    ``keep``: (item id, rater id) labelled by the export being read) still labels the cell."""
+    for source, ls_id, criterion, _, _ in links:
         session.execute(
             delete(LabelStudioLink).where(
                 LabelStudioLink.project_id == project.id,
                 LabelStudioLink.source == source,
                 LabelStudioLink.ls_id == ls_id,
+                LabelStudioLink.criterion == criterion,
             )
         )
-
-
-def retract_deleted(session: Session, project: Project, annotation_ids: list[int]) -> tuple[int, list[int], int]:
-    """Retract the labels of deleted annotations (unless another annotation still labels the cell).
-
-    Returns the retractions written, the ids this project never linked, and the last label seq.
-    """
-    lock_project(session, project.id)
-    found = {
-        ls_id: (item_id, rater_id, criterion)
-        for ls_id, item_id, rater_id, criterion in session.execute(
-            select(
-                LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion
-            ).where(
-                LabelStudioLink.project_id == project.id,
-                LabelStudioLink.source == "annotation",
-                LabelStudioLink.ls_id.in_(annotation_ids),
-            )
-        )
-    }
-    _forget_links(session, project, [("annotation", ls_id) for ls_id in found])
-    cells = set(found.values())
-    still = set()
+    cells = {(item_id, rater_id, criterion) for _, _, criterion, item_id, rater_id in links}
+    cells = {c for c in cells if (c[0], c[1]) not in keep}
     if cells:
         still = {
-            tuple(row)
-            for row in session.execute(
+            (item_id, rater_id, criterion)
+            for item_id, rater_id, criterion in session.execute(
                 select(LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion).where(
                     LabelStudioLink.project_id == project.id,
                     LabelStudioLink.item_id.in_(sorted({c[0] for c in cells})),
                 )
             )
         }
-    done = retract_labels(session, project, sorted(cells - still))
+        cells -= still
+    return retract_labels(session, project, sorted(cells))
+
+
+def _link_rows(session: Session, *where: Any) -> list[LinkRow]:
+    return [
+        (source, ls_id, criterion, item_id, rater_id)
+        for source, ls_id, criterion, item_id, rater_id in session.execute(
+            select(
+                LabelStudioLink.source,
+                LabelStudioLink.ls_id,
+                LabelStudioLink.criterion,
+                LabelStudioLink.item_id,
+                LabelStudioLink.rater_id,
+            ).where(*where)
+        )
+    ]
+
+
+def retract_deleted(session: Session, project: Project, annotation_ids: list[int]) -> tuple[int, list[int], int]:
+    """Retract the labels of deleted annotations, under every criterion they labelled (unless
+    another annotation still labels the cell).
+
+    Returns the retractions written, the ids this project never linked, and the last label seq.
+    """
+    lock_project(session, project.id)
+    links = _link_rows(
+        session,
+        LabelStudioLink.project_id == project.id,
+        LabelStudioLink.source == "annotation",
+        LabelStudioLink.ls_id.in_(annotation_ids),
+    )
+    done = _retract_links(session, project, links)
+    found = {ls_id for _, ls_id, _, _, _ in links}
     return done.retracted, [i for i in annotation_ids if i not in found], done.label_seq
 
 
+def retract_tasks(
+    session: Session, project: Project, task_ids: list[int], ls_project: int | None
+) -> tuple[int, list[int], int]:
+    """Retract every label that annotations and predictions of deleted tasks gave (``TASKS_DELETED``).
+
+    A link knows its task (and Label Studio project, when known: a link of another Label Studio
+    project is left alone); a link made before links knew their task is found by the item whose
+    external id is the task id. Returns the retractions written, the task ids no link names,
+    and the last label seq.
+    """
+    lock_project(session, project.id)
+    scoped = [LabelStudioLink.project_id == project.id]
+    if ls_project is not None:
+        scoped.append(or_(LabelStudioLink.ls_project == ls_project, LabelStudioLink.ls_project.is_(None)))
+    by_task = _link_rows(session, *scoped, LabelStudioLink.ls_task.in_(task_ids))
+    old_items = ids_by_external(session, Item, project.id, [str(t) for t in task_ids])
+    legacy = (
+        _link_rows(
+            session, *scoped, LabelStudioLink.ls_task.is_(None), LabelStudioLink.item_id.in_(list(old_items.values()))
+        )
+        if old_items
+        else []
+    )
+    found = {
+        task
+        for (task,) in session.execute(
+            select(LabelStudioLink.ls_task).where(*scoped, LabelStudioLink.ls_task.in_(task_ids)).distinct()
+        )
+    }
+    legacy_items = {item_id for _, _, _, item_id, _ in legacy}
+    found |= {int(ext) for ext, item_id in old_items.items() if item_id in legacy_items}
+    done = _retract_links(session, project, by_task + legacy)
+    return done.retracted, [t for t in task_ids if t not in found], done.label_seq
+
+
 def withdraw(
-    session: Session, project: Project, item: str, rater: str, criterion: str | None, annotation: TaskId | None
+    session: Session,
+    project: Project,
+    item: str,
+    rater: str,
+    criterion: str | None,
+    annotation: TaskId | None,
+    *,
+    task: TaskId | None = None,
+    ls_project: int | None = None,
 ) -> LabelsRetracted:
     """Retract ``rater``'s label of ``item`` (a skipped or emptied annotation); nothing when either is unknown.
 
@@ -825,9 +925,9 @@ def withdraw(
         insert_many(
             session,
             table_of(LabelStudioLink),
-            ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
-            [(project.id, "annotation", ls_id, item_id, rater_id, crit)],
-            on_conflict=("project_id", "source", "ls_id"),
+            LINK_COLUMNS,
+            [(project.id, "annotation", ls_id, item_id, rater_id, crit, _ls_id(task), ls_project)],
+            on_conflict=LINK_KEY,
         )
     return retract_labels(session, project, [(item_id, rater_id, crit)])
 

@@ -355,6 +355,8 @@ async def sync_label_studio(
             primary=body.primary,
             judge_prefix=body.judge_prefix,
             criterion=body.criterion,
+            ls_project=body.project,
+            whole_project=True,
         ),
     )
     return SyncResult(**done.model_dump(), tasks=len(rows))

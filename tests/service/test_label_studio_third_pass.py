@@ -205,3 +205,135 @@ def test_the_reason_without_from_name_names_the_controls(client: TestClient) -> 
     assert "[]" not in r["reason"]
     named: Any = deliver(client, pid, payload, from_name="sentiment")
     assert named["value"] == "Positive"
+
+
+# --- 2. deletions: TASKS_DELETED, and a rubric's annotation deleted under every criterion ------
+
+
+def test_tasks_deleted_retracts_every_label_of_the_deleted_tasks(client: TestClient) -> None:
+    pid = new_project(client)
+    tasks = fixture("snapshot-full-predictions.json")
+    ok(post_import(client, pid, tasks))
+    before = current(client, pid)
+    gone = fixture("webhook-tasks-deleted.json")
+    ids = [str(t["id"]) for t in gone["tasks"]]
+    assert ids == ["8", "9"]
+    on_them = {cell for cell in before if cell[0] in ids}
+    assert {r for _, r in on_them} >= {"gpt-4o-judge", "ls-user-2"}  # humans and judges
+    seq = label_seq(client, pid)
+    payload = copy.deepcopy(gone)
+    payload["tasks"].append({"id": 999})
+    r = deliver(client, pid, payload)
+    assert r["retracted"] == len(on_them) and r["unknown_tasks"] == [999]
+    assert r["label_seq"] == label_seq(client, pid) == seq + len(on_them)
+    assert current(client, pid) == {c: v for c, v in before.items() if c not in on_them}
+    # delivered twice: nothing more
+    again = deliver(client, pid, gone)
+    assert again["retracted"] == 0 and again["unknown_tasks"] == [8, 9]
+
+
+def test_tasks_deleted_retracts_webhook_labels_and_supersedes_their_issues(client: TestClient) -> None:
+    pid = new_project(client)
+    sent = deliveries()
+    assert deliver(client, pid, sent[0])["value"] == "Positive"  # task 8, user 1
+    kept = deliver(client, pid, two_choices(sent[0]))
+    assert kept["issue"]
+    r = deliver(client, pid, fixture("webhook-tasks-deleted.json"))
+    assert r["retracted"] == 1 and r["unknown_tasks"] == [9]
+    assert current(client, pid) == {} and open_issues(client, pid) == []
+
+
+def test_sync_retracts_the_labels_of_tasks_gone_from_label_studio(
+    client: TestClient, label_studio: FakeLabelStudio
+) -> None:
+    pid = new_project(client)
+    ok(sync(client, pid, label_studio))
+    before = current(client, pid)
+    label_studio.tasks = [t for t in label_studio.tasks if t["id"] not in (8, 9)]
+    done = ok(sync(client, pid, label_studio))
+    on_them = {cell for cell in before if cell[0] in ("8", "9")}
+    assert on_them and done["changes"]["retracted"] == len(on_them)
+    assert current(client, pid) == {c: v for c, v in before.items() if c not in on_them}
+
+
+def test_a_rubric_annotation_deleted_is_retracted_under_every_criterion(client: TestClient) -> None:
+    """One webhook per criterion links one annotation to one cell per criterion; its deletion retracts all."""
+    r = client.post("/projects", json={"name": "rubric", "labels": LABELS_RUBRIC, "criteria": ["tone", "truth"]})
+    pid = ok(r, 201)["id"]
+    sent = deliveries()
+    for criterion in ("tone", "truth"):
+        assert deliver(client, pid, sent[0], criterion=criterion)["value"] == "Positive"
+    assert current(client, pid, criterion="tone") and current(client, pid, criterion="truth")
+    r = deliver(client, pid, sent[2])  # ANNOTATIONS_DELETED [116]
+    assert r["retracted"] == 2
+    assert current(client, pid, criterion="tone") == current(client, pid, criterion="truth") == {}
+
+
+def test_per_criterion_imports_each_retract_a_deleted_annotation(client: TestClient) -> None:
+    pid = ok(
+        client.post("/projects", json={"name": "rubric", "labels": LABELS_RUBRIC, "criteria": ["tone", "truth"]}),
+        201,
+    )["id"]
+    tasks = fixture("snapshot-full-predictions.json")
+    for criterion in ("tone", "truth"):
+        ok(post_import(client, pid, tasks, criterion=criterion))
+    task8 = next(t for t in tasks if t["id"] == 8)
+    ann = task8["annotations"].pop(0)
+    cell = ("8", f"ls-user-{ann['completed_by']['id']}")
+    for criterion in ("tone", "truth"):
+        assert cell in current(client, pid, criterion=criterion)
+        assert ok(post_import(client, pid, tasks, criterion=criterion))["changes"]["retracted"] == 1
+        assert cell not in current(client, pid, criterion=criterion)
+
+
+LABELS_RUBRIC = ["Positive", "Negative", "Neutral"]
+
+
+# --- 5. two Label Studio projects feeding one annoplan project --------------------------------
+
+
+def as_ls_project(tasks: list[dict], ls_project: int, users: set[int], offset: int) -> list[dict]:
+    """The tasks as another Label Studio project holds them after importing annoplan's batch export:
+    its own task and annotation ids, the item's id in ``data.annoplan_item``, only ``users``' annotations."""
+    out = []
+    for t in copy.deepcopy(tasks):
+        t["data"]["annoplan_item"] = f"item-{t['id']}"
+        t["id"] += offset
+        t["project"] = ls_project
+        t["annotations"] = [
+            dict(a, id=a["id"] + offset, task=t["id"]) for a in t["annotations"] if a["completed_by"]["id"] in users
+        ]
+        t["predictions"] = [dict(p, id=p["id"] + offset) for p in t["predictions"]] if ls_project == 1 else []
+        out.append(t)
+    return out
+
+
+def test_two_label_studio_projects_do_not_retract_each_others_labels(client: TestClient) -> None:
+    pid = new_project(client)
+    real = fixture("snapshot-full-predictions.json")
+    first, second = as_ls_project(real, 1, {1, 2}, 0), as_ls_project(real, 2, {3}, 10_000)
+    ok(post_import(client, pid, first))
+    ok(post_import(client, pid, second))
+    both = current(client, pid)
+    assert {r for _, r in both} >= {"ls-user-2", "ls-user-3", "gpt-4o-judge"}
+    for tasks in (first, second, first):
+        assert ok(post_import(client, pid, tasks))["changes"] == {
+            "added": 0,
+            "updated": 0,
+            "unchanged": ok_unchanged(tasks, both),
+            "retracted": 0,
+        }
+    assert current(client, pid) == both
+    # a deletion in one project is still seen: user 3's annotation of item-8 removed from the second
+    task = next(t for t in second if t["data"]["annoplan_item"] == "item-8")
+    task["annotations"] = []
+    assert ok(post_import(client, pid, second))["changes"]["retracted"] == 1
+    assert ("item-8", "ls-user-3") not in current(client, pid) and ("item-8", "ls-user-2") in current(client, pid)
+
+
+def ok_unchanged(tasks: list[dict], labels: dict[tuple[str, str], str]) -> int:
+    """How many current labels these tasks restate (one per labelled cell they hold)."""
+    raters = {f"ls-user-{a['completed_by']['id']}" for t in tasks for a in t["annotations"]}
+    raters |= {p["model_version"] for t in tasks for p in t["predictions"]}
+    items = {t["data"]["annoplan_item"] for t in tasks}
+    return sum(1 for i, r in labels if i in items and r in raters)
