@@ -215,6 +215,11 @@ WEBHOOK_BODY = {
                             "items": {"type": "object"},
                             "description": "`ANNOTATIONS_DELETED`: the deleted annotations' `id`s.",
                         },
+                        "tasks": {
+                            "type": "array",
+                            "items": {"type": "object"},
+                            "description": "`TASKS_DELETED`: the deleted tasks' `id`s.",
+                        },
                         "task": {"type": "object", "description": "The task: `id` and `data`."},
                         "project": {"type": "object", "description": "The Label Studio project: `label_config`."},
                     },
@@ -244,7 +249,10 @@ def label_studio_webhook(
     criterion: Criterion = None,
     idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Receive Label Studio annotation webhooks: `ANNOTATION_CREATED`, `ANNOTATION_UPDATED`, `ANNOTATIONS_DELETED`.
+    """Receive Label Studio webhooks: annotations created, updated and deleted, and tasks deleted.
+
+    The actions recorded are `ANNOTATION_CREATED`, `ANNOTATION_UPDATED`, `ANNOTATIONS_DELETED`
+    and `TASKS_DELETED`.
 
     Configure the webhook in Label Studio with this URL and a header `Authorization: Bearer
     <key>` or `X-Annoplan-Secret: <key>`, the key being an admin key or a pm key of this
@@ -252,13 +260,16 @@ def label_studio_webhook(
     data key are read from the payload's `project.label_config`. The annotator is the rater
     `ls-user-<user id>` (created as `human` when new); an unknown task becomes an item. An
     update that changes the choice appends a correction; a skipped (cancelled) or emptied
-    annotation, and a deleted one, append a retraction of that rater's label of the task.
-    Other actions answer `{"ignored": "<action>"}`.
+    annotation, and a deleted one, append a retraction of that rater's label of the task (under
+    every criterion it was recorded for); a deleted task, a retraction of every label its
+    annotations and predictions gave. Other actions answer `{"ignored": "<action>"}`.
 
-    A delivery that cannot be recorded (a choice no label maps to, an ambiguous control, a
-    rater kind clash) is kept in the inbox (`GET .../integrations/label-studio/issues`) and
-    answered 200 with `issue` and `reason`, since Label Studio drops a refused delivery;
-    only a body that is not a JSON object with an `action` is a 422.
+    A delivery that cannot be recorded (an annotation created from a prediction, whose
+    `parent_prediction` makes it no independent human label; several choices in the control;
+    a choice no label maps to; an ambiguous control; a rater kind clash) is kept in the inbox
+    (`GET .../integrations/label-studio/issues`) and answered 200 with `issue` and `reason`,
+    since Label Studio drops a refused delivery; only a body that is not a JSON object with an
+    `action` is a 422.
     """
     try:
         payload: Any = orjson.loads(raw)
@@ -335,7 +346,9 @@ async def sync_label_studio(
     annotators) through Label Studio's API with `token` (used for this call only, never
     stored), then reconciles as `POST .../import/label-studio` does: new and changed labels,
     retractions of skipped, emptied and deleted annotations and predictions, judges from
-    predictions by `model_version`. Idempotent: a second sync with nothing changed in Label
+    predictions by `model_version`, retractions of the labels of tasks deleted in Label Studio.
+    Only links of this Label Studio project are compared, so several Label Studio projects can
+    feed one project. Idempotent: a second sync with nothing changed in Label
     Studio reports no change. This recovers any webhook delivery that was missed. 502 when
     Label Studio cannot be reached, refuses the token, or fails the export; nothing is written.
     A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set) is a 422 and is not called.
