@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from sqlalchemy import ColumnElement, delete, or_, select
+from sqlalchemy import ColumnElement, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.core.errors import Invalid, echo
@@ -41,6 +41,7 @@ from service.data.models import (
     Project,
     Rater,
     table_of,
+    utcnow,
 )
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
@@ -624,6 +625,21 @@ def reconcile(
         )
         for held, body in reading.held
     ]
+    # an export's open issues of annotations recorded now (a label or its withdrawal) or deleted are out of
+    # date (a webhook supersedes its own, in the inbox)
+    recorded = {str(where["annotation"]) for _, where in reading.cells.values() if where.get("annotation") is not None}
+    recorded |= {str(ls_id) for source, ls_id, *_ in gone if source == "annotation"}
+    if recorded and fmt != "webhook":
+        session.execute(
+            update(LabelStudioIssue)
+            .where(
+                LabelStudioIssue.project_id == project.id,
+                LabelStudioIssue.status == "open",
+                LabelStudioIssue.annotation.in_(sorted(recorded)),
+                LabelStudioIssue.id.not_in(issues) if issues else LabelStudioIssue.id.is_not(None),
+            )
+            .values(status="superseded", resolved_at=utcnow())
+        )
     return ImportResult(
         format=fmt,
         from_name=control.name if control is not None else None,
@@ -733,7 +749,7 @@ def import_rows(
     """
     if is_json_min(rows):
         control = resolve_control(project, label_config=label_config, from_name=from_name, results=())
-        if control is None and any("annotator" in r for r in rows):
+        if control is None and any(r.get("annotator") not in (None, "", {}) for r in rows):
             raise Invalid(
                 "a JSON_MIN export holds each control's value under its name: pass ?from_name=<the choices control> "
                 f"or ?label_config=<the project's labeling config>, or {EXPORT_HINT}",

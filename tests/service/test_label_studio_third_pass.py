@@ -337,3 +337,25 @@ def ok_unchanged(tasks: list[dict], labels: dict[tuple[str, str], str]) -> int:
     raters |= {p["model_version"] for t in tasks for p in t["predictions"]}
     items = {t["data"]["annoplan_item"] for t in tasks}
     return sum(1 for i, r in labels if i in items and r in raters)
+
+
+def test_an_issue_is_superseded_once_an_import_records_the_corrected_annotation(client: TestClient) -> None:
+    pid = new_project(client)
+    tasks = fixture("snapshot-full-predictions.json")
+    ok(post_import(client, pid, tasks))
+    (issue,) = open_issues(client, pid, "2 choices")  # annotation 114 of task 5
+    task5 = next(t for t in copy.deepcopy(tasks) if t["id"] == 5)
+    ann = next(a for a in task5["annotations"] if a["id"] == 114)
+    ann["result"][0]["value"]["choices"] = ["Negative"]  # corrected in Label Studio
+    ok(post_import(client, pid, [task5]))
+    assert current(client, pid)[("5", "ls-user-1")] == "Negative"
+    assert open_issues(client, pid) == []
+    superseded = ok(client.get(f"/projects/{pid}/integrations/label-studio/issues", params={"status": "superseded"}))
+    assert [i["id"] for i in superseded["items"]] == [issue["id"]]
+
+
+def test_json_min_of_unannotated_tasks_only_needs_no_control(client: TestClient) -> None:
+    rows = [r for r in fixture("export-json-min-all-tasks.json") if r["annotator"] is None]
+    pid = new_project(client)
+    body = ok(post_import(client, pid, rows))
+    assert body["items"]["created"] == 2 and current(client, pid) == {}
