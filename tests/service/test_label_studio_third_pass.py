@@ -359,3 +359,28 @@ def test_json_min_of_unannotated_tasks_only_needs_no_control(client: TestClient)
     pid = new_project(client)
     body = ok(post_import(client, pid, rows))
     assert body["items"]["created"] == 2 and current(client, pid) == {}
+
+
+def test_cli_sync_per_criterion(database_url: str, label_studio: FakeLabelStudio) -> None:
+    """`annoplan sync label-studio --criterion`: a rubric syncs each criterion; the inbox is mentioned."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from tests.live_server import LiveServer
+    from tests.service.test_label_studio_sync import ADMIN as SYNC_ADMIN
+    from tests.service.test_label_studio_sync import TOKEN
+
+    runner = CliRunner()
+    with LiveServer(database_url, SYNC_ADMIN) as server, server.client() as c:
+        body = {"name": "cli rubric", "labels": LABELS_RUBRIC, "criteria": ["tone", "truth"]}
+        pid = c.post("/projects", json=body).json()["id"]
+        args = ["sync", "label-studio", "--project", pid, "--ls-project", "7", "--ls-url", label_studio.url]
+        env = {"ANNOPLAN_KEY": SYNC_ADMIN, "LABEL_STUDIO_TOKEN": TOKEN}
+        for criterion in ("tone", "truth"):
+            result = runner.invoke(cli, [*args, "--url", server.base_url, "--criterion", criterion], env=env)
+            assert result.exit_code == 0, result.output
+            assert "annotations kept out of the labels, open in the inbox" in result.output  # annotation 114
+            rows = c.get(f"/projects/{pid}/labels", params={"limit": 1000, "criterion": criterion}).json()["items"]
+            assert len(rows) > 100
+        unnamed = runner.invoke(cli, [*args, "--url", server.base_url], env=env)
+        assert unnamed.exit_code == 1 and "pass ?criterion=" in unnamed.output
