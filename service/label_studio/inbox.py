@@ -1,8 +1,9 @@
 """Label Studio webhook deliveries: recorded, or kept in an inbox with the reason and replayed later.
 
 Label Studio drops a delivery answered with anything but 2xx and never retries, so a delivery
-that cannot be recorded (a choice outside the labels, an ambiguous control, a rater kind
-clash) is stored with its body and answered 200 with the issue; fix the cause (e.g.
+that cannot be recorded (an annotation made from a prediction, several choices in the
+control, a choice outside the labels, an ambiguous control, a rater kind clash) is stored with
+its body and answered 200 with the issue; fix the cause (e.g.
 ``PATCH /projects/{pid}`` a ``label_map``) and replay the inbox.
 """
 
@@ -78,8 +79,8 @@ class IssueRead(BaseModel):
     annotation: str | None
     reason: str
     status: str = Field(
-        description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery "
-        "of the same annotation was recorded, or it was deleted)."
+        description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery, "
+        "import or sync recorded the same annotation, or it or its task was deleted)."
     )
     created_at: Any
     resolved_at: Any = None

@@ -619,27 +619,26 @@ def reconcile(
         on_conflict=LINK_KEY,
     )
     values = [(before.get((r["item"], r["rater"])), r["value"]) for r in rows]
-    issues = [
-        keep_in_inbox(
-            session, project, body, held.reason, from_name=control.name if control else None, criterion=criterion
-        )
-        for held, body in reading.held
-    ]
+    issues = keep_in_inbox(
+        session, project, reading.held, from_name=control.name if control else None, criterion=criterion
+    )
     # an export's open issues of annotations recorded now (a label or its withdrawal) or deleted are out of
     # date (a webhook supersedes its own, in the inbox)
     recorded = {str(where["annotation"]) for _, where in reading.cells.values() if where.get("annotation") is not None}
     recorded |= {str(ls_id) for source, ls_id, *_ in gone if source == "annotation"}
     if recorded and fmt != "webhook":
-        session.execute(
-            update(LabelStudioIssue)
-            .where(
-                LabelStudioIssue.project_id == project.id,
-                LabelStudioIssue.status == "open",
-                LabelStudioIssue.annotation.in_(sorted(recorded)),
-                LabelStudioIssue.id.not_in(issues) if issues else LabelStudioIssue.id.is_not(None),
+        open_ones = session.execute(
+            select(LabelStudioIssue.id, LabelStudioIssue.annotation).where(
+                LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open"
             )
-            .values(status="superseded", resolved_at=utcnow())
-        )
+        ).all()  # the open issues are few; the annotations read may be many
+        if stale := sorted(i for i, ann in open_ones if ann in recorded and i not in issues):
+            session.execute(
+                update(LabelStudioIssue)
+                .where(LabelStudioIssue.id.in_(stale))
+                .values(status="superseded", resolved_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
     return ImportResult(
         format=fmt,
         from_name=control.name if control is not None else None,
@@ -702,29 +701,32 @@ def file_issue(
 def keep_in_inbox(
     session: Session,
     project: Project,
-    payload: dict[str, Any],
-    reason: str,
+    held: list[tuple[Skipped, dict[str, Any]]],
     *,
     from_name: str | None,
     criterion: str | None,
-) -> int:
-    """The open issue of an annotation an export holds back: the one already open for the same
-    task, annotation and reason (a later sync files no duplicate), else a new one."""
-    task, annotation = _issue_keys(payload)
-    earlier = session.scalar(
-        select(LabelStudioIssue.id)
-        .where(
-            LabelStudioIssue.project_id == project.id,
-            LabelStudioIssue.status == "open",
-            LabelStudioIssue.task == task,
-            LabelStudioIssue.annotation == annotation,
-            LabelStudioIssue.reason == reason,
+) -> list[int]:
+    """The open issues of the annotations an export holds back: for each, the one already open for
+    the same task, annotation and reason (a later sync files no duplicate), else a new one."""
+    if not held:
+        return []
+    open_ones = {
+        (task, annotation, reason): issue_id
+        for issue_id, task, annotation, reason in session.execute(
+            select(
+                LabelStudioIssue.id, LabelStudioIssue.task, LabelStudioIssue.annotation, LabelStudioIssue.reason
+            ).where(LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open")
         )
-        .limit(1)
-    )
-    if earlier is not None:
-        return int(earlier)
-    return file_issue(session, project, payload, reason, from_name=from_name, criterion=criterion).id
+    }
+    out = []
+    for skipped, payload in held:
+        key = (*_issue_keys(payload), skipped.reason)
+        if key not in open_ones:
+            open_ones[key] = file_issue(
+                session, project, payload, skipped.reason, from_name=from_name, criterion=criterion
+            ).id
+        out.append(open_ones[key])
+    return out
 
 
 def import_rows(
