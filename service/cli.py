@@ -516,6 +516,9 @@ def sync_label_studio(
     from_name: Annotated[str | None, typer.Option(help="The choices control, when the config is ambiguous.")] = None,
     primary: Annotated[str | None, typer.Option(help="Label Studio id or email of the primary annotator.")] = None,
     judge_prefix: Annotated[str, typer.Option(help="Prefix of the judges' external ids.")] = "",
+    criterion: Annotated[
+        str | None, typer.Option(help="The criterion the labels are for (a rubric: one sync per criterion).")
+    ] = None,
     url: Annotated[str, typer.Option(envvar="ANNOPLAN_URL", help="The annoplan server.")] = "http://127.0.0.1:8000",
     key: Annotated[str, typer.Option(envvar="ANNOPLAN_KEY", help="An admin key or a pm key of the project.")] = "",
 ) -> None:
@@ -539,6 +542,7 @@ def sync_label_studio(
         "from_name": from_name,
         "primary": primary,
         "judge_prefix": judge_prefix,
+        "criterion": criterion,
     }
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
@@ -554,6 +558,11 @@ def sync_label_studio(
     )
     for u in done["unmapped"][:20]:
         typer.echo(f"  unmapped: task {u['task']} {u['rater']}: {u['value']!r}")
+    if done.get("issues"):
+        typer.echo(
+            f"  {len(done['issues'])} annotations kept out of the labels, open in the inbox "
+            f"(GET /projects/{project}/integrations/label-studio/issues)"
+        )
 
 
 def _label_rows(path: Path) -> list[dict[str, Any]]:

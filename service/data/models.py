@@ -344,16 +344,22 @@ class Simulation(Base):
 
 
 class LabelStudioLink(Base):
-    """The cell a Label Studio annotation or prediction labels, so a deletion can retract it."""
+    """The cell a Label Studio annotation or prediction labels, per criterion (a rubric labels one
+    annotation under several), with its task and Label Studio project, so a deletion of the
+    annotation or of its task can retract every label it gave, and a sync reconciles only the
+    links of the Label Studio project it reads (``NULL``: not known, links made before 0013)."""
 
     __tablename__ = "label_studio_links"
+    __table_args__ = (Index("ix_label_studio_links_project_task", "project_id", "ls_task"),)
 
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
     source: Mapped[str] = mapped_column(String(16), primary_key=True)  # "annotation" or "prediction"
     ls_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
     rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
-    criterion: Mapped[str] = mapped_column(String(100))
+    criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
+    ls_task: Mapped[int | None] = mapped_column(BigInteger)
+    ls_project: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class LabelStudioIssue(Base):

@@ -93,7 +93,10 @@ def pick_control(
     'sentiment'
     >>> pick_control([a, c], None, lambda v: v in ("Pos", "news")).name  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    service.core.errors.Invalid: the labeling config has several single-choice controls ['sentiment', 'topic']; ...
+    service.core.errors.Invalid: the labeling config has several single-choice controls ['sentiment', 'topic'] and ...
+    >>> pick_control([b], None, lambda v: False).name  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    service.core.errors.Invalid: the labeling config has no single-choice control: its choices controls ['flags'] ...
     >>> pick_control([a, b, c], "flags", lambda v: False).name
     'flags'
     """
@@ -108,13 +111,19 @@ def pick_control(
             )
         return named[0]
     single = [c for c in controls if c.single]
+    if not single:
+        raise Invalid(
+            f"the labeling config has no single-choice control: its choices controls {[c.name for c in controls]} "
+            'all take several choices (choice="multiple"); name the one that holds the label with ?from_name=',
+            code="ambiguous_from_name",
+        )
     if len(single) == 1:
         return single[0]
     ranked = sorted(((sum(map(maps, c.choices)), k) for k, c in enumerate(single)), reverse=True)
     if len(ranked) > 1 and ranked[0][0] > ranked[1][0]:
         return single[ranked[0][1]]
     raise Invalid(
-        f"the labeling config has several single-choice controls {[c.name for c in single]}; "
-        "name the one that holds the label with ?from_name=",
+        f"the labeling config has several single-choice controls {[c.name for c in single]} and their choices "
+        "do not tell which holds the label; name it with ?from_name=",
         code="ambiguous_from_name",
     )

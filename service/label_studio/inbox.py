@@ -1,8 +1,9 @@
 """Label Studio webhook deliveries: recorded, or kept in an inbox with the reason and replayed later.
 
 Label Studio drops a delivery answered with anything but 2xx and never retries, so a delivery
-that cannot be recorded (a choice outside the labels, an ambiguous control, a rater kind
-clash) is stored with its body and answered 200 with the issue; fix the cause (e.g.
+that cannot be recorded (an annotation made from a prediction, several choices in the
+control, a choice outside the labels, an ambiguous control, a rater kind clash) is stored with
+its body and answered 200 with the issue; fix the cause (e.g.
 ``PATCH /projects/{pid}`` a ``label_map``) and replay the inbox.
 """
 
@@ -17,15 +18,19 @@ from sqlalchemy.orm import Session
 from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
-from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, TaskId
+from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
 from service.label_studio.reconcile import (
     chosen_value,
+    file_issue,
+    from_prediction,
     human_rater,
     item_from_task,
     label_for,
     reconcile,
     resolve_control,
     retract_deleted,
+    retract_tasks,
+    several_choices,
     tasks_for_annotation,
     withdraw,
 )
@@ -33,6 +38,7 @@ from service.schemas import LabelsAccepted
 
 RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
 DELETED_ACTION = "ANNOTATIONS_DELETED"
+TASKS_DELETED_ACTION = "TASKS_DELETED"
 
 
 class WebhookResult(BaseModel):
@@ -53,6 +59,7 @@ class WebhookResult(BaseModel):
     unknown_annotations: list[int] | None = Field(
         None, description="Deleted annotation ids this project never recorded."
     )
+    unknown_tasks: list[int] | None = Field(None, description="Deleted task ids no recorded label came from.")
     item_created: bool | None = None
     rater_created: bool | None = None
     labels: LabelsAccepted | None = None
@@ -72,8 +79,8 @@ class IssueRead(BaseModel):
     annotation: str | None
     reason: str
     status: str = Field(
-        description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery "
-        "of the same annotation was recorded, or it was deleted)."
+        description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery, "
+        "import or sync recorded the same annotation, or it or its task was deleted)."
     )
     created_at: Any
     resolved_at: Any = None
@@ -95,12 +102,15 @@ def _validated_event(model: type[BaseModel], payload: dict[str, Any]) -> Any:
         raise Invalid(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", code="malformed_body") from None
 
 
-def _supersede(session: Session, project: Project, annotations: list[str], *, before: int | None = None) -> None:
-    """Open issues of these annotations are out of date: a later state was recorded."""
+def _supersede(
+    session: Session, project: Project, annotations: list[str], *, before: int | None = None, tasks: bool = False
+) -> None:
+    """Open issues of these annotations (or, with ``tasks``, of these tasks) are out of date: a
+    later state was recorded."""
     stmt = update(LabelStudioIssue).where(
         LabelStudioIssue.project_id == project.id,
         LabelStudioIssue.status == "open",
-        LabelStudioIssue.annotation.in_(annotations),
+        (LabelStudioIssue.task if tasks else LabelStudioIssue.annotation).in_(annotations),
     )
     if before is not None:
         stmt = stmt.where(LabelStudioIssue.id < before)
@@ -118,7 +128,9 @@ def record_delivery(
     issue: int | None = None,
 ) -> WebhookResult:
     """Record one webhook body: a created or updated annotation's label (or its withdrawal when
-    skipped or emptied), or the retraction of deleted annotations; raises what it cannot record.
+    skipped or emptied), or the retraction of the labels of deleted annotations or tasks; raises
+    what it cannot record (an annotation made from a prediction, several choices, a choice no
+    label maps to, ...).
 
     ``issue`` is the inbox issue being replayed (older open issues of the annotation are superseded).
     """
@@ -129,6 +141,14 @@ def record_delivery(
         retracted, unknown, seq = retract_deleted(session, project, ids)
         _supersede(session, project, [str(i) for i in ids], before=issue)
         return WebhookResult(action=action, retracted=retracted, unknown_annotations=unknown, label_seq=seq)
+    if action == TASKS_DELETED_ACTION:
+        gone = _validated_event(LSTasksDeleted, payload)
+        task_ids = [t.id for t in gone.tasks]
+        retracted, unknown, seq = retract_tasks(
+            session, project, task_ids, gone.project.id if gone.project is not None else None
+        )
+        _supersede(session, project, [str(i) for i in task_ids], before=issue, tasks=True)
+        return WebhookResult(action=action, retracted=retracted, unknown_tasks=unknown, label_seq=seq)
     if action not in RECORDED_ACTIONS:
         return WebhookResult(ignored=action)
     event: LSAnnotationEvent = _validated_event(LSAnnotationEvent, payload)
@@ -136,6 +156,9 @@ def record_delivery(
     task_id = ann.task if ann.task is not None else event.task.id if event.task is not None else None
     if task_id is None:
         raise Invalid("the payload names no task (neither annotation.task nor task.id)", code="malformed_body")
+    if (why := from_prediction(ann)) is not None:
+        raise Invalid(why, code="not_independent")
+    ls_project = event.project.id if event.project is not None else event.task.project if event.task else None
     control = resolve_control(
         project,
         label_config=event.project.label_config if event.project else None,
@@ -146,11 +169,13 @@ def record_delivery(
     item = item_from_task(tasks[0], control.data_key if control else None).external_id
     rater = human_rater(ann.completed_by)[0]
     done = WebhookResult(action=action, task=task_id, item=item, rater=rater)
+    if not ann.was_cancelled and (why := several_choices(ann.result, control.name if control else None)) is not None:
+        raise Invalid(why, code="several_choices")
     choice, reason = (
         (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control.name if control else None)
     )
     if choice is None:
-        withdrawn = withdraw(session, project, item, rater, criterion, ann.id)
+        withdrawn = withdraw(session, project, item, rater, criterion, ann.id, task=task_id, ls_project=ls_project)
         result = done.model_copy(
             update={
                 "skipped": reason,
@@ -169,6 +194,7 @@ def record_delivery(
             criterion=criterion,
             strict=True,
             deletions=False,
+            ls_project=ls_project,
         )
         result = done.model_copy(
             update={
@@ -181,35 +207,6 @@ def record_delivery(
     if ann.id is not None:
         _supersede(session, project, [str(ann.id)], before=issue)
     return result
-
-
-def file_issue(
-    session: Session,
-    project: Project,
-    payload: dict[str, Any],
-    reason: str,
-    *,
-    from_name: str | None,
-    criterion: str | None,
-) -> LabelStudioIssue:
-    """Keep a delivery that could not be recorded, with what is needed to replay it."""
-    raw = payload.get("annotation")
-    ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    task = ann.get("task")
-    if task is None and isinstance(payload.get("task"), dict):
-        task = payload["task"].get("id")
-    issue = LabelStudioIssue(
-        project_id=project.id,
-        action=str(payload.get("action"))[:40],
-        task=str(task)[:40] if task is not None else None,
-        annotation=str(ann["id"])[:40] if ann.get("id") is not None else None,
-        reason=reason,
-        payload={"body": payload, "from_name": from_name, "criterion": criterion},
-        status="open",
-    )
-    session.add(issue)
-    session.flush()
-    return issue
 
 
 def receive(

@@ -6,7 +6,12 @@ Every JSON export Label Studio offers reads as a list of :class:`LSTask`:
 - the Export button's JSON: the same, but predictions are only ids (kept as ints here, to be
   reported: their labels need a snapshot or a sync);
 - JSON_MIN: one flat row per annotation (the task's data keys, ``id``, the control's value
-  under its name, ``annotator``, ``annotation_id``), regrouped into tasks.
+  under its name, ``annotator``, ``annotation_id``), regrouped into tasks; a row whose
+  ``annotator`` and ``annotation_id`` are null is a task without annotations (what
+  ``download_all_tasks=true`` adds). JSON_MIN carries no ``parent_prediction``: an annotation
+  made from a prediction cannot be told apart there (the snapshot and sync can).
+
+CSV and TSV exports are not read: the import refuses them (415) and names the JSON export.
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ class LSAnnotation(_LabelStudio):
     result: list[LSResult] = Field(default_factory=list)
     was_cancelled: bool = False
     task: TaskId | None = Field(None, description="The task's id (webhook payloads).")
+    parent_prediction: int | None = Field(
+        None, description="The prediction this annotation was created from (Label Studio's copy of a pre-annotation)."
+    )
 
 
 class LSPrediction(_LabelStudio):
@@ -85,6 +93,7 @@ class LSTask(_LabelStudio):
     predictions: list[LSPrediction | int] = Field(
         default_factory=list, description="Full predictions, or only their ids (the Export button's JSON)."
     )
+    project: int | None = Field(None, description="The Label Studio project's id (JSON exports, webhooks).")
 
 
 class LSProject(_LabelStudio):
@@ -104,6 +113,8 @@ class LSAnnotationEvent(_LabelStudio):
 
 
 class LSAnnotationRef(_LabelStudio):
+    """An object named by its id alone (what Label Studio's deletion webhooks carry)."""
+
     id: int
 
 
@@ -112,6 +123,14 @@ class LSAnnotationsDeleted(_LabelStudio):
 
     action: str
     annotations: list[LSAnnotationRef]
+    project: LSProject | None = None
+
+
+class LSTasksDeleted(_LabelStudio):
+    """A ``TASKS_DELETED`` webhook payload: only the deleted tasks' ids."""
+
+    action: str
+    tasks: list[LSAnnotationRef]
     project: LSProject | None = None
 
 
@@ -128,11 +147,12 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
 
     >>> rows = [{"id": 1, "text": "a", "s": "Pos", "f": "x", "annotator": 2, "annotation_id": 5},
     ...         {"id": 1, "text": "a", "s": {"choices": ["Pos", "Neg"]}, "annotator": 3, "annotation_id": 6},
-    ...         {"id": 2, "text": "b"}]
+    ...         {"id": 2, "text": "b"}, {"id": 3, "text": "c", "annotator": None, "annotation_id": None}]
     >>> tasks = tasks_from_json_min(rows, "s", frozenset({"s", "f"}))
     >>> [(t["id"], t["data"], [(a["id"], a["completed_by"], a["result"][0]["value"]) for a in t["annotations"]])
     ...  for t in tasks]
-    [(1, {'text': 'a'}, [(5, 2, {'choices': ['Pos']}), (6, 3, {'choices': ['Pos', 'Neg']})]), (2, {'text': 'b'}, [])]
+    [(1, {'text': 'a'}, [(5, 2, {'choices': ['Pos']}), (6, 3, {'choices': ['Pos', 'Neg']})]), (2, {'text': 'b'}, []), \
+(3, {'text': 'c'}, [])]
     """
     skip = MIN_META_KEYS | controls | {from_name}
     tasks: dict[Any, dict[str, Any]] = {}
@@ -145,8 +165,8 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
                 "data": {k: v for k, v in row.items() if k not in skip and not _is_choices(v)},
             },
         )
-        if "annotation_id" not in row and "annotator" not in row:
-            continue
+        if row.get("annotation_id") is None and row.get("annotator") in (None, "", {}):
+            continue  # a task without annotations (LS writes such rows with download_all_tasks=true)
         if "annotator" not in row:
             raise Invalid(f"body.{n}: a JSON_MIN row with an annotation needs 'annotator'", code="validation_error")
         annotator = row["annotator"]

@@ -10,16 +10,21 @@ Identities (documented in the endpoints too):
 - a prediction is the judge ``<judge_prefix><model_version>``;
 - each annotation and prediction id is linked to the cell it labels, so a deletion (or an
   annotation gone from a later export) retracts that cell's label.
+
+Annotations that need a person before they can count are written nowhere and kept in the inbox
+with the reason, on every path (webhook, import, sync): one created from a prediction (Label
+Studio's ``parent_prediction``: a copy of a model's label, not an independent human label), and
+one with several choices in the control that holds the criterion's one label.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.core.errors import Invalid, echo
@@ -27,7 +32,17 @@ from service.core.sql import insert_many
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
 from service.data.labels import retract_labels, write_labels
-from service.data.models import Batch, CurrentLabel, Item, LabelStudioLink, Project, Rater, table_of
+from service.data.models import (
+    Batch,
+    CurrentLabel,
+    Item,
+    LabelStudioIssue,
+    LabelStudioLink,
+    Project,
+    Rater,
+    table_of,
+    utcnow,
+)
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
 from service.label_studio.config import ChoiceControl, choice_controls, pick_control
@@ -92,6 +107,11 @@ class ImportResult(BaseModel):
     changes: LabelChanges
     unmapped: list[Unmapped]
     skipped: list[Skipped]
+    issues: list[int] = Field(
+        default_factory=list,
+        description="Open inbox issues of the annotations kept out of the labels until a person acts: "
+        "made from a prediction, or several choices in one criterion (also listed in `skipped`).",
+    )
 
 
 class TaskMeta(BaseModel):
@@ -181,7 +201,7 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
     >>> chosen_value(r, "topic")
     (None, "no choices result from 'topic'")
     """
-    result = next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
+    result = _choices_result(results, from_name)
     if result is None:
         return None, "no choices result" + (f" from {echo(from_name)}" if from_name else "")
     choices = result.value.get("choices")
@@ -190,6 +210,51 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
     if len(choices) != 1:
         return None, f"{len(choices)} choices selected; one is needed" if choices else "no choice selected"
     return choices[0], None
+
+
+def _choices_result(results: list[LSResult], from_name: str | None) -> LSResult | None:
+    return next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
+
+
+def several_choices(results: list[LSResult], from_name: str | None) -> str | None:
+    """Why an annotation cannot give a criterion its one label: several choices picked in the
+    control read; ``None`` when it has at most one.
+
+    >>> r = [LSResult(type="choices", from_name="sentiment", value={"choices": ["Positive", "Mixed"]})]
+    >>> several_choices(r, "sentiment")  # doctest: +ELLIPSIS
+    "2 choices ['Positive', 'Mixed'] selected in 'sentiment', whose choice is the criterion's one label: ..."
+    >>> several_choices(r, "flags") is None
+    True
+    """
+    result = _choices_result(results, from_name)
+    if result is None:
+        return None
+    choices = result.value.get("choices")
+    if not isinstance(choices, list) or len(choices) < 2:
+        return None
+    return (
+        f"{len(choices)} choices {[str(c)[:100] for c in choices[:10]]} selected in {echo(result.from_name)}, "
+        "whose choice is the criterion's one label: no label is written; correct the annotation in Label Studio "
+        "to one choice, or name a single-choice control with ?from_name="
+    )
+
+
+def from_prediction(annotation: LSAnnotation) -> str | None:
+    """Why an annotation is not an independent human label (it was created from a prediction:
+    Label Studio's ``parent_prediction``); ``None`` when it is one.
+
+    >>> from_prediction(LSAnnotation(completed_by=2, parent_prediction=40))  # doctest: +ELLIPSIS
+    "created from prediction 40 (Label Studio's parent_prediction): a copy of a model's label, ..."
+    >>> from_prediction(LSAnnotation(completed_by=2)) is None
+    True
+    """
+    if annotation.parent_prediction is None:
+        return None
+    return (
+        f"created from prediction {annotation.parent_prediction} (Label Studio's parent_prediction): a copy of a "
+        "model's label, not an independent human label, so it is kept out of the labels; hide predictions from "
+        "annotators (Label Studio project setting show_collab_predictions: false) and have the task annotated afresh"
+    )
 
 
 def label_for(choice: str, labels: list[str], label_map: dict[str, Any] | None = None) -> str | None:
@@ -270,6 +335,9 @@ def resolve_control(
 
 
 Cell = tuple[str, str]  # (item external id, rater external id)
+LinkRow = tuple[str, int, str, int, int]  # (source, ls_id, criterion, item id, rater id)
+LINK_COLUMNS = ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion", "ls_task", "ls_project")
+LINK_KEY = ("project_id", "source", "ls_id", "criterion")
 
 
 @dataclass
@@ -281,9 +349,21 @@ class ExportReading:
     raters: dict[str, RaterCreate] = field(default_factory=dict)
     cells: dict[Cell, tuple[LabelIn | None, dict[str, Any]]] = field(default_factory=dict)
     links: dict[tuple[str, int], Cell] = field(default_factory=dict)
+    link_tasks: dict[tuple[str, int], int | None] = field(default_factory=dict)
     seen: dict[str, set[int]] = field(default_factory=lambda: {"annotation": set(), "prediction": set()})
     unmapped: list[Unmapped] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    held: list[tuple[Skipped, dict[str, Any]]] = field(default_factory=list)
+    """Annotations kept for the inbox (reported in ``skipped`` too), each with a webhook body that replays it."""
+
+    def hold(self, skipped: Skipped, task: LSTask, annotation: LSAnnotation) -> None:
+        self.skipped.append(skipped)
+        body = {
+            "action": "ANNOTATION_CREATED",
+            "annotation": {**annotation.model_dump(mode="json"), "task": task.id},
+            "task": {"id": task.id, "data": task.data},
+        }
+        self.held.append((skipped, body))
 
     @property
     def rows(self) -> list[LabelIn]:
@@ -315,9 +395,11 @@ def read_export(
 
     Annotators become ``human`` raters (``primary`` names the one to make ``primary``: its
     Label Studio id or email); predictions become ``judge`` raters. A cancelled annotation,
-    or one without exactly one choice of the control, withdraws its rater's label of the task;
+    or one without a choice of the control, withdraws its rater's label of the task;
     when one rater labels a task twice, the later annotation wins and the earlier one is
-    reported as superseded.
+    reported as superseded. An annotation made from a prediction, or with several choices, is
+    held for the inbox and changes nothing (one with several choices still counts as present,
+    so the label it had stands).
     """
     from_name = control.name if control is not None else None
     reading = ExportReading(items=[item_from_task(task, control.data_key if control else None) for task in tasks])
@@ -334,6 +416,7 @@ def read_export(
         if (number := _ls_id(ls_id)) is not None:
             reading.seen[source].add(number)
             reading.links[(source, number)] = cell
+            reading.link_tasks[(source, number)] = _ls_id(where["task"])
         choice = None
         if results is not None:
             choice, reason = chosen_value(results, from_name)
@@ -358,6 +441,10 @@ def read_export(
     for task, item in zip(tasks, reading.items, strict=True):
         for ann in task.annotations:
             rater, name = human_rater(ann.completed_by)
+            where = {"task": task.id, "annotation": ann.id, "rater": rater}
+            if (why := from_prediction(ann)) is not None:
+                reading.hold(Skipped(**where, reason=why), task, ann)
+                continue
             prior = reading.raters.get(rater)
             is_primary = primary is not None and _is_user(ann.completed_by, primary)
             reading.raters[rater] = RaterCreate(
@@ -365,7 +452,11 @@ def read_export(
                 kind="primary" if is_primary or (prior is not None and prior.kind == "primary") else "human",
                 name=name or (prior.name if prior is not None else None),
             )
-            where = {"task": task.id, "annotation": ann.id, "rater": rater}
+            if not ann.was_cancelled and (why := several_choices(ann.result, from_name)) is not None:
+                if (number := _ls_id(ann.id)) is not None:
+                    reading.seen["annotation"].add(number)
+                reading.hold(Skipped(**where, reason=why), task, ann)
+                continue
             read("annotation", ann.id, item.external_id, where, None if ann.was_cancelled else ann.result, "cancelled")
         for pred in task.predictions:
             if isinstance(pred, int):
@@ -446,14 +537,19 @@ def reconcile(
     criterion: str | None = None,
     strict: bool = False,
     deletions: bool = True,
+    ls_project: int | None = None,
+    whole_project: bool = False,
 ) -> ImportResult:
     """Bring the project in line with these tasks, in the caller's transaction: upsert items,
     create raters, write changed labels, retract withdrawn ones, remember the links.
 
     With ``deletions``, an annotation (or, when the export carries predictions, a prediction)
-    linked to one of these tasks earlier but absent now was deleted: its cell is retracted
-    unless something in this export still labels it. In strict mode a choice that maps to no
-    label is a 422 before anything is written.
+    linked to one of these tasks earlier under this criterion but absent now was deleted: its
+    cell is retracted unless something still labels it. Only links of Label Studio project
+    ``ls_project`` (and links whose project is unknown) are compared, when it is known; with
+    ``whole_project`` (a sync: every task of that project is here) its links to tasks absent
+    from the export are of deleted tasks, and are retracted too. In strict mode a choice that
+    maps to no label is a 422 before anything is written.
     """
     crit = _criterion(project, criterion)
     reading: ExportReading = _validated(
@@ -481,52 +577,156 @@ def reconcile(
     item_ids = ids_by_external(session, Item, project.id, sorted({i.external_id for i in reading.items}))
     rater_ids = ids_by_external(session, Rater, project.id, sorted(reading.raters))
     linked = {(item_ids[i], rater_ids[r]) for i, r in reading.links.values()}
-    gone: list[tuple[str, int]] = []
+    gone: list[LinkRow] = []
     retract = {(item_ids[i], rater_ids[r]) for i, r in reading.withdrawn}
-    if deletions and item_ids:
+    if deletions and (item_ids or (whole_project and ls_project is not None)):
         sources = ["annotation", "prediction"] if fmt != "json_min" else ["annotation"]
-        for source, ls_id, item_id, rater_id in session.execute(
-            select(
-                LabelStudioLink.source, LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id
-            ).where(
-                LabelStudioLink.project_id == project.id,
-                LabelStudioLink.source.in_(sources),
-                LabelStudioLink.item_id.in_(list(item_ids.values())),
-            )
-        ):
+        scope: ColumnElement[bool] = LabelStudioLink.item_id.in_(list(item_ids.values()))
+        if ls_project is not None and whole_project:
+            scope = or_(scope, LabelStudioLink.ls_project == ls_project)
+        query = select(
+            LabelStudioLink.source, LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id
+        ).where(
+            LabelStudioLink.project_id == project.id,
+            LabelStudioLink.source.in_(sources),
+            LabelStudioLink.criterion == crit,
+            scope,
+        )
+        if ls_project is not None:
+            query = query.where(or_(LabelStudioLink.ls_project == ls_project, LabelStudioLink.ls_project.is_(None)))
+        for source, ls_id, item_id, rater_id in session.execute(query):
             if ls_id not in reading.seen[source]:
-                gone.append((source, ls_id))
-                if (item_id, rater_id) not in linked:
-                    retract.add((item_id, rater_id))
+                gone.append((source, ls_id, crit, item_id, rater_id))
+    retracted_links = _retract_links(session, project, gone, keep=linked)
     retracted = retract_labels(session, project, [(i, r, crit) for i, r in sorted(retract)])
-    _forget_links(session, project, gone)
     insert_many(
         session,
         table_of(LabelStudioLink),
-        ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
+        LINK_COLUMNS,
         [
-            (project.id, source, ls_id, item_ids[i], rater_ids[r], crit)
+            (
+                project.id,
+                source,
+                ls_id,
+                item_ids[i],
+                rater_ids[r],
+                crit,
+                reading.link_tasks[(source, ls_id)],
+                ls_project,
+            )
             for (source, ls_id), (i, r) in reading.links.items()
         ],
-        on_conflict=("project_id", "source", "ls_id"),
+        on_conflict=LINK_KEY,
     )
     values = [(before.get((r["item"], r["rater"])), r["value"]) for r in rows]
+    issues = keep_in_inbox(
+        session, project, reading.held, from_name=control.name if control else None, criterion=criterion
+    )
+    # an export's open issues of annotations recorded now (a label or its withdrawal) or deleted are out of
+    # date (a webhook supersedes its own, in the inbox)
+    recorded = {str(where["annotation"]) for _, where in reading.cells.values() if where.get("annotation") is not None}
+    recorded |= {str(ls_id) for source, ls_id, *_ in gone if source == "annotation"}
+    if recorded and fmt != "webhook":
+        open_ones = session.execute(
+            select(LabelStudioIssue.id, LabelStudioIssue.annotation).where(
+                LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open"
+            )
+        ).all()  # the open issues are few; the annotations read may be many
+        if stale := sorted(i for i, ann in open_ones if ann in recorded and i not in issues):
+            session.execute(
+                update(LabelStudioIssue)
+                .where(LabelStudioIssue.id.in_(stale))
+                .values(status="superseded", resolved_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
     return ImportResult(
         format=fmt,
         from_name=control.name if control is not None else None,
         items=items,
         raters_created=created,
         raters_updated=changed,
-        labels=labels.model_copy(update={"label_seq": max(labels.label_seq, retracted.label_seq)}),
+        labels=labels.model_copy(
+            update={"label_seq": max(labels.label_seq, retracted.label_seq, retracted_links.label_seq)}
+        ),
         changes=LabelChanges(
             added=sum(old is None for old, _ in values),
             updated=sum(old is not None and old != new for old, new in values),
             unchanged=sum(old == new for old, new in values),
-            retracted=retracted.retracted,
+            retracted=retracted.retracted + retracted_links.retracted,
         ),
         unmapped=reading.unmapped,
         skipped=reading.skipped,
+        issues=issues,
     )
+
+
+def _issue_keys(payload: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The task and annotation a delivery names, as the inbox stores them."""
+    raw = payload.get("annotation")
+    ann: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    task = ann.get("task")
+    if task is None and isinstance(payload.get("task"), dict):
+        task = payload["task"].get("id")
+    return (
+        str(task)[:40] if task is not None else None,
+        str(ann["id"])[:40] if ann.get("id") is not None else None,
+    )
+
+
+def file_issue(
+    session: Session,
+    project: Project,
+    payload: dict[str, Any],
+    reason: str,
+    *,
+    from_name: str | None,
+    criterion: str | None,
+) -> LabelStudioIssue:
+    """Keep a delivery that could not be recorded, with what is needed to replay it."""
+    task, annotation = _issue_keys(payload)
+    issue = LabelStudioIssue(
+        project_id=project.id,
+        action=str(payload.get("action"))[:40],
+        task=task,
+        annotation=annotation,
+        reason=reason,
+        payload={"body": payload, "from_name": from_name, "criterion": criterion},
+        status="open",
+    )
+    session.add(issue)
+    session.flush()
+    return issue
+
+
+def keep_in_inbox(
+    session: Session,
+    project: Project,
+    held: list[tuple[Skipped, dict[str, Any]]],
+    *,
+    from_name: str | None,
+    criterion: str | None,
+) -> list[int]:
+    """The open issues of the annotations an export holds back: for each, the one already open for
+    the same task, annotation and reason (a later sync files no duplicate), else a new one."""
+    if not held:
+        return []
+    open_ones = {
+        (task, annotation, reason): issue_id
+        for issue_id, task, annotation, reason in session.execute(
+            select(
+                LabelStudioIssue.id, LabelStudioIssue.task, LabelStudioIssue.annotation, LabelStudioIssue.reason
+            ).where(LabelStudioIssue.project_id == project.id, LabelStudioIssue.status == "open")
+        )
+    }
+    out = []
+    for skipped, payload in held:
+        key = (*_issue_keys(payload), skipped.reason)
+        if key not in open_ones:
+            open_ones[key] = file_issue(
+                session, project, payload, skipped.reason, from_name=from_name, criterion=criterion
+            ).id
+        out.append(open_ones[key])
+    return out
 
 
 def import_rows(
@@ -541,11 +741,17 @@ def import_rows(
     judge_prefix: str = "",
     criterion: str | None = None,
     strict: bool = False,
+    ls_project: int | None = None,
+    whole_project: bool = False,
 ) -> ImportResult:
-    """Reconcile any JSON export of Label Studio (snapshot, Export-button JSON, JSON_MIN) into the project."""
+    """Reconcile any JSON export of Label Studio (snapshot, Export-button JSON, JSON_MIN) into the project.
+
+    ``ls_project`` is the Label Studio project the export is of (else the one its tasks name,
+    when they all name one); ``whole_project`` says the export holds every task of it (a sync).
+    """
     if is_json_min(rows):
         control = resolve_control(project, label_config=label_config, from_name=from_name, results=())
-        if control is None and any("annotator" in r for r in rows):
+        if control is None and any(r.get("annotator") not in (None, "", {}) for r in rows):
             raise Invalid(
                 "a JSON_MIN export holds each control's value under its name: pass ?from_name=<the choices control> "
                 f"or ?label_config=<the project's labeling config>, or {EXPORT_HINT}",
@@ -565,6 +771,8 @@ def import_rows(
             judge_prefix=judge_prefix,
             criterion=criterion,
             strict=strict,
+            ls_project=ls_project,
+            whole_project=whole_project,
         )
     for n, row in enumerate(rows):
         if not isinstance(row, dict) or not isinstance(row.get("data"), dict):
@@ -588,7 +796,15 @@ def import_rows(
         judge_prefix=judge_prefix,
         criterion=criterion,
         strict=strict,
+        ls_project=ls_project if ls_project is not None else _one_project(tasks),
+        whole_project=whole_project,
     )
+
+
+def _one_project(tasks: list[LSTask]) -> int | None:
+    """The Label Studio project every task names (``project`` of a JSON export's task), if one."""
+    named = {t.project for t in tasks}
+    return named.pop() if len(named) == 1 else None
 
 
 def _tasks(rows: list[Any]) -> list[LSTask]:
@@ -604,54 +820,114 @@ def _tasks(rows: list[Any]) -> list[LSTask]:
     return tasks
 
 
-def _forget_links(session: Session, project: Project, links: list[tuple[str, int]]) -> None:
-    for source, ls_id in links:
+def _retract_links(
+    session: Session, project: Project, links: list[LinkRow], *, keep: Collection[tuple[int, int]] = ()
+) -> LabelsRetracted:
+    """Forget these links and retract the cells they labelled, unless another link (or a cell in
+    ``keep``: (item id, rater id) labelled by the export being read) still labels the cell."""
+    for source, ls_id, criterion, _, _ in links:
         session.execute(
             delete(LabelStudioLink).where(
                 LabelStudioLink.project_id == project.id,
                 LabelStudioLink.source == source,
                 LabelStudioLink.ls_id == ls_id,
+                LabelStudioLink.criterion == criterion,
             )
         )
-
-
-def retract_deleted(session: Session, project: Project, annotation_ids: list[int]) -> tuple[int, list[int], int]:
-    """Retract the labels of deleted annotations (unless another annotation still labels the cell).
-
-    Returns the retractions written, the ids this project never linked, and the last label seq.
-    """
-    lock_project(session, project.id)
-    found = {
-        ls_id: (item_id, rater_id, criterion)
-        for ls_id, item_id, rater_id, criterion in session.execute(
-            select(
-                LabelStudioLink.ls_id, LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion
-            ).where(
-                LabelStudioLink.project_id == project.id,
-                LabelStudioLink.source == "annotation",
-                LabelStudioLink.ls_id.in_(annotation_ids),
-            )
-        )
-    }
-    _forget_links(session, project, [("annotation", ls_id) for ls_id in found])
-    cells = set(found.values())
-    still = set()
+    cells = {(item_id, rater_id, criterion) for _, _, criterion, item_id, rater_id in links}
+    cells = {c for c in cells if (c[0], c[1]) not in keep}
     if cells:
         still = {
-            tuple(row)
-            for row in session.execute(
+            (item_id, rater_id, criterion)
+            for item_id, rater_id, criterion in session.execute(
                 select(LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion).where(
                     LabelStudioLink.project_id == project.id,
                     LabelStudioLink.item_id.in_(sorted({c[0] for c in cells})),
                 )
             )
         }
-    done = retract_labels(session, project, sorted(cells - still))
+        cells -= still
+    return retract_labels(session, project, sorted(cells))
+
+
+def _link_rows(session: Session, *where: Any) -> list[LinkRow]:
+    return [
+        (source, ls_id, criterion, item_id, rater_id)
+        for source, ls_id, criterion, item_id, rater_id in session.execute(
+            select(
+                LabelStudioLink.source,
+                LabelStudioLink.ls_id,
+                LabelStudioLink.criterion,
+                LabelStudioLink.item_id,
+                LabelStudioLink.rater_id,
+            ).where(*where)
+        )
+    ]
+
+
+def retract_deleted(session: Session, project: Project, annotation_ids: list[int]) -> tuple[int, list[int], int]:
+    """Retract the labels of deleted annotations, under every criterion they labelled (unless
+    another annotation still labels the cell).
+
+    Returns the retractions written, the ids this project never linked, and the last label seq.
+    """
+    lock_project(session, project.id)
+    links = _link_rows(
+        session,
+        LabelStudioLink.project_id == project.id,
+        LabelStudioLink.source == "annotation",
+        LabelStudioLink.ls_id.in_(annotation_ids),
+    )
+    done = _retract_links(session, project, links)
+    found = {ls_id for _, ls_id, _, _, _ in links}
     return done.retracted, [i for i in annotation_ids if i not in found], done.label_seq
 
 
+def retract_tasks(
+    session: Session, project: Project, task_ids: list[int], ls_project: int | None
+) -> tuple[int, list[int], int]:
+    """Retract every label that annotations and predictions of deleted tasks gave (``TASKS_DELETED``).
+
+    A link knows its task (and Label Studio project, when known: a link of another Label Studio
+    project is left alone); a link made before links knew their task is found by the item whose
+    external id is the task id. Returns the retractions written, the task ids no link names,
+    and the last label seq.
+    """
+    lock_project(session, project.id)
+    scoped = [LabelStudioLink.project_id == project.id]
+    if ls_project is not None:
+        scoped.append(or_(LabelStudioLink.ls_project == ls_project, LabelStudioLink.ls_project.is_(None)))
+    by_task = _link_rows(session, *scoped, LabelStudioLink.ls_task.in_(task_ids))
+    old_items = ids_by_external(session, Item, project.id, [str(t) for t in task_ids])
+    legacy = (
+        _link_rows(
+            session, *scoped, LabelStudioLink.ls_task.is_(None), LabelStudioLink.item_id.in_(list(old_items.values()))
+        )
+        if old_items
+        else []
+    )
+    found = {
+        task
+        for (task,) in session.execute(
+            select(LabelStudioLink.ls_task).where(*scoped, LabelStudioLink.ls_task.in_(task_ids)).distinct()
+        )
+    }
+    legacy_items = {item_id for _, _, _, item_id, _ in legacy}
+    found |= {int(ext) for ext, item_id in old_items.items() if item_id in legacy_items}
+    done = _retract_links(session, project, by_task + legacy)
+    return done.retracted, [t for t in task_ids if t not in found], done.label_seq
+
+
 def withdraw(
-    session: Session, project: Project, item: str, rater: str, criterion: str | None, annotation: TaskId | None
+    session: Session,
+    project: Project,
+    item: str,
+    rater: str,
+    criterion: str | None,
+    annotation: TaskId | None,
+    *,
+    task: TaskId | None = None,
+    ls_project: int | None = None,
 ) -> LabelsRetracted:
     """Retract ``rater``'s label of ``item`` (a skipped or emptied annotation); nothing when either is unknown.
 
@@ -667,9 +943,9 @@ def withdraw(
         insert_many(
             session,
             table_of(LabelStudioLink),
-            ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion"),
-            [(project.id, "annotation", ls_id, item_id, rater_id, crit)],
-            on_conflict=("project_id", "source", "ls_id"),
+            LINK_COLUMNS,
+            [(project.id, "annotation", ls_id, item_id, rater_id, crit, _ls_id(task), ls_project)],
+            on_conflict=LINK_KEY,
         )
     return retract_labels(session, project, [(item_id, rater_id, crit)])
 

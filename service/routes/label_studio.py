@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
 
-from service.core.errors import Invalid, TooLarge, Unauthorized, error_responses
+from service.core.errors import Invalid, TooLarge, Unauthorized, UnsupportedMediaType, echo, error_responses
 from service.core.outbound import checked, label_studio_policy
 from service.core.pagination import Page, PageDep, page_of
 from service.core.uploads import RawBody
@@ -40,6 +40,7 @@ from service.label_studio.inbox import (
     receive,
     replay_issues,
 )
+from service.label_studio.payloads import EXPORT_HINT
 from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
 from service.label_studio.sync import SyncRequest, SyncResult, fetch_snapshot
 from service.planning.batches import visible_batch
@@ -68,10 +69,22 @@ Criterion = Annotated[
 ]
 
 
+def _json_export(content_type: Annotated[str | None, Header(include_in_schema=False)] = None) -> None:
+    """415 for a body that is not JSON (Label Studio's CSV and TSV exports), naming the export to send."""
+    media = (content_type or "application/json").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise UnsupportedMediaType(
+            f"content type {echo(media)} is not accepted: Label Studio's CSV and TSV exports flatten the "
+            "annotations and cannot be read; export JSON instead (Export > JSON, or JSON_MIN) and send it as "
+            f"application/json, or {EXPORT_HINT}"
+        )
+
+
 @router.post(
     "/import/label-studio",
     response_model=ImportResult,
     responses=error_responses(401, 403, 404, 409, 413, 415, 422),
+    dependencies=[Depends(_json_export)],
 )
 def import_label_studio(
     pid: ProjectId,
@@ -101,7 +114,12 @@ def import_label_studio(
     - Every JSON export is read: a snapshot (with full predictions), the Export button's JSON
       (its predictions are only ids: listed in `skipped` with where to get their labels), and
       JSON_MIN (one row per annotation; needs `from_name` or `label_config` unless the project
-      remembers its control from a webhook or an earlier import).
+      remembers its control from a webhook or an earlier import; with `download_all_tasks=true`
+      its rows without annotator are tasks without annotations: items without labels).
+      CSV and TSV exports are a 415 that names the JSON export to send instead.
+    - An annotation created from a prediction (Label Studio's `parent_prediction`) is not an
+      independent human label, and one with several choices gives no one label: neither is
+      written; both are listed in `skipped` and kept as open inbox issues (`issues`).
     - The label is the choice of one choices control: `from_name`, else the config's one
       single-choice control, else the one whose every choice maps to a project label.
     - Each task is an item: external id `str(task id)` (or `data.annoplan_item` for tasks
@@ -198,6 +216,11 @@ WEBHOOK_BODY = {
                             "items": {"type": "object"},
                             "description": "`ANNOTATIONS_DELETED`: the deleted annotations' `id`s.",
                         },
+                        "tasks": {
+                            "type": "array",
+                            "items": {"type": "object"},
+                            "description": "`TASKS_DELETED`: the deleted tasks' `id`s.",
+                        },
                         "task": {"type": "object", "description": "The task: `id` and `data`."},
                         "project": {"type": "object", "description": "The Label Studio project: `label_config`."},
                     },
@@ -227,7 +250,10 @@ def label_studio_webhook(
     criterion: Criterion = None,
     idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Receive Label Studio annotation webhooks: `ANNOTATION_CREATED`, `ANNOTATION_UPDATED`, `ANNOTATIONS_DELETED`.
+    """Receive Label Studio webhooks: annotations created, updated and deleted, and tasks deleted.
+
+    The actions recorded are `ANNOTATION_CREATED`, `ANNOTATION_UPDATED`, `ANNOTATIONS_DELETED`
+    and `TASKS_DELETED`.
 
     Configure the webhook in Label Studio with this URL and a header `Authorization: Bearer
     <key>` or `X-Annoplan-Secret: <key>`, the key being an admin key or a pm key of this
@@ -235,13 +261,16 @@ def label_studio_webhook(
     data key are read from the payload's `project.label_config`. The annotator is the rater
     `ls-user-<user id>` (created as `human` when new); an unknown task becomes an item. An
     update that changes the choice appends a correction; a skipped (cancelled) or emptied
-    annotation, and a deleted one, append a retraction of that rater's label of the task.
-    Other actions answer `{"ignored": "<action>"}`.
+    annotation, and a deleted one, append a retraction of that rater's label of the task (under
+    every criterion it was recorded for); a deleted task, a retraction of every label its
+    annotations and predictions gave. Other actions answer `{"ignored": "<action>"}`.
 
-    A delivery that cannot be recorded (a choice no label maps to, an ambiguous control, a
-    rater kind clash) is kept in the inbox (`GET .../integrations/label-studio/issues`) and
-    answered 200 with `issue` and `reason`, since Label Studio drops a refused delivery;
-    only a body that is not a JSON object with an `action` is a 422.
+    A delivery that cannot be recorded (an annotation created from a prediction, whose
+    `parent_prediction` makes it no independent human label; several choices in the control;
+    a choice no label maps to; an ambiguous control; a rater kind clash) is kept in the inbox
+    (`GET .../integrations/label-studio/issues`) and answered 200 with `issue` and `reason`,
+    since Label Studio drops a refused delivery; only a body that is not a JSON object with an
+    `action` is a 422.
     """
     try:
         payload: Any = orjson.loads(raw)
@@ -318,7 +347,9 @@ async def sync_label_studio(
     annotators) through Label Studio's API with `token` (used for this call only, never
     stored), then reconciles as `POST .../import/label-studio` does: new and changed labels,
     retractions of skipped, emptied and deleted annotations and predictions, judges from
-    predictions by `model_version`. Idempotent: a second sync with nothing changed in Label
+    predictions by `model_version`, retractions of the labels of tasks deleted in Label Studio.
+    Only links of this Label Studio project are compared, so several Label Studio projects can
+    feed one project. Idempotent: a second sync with nothing changed in Label
     Studio reports no change. This recovers any webhook delivery that was missed. 502 when
     Label Studio cannot be reached, refuses the token, or fails the export; nothing is written.
     A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set), or at a loopback, private or
@@ -347,6 +378,8 @@ async def sync_label_studio(
             primary=body.primary,
             judge_prefix=body.judge_prefix,
             criterion=body.criterion,
+            ls_project=body.project,
+            whole_project=True,
         ),
     )
     return SyncResult(**done.model_dump(), tasks=len(rows))

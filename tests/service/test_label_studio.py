@@ -57,15 +57,15 @@ def import_export(client: TestClient, pid: str, body: Any = None, **params: Any)
 
 
 # What the export fixture holds, read by hand:
-#   task 101: user 7 "Pass", user 8 "FAIL", judge "Pass"
+#   task 101: user 7 "Pass" made from the judge's prediction 9001 (parent_prediction: no human
+#             label, kept in the inbox), user 8 "FAIL", judge "Pass"
 #   task 102: user 7 "Fail", user 8 cancelled, judge "Fail"
 #   task 103: user 7 "Unsure" (unmapped), user 9 tone "rude" first then verdict "Pass", judge "Pass"
 #   (no labeling config: the control is "verdict", whose choices map to labels; "tone"'s never do)
-#   task 104: user 8 two choices (skipped), user 9 "pass", judge "Fail"
+#   task 104: user 8 two choices (no label, kept in the inbox), user 9 "pass", judge "Fail"
 #   task 105: no annotations
 #   task 106: user 7 "PASS"; no "text" field, the text is in "dialogue"
 EXPECTED = {
-    ("101", "ls-user-7"): "pass",
     ("101", "ls-user-8"): "fail",
     ("101", JUDGE): "pass",
     ("102", "ls-user-7"): "fail",
@@ -111,7 +111,7 @@ def test_import_counts_raters_mapping_and_reports(client: TestClient, project: d
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["items"] == {"created": 6, "updated": 0, "unchanged": 0}
-    assert body["labels"] == {"accepted": 10, "duplicates": 0, "label_seq": 10}
+    assert body["labels"] == {"accepted": 9, "duplicates": 0, "label_seq": 9}
     assert {(c["external_id"], c["kind"], c["name"]) for c in body["raters_created"]} == {
         ("ls-user-7", "human", "ana@example.com"),
         ("ls-user-8", "human", None),
@@ -121,11 +121,13 @@ def test_import_counts_raters_mapping_and_reports(client: TestClient, project: d
     assert sorted((u["task"], u["annotation"], u["rater"], u["value"]) for u in body["unmapped"]) == [
         (103, 505, "ls-user-7", "Unsure"),
     ]
-    skipped = {(s["task"], s["annotation"], s["rater"]): s["reason"] for s in body["skipped"]}
+    skipped = {(s["task"], s["annotation"], s["rater"]): s["reason"][:35] for s in body["skipped"]}
     assert skipped == {
+        (101, 501, "ls-user-7"): "created from prediction 9001 (Label",
         (102, 504, "ls-user-8"): "cancelled",
-        (104, 507, "ls-user-8"): "2 choices selected; one is needed",
+        (104, 507, "ls-user-8"): "2 choices ['Pass', 'Fail'] selected",
     }
+    assert len(body["issues"]) == 2
     assert current_labels(client, pid) == EXPECTED
     items = {i["external_id"]: i for i in client.get(f"/projects/{pid}/items", params={"limit": 1000}).json()["items"]}
     assert items["101"]["features"] == {"source": "chat", "turns": 2}
@@ -141,14 +143,14 @@ def test_reimport_writes_nothing_new(client: TestClient, project: dict) -> None:
     assert import_export(client, pid).status_code == 200
     again = import_export(client, pid).json()
     assert again["items"] == {"created": 0, "updated": 0, "unchanged": 6}
-    assert again["labels"] == {"accepted": 0, "duplicates": 10, "label_seq": 10}
+    assert again["labels"] == {"accepted": 0, "duplicates": 9, "label_seq": 9}
     assert again["raters_created"] == []
 
 
 def test_from_name_picks_the_control(client: TestClient, project: dict) -> None:
     pid = project["id"]
     body = import_export(client, pid, from_name="verdict").json()
-    assert body["labels"]["accepted"] == 10  # task 103's user 9 now reads "Pass"
+    assert body["labels"]["accepted"] == 9  # task 103's user 9 now reads "Pass"
     assert [(u["task"], u["value"]) for u in body["unmapped"]] == [(103, "Unsure")]
     assert current_labels(client, pid) == EXPECTED
 
@@ -157,9 +159,10 @@ def test_from_name_that_no_result_has_skips_everything(client: TestClient) -> No
     pid = new_project(client)
     body = import_export(client, pid, from_name="sentiment").json()
     assert body["labels"]["accepted"] == 0
-    # 9 annotations and 4 predictions, one annotation cancelled
+    # 9 annotations and 4 predictions, one annotation cancelled, one made from a prediction
     reasons = [s["reason"] for s in body["skipped"]]
-    assert reasons.count("no choices result from 'sentiment'") == 12 and reasons.count("cancelled") == 1
+    assert reasons.count("no choices result from 'sentiment'") == 11 and reasons.count("cancelled") == 1
+    assert sum(r.startswith("created from prediction 9001") for r in reasons) == 1
 
 
 def test_strict_mode_writes_nothing(client: TestClient, project: dict) -> None:
@@ -179,7 +182,7 @@ def test_strict_mode_passes_when_everything_maps(client: TestClient) -> None:
     tasks[2]["annotations"][0]["result"][0]["value"]["choices"] = ["fail"]  # was "Unsure"
     r = import_export(client, pid, tasks, strict="true", from_name="verdict")
     assert r.status_code == 200, r.text
-    assert r.json()["labels"]["accepted"] == 11 and r.json()["unmapped"] == []
+    assert r.json()["labels"]["accepted"] == 10 and r.json()["unmapped"] == []
 
 
 def test_primary_by_email_or_id(client: TestClient) -> None:
@@ -232,7 +235,7 @@ def test_later_annotation_of_same_rater_wins(client: TestClient) -> None:
     tasks[0]["annotations"].append(again)
     body = import_export(client, pid, tasks).json()
     assert current_labels(client, pid)[("101", "ls-user-8")] == "pass"
-    superseded = {(s["annotation"], s["reason"]) for s in body["skipped"]}
+    superseded = {(s["annotation"], s["reason"]) for s in body["skipped"] if s["annotation"] != 501}  # 501: a copy
     assert superseded == {(502, "superseded by a later label of this rater")}
 
 
@@ -242,7 +245,7 @@ def test_criterion_is_needed_with_several(client: TestClient) -> None:
     assert r.status_code == 422
     assert client.get(f"/projects/{pid}").json()["n_items"] == 0
     r = import_export(client, pid, criterion="safe")
-    assert r.status_code == 200 and r.json()["labels"]["accepted"] == 10
+    assert r.status_code == 200 and r.json()["labels"]["accepted"] == 9
     assert current_labels(client, pid, criterion="safe") == EXPECTED
 
 
@@ -280,7 +283,7 @@ def test_import_roles_and_idempotency(client: TestClient, project: dict) -> None
     replay = client.post(f"/projects/{pid}/import/label-studio", json=fixture("export.json"), headers=headers)
     assert first.status_code == replay.status_code == 200
     assert replay.json() == first.json() and replay.headers.get("Idempotent-Replayed") == "true"
-    assert client.get(f"/projects/{pid}").json()["label_seq"] == 10
+    assert client.get(f"/projects/{pid}").json()["label_seq"] == 9
 
 
 # --- webhook ----------------------------------------------------------------------------------
@@ -462,7 +465,7 @@ def test_webhook_known_item_without_task_payload(client: TestClient, project: di
     assert current_labels(client, pid) == {("i3", "ls-user-12"): "fail"}
 
 
-def test_webhook_cancelled_and_multi_choice_are_skipped(client: TestClient, project: dict) -> None:
+def test_webhook_cancelled_is_skipped_and_multi_choice_kept_in_the_inbox(client: TestClient, project: dict) -> None:
     pid = project["id"]
     r = webhook(client, pid, _created(was_cancelled=True, result=[]), {"X-Annoplan-Secret": ADMIN})
     assert r.status_code == 200 and r.json()["skipped"] == "cancelled" and "labels" not in r.json()
@@ -470,7 +473,8 @@ def test_webhook_cancelled_and_multi_choice_are_skipped(client: TestClient, proj
         result=[{"type": "choices", "from_name": "verdict", "to_name": "text", "value": {"choices": ["Pass", "Fail"]}}]
     )
     r = webhook(client, pid, two, {"X-Annoplan-Secret": ADMIN})
-    assert r.status_code == 200 and r.json()["skipped"] == "2 choices selected; one is needed"
+    assert r.status_code == 200 and r.json()["reason"].startswith("2 choices ['Pass', 'Fail'] selected in 'verdict'")
+    assert [i["id"] for i in open_issues(client, pid)] == [r.json()["issue"]]
     assert client.get(f"/projects/{pid}").json()["label_seq"] == 0
     assert client.get(f"/projects/{pid}").json()["n_items"] == 20
 

@@ -645,3 +645,44 @@ def test_outbound_errors_migration_drops_stored_target_answers(fresh_url, engine
         3: "the host 'x' resolves to 127.0.0.1, a loopback address",
         4: None,
     }
+
+
+def test_label_studio_links_migration_keeps_every_link_and_keys_it_by_criterion(fresh_url, engine):
+    """0013 on data: every link survives the upgrade, its task and Label Studio project unknown; after it one
+    annotation links a cell per criterion; the downgrade keeps one link per annotation (the lowest criterion)."""
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0013_outbound_errors")
+    old = [("p1", "annotation", 5, 1, 1, "x"), ("p1", "prediction", 6, 2, 1, "x"), ("p2", "annotation", 5, 3, 2, "x")]
+    columns = "project_id, source, ls_id, item_id, rater_id, criterion"
+    with engine.begin() as conn:
+        _two_projects(conn)
+        conn.execute(
+            text(f"INSERT INTO label_studio_links ({columns}) VALUES (:p, :s, :l, :i, :r, :c)"),
+            [dict(zip(("p", "s", "l", "i", "r", "c"), row, strict=True)) for row in old],
+        )
+
+    def links(extra: str = "") -> list[tuple]:
+        with engine.connect() as conn:
+            return sorted(tuple(r) for r in conn.execute(text(f"SELECT {columns}{extra} FROM label_studio_links")))
+
+    command.upgrade(cfg, "0014_label_studio_links")
+    assert links(", ls_task, ls_project") == sorted((*row, None, None) for row in old)
+    pk = inspect(engine).get_pk_constraint("label_studio_links")["constrained_columns"]
+    assert pk == ["project_id", "source", "ls_id", "criterion"]
+    with engine.begin() as conn:  # annotation 5 of p1 under a second criterion: a second link, not an overwrite
+        conn.execute(
+            text(
+                f"INSERT INTO label_studio_links ({columns}, ls_task, ls_project) "
+                "VALUES ('p1', 'annotation', 5, 1, 1, 'y', 8, 1)"
+            )
+        )
+    assert len(links()) == 4
+    command.downgrade(cfg, "0013_outbound_errors")
+    assert links() == sorted(old)
+    assert inspect(engine).get_pk_constraint("label_studio_links")["constrained_columns"] == [
+        "project_id",
+        "source",
+        "ls_id",
+    ]
+    command.upgrade(cfg, "head")
+    assert links() == sorted(old)
