@@ -250,6 +250,7 @@ def plan(
     """
     from planner.designs import design_pool_size
     from planner.recipes import XiLattice, certify_recipe, pilot_moments, rank_recipe, xi_lattice
+    from service.core.errors import AppError
     from service.planning.plans import ranking_variance, recipe_dict
 
     if purpose not in ("certify", "rank"):
@@ -286,7 +287,10 @@ def plan(
             lattice=lattice,
         )
     else:
-        variance = ranking_variance(moments, delta_min, n_labels=n_labels, n_humans=n_raters)
+        try:
+            variance = ranking_variance(moments, delta_min, n_labels=n_labels, n_humans=n_raters, n_judges=n_judges)
+        except AppError as error:  # a ladder of judges reaching below chance
+            raise typer.BadParameter(error.detail) from None
         moments["ranking_variance"] = variance
         recipe = rank_recipe(
             variance, delta_min, n_items=n_items, n_humans=n_raters, n_judges=n_judges, alpha_sig=alpha_sig

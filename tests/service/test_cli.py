@@ -267,7 +267,7 @@ def test_plan_rank_table_names_the_judges_and_margin() -> None:
     assert result.exit_code == 0, result.output
     assert "ranking recipe" in result.output and "delta_min" in result.output
     rank = _plan_json("--purpose", "rank", "--n-judges", "4", "--delta-min", "0.1")
-    more = _plan_json("--purpose", "rank", "--n-judges", "8", "--delta-min", "0.1")
+    more = _plan_json("--purpose", "rank", "--n-judges", "6", "--delta-min", "0.1")
     assert rank["recipe"]["m"] < more["recipe"]["m"]  # more adjacent pairs share the budget
     assert str(rank["recipe"]["m"]) in result.output
 
@@ -278,6 +278,7 @@ def test_plan_rank_table_names_the_judges_and_margin() -> None:
         (["--purpose", "rnak"], "--purpose must be certify or rank"),
         (["--design", "auto"], "--design must be one of"),
         (["--purpose", "rank", "--n-judges", "1"], "--n-judges of at least 2"),
+        (["--purpose", "rank", "--n-judges", "8", "--delta-min", "0.1"], "cannot plan this ranking"),
     ],
 )
 def test_plan_bad_options_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:

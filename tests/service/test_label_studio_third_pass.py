@@ -28,9 +28,9 @@ from tests.service.test_label_studio_real import (
     ok,
     post_import,
 )
-from tests.service.test_label_studio_sync import FakeLabelStudio, label_studio, sync
+from tests.service.test_label_studio_sync import FakeLabelStudio, label_studio, settings, sync
 
-__all__ = ["label_studio"]  # the stand-in Label Studio fixture
+__all__ = ["label_studio", "settings"]  # the stand-in Label Studio on loopback, and the settings allowing it
 
 
 def open_issues(client: TestClient, pid: str, about: str = "") -> list[dict]:
@@ -371,7 +371,7 @@ def test_cli_sync_per_criterion(database_url: str, label_studio: FakeLabelStudio
     from tests.service.test_label_studio_sync import TOKEN
 
     runner = CliRunner()
-    with LiveServer(database_url, SYNC_ADMIN) as server, server.client() as c:
+    with LiveServer(database_url, SYNC_ADMIN, outbound_allow_private=1) as server, server.client() as c:
         body = {"name": "cli rubric", "labels": LABELS_RUBRIC, "criteria": ["tone", "truth"]}
         pid = c.post("/projects", json=body).json()["id"]
         args = ["sync", "label-studio", "--project", pid, "--ls-project", "7", "--ls-url", label_studio.url]

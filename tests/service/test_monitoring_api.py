@@ -152,7 +152,8 @@ def test_plans_report_the_monitoring_price_and_both_modes_errors(client):
     client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(2000)])
     for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
         client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
-    good = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.90})
+    # random lists, which grow past m up to the budget (a shared panel's budget is its m)
+    good = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.90, "design": "random"})
     recipe = good.json()["recipe"]
     block, m = recipe["monitoring"], recipe["m_planned"]
     assert block["simulated"] and block["mode"] == "anytime" and block["m"] == m == block["m_anytime"]

@@ -48,7 +48,10 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
         LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS, plans_per_project=WRITERS) as server,
         server.client() as admin,
     ):
-        pid = admin.post("/projects", json={"name": "writers", "labels": ["pass", "fail"]}).json()["id"]
+        # a plan in anytime mode sizes the monitor by simulation (seconds each); this test is about queueing
+        decision = {"monitoring": "fixed"} if writer == "plan" else {}
+        project = {"name": "writers", "labels": ["pass", "fail"], "decision": decision}
+        pid = admin.post("/projects", json=project).json()["id"]
         for rater, kind in [("h1", "human"), ("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
             assert admin.post(f"/projects/{pid}/raters", json={"external_id": rater, "kind": kind}).status_code == 201
         items = [{"external_id": f"i{k}"} for k in range(WRITERS)]
@@ -67,7 +70,7 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
         blocker.execute("BEGIN IMMEDIATE")
 
         def write(k: int) -> int:
-            with server.client(timeout=60) as c:
+            with server.client(timeout=180 if writer == "plan" else 60) as c:
                 row = {"item": f"i{k}", "rater": "h1", "value": "pass"}
                 try:
                     if writer == "labels":

@@ -20,7 +20,6 @@ N_ITEMS = 2_000
 P_H, P_J = 0.85, 0.90
 LABELS = ["pass", "fail"]
 ANNOTATORS = ("ann-1", "ann-2", "ann-3")
-M_SHARED_PANEL = 74  # exact-lattice envelope for 3 held-in labels (tests/service/test_plans.py::lattice_envelope)
 RESAMPLES = 1_000  # the server's bootstrap_resamples, passed to it explicitly below
 
 
@@ -72,10 +71,11 @@ def test_certification_scenario_end_to_end(database_url):
         assert r.status_code == 201, r.text
         plan = r.json()
         assert plan["design"] == "strat"  # balanced primary -> Strat (docs/method.md §5)
-        # docs/method.md §4 example on a shared panel of 4 humans: 3 held-in labels per overlap item
-        assert plan["recipe"]["moments"]["pool_size"] == 3 and plan["recipe"]["m"] == M_SHARED_PANEL
+        # design auto: the chosen Strat is served at the overlap the designs were compared at (one held-in
+        # label per item), not re-planned at its own smaller m (docs/method.md §5, issue 29 item 2)
+        assert plan["recipe"]["moments"]["pool_size"] == 1 and plan["recipe"]["m"] == plan["check"]["m_compared"]
         # read continuously (the default anytime mode) the lists are the monitor's m (docs/method.md §8.1)
-        assert plan["recipe"]["m_fixed"] == M_SHARED_PANEL < plan["m"] == plan["recipe"]["m_anytime"]
+        assert plan["recipe"]["m_fixed"] == plan["recipe"]["m"] < plan["m"] == plan["recipe"]["m_anytime"]
         assert plan["recipe"]["n_humans"] == 4
 
         keys = {}
