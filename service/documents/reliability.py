@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner import optional_float
@@ -63,8 +63,10 @@ def document_lineage(project: Project, plan: Plan | None, criterion: str, kind: 
 
 def document_key(session: Session, project: Project, plan: Plan | None, criterion: str, kind: str) -> str:
     """What a document depends on: labels (``label_seq``), corpus, raters, settings, plan, criterion — its ETag."""
-    raters = session.execute(select(func.count(), func.max(Rater.id)).where(Rater.project_id == project.id)).one()
-    raw = f"{document_lineage(project, plan, criterion, kind)}|{project.label_seq}|{project.item_count}|{tuple(raters)}"
+    raters = session.execute(
+        select(Rater.id, Rater.kind).where(Rater.project_id == project.id).order_by(Rater.id)
+    ).all()  # each rater's kind too: a human made the judge (no label written) is another document
+    raw = f"{document_lineage(project, plan, criterion, kind)}|{project.label_seq}|{project.item_count}|{raters}"
     return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
 
 

@@ -105,6 +105,18 @@ def test_unchanged_document_is_304_and_a_label_write_changes_the_etag(client):
     assert unchanged.status_code == 304
 
 
+def test_a_raters_new_kind_is_a_new_document(client):
+    """The cache key counts raters by kind, not only by number: a human made the judge is read as one."""
+    raters = {**THREE_HUMANS, "h4": ("human", 0.85)}
+    pid, _ = setup_dense(client, raters, n_items=60)
+    first = get(client, f"/projects/{pid}/reliability")
+    assert [v["judge"] for v in first.json()["judges"]] == ["judge"]
+    assert client.patch(f"/projects/{pid}/raters/h4", json={"kind": "judge"}).status_code == 200
+    fresh = client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": first.headers["etag"]})
+    assert fresh.status_code == 200 and fresh.headers["etag"] != first.headers["etag"]
+    assert sorted(v["judge"] for v in fresh.json()["judges"]) == ["h4", "judge"]
+
+
 def _h2(c: TestClient, pid: str) -> int:
     rows = c.get(f"/projects/{pid}/labels", params={"rater": "h2", "limit": 1000}).json()["items"]
     return LABELS.index(next(r["value"] for r in rows if r["item"] == "i0"))
