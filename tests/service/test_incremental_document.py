@@ -66,12 +66,15 @@ def _apply(c: TestClient, pid: str, op: tuple[str, list[tuple[tuple[int, int], s
 def _document(c: TestClient, pid: str) -> dict[str, Any]:
     r = c.get(f"/projects/{pid}/reliability")
     assert r.status_code == 200, r.text
-    return r.json()
+    body: dict[str, Any] = r.json()
+    return body
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=histories)
-def test_a_document_kept_up_to_date_equals_a_fresh_one(client: TestClient, settings: Settings, history: list) -> None:
+def test_a_document_kept_up_to_date_equals_a_fresh_one(
+    client: TestClient, settings: Settings, history: list[Any]
+) -> None:
     pid = create_project(client, items=[f"i{i}" for i in range(N_ITEMS)])
     _base(client, pid)
     _document(client, pid)
