@@ -11,11 +11,13 @@ change is made here, in the test, on a copy of the real payload.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from tests.service.test_label_studio_real import (
+    FIXTURES,
     LABEL_CONFIG,
     current,
     deliver,
@@ -230,6 +232,25 @@ def test_tasks_deleted_retracts_every_label_of_the_deleted_tasks(client: TestCli
     # delivered twice: nothing more
     again = deliver(client, pid, gone)
     assert again["retracted"] == 0 and again["unknown_tasks"] == [8, 9]
+
+
+def test_the_tasks_deleted_bodies_captured_from_label_studio_retract_their_tasks(client: TestClient) -> None:
+    """Label Studio 1.23.2's own TASKS_DELETED deliveries (one task deleted from its page, two by the data
+    manager's bulk action) have the shape the hand-built fixture assumed, and retract tasks 1, 2 and 3."""
+    captured = [json.loads(line) for line in (FIXTURES / "webhooks-tasks-deleted.ndjson").read_text().splitlines()]
+    modelled = fixture("webhook-tasks-deleted.json")
+    for body in captured:
+        assert body["action"] == "TASKS_DELETED" and sorted(body) == sorted(modelled)
+        assert all(list(task) == ["id"] for task in body["tasks"]) and sorted(body["project"]) == sorted(
+            modelled["project"]
+        )
+    pid = new_project(client)
+    ok(post_import(client, pid, fixture("snapshot-full-predictions.json")))
+    before = current(client, pid)
+    for body, ids in zip(captured, [{"1"}, {"2", "3"}], strict=True):
+        on_them = {cell for cell in before if cell[0] in ids}
+        assert on_them and deliver(client, pid, body)["retracted"] == len(on_them)
+    assert current(client, pid) == {c: v for c, v in before.items() if c[0] not in {"1", "2", "3"}}
 
 
 def test_tasks_deleted_retracts_webhook_labels_and_supersedes_their_issues(client: TestClient) -> None:
