@@ -59,6 +59,9 @@ from service.label_studio.payloads import (
 from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, LabelsRetracted, RaterCreate
 
 ITEM_KEY = "annoplan_item"
+RATER_KEY = "annoplan_rater"
+"""The task data field naming the annotator a batch was issued to: Data Manager tabs filter on it
+(:mod:`service.label_studio.connect`); not a feature of the item."""
 LABEL_ROW = TypeAdapter(LabelIn)
 """Validates (and normalises the ids of) a label row read from an export, as an upload's rows are."""
 USER_PREFIX = "ls-user-"
@@ -156,7 +159,7 @@ def item_from_task(task: LSTask, data_key: str | None = None) -> ItemIn:
     else:
         text_key = next((k for k, v in data.items() if isinstance(v, str)), None)
     text = data.get(text_key) if text_key else None
-    features = {k: v for k, v in data.items() if k not in (text_key, ITEM_KEY) and _scalar(v)}
+    features = {k: v for k, v in data.items() if k not in (text_key, ITEM_KEY, RATER_KEY) and _scalar(v)}
     try:
         return ItemIn(
             external_id=data[ITEM_KEY] if exported else str(task.id),
@@ -962,7 +965,8 @@ def batch_tasks(session: Session, project: Project, batch: Batch) -> list[Export
     """A batch's items as Label Studio tasks, in batch order; no labels of anyone.
 
     The text goes under the data key the project's labeling config reads (``text`` until
-    one is known), so the tasks import into the project they came from.
+    one is known), so the tasks import into the project they came from; ``annoplan_rater`` names
+    the batch's annotator, for the Data Manager tab that shows it its tasks.
     """
     text_key = (project.label_studio or {}).get("data_key") or "text"
     rater = session.scalar(select(Rater.external_id).where(Rater.id == batch.rater_id))
@@ -977,7 +981,12 @@ def batch_tasks(session: Session, project: Project, batch: Batch) -> list[Export
     meta = TaskMeta(annoplan_batch=batch.id, annoplan_rater=str(rater))
     return [
         ExportedTask(
-            data={**found[ext][1], **({text_key: found[ext][0]} if found[ext][0] is not None else {}), ITEM_KEY: ext},
+            data={
+                **found[ext][1],
+                **({text_key: found[ext][0]} if found[ext][0] is not None else {}),
+                ITEM_KEY: ext,
+                RATER_KEY: str(rater),
+            },
             meta=meta,
         )
         for ext in batch.items

@@ -27,8 +27,8 @@ class LabelStudioUnavailable(AppError):
     code = "label_studio_unavailable"
 
 
-class SyncRequest(Strict):
-    """Where the Label Studio project is, how to authenticate, and how to read it."""
+class LabelStudioTarget(Strict):
+    """Where the Label Studio project is and how to authenticate."""
 
     url: str = Field(max_length=2000, description="Label Studio's base URL, e.g. `http://127.0.0.1:8080`.")
     project: int = Field(ge=1, description="The Label Studio project's id.")
@@ -40,12 +40,6 @@ class SyncRequest(Strict):
         description="`Token` for a legacy API token (Label Studio started with "
         "`--enable-legacy-api-token`), `Bearer` for an access token.",
     )
-    from_name: str | None = Field(
-        None, max_length=200, description="The choices control, when the config is ambiguous."
-    )
-    primary: str | None = Field(None, max_length=200, description="Label Studio user id or email of the primary.")
-    judge_prefix: str = Field("", max_length=100, description="Prefix of the judges' external ids.")
-    criterion: str | None = Field(None, max_length=100)
 
     @field_validator("url")
     @classmethod
@@ -55,13 +49,24 @@ class SyncRequest(Strict):
         return url.rstrip("/")
 
 
+class SyncRequest(LabelStudioTarget):
+    """Where the Label Studio project is, how to authenticate, and how to read it."""
+
+    from_name: str | None = Field(
+        None, max_length=200, description="The choices control, when the config is ambiguous."
+    )
+    primary: str | None = Field(None, max_length=200, description="Label Studio user id or email of the primary.")
+    judge_prefix: str = Field("", max_length=100, description="Prefix of the judges' external ids.")
+    criterion: str | None = Field(None, max_length=100)
+
+
 class SyncResult(ImportResult):
     """What a sync changed: the reconciliation of the snapshot with the project."""
 
     tasks: int = Field(description="Tasks in the snapshot.")
 
 
-def _json(response: httpx.Response, what: str) -> Any:
+def answer_json(response: httpx.Response, what: str) -> Any:
     """The JSON of a 2xx answer; 502 with the status and a reason of ours otherwise (nothing of the body)."""
     if response.status_code in (401, 403):
         raise LabelStudioUnavailable(
@@ -76,8 +81,8 @@ def _json(response: httpx.Response, what: str) -> Any:
         raise LabelStudioUnavailable(f"Label Studio's answer for {what} is not JSON") from None
 
 
-def _object(response: httpx.Response, what: str) -> dict[str, Any]:
-    answer = _json(response, what)
+def answer_object(response: httpx.Response, what: str) -> dict[str, Any]:
+    answer = answer_json(response, what)
     if not isinstance(answer, dict):
         raise LabelStudioUnavailable(f"Label Studio's answer for {what} is not a JSON object")
     return answer
@@ -103,10 +108,10 @@ def fetch_snapshot(
     base = f"/api/projects/{req.project}"
     try:
         with client(policy, base_url=req.url, headers=headers, max_calls=max_calls) as http:
-            config = _object(http.get(base), "the project").get("label_config")
+            config = answer_object(http.get(base), "the project").get("label_config")
             if config is not None and not isinstance(config, str):
                 raise LabelStudioUnavailable("Label Studio's project has a label_config that is not a string")
-            export = _object(
+            export = answer_object(
                 http.post(
                     f"{base}/exports", json={"title": "annoplan sync", "serialization_options": SNAPSHOT_OPTIONS}
                 ),
@@ -122,8 +127,8 @@ def fetch_snapshot(
                     raise LabelStudioUnavailable(f"the snapshot export is {shown!r}, not completed")
                 time.sleep(pause)
                 pause = min(2 * pause, 5.0)
-                export = _object(http.get(f"{base}/exports/{eid}"), "the snapshot's status")
-            tasks = _json(
+                export = answer_object(http.get(f"{base}/exports/{eid}"), "the snapshot's status")
+            tasks = answer_json(
                 http.get(f"{base}/exports/{eid}/download", params={"exportType": "JSON"}),
                 "the snapshot download",
             )

@@ -32,6 +32,14 @@ from service.deps import (
     scoped_project,
     written,
 )
+from service.label_studio.connect import (
+    ConnectRequest,
+    ConnectResult,
+    checked_project,
+    connected,
+    revoke_keys,
+    webhook_key,
+)
 from service.label_studio.inbox import (
     IssueRead,
     ReplayResult,
@@ -385,6 +393,79 @@ async def sync_label_studio(
     return SyncResult(**done.model_dump(), tasks=len(rows))
 
 
+@router.post(
+    "/integrations/label-studio/connect",
+    response_model=ConnectResult,
+    responses=error_responses(401, 403, 404, 409, 422, 502),
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "application/json": {
+                    "examples": {
+                        "connect": {
+                            "summary": "Set up Label Studio project 3 for this project",
+                            "value": {
+                                "url": "https://label-studio.example.org",
+                                "project": 3,
+                                "token": "<Label Studio token>",
+                                "webhook_url": "https://annoplan.example.org",
+                            },
+                        }
+                    }
+                }
+            }
+        }
+    },
+)
+async def connect_label_studio(
+    pid: ProjectId,
+    project: ProjectForPM,
+    body: ConnectRequest,
+    request: Request,
+    settings: SettingsDep,
+) -> ConnectResult:
+    """Set a Label Studio project up for this project and say what changed (admin, pm).
+
+    Through Label Studio's API with `token` (used for this call only, never stored): refuses a
+    labeling config without a choices control (422) before changing anything; hides
+    collaborators' predictions from annotators (`show_collab_predictions: false`; with
+    `hide_predictions: false` it changes nothing and answers 409 while they are shown); raises
+    `maximum_annotations` to the plan's panel (the primary and every secondary with a planned
+    list); creates the webhook to `<webhook_url>/projects/<pid>/webhooks/label-studio` with a new
+    pm key of this project as its `X-Annoplan-Secret` (a re-run rotates it: the earlier key is
+    revoked once Label Studio holds the new one); and one Data Manager tab per secondary,
+    `annoplan: <rater>`, showing the tasks of that annotator's batches (imported from
+    `GET .../batches/{bid}/label-studio`, whose tasks carry `annoplan_rater`). Idempotent: run
+    it again after planning to add tabs for new secondaries. 502 when Label Studio cannot be
+    reached or refuses; the same outbound rules as the sync apply to `url`.
+    """
+    policy = label_studio_policy(settings)
+    checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
+    with request.app.state.sync_slots.slot(project.id):
+        found = await run_in_threadpool(checked_project, body, policy)
+        key = await written(request, lambda writer: webhook_key(writer, project.id, body))
+        hook_url = f"{body.webhook_url.rstrip('/')}/projects/{project.id}/webhooks/label-studio"
+        try:
+            changed, hook_id, maximum, views = await run_in_threadpool(
+                lambda: connected(
+                    body,
+                    policy,
+                    found,
+                    hook_url=hook_url,
+                    secret=key.secret,
+                    panel=key.panel,
+                    secondaries=key.secondaries,
+                )
+            )
+        except Exception:
+            await written(request, lambda writer: revoke_keys(writer, [key.key_id]))
+            raise
+    await written(request, lambda writer: revoke_keys(writer, key.replaces))
+    return ConnectResult(
+        changed=changed, webhook_id=hook_id, maximum_annotations=maximum, views=views, key_id=key.key_id
+    )
+
+
 @router.get(
     "/batches/{bid}/label-studio",
     response_model=list[ExportedTask],
@@ -401,7 +482,8 @@ def batch_as_tasks(
 
     Each task's `data` holds the item's features, its text (when it has one) under the data
     key the project's labeling config reads (`text` until one is known), and
-    `annoplan_item` (its external id, which the import and webhook map back to the item);
+    `annoplan_item` (its external id, which the import and webhook map back to the item) and
+    `annoplan_rater` (the batch's annotator: the tab `connect` made filters on it);
     `meta` names the batch and its rater. No labels are included: not the judge's, not
     other raters'.
     """

@@ -503,7 +503,8 @@ def test_batch_export_as_tasks_without_anyone_labels(client: TestClient, project
     topics = {f"i{i}": "a" if i % 2 else "b" for i in range(20)}  # the conftest corpus
     for t in tasks:
         assert set(t) == {"data", "meta"}
-        assert t["data"] == {"topic": topics[t["data"]["annoplan_item"]], "annoplan_item": t["data"]["annoplan_item"]}
+        item = t["data"]["annoplan_item"]
+        assert t["data"] == {"topic": topics[item], "annoplan_item": item, "annoplan_rater": "h2"}
         assert t["meta"] == {"annoplan_batch": b["id"], "annoplan_rater": "h2"}
     assert "fail" not in r.text
 

@@ -155,3 +155,52 @@ def test_label_studio_end_to_end(database_url: str, ls: httpx.Client) -> None:
                 assert {(r["item"], r["rater"], r["value"]) for r in labels} == {(t3, rater, "Positive")}
         finally:
             ls.delete(f"/api/projects/{lsp}")
+
+
+def test_connect_sets_label_studio_up_and_a_rerun_changes_only_the_secret(database_url: str, ls: httpx.Client) -> None:
+    """`POST .../integrations/label-studio/connect` against the real Label Studio: predictions hidden,
+    annotations per task raised to the panel, the webhook made (and working), one tab per secondary
+    showing exactly its batch's tasks; connecting again rotates the secret and changes nothing else."""
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "connect", "labels": LABELS}))["id"]
+        for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+            ok(annoplan.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}))
+        ok(annoplan.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}", "text": f"t{i}"} for i in range(60)]))
+        ok(
+            annoplan.post(
+                f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "m": 20, "seed": 1}
+            )
+        )
+        project = ok(ls.post("/api/projects", json={"title": f"annoplan connect {pid}", "label_config": LABEL_CONFIG}))
+        lsp = project["id"]
+        try:
+            batch = ok(annoplan.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 5}))
+            tasks = ok(annoplan.get(f"/projects/{pid}/batches/{batch['id']}/label-studio"))
+            ok(ls.post(f"/api/projects/{lsp}/import", json=tasks))
+            ok(ls.post(f"/api/projects/{lsp}/import", json=[{"text": "not a batch task"}]))
+            body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN, "webhook_url": server.base_url}
+            first = ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/connect", json=body))
+            settings = ok(ls.get(f"/api/projects/{lsp}"))
+            assert settings["show_collab_predictions"] is False and settings["maximum_annotations"] == 3
+            assert sorted(first["views"]) == ["h2", "h3"] and first["maximum_annotations"] == 3
+            shown = ok(ls.get("/api/tasks", params={"project": lsp, "view": first["views"]["h2"]}))["tasks"]
+            assert sorted(t["data"]["annoplan_item"] for t in shown) == sorted(batch["items"])
+            assert ok(ls.get("/api/tasks", params={"project": lsp, "view": first["views"]["h3"]}))["tasks"] == []
+
+            again = ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/connect", json=body))
+            assert again["views"] == first["views"] and again["webhook_id"] == first["webhook_id"]
+            assert len(again["changed"]) == 1 and "new secret" in again["changed"][0]
+            keys = {k["id"]: k for k in ok(annoplan.get("/keys", params={"include_revoked": True}))}
+            assert keys[first["key_id"]]["revoked_at"] and not keys[again["key_id"]]["revoked_at"]
+
+            task = shown[0]
+            ok(ls.post(f"/api/tasks/{task['id']}/annotations", json={"result": sentiment("Negative")}))
+            eventually(
+                lambda: any(
+                    r["item"] == task["data"]["annoplan_item"]
+                    for r in ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
+                ),
+                "the annotation reaching annoplan through the connected webhook",
+            )
+        finally:
+            ls.delete(f"/api/projects/{lsp}")

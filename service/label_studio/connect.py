@@ -1,0 +1,199 @@
+"""Connect: set up a Label Studio project for the integration through its REST API, and say what changed.
+
+What the integration needs from the Label Studio project: a labeling config this service can
+read (a TextArea-only config is refused before anything changes), collaborators' predictions
+hidden from annotators (``show_collab_predictions: false``: an annotator who sees the judge's
+prediction is no independent human), ``maximum_annotations`` at least the plan's panel (the
+primary and every secondary), the webhook to this project with its secret header, and one Data
+Manager tab per secondary showing the tasks of that annotator's batches (a filter on the
+``annoplan_rater`` field batch exports carry, so tasks imported later appear without a refresh).
+Running it again changes only what drifted. The Label Studio token is used for these calls only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.core.errors import Conflict
+from service.core.outbound import OutboundPolicy, OutboundRefused, client
+from service.data.keys import create_key, revoke_key
+from service.data.models import ApiKey, Assignment, Rater
+from service.label_studio.config import choice_controls
+from service.label_studio.reconcile import RATER_KEY
+from service.label_studio.sync import LabelStudioTarget, LabelStudioUnavailable, answer_json, answer_object
+from service.planning.plans import current_plan
+from service.schemas import Role
+
+VIEW_PREFIX = "annoplan: "
+"""The title of a tab this service manages starts with this, then the rater's external id."""
+
+
+class ConnectRequest(LabelStudioTarget):
+    """Where the Label Studio project is, how this service is reached from it, and what may be changed."""
+
+    webhook_url: str = Field(
+        max_length=2000,
+        pattern=r"^https?://",
+        description="This service's base URL as Label Studio reaches it, e.g. `https://annoplan.example.org`; "
+        "the webhook posts to `<webhook_url>/projects/<pid>/webhooks/label-studio`.",
+    )
+    hide_predictions: bool = Field(
+        True,
+        description="Turn `show_collab_predictions` off in Label Studio (annotators would see the judge's "
+        "predictions). `false`: leave it, and refuse to connect while Label Studio shows them.",
+    )
+
+
+class ConnectResult(BaseModel):
+    """What connect changed in the Label Studio project (empty ``changed``: it was already set up)."""
+
+    changed: list[str] = Field(description="Each change made, in words, in the order made.")
+    webhook_id: int = Field(description="The Label Studio webhook posting to this project.")
+    maximum_annotations: int = Field(description="Label Studio's annotations per task now.")
+    views: dict[str, int] = Field(description="Per secondary annotator (external id), its Data Manager tab's id.")
+    key_id: str = Field(description="The pm key the webhook authenticates with (a new one when it was rotated).")
+
+
+@dataclass(frozen=True)
+class WebhookKey:
+    """The pm key made for the webhook, the keys it replaces, and the panel the project plans."""
+
+    key_id: str
+    secret: str
+    replaces: list[str]
+    panel: int
+    secondaries: list[str]
+
+
+def webhook_key(session: Session, project_id: str, req: ConnectRequest) -> WebhookKey:
+    """A new pm key for the webhook of ``req``'s Label Studio project (the earlier ones it replaces are revoked
+    once Label Studio holds the new one), and the panel: the primary and each secondary with a planned list
+    under the plan in force (every human rater while there is no plan)."""
+    name = f"label-studio webhook: {req.url} project {req.project}"
+    replaces = list(
+        session.scalars(
+            select(ApiKey.id).where(ApiKey.project_id == project_id, ApiKey.name == name, ApiKey.revoked_at.is_(None))
+        )
+    )
+    plan = current_plan(session, project_id)
+    humans = select(Rater.external_id).where(Rater.project_id == project_id, Rater.kind == "human")
+    if plan is not None:
+        planned = select(Assignment.rater_id).where(Assignment.plan_id == plan.id).distinct()
+        humans = humans.where(Rater.id.in_(planned))
+    secondaries = sorted(session.scalars(humans))
+    row, secret = create_key(session, role=Role.PM, project_id=project_id, name=name)
+    return WebhookKey(row.id, secret, replaces, 1 + len(secondaries), secondaries)
+
+
+def revoke_keys(session: Session, key_ids: list[str]) -> None:
+    """Revoke the webhook keys given (replaced ones after a connect, or the new one when it failed)."""
+    for key_id in key_ids:
+        revoke_key(session, key_id)
+
+
+def _view_body(ls_project: int, rater: str) -> dict[str, Any]:
+    item = {"filter": f"filter:tasks:data.{RATER_KEY}", "operator": "equal", "type": "String", "value": rater}
+    return {
+        "project": ls_project,
+        "data": {"title": VIEW_PREFIX + rater, "filters": {"conjunction": "and", "items": [item]}},
+    }
+
+
+def checked_project(req: ConnectRequest, policy: OutboundPolicy) -> dict[str, Any]:
+    """The Label Studio project, read before anything changes: 422 for a config this service cannot read,
+    409 when predictions are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
+    with _calls(req, policy) as http:
+        found = answer_object(http.get(f"/api/projects/{req.project}"), "the project")
+    config = found.get("label_config")
+    choice_controls(config if isinstance(config, str) else "")  # 422: TextArea-only and other configs
+    if found.get("show_collab_predictions") is not False and not req.hide_predictions:
+        raise Conflict(
+            "Label Studio shows collaborators' predictions to annotators (show_collab_predictions): their labels "
+            "would not be independent of the judge's; connect with hide_predictions true, or turn it off in the "
+            "project's settings",
+            code="predictions_shown",
+        )
+    return found
+
+
+def connected(
+    req: ConnectRequest,
+    policy: OutboundPolicy,
+    found: dict[str, Any],
+    *,
+    hook_url: str,
+    secret: str,
+    panel: int,
+    secondaries: list[str],
+) -> tuple[list[str], int, int, dict[str, int]]:
+    """Set the project up as the module says; the changes in words, the webhook id, the annotations per task
+    and the tabs. 502 when Label Studio fails part way (what was changed before stays changed: connect again)."""
+    changed: list[str] = []
+    settings: dict[str, Any] = {}
+    if found.get("show_collab_predictions") is not False:
+        settings["show_collab_predictions"] = False
+        changed.append("collaborators' predictions hidden from annotators (show_collab_predictions: false)")
+    current = found.get("maximum_annotations")
+    maximum = current if isinstance(current, int) and current >= panel else panel
+    if maximum != current:
+        settings["maximum_annotations"] = maximum
+        changed.append(f"maximum_annotations {current} -> {maximum} (the plan's panel: the primary and secondaries)")
+    header = {"X-Annoplan-Secret": secret}
+    with _calls(req, policy) as http:
+        if settings:
+            answer_object(http.patch(f"/api/projects/{req.project}", json=settings), "the project's settings")
+        hooks = answer_json(http.get("/api/webhooks", params={"project": req.project}), "the webhooks")
+        ours = [h for h in hooks if isinstance(h, dict) and h.get("url") == hook_url] if isinstance(hooks, list) else []
+        hook = {"project": req.project, "url": hook_url, "send_payload": True, "send_for_all_actions": True}
+        if ours:
+            answer = answer_object(
+                http.patch(f"/api/webhooks/{ours[0]['id']}", json={**hook, "headers": header}), "the webhook"
+            )
+            changed.append(f"webhook {answer.get('id')} given a new secret")
+        else:
+            answer = answer_object(http.post("/api/webhooks", json={**hook, "headers": header}), "a new webhook")
+            changed.append(f"webhook {answer.get('id')} created, posting to {hook_url}")
+        hook_id = answer.get("id")
+        listed = answer_json(http.get("/api/dm/views", params={"project": req.project}), "the Data Manager tabs")
+        tabs = {
+            v["data"]["title"][len(VIEW_PREFIX) :]: v
+            for v in (listed if isinstance(listed, list) else [])
+            if isinstance(v, dict)
+            and isinstance(v.get("data"), dict)
+            and str(v["data"].get("title", "")).startswith(VIEW_PREFIX)
+        }
+        views: dict[str, int] = {}
+        for rater in secondaries:
+            body = _view_body(req.project, rater)
+            tab = tabs.get(rater)
+            if tab is None:
+                tab = answer_object(http.post("/api/dm/views", json=body), "a new Data Manager tab")
+                changed.append(f"tab {VIEW_PREFIX + rater!r} created (tasks of {rater}'s batches)")
+            elif tab["data"].get("filters") != body["data"]["filters"]:
+                tab = answer_object(http.patch(f"/api/dm/views/{tab['id']}", json=body), "a Data Manager tab")
+                changed.append(f"tab {VIEW_PREFIX + rater!r} filter restored")
+            views[rater] = int(tab["id"])
+    if not isinstance(hook_id, int):
+        raise LabelStudioUnavailable("Label Studio's webhook answer has no integer id")
+    return changed, hook_id, maximum, views
+
+
+@contextmanager
+def _calls(req: ConnectRequest, policy: OutboundPolicy) -> Iterator[httpx.Client]:
+    """The outbound client with the token; its refusals and transport errors as 502s that say why."""
+    headers = {"Authorization": f"{req.token_type} {req.token.get_secret_value()}"}
+    try:
+        with client(policy, base_url=req.url, headers=headers, max_calls=40) as http:
+            yield http
+    except OutboundRefused as refused:
+        raise LabelStudioUnavailable(f"Label Studio was not called further: {refused.reason}") from None
+    except httpx.HTTPError as exc:
+        raise LabelStudioUnavailable(f"Label Studio could not be reached: {type(exc).__name__}") from None

@@ -1,0 +1,201 @@
+"""`POST .../integrations/label-studio/connect` (issue 36) against a stand-in Label Studio on loopback:
+what it changes, that a re-run changes only the webhook's secret, and that a config it cannot read,
+predictions the user will not hide, or a Label Studio that fails part way leave no key behind.
+The real Label Studio run is in tests/system/test_label_studio_live.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Header, HTTPException
+from fastapi.testclient import TestClient
+
+from tests.factories import create_project
+from tests.live_server import free_port
+
+TOKEN = "ls-connect-token"
+CHOICES = (
+    '<View><Text name="text" value="$text"/>'
+    '<Choices name="s" toName="text"><Choice value="pass"/><Choice value="fail"/></Choices></View>'
+)
+TEXTAREA = '<View><Text name="text" value="$text"/><TextArea name="why" toName="text"/></View>'
+
+
+class StandIn:
+    """Label Studio's project, webhook and Data Manager view endpoints for project 5."""
+
+    def __init__(self) -> None:
+        self.project: dict[str, Any] = {
+            "id": 5,
+            "label_config": CHOICES,
+            "show_collab_predictions": True,
+            "maximum_annotations": 1,
+        }
+        self.hooks: dict[int, dict[str, Any]] = {}
+        self.views: dict[int, dict[str, Any]] = {}
+        self.fail_views = False
+        api = FastAPI()
+
+        def auth(authorization: str | None) -> None:
+            if authorization != f"Token {TOKEN}":
+                raise HTTPException(401)
+
+        @api.get("/api/projects/{pid}")
+        def project(pid: int, authorization: str | None = Header(None)) -> dict[str, Any]:
+            auth(authorization)
+            return self.project
+
+        @api.patch("/api/projects/{pid}")
+        def patch(pid: int, body: dict[str, Any], authorization: str | None = Header(None)) -> dict[str, Any]:
+            auth(authorization)
+            self.project.update(body)
+            return self.project
+
+        @api.get("/api/webhooks")
+        def hooks(project: int, authorization: str | None = Header(None)) -> list[dict[str, Any]]:
+            auth(authorization)
+            return list(self.hooks.values())
+
+        @api.post("/api/webhooks", status_code=201)
+        def hook(body: dict[str, Any], authorization: str | None = Header(None)) -> dict[str, Any]:
+            auth(authorization)
+            hid = len(self.hooks) + 1
+            self.hooks[hid] = {**body, "id": hid}
+            return self.hooks[hid]
+
+        @api.patch("/api/webhooks/{hid}")
+        def rehook(hid: int, body: dict[str, Any], authorization: str | None = Header(None)) -> dict[str, Any]:
+            auth(authorization)
+            self.hooks[hid].update(body)
+            return self.hooks[hid]
+
+        @api.get("/api/dm/views")
+        def views(project: int, authorization: str | None = Header(None)) -> list[dict[str, Any]]:
+            auth(authorization)
+            return list(self.views.values())
+
+        @api.post("/api/dm/views", status_code=201)
+        def view(body: dict[str, Any], authorization: str | None = Header(None)) -> dict[str, Any]:
+            auth(authorization)
+            if self.fail_views:
+                raise HTTPException(500)
+            vid = len(self.views) + 1
+            self.views[vid] = {**body, "id": vid}
+            return self.views[vid]
+
+        self.url = f"http://127.0.0.1:{(port := free_port())}"
+        self.server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
+
+    def __enter__(self) -> StandIn:
+        threading.Thread(target=self.server.run, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+
+
+@pytest.fixture
+def settings(settings: Any) -> Any:
+    return settings.model_copy(update={"outbound_allow_private": True})  # the stand-in is on loopback
+
+
+@pytest.fixture
+def ls() -> Iterator[StandIn]:
+    with StandIn() as stand_in:
+        yield stand_in
+
+
+def connect(client: TestClient, pid: str, ls: StandIn, **extra: Any) -> Any:
+    body = {"url": ls.url, "project": 5, "token": TOKEN, "webhook_url": "https://annoplan.example.org/", **extra}
+    return client.post(f"/projects/{pid}/integrations/label-studio/connect", json=body)
+
+
+def webhook_keys(client: TestClient) -> list[dict[str, Any]]:
+    keys: list[dict[str, Any]] = client.get("/keys", params={"include_revoked": True}).json()
+    return [k for k in keys if (k.get("name") or "").startswith("label-studio webhook")]
+
+
+def test_connect_sets_everything_up_once_and_a_rerun_only_rotates_the_secret(client: TestClient, ls: StandIn) -> None:
+    pid = create_project(client, items=[f"i{i}" for i in range(40)])
+    r = connect(client, pid, ls)
+    assert r.status_code == 200, r.text
+    first = r.json()
+    assert ls.project["show_collab_predictions"] is False and ls.project["maximum_annotations"] == 3  # prim, h2, h3
+    (hook,) = ls.hooks.values()
+    assert hook["url"] == f"https://annoplan.example.org/projects/{pid}/webhooks/label-studio"
+    assert sorted(first["views"]) == ["h2", "h3"] and len(first["changed"]) == 5
+    filters = {v["data"]["title"]: v["data"]["filters"]["items"][0] for v in ls.views.values()}
+    assert filters["annoplan: h2"]["filter"] == "filter:tasks:data.annoplan_rater"
+    assert filters["annoplan: h2"]["value"] == "h2"
+    # the webhook's secret is a working pm key of this project
+    secret = hook["headers"]["X-Annoplan-Secret"]
+    got = client.post(
+        f"/projects/{pid}/webhooks/label-studio",
+        json={"action": "PROJECT_UPDATED"},
+        headers={"X-Annoplan-Secret": secret},
+    )
+    assert got.status_code == 200, got.text
+
+    again = connect(client, pid, ls).json()
+    assert len(again["changed"]) == 1 and "new secret" in again["changed"][0]
+    assert again["views"] == first["views"] and len(ls.hooks) == 1 and len(ls.views) == 2
+    revoked = {k["id"]: k["revoked_at"] for k in webhook_keys(client)}
+    assert revoked[first["key_id"]] is not None and revoked[again["key_id"]] is None
+    stale = client.post(
+        f"/projects/{pid}/webhooks/label-studio",
+        json={"action": "PROJECT_UPDATED"},
+        headers={"X-Annoplan-Secret": secret},
+    )
+    assert stale.status_code == 401
+
+
+def test_a_batch_exported_for_a_secondary_names_it_for_its_tab_and_is_no_feature(client: TestClient) -> None:
+    pid = create_project(client, items=[f"i{i}" for i in range(40)])
+    plan = client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "m": 10, "seed": 1})
+    assert plan.status_code == 201, plan.text
+    batch = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 3}).json()
+    tasks = client.get(f"/projects/{pid}/batches/{batch['id']}/label-studio").json()
+    assert {t["data"]["annoplan_rater"] for t in tasks} == {"h2"}
+    for task in tasks:  # the task coming back (an import of the export) leaves the item's features alone
+        task["id"], task["annotations"] = 100 + tasks.index(task), []
+    assert client.post(f"/projects/{pid}/import/label-studio", json=tasks).status_code == 200
+    items = client.get(f"/projects/{pid}/items", params={"limit": 100}).json()["items"]
+    assert all("annoplan_rater" not in item["features"] for item in items)
+
+
+@pytest.mark.parametrize(
+    ("change", "extra", "status", "code"),
+    [
+        ({"label_config": TEXTAREA}, {}, 422, "bad_label_config"),
+        ({}, {"hide_predictions": False}, 409, "predictions_shown"),
+        ({}, {"webhook_url": "ftp://x"}, 422, None),
+    ],
+)
+def test_what_connect_refuses_changes_nothing(
+    client: TestClient, ls: StandIn, change: dict[str, Any], extra: dict[str, Any], status: int, code: str | None
+) -> None:
+    pid = create_project(client, items=["a", "b"])
+    ls.project.update(change)
+    before = dict(ls.project)
+    r = connect(client, pid, ls, **extra)
+    assert r.status_code == status, r.text
+    if code:
+        assert r.json()["error"] == code
+    assert ls.project == before and not ls.hooks and not ls.views and webhook_keys(client) == []
+
+
+def test_a_label_studio_failing_part_way_leaves_no_working_key(client: TestClient, ls: StandIn) -> None:
+    pid = create_project(client, items=["a", "b"])
+    ls.fail_views = True
+    r = connect(client, pid, ls)
+    assert r.status_code == 502 and r.json()["error"] == "label_studio_unavailable"
+    assert [k["revoked_at"] is not None for k in webhook_keys(client)] == [True]
