@@ -163,20 +163,7 @@ def _batch_decisions(
     excess = y - null_mean
     won = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess), axis=1)
     lost = np.cumsum(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), axis=1)
-    span = int(at[on].max()) + 1 if on.any() else 1
-    run, pos, human = np.nonzero(on)
-    firsts = []
-    for log_e in (won, lost):
-        needed_rank = _needed_ranks(log_e, n_humans, alpha, multiplicity)
-        last = np.full((len(panels), span, n_humans), -1, dtype=np.int64)
-        np.maximum.at(last, (run, at[run, pos, human], human), pos)
-        last = np.maximum.accumulate(last, axis=1)  # each human's last position at or before each rank
-        state = np.where(last >= 0, np.take_along_axis(needed_rank, np.maximum(last, 0), axis=1), n_humans + 1)
-        k_star = np.zeros(state.shape[:2], dtype=np.int64)
-        for j in range(1, n_humans + 1):
-            k_star = np.where(np.count_nonzero(state <= j, axis=2) >= j, j, k_star)
-        certified = state <= k_star[:, :, None]
-        firsts.append(np.where(certified.any(axis=1), np.argmax(certified, axis=1), _NEVER))
+    firsts = [_first_certified_runs(_needed_ranks(e, n_humans, alpha, multiplicity), at, on) for e in (won, lost)]
     first_won, first_lost = firsts
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
     won_at = np.sort(np.where(first_won < first_lost, first_won, _NEVER), axis=1)
@@ -185,6 +172,41 @@ def _batch_decisions(
     reject_at = lost_at[:, n_humans - needed]
     decided = np.where(pass_at < reject_at, pass_at, np.where(reject_at < pass_at, reject_at, -1))
     return decided, pass_at < reject_at
+
+
+def _first_certified_runs(needed_rank: np.ndarray, at: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Per run and human, the arrival rank at which e-BH first certifies it (``_NEVER``: not by the
+    end); ``needed_rank``, ``at`` and ``on``: (run, position, human) needed e-BH ranks, arrival ranks
+    and whether the position is on the path. As in :func:`planner.sequential._first_certified`, e-BH
+    is evaluated only at the looks where some human's needed rank changes (the certified set changes
+    only there): ``k* = max{j : #{k : rank_k <= j} >= j}``, certified ``rank_k <= k*``."""
+    n_runs, _, n_humans = needed_rank.shape
+    before = np.concatenate([np.full_like(needed_rank[:, :1], n_humans + 1), needed_rank[:, :-1]], axis=1)
+    run, pos, human = np.nonzero(on & (needed_rank != before))
+    first = np.full((n_runs, n_humans), _NEVER, dtype=np.int64)
+    if run.size == 0:
+        return first
+    span = int(at[run, pos, human].max()) + 1
+    looks, look_of = np.unique(run * span + at[run, pos, human], return_inverse=True)
+    look_run = looks // span
+    index = np.arange(looks.size) - np.searchsorted(look_run, look_run)  # the look's index in its run
+    n_looks = int(index.max()) + 1
+    at_look = np.full((n_runs, n_looks), _NEVER, dtype=np.int64)
+    at_look[look_run, index] = looks % span
+    where = index[look_of.reshape(-1)]
+    last = np.full((n_runs, n_looks, n_humans), -1, dtype=np.int64)
+    last[run, where, human] = where
+    value = np.full((n_runs, n_looks, n_humans), n_humans + 1, dtype=np.int64)
+    value[run, where, human] = needed_rank[run, pos, human]
+    last = np.maximum.accumulate(last, axis=1)  # each human's latest change at or before each look
+    state = np.where(last >= 0, np.take_along_axis(value, np.maximum(last, 0), axis=1), n_humans + 1)
+    k_star = np.zeros((n_runs, n_looks), dtype=np.int64)
+    for j in range(1, n_humans + 1):
+        k_star = np.where(np.count_nonzero(state <= j, axis=2) >= j, j, k_star)
+    certified = state <= k_star[:, :, None]
+    hit = certified.any(axis=1)
+    first[hit] = np.take_along_axis(at_look, np.argmax(certified, axis=1), axis=1)[hit]
+    return first
 
 
 def monitor_runs(
