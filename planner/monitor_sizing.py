@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.rules import DEFAULT_EPSILON, RULES
-from planner.sequential import _BET_CAP, _NEVER, MULTIPLICITY, _alpha_iv, _needed_ranks
+from planner.sequential import MULTIPLICITY
 
 ORDER_DESIGNS = ("disjoint", "random", "panel")
 """How the secondaries' lists relate: disjoint (no item on two lists), random (each an independent
@@ -97,6 +97,16 @@ def service_order_panel(
 _BATCH_CELLS = 2_000_000
 """Trial x row x human cells (and trial x rank x human) of a batch of runs held at once."""
 _FAR = np.int64(2**62)  # arrival rank of a label that is not there
+_NEVER = np.iinfo(np.int64).max  # arrival rank of a certification that did not happen
+_BET_CAP = 0.5  # c of docs/method.md §8, as planner.sequential bets (tested run by run against it)
+
+
+def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: str) -> np.ndarray:
+    """Smallest e-BH rank ``j`` with ``e >= K / (alpha j)`` per cell (``K + 1``: none; Bonferroni: rank 1
+    only), docs/method.md §8: the rule ``monitor_judge`` reads, on arrays of any shape."""
+    ratio = n_humans / alpha * np.exp(-np.minimum(log_e, 700.0))
+    ranks: np.ndarray = np.minimum(np.ceil(ratio * (1.0 - 1e-12)), n_humans + 1).astype(np.int64)
+    return np.where(ranks == 1, 1, n_humans + 1) if multiplicity == "bonferroni" else ranks
 
 
 def _batch_decisions(
@@ -239,7 +249,8 @@ def monitor_runs(
         raise ValueError(
             f"epsilon must be in [0, 1) and omega_threshold in (0, 1], got {epsilon!r}, {omega_threshold!r}"
         )
-    _alpha_iv(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     gen = np.random.default_rng(rng)
     n_sec = n_humans - 1
     at = np.full(n_trials, np.inf)
