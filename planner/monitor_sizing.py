@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.rules import DEFAULT_EPSILON
-from planner.sequential import monitor_judge
+from planner.rules import DEFAULT_EPSILON, RULES
+from planner.sequential import MULTIPLICITY
 
 ORDER_DESIGNS = ("disjoint", "random", "panel")
 """How the secondaries' lists relate: disjoint (no item on two lists), random (each an independent
@@ -94,6 +94,131 @@ def service_order_panel(
     return codes, order, base
 
 
+_BATCH_CELLS = 2_000_000
+"""Trial x row x human cells (and trial x rank x human) of a batch of runs held at once."""
+_FAR = np.int64(2**62)  # arrival rank of a label that is not there
+_NEVER = np.iinfo(np.int64).max  # arrival rank of a certification that did not happen
+_BET_CAP = 0.5  # c of docs/method.md §8, as planner.sequential bets (tested run by run against it)
+
+
+def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: str) -> np.ndarray:
+    """Smallest e-BH rank ``j`` with ``e >= K / (alpha j)`` per cell (``K + 1``: none; Bonferroni: rank 1
+    only), docs/method.md §8: the rule ``monitor_judge`` reads, on arrays of any shape."""
+    ratio = n_humans / alpha * np.exp(-np.minimum(log_e, 700.0))
+    ranks: np.ndarray = np.minimum(np.ceil(ratio * (1.0 - 1e-12)), n_humans + 1).astype(np.int64)
+    return np.where(ranks == 1, 1, n_humans + 1) if multiplicity == "bonferroni" else ranks
+
+
+def _batch_decisions(
+    panels: list[tuple[np.ndarray, np.ndarray, int]],
+    *,
+    n_humans: int,
+    rule: str,
+    epsilon: float,
+    alpha: float,
+    omega_threshold: float,
+    multiplicity: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per run of ``panels`` (``service_order_panel``'s), the arrival rank of the monitor's decision
+    (``-1``: none) and whether it passes (else rejects): :func:`planner.sequential.monitor_judge`'s
+    decision and ``decided_at`` computed for a batch of runs at once (docs/method.md §8, §8.1).
+
+    The runs are padded to one shape (missing cells at rank ``_FAR``) and every step of the monitor is
+    the same operation along the padded axis: each human's usable rows (judge and two humans) in entry
+    order, its xi against the pool present at entry, the plug-in empirical-Bernstein e-processes as
+    running sums along the path (sequential sums, as over one path), its needed e-BH rank, and e-BH over
+    the humans at every arrival rank (the certified set only changes at a look)."""
+    n_cols = n_humans + 1
+    rows = max(c.shape[0] for c, _, _ in panels)
+    codes = np.full((len(panels), rows, n_cols), -1, dtype=np.int64)
+    times = np.full((len(panels), rows, n_cols), _FAR, dtype=np.int64)
+    for r, (c, o, _) in enumerate(panels):
+        codes[r, : c.shape[0]] = c
+        times[r, : c.shape[0]] = np.where(c >= 0, o, _FAR)
+    humans, judge = codes[:, :, :n_humans], codes[:, :, n_humans]
+    h_times, j_times = times[:, :, :n_humans], times[:, :, n_humans]
+    present = humans >= 0
+    usable = (judge >= 0) & (present.sum(axis=2) >= 2)
+    low = np.minimum(h_times[:, :, 0], h_times[:, :, 1])
+    second = np.maximum(h_times[:, :, 0], h_times[:, :, 1])
+    for b in range(2, n_humans):
+        second = np.minimum(second, np.maximum(low, h_times[:, :, b]))
+        low = np.minimum(low, h_times[:, :, b])
+    entry = np.maximum(np.maximum(j_times, second)[:, :, None], h_times)
+    with_judge = humans == judge[:, :, None]
+    size = np.full(entry.shape, -1, dtype=np.int16)
+    judge_agree = -with_judge.astype(np.int16)
+    human_agree = np.full(entry.shape, -1, dtype=np.int16)
+    for b in range(n_humans):
+        there = h_times[:, :, b : b + 1] <= entry
+        size += there
+        judge_agree += there & with_judge[:, :, b : b + 1]
+        human_agree += there & (humans[:, :, b : b + 1] == humans)
+    diff = judge_agree - human_agree
+    valid = usable[:, :, None] & present
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xi = diff / size if rule == "margin" else np.sign(diff).astype(float)
+    key = np.where(valid, entry, _FAR)
+    path = np.argsort(key, axis=1, kind="stable")  # each human's usable rows in entry order, the rest last
+    at = np.take_along_axis(key, path, axis=1)  # (runs, position, human)
+    on = at < _FAR
+    y = np.where(on, (np.take_along_axis(xi, path, axis=1) + 1.0) / 2.0, 0.5)
+    null_mean = (1.0 - epsilon) / 2.0
+    log_inv_a = math.log(n_humans / alpha)
+    t = np.arange(1, rows + 1, dtype=float)[None, :, None]
+    mu = (0.5 + np.cumsum(y, axis=1)) / (t + 1.0)
+    sigma2 = (0.25 + np.cumsum((y - mu) ** 2, axis=1)) / (t + 1.0)
+    previous = np.concatenate([np.full_like(sigma2[:, :1], 0.25), sigma2[:, :-1]], axis=1)
+    bets = np.sqrt(2.0 * log_inv_a / (previous * t * np.log1p(t)))
+    excess = y - null_mean
+    won = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess), axis=1)
+    lost = np.cumsum(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), axis=1)
+    firsts = [_first_certified_runs(_needed_ranks(e, n_humans, alpha, multiplicity), at, on) for e in (won, lost)]
+    first_won, first_lost = firsts
+    needed = math.ceil(omega_threshold * n_humans - 1e-9)
+    won_at = np.sort(np.where(first_won < first_lost, first_won, _NEVER), axis=1)
+    lost_at = np.sort(np.where(first_lost < first_won, first_lost, _NEVER), axis=1)
+    pass_at = won_at[:, needed - 1]
+    reject_at = lost_at[:, n_humans - needed]
+    decided = np.where(pass_at < reject_at, pass_at, np.where(reject_at < pass_at, reject_at, -1))
+    return decided, pass_at < reject_at
+
+
+def _first_certified_runs(needed_rank: np.ndarray, at: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Per run and human, the arrival rank at which e-BH first certifies it (``_NEVER``: not by the
+    end); ``needed_rank``, ``at`` and ``on``: (run, position, human) needed e-BH ranks, arrival ranks
+    and whether the position is on the path. As in :func:`planner.sequential._first_certified`, e-BH
+    is evaluated only at the looks where some human's needed rank changes (the certified set changes
+    only there): ``k* = max{j : #{k : rank_k <= j} >= j}``, certified ``rank_k <= k*``."""
+    n_runs, _, n_humans = needed_rank.shape
+    before = np.concatenate([np.full_like(needed_rank[:, :1], n_humans + 1), needed_rank[:, :-1]], axis=1)
+    run, pos, human = np.nonzero(on & (needed_rank != before))
+    first = np.full((n_runs, n_humans), _NEVER, dtype=np.int64)
+    if run.size == 0:
+        return first
+    span = int(at[run, pos, human].max()) + 1
+    looks, look_of = np.unique(run * span + at[run, pos, human], return_inverse=True)
+    look_run = looks // span
+    index = np.arange(looks.size) - np.searchsorted(look_run, look_run)  # the look's index in its run
+    n_looks = int(index.max()) + 1
+    at_look = np.full((n_runs, n_looks), _NEVER, dtype=np.int64)
+    at_look[look_run, index] = looks % span
+    where = index[look_of.reshape(-1)]
+    last = np.full((n_runs, n_looks, n_humans), -1, dtype=np.int64)
+    last[run, where, human] = where
+    value = np.full((n_runs, n_looks, n_humans), n_humans + 1, dtype=np.int64)
+    value[run, where, human] = needed_rank[run, pos, human]
+    last = np.maximum.accumulate(last, axis=1)  # each human's latest change at or before each look
+    state = np.where(last >= 0, np.take_along_axis(value, np.maximum(last, 0), axis=1), n_humans + 1)
+    k_star = np.zeros((n_runs, n_looks), dtype=np.int64)
+    for j in range(1, n_humans + 1):
+        k_star = np.where(np.count_nonzero(state <= j, axis=2) >= j, j, k_star)
+    certified = state <= k_star[:, :, None]
+    hit = certified.any(axis=1)
+    first[hit] = np.take_along_axis(at_look, np.argmax(certified, axis=1), axis=1)[hit]
+    return first
+
+
 def monitor_runs(
     p_h: float,
     p_j: float,
@@ -117,36 +242,48 @@ def monitor_runs(
     A run's decision at ``m < horizon`` items per secondary is the one its prefix gives (the monitor
     reads no later label), so one run to the horizon answers every ``m`` at once."""
     n_items = n_items if n_items is not None else (n_humans - 1) * horizon
+    epsilon = DEFAULT_EPSILON.get(rule, math.nan) if epsilon is None else epsilon
+    if rule not in RULES or multiplicity not in MULTIPLICITY:
+        raise ValueError(f"rule must be one of {RULES} and multiplicity one of {MULTIPLICITY}")
+    if not (math.isfinite(epsilon) and 0.0 <= epsilon < 1.0 and 0.0 < omega_threshold <= 1.0):
+        raise ValueError(
+            f"epsilon must be in [0, 1) and omega_threshold in (0, 1], got {epsilon!r}, {omega_threshold!r}"
+        )
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     gen = np.random.default_rng(rng)
     n_sec = n_humans - 1
     at = np.full(n_trials, np.inf)
     decision = np.full(n_trials, "continue", dtype=object)
-    for trial in range(n_trials):
-        codes, order, base = service_order_panel(
-            gen,
-            p_h=p_h,
-            p_j=p_j,
-            n_labels=n_labels,
+    per_run = n_humans * 3 * n_sec * horizon  # rows and arrival ranks of a run, per human
+    batch = max(1, _BATCH_CELLS // max(1, per_run))
+    for first in range(0, n_trials, batch):
+        panels = [
+            service_order_panel(
+                gen,
+                p_h=p_h,
+                p_j=p_j,
+                n_labels=n_labels,
+                n_humans=n_humans,
+                per_secondary=horizon,
+                design=design,
+                n_items=n_items,
+            )
+            for _ in range(first, min(first + batch, n_trials))
+        ]
+        decided_at, passed = _batch_decisions(
+            panels,
             n_humans=n_humans,
-            per_secondary=horizon,
-            design=design,
-            n_items=n_items,
-        )
-        result = monitor_judge(
-            codes,
-            judge=n_humans,
-            humans=list(range(n_humans)),
-            n_labels=n_labels,
-            order=order,
             rule=rule,
             epsilon=epsilon,
             alpha=alpha,
             omega_threshold=omega_threshold,
             multiplicity=multiplicity,
         )
-        if result.decided_at is not None and result.decision in ("pass", "reject"):
-            at[trial] = (result.decided_at - base) // n_sec + 1 if result.decided_at >= base else 1
-            decision[trial] = result.decision
+        for r, ((_, _, base), when, won) in enumerate(zip(panels, decided_at, passed, strict=True)):
+            if when >= 0:
+                at[first + r] = (when - base) // n_sec + 1 if when >= base else 1
+                decision[first + r] = "pass" if won else "reject"
     return MonitorRuns(horizon, at, decision.astype(str))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from planner import optional_float
@@ -25,6 +26,18 @@ ORDER_OF_DESIGN = {
 LIST_DESIGNS = ("random", "disjoint", "depth-first", "seq-refined", "seq-coverage")
 """Designs whose lists are extended past ``m`` while the monitor is open; a shared panel's fixed
 allocation (strat, neyman) is not, so its budget is its ``m``."""
+
+
+SIZING_CACHE = 128
+"""Sizings kept by their full parameter tuple (a few KB each): a re-plan of unchanged settings and seed
+reads its sizing back instead of simulating it again."""
+
+
+@lru_cache(maxsize=SIZING_CACHE)
+def _sizing(p_h: float, p_j: float, p_bad: float, settings: tuple[tuple[str, Any], ...]) -> AnytimeSizing:
+    """``size_for_monitor`` memoised: a pure function of its arguments (its stream is seeded by ``rng``),
+    so equal arguments give the same sizing (docs/method.md §8.1). The result is frozen and only read."""
+    return size_for_monitor(p_h, p_j, p_j_bad=p_bad, **dict(settings))
 
 
 def _unsimulated(mode: str, reason: str) -> dict[str, Any]:
@@ -71,22 +84,24 @@ def plan_monitoring(
         return _worse_than_margin(
             decision, (p_h, p_j), mode, order, n_labels, n_humans, n_items, m_request or m_fixed, seed
         )
-    sizing = size_for_monitor(
-        p_h,
-        p_j,
-        n_labels=n_labels,
-        n_humans=n_humans,
-        n_items=n_items,
-        start=max(m_fixed, m_request or 0),
-        design=order,
-        rule=decision.rule,
-        epsilon=decision.resolved_epsilon(),
-        alpha=decision.alpha_sig,
-        omega_threshold=decision.omega_threshold,
-        multiplicity=decision.multiplicity,
-        power=decision.power,
-        p_j_bad=p_bad,
-        rng=seed,
+    sizing = _sizing(
+        float(p_h),
+        float(p_j),
+        float(p_bad),
+        (
+            ("n_labels", n_labels),
+            ("n_humans", n_humans),
+            ("n_items", n_items),
+            ("start", max(m_fixed, m_request or 0)),
+            ("design", order),
+            ("rule", decision.rule),
+            ("epsilon", decision.resolved_epsilon()),
+            ("alpha", decision.alpha_sig),
+            ("omega_threshold", decision.omega_threshold),
+            ("multiplicity", decision.multiplicity),
+            ("power", decision.power),
+            ("rng", seed),
+        ),
     )
     return _block(decision, sizing, mode, order, design, m_fixed, m_request, budget_request, p_bad)
 

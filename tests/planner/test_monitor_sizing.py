@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.monitor_sizing import _smallest, service_order_panel, size_for_monitor
+from planner.monitor_sizing import _smallest, monitor_runs, service_order_panel, size_for_monitor
 from planner.sequential import monitor_judge
 
 N_ITEMS = 5_000
@@ -224,3 +224,54 @@ def test_the_error_bound_is_not_vacuous_the_one_look_rule_read_every_20_labels_p
     p_j = _accuracy_for(-0.05, 0.85)
     passed = [_fixed_rule_passes_at_some_look(*_followed(rng, 0.85, p_j, 3, 150)) for _ in range(60)]
     assert np.mean(passed) > 0.05 + 2 * math.sqrt(0.05 * 0.95 / 60) + 0.1
+
+
+@pytest.mark.parametrize("design", ["disjoint", "random", "panel"])
+@pytest.mark.parametrize(
+    "rule, multiplicity, n_humans, n_labels", [("margin", "e-bh", 3, 2), ("alt-test", "bonferroni", 4, 3)]
+)
+def test_the_batched_runs_decide_as_monitor_judge_does_run_by_run(design, rule, multiplicity, n_humans, n_labels):
+    """``monitor_runs`` decides a batch of runs at once; each run's decision and its look are exactly
+    what ``monitor_judge`` gives on that run's panel (drawn from the same stream, in the same order)."""
+    kw = dict(p_h=0.8, p_j=0.86, n_labels=n_labels, n_humans=n_humans, per_secondary=50, design=design, n_items=120)
+    runs = monitor_runs(
+        kw["p_h"],
+        kw["p_j"],
+        n_labels=n_labels,
+        n_humans=n_humans,
+        horizon=50,
+        design=design,
+        n_items=120,
+        rule=rule,
+        multiplicity=multiplicity,
+        n_trials=30,
+        rng=11,
+    )
+    gen = np.random.default_rng(11)
+    outcomes = set()
+    for trial in range(30):
+        codes, order, base = service_order_panel(gen, **kw)
+        mon = monitor_judge(
+            codes,
+            judge=n_humans,
+            humans=list(range(n_humans)),
+            n_labels=n_labels,
+            order=order,
+            rule=rule,
+            multiplicity=multiplicity,
+        )
+        decided = mon.decision in ("pass", "reject")
+        assert runs.decision[trial] == (mon.decision if decided else "continue")
+        expected = (mon.decided_at - base) // (n_humans - 1) + 1 if decided and mon.decided_at >= base else 1
+        assert runs.at[trial] == (expected if decided else np.inf)
+        outcomes.add(runs.decision[trial])
+    assert len(outcomes) >= 2  # the runs are not all one outcome: the comparison has something to compare
+
+
+def test_monitor_runs_refuses_bad_settings_before_any_run():
+    with pytest.raises(ValueError, match="rule"):
+        monitor_runs(0.8, 0.9, n_labels=2, n_humans=3, horizon=10, rule="majority")
+    with pytest.raises(ValueError, match="epsilon"):
+        monitor_runs(0.8, 0.9, n_labels=2, n_humans=3, horizon=10, epsilon=1.5)
+    with pytest.raises(ValueError, match="alpha"):
+        monitor_runs(0.8, 0.9, n_labels=2, n_humans=3, horizon=10, alpha=0.0)

@@ -174,7 +174,7 @@ def test_the_plans_monitoring_is_sized_once_for_the_chosen_design(monkeypatch: p
     the order of that design's lists (docs/method.md §8.1); the plan's m is the monitor's (anytime mode)
     and the document's monitoring is that call's."""
     from service.planning import plans as planning
-    from service.planning.monitoring_costs import plan_monitoring
+    from service.planning.monitoring_costs import _sizing, plan_monitoring
     from service.schemas import DecisionSettings, PlanCreate
 
     n = 3_000
@@ -190,6 +190,7 @@ def test_the_plans_monitoring_is_sized_once_for_the_chosen_design(monkeypatch: p
         PlanCreate(p_h=0.85, p_j=0.9, design=design, seed=2), DecisionSettings(), matrix, 2, None, n_resamples=100
     )
     assert len(seen) == 1 and seen[0]["design"] == design and seen[0]["m_fixed"] == draft.document["m_fixed"]
+    _sizing.cache_clear()  # simulated again, not read back from the plan's own sizing
     direct = plan_monitoring(DecisionSettings(), (0.85, 0.9), **seen[0])
     assert draft.document["monitoring"] == direct and direct["simulated"]
     assert draft.m == direct["m"] == direct["m_anytime"] > direct["m_fixed"]
