@@ -117,7 +117,8 @@ def _icc_point(form: IccForm, ms: MeanSquares) -> float:
         denominator = r + (c - e) / n if model == "2" else r
     else:
         denominator = r + (k - 1) * (w if model == "1" else e) + (k * (c - e) / n if model == "2" else 0.0)
-    return numerator / denominator if denominator != 0.0 else float("nan")
+    # a denominator that cancels to rounding error of the mean squares is 0: its quotient would be noise
+    return numerator / denominator if abs(denominator) > 1e-9 * max(r, c, e, w) else float("nan")
 
 
 def _f_test(form: IccForm, ms: MeanSquares) -> tuple[float, int, int]:
@@ -131,8 +132,10 @@ def _f_test(form: IccForm, ms: MeanSquares) -> tuple[float, int, int]:
 
 
 def _spearman_brown(single: float, k: int) -> float:
-    """The ``k``-rater form of a single-rater limit, ``k rho / (1 + (k - 1) rho)``."""
-    return k * single / (1.0 + (k - 1) * single)
+    """The ``k``-rater form of a single-rater limit, ``k rho / (1 + (k - 1) rho)``; ``-inf`` at and below the
+    pole ``rho = -1/(k - 1)`` (its limit from above), where the formula would divide by zero or flip sign."""
+    denominator = 1.0 + (k - 1) * single
+    return k * single / denominator if denominator > 0.0 else float("-inf")
 
 
 def _icc_limits(

@@ -298,9 +298,11 @@ def test_icc_invariant_to_affine_maps_and_order(
             assert mapped[form].statistic == pytest.approx(ours[form].statistic, abs=1e-7)
             assert permuted[form].statistic == pytest.approx(ours[form].statistic, abs=1e-9)
             interval, moved = ours[form].confidence_interval(), mapped[form].confidence_interval()
-            assert (moved.low, moved.high) == pytest.approx(
-                (interval.low, interval.high), rel=1e-6, abs=1e-7, nan_ok=True
-            )  # k-form limits near -1/(k-1) blow up
+            for got, want in ((moved.low, interval.low), (moved.high, interval.high)):
+                if abs(want) > 1e6:  # a k-form limit next to its pole -1/(k-1): only its sign is well conditioned
+                    assert got < -1e5 or got == want
+                else:
+                    assert got == pytest.approx(want, rel=1e-6, abs=1e-7, nan_ok=True)
             if form[0] != "2":  # models 1 and 3: F/F_crit brackets F, so the limits bracket the point
                 assert np.isnan(interval.low) or interval.low <= ours[form].statistic + 1e-9
                 assert np.isnan(interval.high) or interval.high >= ours[form].statistic - 1e-9
