@@ -12,23 +12,26 @@ Running it again changes only what drifted. The Label Studio token is used for t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict
-from service.core.outbound import OutboundPolicy, OutboundRefused, client
+from service.core.outbound import OutboundPolicy
 from service.data.keys import create_key, revoke_key
 from service.data.models import ApiKey, Assignment, Rater
 from service.label_studio.config import choice_controls
 from service.label_studio.reconcile import RATER_KEY
-from service.label_studio.sync import LabelStudioTarget, LabelStudioUnavailable, answer_json, answer_object
+from service.label_studio.sync import (
+    LabelStudioTarget,
+    LabelStudioUnavailable,
+    answer_json,
+    answer_object,
+    label_studio_calls,
+)
 from service.planning.plans import current_plan
 from service.schemas import Role
 
@@ -110,7 +113,7 @@ def _view_body(ls_project: int, rater: str) -> dict[str, Any]:
 def checked_project(req: ConnectRequest, policy: OutboundPolicy) -> dict[str, Any]:
     """The Label Studio project, read before anything changes: 422 for a config this service cannot read,
     409 when predictions are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
-    with _calls(req, policy) as http:
+    with label_studio_calls(req, policy, max_calls=40) as http:
         found = answer_object(http.get(f"/api/projects/{req.project}"), "the project")
     config = found.get("label_config")
     choice_controls(config if isinstance(config, str) else "")  # 422: TextArea-only and other configs
@@ -147,7 +150,7 @@ def connected(
         settings["maximum_annotations"] = maximum
         changed.append(f"maximum_annotations {current} -> {maximum} (the plan's panel: the primary and secondaries)")
     header = {"X-Annoplan-Secret": secret}
-    with _calls(req, policy) as http:
+    with label_studio_calls(req, policy, max_calls=40) as http:
         if settings:
             answer_object(http.patch(f"/api/projects/{req.project}", json=settings), "the project's settings")
         hooks = answer_json(http.get("/api/webhooks", params={"project": req.project}), "the webhooks")
@@ -184,16 +187,3 @@ def connected(
     if not isinstance(hook_id, int):
         raise LabelStudioUnavailable("Label Studio's webhook answer has no integer id")
     return changed, hook_id, maximum, views
-
-
-@contextmanager
-def _calls(req: ConnectRequest, policy: OutboundPolicy) -> Iterator[httpx.Client]:
-    """The outbound client with the token; its refusals and transport errors as 502s that say why."""
-    headers = {"Authorization": f"{req.token_type} {req.token.get_secret_value()}"}
-    try:
-        with client(policy, base_url=req.url, headers=headers, max_calls=40) as http:
-            yield http
-    except OutboundRefused as refused:
-        raise LabelStudioUnavailable(f"Label Studio was not called further: {refused.reason}") from None
-    except httpx.HTTPError as exc:
-        raise LabelStudioUnavailable(f"Label Studio could not be reached: {type(exc).__name__}") from None

@@ -9,6 +9,8 @@ used for these calls only: it is never stored or logged.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import httpx
@@ -95,6 +97,19 @@ def _export_id(export: dict[str, Any]) -> int:
     return eid
 
 
+@contextmanager
+def label_studio_calls(target: LabelStudioTarget, policy: OutboundPolicy, *, max_calls: int) -> Iterator[httpx.Client]:
+    """An outbound client to ``target`` with its token; refusals and transport errors as 502s that say why."""
+    headers = {"Authorization": f"{target.token_type} {target.token.get_secret_value()}"}
+    try:
+        with client(policy, base_url=target.url, headers=headers, max_calls=max_calls) as http:
+            yield http
+    except OutboundRefused as refused:
+        raise LabelStudioUnavailable(f"Label Studio was not called further: {refused.reason}") from None
+    except httpx.HTTPError as exc:
+        raise LabelStudioUnavailable(f"Label Studio could not be reached: {type(exc).__name__}") from None
+
+
 def fetch_snapshot(
     req: SyncRequest, policy: OutboundPolicy, *, ready_within: float = 120.0, max_calls: int = 60
 ) -> tuple[str | None, list[Any]]:
@@ -104,39 +119,31 @@ def fetch_snapshot(
     redirects, a timeout per call, at most ``max_calls`` calls, and the export polled with a
     growing pause for at most ``ready_within`` seconds.
     """
-    headers = {"Authorization": f"{req.token_type} {req.token.get_secret_value()}"}
     base = f"/api/projects/{req.project}"
-    try:
-        with client(policy, base_url=req.url, headers=headers, max_calls=max_calls) as http:
-            config = answer_object(http.get(base), "the project").get("label_config")
-            if config is not None and not isinstance(config, str):
-                raise LabelStudioUnavailable("Label Studio's project has a label_config that is not a string")
-            export = answer_object(
-                http.post(
-                    f"{base}/exports", json={"title": "annoplan sync", "serialization_options": SNAPSHOT_OPTIONS}
-                ),
-                "a snapshot export",
-            )
-            eid = _export_id(export)
-            deadline = time.monotonic() + ready_within
-            pause = 0.25
-            while export.get("status") != "completed":
-                if export.get("status") == "failed" or time.monotonic() + pause > deadline:
-                    status = export.get("status")
-                    shown = status if isinstance(status, str) and len(status) <= 20 else "unknown"
-                    raise LabelStudioUnavailable(f"the snapshot export is {shown!r}, not completed")
-                time.sleep(pause)
-                pause = min(2 * pause, 5.0)
-                export = answer_object(http.get(f"{base}/exports/{eid}"), "the snapshot's status")
-            tasks = answer_json(
-                http.get(f"{base}/exports/{eid}/download", params={"exportType": "JSON"}),
-                "the snapshot download",
-            )
-            http.delete(f"{base}/exports/{eid}")
-    except OutboundRefused as refused:
-        raise LabelStudioUnavailable(f"Label Studio was not called further: {refused.reason}") from None
-    except httpx.HTTPError as exc:
-        raise LabelStudioUnavailable(f"Label Studio could not be reached: {type(exc).__name__}") from None
+    with label_studio_calls(req, policy, max_calls=max_calls) as http:
+        config = answer_object(http.get(base), "the project").get("label_config")
+        if config is not None and not isinstance(config, str):
+            raise LabelStudioUnavailable("Label Studio's project has a label_config that is not a string")
+        export = answer_object(
+            http.post(f"{base}/exports", json={"title": "annoplan sync", "serialization_options": SNAPSHOT_OPTIONS}),
+            "a snapshot export",
+        )
+        eid = _export_id(export)
+        deadline = time.monotonic() + ready_within
+        pause = 0.25
+        while export.get("status") != "completed":
+            if export.get("status") == "failed" or time.monotonic() + pause > deadline:
+                status = export.get("status")
+                shown = status if isinstance(status, str) and len(status) <= 20 else "unknown"
+                raise LabelStudioUnavailable(f"the snapshot export is {shown!r}, not completed")
+            time.sleep(pause)
+            pause = min(2 * pause, 5.0)
+            export = answer_object(http.get(f"{base}/exports/{eid}"), "the snapshot's status")
+        tasks = answer_json(
+            http.get(f"{base}/exports/{eid}/download", params={"exportType": "JSON"}),
+            "the snapshot download",
+        )
+        http.delete(f"{base}/exports/{eid}")
     if not isinstance(tasks, list):
         raise LabelStudioUnavailable("the snapshot download is not a list of tasks")
     return config, tasks
