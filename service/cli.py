@@ -532,12 +532,7 @@ def sync_label_studio(
     Example: annoplan sync label-studio --project p_... --ls-project 3 --ls-url http://127.0.0.1:8080
     (with ANNOPLAN_KEY and LABEL_STUDIO_TOKEN set)
     """
-    import httpx
-
-    if not (key and ls_url and ls_token):
-        raise typer.BadParameter(
-            "pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)"
-        )
+    _require_credentials(key, ls_url, ls_token)
     body = {
         "url": ls_url,
         "project": ls_project,
@@ -548,11 +543,7 @@ def sync_label_studio(
         "judge_prefix": judge_prefix,
         "criterion": criterion,
     }
-    try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
-            done = _ok(c.post(f"/projects/{project}/integrations/label-studio/sync", json=body))
-    except httpx.HTTPError as exc:
-        raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
+    done = _posted(url, key, f"/projects/{project}/integrations/label-studio/sync", body)
     changes = done["changes"]
     typer.echo(
         f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, "
@@ -567,6 +558,75 @@ def sync_label_studio(
             f"  {len(done['issues'])} annotations kept out of the labels, open in the inbox "
             f"(GET /projects/{project}/integrations/label-studio/issues)"
         )
+
+
+connect = typer.Typer(help="Set up annotation tools to work with a project.", no_args_is_help=True)
+app.add_typer(connect, name="connect")
+
+
+@connect.command("label-studio")
+def connect_label_studio(
+    project: Annotated[str, typer.Option(help="The annoplan project id.")],
+    ls_project: Annotated[int, typer.Option(help="The Label Studio project id.")],
+    webhook_url: Annotated[
+        str, typer.Option(help="annoplan's base URL as Label Studio reaches it (the webhook posts there).")
+    ],
+    ls_url: Annotated[str, typer.Option(envvar="LABEL_STUDIO_URL", help="Label Studio's base URL.")] = "",
+    ls_token: Annotated[str, typer.Option(envvar="LABEL_STUDIO_TOKEN", help="A Label Studio API token.")] = "",
+    token_type: Annotated[str, typer.Option(help="Token (legacy API token) or Bearer (access token).")] = "Token",
+    hide_predictions: Annotated[
+        bool,
+        typer.Option(
+            help="Turn Label Studio's show_collab_predictions off; --no-hide-predictions refuses instead "
+            "while annotators would see the judge's predictions."
+        ),
+    ] = True,
+    url: Annotated[str, typer.Option(envvar="ANNOPLAN_URL", help="The annoplan server.")] = "http://127.0.0.1:8000",
+    key: Annotated[str, typer.Option(envvar="ANNOPLAN_KEY", help="An admin key or a pm key of the project.")] = "",
+) -> None:
+    """Set a Label Studio project up for this project (predictions hidden, maximum_annotations at the
+    plan's panel, the webhook with a new secret, a Data Manager tab per secondary) and print what changed;
+    a rerun changes only what drifted, and rotates the webhook's secret.
+
+    Example: annoplan connect label-studio --project p_... --ls-project 3 --webhook-url http://127.0.0.1:8000
+    (with ANNOPLAN_KEY, LABEL_STUDIO_URL and LABEL_STUDIO_TOKEN set)
+    """
+    _require_credentials(key, ls_url, ls_token)
+    body = {
+        "url": ls_url,
+        "project": ls_project,
+        "token": ls_token,
+        "token_type": token_type,
+        "webhook_url": webhook_url,
+        "hide_predictions": hide_predictions,
+    }
+    done = _posted(url, key, f"/projects/{project}/integrations/label-studio/connect", body)
+    for change in done["changed"]:
+        typer.echo(f"- {change}")
+    typer.echo(
+        f"webhook {done['webhook_id']} (pm key {done['key_id']}), maximum_annotations {done['maximum_annotations']}"
+    )
+    for rater, view in sorted(done["views"].items()):
+        typer.echo(f"  Data Manager tab {view} 'annoplan: {rater}' lists {rater}'s batches")
+
+
+def _require_credentials(key: str, ls_url: str, ls_token: str) -> None:
+    """Refuse a Label Studio command missing the annoplan key, Label Studio's URL or its token."""
+    if not (key and ls_url and ls_token):
+        raise typer.BadParameter(
+            "pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)"
+        )
+
+
+def _posted(url: str, key: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The answer of annoplan at ``url`` to ``POST path`` with ``body`` (an error answer exits 1)."""
+    import httpx
+
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
+            return _ok(c.post(path, json=body))
+    except httpx.HTTPError as exc:
+        raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
 
 
 def _label_rows(path: Path) -> list[dict[str, Any]]:

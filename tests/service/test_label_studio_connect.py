@@ -5,18 +5,15 @@ The real Label Studio run is in tests/system/test_label_studio_live.py."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Header, HTTPException
 from fastapi.testclient import TestClient
 
 from tests.factories import create_project
-from tests.live_server import free_port
+from tests.live_server import InThreadApp
 
 TOKEN = "ls-connect-token"
 CHOICES = (
@@ -26,7 +23,7 @@ CHOICES = (
 TEXTAREA = '<View><Text name="text" value="$text"/><TextArea name="why" toName="text"/></View>'
 
 
-class StandIn:
+class StandIn(InThreadApp):
     """Label Studio's project, webhook and Data Manager view endpoints for project 5."""
 
     def __init__(self) -> None:
@@ -88,19 +85,7 @@ class StandIn:
             self.views[vid] = {**body, "id": vid}
             return self.views[vid]
 
-        self.url = f"http://127.0.0.1:{(port := free_port())}"
-        self.server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
-
-    def __enter__(self) -> StandIn:
-        threading.Thread(target=self.server.run, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
+        super().__init__(api)
 
 
 @pytest.fixture
@@ -199,3 +184,33 @@ def test_a_label_studio_failing_part_way_leaves_no_working_key(client: TestClien
     r = connect(client, pid, ls)
     assert r.status_code == 502 and r.json()["error"] == "label_studio_unavailable"
     assert [k["revoked_at"] is not None for k in webhook_keys(client)] == [True]
+
+
+def test_cli_connect_prints_what_it_changed(database_url: str, ls: StandIn) -> None:
+    """`annoplan connect label-studio` against a live server: the first run lists each change and the
+    secondaries' tabs; a rerun says only that the secret was rotated; a missing token is a usage error."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from tests.live_server import LiveServer
+
+    admin = "ak_test_connect_admin"
+    runner = CliRunner()
+    with LiveServer(database_url, admin, outbound_allow_private=1) as server, server.client() as c:
+        pid = create_project(c, items=[f"i{i}" for i in range(40)])
+        args = ["connect", "label-studio", "--project", pid, "--ls-project", "5", "--url", server.base_url]
+        args += ["--webhook-url", "https://annoplan.example.org", "--ls-url", ls.url]
+        env = {"ANNOPLAN_KEY": admin, "LABEL_STUDIO_TOKEN": TOKEN}
+        first = runner.invoke(cli, args, env=env)
+        assert first.exit_code == 0, first.output
+        assert first.output.count("\n- ") + first.output.startswith("- ") == 5
+        assert "'annoplan: h2'" in first.output and "'annoplan: h3'" in first.output
+        assert ls.project["show_collab_predictions"] is False
+        again = runner.invoke(cli, args, env=env)
+        assert again.exit_code == 0 and again.output.startswith("- ") and "new secret" in again.output
+        assert again.output.count("\n- ") == 0
+        ls.project["show_collab_predictions"] = True  # someone turned them back on in Label Studio
+        refused = runner.invoke(cli, [*args, "--no-hide-predictions"], env=env)
+        assert refused.exit_code == 1 and "409" in refused.output
+        missing = runner.invoke(cli, args, env={"ANNOPLAN_KEY": admin, "LABEL_STUDIO_TOKEN": ""})
+        assert missing.exit_code != 0 and "--ls-token" in missing.output
