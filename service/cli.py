@@ -516,7 +516,9 @@ def sync_label_studio(
     ls_project: Annotated[int, typer.Option(help="The Label Studio project id.")],
     ls_url: Annotated[str, typer.Option(envvar="LABEL_STUDIO_URL", help="Label Studio's base URL.")] = "",
     ls_token: Annotated[str, typer.Option(envvar="LABEL_STUDIO_TOKEN", help="A Label Studio API token.")] = "",
-    token_type: Annotated[str, typer.Option(help="Token (legacy API token) or Bearer (access token).")] = "Token",
+    token_type: Annotated[
+        str, typer.Option(help="Token (a legacy API token), Personal (a personal access token) or Bearer.")
+    ] = "Token",
     from_name: Annotated[str | None, typer.Option(help="The choices control, when the config is ambiguous.")] = None,
     primary: Annotated[str | None, typer.Option(help="Label Studio id or email of the primary annotator.")] = None,
     judge_prefix: Annotated[str, typer.Option(help="Prefix of the judges' external ids.")] = "",
@@ -573,7 +575,9 @@ def connect_label_studio(
     ],
     ls_url: Annotated[str, typer.Option(envvar="LABEL_STUDIO_URL", help="Label Studio's base URL.")] = "",
     ls_token: Annotated[str, typer.Option(envvar="LABEL_STUDIO_TOKEN", help="A Label Studio API token.")] = "",
-    token_type: Annotated[str, typer.Option(help="Token (legacy API token) or Bearer (access token).")] = "Token",
+    token_type: Annotated[
+        str, typer.Option(help="Token (a legacy API token), Personal (a personal access token) or Bearer.")
+    ] = "Token",
     hide_predictions: Annotated[
         bool,
         typer.Option(

@@ -16,6 +16,7 @@ from tests.factories import create_project
 from tests.live_server import InThreadApp
 
 TOKEN = "ls-connect-token"
+PAT = "eyJhbGciOiJIUzI1NiJ9.eyJ0b2tlbl90eXBlIjoicmVmcmVzaCJ9.c2lnbmF0dXJl"  # a JWT, as LS makes them
 CHOICES = (
     '<View><Text name="text" value="$text"/>'
     '<Choices name="s" toName="text"><Choice value="pass"/><Choice value="fail"/></Choices></View>'
@@ -39,8 +40,14 @@ class StandIn(InThreadApp):
         api = FastAPI()
 
         def auth(authorization: str | None) -> None:
-            if authorization != f"Token {TOKEN}":
+            if authorization not in (f"Token {TOKEN}", f"Bearer access-for-{PAT}"):
                 raise HTTPException(401)
+
+        @api.post("/api/token/refresh")
+        def refresh(body: dict[str, Any]) -> dict[str, Any]:
+            if body.get("refresh") != PAT:
+                raise HTTPException(401)
+            return {"access": f"access-for-{PAT}"}
 
         @api.get("/api/projects/{pid}")
         def project(pid: int, authorization: str | None = Header(None)) -> dict[str, Any]:
@@ -214,3 +221,19 @@ def test_cli_connect_prints_what_it_changed(database_url: str, ls: StandIn) -> N
         assert refused.exit_code == 1 and "409" in refused.output
         missing = runner.invoke(cli, args, env={"ANNOPLAN_KEY": admin, "LABEL_STUDIO_TOKEN": ""})
         assert missing.exit_code != 0 and "--ls-token" in missing.output
+
+
+def test_a_personal_access_token_is_exchanged_and_a_misused_one_says_which_type(
+    client: TestClient, ls: StandIn
+) -> None:
+    """token_type Personal exchanges the token at /api/token/refresh and calls with the access token; the
+    same token sent as a legacy token, or a wrong personal one, is a 502 naming what to do, nothing kept."""
+    pid = create_project(client, items=[f"i{i}" for i in range(40)])
+    wrong = connect(client, pid, ls, token=PAT)
+    assert wrong.status_code == 502 and "token_type Personal" in wrong.json()["detail"], wrong.text
+    stale = connect(client, pid, ls, token=PAT[:-2], token_type="Personal")
+    assert stale.status_code == 502 and "not accepted" in stale.json()["detail"], stale.text
+    assert ls.hooks == {} and ls.project["maximum_annotations"] == 1 and webhook_keys(client) == []
+    done = connect(client, pid, ls, token=PAT, token_type="Personal")
+    assert done.status_code == 200, done.text
+    assert len(ls.hooks) == 1 and ls.project["show_collab_predictions"] is False
