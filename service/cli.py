@@ -553,6 +553,11 @@ def sync_label_studio(
         f"{len(done['unmapped'])} unmapped, {len(done['raters_created'])} raters created; "
         f"label_seq {done['labels']['label_seq']}"
     )
+    if created := done["items"]["created"]:
+        typer.echo(
+            f"  {created} tasks were new to annoplan and became items (tasks added in Label Studio by hand): "
+            "they are in no plan's lists until you plan again"
+        )
     for u in done["unmapped"][:20]:
         typer.echo(f"  unmapped: task {u['task']} {u['rater']}: {u['value']!r}")
     if done.get("issues"):

@@ -203,8 +203,10 @@ def test_cli_sync_prints_what_changed(database_url: str, label_studio: FakeLabel
         assert result.exit_code == 0, result.output
         n = len(expected(label_studio.tasks))
         assert f"52 tasks (sentiment): {n} added, 0 updated, 0 retracted, 0 unchanged" in result.output
+        assert "52 tasks were new to annoplan and became items" in result.output  # an empty project
         again = runner.invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": TOKEN})
         assert f"0 added, 0 updated, 0 retracted, {n} unchanged" in again.output
+        assert "new to annoplan" not in again.output
         bad = runner.invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": "nope"})
         assert bad.exit_code == 1 and "label_studio_unavailable" in bad.output
 
