@@ -49,7 +49,7 @@ from service.routes import (
     simulations,
     webhooks,
 )
-from service.schemas import ItemIn, LabelIn
+from service.schemas import ItemIn, LabelIn, RetractionIn
 from service.simulations.jobs import RUNNER
 from service.webhooks.sender import WebhookSender
 
@@ -164,7 +164,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (ItemIn, LabelIn):
+            for model in (ItemIn, LabelIn, RetractionIn):
                 schema["components"]["schemas"][model.__name__] = TypeAdapter(model).json_schema()
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]

@@ -19,7 +19,7 @@ from service.data.items import few_of, ids_by_external
 from service.data.keys import Principal
 from service.data.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, table_of, utcnow
 from service.data.projects import lock_project, reserve
-from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted, Role
+from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted, RetractionIn, Role
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
@@ -248,6 +248,33 @@ def retract_labels(session: Session, project: Project, cells: list[Cell]) -> Lab
         )
     _forget_items(session, project, sorted({(i, r) for i, r, _ in labeled}))
     return LabelsRetracted(retracted=len(labeled), label_seq=first_seq + len(labeled) - 1)
+
+
+def retract_rows(session: Session, project: Project, principal: Principal, rows: list[RetractionIn]) -> LabelsRetracted:
+    """Withdraw the current label of each row's cell (a retraction event; the history keeps the label).
+
+    All-or-nothing: an unknown item, rater or criterion, or an annotator naming another rater, raises
+    before anything is written. A cell without a current label writes nothing, so a repeat is a no-op.
+    """
+    lock_project(session, project.id)
+    item_ids = ids_by_external(session, Item, project.id, sorted({r["item"] for r in rows}))
+    rater_ids = ids_by_external(session, Rater, project.id, sorted({r["rater"] for r in rows}))
+    default_criterion = project.criteria[0] if len(project.criteria) == 1 else None
+    cells: list[Cell] = []
+    for n, row in enumerate(rows, start=1):
+        rater = rater_ids.get(row["rater"])
+        if principal.role == Role.ANNOTATOR and (rater is None or rater != principal.rater_id):
+            raise Forbidden(f"row {n}: an annotator key may only retract its own rater's labels")
+        if rater is None:
+            raise Invalid(f"row {n}: unknown rater {echo(row['rater'])} in this project")
+        item = item_ids.get(row["item"])
+        if item is None:
+            raise Invalid(f"row {n}: unknown item {echo(row['item'])} in this project")
+        criterion = row.get("criterion") or default_criterion
+        if criterion not in project.criteria:
+            raise _criterion_error(project, row.get("criterion"), n)
+        cells.append((item, rater, str(criterion)))
+    return retract_labels(session, project, cells)
 
 
 def _forget_items(session: Session, project: Project, pairs: list[tuple[int, int]]) -> None:

@@ -348,6 +348,15 @@ class LabelIn(TypedDict):
     batch: NotRequired[Text | None]
 
 
+class RetractionIn(TypedDict):
+    """One cell whose current label is withdrawn: the item's and the rater's external ids, and the
+    criterion (required when the project has several)."""
+
+    item: ExternalId
+    rater: ExternalId
+    criterion: NotRequired[Text | None]
+
+
 class LabelsAccepted(BaseModel):
     accepted: int = Field(description="New label events written (first labels and corrections).")
     duplicates: int = Field(description="Rows equal to the cell's current label; nothing written.")
