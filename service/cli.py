@@ -226,6 +226,13 @@ def plan(
             "per overlap item; strat and depth-first a shared panel of K-1, which needs a smaller m (certify)."
         ),
     ] = "random",
+    promise: Annotated[
+        str,
+        typer.Option(
+            help="rater: false rejection <= alpha/2 for each held-out human; judge: for the judge as a whole "
+            "(smaller; margin rule from priors, --design disjoint)."
+        ),
+    ] = "rater",
     as_json: Annotated[bool, typer.Option("--json", help="Print the recipe as JSON instead of a table.")] = False,
     labels_csv: Annotated[
         Path | None,
@@ -257,6 +264,10 @@ def plan(
         raise typer.BadParameter(f"--purpose must be certify or rank, not {purpose!r}")
     if design not in PLAN_DESIGNS:
         raise typer.BadParameter(f"--design must be one of {', '.join(PLAN_DESIGNS)}, not {design!r}")
+    if promise not in ("rater", "judge"):
+        raise typer.BadParameter(f"--promise must be rater or judge, not {promise!r}")
+    if promise == "judge" and (purpose != "certify" or design != "disjoint" or labels_csv is not None):
+        raise typer.BadParameter("--promise judge plans a certification from priors with --design disjoint")
     if purpose == "rank" and not (n_judges >= 2 and 0 < delta_min < 1):
         raise typer.BadParameter("--purpose rank needs --n-judges of at least 2 and --delta-min in (0, 1)")
     lattice: XiLattice | None = None
@@ -275,17 +286,25 @@ def plan(
         mu_d, sigma0_sq = lattice.mu_d, lattice.variance
         source = f"prior (p_h={p_h}, p_j={p_j}, L={n_labels})"
         moments = {"source": "prior", "p_h": p_h, "p_j": p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq}
+    per_rater_m: int | None = None
     if purpose == "certify":
-        recipe = certify_recipe(
-            mu_d,
-            sigma0_sq,
-            n_items=n_items,
-            n_humans=n_raters,
-            epsilon=epsilon,
-            alpha_sig=alpha_sig,
-            pool_size=pool_size,
-            lattice=lattice,
-        )
+
+        def certified(promised: str) -> Any:
+            return certify_recipe(
+                mu_d,
+                sigma0_sq,
+                n_items=n_items,
+                n_humans=n_raters,
+                epsilon=epsilon,
+                alpha_sig=alpha_sig,
+                pool_size=pool_size,
+                lattice=lattice,
+                promise=promised,
+            )
+
+        recipe = certified(promise)
+        if promise == "judge":
+            per_rater_m = certified("rater").m
     else:
         try:
             variance = ranking_variance(moments, delta_min, n_labels=n_labels, n_humans=n_raters, n_judges=n_judges)
@@ -304,7 +323,10 @@ def plan(
             "n_humans": n_raters,
             **({"n_judges": n_judges, "delta_min": delta_min} if purpose == "rank" else {"epsilon": epsilon}),
             "moments": moments,
-            "recipe": recipe_dict(recipe),
+            "recipe": {
+                **recipe_dict(recipe),
+                **({"promise": recipe.promise, "m_per_rater": per_rater_m} if purpose == "certify" else {}),
+            },
         }
         typer.echo(json.dumps(_finite(document), indent=2))
         return
@@ -319,7 +341,10 @@ def plan(
     ]
     if purpose == "rank":
         rows += [("judges", str(n_judges)), ("delta_min", f"{delta_min:g}"), ("pair variance", f"{variance:.4f}")]
-    rows.append(("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices"))
+    if per_rater_m is not None:
+        rows.append(("m for each held-out human", str(per_rater_m)))
+    what = "m (overlap per secondary)" if per_rater_m is None else "m for the judge (served)"
+    rows.append((what, str(recipe.m) if recipe.m is not None else "none suffices"))
     if recipe.plan is not None:
         rows += [("rho = m/n", f"{recipe.plan.rho:.3f}"), ("total human labels", f"{recipe.plan.total_labels:,}")]
     if recipe.reason:
