@@ -45,7 +45,7 @@ class LabelStudioTarget(Strict):
         "Token",
         description="`Token` for a legacy API token (Label Studio started with "
         "`--enable-legacy-api-token`), `Personal` for a personal access token (exchanged at Label Studio's "
-        "`/api/token/refresh` for a short-lived access token first), `Bearer` for such an access token.",
+        "`/api/token/refresh/` for a short-lived access token first), `Bearer` for such an access token.",
     )
 
     @field_validator("url")
@@ -109,7 +109,7 @@ def label_studio_calls(target: LabelStudioTarget, policy: OutboundPolicy, *, max
     try:
         with client(policy, base_url=target.url, headers=headers, max_calls=max_calls + personal) as http:
             if personal:
-                access = answer_object(http.post("/api/token/refresh", json={"refresh": token}), "the token exchange")
+                access = answer_object(http.post("/api/token/refresh/", json={"refresh": token}), "the token exchange")
                 if not isinstance(access.get("access"), str):
                     raise LabelStudioUnavailable("Label Studio's token exchange answered no access token")
                 http.headers["Authorization"] = f"Bearer {access['access']}"

@@ -43,7 +43,7 @@ class StandIn(InThreadApp):
             if authorization not in (f"Token {TOKEN}", f"Bearer access-for-{PAT}"):
                 raise HTTPException(401)
 
-        @api.post("/api/token/refresh")
+        @api.post("/api/token/refresh/")
         def refresh(body: dict[str, Any]) -> dict[str, Any]:
             if body.get("refresh") != PAT:
                 raise HTTPException(401)

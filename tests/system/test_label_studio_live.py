@@ -204,3 +204,32 @@ def test_connect_sets_label_studio_up_and_a_rerun_changes_only_the_secret(databa
             )
         finally:
             ls.delete(f"/api/projects/{lsp}")
+
+
+def test_a_personal_access_token_connects_from_the_command_line(database_url: str, ls: httpx.Client) -> None:
+    """`annoplan connect label-studio --token-type Personal` with a real personal access token (a JWT refresh
+    token, exchanged at /api/token/refresh/); the same token sent as a legacy one is told which type to use."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+
+    made = ls.post("/api/token/")
+    if made.status_code >= 400:
+        pytest.skip(f"no new personal access token for this user ({made.status_code}): it has one already")
+    pat = made.json()["token"]
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "pat", "labels": LABELS}))["id"]
+        for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human")]:
+            ok(annoplan.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}))
+        project = ok(ls.post("/api/projects", json={"title": f"annoplan pat {pid}", "label_config": LABEL_CONFIG}))
+        try:
+            args = ["connect", "label-studio", "--project", pid, "--ls-project", str(project["id"])]
+            args += ["--ls-url", LS_URL, "--url", server.base_url, "--webhook-url", server.base_url]
+            env = {"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": pat}
+            wrong = CliRunner().invoke(cli, args, env=env)
+            assert wrong.exit_code == 1 and "token_type Personal" in wrong.output, wrong.output
+            done = CliRunner().invoke(cli, [*args, "--token-type", "Personal"], env=env)
+            assert done.exit_code == 0 and "show_collab_predictions: false" in done.output, done.output
+            assert ok(ls.get(f"/api/projects/{project['id']}"))["show_collab_predictions"] is False
+        finally:
+            ls.delete(f"/api/projects/{project['id']}")
