@@ -233,3 +233,65 @@ def test_a_personal_access_token_connects_from_the_command_line(database_url: st
             assert ok(ls.get(f"/api/projects/{project['id']}"))["show_collab_predictions"] is False
         finally:
             ls.delete(f"/api/projects/{project['id']}")
+
+
+def test_two_projects_deleted_tasks_and_copied_predictions(database_url: str, ls: httpx.Client) -> None:
+    """Issue 36 against the real Label Studio: two Label Studio projects feed one annoplan project and a sync of
+    one retracts nothing of the other's; a task deleted in Label Studio retracts its labels through the connected
+    webhook (TASKS_DELETED); an annotation made from the judge's prediction is kept out of the labels, in the inbox."""
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "two", "labels": LABELS}))["id"]
+
+        def current() -> dict[tuple[str, str], str]:
+            rows = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
+            return {(r["item"], r["rater"]): r["value"] for r in rows}
+
+        me = f"ls-user-{ok(ls.get('/api/current-user/whoami'))['id']}"
+        made = [
+            ok(ls.post("/api/projects", json={"title": f"annoplan {side} {pid}", "label_config": LABEL_CONFIG}))["id"]
+            for side in ("a", "b")
+        ]
+        try:
+            tasks: dict[int, list[str]] = {}
+            for lsp, choice in zip(made, ("Positive", "Negative"), strict=True):
+                ok(ls.post(f"/api/projects/{lsp}/import", json=[{"text": f"{lsp} task {n}"} for n in range(2)]))
+                tasks[lsp] = sorted(str(t["id"]) for t in ok(ls.get("/api/tasks", params={"project": lsp}))["tasks"])
+                for task in tasks[lsp]:
+                    ok(ls.post(f"/api/tasks/{task}/annotations", json={"result": sentiment(choice)}))
+            for lsp in made:
+                body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN}
+                ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/sync", json=body))
+            a, b = made
+            assert {current()[(t, me)] for t in tasks[a]} == {"Positive"}  # b's sync kept a's labels
+            assert {current()[(t, me)] for t in tasks[b]} == {"Negative"}
+            again = ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/sync",
+                    json={"url": LS_URL, "project": a, "token": LS_TOKEN},
+                )
+            )
+            assert again["changes"]["retracted"] == 0 and all((t, me) in current() for t in tasks[b])
+
+            body = {"url": LS_URL, "project": a, "token": LS_TOKEN, "webhook_url": server.base_url}
+            ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/connect", json=body))
+            gone = tasks[a][0]
+            ls.delete(f"/api/tasks/{gone}").raise_for_status()
+            eventually(lambda: (gone, me) not in current(), "the deleted task's retraction (TASKS_DELETED)")
+            assert (tasks[a][1], me) in current()
+
+            kept = tasks[a][1]
+            prediction = ok(
+                ls.post(
+                    "/api/predictions", json={"task": int(kept), "model_version": "j", "result": sentiment("Neutral")}
+                )
+            )
+            copied = {"result": sentiment("Neutral"), "parent_prediction": prediction["id"]}
+            ok(ls.post(f"/api/tasks/{kept}/annotations", json=copied))
+            eventually(
+                lambda: bool(ok(annoplan.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"]),
+                "the copied prediction kept in the inbox",
+            )
+            assert current()[(kept, me)] == "Positive"  # the copy changed no human label
+        finally:
+            for lsp in made:
+                ls.delete(f"/api/projects/{lsp}")
