@@ -193,12 +193,24 @@ from planner.simulate import (
     simulate,
     synthetic_codes,
 )
+from planner.slices import (
+    SliceMonitoring,
+    SliceOutcome,
+    SliceValidation,
+    monitor_judge_by_slice,
+    validate_judge_by_slice,
+)
 from planner.verdicts import (
     VerdictTable,
     verdict_table,
 )
 
 __all__ = [
+    "SliceMonitoring",
+    "SliceOutcome",
+    "SliceValidation",
+    "monitor_judge_by_slice",
+    "validate_judge_by_slice",
     "DecisionRule",
     "mirror_accuracy",
     "MAX_SIZING_CELLS",
