@@ -178,6 +178,13 @@ from planner.scores import (
     mean_squares,
     root_mean_squared_error,
 )
+from planner.selective import (
+    SelectiveCalibration,
+    SelectiveStage,
+    calibrate_selective,
+    majority_labels,
+    selective_assignment,
+)
 from planner.sequential import (
     Monitoring,
     MonitorState,
@@ -206,6 +213,11 @@ from planner.verdicts import (
 )
 
 __all__ = [
+    "SelectiveCalibration",
+    "SelectiveStage",
+    "calibrate_selective",
+    "majority_labels",
+    "selective_assignment",
     "SliceMonitoring",
     "SliceOutcome",
     "SliceValidation",
