@@ -288,15 +288,16 @@ def monitor_judge_by_slice(
     slice_epsilon: Mapping[str, float] | None = None,
     alpha: float = 0.05,
     omega_threshold: float = 0.5,
+    multiplicity: str = "e-bh",
     min_slice_items: int = DEFAULT_MIN_SLICE_ITEMS,
     budget: int | None = None,
 ) -> SliceMonitoring:
     """The §8 decision overall and per slice, each slice at ``alpha / n_slices`` (docs/method.md §3b).
 
     Every slice is monitored by ``monitor_judge`` on its rows (``order``: arrival ranks, shape
-    of ``codes``), e-BH over its humans at ``alpha / S`` for ``S`` slices: by the union bound
-    the chance that some look of some slice decides wrongly is at most ``alpha``. A slice with
-    fewer than ``min_slice_items`` usable items is reported with no monitoring.
+    of ``codes``), e-BH (or Bonferroni: ``multiplicity``) over its humans at ``alpha / S`` for
+    ``S`` slices: by the union bound the chance that some look of some slice decides wrongly is
+    at most ``alpha``. A slice with fewer than ``min_slice_items`` usable items is reported with no monitoring.
     """
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
@@ -318,6 +319,7 @@ def monitor_judge_by_slice(
             epsilon=eps,
             alpha=level,
             omega_threshold=omega_threshold,
+            multiplicity=multiplicity,
             budget=budget,
         )
 

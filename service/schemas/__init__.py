@@ -152,6 +152,15 @@ class DecisionSettings(Strict):
     multiplicity: Literal["e-bh", "bonferroni"] = Field(
         "e-bh", description="How anytime monitoring combines the humans' e-values (docs/method.md §8)."
     )
+    slices: str | None = Field(
+        None,
+        pattern=r"^feature:.+$",
+        description="'feature:<name>': /reliability also reports the decision per value of this item feature, "
+        "corrected across slices (docs/method.md §3b), as `?by=` does for one request.",
+    )
+    slice_epsilon: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        None, description="A margin per slice value (docs/method.md §3b); slices not named use epsilon."
+    )
     power: float = Field(
         0.8,
         gt=0,
