@@ -254,10 +254,10 @@ def selective_assignment(confidence: object, thresholds: object) -> np.ndarray:
     """Which judge of the cascade takes each item, ``-1`` for the humans (docs/method.md §3c).
 
     The first judge ``j`` (in order) with ``confidence[:, j] >= thresholds[j]`` takes the item;
-    a NaN threshold keeps nothing.
+    a NaN threshold keeps nothing, and a NaN confidence (the judge gave none) is not kept.
 
-    >>> selective_assignment(np.array([[0.9, 0.2], [0.4, 0.8], [0.1, 0.1]]), [0.5, 0.7]).tolist()
-    [0, 1, -1]
+    >>> selective_assignment(np.array([[0.9, 0.2], [0.4, 0.8], [np.nan, 0.9], [0.1, 0.1]]), [0.5, 0.7]).tolist()
+    [0, 1, 1, -1]
     """
     conf = np.asarray(confidence, dtype=float)
     if conf.ndim == 1:
@@ -265,8 +265,8 @@ def selective_assignment(confidence: object, thresholds: object) -> np.ndarray:
     lam = np.asarray(thresholds, dtype=float)
     if lam.shape != (conf.shape[1],):
         raise ValueError(f"thresholds must have one value per judge ({conf.shape[1]}), got shape {lam.shape}")
-    if not np.all((conf >= 0.0) & (conf <= 1.0)):
-        raise ValueError("confidence must lie in [0, 1] (no NaN)")
+    if not np.all(np.isnan(conf) | ((conf >= 0.0) & (conf <= 1.0))):
+        raise ValueError("confidence must lie in [0, 1] (NaN: none given)")
     with np.errstate(invalid="ignore"):
         keeps = conf >= lam[None, :]  # a NaN threshold compares False
     first = np.argmax(keeps, axis=1)

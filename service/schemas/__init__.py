@@ -348,13 +348,15 @@ class RaterRead(BaseModel):
 @with_config(ConfigDict(extra="forbid"))
 class LabelIn(TypedDict):
     """One label: the item's and the rater's external ids, the value, and optionally the criterion
-    (required when the project has several) and the batch it answers."""
+    (required when the project has several), the batch it answers and, for a judge, its ``confidence``
+    in [0, 1] (selective evaluation, docs/method.md §3c)."""
 
     item: ExternalId
     rater: ExternalId
     criterion: NotRequired[Text | None]
     value: Annotated[Text, Field(min_length=1, max_length=200)]
     batch: NotRequired[Text | None]
+    confidence: NotRequired[Annotated[float, Field(ge=0, le=1)] | None]
 
 
 class LabelsAccepted(BaseModel):
