@@ -14,6 +14,7 @@ from planner.slices import SliceMonitoring, SliceValidation, monitor_judge_by_sl
 from service.core.errors import Invalid, echo
 from service.data.models import Project
 from service.documents.monitoring import planned_budget
+from service.documents.reliability import DocumentCache, document_key
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.plans import current_plan
@@ -107,6 +108,17 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
         out["headline"] += f" (slice_epsilon names values no item has: {', '.join(echo(v) for v in unknown)})"
     Slices.model_validate(out)
     return out
+
+
+def cached_slices(
+    session: Session, project: Project, documents: DocumentCache, criterion: str, by: str, *, n_resamples: int
+) -> dict[str, Any]:
+    """:func:`slices_block` from ``documents`` under its own key (labels, settings, plan, criterion, ``by``)."""
+    key = document_key(session, project, current_plan(session, project.id), criterion, f"slices|{by}")
+    block: dict[str, Any] = documents.get_or_build(
+        key, lambda: slices_block(session, project, criterion, by, n_resamples=n_resamples)
+    )
+    return block
 
 
 def _status(won: bool | None) -> str:

@@ -94,3 +94,12 @@ def test_a_feature_no_item_has_or_a_malformed_by_is_422(client: TestClient) -> N
         assert r.status_code == 422 and message in r.text, r.text
     r = client.patch(f"/projects/{pid}", json={"decision": {"slices": "language"}})
     assert r.status_code == 422, r.text
+
+
+def test_the_dashboard_shows_the_slices_failing_first(client: TestClient) -> None:
+    pid = _project(client, monitoring="fixed", slices="feature:language")
+    page = client.get(f"/projects/{pid}/dashboard").text
+    assert 'id="slices"' in page and "fails on slice de (omega 0.00, d -0.17)" in page
+    assert page.index("<td>de</td>") < page.index("<td>en</td>")
+    other = _project(client, monitoring="fixed", slices="feature:topic")
+    assert "no item has the feature" in client.get(f"/projects/{other}/dashboard").text
