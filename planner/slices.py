@@ -52,7 +52,8 @@ class SliceValidation:
     ``correction`` says how the slices' tests were corrected: ``"by-joint"`` (one
     Benjamini–Yekutieli family over all slices' humans, alt-test), ``"per-slice"`` (each
     slice's own family) or ``"none"`` (the margin rule has no test to correct).
-    ``n_tested`` is the size of the corrected family; ``failing`` the slices that reject.
+    ``n_tested`` counts the (slice, human) tests (0 under the margin rule): one family under
+    ``"by-joint"``, one family per slice under ``"per-slice"``; ``failing`` the slices that reject.
     """
 
     overall: Validation
@@ -225,7 +226,7 @@ def validate_judge_by_slice(
     if rule != "alt-test":
         n_tested = 0
     elif not joint:
-        n_tested = max((sum(r.won is not None for r in o.raters) for o in outcomes), default=0)
+        n_tested = sum(sum(r.won is not None for r in o.raters) for o in outcomes)
     order = {"reject": 0, "inconclusive": 1, "pass": 2, "insufficient_data": 3}
     outcomes.sort(key=lambda o: (order[o.decision], np.nan_to_num(o.omega, nan=np.inf), o.value))
     failing = [(o.value, o.omega, o.d) for o in outcomes if o.decision == "reject"]

@@ -135,7 +135,7 @@ def test_the_joint_family_is_one_by_over_every_slices_humans_and_per_slice_is_ea
     rows = [(o.value, r) for o in sorted(joint.slices, key=lambda o: o.value) for r in o.raters]
     expected = _by(np.array([r.p_value for _, r in rows]), 0.05)
     assert [r.won for _, r in rows] == expected.tolist()
-    assert joint.correction == "by-joint" and joint.n_tested == 12
+    assert joint.correction == "by-joint" and joint.n_tested == 12 and per.n_tested == 12
     for o in joint.slices:
         assert o.omega == pytest.approx(np.mean([r.won for r in o.raters]))
 
