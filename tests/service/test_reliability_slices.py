@@ -103,3 +103,11 @@ def test_the_dashboard_shows_the_slices_failing_first(client: TestClient) -> Non
     assert page.index("<td>de</td>") < page.index("<td>en</td>")
     other = _project(client, monitoring="fixed", slices="feature:topic")
     assert "no item has the feature" in client.get(f"/projects/{other}/dashboard").text
+
+
+def test_the_report_notes_the_slices_headline(client: TestClient) -> None:
+    pid = _project(client, monitoring="fixed", slices="feature:language")
+    notes = client.get(f"/projects/{pid}/report").json()["notes"]
+    assert any(
+        n.startswith("slices (feature:language, default, none): passes overall; fails on slice de") for n in notes
+    )
