@@ -46,6 +46,7 @@ from service.routes import (
     raters,
     reliability,
     report,
+    selective,
     simulations,
     webhooks,
 )
@@ -153,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         webhooks,
         certificates,
         keys,
+        selective,
     ):
         app.include_router(module.router)
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")
