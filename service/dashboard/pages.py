@@ -34,12 +34,14 @@ def dashboard_page(
     *,
     behind: int,
     replay: HistoryReplay | None = None,
+    logout: str | None = None,
 ) -> str:
     """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
     ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
-    ``replay``: the pool-score history's one-time replay, while it is under way.
+    ``replay``: the pool-score history's one-time replay, while it is under way; ``logout``: the logout
+    form's CSRF token when the page was opened by a login (no form for a Bearer key).
     """
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
@@ -87,7 +89,7 @@ def dashboard_page(
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
  data-refreshing="{"true" if behind else "false"}" data-history-rebuilding="{"true" if replay else "false"}">
-<p class="note"><a href="/dashboard">all projects</a></p>
+<p class="note"><a href="/dashboard">all projects</a>{logout_form(logout)}</p>
 <h1>{escape(project.name)}</h1>
 <p>label_seq <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
  criterion {escape(doc["criterion"])} &middot; rule {escape(str(doc.get("rule")))}, coefficient
@@ -113,7 +115,7 @@ def dashboard_page(
 </body></html>"""
 
 
-def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
+def index_page(rows: list[dict[str, Any]], next_page: str | None, *, logout: str | None = None) -> str:
     """The projects the key can see: name, decision per judge, omega, progress and the last label's time."""
     body = (
         "".join(
@@ -127,6 +129,7 @@ def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
     more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
+<p class="note">{logout_form(logout)}</p>
 <h1>Projects</h1>
 <table id="projects"><tr><th>project</th><th>decision</th><th>omega</th><th>progress (least advanced secondary)</th>
 <th>last label (UTC)</th></tr>{body}</table>{more}
@@ -135,12 +138,23 @@ def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
 
 
 def login_page(csrf_token: str, message: str = "") -> str:
-    """The login form: the API key goes into an HttpOnly cookie, never into a URL."""
+    """The login form: the API key is posted once (never in a URL); the cookie then holds a login token."""
     note = f'<p style="color:#a40000">{escape(message)}</p>' if message else ""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan login</title></head>
 <body style="font-family:system-ui,sans-serif;margin:2em"><h1>annoplan</h1>{note}
 <form method="post" action="/login"><label>API key <input id="key" name="key" type="password" autocomplete="off"></label>
 <input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf_token)}"><button id="login" type="submit">Log in</button></form></body></html>"""
+
+
+def logout_form(csrf_token: str | None) -> str:
+    """The logout button (a POST with the login's CSRF token), or nothing without a login."""
+    if csrf_token is None:
+        return ""
+    return (
+        f' <form id="logout" method="post" action="/logout" style="display:inline">'
+        f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf_token)}">'
+        '<button type="submit">Log out</button></form>'
+    )
 
 
 def error_page(status_code: int, detail: str) -> str:

@@ -1,7 +1,9 @@
-"""The dashboard pages (projects index, one project), their chart downloads, and the login (a key in a cookie)."""
+"""The dashboard pages (projects index, one project), their chart downloads, the login (a login token
+in a cookie, never the key) and the logout."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated
 from urllib.parse import parse_qs
 
@@ -13,8 +15,10 @@ from service.core.middleware import (
     CSRF_COOKIE,
     CSRF_FIELD,
     CSRF_MAX_AGE_SECONDS,
+    LOGIN_COOKIE,
     cookie_name,
     csrf_matches,
+    logout_token,
     new_csrf_token,
     same_origin_post,
 )
@@ -26,16 +30,18 @@ from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_ve
 from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
 from service.dashboard.svg import Chart, chart_csv, chart_svg
 from service.data.keys import Principal, principal_for
+from service.data.logins import close_login, open_login
 from service.data.models import Project
 from service.data.queries import projects_page
 from service.deps import (
-    KEY_COOKIE,
     VIEWER,
     ProjectForViewer,
     ProjectId,
     ReadSession,
     SettingsDep,
-    request_authorization,
+    WriterTurn,
+    WriteSession,
+    request_principal,
     scoped_project,
 )
 from service.planning.plans import current_plan
@@ -85,9 +91,10 @@ def get_login(request: Request) -> HTMLResponse:
         403: {"description": "Missing or wrong CSRF token, or a form of another origin: load the form again"},
     },
 )
-def post_login(request: Request, body: RawBody, session: ReadSession) -> Response:
-    """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only); go to the
-    projects index (admin) or the key's project dashboard.
+def post_login(request: Request, body: RawBody, _turn: WriterTurn, session: WriteSession) -> Response:
+    """Check the posted key and open a login: an HttpOnly, SameSite=Strict cookie holding a random login
+    token (reads only; never the key), for `login_max_age_seconds`; go to the projects index (admin),
+    the key's project dashboard, or an annotator's own page.
 
     The form's CSRF token must match the cookie set with the form and carry this server's
     signature (under an hour old), and a browser's post must come from this origin
@@ -107,20 +114,74 @@ def post_login(request: Request, body: RawBody, session: ReadSession) -> Respons
         principal = principal_for(session, f"Bearer {key}")
     except Unauthorized:
         return _login_form(request, "unknown or revoked API key", 401)
-    target = f"/projects/{principal.project_id}/dashboard" if principal.project_id else "/dashboard"
-    response = RedirectResponse(target, status_code=303)
+    max_age = request.app.state.settings.login_max_age_seconds
+    token = open_login(session, principal, max_age_seconds=max_age)
+    response = RedirectResponse(_landing(principal), status_code=303)
     response.set_cookie(
-        cookie_name(KEY_COOKIE, https=https), key, path="/", httponly=True, samesite="strict", secure=https
+        cookie_name(LOGIN_COOKIE, https=https),
+        token,
+        max_age=max_age,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=https,
     )
     response.delete_cookie(csrf_cookie, path="/" if https else "/login", secure=https, httponly=True)
     return response
+
+
+def _landing(principal: Principal) -> str:
+    """Where a login goes: an annotator's own page, its project's dashboard, or the projects index (admin)."""
+    if principal.project_id is None:
+        return "/dashboard"
+    page = "annotator" if principal.role == Role.ANNOTATOR else "dashboard"
+    return f"/projects/{principal.project_id}/{page}"
+
+
+@router.post(
+    "/logout",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Logged out (the login is revoked and its cookie cleared): to `/login`"},
+        403: {"description": "Missing or wrong logout token, or a form of another origin (HTML page)"},
+    },
+)
+def post_logout(request: Request, body: RawBody, _turn: WriterTurn, session: WriteSession) -> Response:
+    """End the browser's login: its row is revoked (a copy of the cookie stops working too) and the
+    cookie cleared. The form's token is the HMAC of the login under the server's secret (only a page
+    served to this login holds it) and the post must come from this origin; without a login, nothing
+    to end: to `/login`."""
+    https = request.url.scheme == "https"
+    name = cookie_name(LOGIN_COOKIE, https=https)
+    token = request.cookies.get(name)
+    if token:
+        form = parse_qs(body.decode("utf-8", "replace"))
+        own_origin = f"{request.url.scheme}://{request.url.netloc}"
+        submitted = (form.get(CSRF_FIELD) or [""])[0]
+        expected = logout_token(signing_secret(request.app.state.settings), token)
+        same_origin = same_origin_post(request.headers.get("origin"), request.headers.get("sec-fetch-site"), own_origin)
+        if not (same_origin and secrets.compare_digest(submitted.encode(), expected.encode())):
+            detail = "the logout form came from another page or site; log out from a dashboard page"
+            return HTMLResponse(error_page(403, detail), status_code=403)
+        close_login(session, token)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(name, path="/", secure=https, httponly=True, samesite="strict")
+    return response
+
+
+def _logout(request: Request) -> str | None:
+    """The logout form's token for a page opened by a login (None: opened with a Bearer key)."""
+    token = request.cookies.get(cookie_name(LOGIN_COOKIE, https=request.url.scheme == "https"))
+    if token is None or request.headers.get("authorization") is not None:
+        return None
+    return logout_token(signing_secret(request.app.state.settings), token)
 
 
 def _dashboard_access(pid: ProjectId, request: Request, session: ReadSession) -> Project | Response:
     """The project for a viewer or above, or the page to answer instead: to the login form
     without a valid key, else the error as HTML."""
     try:
-        principal = principal_for(session, request_authorization(request))
+        principal = request_principal(session, request)
         return scoped_project(session, principal, pid, VIEWER)
     except Unauthorized:
         return RedirectResponse("/login", status_code=303)
@@ -132,7 +193,7 @@ def _index_access(request: Request, session: ReadSession) -> Principal | Respons
     """The principal of an admin, or of a PM or viewer of a project, or the page to answer instead: to the
     login form without a valid key, else the error as HTML."""
     try:
-        principal = principal_for(session, request_authorization(request))
+        principal = request_principal(session, request)
         if principal.role != Role.ADMIN:
             scoped_project(session, principal, principal.project_id or "", VIEWER)
         return principal
@@ -172,7 +233,7 @@ def get_index(
     )
     more = len(projects) > INDEX_PAGE_SIZE
     next_page = f"/dashboard?cursor={encode_cursor((page.after or 0) + INDEX_PAGE_SIZE)}" if more else None
-    return HTMLResponse(index_page(rows, next_page), headers={"Cache-Control": "no-store"})
+    return HTMLResponse(index_page(rows, next_page, logout=_logout(request)), headers={"Cache-Control": "no-store"})
 
 
 @router.get(
@@ -212,7 +273,8 @@ def get_dashboard(
         "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
         "monitoring": monitoring_note(doc),
     }
-    page = dashboard_page(access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"], replay=replay)
+    behind = access.label_seq - doc["label_seq"]
+    page = dashboard_page(access, doc, charts, notes, etag, behind=behind, replay=replay, logout=_logout(request))
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
