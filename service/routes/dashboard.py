@@ -25,13 +25,14 @@ from service.core.middleware import (
 from service.core.pagination import PageParams, encode_cursor
 from service.core.settings import signing_secret
 from service.core.uploads import RawBody
+from service.dashboard.annotator import annotator_page, annotator_work, own_rater
 from service.dashboard.charts import project_charts
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
 from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
 from service.dashboard.svg import Chart, chart_csv, chart_svg
 from service.data.keys import Principal, principal_for
 from service.data.logins import close_login, open_login
-from service.data.models import Project
+from service.data.models import Project, Rater
 from service.data.queries import projects_page
 from service.deps import (
     VIEWER,
@@ -275,6 +276,43 @@ def get_dashboard(
     }
     behind = access.label_seq - doc["label_seq"]
     page = dashboard_page(access, doc, charts, notes, etag, behind=behind, replay=replay, logout=_logout(request))
+    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+
+def _annotator_access(pid: ProjectId, request: Request, session: ReadSession) -> tuple[Project, Rater] | Response:
+    """The project and rater of an annotator key of it, or the page to answer instead: to the login
+    form without a valid key, else the error as HTML (other roles: 403, their pages are the dashboards)."""
+    try:
+        principal = request_principal(session, request)
+        project = scoped_project(session, principal, pid, (Role.ANNOTATOR,))
+    except Unauthorized:
+        return RedirectResponse("/login", status_code=303)
+    except AppError as exc:
+        return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
+    return project, own_rater(session, principal)
+
+
+@router.get(
+    "/projects/{pid}/annotator",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Log in first (to `/login`)"},
+        403: {"description": "Not an annotator key: the dashboards are for admin, PM and viewer keys (HTML page)"},
+        404: {"description": "No such project, or outside the key's scope (HTML page)"},
+    },
+)
+def get_annotator_page(
+    pid: ProjectId,
+    access: Annotated[tuple[Project, Rater] | Response, Depends(_annotator_access)],
+    request: Request,
+    session: ReadSession,
+) -> Response:
+    """An annotator's own page (annotator keys; a login lands here): its next batch, how many items it has
+    labeled, how many remain. Blind: nothing of other raters' labels or the judge's."""
+    if isinstance(access, Response):
+        return access
+    project, rater = access
+    page = annotator_page(project, annotator_work(session, project, rater), logout=_logout(request))
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 

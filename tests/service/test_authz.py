@@ -113,6 +113,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     # the dashboard page: HTML, a redirect to /login without a (valid) key
     ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
     ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
+    ("GET", "/projects/{pid}/annotator", 403, 403, 200, 403, 303, 303, 404),  # an annotator's own page
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg", 200, 200, 403, 200, 401, 401, 404),
     # outbound webhooks: PMs only; certificates: issued by PMs, read by viewers, verified with any key
