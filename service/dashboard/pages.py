@@ -106,9 +106,10 @@ def dashboard_page(
  ({escape(str(doc.get("coefficient")))}) on the labels in hand at each point of the label sequence;
  95% interval now [{_fmt((pool.get("ci") or [None, None])[0])}, {_fmt((pool.get("ci") or [None, None])[1])}].</p>
 {_rebuilding(replay)}{pool_chart}
-<h2>Reliability vs overlap rate</h2>
+<h2>Reliability vs overlap</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
- within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
+ within delta of the score at full overlap, against the overlap items each secondary labels; the red dashed
+ line is the 0.95 target, the purple one the plan's own overlap m.</p>
 {curve_figure}
 <script src="/static/dashboard.js"></script>
 <script src="/static/chart_png.js"></script>
