@@ -7,6 +7,7 @@ it has labeled, never a label value), so nothing of other raters or the judge ca
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from html import escape
 
 from sqlalchemy import exists, func, select
@@ -21,11 +22,14 @@ from service.schemas import BatchStatus
 
 RECENT = 10
 """Items of the rater's newest labels the page lists."""
+LIVE_BATCHES = 5
+"""Live batches looked at for the next one (the newest with an item still to do)."""
 
 
 @dataclass(frozen=True)
 class AnnotatorWork:
-    """Where one rater stands: its live batch (the newest), its labeled items, what is left."""
+    """Where one rater stands: its next batch (the newest live one with items to do), its labeled items, what
+    is left."""
 
     rater: str
     kind: str
@@ -47,12 +51,13 @@ def annotator_work(session: Session, project: Project, rater: Rater) -> Annotato
     """The rater's newest live batch, how many items it has labeled (its newest few), and how many remain:
     of the corpus for the primary, of its planned list for a secondary (None before its list is drawn)."""
     now = utcnow()
-    live = session.scalar(
+    live = session.scalars(
         select(Batch)
         .where(Batch.rater_id == rater.id, Batch.released_at.is_(None), Batch.expires_at > now)
         .order_by(Batch.created_at.desc(), Batch.id.desc())
-        .limit(1)
+        .limit(LIVE_BATCHES)
     )
+    batch = next((status for status in map(partial(batch_status, session), live) if status.unlabeled), None)
     labeled = session.scalar(select(RaterProgress.labeled_items).where(RaterProgress.rater_id == rater.id)) or 0
     recent = tuple(
         session.scalars(
@@ -90,7 +95,7 @@ def annotator_work(session: Session, project: Project, rater: Rater) -> Annotato
     return AnnotatorWork(
         rater=rater.external_id,
         kind=rater.kind,
-        batch=batch_status(session, live) if live is not None else None,
+        batch=batch,
         labeled=labeled,
         recent=recent,
         remaining=remaining,
@@ -103,18 +108,15 @@ def annotator_page(project: Project, work: AnnotatorWork, *, logout: str | None 
     and the items that remain; nothing of any other rater."""
     if work.batch is None:
         batch = (
-            '<p id="batch">No batch is out for you now. Ask for your next one in your annotation tool, '
-            f"or with <code>POST /projects/{escape(project.id)}/batches</code> and your key.</p>"
+            '<p id="batch">No batch with items to do is out for you now. Ask for your next one in your '
+            f"annotation tool, or with <code>POST /projects/{escape(project.id)}/batches</code> and your key.</p>"
         )
     else:
         b = work.batch
-        todo = set(b.unlabeled)
-        rows = "".join(
-            f"<tr><td>{escape(item)}</td><td>{'to do' if item in todo else 'done'}</td></tr>" for item in b.items
-        )
+        rows = "".join(f"<tr><td>{escape(item)}</td><td>to do</td></tr>" for item in b.unlabeled)
         batch = (
-            f'<p id="batch">Batch {escape(b.id)}: {len(todo)} of {len(b.items)} items to do, held for you until '
-            f"{b.expires_at:%Y-%m-%d %H:%M} UTC.</p>"
+            f'<p id="batch">Batch {escape(b.id)}: {len(b.unlabeled)} of {len(b.items)} items to do '
+            f"({b.labeled} done), held for you until {b.expires_at:%Y-%m-%d %H:%M} UTC.</p>"
             f'<table id="batch-items"><tr><th>item</th><th>status</th></tr>{rows}</table>'
         )
     recent = (
@@ -127,7 +129,7 @@ def annotator_page(project: Project, work: AnnotatorWork, *, logout: str | None 
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: your work on {escape(project.name)}</title>
 <style>{STYLE}</style></head><body>
-<p class="note">{escape(work.rater)} ({escape(role)}){logout_form(logout)}</p>
+<div class="note">{escape(work.rater)} ({escape(role)}){logout_form(logout)}</div>
 <h1>{escape(project.name)}: your work</h1>
 <h2>Your next batch</h2>
 {batch}

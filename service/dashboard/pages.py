@@ -89,7 +89,7 @@ def dashboard_page(
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
  data-refreshing="{"true" if behind else "false"}" data-history-rebuilding="{"true" if replay else "false"}">
-<p class="note"><a href="/dashboard">all projects</a>{logout_form(logout)}</p>
+<div class="note"><a href="/dashboard">all projects</a>{logout_form(logout)}</div>
 <h1>{escape(project.name)}</h1>
 <p>label_seq <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
  criterion {escape(doc["criterion"])} &middot; rule {escape(str(doc.get("rule")))}, coefficient
@@ -130,7 +130,7 @@ def index_page(rows: list[dict[str, Any]], next_page: str | None, *, logout: str
     more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
-<p class="note">{logout_form(logout)}</p>
+<div class="note">{logout_form(logout)}</div>
 <h1>Projects</h1>
 <table id="projects"><tr><th>project</th><th>decision</th><th>omega</th><th>progress (least advanced secondary)</th>
 <th>last label (UTC)</th></tr>{body}</table>{more}

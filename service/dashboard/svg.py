@@ -179,6 +179,8 @@ def _line_svg(chart: Chart) -> str:
     x0, x1 = min(xs), max(xs)
     if x1 <= x0:
         x0, x1 = x0 - 1, x1 + 1
+    if chart.marks:  # room right of a mark at the last point for its line to show
+        x1 += 0.03 * (x1 - x0)
     y0, y1 = chart.y_range or (min(ys), max(ys))
     if y1 <= y0:
         y0, y1 = y0 - 0.05, y1 + 0.05
@@ -195,7 +197,7 @@ def _line_svg(chart: Chart) -> str:
         parts.append(
             f'<line class="mark" x1="{px(value):.1f}" x2="{px(value):.1f}" y1="10" y2="{PLANE[0] - PLANE[2]}" '
             f'stroke="#75507b" stroke-width="1.5" stroke-dasharray="6 3"/><text x="{px(value) + side:.1f}" '
-            f'y="22" font-size="10" fill="#75507b" text-anchor="{anchor}">{escape(label)}</text>'
+            f'y="{PLANE[0] - PLANE[2] - 6}" font-size="10" fill="#75507b" text-anchor="{anchor}">{escape(label)}</text>'
         )
     path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in shown)
     parts.append(f'<polyline class="series" points="{path}" fill="none" stroke="#204a87" stroke-width="2"/>')
@@ -263,7 +265,7 @@ def _band_svg(chart: Chart) -> str:
         lower = " ".join(f"{px(r[1]):.1f},{py(r[3]):.1f}" for r in band)
         edge = " ".join(f"{px(r[1]):.1f},{py(r[3]):.1f}" for r in reversed(band))
         parts.append(
-            f'<polygon class="band" points="{upper} {edge}" fill="{colour}" fill-opacity="0.07" stroke="none">'
+            f'<polygon class="band" points="{upper} {edge}" fill="{colour}" fill-opacity="0.05" stroke="none">'
             f"<title>{escape(str(name))}</title></polygon>"
         )
         parts.extend(
@@ -275,7 +277,7 @@ def _band_svg(chart: Chart) -> str:
         x, y = left + column * (WIDTH - left) / LEGEND_PER_ROW, PLANE[0] + LEGEND_ROW * row + 4
         parts.append(
             f'<g class="legend"><rect x="{x:.0f}" y="{y:.0f}" width="18" height="10" fill="{colour}" '
-            f'fill-opacity="0.07" stroke="{colour}" stroke-width="1.8"{dashed}/><text x="{x + 22:.0f}" '
+            f'fill-opacity="0.05" stroke="{colour}" stroke-width="1.8"{dashed}/><text x="{x + 22:.0f}" '
             f'y="{y + 9:.0f}" font-size="11">{escape(str(name))[:18]}</text></g>'
         )
     parts.append("</svg>")

@@ -64,7 +64,7 @@ def test_an_annotator_logs_in_to_its_own_page_and_sees_only_its_work(client: Tes
     assert landing == f"/projects/{pid}/annotator"
     page = client.get(landing).text
     assert _blind(page) == [], _blind(page)
-    assert "No batch is out for you now" in page and '<form id="logout"' in page
+    assert "No batch with items to do is out for you now" in page and '<form id="logout"' in page
     assert _text(page, "done").startswith("You have labeled 2 items")
     assert {"itm-q7-03", "itm-q7-05"} == set(re.findall(r"<li>([^<]+)</li>", page))
     before = _text(page, "remaining")
@@ -77,16 +77,22 @@ def test_an_annotator_logs_in_to_its_own_page_and_sees_only_its_work(client: Tes
     assert client.post(f"/projects/{pid}/labels", json=label, headers=bearer).status_code == 200
     page = client.get(landing).text
     assert _blind(page) == [], _blind(page)
-    assert f"Batch {batch['id']}: 3 of 4 items to do" in page
-    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>(to do|done)</td></tr>", page))
-    assert rows == {item: "done" if item == done else "to do" for item in batch["items"]}
+    assert f"Batch {batch['id']}: 3 of 4 items to do (1 done)" in page
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>to do</td></tr>", page)
+    assert rows == [item for item in batch["items"] if item != done]  # in the batch's order
     assert _text(page, "done").startswith("You have labeled 3 items")
     # remaining: the batch's own count (its list unlabeled when issued) less the one labeled since
     assert _text(page, "remaining").startswith(f"{batch['remaining'] - 1} items remain: of your list of ")
 
+    # A newer batch is the next one; once it is all labeled, the older one with items to do is again.
+    newer = client.post(f"/projects/{pid}/batches", json={"size": 1}, headers=bearer).json()
+    assert f"Batch {newer['id']}: 1 of 1 items to do" in client.get(landing).text
+    label = [{"item": newer["items"][0], "rater": "ann-me-q7", "value": LABELS[1]}]
+    assert client.post(f"/projects/{pid}/labels", json=label, headers=bearer).status_code == 200
+    assert f"Batch {batch['id']}: 3 of 4 items to do" in client.get(landing).text
     # Released, the batch is no longer the next one.
     assert client.post(f"/projects/{pid}/batches/{batch['id']}/release", headers=bearer).status_code == 200
-    assert "No batch is out for you now" in client.get(landing).text
+    assert "No batch with items to do is out for you now" in client.get(landing).text
     client.headers["Authorization"] = admin
 
 
