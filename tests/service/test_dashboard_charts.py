@@ -92,3 +92,27 @@ def test_the_curve_simulates_the_plans_own_rate(client: TestClient, project: dic
     page = client.get(f"/projects/{pid}/dashboard").text
     curve = page[page.index('<svg id="overlap-curve"') :].split("</svg>")[0]
     assert re.search(r'class="mark"[^>]*>.*plan: m = 7, rho = 0.35', curve)
+
+
+def test_a_replayed_history_spreads_its_points_where_the_score_is_defined(client: TestClient, project: dict) -> None:
+    """The demo's order: judge and primary label the corpus first, then the secondaries their lists. Points
+    at quantiles of all events put 6 of 8 before any secondary label: a sentence, not a line."""
+    from service.core.db import session_scope
+    from service.data.models import Project
+    from service.documents.history import REPLAY_POINTS, pool_history
+
+    pid = project["id"]
+    rows = [
+        {"item": f"i{i}", "rater": k, "value": "pass" if (i + j) % 3 else "fail"}
+        for j, k in enumerate(("judge", "prim"))
+        for i in range(20)
+    ]
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    for k in ("h2", "h3"):
+        rows = [{"item": f"i{i}", "rater": k, "value": "pass" if i % 4 else "fail"} for i in range(5)]
+        assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    with session_scope(client.app.state.sessions) as session:
+        history = pool_history(session, session.get(Project, pid), "default")
+    assert min(seq for seq, _ in history) > 40  # every cut after the first secondary label (seq 41)
+    assert len([y for _, y in history if y is not None]) >= REPLAY_POINTS - 1
+    assert history[-1][0] == 50
