@@ -187,7 +187,7 @@ def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) 
             x_label=f"overlap items m per secondary (rho = m / {n_items:,} items)",
             y_label="P(|sparse - full| <= delta)",
             columns=("overlap_items", "reliability", "rho"),
-            rows=tuple((round(rho * n_items, 1), reliability, rho) for rho, reliability in curve),
+            rows=tuple((round(rho * n_items), reliability, rho) for rho, reliability in curve),
             y_range=(0.0, 1.0),
             target=0.95,
             marks=((float(m_plan), f"plan: m = {m_plan}, rho = {m_plan / n_items:.2f}"),) if m_plan and n_items else (),

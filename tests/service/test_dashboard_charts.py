@@ -88,7 +88,7 @@ def test_the_curve_simulates_the_plans_own_rate(client: TestClient, project: dic
     assert plan.status_code == 201, plan.text
     csv = client.get(f"/projects/{pid}/dashboard/charts/overlap-curve.csv").text.splitlines()
     rows = [line.split(",") for line in csv[1:]]
-    assert any(float(r[0]) == 7 and float(r[2]) == pytest.approx(7 / 20) and r[1] for r in rows), rows
+    assert any(int(r[0]) == 7 and float(r[2]) == pytest.approx(7 / 20) and r[1] for r in rows), rows
     page = client.get(f"/projects/{pid}/dashboard").text
     curve = page[page.index('<svg id="overlap-curve"') :].split("</svg>")[0]
     assert re.search(r'class="mark"[^>]*>.*plan: m = 7, rho = 0.35', curve)
