@@ -254,6 +254,20 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class Login(Base):
+    """A dashboard login: the browser's cookie holds a random token, this row its hash, the key it
+    stands for, and when it stops working (expiry, logout, or the key's revocation)."""
+
+    __tablename__ = "logins"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    revoked_at: Mapped[datetime | None]
+
+
 class IdempotencyRecord(Base):
     """The first response to a write sent with an ``Idempotency-Key``."""
 

@@ -161,8 +161,8 @@ def pool_history(
     until: int | None = None,
     progress: HistoryReplay | None = None,
 ) -> list[tuple[int, float | None]]:
-    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events;
-    ``progress`` follows the events applied."""
+    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events,
+    at quantiles of the events from the first label of a second human; ``progress`` follows the events applied."""
     events = driver_rows(
         session,
         "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? AND seq <= ? "
@@ -181,7 +181,12 @@ def pool_history(
     rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
     flat = rows * len(raters) + cols
     raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
-    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, REPLAY_POINTS + 1)[1:], method="higher"))
+    # The score is undefined until a second human has labeled: the cuts are spread over the events from
+    # there (a corpus the primary labels first would otherwise leave all but the last cut undefined).
+    is_human = np.isin(cols, humans)
+    _, first = np.unique(cols[is_human], return_index=True)
+    begin = int(np.sort(np.flatnonzero(is_human)[first])[1]) if first.size >= 2 else 0
+    cuts = np.unique(np.quantile(seqs[begin:], np.linspace(0, 1, REPLAY_POINTS + 1)[1:], method="higher"))
     points: list[tuple[int, float | None]] = []
     start = 0
     for cut in cuts:

@@ -186,9 +186,9 @@ def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
     assert sorted(name for _, name in legend) == ["h2", "h3", "prim"]
     assert all(float(y) > axis_y + 30 for y, _ in legend)
     rows = chart_csv(chart).splitlines()
-    assert rows[0] == "rater,label_seq,n,lower,upper" and len(rows) == 1 + 3 * 60
+    assert rows[0] == "rater,n,label_seq,lower,upper" and len(rows) == 1 + 3 * 60
     last = {r["rater"]: r for r in doc["monitoring"]["raters"]}
-    assert rows[60].split(",")[:3] == ["prim", str(last["prim"]["band"][-1]["label_seq"]), "120"]
+    assert rows[60].split(",")[:3] == ["prim", "120", str(last["prim"]["band"][-1]["label_seq"])]
     assert "anytime-valid" in monitoring_note(doc)
     client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}})
     doc = client.get(f"/projects/{pid}/reliability").json()
