@@ -105,6 +105,12 @@ class Project(Base):
     label_map: Mapped[dict[str, Any] | None]
     # The Label Studio choices control last read from a labeling config (name, data key, choices).
     label_studio: Mapped[dict[str, Any] | None]
+    # Seed of the item order that breaks ties of equal arrival rank (docs/method.md §8.2; null: a hash of
+    # the id), fixed at creation, before any label.
+    order_seed: Mapped[int | None] = mapped_column(BigInteger)
+    # The label_seq of the first look (the first reliability document computed): the labels in hand then
+    # are the opening, read as one rank (null: no look yet).
+    opening_seq: Mapped[int | None] = mapped_column(BigInteger)
 
     @property
     def decision_settings(self) -> DecisionSettings:
@@ -200,6 +206,9 @@ class LabelEvent(Base):
     batch_id: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     kind: Mapped[str] = mapped_column(String(16), default="label", server_default="label")
+    # Arrival rank (docs/method.md §8.2): the label_seq of the write that gave the cell its first label,
+    # kept by corrections (null: written before ranks, read as ``seq``).
+    rank: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class CurrentLabel(Base):
@@ -219,6 +228,7 @@ class CurrentLabel(Base):
     project_id: Mapped[str] = mapped_column(String(40))  # no foreign key: see LabelEvent
     value: Mapped[str] = mapped_column(String(200))
     seq: Mapped[int] = mapped_column(BigInteger)
+    rank: Mapped[int | None] = mapped_column(BigInteger)  # the arrival rank of its event (see LabelEvent)
 
 
 class PoolScore(Base):
