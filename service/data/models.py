@@ -455,6 +455,21 @@ class WebhookDelivery(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class ShownDecision(Base):
+    """The first pass or reject a reliability document showed for a judge, kept as of its ``label_seq``:
+    a later document whose decision differs marks itself ``rewritten_at`` (docs/method.md §8.3)."""
+
+    __tablename__ = "shown_decisions"
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
+    judge: Mapped[str] = mapped_column(String(200), primary_key=True)
+    decision: Mapped[str] = mapped_column(String(32))
+    label_seq: Mapped[int] = mapped_column(BigInteger)
+    decided_at: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class DecisionWatch(Base):
     """The last decision the webhook sender saw for a project, so a change is announced once."""
 

@@ -23,6 +23,7 @@ from service.core.errors import NotFound
 from service.core.sql import driver_rows
 from service.data.models import PoolScore, Project
 from service.documents.reliability import DocumentCache, document_key, document_lineage, reliability_document
+from service.documents.shown import decisions_to_record, store_shown
 from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
 
@@ -70,6 +71,9 @@ def cached_reliability(
     if built:
         bind, point = session.get_bind(), [(doc["label_seq"], doc["human_pool"]["estimate"])]
         documents.in_background(f"point|{key}", lambda: store_points(bind, project.id, criterion, point))
+        shown = decisions_to_record(doc)
+        if shown:
+            documents.in_background(f"shown|{key}", lambda: store_shown(bind, project.id, shown))
         if project.opening_seq is None:
             seq = doc["label_seq"]
             documents.in_background(f"opening|{project.id}", lambda: store_opening(bind, project.id, seq))

@@ -26,6 +26,7 @@ from service.core.caches import RecentlyUsed
 from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
 from service.documents.monitoring import MONITOR_KEY, arrival_order, decision_in_force, judge_monitorings
+from service.documents.shown import mark_rewrites
 from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
 from service.matrices.store import current_matrix
@@ -347,6 +348,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
         fixed | decision_in_force(block, matrix, decision, fixed, plan)
         for fixed, block in zip(stats["judges"], blocks, strict=True)
     ]
+    mark_rewrites(session, project.id, criterion, matrix.label_seq, validations)
     doc["monitoring_mode"] = decision.resolved_monitoring()
     if validations:
         doc.update(validations[0])
