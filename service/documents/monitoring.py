@@ -8,6 +8,7 @@ item for a held-out human dates that item.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -54,28 +55,26 @@ def order_seed(project: Project) -> int:
     return int.from_bytes(hashlib.sha256(project.id.encode()).digest()[:7], "big")
 
 
-def seeded_item_order(n_items: int, seed: int) -> np.ndarray:
-    """A pseudo-random permutation of ``range(n_items)`` fixed by ``seed``: rows sorted by a splitmix64
-    hash of ``(seed, row)`` (a row keeps its key as the corpus grows; docs/method.md §8.2)."""
+@functools.lru_cache(maxsize=8)
+def seeded_item_keys(n_items: int, seed: int) -> np.ndarray:
+    """Each row's key in the seeded item order (docs/method.md §8.2): a splitmix64 hash of ``(seed, row)``, a
+    bijection of the row (distinct keys), so sorting by it is a pseudo-random permutation fixed by ``seed``
+    and a row keeps its key as the corpus grows. Read-only, kept for the last few ``(n_items, seed)``."""
     with np.errstate(over="ignore"):
         z = np.arange(n_items, dtype=np.uint64) + np.uint64(seed % 2**64) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z ^= z >> np.uint64(31)
-    order: np.ndarray = np.argsort(z, kind="stable")
-    return order
+    z.flags.writeable = False
+    return z
 
 
-def monitored_arrays(
-    matrix: LabelMatrix, arrival: ArrivalOrder, inclusion: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Codes, arrival ranks and inclusion probabilities as the monitor reads them (docs/method.md §8.2):
-    rows in the seeded item order (so equal ranks are read in it, not in file or corpus order) and every
-    label ranked at or before the opening at the opening's rank."""
-    rows = seeded_item_order(matrix.raw.shape[0], arrival.seed)
-    ranks = matrix.order[rows]
-    ranks = np.where((ranks >= 0) & (ranks <= arrival.opening), arrival.opening, ranks)
-    return matrix.codes[rows], ranks, None if inclusion is None else np.asarray(inclusion)[rows]
+def monitored_ranks(matrix: LabelMatrix, arrival: ArrivalOrder) -> np.ndarray:
+    """The arrival ranks the monitor reads (docs/method.md §8.2): every label ranked at or before the opening
+    at the opening's rank, the others at their own (-1 where no label)."""
+    ranks = matrix.order.copy()
+    np.maximum(ranks, arrival.opening, out=ranks, where=ranks >= 0)
+    return ranks
 
 
 def planned_budget(plan: Plan | None) -> int | None:
@@ -169,7 +168,7 @@ def judge_monitorings(
     without ``kept``.
 
     ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9); ``arrival``
-    orders the labels (:func:`monitored_arrays`, docs §8.2). The
+    orders the labels (:func:`monitored_ranks`, ties by :func:`seeded_item_keys`; docs §8.2). The
     document computes this in a child process of its own, beside its other statistics, or, with
     ``kept`` (a worker's kept monitorings and the document's lineage), in the worker: each brought up
     to date from the kept one when only labels were added since (``planner.sequential.kept_monitoring``:
@@ -179,11 +178,11 @@ def judge_monitorings(
         return []
     if decision.coefficient != "po":
         return [None] * len(judges)
-    codes, ranks, inclusion = monitored_arrays(matrix, arrival, inclusion)
     options: dict[str, Any] = {
         "humans": humans,
         "n_labels": matrix.n_labels,
-        "order": ranks,
+        "order": monitored_ranks(matrix, arrival),
+        "tiebreak": seeded_item_keys(matrix.raw.shape[0], arrival.seed),
         "rule": decision.rule,
         "epsilon": decision.resolved_epsilon(),
         "alpha": decision.alpha_sig,
@@ -196,10 +195,12 @@ def judge_monitorings(
     blocks: list[dict[str, Any] | None] = []
     for judge in judges:
         if kept is None:
-            monitoring = monitor_judge(codes, judge=judge, **options)
+            monitoring = monitor_judge(matrix.codes, judge=judge, **options)
         else:
             states, lineage = kept
-            monitoring, state = kept_monitoring(codes, previous=states.get((lineage, judge)), judge=judge, **options)
+            monitoring, state = kept_monitoring(
+                matrix.codes, previous=states.get((lineage, judge)), judge=judge, **options
+            )
             states.put((lineage, judge), state)
         blocks.append(monitoring_block(monitoring, matrix, mode))
     return blocks

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from planner.sequential import monitor_judge
-from service.documents.monitoring import seeded_item_order
+from service.documents.monitoring import seeded_item_keys
 
 LABELS = ["pass", "fail"]
 RATERS = {
@@ -76,7 +76,7 @@ def test_anytime_is_the_default_and_the_block_follows_the_arrival_ranks(client):
     assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
     block = doc["monitoring"]
     ranks = arrival_ranks(client, pid, label_seqs(client, pid, codes.shape))
-    rows = seeded_item_order(codes.shape[0], client.get(f"/projects/{pid}").json()["order_seed"])
+    rows = np.argsort(seeded_item_keys(codes.shape[0], client.get(f"/projects/{pid}").json()["order_seed"]))
     expected = monitor_judge(codes[rows], judge=0, humans=[1, 2, 3], n_labels=2, order=ranks[rows])
     assert doc["decision"] == block["decision"] == expected.decision == "pass"
     assert block["decided_at_label_seq"] == expected.decided_at

@@ -13,8 +13,9 @@ from fastapi.testclient import TestClient
 
 from planner.sequential import monitor_judge
 from service.data.models import Project
-from service.documents.monitoring import ArrivalOrder, monitored_arrays, seeded_item_order
+from service.documents.monitoring import ArrivalOrder, judge_monitorings, seeded_item_keys
 from service.matrices.matrix import LabelMatrix, RaterColumn, load_matrix
+from service.schemas import DecisionSettings
 from tests.factories import create_project
 
 RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"))
@@ -97,21 +98,25 @@ def test_a_file_sorted_by_a_feature_is_not_an_arrival_order() -> None:
     passed = {"file": 0, "service": 0}
     for run in range(runs):
         matrix = _margin_judge_matrix(rng, n, 0.8, 0.7167 + 0.25, 0.7167 - 0.25)
-        codes, ranks, _ = monitored_arrays(matrix, ArrivalOrder(opening=matrix.label_seq, seed=run), None)
-        for kind, (c, o) in {"file": (matrix.codes, matrix.order), "service": (codes, ranks)}.items():
-            m = monitor_judge(c, judge=0, humans=[1, 2, 3], n_labels=2, order=o, epsilon=0.05, alpha=alpha)
-            passed[kind] += m.decision == "pass"
+        # the service: the file's one write, read at the first look (the opening), through the document's code
+        [block] = judge_monitorings(
+            matrix, [0], [1, 2, 3], DecisionSettings(), None, None, ArrivalOrder(opening=matrix.label_seq, seed=run)
+        )
+        passed["service"] += block is not None and block["decision"] == "pass"
+        # file order: each label at its own label_seq
+        m = monitor_judge(matrix.codes, judge=0, humans=[1, 2, 3], n_labels=2, order=matrix.order, alpha=alpha)
+        passed["file"] += m.decision == "pass"
     se = np.sqrt(alpha * (1 - alpha) / runs)
     assert passed["service"] / runs <= alpha + 2 * se, passed
     assert passed["file"] / runs > 4 * alpha, passed  # the order nobody drew at random passes it
 
 
 def test_the_seeded_item_order_is_a_permutation_fixed_by_its_seed() -> None:
-    a, b = seeded_item_order(1000, 7), seeded_item_order(1000, 7)
-    assert np.array_equal(a, b) and np.array_equal(np.sort(a), np.arange(1000))
-    assert not np.array_equal(a, seeded_item_order(1000, 8))
+    a, b = np.argsort(seeded_item_keys(1000, 7)), np.argsort(seeded_item_keys(1000, 7))
+    assert np.array_equal(a, b) and np.unique(seeded_item_keys(1000, 7)).size == 1000  # distinct keys
+    assert not np.array_equal(a, np.argsort(seeded_item_keys(1000, 8)))
     # a row keeps its key as the corpus grows: the first 1000 rows keep their relative order
-    grown = seeded_item_order(1500, 7)
+    grown = np.argsort(seeded_item_keys(1500, 7))
     assert np.array_equal(grown[grown < 1000], a)
     # roughly uniform: the first half of the order holds about half of the first half of the rows
     assert abs(int(np.sum(a[:500] < 500)) - 250) < 60
