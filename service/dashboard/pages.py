@@ -172,9 +172,20 @@ def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, s
     return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix("margins-"))}">
 <h2>Judge {escape(validation["judge"])}</h2>
 <p class="decision {escape(decision)}">decision: <b>{escape(_marked(validation))}</b>{reason} &middot; omega {_fmt(validation["omega"])}</p>
-<h3>{escape(margins.title)}</h3>
+{_rewritten(validation)}<h3>{escape(margins.title)}</h3>
 <p class="note">{escape(_margins_note(validation))}</p>
 {_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
+
+
+def _rewritten(validation: dict[str, Any]) -> str:
+    """The mark of a shown decision that the labels now decide otherwise (docs/method.md §8.3); empty otherwise."""
+    rewritten = validation.get("rewritten_at")
+    if not rewritten:
+        return ""
+    return (
+        f'<p class="rewritten" id="rewritten">rewritten since label_seq {rewritten["label_seq"]}: '
+        f"{escape(rewritten['changed'])}</p>\n"
+    )
 
 
 def _margins_note(validation: dict[str, Any]) -> str:
@@ -304,5 +315,11 @@ def _status(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def _marked(validation: dict[str, Any]) -> str:
-    """A decision as every surface says it: with its provisional mark while it is provisional."""
-    return f"{validation['decision']} (provisional)" if validation.get("provisional") else str(validation["decision"])
+    """A decision as every surface says it: with its provisional mark while it is provisional, and the decision
+    first shown when it differs (docs/method.md §8.3)."""
+    marked = f"{validation['decision']} (provisional)" if validation.get("provisional") else str(validation["decision"])
+    rewritten = validation.get("rewritten_at")
+    if rewritten:
+        shown = rewritten["shown"]
+        marked += f" (rewritten: {shown['decision']} shown at label_seq {shown['label_seq']})"
+    return marked

@@ -23,6 +23,7 @@ from service.core.errors import NotFound
 from service.core.sql import driver_rows
 from service.data.models import PoolScore, Project
 from service.documents.reliability import DocumentCache, document_key, document_lineage, reliability_document
+from service.documents.shown import decisions_to_record, store_shown
 from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
 
@@ -70,7 +71,28 @@ def cached_reliability(
     if built:
         bind, point = session.get_bind(), [(doc["label_seq"], doc["human_pool"]["estimate"])]
         documents.in_background(f"point|{key}", lambda: store_points(bind, project.id, criterion, point))
+        shown = decisions_to_record(doc)
+        if shown:
+            documents.in_background(f"shown|{key}", lambda: store_shown(bind, project.id, shown))
+        if project.opening_seq is None:
+            seq = doc["label_seq"]
+            documents.in_background(f"opening|{project.id}", lambda: store_opening(bind, project.id, seq))
     return doc
+
+
+def store_opening(bind: Engine | Connection, project_id: str, label_seq: int) -> None:
+    """Record the first look's ``label_seq`` as the project's opening (docs/method.md §8.2), once.
+
+    Best effort, as :func:`store_points`: while it is not stored, the next document is its own opening.
+    """
+    try:
+        with Session(bind.execution_options(**{WRITE_OPTION: True})) as writer, writer.begin():
+            writer.execute(
+                text("UPDATE projects SET opening_seq = :s WHERE id = :p AND opening_seq IS NULL"),
+                {"s": label_seq, "p": project_id},
+            )
+    except SQLAlchemyError as exc:
+        log.warning("opening of project %s not stored: %s", project_id, exc)
 
 
 def store_points(
