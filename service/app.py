@@ -47,6 +47,7 @@ from service.routes import (
     reliability,
     report,
     simulations,
+    versions,
     webhooks,
 )
 from service.schemas import ItemIn, LabelIn
@@ -140,6 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         projects,
         items,
         raters,
+        versions,
         labels,
         plans,
         batches,

@@ -454,3 +454,19 @@ class DecisionWatch(Base):
     label_seq: Mapped[int] = mapped_column(BigInteger)
     decision: Mapped[str | None] = mapped_column(String(32))
     omega: Mapped[float | None]
+
+
+class JudgeVersion(Base):
+    """A version of a judge (a prompt or model), labelling as a judge rater of its own linked to the judge:
+    its labels carry the version through their rater, so every document reads a version as a judge."""
+
+    __tablename__ = "judge_versions"
+    __table_args__ = (UniqueConstraint("judge_id", "name"),)
+
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str | None] = mapped_column(String(200))
+    prompt_digest: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

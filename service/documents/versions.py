@@ -1,0 +1,95 @@
+"""Judge versions: the paired comparison of two versions and the drift watch of one (docs/method.md §12)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from planner import optional_float
+from planner.versions import compare_versions, drift_detection
+from service.data.models import Project, Rater
+from service.data.versions import current_cells, primary_rater, version_rater
+from service.schemas.versions import DriftRead, VersionComparisonRead
+
+
+def _codes(*values: np.ndarray) -> list[np.ndarray]:
+    """The label values of each array as int codes of one shared code book."""
+    _, inverse = np.unique(np.concatenate(values).astype(str), return_inverse=True)
+    return np.split(inverse.astype(np.int64), np.cumsum([v.size for v in values])[:-1])
+
+
+def version_comparison(
+    session: Session, project: Project, judge: Rater, old: str, new: str, criterion: str, *, n_resamples: int, seed: int
+) -> VersionComparisonRead:
+    """Versions ``old`` and ``new`` of ``judge`` against the primary on the items all three labelled."""
+    raters = [
+        primary_rater(session, project.id),
+        version_rater(session, judge, old),
+        version_rater(session, judge, new),
+    ]
+    cells = [current_cells(session, rater.id, criterion) for rater in raters]
+    shared = np.intersect1d(np.intersect1d(cells[0][0], cells[1][0]), cells[2][0])
+    picked = [values[np.searchsorted(items, shared)] for items, values, _ in cells]
+    reference, before, after = _codes(*picked)
+    result = compare_versions(reference, before, after, n_resamples=n_resamples, rng=seed)
+    return VersionComparisonRead(
+        criterion=criterion,
+        old=raters[1].external_id,
+        new=raters[2].external_id,
+        n_items=result.n_items,
+        old_agreement=optional_float(result.old_agreement),
+        new_agreement=optional_float(result.new_agreement),
+        version_agreement=optional_float(result.version_agreement),
+        flip_rate=optional_float(result.flip_rate),
+        lost=result.lost,
+        gained=result.gained,
+        change=optional_float(result.change),
+        change_ci=result.change_interval.as_list(),
+        approximate=result.change_interval.approximate,
+        chi_square=optional_float(result.chi_square),
+        mcnemar_p=result.mcnemar_p,
+        reason=result.reason,
+    )
+
+
+def judge_drift(
+    session: Session,
+    project: Project,
+    judge: Rater,
+    criterion: str,
+    *,
+    baseline: float,
+    drop: float,
+    horizon: int,
+    alpha: float,
+) -> DriftRead:
+    """The drift detector on the judge's agreement with the primary, pairs ordered by the label that completed them.
+
+    A pair's moment is the later ``label_seq`` of its two current labels: the order the service saw it.
+    """
+    primary = primary_rater(session, project.id)
+    (p_items, p_values, p_seqs), (j_items, j_values, j_seqs) = (
+        current_cells(session, rater.id, criterion) for rater in (primary, judge)
+    )
+    shared, p_at, j_at = np.intersect1d(p_items, j_items, return_indices=True)
+    completed = np.maximum(p_seqs[p_at], j_seqs[j_at])
+    order = np.argsort(completed, kind="stable")
+    agrees = (p_values[p_at] == j_values[j_at])[order].astype(np.int8)
+    drift = None
+    if shared.size:
+        drift = drift_detection(agrees, baseline=baseline, drop=drop, horizon=horizon, alpha=alpha)
+    alarm = int(drift.alarm_at) if drift is not None else -1
+    return DriftRead(
+        criterion=criterion,
+        judge=judge.external_id,
+        baseline=baseline,
+        drop=drop,
+        horizon=horizon,
+        alpha=alpha,
+        n_labels=int(shared.size),
+        agreement=float(agrees.mean()) if shared.size else None,
+        drifted=alarm >= 0,
+        alarm_label_seq=int(completed[order][alarm]) if alarm >= 0 else None,
+        log_detector=float(drift.log_detector) if drift is not None else None,
+        threshold=horizon / alpha,
+    )
