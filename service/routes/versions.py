@@ -136,7 +136,7 @@ def get_drift(
     baseline: Annotated[float, Query(gt=0, lt=1, description="The agreement the judge was approved at, p0.")],
     drop: Annotated[float, Query(gt=0, lt=1, description="The drop in agreement to detect.")] = 0.05,
     horizon: Annotated[int, Query(ge=1, le=10**9, description="Labels over which false alarms are bounded.")] = 10_000,
-    alpha: Annotated[float, Query(gt=0, lt=1, description="Bound on any false alarm within the horizon.")] = 0.05,
+    alpha: Annotated[float, Query(ge=1e-9, lt=1, description="Bound on any false alarm within the horizon.")] = 0.05,
     criterion: Criterion = None,
 ) -> DriftRead:
     """The drift watch of a judge (or a version): a CUSUM e-detector on its agreement with the primary,

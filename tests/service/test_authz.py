@@ -78,6 +78,11 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/projects/{pid}/raters", 201, 201, 403, 403, 401, 401, 404),
     ("PATCH", "/projects/{pid}/raters/{rid}", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/raters", 200, 200, 403, 200, 401, 401, 404),  # viewer: no names (checked below)
+    # judge versions: added by PMs; the versions, their comparison and the drift watch are aggregates
+    ("POST", "/projects/{pid}/raters/{rid}/versions", 201, 201, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/versions", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/versions/compare", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/drift", 200, 200, 403, 200, 401, 401, 404),
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     (
         "GET",
@@ -240,6 +245,12 @@ def _ann_batch(w: World, caller: str) -> Request:
     return {"bid": b["id"]}, {}
 
 
+def _version_pair(w: World, caller: str) -> Request:
+    """The judge against a fresh version of its own (no shared item: an undefined comparison, still a 200)."""
+    made = w.admin("POST", f"/projects/{w.pid}/raters/{JUDGE}/versions", json={"name": w.fresh("cmp")})
+    return {"rid": JUDGE}, {"params": {"old": JUDGE, "new": made["name"]}}
+
+
 def _login_form(w: World, caller: str) -> Request:
     token = re.search(r'name="csrf" value="([^"]+)"', w.client.get("/login").text).group(1)  # sets the cookie too
     form = {
@@ -316,6 +327,10 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {"json": {"external_id": w.fresh("extra-rater"), "kind": "human"}},
     ),
     ("POST", "/projects/{pid}/labels"): _label_rows,
+    ("POST", "/projects/{pid}/raters/{rid}/versions"): lambda w, c: ({"rid": JUDGE}, {"json": {"name": w.fresh("v")}}),
+    ("GET", "/projects/{pid}/raters/{rid}/versions"): lambda w, c: ({"rid": JUDGE}, {}),
+    ("GET", "/projects/{pid}/raters/{rid}/versions/compare"): _version_pair,
+    ("GET", "/projects/{pid}/raters/{rid}/drift"): lambda w, c: ({"rid": JUDGE}, {"params": {"baseline": 0.8}}),
     ("POST", "/projects/{pid}/plan"): lambda w, c: ({}, {"json": PLAN}),
     ("POST", "/projects/{pid}/simulate"): lambda w, c: ({}, {"json": SMALL_SIMULATION}),
     ("GET", "/projects/{pid}/simulations/{sim_id}"): lambda w, c: ({"sim_id": w.sim_id}, {}),
