@@ -108,6 +108,14 @@ def primary_rater(session: Session, project_id: str) -> Rater:
     return found
 
 
+def human_raters(session: Session, project_id: str) -> list[Rater]:
+    """The project's primary and secondary humans, by id."""
+    kinds = ("primary", "human")
+    return list(
+        session.scalars(select(Rater).where(Rater.project_id == project_id, Rater.kind.in_(kinds)).order_by(Rater.id))
+    )
+
+
 def current_cells(session: Session, rater_id: int, criterion: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A rater's current labels on ``criterion`` as arrays ``(item ids, values, seqs)``, by item id."""
     stmt = (

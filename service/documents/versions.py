@@ -6,9 +6,10 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner import optional_float
+from planner.decision import validate_judge
 from planner.versions import compare_versions, drift_detection
 from service.data.models import Project, Rater
-from service.data.versions import current_cells, primary_rater, version_rater
+from service.data.versions import current_cells, human_raters, primary_rater, version_rater
 from service.schemas.versions import DriftRead, VersionComparisonRead
 
 
@@ -16,6 +17,53 @@ def _codes(*values: np.ndarray) -> list[np.ndarray]:
     """The label values of each array as int codes of one shared code book."""
     _, inverse = np.unique(np.concatenate(values).astype(str), return_inverse=True)
     return np.split(inverse.astype(np.int64), np.cumsum([v.size for v in values])[:-1])
+
+
+def _label_codes(project: Project, values: np.ndarray) -> np.ndarray:
+    """Values as the project's label codes; a special value (or any other) is -1, left out."""
+    distinct, inverse = np.unique(values.astype(str), return_inverse=True)
+    index = {label: code for code, label in enumerate(project.labels)}
+    return np.array([index.get(str(v), -1) for v in distinct], dtype=np.int64)[inverse]
+
+
+def _decisions_on(
+    session: Session, project: Project, versions: list[Rater], criterion: str, *, n_resamples: int, seed: int
+) -> list[str | None]:
+    """Each version's fixed-sample decision (docs/method.md §3, the project's rule) on the items both versions
+    labelled, against the project's humans there; ``None`` when there is no such item."""
+    cells = [current_cells(session, rater.id, criterion) for rater in versions]
+    shared = np.intersect1d(cells[0][0], cells[1][0])
+    if shared.size == 0:
+        return [None, None]
+    humans = [current_cells(session, rater.id, criterion) for rater in human_raters(session, project.id)]
+    columns = []
+    for items, values, _ in [*cells, *humans]:
+        column = np.full(shared.size, -1, dtype=np.int64)
+        found = np.isin(shared, items)
+        column[found] = _label_codes(project, values[np.searchsorted(items, shared[found])])
+        columns.append(column)
+    codes = np.stack(columns, axis=1)
+    decision = project.decision_settings
+    out: list[str | None] = []
+    for judge in (0, 1):
+        others = [1 - judge]
+        kept = np.delete(codes, others, axis=1)
+        v = validate_judge(
+            kept,
+            judge=0,
+            humans=list(range(1, kept.shape[1])),
+            n_labels=len(project.labels),
+            rule=decision.rule,
+            coefficient=decision.coefficient,
+            epsilon=decision.resolved_epsilon(),
+            q=decision.q,
+            omega_threshold=decision.omega_threshold,
+            inconclusive_level=decision.inconclusive_level,
+            n_resamples=n_resamples,
+            rng=seed,
+        )
+        out.append(v.decision)
+    return out
 
 
 def version_comparison(
@@ -32,6 +80,9 @@ def version_comparison(
     picked = [values[np.searchsorted(items, shared)] for items, values, _ in cells]
     reference, before, after = _codes(*picked)
     result = compare_versions(reference, before, after, n_resamples=n_resamples, rng=seed)
+    old_decision, new_decision = _decisions_on(
+        session, project, raters[1:], criterion, n_resamples=n_resamples, seed=seed
+    )
     return VersionComparisonRead(
         criterion=criterion,
         old=raters[1].external_id,
@@ -49,6 +100,8 @@ def version_comparison(
         chi_square=optional_float(result.chi_square),
         mcnemar_p=result.mcnemar_p,
         reason=result.reason,
+        old_decision=old_decision,
+        new_decision=new_decision,
     )
 
 

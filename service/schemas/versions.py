@@ -49,6 +49,11 @@ class VersionComparisonRead(BaseModel):
     chi_square: float | None = Field(description="McNemar's (b - c)^2/(b + c); null with no discordant item.")
     mcnemar_p: float = Field(description="Exact two-sided McNemar p-value.")
     reason: str | None = Field(description="Why the comparison is undefined (null when it is defined).")
+    old_decision: str | None = Field(
+        description="The old version's decision (the project's rule) on the items both versions labelled, against "
+        "the project's humans there; null when the versions share no item."
+    )
+    new_decision: str | None = Field(description="The new version's decision on the same items: does it still pass?")
 
 
 class DriftRead(BaseModel):

@@ -39,10 +39,11 @@ def test_versions_are_judge_raters_and_compare_on_shared_items(client: TestClien
 
     rng = np.random.default_rng(4)
     primary = rng.integers(0, 2, n)
-    old = np.where(rng.random(n) < 0.9, primary, 1 - primary)
-    new = np.where(rng.random(n) < 0.75, primary, 1 - primary)
+    old = np.where(rng.random(n) < 0.95, primary, 1 - primary)
+    new = np.where(rng.random(n) < 0.6, primary, 1 - primary)
     new[:10] = -1  # v2 has not labelled ten items: they are not shared
     _label(client, pid, "prim", primary)
+    _label(client, pid, "h2", np.where(rng.random(n) < 0.85, primary, 1 - primary))
     _label(client, pid, "judge@v1", old)
     _label(client, pid, "judge@v2", new)
 
@@ -64,6 +65,8 @@ def test_versions_are_judge_raters_and_compare_on_shared_items(client: TestClien
     assert math.isclose(body["mcnemar_p"], mcnemar(table, exact=True).pvalue)
     low, high = body["change_ci"]
     assert low <= body["change"] <= high
+    # on the shared items, against the primary and h2: the old version passes, the new one no longer does
+    assert (body["old_decision"], body["new_decision"]) == ("pass", "reject")
 
 
 def test_version_bad_input_is_422_or_409_and_writes_nothing(client: TestClient) -> None:
@@ -83,6 +86,7 @@ def test_version_bad_input_is_422_or_409_and_writes_nothing(client: TestClient) 
     assert client.get(compare, params={"old": "v1"}).status_code == 422
     undefined = client.get(compare, params={"old": "judge", "new": "v1"}).json()
     assert undefined["n_items"] == 0 and undefined["change"] is None and undefined["reason"]
+    assert undefined["new_decision"] is None
     drift = f"/projects/{pid}/raters/judge/drift"
     assert client.get(drift, params={"baseline": 0.5, "drop": 0.6}).status_code == 422
     assert client.get(drift, params={"baseline": 1.5}).status_code == 422
