@@ -470,3 +470,20 @@ class JudgeVersion(Base):
     model: Mapped[str | None] = mapped_column(String(200))
     prompt_digest: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DriftWatch(Base):
+    """A judge watched for drift (docs/method.md §12): the detector's settings, and the ``label_seq`` of the
+    alarm once ``judge.drifted`` announced it (null: not drifted since the watch was set)."""
+
+    __tablename__ = "drift_watches"
+
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    criterion: Mapped[str] = mapped_column(String(100))
+    baseline: Mapped[float] = mapped_column(Float)
+    drop: Mapped[float] = mapped_column(Float)
+    horizon: Mapped[int] = mapped_column(BigInteger)
+    alpha: Mapped[float] = mapped_column(Float)
+    alarm_label_seq: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, NotFound, echo
 from service.core.pagination import PageParams
-from service.data.models import CurrentLabel, JudgeVersion, Project, Rater
+from service.data.models import CurrentLabel, DriftWatch, JudgeVersion, Project, Rater
 from service.data.raters import add_rater
 from service.schemas import RaterCreate
-from service.schemas.versions import JudgeVersionCreate
+from service.schemas.versions import DriftWatchSettings, JudgeVersionCreate
 
 
 def find_rater(session: Session, project_id: str, rid: str) -> Rater:
@@ -128,3 +128,32 @@ def current_cells(session: Session, rater_id: int, criterion: str) -> tuple[np.n
         return np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0, np.int64)
     items, values, seqs = zip(*rows)
     return np.array(items, dtype=np.int64), np.array(values, dtype=object), np.array(seqs, dtype=np.int64)
+
+
+def set_drift_watch(session: Session, judge: Rater, criterion: str, body: DriftWatchSettings) -> DriftWatch:
+    """The judge's drift watch with these settings, its alarm cleared; 422 for a rater that is not a judge."""
+    if judge.kind != "judge":
+        raise Invalid(f"rater {echo(judge.external_id)} is a {judge.kind}, not a judge")
+    if body.drop >= body.baseline:
+        raise Invalid(f"drop ({body.drop}) must be below baseline ({body.baseline})")
+    watch = session.get(DriftWatch, judge.id)
+    if watch is None:
+        watch = DriftWatch(rater_id=judge.id, project_id=judge.project_id)
+        session.add(watch)
+    settings = body.model_dump(exclude={"criterion"})
+    for name, value in settings.items():
+        setattr(watch, name, value)
+    watch.criterion, watch.alarm_label_seq = criterion, None
+    session.flush()
+    return watch
+
+
+def drift_watches(session: Session, project_id: str) -> list[tuple[DriftWatch, Rater]]:
+    """The project's drift watches that have not alarmed yet, with their judges."""
+    stmt = (
+        select(DriftWatch, Rater)
+        .join(Rater, Rater.id == DriftWatch.rater_id)
+        .where(DriftWatch.project_id == project_id, DriftWatch.alarm_label_seq.is_(None))
+        .order_by(DriftWatch.rater_id)
+    )
+    return [(watch, rater) for watch, rater in session.execute(stmt)]

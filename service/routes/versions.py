@@ -12,7 +12,7 @@ from service.core.pagination import Page, PageDep, page_of
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.models import Project
 from service.data.queries import project_rater
-from service.data.versions import add_version, find_rater, versioned_judge, versions_page
+from service.data.versions import add_version, find_rater, set_drift_watch, versioned_judge, versions_page
 from service.deps import (
     PrincipalDep,
     ProjectForPMWrite,
@@ -23,7 +23,14 @@ from service.deps import (
     WriteSession,
 )
 from service.documents.versions import judge_drift, version_comparison
-from service.schemas.versions import DriftRead, JudgeVersionCreate, JudgeVersionRead, VersionComparisonRead
+from service.schemas.versions import (
+    DriftRead,
+    DriftWatchRead,
+    DriftWatchSettings,
+    JudgeVersionCreate,
+    JudgeVersionRead,
+    VersionComparisonRead,
+)
 
 router = APIRouter(prefix="/projects/{pid}/raters/{rid}", tags=["judge versions"])
 RaterId = Annotated[str, Path(description="The judge's id (or its external id).")]
@@ -156,4 +163,25 @@ def get_drift(
         drop=drop,
         horizon=horizon,
         alpha=alpha,
+    )
+
+
+@router.put("/drift-watch", response_model=DriftWatchRead, responses=error_responses(401, 403, 404, 422))
+def put_drift_watch(
+    pid: ProjectId, project: ProjectForPMWrite, rid: RaterId, body: DriftWatchSettings, session: WriteSession
+) -> DriftWatchRead:
+    """Watch a judge (or a version) for drift with these settings (pm): the webhook sender announces the
+    detector's alarm once as `judge.drifted`; setting the watch again clears the alarm. 422 unless
+    `drop < baseline`, or for a rater that is not a judge.
+    """
+    judge = project_rater(session, project.id, rid)
+    watch = set_drift_watch(session, judge, _criterion(project, body.criterion), body)
+    return DriftWatchRead(
+        judge=judge.external_id,
+        criterion=watch.criterion,
+        baseline=watch.baseline,
+        drop=watch.drop,
+        horizon=watch.horizon,
+        alpha=watch.alpha,
+        alarm_label_seq=watch.alarm_label_seq,
     )

@@ -71,3 +71,23 @@ class DriftRead(BaseModel):
     alarm_label_seq: int | None = Field(description="The label_seq of the pair that raised the alarm.")
     log_detector: float | None = Field(description="log M_t after the last pair (null with no pair).")
     threshold: float = Field(description="horizon/alpha: P(any false alarm within horizon labels) <= alpha.")
+
+
+class DriftWatchSettings(Strict):
+    """The drift detector a judge is watched with; a `judge.drifted` webhook announces its alarm once."""
+
+    baseline: float = Field(gt=0, lt=1, description="The agreement with the primary the judge was approved at, p0.")
+    drop: float = Field(0.05, gt=0, lt=1, description="The drop in agreement to detect (below baseline).")
+    horizon: int = Field(10_000, ge=1, le=10**9, description="Labels over which false alarms are bounded.")
+    alpha: float = Field(0.05, ge=1e-9, lt=1, description="Bound on any false alarm within the horizon.")
+    criterion: Text | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
+
+
+class DriftWatchRead(BaseModel):
+    judge: str
+    criterion: str
+    baseline: float
+    drop: float
+    horizon: int
+    alpha: float
+    alarm_label_seq: int | None = Field(description="The label_seq of the alarm announced (null: none yet).")

@@ -83,6 +83,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/raters/{rid}/versions", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/raters/{rid}/versions/compare", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/raters/{rid}/drift", 200, 200, 403, 200, 401, 401, 404),
+    ("PUT", "/projects/{pid}/raters/{rid}/drift-watch", 200, 200, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     (
         "GET",
@@ -331,6 +332,7 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("GET", "/projects/{pid}/raters/{rid}/versions"): lambda w, c: ({"rid": JUDGE}, {}),
     ("GET", "/projects/{pid}/raters/{rid}/versions/compare"): _version_pair,
     ("GET", "/projects/{pid}/raters/{rid}/drift"): lambda w, c: ({"rid": JUDGE}, {"params": {"baseline": 0.8}}),
+    ("PUT", "/projects/{pid}/raters/{rid}/drift-watch"): lambda w, c: ({"rid": JUDGE}, {"json": {"baseline": 0.8}}),
     ("POST", "/projects/{pid}/plan"): lambda w, c: ({}, {"json": PLAN}),
     ("POST", "/projects/{pid}/simulate"): lambda w, c: ({}, {"json": SMALL_SIMULATION}),
     ("GET", "/projects/{pid}/simulations/{sim_id}"): lambda w, c: ({"sim_id": w.sim_id}, {}),

@@ -4,10 +4,18 @@ shared items against the primary; a judge watched for drift; bad input 422 with 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from fastapi.testclient import TestClient
+from standardwebhooks import Webhook as Verifier
 from statsmodels.stats.contingency_tables import mcnemar
+
+from service.app import create_app
+from service.core.settings import Settings
+from service.webhooks.sender import WebhookSender
+from tests.conftest import ADMIN_KEY
+from tests.webhook_receiver import Receiver
 
 LABELS = ["pass", "fail"]
 
@@ -114,3 +122,43 @@ def test_drift_alarms_on_a_judge_that_got_worse_in_arrival_order(client: TestCli
     assert body["n_labels"] == n and body["drifted"] and body["threshold"] == 400 / 0.05
     # the alarm is raised by one of the later pairs (their labels came after the primary's and the first 200)
     assert body["alarm_label_seq"] > n + 200
+
+
+def test_a_watched_judge_that_drifts_is_announced_once(settings: Settings) -> None:
+    quiet = settings.model_copy(update={"webhook_sender": False, "webhook_allow_private": True})
+    with TestClient(create_app(quiet), raise_server_exceptions=False) as c, Receiver() as receiver:
+        c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        n = 300
+        pid = _project(c, n)
+        hook = c.post(f"/projects/{pid}/webhooks", json={"url": receiver.url, "events": ["judge.drifted"]}).json()
+        watch = {"baseline": 0.9, "drop": 0.3, "horizon": 300}
+        assert c.put(f"/projects/{pid}/raters/prim/drift-watch", json=watch).status_code == 422  # not a judge
+        assert c.put(f"/projects/{pid}/raters/judge/drift-watch", json={**watch, "drop": 0.95}).status_code == 422
+        set_watch = c.put(f"/projects/{pid}/raters/judge/drift-watch", json=watch)
+        assert set_watch.status_code == 200 and set_watch.json()["alarm_label_seq"] is None
+        app = c.app
+        sender = WebhookSender(app.state.sessions, app.state.settings, app.state.documents)
+        rng = np.random.default_rng(2)
+        primary = rng.integers(0, 2, n)
+        _label(c, pid, "prim", primary)
+        good = np.where(rng.random(n) < 0.95, primary, 1 - primary)
+        good[150:] = -1
+        _label(c, pid, "judge", good)
+        sender.run_once()
+        time.sleep(0.2)
+        assert receiver.received == []  # agreeing at the baseline: no alarm
+        bad = 1 - primary
+        bad[:150] = -1
+        _label(c, pid, "judge", bad)
+        for _ in range(50):
+            sender.run_once()
+            if receiver.received:
+                break
+            time.sleep(0.02)
+        (got,) = receiver.wait_for(1, timeout=2)
+        event = Verifier(hook["secret"]).verify(got.body, got.headers)
+        assert event["type"] == "judge.drifted" and event["data"]["judge"] == "judge"
+        assert event["data"]["drifted"] and event["data"]["alarm_label_seq"] > n + 150
+        sender.run_once()
+        time.sleep(0.2)
+        assert len(receiver.received) == 1  # announced once
