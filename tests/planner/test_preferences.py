@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.preferences import bradley_terry, pairwise_accuracy, position_consistency
+from planner.preferences import bradley_terry, pairwise_accuracy, position_consistency, ppi_bradley_terry
 
 
 def _llmbar_gpt4_natural_vanilla() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -127,3 +127,68 @@ def test_bradley_terry_relabelling_and_swapping_sides_change_nothing(seed: int, 
         assert relabelled.strengths[perm] == pytest.approx(base.strengths, abs=1e-7)
         assert swapped.strengths == pytest.approx(base.strengths, abs=1e-7)
         assert math.isclose(float(base.strengths.sum()), 0.0, abs_tol=1e-9)
+
+
+def _sparse_humans(seed: int, k: int = 4, n: int = 150, big_n: int = 1500, right: float = 0.8):
+    """Human verdicts on n comparisons, a judge (right with probability ``right``) on those and on big_n more."""
+    rng = np.random.Generator(np.random.MT19937(seed))
+    theta = np.linspace(-0.8, 0.8, k)
+
+    def games(size: int):
+        i = rng.integers(0, k, size)
+        j = (i + rng.integers(1, k, size)) % k
+        truth = np.where(rng.random(size) < 1.0 / (1.0 + np.exp(theta[j] - theta[i])), 0, 1)
+        judge = np.where(rng.random(size) < right, truth, 1 - truth)
+        return i, j, truth, judge
+
+    i, j, human, judge = games(n)
+    iu, ju, _, judge_u = games(big_n)
+    return i, j, human, judge, iu, ju, judge_u
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 1.0])
+def test_ppi_bradley_terry_matches_ppi_py_logistic(lam: float) -> None:
+    from ppi_py import ppi_logistic_pointestimate
+
+    i, j, human, judge, iu, ju, judge_u = _sparse_humans(3)
+    result = ppi_bradley_terry(i, j, human, judge, iu, ju, judge_u, n_systems=4, lam=lam, n_resamples=30, rng=0)
+
+    def design(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        x = np.zeros((a.size, 4))
+        x[np.arange(a.size), a] += 1
+        x[np.arange(a.size), b] -= 1
+        return x[:, :3]
+
+    peer = ppi_logistic_pointestimate(
+        design(i, j), 1 - human, 1 - judge, design(iu, ju), 1 - judge_u, lam=lam, optimizer_options={"gtol": 1e-12}
+    )
+    full = np.append(peer, 0.0)
+    assert result.strengths == pytest.approx(full - full.mean(), abs=1e-5)
+    assert all(ci.low < s < ci.high for ci, s in zip(result.intervals, result.strengths))
+
+
+def test_ppi_bradley_terry_with_lam_0_is_the_humans_bradley_terry() -> None:
+    i, j, human, judge, iu, ju, judge_u = _sparse_humans(4)
+    ppi = ppi_bradley_terry(i, j, human, judge, iu, ju, judge_u, n_systems=4, lam=0.0, n_resamples=5, rng=0)
+    plain = bradley_terry(i, j, human, n_systems=4, n_resamples=5, rng=0)
+    assert ppi.strengths == pytest.approx(plain.strengths, abs=1e-7)
+
+
+def test_ppi_bradley_terry_narrows_the_humans_interval() -> None:
+    # a judge right 97% on thirty times the comparisons: PPI's interval is narrower than the humans' alone
+    i, j, human, judge, iu, ju, judge_u = _sparse_humans(5, n=100, big_n=3000, right=0.97)
+    ppi = ppi_bradley_terry(i, j, human, judge, iu, ju, judge_u, n_systems=4, lam=1.0, n_resamples=200, rng=1)
+    alone = bradley_terry(i, j, human, n_systems=4, n_resamples=200, rng=1)
+    width = lambda cis: np.mean([ci.high - ci.low for ci in cis])  # noqa: E731
+    assert width(ppi.intervals) < width(alone.intervals)
+
+
+def test_ppi_bradley_terry_undefined_and_bad_input() -> None:
+    # the humans never saw system 2 lose: undefined, whatever the judge says
+    result = ppi_bradley_terry([0, 2], [1, 0], [0, 0], [0, 0], [0, 1], [1, 2], [1, 0], n_systems=3, n_resamples=3)
+    assert not result.defined and result.reason and np.isnan(result.strengths).all()
+    with pytest.raises(ValueError, match="lam"):
+        ppi_bradley_terry([0], [1], [0], [0], [0], [1], [0], n_systems=2, lam=1.5)
+    with pytest.raises(ValueError, match="only the judge"):
+        empty = np.zeros(0, dtype=np.int64)
+        ppi_bradley_terry([0], [1], [0], [0], empty, empty, empty, n_systems=2)
