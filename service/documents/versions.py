@@ -7,10 +7,10 @@ from sqlalchemy.orm import Session
 
 from planner import optional_float
 from planner.decision import validate_judge
-from planner.versions import compare_versions, drift_detection
+from planner.versions import anchor_panel_size, compare_versions, drift_detection
 from service.data.models import Project, Rater
 from service.data.versions import current_cells, human_raters, primary_rater, version_rater
-from service.schemas.versions import DriftRead, VersionComparisonRead
+from service.schemas.versions import AnchorPanel, DriftRead, VersionComparisonRead
 
 
 def _codes(*values: np.ndarray) -> list[np.ndarray]:
@@ -66,6 +66,18 @@ def _decisions_on(
     return out
 
 
+ANCHOR_DROP, ANCHOR_POWER = 0.05, 0.8
+
+
+def _anchor_panel(n_items: int, discordant: int) -> AnchorPanel | None:
+    """The anchor panel at the observed discordance (docs/method.md §12), or None without items."""
+    if n_items == 0:
+        return None
+    psi = discordant / n_items
+    size = anchor_panel_size(ANCHOR_DROP, psi, power=ANCHOR_POWER) if psi >= ANCHOR_DROP else None
+    return AnchorPanel(drop=ANCHOR_DROP, power=ANCHOR_POWER, discordance=psi, n_items=size)
+
+
 def version_comparison(
     session: Session, project: Project, judge: Rater, old: str, new: str, criterion: str, *, n_resamples: int, seed: int
 ) -> VersionComparisonRead:
@@ -102,6 +114,7 @@ def version_comparison(
         reason=result.reason,
         old_decision=old_decision,
         new_decision=new_decision,
+        anchor_panel=_anchor_panel(result.n_items, result.lost + result.gained),
     )
 
 

@@ -30,6 +30,15 @@ class JudgeVersionRead(BaseModel):
     n_labels: int
 
 
+class AnchorPanel(BaseModel):
+    """Anchor items a next version must re-label to detect ``drop`` with ``power`` (Connor 1987, §12)."""
+
+    drop: float
+    power: float
+    discordance: float = Field(description="(lost + gained)/n_items: the share of items one version got right alone.")
+    n_items: int | None = Field(description="The panel's size; null when the discordance is below the drop.")
+
+
 class VersionComparisonRead(BaseModel):
     """Two versions of a judge on the items where both and the primary have a label (docs/method.md §12)."""
 
@@ -54,6 +63,10 @@ class VersionComparisonRead(BaseModel):
         "the project's humans there; null when the versions share no item."
     )
     new_decision: str | None = Field(description="The new version's decision on the same items: does it still pass?")
+    anchor_panel: AnchorPanel | None = Field(
+        description="The anchor panel for a drop of .05 at power .8 and level .05, at this comparison's discordance "
+        "(null when undefined)."
+    )
 
 
 class DriftRead(BaseModel):

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from standardwebhooks import Webhook as Verifier
 from statsmodels.stats.contingency_tables import mcnemar
 
+from planner.versions import anchor_panel_size
 from service.app import create_app
 from service.core.settings import Settings
 from service.webhooks.sender import WebhookSender
@@ -75,6 +76,13 @@ def test_versions_are_judge_raters_and_compare_on_shared_items(client: TestClien
     assert low <= body["change"] <= high
     # on the shared items, against the primary and h2: the old version passes, the new one no longer does
     assert (body["old_decision"], body["new_decision"]) == ("pass", "reject")
+    psi = (b + c) / (n - 10)
+    assert body["anchor_panel"] == {
+        "drop": 0.05,
+        "power": 0.8,
+        "discordance": psi,
+        "n_items": anchor_panel_size(0.05, psi),
+    }
 
 
 def test_version_bad_input_is_422_or_409_and_writes_nothing(client: TestClient) -> None:
@@ -94,7 +102,7 @@ def test_version_bad_input_is_422_or_409_and_writes_nothing(client: TestClient) 
     assert client.get(compare, params={"old": "v1"}).status_code == 422
     undefined = client.get(compare, params={"old": "judge", "new": "v1"}).json()
     assert undefined["n_items"] == 0 and undefined["change"] is None and undefined["reason"]
-    assert undefined["new_decision"] is None
+    assert undefined["new_decision"] is None and undefined["anchor_panel"] is None
     drift = f"/projects/{pid}/raters/judge/drift"
     assert client.get(drift, params={"baseline": 0.5, "drop": 0.6}).status_code == 422
     assert client.get(drift, params={"baseline": 1.5}).status_code == 422
