@@ -148,12 +148,14 @@ def set_drift_watch(session: Session, judge: Rater, criterion: str, body: DriftW
     return watch
 
 
-def drift_watches(session: Session, project_id: str) -> list[tuple[DriftWatch, Rater]]:
-    """The project's drift watches that have not alarmed yet, with their judges."""
+def drift_watches(session: Session, project_id: str, *, pending: bool = True) -> list[tuple[DriftWatch, Rater]]:
+    """The project's drift watches with their judges: those that have not alarmed yet (``pending``), or all."""
     stmt = (
         select(DriftWatch, Rater)
         .join(Rater, Rater.id == DriftWatch.rater_id)
-        .where(DriftWatch.project_id == project_id, DriftWatch.alarm_label_seq.is_(None))
+        .where(DriftWatch.project_id == project_id)
         .order_by(DriftWatch.rater_id)
     )
+    if pending:
+        stmt = stmt.where(DriftWatch.alarm_label_seq.is_(None))
     return [(watch, rater) for watch, rater in session.execute(stmt)]

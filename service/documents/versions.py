@@ -9,7 +9,7 @@ from planner import optional_float
 from planner.decision import validate_judge
 from planner.versions import anchor_panel_size, compare_versions, drift_detection
 from service.data.models import Project, Rater
-from service.data.versions import current_cells, human_raters, primary_rater, version_rater
+from service.data.versions import current_cells, drift_watches, human_raters, primary_rater, version_rater
 from service.schemas.versions import AnchorPanel, DriftRead, VersionComparisonRead
 
 
@@ -159,3 +159,20 @@ def judge_drift(
         log_detector=float(drift.log_detector) if drift is not None else None,
         threshold=horizon / alpha,
     )
+
+
+def project_drift(session: Session, project: Project) -> list[DriftRead]:
+    """The drift document of every watched judge of the project (the dashboard's drift panel)."""
+    return [
+        judge_drift(
+            session,
+            project,
+            judge,
+            watch.criterion,
+            baseline=watch.baseline,
+            drop=watch.drop,
+            horizon=watch.horizon,
+            alpha=watch.alpha,
+        )
+        for watch, judge in drift_watches(session, project.id, pending=False)
+    ]

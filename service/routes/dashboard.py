@@ -38,6 +38,7 @@ from service.deps import (
     request_authorization,
     scoped_project,
 )
+from service.documents.versions import project_drift
 from service.planning.plans import current_plan
 from service.schemas import Role
 
@@ -212,7 +213,9 @@ def get_dashboard(
         "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
         "monitoring": monitoring_note(doc),
     }
-    page = dashboard_page(access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"], replay=replay)
+    behind = access.label_seq - doc["label_seq"]
+    drift = project_drift(session, access)
+    page = dashboard_page(access, doc, charts, notes, etag, behind=behind, replay=replay, drift=drift)
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 

@@ -170,3 +170,6 @@ def test_a_watched_judge_that_drifts_is_announced_once(settings: Settings) -> No
         sender.run_once()
         time.sleep(0.2)
         assert len(receiver.received) == 1  # announced once
+        page = c.get(f"/projects/{pid}/dashboard").text
+        panel = page[page.index("<h2>Drift watches</h2>") :]
+        assert f"drifted at label_seq {event['data']['alarm_label_seq']}" in panel[: panel.index("</table>")]
