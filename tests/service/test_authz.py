@@ -65,6 +65,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/livez", 200, 200, 200, 200, 200, 200, 200),
     ("GET", "/readyz", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/agreement", 200, 200, 200, 200, 401, 401, 200),
+    ("POST", "/pairwise", 200, 200, 200, 200, 401, 401, 200),  # stateless, as /agreement
     ("POST", "/projects", 201, 403, 403, 403, 401, 401, 403),
     ("GET", "/projects", 200, 200, 403, 403, 401, 401, 200),  # pm: its own project only (checked below)
     ("GET", "/projects/{pid}", 200, 200, 403, 403, 401, 401, 404),
@@ -317,6 +318,7 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("GET", "/projects/{pid}/certificates/{cid}"): _certificate,
     ("POST", "/certificates/verify"): _verification,
     ("POST", "/agreement"): lambda w, c: ({}, {"json": AGREEMENT}),
+    ("POST", "/pairwise"): lambda w, c: ({}, {"json": {"verdicts": [{"item": "q", "order": "AB", "verdict": "A"}]}}),
     ("POST", "/projects"): lambda w, c: ({}, {"json": {"name": w.fresh("p"), "labels": ["x", "y"]}}),
     ("PATCH", "/projects/{pid}"): lambda w, c: ({}, {"json": {"name": "A"}}),
     ("POST", "/projects/{pid}/keys"): lambda w, c: ({}, {"json": {"role": "viewer"}}),
