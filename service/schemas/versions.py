@@ -18,6 +18,12 @@ class JudgeVersionCreate(Strict):
     model: Text | None = Field(None, max_length=200, examples=["gpt-4o-2024-08-06"])
     prompt_digest: Text | None = Field(None, max_length=128, examples=["sha256:9f2c..."])
 
+    model_config = {
+        "json_schema_extra": {
+            "examples": [{"name": "v2", "model": "gpt-4o-2024-08-06", "prompt_digest": "sha256:9f2c"}]
+        }
+    }
+
 
 class JudgeVersionRead(BaseModel):
     name: str
@@ -94,6 +100,8 @@ class DriftWatchSettings(Strict):
     horizon: int = Field(10_000, ge=1, le=10**9, description="Labels over which false alarms are bounded.")
     alpha: float = Field(0.05, ge=1e-9, lt=1, description="Bound on any false alarm within the horizon.")
     criterion: Text | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
+
+    model_config = {"json_schema_extra": {"examples": [{"baseline": 0.88, "drop": 0.05, "horizon": 10000}]}}
 
 
 class DriftWatchRead(BaseModel):

@@ -85,3 +85,19 @@ def test_ties_allowed_and_disallowed(client: TestClient) -> None:
     body["allow_ties"] = True
     position = client.post("/pairwise", json=body).json()["position"]
     assert position["n_items"] == 0 and position["consistency"] is None and position["reason"]
+
+
+def test_openapi_documents_the_version_and_pairwise_endpoints_with_examples(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    paths, schemas = spec["paths"], spec["components"]["schemas"]
+    for path, method in [
+        ("/pairwise", "post"),
+        ("/projects/{pid}/raters/{rid}/versions", "post"),
+        ("/projects/{pid}/raters/{rid}/drift-watch", "put"),
+    ]:
+        operation = paths[path][method]
+        assert {"401", "422"} <= set(operation["responses"]), path
+        name = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        assert schemas[name]["examples"], name
+    for path in ("/projects/{pid}/raters/{rid}/versions/compare", "/projects/{pid}/raters/{rid}/drift"):
+        assert {"401", "403", "404", "422"} <= set(paths[path]["get"]["responses"]), path
