@@ -120,6 +120,16 @@ from planner.plan_check import (
 from planner.ppi import (
     ppi_mean,
 )
+from planner.preferences import (
+    BradleyTerry,
+    PairwiseAccuracy,
+    PositionConsistency,
+    PPIBradleyTerry,
+    bradley_terry,
+    pairwise_accuracy,
+    position_consistency,
+    ppi_bradley_terry,
+)
 from planner.protocol import (
     Protocol,
     Summary,
@@ -211,6 +221,13 @@ from planner.verdicts import (
     VerdictTable,
     verdict_table,
 )
+from planner.versions import (
+    DriftDetection,
+    VersionComparison,
+    anchor_panel_size,
+    compare_versions,
+    drift_detection,
+)
 
 __all__ = [
     "SelectiveCalibration",
@@ -223,6 +240,19 @@ __all__ = [
     "SliceValidation",
     "monitor_judge_by_slice",
     "validate_judge_by_slice",
+    "BradleyTerry",
+    "PairwiseAccuracy",
+    "PositionConsistency",
+    "PPIBradleyTerry",
+    "bradley_terry",
+    "pairwise_accuracy",
+    "position_consistency",
+    "ppi_bradley_terry",
+    "DriftDetection",
+    "VersionComparison",
+    "anchor_panel_size",
+    "compare_versions",
+    "drift_detection",
     "DecisionRule",
     "mirror_accuracy",
     "MAX_SIZING_CELLS",

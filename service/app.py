@@ -41,6 +41,7 @@ from service.routes import (
     keys,
     label_studio,
     labels,
+    pairwise,
     plans,
     projects,
     raters,
@@ -48,6 +49,7 @@ from service.routes import (
     report,
     selective,
     simulations,
+    versions,
     webhooks,
 )
 from service.schemas import ItemIn, LabelIn, RetractionIn
@@ -142,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         projects,
         items,
         raters,
+        versions,
         labels,
         plans,
         batches,
@@ -149,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         report,
         simulations,
         agreement,
+        pairwise,
         dashboard,
         label_studio,
         docs,

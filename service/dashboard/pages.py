@@ -3,6 +3,7 @@ last label), one project's page (a panel per judge), and the login form."""
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
@@ -15,6 +16,7 @@ from service.data.models import Project
 from service.data.queries import last_label_times
 from service.documents.history import HistoryReplay, shown_reliability
 from service.documents.reliability import DocumentCache
+from service.schemas.versions import DriftRead
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;color:#222}
 .decision{font-size:1.3em;padding:.3em .5em;border-radius:6px;background:#eef}
@@ -36,14 +38,17 @@ def dashboard_page(
     replay: HistoryReplay | None = None,
     slices: dict[str, Any] | None = None,
     logout: str | None = None,
+    drift: list[DriftRead] | None = None,
 ) -> str:
-    """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
+    """One project's dashboard: decision per judge with its margins, drift watches, plan and recipe, pool score,
+    overlap curve.
 
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
     ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
     ``replay``: the pool-score history's one-time replay, while it is under way; ``slices``: the first judge's
     decision per slice of the project's ``decision.slices`` feature (docs/method.md §3b), failing slices first;
-    ``logout``: the logout form's CSRF token when the page was opened by a login (no form for a Bearer key).
+    ``logout``: the logout form's CSRF token when the page was opened by a login (no form for a Bearer key);
+    ``drift``: the watched judges.
     """
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
@@ -99,7 +104,7 @@ def dashboard_page(
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
 {_slice_table(slices)}{panels}
-<h2>Plan and overlap</h2>
+{_drift_panel(drift or [])}<h2>Plan and overlap</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
 <h3>Progress of each secondary annotator through the plan</h3>{progress}
@@ -242,6 +247,29 @@ def _slice_table(slices: dict[str, Any] | None) -> str:
         f'<table id="slices"><tr><th>slice</th><th>decision</th><th>omega</th><th>d</th><th>usable items</th></tr>'
         f'{rows}</table><p class="note">Corrected across slices: {correction} (docs/method.md §3b).</p>'
     )
+
+
+def _drift_panel(drift: list[DriftRead]) -> str:
+    """The watched judges: agreement with the primary and whether the drift detector has alarmed (§12)."""
+    if not drift:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(d.judge)}</td><td>{d.baseline:g}</td><td>{d.drop:g}</td><td>{d.n_labels}</td>"
+        f"<td>{_fmt(d.agreement)}</td>"
+        + (
+            f'<td class="reject">drifted at label_seq {d.alarm_label_seq}</td></tr>'
+            if d.drifted
+            else f'<td class="pass">no alarm (log M {_fmt(d.log_detector)} of {_fmt(math.log(d.threshold))})</td></tr>'
+        )
+        for d in drift
+    )
+    return f"""<h2>Drift watches</h2>
+<p class="note">Each watched judge's agreement with the primary, pairs in the order their later label arrived;
+ a CUSUM e-detector alarms at horizon/alpha, so without drift any alarm within the horizon has probability at
+ most alpha (docs/method.md &sect;12).</p>
+<table id="drift"><tr><th>judge</th><th>baseline</th><th>drop</th><th>pairs</th><th>agreement</th><th>status</th></tr>
+{rows}</table>
+"""
 
 
 def _figure(project: Project, chart: Chart) -> str:

@@ -496,3 +496,36 @@ class DecisionWatch(Base):
     label_seq: Mapped[int] = mapped_column(BigInteger)
     decision: Mapped[str | None] = mapped_column(String(32))
     omega: Mapped[float | None]
+
+
+class JudgeVersion(Base):
+    """A version of a judge (a prompt or model), labelling as a judge rater of its own linked to the judge:
+    its labels carry the version through their rater, so every document reads a version as a judge."""
+
+    __tablename__ = "judge_versions"
+    __table_args__ = (UniqueConstraint("judge_id", "name"),)
+
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    model: Mapped[str | None] = mapped_column(String(200))
+    prompt_digest: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DriftWatch(Base):
+    """A judge watched for drift (docs/method.md §12): the detector's settings, and the ``label_seq`` of the
+    alarm once ``judge.drifted`` announced it (null: not drifted since the watch was set)."""
+
+    __tablename__ = "drift_watches"
+
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    criterion: Mapped[str] = mapped_column(String(100))
+    baseline: Mapped[float] = mapped_column(Float)
+    drop: Mapped[float] = mapped_column(Float)
+    horizon: Mapped[int] = mapped_column(BigInteger)
+    alpha: Mapped[float] = mapped_column(Float)
+    alarm_label_seq: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

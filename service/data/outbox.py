@@ -10,7 +10,14 @@ from sqlalchemy.orm import Session
 
 from service.data.models import Webhook, WebhookDelivery, WebhookEvent, new_public_id, utcnow
 
-EVENTS = ("decision.changed", "plan.created", "plan.reached", "batch.expired", "certificate.created")
+EVENTS = (
+    "decision.changed",
+    "plan.created",
+    "plan.reached",
+    "batch.expired",
+    "certificate.created",
+    "judge.drifted",
+)
 
 
 def emit(

@@ -46,6 +46,7 @@ from service.deps import (
     scoped_project,
 )
 from service.documents.slices import cached_slices
+from service.documents.versions import project_drift
 from service.planning.plans import current_plan
 from service.schemas import Role
 
@@ -289,8 +290,18 @@ def get_dashboard(
         except Invalid as exc:  # a feature no item has yet: the page says so instead of failing
             slices = {"headline": exc.detail, "slices": []}
     behind = access.label_seq - doc["label_seq"]
+    drift = project_drift(session, access)
     page = dashboard_page(
-        access, doc, charts, notes, etag, behind=behind, replay=replay, slices=slices, logout=_logout(request)
+        access,
+        doc,
+        charts,
+        notes,
+        etag,
+        behind=behind,
+        replay=replay,
+        slices=slices,
+        logout=_logout(request),
+        drift=drift,
     )
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 

@@ -46,6 +46,18 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
         "events": ["decision.changed", "plan.created"],
     },
     ("post", "/projects/{pid}/certificates"): {"n_resamples": 200, "seed": 1},
+    ("post", "/projects/{pid}/raters/{rid}/versions"): {"name": "v2", "model": "gpt-4o-2024-08-06"},
+    ("put", "/projects/{pid}/raters/{rid}/drift-watch"): {"baseline": 0.88, "drop": 0.05, "horizon": 10000},
+    ("post", "/pairwise"): {
+        "verdicts": [
+            {"item": "q1", "order": "AB", "verdict": "A"},
+            {"item": "q1", "order": "BA", "verdict": "A"},
+            {"item": "q2", "order": "AB", "verdict": "A"},
+            {"item": "q2", "order": "BA", "verdict": "B"},
+        ],
+        "reference": [{"item": "q1", "verdict": "A"}, {"item": "q2", "verdict": "B"}],
+        "seed": 1,
+    },
 }
 """Per operation (lower-case method, path template), its example JSON request body."""
 

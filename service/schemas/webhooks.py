@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from service.schemas import Strict
 
-EventType = Literal["decision.changed", "plan.created", "plan.reached", "batch.expired", "certificate.created"]
+EventType = Literal[
+    "decision.changed", "plan.created", "plan.reached", "batch.expired", "certificate.created", "judge.drifted"
+]
 
 
 class WebhookCreate(Strict):

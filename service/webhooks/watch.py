@@ -1,4 +1,5 @@
-"""Changes nobody writes down: the live decision flipping, a plan reached, a batch lease running out.
+"""Changes nobody writes down: the live decision flipping, a plan reached, a batch lease running out,
+a watched judge drifting.
 
 The webhook sender calls :func:`announce_changes` each round, so label writes pay nothing:
 the decision is re-read (through the reliability document cache the dashboards share) only
@@ -20,10 +21,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.core.db import session_scope
 from service.core.settings import Settings
 from service.core.sql import rowcount
-from service.data.models import Batch, DecisionWatch, Project, Webhook, WebhookEvent, utcnow
+from service.data.models import Batch, DecisionWatch, DriftWatch, Project, Webhook, WebhookEvent, utcnow
 from service.data.outbox import emit
+from service.data.versions import drift_watches
 from service.documents.history import project_reliability
 from service.documents.reliability import DocumentCache
+from service.documents.versions import judge_drift
 from service.planning.batches import batch_status
 from service.planning.plans import current_plan, plan_progress
 
@@ -183,6 +186,50 @@ def _batches_expired(sessions: sessionmaker[Session], pid: str, since: Any, sett
             pass
 
 
+def _judge_drifted(sessions: sessionmaker[Session], pid: str, settings: Settings, seen: dict[str, int]) -> None:
+    """Announce each watched judge's first alarm since its watch was set (docs/method.md §12)."""
+    with session_scope(sessions) as session:
+        project = session.get(Project, pid)
+        if project is None or seen.get(pid) == project.label_seq:
+            return
+        seen[pid] = project.label_seq
+        found = []
+        for watch, judge in drift_watches(session, pid):
+            drift = judge_drift(
+                session,
+                project,
+                judge,
+                watch.criterion,
+                baseline=watch.baseline,
+                drop=watch.drop,
+                horizon=watch.horizon,
+                alpha=watch.alpha,
+            )
+            if drift.drifted:
+                found.append((watch.rater_id, drift))
+    for rater_id, drift in found:
+        try:
+            with session_scope(sessions, write=True) as session:
+                moved = rowcount(  # compare-and-set: of several senders, one records (and announces) it
+                    session.execute(
+                        update(DriftWatch)
+                        .where(DriftWatch.rater_id == rater_id, DriftWatch.alarm_label_seq.is_(None))
+                        .values(alarm_label_seq=drift.alarm_label_seq)
+                    )
+                )
+                if moved:
+                    emit(
+                        session,
+                        pid,
+                        "judge.drifted",
+                        drift.model_dump(),
+                        retry_window_seconds=settings.webhook_retry_window_seconds,
+                        dedupe_key=f"judge.drifted:{rater_id}:{drift.alarm_label_seq}",
+                    )
+        except IntegrityError:
+            pass
+
+
 @dataclass
 class Seen:
     """What one sender has looked at: per project, the ``label_seq`` of its last plan check and
@@ -190,6 +237,7 @@ class Seen:
 
     plan_checked: dict[str, int] = field(default_factory=dict)
     decision_read: dict[str, float] = field(default_factory=dict)
+    drift_checked: dict[str, int] = field(default_factory=dict)
 
 
 def announce_changes(sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen) -> None:
@@ -201,3 +249,5 @@ def announce_changes(sessions: sessionmaker[Session], settings: Settings, docume
         _plan_reached(sessions, pid, settings, seen.plan_checked)
     for pid, since in listening.get("batch.expired", {}).items():
         _batches_expired(sessions, pid, since, settings)
+    for pid in listening.get("judge.drifted", {}):
+        _judge_drifted(sessions, pid, settings, seen.drift_checked)

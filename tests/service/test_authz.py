@@ -65,6 +65,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/livez", 200, 200, 200, 200, 200, 200, 200),
     ("GET", "/readyz", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/agreement", 200, 200, 200, 200, 401, 401, 200),
+    ("POST", "/pairwise", 200, 200, 200, 200, 401, 401, 200),  # stateless, as /agreement
     ("POST", "/projects", 201, 403, 403, 403, 401, 401, 403),
     ("GET", "/projects", 200, 200, 403, 403, 401, 401, 200),  # pm: its own project only (checked below)
     ("GET", "/projects/{pid}", 200, 200, 403, 403, 401, 401, 404),
@@ -78,6 +79,12 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/projects/{pid}/raters", 201, 201, 403, 403, 401, 401, 404),
     ("PATCH", "/projects/{pid}/raters/{rid}", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/raters", 200, 200, 403, 200, 401, 401, 404),  # viewer: no names (checked below)
+    # judge versions: added by PMs; the versions, their comparison and the drift watch are aggregates
+    ("POST", "/projects/{pid}/raters/{rid}/versions", 201, 201, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/versions", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/versions/compare", 200, 200, 403, 200, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/drift", 200, 200, 403, 200, 401, 401, 404),
+    ("PUT", "/projects/{pid}/raters/{rid}/drift-watch", 200, 200, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     ("POST", "/projects/{pid}/labels/retractions", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     (
@@ -244,6 +251,12 @@ def _ann_batch(w: World, caller: str) -> Request:
     return {"bid": b["id"]}, {}
 
 
+def _version_pair(w: World, caller: str) -> Request:
+    """The judge against a fresh version of its own (no shared item: an undefined comparison, still a 200)."""
+    made = w.admin("POST", f"/projects/{w.pid}/raters/{JUDGE}/versions", json={"name": w.fresh("cmp")})
+    return {"rid": JUDGE}, {"params": {"old": JUDGE, "new": made["name"]}}
+
+
 def _login_form(w: World, caller: str) -> Request:
     token = re.search(r'name="csrf" value="([^"]+)"', w.client.get("/login").text).group(1)  # sets the cookie too
     form = {
@@ -309,6 +322,7 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("GET", "/projects/{pid}/certificates/{cid}"): _certificate,
     ("POST", "/certificates/verify"): _verification,
     ("POST", "/agreement"): lambda w, c: ({}, {"json": AGREEMENT}),
+    ("POST", "/pairwise"): lambda w, c: ({}, {"json": {"verdicts": [{"item": "q", "order": "AB", "verdict": "A"}]}}),
     ("POST", "/projects"): lambda w, c: ({}, {"json": {"name": w.fresh("p"), "labels": ["x", "y"]}}),
     ("PATCH", "/projects/{pid}"): lambda w, c: ({}, {"json": {"name": "A"}}),
     ("POST", "/projects/{pid}/keys"): lambda w, c: ({}, {"json": {"role": "viewer"}}),
@@ -324,6 +338,11 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {},
         {"json": [{"item": ITEMS[next(w.counter) % N_ITEMS], "rater": ANN}]},
     ),
+    ("POST", "/projects/{pid}/raters/{rid}/versions"): lambda w, c: ({"rid": JUDGE}, {"json": {"name": w.fresh("v")}}),
+    ("GET", "/projects/{pid}/raters/{rid}/versions"): lambda w, c: ({"rid": JUDGE}, {}),
+    ("GET", "/projects/{pid}/raters/{rid}/versions/compare"): _version_pair,
+    ("GET", "/projects/{pid}/raters/{rid}/drift"): lambda w, c: ({"rid": JUDGE}, {"params": {"baseline": 0.8}}),
+    ("PUT", "/projects/{pid}/raters/{rid}/drift-watch"): lambda w, c: ({"rid": JUDGE}, {"json": {"baseline": 0.8}}),
     ("POST", "/projects/{pid}/plan"): lambda w, c: ({}, {"json": PLAN}),
     ("POST", "/projects/{pid}/selective"): lambda w, c: ({}, {"json": {"alpha": 0.1, "delta": 0.1}}),
     ("POST", "/projects/{pid}/simulate"): lambda w, c: ({}, {"json": SMALL_SIMULATION}),

@@ -83,4 +83,7 @@ def test_each_example_gets_its_documented_status(client: TestClient, monkeypatch
     post("post", "/projects/{pid}/simulate", pid=pid)
     post("post", "/projects/{pid}/selective", pid=pid)
     post("post", "/projects/{pid}/labels/retractions", pid=pid)
+    post("post", "/projects/{pid}/raters/{rid}/versions", pid=pid, rid="gpt-judge")
+    post("put", "/projects/{pid}/raters/{rid}/drift-watch", pid=pid, rid="gpt-judge")
+    post("post", "/pairwise")
     assert {k for k in REQUEST_EXAMPLES} <= set(ops)

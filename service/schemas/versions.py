@@ -1,0 +1,114 @@
+"""Judge versions: a version's body, the paired comparison of two versions, and the drift watch."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from service.schemas import Strict, Text
+
+Interval = list[float | None]
+
+
+class JudgeVersionCreate(Strict):
+    """A new version of a judge: it labels as the judge rater ``<judge>@<name>``."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:+-]+$", examples=["v2"])
+    model: Text | None = Field(None, max_length=200, examples=["gpt-4o-2024-08-06"])
+    prompt_digest: Text | None = Field(None, max_length=128, examples=["sha256:9f2c..."])
+
+    model_config = {
+        "json_schema_extra": {
+            "examples": [{"name": "v2", "model": "gpt-4o-2024-08-06", "prompt_digest": "sha256:9f2c"}]
+        }
+    }
+
+
+class JudgeVersionRead(BaseModel):
+    name: str
+    rater: str = Field(description="The external id the version labels as (a judge rater of its own).")
+    rater_id: str
+    judge: str = Field(description="The external id of the judge it is a version of.")
+    model: str | None
+    prompt_digest: str | None
+    created_at: datetime
+    n_labels: int
+
+
+class AnchorPanel(BaseModel):
+    """Anchor items a next version must re-label to detect ``drop`` with ``power`` (Connor 1987, §12)."""
+
+    drop: float
+    power: float
+    discordance: float = Field(description="(lost + gained)/n_items: the share of items one version got right alone.")
+    n_items: int | None = Field(description="The panel's size; null when the discordance is below the drop.")
+
+
+class VersionComparisonRead(BaseModel):
+    """Two versions of a judge on the items where both and the primary have a label (docs/method.md §12)."""
+
+    criterion: str
+    old: str
+    new: str
+    n_items: int = Field(description="Items labelled by both versions and the primary.")
+    old_agreement: float | None = Field(description="The old version's agreement with the primary.")
+    new_agreement: float | None
+    version_agreement: float | None = Field(description="The share of items where the two versions agree.")
+    flip_rate: float | None = Field(description="The share of items where the two versions give different labels.")
+    lost: int = Field(description="Items the old version gets right and the new one wrong (McNemar's b).")
+    gained: int = Field(description="Items the new version gets right and the old one wrong (c).")
+    change: float | None = Field(description="new_agreement - old_agreement, (c - b)/n.")
+    change_ci: Interval = Field(description="Paired bootstrap interval of the change.")
+    approximate: bool = Field(description="Under 100 items or a discordant count under 10: coverage is approximate.")
+    chi_square: float | None = Field(description="McNemar's (b - c)^2/(b + c); null with no discordant item.")
+    mcnemar_p: float = Field(description="Exact two-sided McNemar p-value.")
+    reason: str | None = Field(description="Why the comparison is undefined (null when it is defined).")
+    old_decision: str | None = Field(
+        description="The old version's decision (the project's rule) on the items both versions labelled, against "
+        "the project's humans there; null when the versions share no item."
+    )
+    new_decision: str | None = Field(description="The new version's decision on the same items: does it still pass?")
+    anchor_panel: AnchorPanel | None = Field(
+        description="The anchor panel for a drop of .05 at power .8 and level .05, at this comparison's discordance "
+        "(null when undefined)."
+    )
+
+
+class DriftRead(BaseModel):
+    """The CUSUM e-detector on a judge's agreement with the primary, in the order the pairs completed."""
+
+    criterion: str
+    judge: str
+    baseline: float
+    drop: float
+    horizon: int
+    alpha: float
+    n_labels: int = Field(description="Items labelled by the judge and the primary, in the order they completed.")
+    agreement: float | None = Field(description="The judge's agreement with the primary over those items.")
+    drifted: bool = Field(description="Whether the detector has reached its threshold.")
+    alarm_label_seq: int | None = Field(description="The label_seq of the pair that raised the alarm.")
+    log_detector: float | None = Field(description="log M_t after the last pair (null with no pair).")
+    threshold: float = Field(description="horizon/alpha: P(any false alarm within horizon labels) <= alpha.")
+
+
+class DriftWatchSettings(Strict):
+    """The drift detector a judge is watched with; a `judge.drifted` webhook announces its alarm once."""
+
+    baseline: float = Field(gt=0, lt=1, description="The agreement with the primary the judge was approved at, p0.")
+    drop: float = Field(0.05, gt=0, lt=1, description="The drop in agreement to detect (below baseline).")
+    horizon: int = Field(10_000, ge=1, le=10**9, description="Labels over which false alarms are bounded.")
+    alpha: float = Field(0.05, ge=1e-9, lt=1, description="Bound on any false alarm within the horizon.")
+    criterion: Text | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
+
+    model_config = {"json_schema_extra": {"examples": [{"baseline": 0.88, "drop": 0.05, "horizon": 10000}]}}
+
+
+class DriftWatchRead(BaseModel):
+    judge: str
+    criterion: str
+    baseline: float
+    drop: float
+    horizon: int
+    alpha: float
+    alarm_label_seq: int | None = Field(description="The label_seq of the alarm announced (null: none yet).")
