@@ -686,3 +686,31 @@ def test_label_studio_links_migration_keeps_every_link_and_keys_it_by_criterion(
     ]
     command.upgrade(cfg, "head")
     assert links() == sorted(old)
+
+
+def test_numeric_scale_migration_admits_numeric_projects_and_refuses_to_drop_them(fresh_url, engine):
+    """0015: the scale constraint admits 'numeric' (and still refuses others), value_range is stored, and a
+    downgrade with a numeric project refuses rather than leave a project the old schema cannot read."""
+    command.upgrade(alembic_config(fresh_url), "head")
+    project = {
+        "id": "p1",
+        "name": "ratings",
+        "labels": [],
+        "scale": "numeric",
+        "value_range": {"min": 1.0, "max": 5.0, "step": None},
+        "criteria": ["default"],
+        "allow_abstain": False,
+        "decision": {},
+        "target": {},
+        "label_seq": 0,
+        "item_count": 0,
+    }
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [project])
+        assert conn.execute(select(Project.value_range)).scalar_one() == {"min": 1.0, "max": 5.0, "step": None}
+    with pytest.raises(RuntimeError, match="numeric project"):
+        command.downgrade(alembic_config(fresh_url), "0014_label_studio_links")
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM projects"))
+    command.downgrade(alembic_config(fresh_url), "0014_label_studio_links")
+    command.upgrade(alembic_config(fresh_url), "head")

@@ -1,0 +1,41 @@
+"""Numeric projects: ``scale`` may be ``numeric``, and ``value_range`` holds such a project's range.
+
+A numeric project's labels are numbers in ``value_range`` ({min, max, step}), stored as the
+canonical text of the number in the same ``value`` columns as categorical labels.
+
+Existing data: every project keeps its scale and gets ``value_range`` NULL (a label scale).
+Downgrade is refused while a numeric project exists: the old schema has no reading of its labels.
+
+Revision ID: 0015_numeric_scale
+Revises: 0014_label_studio_links
+Create Date: 2026-12-02 06:40:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = '0015_numeric_scale'
+down_revision = '0014_label_studio_links'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('projects', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('value_range', sa.JSON(), nullable=True))
+        batch_op.drop_constraint(op.f('ck_projects_scale'), type_='check')
+        batch_op.create_check_constraint(
+            op.f('ck_projects_scale'), "scale IN ('nominal', 'ordinal', 'interval', 'numeric')"
+        )
+
+
+def downgrade() -> None:
+    numeric = op.get_bind().execute(sa.text("SELECT count(*) FROM projects WHERE scale = 'numeric'")).scalar_one()
+    if numeric:
+        raise RuntimeError(f"{numeric} numeric project(s) exist; the schema before 0015 cannot hold them")
+    with op.batch_alter_table('projects', schema=None) as batch_op:
+        batch_op.drop_constraint(op.f('ck_projects_scale'), type_='check')
+        batch_op.create_check_constraint(op.f('ck_projects_scale'), "scale IN ('nominal', 'ordinal', 'interval')")
+        batch_op.drop_column('value_range')
