@@ -13,8 +13,9 @@ from service.data.models import Project
 from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.documents.history import cached_reliability
 from service.documents.reliability import document_key, ranking_document
+from service.documents.scores import score_reliability_document
 from service.planning.plans import current_plan
-from service.schemas.documents import RankingDocument, ReliabilityDocument
+from service.schemas.documents import RankingDocument, ReliabilityDocument, ScoreReliabilityDocument
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
 Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
@@ -43,7 +44,7 @@ def _cached(
 
 @router.get(
     "/reliability",
-    response_model=ReliabilityDocument,
+    response_model=ReliabilityDocument | ScoreReliabilityDocument,
     responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}},
 )
 def get_reliability(
@@ -58,8 +59,23 @@ def get_reliability(
     """The live status: decision, omega, per-rater margins with intervals, human-pool score,
     coefficients, plan progress and the recipe re-estimated from the labels in hand.
 
-    Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`.
+    Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`. A numeric
+    project (`scale: "numeric"`) gets the score document instead: the decision on the numbers (alt-test
+    with the negative-RMSE alignment, or the margin rule on range-scaled differences), the humans' ICCs
+    and interval alpha, and each judge-human pair's CCC, Bland-Altman limits, MAE and RMSE.
     """
+    if project.scale == "numeric":
+        return _cached(
+            request,
+            session,
+            project,
+            criterion,
+            if_none_match,
+            "reliability",
+            lambda name, etag: request.app.state.documents.get_or_build(
+                etag, lambda: score_reliability_document(session, project, name).model_dump(mode="json")
+            ),
+        )
     return _cached(
         request,
         session,

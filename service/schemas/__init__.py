@@ -398,8 +398,10 @@ class LabelIn(TypedDict):
     criterion: NotRequired[Text | None]
     value: Annotated[
         Annotated[Text, Field(min_length=1, max_length=200)] | StrictInt | StrictFloat,
-        Field(description="One of the project's labels; in a numeric project a number in its value_range "
-        "(a JSON number or a numeric string, as CSV cells are); or CANNOT_ASSESS / INVALID."),
+        Field(
+            description="One of the project's labels; in a numeric project a number in its value_range "
+            "(a JSON number or a numeric string, as CSV cells are); or CANNOT_ASSESS / INVALID."
+        ),
     ]
     batch: NotRequired[Text | None]
 

@@ -5,7 +5,13 @@ endpoints that read labels as categories answer 409 for such a project."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from fastapi.testclient import TestClient
+
+from planner.score_decision import validate_scores
+from planner.scores import concordance_correlation, intraclass_correlations
+from service.schemas.documents import ScoreReliabilityDocument
 
 CSV = {"content-type": "text/csv"}
 
@@ -119,8 +125,9 @@ def test_a_label_project_refuses_numbers(client: TestClient) -> None:
 def test_categorical_documents_answer_409_for_a_numeric_project(client: TestClient) -> None:
     pid = numeric_project(client)
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "i1", "rater": "h1", "value": 3}]))
-    r = client.get(f"/projects/{pid}/reliability")
-    assert r.status_code == 409 and r.json()["error"] == "numeric_scale", r.text
+    for document in ("ranking", "dashboard"):
+        r = client.get(f"/projects/{pid}/{document}")
+        assert r.status_code == 409 and r.json()["error"] == "numeric_scale", r.text
 
 
 def test_no_project_route_answers_500_for_a_numeric_project(client: TestClient) -> None:
@@ -138,3 +145,62 @@ def test_no_project_route_answers_500_for_a_numeric_project(client: TestClient) 
     statuses["POST batches"] = client.post(f"/projects/{pid}/batches", json={"rater": "h1"}).status_code
     statuses["POST simulate"] = client.post(f"/projects/{pid}/simulate", json={}).status_code
     assert all(status < 500 for status in statuses.values()), statuses
+
+
+def _rated_project(client: TestClient, rule: str) -> tuple[str, np.ndarray]:
+    """A 1-5 project (integer steps), judge j and humans h1..h3 on 60 items, a few abstentions; the ratings
+    matrix it was given (columns j, h1, h2, h3; NaN: none or CANNOT_ASSESS)."""
+    body = {
+        "name": "r",
+        "scale": "numeric",
+        "value_range": {"min": 1, "max": 5, "step": 1},
+        "allow_abstain": True,
+        "decision": {"rule": rule, "epsilon": 0.15 if rule == "alt-test" else 0.1},
+    }
+    pid = ok(client.post("/projects", json=body), 201)["id"]
+    raters = ["j", "h1", "h2", "h3"]
+    for ext in raters:
+        kind = "judge" if ext == "j" else "human"
+        ok(client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}), 201)
+    ok(client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{n}"} for n in range(60)]))
+    rng = np.random.default_rng(5)
+    x = np.clip(rng.integers(1, 6, size=(60, 1)) + rng.integers(-1, 2, size=(60, 4)), 1, 5).astype(float)
+    x[rng.random((60, 4)) < 0.05] = np.nan
+    rows = [
+        {"item": f"i{n}", "rater": raters[k], "value": int(x[n, k])}
+        for n in range(60)
+        for k in range(4)
+        if not np.isnan(x[n, k])
+    ]
+    rows += [{"item": f"i{n}", "rater": "h2", "value": "CANNOT_ASSESS"} for n in range(60) if np.isnan(x[n, 2])]
+    ok(client.post(f"/projects/{pid}/labels", json=rows))
+    return pid, x
+
+
+@pytest.mark.parametrize("rule", ["alt-test", "margin"])
+def test_reliability_of_a_numeric_project_is_the_planner_on_its_numbers(client: TestClient, rule: str) -> None:
+    pid, x = _rated_project(client, rule)
+    r = client.get(f"/projects/{pid}/reliability")
+    doc = ok(r)
+    ScoreReliabilityDocument.model_validate(doc)
+    assert client.get(f"/projects/{pid}/reliability", headers={"If-None-Match": r.headers["ETag"]}).status_code == 304
+    epsilon = 0.15 if rule == "alt-test" else 0.1
+    (want,) = validate_scores(x, [0], [1, 2, 3], rule=rule, epsilon=epsilon, value_range=(1, 5))  # type: ignore[arg-type]
+    assert all(h.won is not None for h in want.raters) and want.decision in ("pass", "reject")
+    assert doc["decision"] == want.decision and doc["judge"] == "j" and doc["rule"] == rule
+    assert doc["omega"] == pytest.approx(want.omega) and doc["rho"] == pytest.approx(want.rho)
+    assert [h["m"] for h in doc["judges"][0]["raters"]] == [h.m for h in want.raters]
+    assert doc["n_special"] == int(np.isnan(x[:, 2]).sum()) > 0
+    icc = {row["form"]: row for row in doc["icc"]}
+    humans = x[:, 1:][(~np.isnan(x[:, 1:])).sum(axis=1) >= 2]
+    theirs = intraclass_correlations(humans)["2,1"]
+    assert icc["2,1"]["statistic"] == pytest.approx(theirs.statistic, abs=1e-12)
+    assert icc["2,1"]["ci"] == pytest.approx([theirs.confidence_interval().low, theirs.confidence_interval().high])
+    pair = next(p for p in doc["pairs"] if p["human"] == "h1")
+    both = ~np.isnan(x[:, 0]) & ~np.isnan(x[:, 1])
+    diff = x[both, 0] - x[both, 1]
+    assert pair["n_items"] == int(both.sum()) and pair["bias"] == pytest.approx(diff.mean(), abs=1e-12)
+    assert pair["mae"] == pytest.approx(np.abs(diff).mean()) and pair["rmse"] == pytest.approx(
+        np.sqrt((diff**2).mean())
+    )
+    assert pair["ccc"] == pytest.approx(concordance_correlation(x[:, 0], x[:, 1]).statistic, abs=1e-12)
