@@ -1,5 +1,5 @@
 """The leave-one-out decision on numeric ratings: the alt-test with the negative-RMSE alignment and the
-margin rule on a range-scaled absolute difference (docs/method.md §3b).
+margin rule on a range-scaled absolute difference (docs/method.md §3d).
 
 Ratings are floats of shape ``(n_items, n_raters)``, ``NaN`` for a rating that was not given;
 ``judges`` and ``humans`` are column indices into them. Each human ``r_k`` is held out in turn; on
@@ -28,7 +28,7 @@ MAX_CELLS = 50_000_000
 
 @dataclass(frozen=True, kw_only=True)
 class ScoreRaterOutcome:
-    """One held-out human ``r_k`` against one judge (docs/method.md §3b).
+    """One held-out human ``r_k`` against one judge (docs/method.md §3d).
 
     ``m``: items in ``O_k``. Alt-test: ``rho_f``/``rho_h`` the advantage probabilities (mean ``W_f``,
     ``W_h``) and ``p_value`` the one-sided t-test of ``W_h - W_f`` against ``epsilon``; ``d`` is NaN.
@@ -48,7 +48,7 @@ class ScoreRaterOutcome:
 
 @dataclass(frozen=True, kw_only=True)
 class ScoreValidation:
-    """A judge's decision on numeric ratings (docs/method.md §3b).
+    """A judge's decision on numeric ratings (docs/method.md §3d).
 
     ``omega``: winning rate over the humans not skipped; ``rho``: the mean advantage probability over
     them (alt-test; the ranking score), or the mean ``d`` (margin). ``decision`` is ``"pass"``,
@@ -180,7 +180,7 @@ def validate_scores(
     q: float = 0.05,
     omega_threshold: float = 0.5,
 ) -> tuple[ScoreValidation, ...]:
-    """Each judge's leave-one-out decision on numeric ``ratings`` ``(n_items, n_raters)`` (docs/method.md §3b).
+    """Each judge's leave-one-out decision on numeric ``ratings`` ``(n_items, n_raters)`` (docs/method.md §3d).
 
     ``rule="alt-test"`` (Calderon et al. 2025): per item of ``O_k``, ``S(x) = -sqrt(mean_h (x - x_h)^2)``
     over the other humans who rated it, ``W_f = 1[S_f >= S_h]``, ``W_h = 1[S_h >= S_f]``; the human is

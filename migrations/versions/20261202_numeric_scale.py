@@ -7,8 +7,8 @@ Existing data: every project keeps its scale and gets ``value_range`` NULL (a la
 Downgrade turns a numeric project into an ``interval`` one whose labels are the distinct numbers it was
 given, in numeric order (every stored label stays readable as a category).
 
-Revision ID: 0015_numeric_scale
-Revises: 0014_label_studio_links
+Revision ID: 0016_numeric_scale
+Revises: 0015_label_confidence
 Create Date: 2026-12-02 06:40:00
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015_numeric_scale"
-down_revision = "0014_label_studio_links"
+revision = "0016_numeric_scale"
+down_revision = "0015_label_confidence"
 branch_labels = None
 depends_on = None
 

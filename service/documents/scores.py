@@ -1,5 +1,5 @@
 """``/reliability`` of a numeric project: the decision on the numbers and their agreement (docs/method.md
-§2b, §3b). A fixed-sample document: no plan progress, recipe or anytime monitoring for scores yet."""
+§2b, §3d). A fixed-sample document: no plan progress, recipe or anytime monitoring for scores yet."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _pair(matrix: RatingsMatrix, judge: int, human: int) -> ScorePair:
 
 
 def score_reliability_document(session: Session, project: Project, criterion: str) -> ScoreReliabilityDocument:
-    """The numeric project's live document for ``criterion`` (docs/method.md §2b, §3b)."""
+    """The numeric project's live document for ``criterion`` (docs/method.md §2b, §3d)."""
     matrix = load_ratings(session, project, criterion)
     settings = project.decision_settings
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")

@@ -104,7 +104,7 @@ def value_codes(project: Project) -> dict[str | None, int]:
     if project.scale == "numeric":
         raise Conflict(
             "this reads labels as categories, and a numeric project's labels are numbers: its agreement "
-            "and decision are not computed here yet (docs/method.md §2b, §3b)",
+            "and decision are not computed here yet (docs/method.md §2b, §3d)",
             code="numeric_scale",
         )
     codes: dict[str | None, int] = {v: c for c, v in enumerate(project.labels)}

@@ -1,4 +1,4 @@
-"""The decision on numeric ratings (planner.score_decision; docs/method.md §3b): a hand-computed
+"""The decision on numeric ratings (planner.score_decision; docs/method.md §3d): a hand-computed
 excerpt, an independent per-item implementation, invariances, and the alt-test authors' published
 numeric results (read from their repository when a mirror of it is on this machine; the repository
 states no licence, so its data is not committed here)."""
@@ -50,7 +50,7 @@ def test_alt_test_on_the_excerpt_by_hand() -> None:
 
 
 def _per_item_reference(x: np.ndarray, judge: int, humans: list[int], epsilon: float, q: float) -> tuple[float, float]:
-    """The alt-test written item by item from its definition (docs/method.md §3b): omega and rho."""
+    """The alt-test written item by item from its definition (docs/method.md §3d): omega and rho."""
     p_values, advantages = [], []
     for k in humans:
         w_f, w_h = [], []
