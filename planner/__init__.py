@@ -169,6 +169,13 @@ from planner.rules import (
     Coefficient,
     Rule,
 )
+from planner.score_decision import (
+    SCORE_RULES,
+    ScoreRaterOutcome,
+    ScoreRule,
+    ScoreValidation,
+    validate_scores,
+)
 from planner.scores import (
     ICC_FORMS,
     BlandAltmanResult,
@@ -394,6 +401,11 @@ __all__ = [
     "synthetic_codes",
     "true_prevalence",
     "validate_judge",
+    "validate_scores",
+    "ScoreRaterOutcome",
+    "ScoreRule",
+    "ScoreValidation",
+    "SCORE_RULES",
     "verdict_table",
     "verify_certificate",
     "xi_lattice",

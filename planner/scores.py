@@ -138,6 +138,17 @@ def _spearman_brown(single: float, k: int) -> float:
     return k * single / denominator if denominator > 0.0 else float("-inf")
 
 
+def _model2_limit(f_star: float, ms: MeanSquares, spread: float) -> float:
+    """``n (MSR - F* MSE) / (F* spread + n MSR)``, the model 2 lower limit at ``F*`` (the upper limit is it at
+    ``1 / F*``; docs/method.md §2b). Past ``F* = 1`` it is divided through by ``F*``: a Satterthwaite ``v``
+    near 0 puts ``F*`` near 1e305, where ``F* spread`` overflows to inf at one scale of the ratings and not
+    at another (the limit read -0.0 instead of -n MSE / spread)."""
+    n, r, e = ms.n_items, ms.rows, ms.error
+    if f_star > 1.0:
+        return n * (r / f_star - e) / (spread + n * r / f_star)
+    return n * (r - f_star * e) / (f_star * spread + n * r)
+
+
 def _icc_limits(
     form: IccForm, ms: MeanSquares, f_value: float, df1: int, df2: int, level: float
 ) -> tuple[float, float]:
@@ -163,8 +174,8 @@ def _icc_limits(
     v = (a_coef * c + b_coef * e) ** 2 / ((a_coef * c) ** 2 / (k - 1) + (b_coef * e) ** 2 / ((n - 1) * (k - 1)))
     f_star_low = float(f_distribution.ppf(upper_tail, n - 1, v))
     f_star_high = float(f_distribution.ppf(upper_tail, v, n - 1))
-    low = n * (r - f_star_low * e) / (f_star_low * spread + n * r)
-    high = n * (f_star_high * r - e) / (spread + n * f_star_high * r)
+    low = _model2_limit(f_star_low, ms, spread)
+    high = _model2_limit(1.0 / f_star_high, ms, spread)
     if unit == "k":
         return _spearman_brown(low, k), _spearman_brown(high, k)
     return low, high

@@ -6,6 +6,7 @@ the cell's current label (its ``current_labels`` row goes) and keeps the history
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -64,6 +65,42 @@ def _value_error(project: Project, value: str, kind: str, n: int) -> Invalid:
     return Invalid(f"row {n}: unknown label {echo(value)}; the project's labels are {project.labels}")
 
 
+def _checked_value(project: Project, value: str | float, rater: tuple[int, str, frozenset[str]], n: int) -> str:
+    """The value row ``n`` stores: one of the rater's allowed values, or in a numeric project the canonical
+    text of a number in its ``value_range`` (``3``, ``3.0`` and ``"3"`` are one value); 422 naming the row."""
+    if isinstance(value, str) and (value in rater[2] or project.scale != "numeric"):
+        if value not in rater[2]:
+            raise _value_error(project, value, rater[1], n)
+        return value
+    if project.scale != "numeric":
+        # the error a string field gave before numbers were values (kept: clients match on the code)
+        raise Invalid(
+            f"row {n}: value {value!r} is a number; the project's labels are the strings {project.labels}",
+            code="validation_error",
+        )
+    if isinstance(value, str) and value in (CANNOT_ASSESS, INVALID):
+        raise _value_error(project, value, rater[1], n)
+    return numeric_label(project.value_range or {}, value, n)
+
+
+def numeric_label(value_range: dict[str, Any], value: str | float, n: int) -> str:
+    """The canonical text of ``value`` as a label of a numeric project with ``value_range`` (an integer
+    without ``.0``, else the shortest text that reads back as the same float); 422 naming row ``n``."""
+    low, high, step = value_range["min"], value_range["max"], value_range.get("step")
+    where = f"the project's value_range [{low:g}, {high:g}]" + (f" in steps of {step:g}" if step else "")
+    try:
+        number = float(value.strip()) if isinstance(value, str) else float(value)
+    except ValueError:
+        raise Invalid(f"row {n}: {echo(str(value))} is not a number; labels are numbers in {where}") from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise Invalid(f"row {n}: {echo(str(value))} is outside {where}")
+    if step:
+        steps = (number - low) / step
+        if abs(steps - round(steps)) > 1e-9 * max(1.0, abs(steps)):
+            raise Invalid(f"row {n}: {echo(str(value))} is not on {where}")
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
+
+
 def _criterion_error(project: Project, criterion: str | None, n: int) -> Invalid:
     if criterion is None:
         return Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
@@ -98,9 +135,7 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
         item = item_ids.get(row["item"])
         if item is None:
             raise Invalid(f"row {n}: unknown item {echo(row['item'])} in this project")
-        value = row["value"]
-        if value not in rater[2]:
-            raise _value_error(project, value, rater[1], n)
+        value = _checked_value(project, row["value"], rater, n)
         criterion = row.get("criterion") or default_criterion
         if criterion not in criteria:
             raise _criterion_error(project, row.get("criterion"), n)

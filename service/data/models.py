@@ -28,9 +28,8 @@ from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from planner import Scale
 from service.core.identifiers import collision_key
-from service.schemas import DecisionSettings, Role
+from service.schemas import DecisionSettings, ProjectScale, Role
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -90,8 +89,8 @@ class Project(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     labels: Mapped[list[str]]
-    scale: Mapped[Scale] = mapped_column(
-        Enum(*get_args(Scale), native_enum=False, length=16, create_constraint=True, name="scale")
+    scale: Mapped[ProjectScale] = mapped_column(
+        Enum(*get_args(ProjectScale), native_enum=False, length=16, create_constraint=True, name="scale")
     )
     criteria: Mapped[list[str]]
     allow_abstain: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -111,6 +110,8 @@ class Project(Base):
     # The label_seq of the first look (the first reliability document computed): the labels in hand then
     # are the opening, read as one rank (null: no look yet).
     opening_seq: Mapped[int | None] = mapped_column(BigInteger)
+    # A numeric project's range {min, max, step}: its labels are numbers in it (null: a label scale).
+    value_range: Mapped[dict[str, Any] | None]
 
     @property
     def decision_settings(self) -> DecisionSettings:

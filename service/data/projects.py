@@ -14,7 +14,7 @@ from service.core.errors import Conflict, Invalid, echo
 from service.data.keys import create_key
 from service.data.models import ApiKey, Project, new_public_id, utcnow
 from service.data.queries import has_labels, project_key, rater_id
-from service.schemas import KeyCreate, ProjectCreate, Role, decision_label_problem
+from service.schemas import KeyCreate, ProjectCreate, Role, decision_label_problem, scale_problem
 
 
 def lock_project(session: Session, project_id: str) -> None:
@@ -39,12 +39,12 @@ def reserve(session: Session, project_id: str, counter: str, n: int) -> int:
     return int(last) - n + 1
 
 
-FROZEN_ONCE_LABELLED = frozenset({"labels", "scale", "criteria"})
+FROZEN_ONCE_LABELLED = frozenset({"labels", "scale", "value_range", "criteria"})
 
 
 def add_project(session: Session, body: ProjectCreate) -> Project:
     """A new project with no items or labels yet."""
-    fields = body.model_dump()
+    fields = {**body.model_dump(), "labels": body.labels or []}
     if fields["order_seed"] is None:
         fields["order_seed"] = secrets.randbelow(2**53)
     project = Project(id=new_public_id("p"), label_seq=0, item_count=0, **fields)
@@ -58,11 +58,15 @@ def change_project(session: Session, project: Project, changes: dict[str, Any]) 
     frozen = FROZEN_ONCE_LABELLED & {k for k, v in changes.items() if v != getattr(project, k)}
     if frozen and has_labels(session, project.id):
         raise Conflict(f"{', '.join(sorted(frozen))} cannot change once labels exist", code="labels_exist")
+    if "scale" in changes and (changes["scale"] == "numeric") != (project.scale == "numeric"):
+        raise Invalid("a project cannot change between a label scale and the numeric scale; create a new project")
     for key, value in changes.items():
         if value is None:
             raise Invalid(f"{key} cannot be null")
         setattr(project, key, value)
-    problem = decision_label_problem(project.decision, project.labels)
+    problem = scale_problem(project.scale, project.labels, project.value_range) or decision_label_problem(
+        project.decision, project.labels
+    )
     if problem:
         raise Invalid(problem)
     allowed = set(project.labels) | ({CANNOT_ASSESS} if project.allow_abstain else set())

@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service.core.errors import Conflict
 from service.core.sql import integer_rows
 from service.data.labels import CANNOT_ASSESS, INVALID
 from service.data.models import Project, Rater
@@ -99,7 +100,14 @@ def corpus(session: Session, project: Project) -> tuple[np.ndarray, list[RaterCo
 
 
 def value_codes(project: Project) -> dict[str | None, int]:
-    """The raw code of each value a label may have (see :class:`LabelMatrix`)."""
+    """The raw code of each value a label may have (see :class:`LabelMatrix`); 409 for a numeric project,
+    whose labels are numbers, not codes of a label set."""
+    if project.scale == "numeric":
+        raise Conflict(
+            "this reads labels as categories, and a numeric project's labels are numbers: its agreement "
+            "and decision are not computed here yet (docs/method.md §2b, §3d)",
+            code="numeric_scale",
+        )
     codes: dict[str | None, int] = {v: c for c, v in enumerate(project.labels)}
     return codes | {CANNOT_ASSESS: len(codes), INVALID: len(codes) + 1}
 

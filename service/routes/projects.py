@@ -40,6 +40,7 @@ def project_read(p: Project) -> ProjectRead:
         name=p.name,
         labels=p.labels,
         scale=p.scale,
+        value_range=p.value_range,
         criteria=p.criteria,
         allow_abstain=p.allow_abstain,
         decision=p.decision,

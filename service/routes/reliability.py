@@ -13,9 +13,10 @@ from service.data.models import Project
 from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.documents.history import cached_reliability
 from service.documents.reliability import document_key, ranking_document
+from service.documents.scores import score_reliability_document
 from service.documents.slices import checked_by, slices_block
 from service.planning.plans import current_plan
-from service.schemas.documents import RankingDocument, ReliabilityDocument
+from service.schemas.documents import RankingDocument, ReliabilityDocument, ScoreReliabilityDocument
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
 Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
@@ -52,8 +53,8 @@ def _cached(
 
 @router.get(
     "/reliability",
-    response_model=ReliabilityDocument,
-    responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}},
+    response_model=ReliabilityDocument | ScoreReliabilityDocument,
+    responses={**error_responses(401, 403, 404, 409, 422), 304: {"description": "Unchanged"}},
 )
 def get_reliability(
     pid: ProjectId,
@@ -73,11 +74,27 @@ def get_reliability(
     multiplicity across slices (docs/method.md §3b). A feature no item has, or `by` not of the form
     `feature:<name>`, is a 422.
 
-    Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`.
+    Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`. A numeric
+    project (`scale: "numeric"`) gets the score document instead (no slices yet: `by` is a 409 there): the
+    decision on the numbers (alt-test with the negative-RMSE alignment, or the margin rule on range-scaled
+    differences), the humans' ICCs and interval alpha, and each judge-human pair's CCC, Bland-Altman
+    limits, MAE and RMSE (docs/method.md §2b, §3d).
     """
     by = by or project.decision_settings.slices
     documents = request.app.state.documents
     n_resamples = settings.bootstrap_resamples
+    if project.scale == "numeric" and by is None:
+        return _cached(
+            request,
+            session,
+            project,
+            criterion,
+            if_none_match,
+            "reliability",
+            lambda name, etag: documents.get_or_build(
+                etag, lambda: score_reliability_document(session, project, name).model_dump(mode="json")
+            ),
+        )
     if by is None:
         return _cached(
             request,
@@ -110,7 +127,7 @@ def get_reliability(
 @router.get(
     "/ranking",
     response_model=RankingDocument,
-    responses={**error_responses(401, 403, 404, 422), 304: {"description": "Unchanged"}},
+    responses={**error_responses(401, 403, 404, 409, 422), 304: {"description": "Unchanged"}},
 )
 def get_ranking(
     pid: ProjectId,

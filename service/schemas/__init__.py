@@ -16,6 +16,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
     StringConstraints,
     field_validator,
     model_validator,
@@ -23,7 +25,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
-from planner import SPECIAL, Coefficient, Rule, Scale
+from planner import SPECIAL, Coefficient, Rule
 from service.core.identifiers import ExternalId
 from service.schemas.plan_checks import PlanCheckRead
 
@@ -194,14 +196,44 @@ class DecisionSettings(Strict):
         return 0.2 if self.rule == "alt-test" else 0.05
 
 
+ProjectScale = Literal["nominal", "ordinal", "interval", "numeric"]
+"""A project's scale: a label scale (``planner.Scale``), or ``numeric`` (numbers in a declared range)."""
+MAX_RANGE_STEPS = 1_000_000
+"""The most values a stepped range may hold."""
+
+
+class ValueRange(Strict):
+    """The values a numeric project's labels may take: ``min <= x <= max``, on ``min + j step`` when
+    ``step`` is set."""
+
+    min: float = Field(description="The smallest value a label may take.")
+    max: float = Field(description="The largest value a label may take.")
+    step: float | None = Field(None, gt=0, description="Labels must be `min + j step` (j = 0, 1, ...); none: any.")
+
+    @model_validator(mode="after")
+    def _ordered_and_stepped(self) -> ValueRange:
+        if not self.min < self.max:
+            raise ValueError(f"value_range needs min < max, got min {self.min} and max {self.max}")
+        if self.step is not None:
+            steps = (self.max - self.min) / self.step
+            if steps > MAX_RANGE_STEPS:
+                raise ValueError(f"value_range holds {steps:.0f} steps, more than {MAX_RANGE_STEPS:,}")
+            if abs(steps - round(steps)) > 1e-9 * max(1.0, steps):
+                raise ValueError(f"value_range.step {self.step} does not divide max - min = {self.max - self.min}")
+        return self
+
+
 class TargetSettings(Strict):
     delta: float = Field(0.05, gt=0, lt=1, description="Precision target of the human-pool score.")
 
 
 class ProjectCreate(Strict):
     name: str = Field(min_length=1, max_length=200)
-    labels: Labels
-    scale: Scale = "nominal"
+    labels: Labels | None = Field(None, description="Ordered label set; required unless the scale is numeric.")
+    scale: ProjectScale = "nominal"
+    value_range: ValueRange | None = Field(
+        None, description="Numeric scale only (and required there): the range labels must lie in."
+    )
     criteria: Criteria = Field(default_factory=lambda: ["default"])
     allow_abstain: bool = False
     decision: DecisionSettings = Field(default_factory=DecisionSettings)
@@ -216,10 +248,28 @@ class ProjectCreate(Strict):
 
     @model_validator(mode="after")
     def _decision_labels_are_labels(self) -> ProjectCreate:
-        problem = decision_label_problem(self.decision.model_dump(), self.labels)
+        problem = scale_problem(self.scale, self.labels, self.value_range) or decision_label_problem(
+            self.decision.model_dump(), self.labels or []
+        )
         if problem:
             raise ValueError(problem)
         return self
+
+
+def scale_problem(scale: str, labels: list[str] | None, value_range: object) -> str | None:
+    """Why labels and ``value_range`` do not fit the scale (a numeric project has a range and no labels,
+    the others labels and no range); None when they do."""
+    if scale == "numeric":
+        if value_range is None:
+            return "a numeric project needs value_range {min, max, step?}"
+        if labels:
+            return "a numeric project has no labels: its labels are numbers in value_range"
+        return None
+    if not labels:
+        return f"a {scale} project needs labels (at least two)"
+    if value_range is not None:
+        return "value_range applies to the numeric scale only"
+    return None
 
 
 def decision_label_problem(decision: dict[str, Any], labels: list[str]) -> str | None:
@@ -235,7 +285,8 @@ def decision_label_problem(decision: dict[str, Any], labels: list[str]) -> str |
 class ProjectPatch(Strict):
     name: str | None = Field(None, min_length=1, max_length=200)
     labels: Labels | None = None
-    scale: Scale | None = None
+    scale: ProjectScale | None = None
+    value_range: ValueRange | None = Field(None, description="Numeric scale only: the range labels must lie in.")
     criteria: Criteria | None = None
     allow_abstain: bool | None = None
     decision: DecisionSettings | None = None
@@ -260,8 +311,9 @@ class ProjectPatch(Strict):
 class ProjectRead(BaseModel):
     id: str
     name: str
-    labels: list[str]
-    scale: Scale
+    labels: list[str] = Field(description="Ordered label set; empty for a numeric project.")
+    scale: ProjectScale
+    value_range: ValueRange | None = Field(None, description="A numeric project's range; null for the others.")
     criteria: list[str]
     allow_abstain: bool
     decision: DecisionSettings
@@ -356,7 +408,7 @@ class RaterRead(BaseModel):
 
 # A TypedDict, validated into plain dicts: at 100,000 rows a model instance per row took four times the
 # validation's CPU. Absent optional fields stay absent (read them with ``get``).
-@with_config(ConfigDict(extra="forbid"))
+@with_config(ConfigDict(extra="forbid", allow_inf_nan=False))
 class LabelIn(TypedDict):
     """One label: the item's and the rater's external ids, the value, and optionally the criterion
     (required when the project has several), the batch it answers and, for a judge, its ``confidence``
@@ -365,7 +417,13 @@ class LabelIn(TypedDict):
     item: ExternalId
     rater: ExternalId
     criterion: NotRequired[Text | None]
-    value: Annotated[Text, Field(min_length=1, max_length=200)]
+    value: Annotated[
+        Annotated[Text, Field(min_length=1, max_length=200)] | StrictInt | StrictFloat,
+        Field(
+            description="One of the project's labels; in a numeric project a number in its value_range "
+            "(a JSON number or a numeric string, as CSV cells are); or CANNOT_ASSESS / INVALID."
+        ),
+    ]
     batch: NotRequired[Text | None]
     confidence: NotRequired[Annotated[float, Field(ge=0, le=1)] | None]
 

@@ -347,3 +347,87 @@ class RankingDocument(_Document):
     flip_share: float | None
     n_items: int | None = None
     reason: str | None = None
+
+
+class IccRead(_Document):
+    """One intraclass correlation of the humans' ratings (docs/method.md §2b), listwise over items."""
+
+    form: str
+    statistic: float | None
+    ci: Interval = Field(description="F-based interval (Shrout & Fleiss 1979; McGraw & Wong 1996).")
+    approximate: Approximate
+    n_items: int
+    n_dropped: int
+    reason: str
+
+
+class ScorePair(_Document):
+    """A judge against one human on the items both rated a number (docs/method.md §2b)."""
+
+    judge: str
+    human: str
+    n_items: int
+    ccc: float | None = Field(description="Lin's concordance correlation.")
+    ccc_ci: Interval = Field(description="Fisher-z interval of the CCC (Lin 1989).")
+    bias: float | None = Field(description="Bland-Altman mean difference, judge minus human.")
+    bias_ci: Interval
+    sd: float | None = Field(description="SD of the differences.")
+    lower: float | None = Field(description="Lower limit of agreement, bias - 1.96 sd.")
+    lower_ci: Interval
+    upper: float | None = Field(description="Upper limit of agreement, bias + 1.96 sd.")
+    upper_ci: Interval
+    mae: float | None
+    rmse: float | None
+    reason: str
+
+
+class ScoreRaterRead(_Document):
+    """One held-out human under the numeric decision (docs/method.md §3d)."""
+
+    rater: str
+    m: int
+    d: float | None = Field(description="Margin rule: mean agreement difference (judge minus human); else null.")
+    rho_f: float | None
+    rho_h: float | None
+    p_value: float | None
+    won: bool | None = Field(description="Whether the judge won this human; null when skipped.")
+    reason: str
+
+
+class ScoreJudgeRead(_Document):
+    """One judge's fixed-sample decision on numeric labels (docs/method.md §3d)."""
+
+    judge: str
+    decision: str
+    reason: str
+    omega: float | None
+    rho: float | None = Field(description="Alt-test: mean advantage probability; margin: mean d.")
+    n_items: int
+    raters: list[ScoreRaterRead]
+
+
+class ScoreReliabilityDocument(_Document):
+    """``/reliability`` of a numeric project: the first judge's decision at the top level, every judge in
+    ``judges``, the humans' ICCs and interval alpha, and each judge-human pair's CCC, Bland-Altman and errors."""
+
+    scale: Literal["numeric"]
+    label_seq: int
+    criterion: str
+    value_range: dict[str, float | None]
+    rule: str
+    epsilon: float
+    q: float
+    omega_threshold: float
+    n_items: int = Field(description="Items with a number from at least two raters.")
+    n_special: int = Field(description="CANNOT_ASSESS and INVALID labels, excluded from every statistic.")
+    judge: str | None
+    decision: str
+    reason: str
+    omega: float | None
+    rho: float | None
+    judges: list[ScoreJudgeRead]
+    icc: list[IccRead] = Field(description="The humans' six ICCs (listwise: items every human rated).")
+    interval_alpha: float | None = Field(description="Krippendorff's interval alpha of the humans' ratings.")
+    interval_alpha_reason: str
+    pairs: list[ScorePair]
+    note: str

@@ -7,7 +7,7 @@ from random import Random
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.stats import f_oneway, pearsonr, ttest_1samp
@@ -277,8 +277,21 @@ ratings_matrices = arrays(
 )
 
 
+_TINY_V = np.array([[1.0, 1.0, 1.0, 4.0, 2.0], [1.0, 1.0, 1.0, 1.0, 6.0]])
+"""2 items x 5 raters whose model 2 Satterthwaite v is .007: F* of the lower limit is 3.3e305."""
+
+
+def test_icc21_lower_limit_with_huge_f_star_is_scale_invariant() -> None:
+    """With F* -> inf the model 2 lower limit tends to -n MSE / (k MSC + (kn - k - n) MSE) = -2 (3.1) /
+    (5 (3.6) + 3 (3.1)) = -6.2 / 27.3 (MSC 3.6, MSE 3.1 by hand); at x5 F* spread overflowed and it read -0.0."""
+    for scale, shift in ((1.0, 0.0), (5.0, 0.0), (0.1, 3.0), (10.0, -7.0)):
+        interval = intraclass_correlation(_TINY_V * scale + shift, "2,1").confidence_interval()
+        assert interval.low == pytest.approx(-6.2 / 27.3, rel=1e-9)
+
+
 @settings(max_examples=60, deadline=None)
 @given(ratings_matrices, st.floats(0.1, 10.0), st.floats(-50.0, 50.0), st.randoms(use_true_random=False))
+@example(_TINY_V, 5.0, 0.0, Random(0))
 def test_icc_invariant_to_affine_maps_and_order(
     ratings: np.ndarray, scale: float, shift: float, random: Random
 ) -> None:

@@ -8,6 +8,7 @@ migrated to head.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -729,3 +730,40 @@ def test_label_confidence_migration_keeps_every_label_with_no_confidence(fresh_u
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM current_labels")).scalar_one() == 2
     command.upgrade(cfg, "head")
+
+
+def test_numeric_scale_migration_admits_numeric_projects_and_downgrades_them_to_interval(fresh_url, engine):
+    """0019: the scale constraint admits 'numeric', value_range is stored; a downgrade turns a numeric project
+    into an interval one whose labels are the distinct numbers it was given, in numeric order."""
+    command.upgrade(alembic_config(fresh_url), "head")
+    project = {
+        "id": "p1",
+        "name": "ratings",
+        "labels": [],
+        "scale": "numeric",
+        "value_range": {"min": 1.0, "max": 10.0, "step": None},
+        "criteria": ["default"],
+        "allow_abstain": True,
+        "decision": {},
+        "target": {},
+        "label_seq": 4,
+        "item_count": 0,
+    }
+    with engine.begin() as conn:
+        conn.execute(insert(Project), [project])
+        assert conn.execute(select(Project.value_range)).scalar_one() == {"min": 1.0, "max": 10.0, "step": None}
+        for seq, value in enumerate(["10", "2.5", "CANNOT_ASSESS", "2.5", None], start=1):
+            conn.execute(
+                text(
+                    "INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, created_at, kind) "
+                    "VALUES ('p1', :seq, 1, 1, 'default', :value, CURRENT_TIMESTAMP, :kind)"
+                ),
+                {"seq": seq, "value": value, "kind": "label" if value else "retraction"},
+            )
+    command.downgrade(alembic_config(fresh_url), "0018_judge_versions")
+    with engine.begin() as conn:
+        scale, labels = conn.execute(text("SELECT scale, labels FROM projects")).one()
+        assert scale == "interval" and (json.loads(labels) if isinstance(labels, str) else labels) == ["2.5", "10"]
+        conn.execute(text("DELETE FROM label_events"))
+        conn.execute(text("DELETE FROM projects"))
+    command.upgrade(alembic_config(fresh_url), "head")

@@ -219,7 +219,9 @@ def test_margins_and_pool_score_match_leave_one_out(client):
     assert doc["human_pool"]["estimate"] == pytest.approx(np.mean([e["pool"] for e in expected.values()]))
     po = doc["coefficients"]["po"]
     assert po["defined"] and po["n_items"] == 150  # every item has the primary and a secondary
-    assert doc["decision"] in {"pass", "reject", "inconclusive"}
+    # the fixed rule decides at once; the monitor may still say continue (one write is one arrival, §8.2)
+    assert doc["fixed_decision"] in {"pass", "reject", "inconclusive"}
+    assert doc["decision"] == doc["monitoring"]["decision"]
     assert doc["judges"][0] == {k: doc[k] for k in doc["judges"][0]}
 
 
@@ -362,6 +364,9 @@ def test_served_documents_match_their_openapi_models(client, raters, decision):
     ReliabilityDocument.model_validate(get(client, f"/projects/{pid}/reliability").json())
     RankingDocument.model_validate(get(client, f"/projects/{pid}/ranking").json())
     paths = client.get("/openapi.json").json()["paths"]
-    for path, model in (("reliability", "ReliabilityDocument"), ("ranking", "RankingDocument")):
+    served = {path: ["RankingDocument"] for path in ("ranking",)}
+    served["reliability"] = ["ReliabilityDocument", "ScoreReliabilityDocument"]  # a numeric project's: issue 33
+    for path, models in served.items():
         schema = paths[f"/projects/{{pid}}/{path}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
-        assert schema == {"$ref": f"#/components/schemas/{model}"}
+        refs = [{"$ref": f"#/components/schemas/{model}"} for model in models]
+        assert (schema.get("anyOf") if len(refs) > 1 else [schema]) == refs

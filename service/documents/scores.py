@@ -1,0 +1,151 @@
+"""``/reliability`` of a numeric project: the decision on the numbers and their agreement (docs/method.md
+§2b, §3d). A fixed-sample document: no plan progress, recipe or anytime monitoring for scores yet."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from planner import optional_float
+from planner.intervals import ConfidenceInterval
+from planner.score_decision import ScoreRule, ScoreValidation, validate_scores
+from planner.scores import (
+    bland_altman,
+    concordance_correlation,
+    interval_alpha,
+    intraclass_correlations,
+    mean_absolute_error,
+    root_mean_squared_error,
+)
+from service.data.models import Project
+from service.matrices.ratings import RatingsMatrix, load_ratings
+from service.schemas.documents import (
+    IccRead,
+    Interval,
+    ScoreJudgeRead,
+    ScorePair,
+    ScoreRaterRead,
+    ScoreReliabilityDocument,
+)
+
+SCORE_NOTE = (
+    "CANNOT_ASSESS and INVALID are excluded; the decision is the fixed-sample one (valid once, at the planned "
+    "overlap); ICCs are listwise over the items every human rated; intervals are analytic (F, Fisher z, t)"
+)
+
+
+def _interval(ci: ConfidenceInterval) -> Interval:
+    return [optional_float(ci.low), optional_float(ci.high)]
+
+
+def _judge_read(v: ScoreValidation, matrix: RatingsMatrix) -> ScoreJudgeRead:
+    return ScoreJudgeRead(
+        judge=matrix.raters[v.judge].external_id,
+        decision=v.decision,
+        reason=v.reason,
+        omega=optional_float(v.omega),
+        rho=optional_float(v.rho),
+        n_items=v.n_items,
+        raters=[
+            ScoreRaterRead(
+                rater=matrix.raters[h.rater].external_id,
+                m=h.m,
+                d=optional_float(h.d),
+                rho_f=optional_float(h.rho_f),
+                rho_h=optional_float(h.rho_h),
+                p_value=optional_float(h.p_value),
+                won=h.won,
+                reason=h.reason,
+            )
+            for h in v.raters
+        ],
+    )
+
+
+def _pair(matrix: RatingsMatrix, judge: int, human: int) -> ScorePair:
+    a, b = matrix.values[:, judge], matrix.values[:, human]
+    ccc, ba = concordance_correlation(a, b), bland_altman(a, b)
+    lower_ci, upper_ci = ba.limit_intervals()
+    return ScorePair(
+        judge=matrix.raters[judge].external_id,
+        human=matrix.raters[human].external_id,
+        n_items=ba.n_items,
+        ccc=optional_float(ccc.statistic),
+        ccc_ci=_interval(ccc.confidence_interval()),
+        bias=optional_float(ba.bias),
+        bias_ci=_interval(ba.confidence_interval()),
+        sd=optional_float(ba.sd),
+        lower=optional_float(ba.lower),
+        lower_ci=_interval(lower_ci),
+        upper=optional_float(ba.upper),
+        upper_ci=_interval(upper_ci),
+        mae=optional_float(mean_absolute_error(a, b).statistic),
+        rmse=optional_float(root_mean_squared_error(a, b).statistic),
+        reason=ccc.reason or ba.reason,
+    )
+
+
+def score_reliability_document(session: Session, project: Project, criterion: str) -> ScoreReliabilityDocument:
+    """The numeric project's live document for ``criterion`` (docs/method.md §2b, §3d)."""
+    matrix = load_ratings(session, project, criterion)
+    settings = project.decision_settings
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    value_range = project.value_range or {}
+    rule: ScoreRule = "alt-test" if settings.rule == "alt-test" else "margin"
+    epsilon = settings.resolved_epsilon()
+    validations = (
+        validate_scores(
+            matrix.values,
+            judges,
+            humans,
+            rule=rule,
+            epsilon=epsilon,
+            value_range=(value_range["min"], value_range["max"]),
+            q=settings.q,
+            omega_threshold=settings.omega_threshold,
+        )
+        if judges and humans
+        else ()
+    )
+    rated = (~np.isnan(matrix.values)).sum(axis=1)
+    human_values = matrix.values[:, humans]
+    by_humans = human_values[(~np.isnan(human_values)).sum(axis=1) >= 2]
+    iccs = intraclass_correlations(by_humans) if humans else {}
+    alpha = interval_alpha(by_humans) if len(humans) >= 2 else None
+    first = validations[0] if validations else None
+    no_decision = "the project has no judge" if not judges else "the project has no human rater"
+    return ScoreReliabilityDocument(
+        scale="numeric",
+        label_seq=matrix.label_seq,
+        criterion=criterion,
+        value_range=value_range,
+        rule=rule,
+        epsilon=epsilon,
+        q=settings.q,
+        omega_threshold=settings.omega_threshold,
+        n_items=int((rated >= 2).sum()),
+        n_special=matrix.n_special,
+        judge=None if first is None else matrix.raters[first.judge].external_id,
+        decision="insufficient_data" if first is None else first.decision,
+        reason=no_decision if first is None else first.reason,
+        omega=None if first is None else optional_float(first.omega),
+        rho=None if first is None else optional_float(first.rho),
+        judges=[_judge_read(v, matrix) for v in validations],
+        icc=[
+            IccRead(
+                form=form,
+                statistic=optional_float(r.statistic),
+                ci=_interval(ci),
+                approximate=ci.approximate,
+                n_items=r.n_items,
+                n_dropped=r.n_dropped,
+                reason=r.reason,
+            )
+            for form, r in iccs.items()
+            for ci in [r.confidence_interval()]
+        ],
+        interval_alpha=None if alpha is None else optional_float(alpha.statistic),
+        interval_alpha_reason="fewer than two humans" if alpha is None else alpha.reason,
+        pairs=[_pair(matrix, j, h) for j in judges for h in humans],
+        note=SCORE_NOTE,
+    )
