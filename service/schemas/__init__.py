@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -265,6 +266,10 @@ class KeyCreate(Strict):
     role: Role
     rater: ExternalId | None = Field(None, description="External id of the rater (annotator keys only).")
     name: str | None = Field(None, max_length=200)
+    expires_at: AwareDatetime | None = Field(
+        None,
+        description="When the key stops working (401 `key_expired`): a future moment with a timezone; omitted: never.",
+    )
 
     @model_validator(mode="after")
     def _rater_only_for_annotators(self) -> KeyCreate:
@@ -280,6 +285,7 @@ class KeyCreated(BaseModel):
     role: Role
     project: str | None
     rater: str | None
+    expires_at: datetime | None = Field(description="When the key stops working; null: never.")
     key: str = Field(description="The secret; shown once, only its hash is stored.")
 
 
@@ -293,6 +299,7 @@ class KeyRead(BaseModel):
     name: str | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = Field(description="When the key stops (or stopped) working; null: never.")
 
 
 class ItemIn(StrictRow):
