@@ -114,6 +114,11 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 
+def as_seen_by(principal: Principal, accepted: LabelsAccepted) -> LabelsAccepted:
+    """``accepted`` as the caller may read it: an annotator does not see the project-wide ``label_seq``."""
+    return accepted.model_copy(update={"label_seq": None}) if principal.role == Role.ANNOTATOR else accepted
+
+
 def _items_gained(
     fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *, one_criterion: bool
 ) -> Counter[int]:

@@ -358,7 +358,10 @@ class LabelIn(TypedDict):
 class LabelsAccepted(BaseModel):
     accepted: int = Field(description="New label events written (first labels and corrections).")
     duplicates: int = Field(description="Rows equal to the cell's current label; nothing written.")
-    label_seq: int = Field(description="The project's last label event after this write.")
+    label_seq: int | None = Field(
+        description="The project's last label event after this write; null for an annotator key (the project-wide "
+        "sequence would show it how much the other raters label)."
+    )
 
 
 class LabelsRetracted(BaseModel):
