@@ -169,6 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]
             _document_validation_errors_as_error_body(schema)
+            _document_malformed_bodies(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -191,3 +192,24 @@ def _document_validation_errors_as_error_body(schema: dict[str, Any]) -> None:
     if not uses_default:
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
+
+
+MALFORMED_BODY = (
+    "Unprocessable Entity: a body that is not valid JSON (or CSV/NDJSON where accepted) is `malformed_body`; "
+    "a well-formed body failing validation is `validation_error` or `invalid`. Nothing is written."
+)
+"""How every operation that takes a body documents its 422."""
+
+
+def _document_malformed_bodies(schema: dict[str, Any]) -> None:
+    """Every operation with a request body says in its 422 that a malformed body is answered there, with the
+    one error body and an example."""
+    example = {"error": "malformed_body", "detail": "body is not valid JSON: line 1 column 10 (char 9)"}
+    error_body = {"$ref": "#/components/schemas/ErrorBody"}
+    for operation in (op for path in schema.get("paths", {}).values() for op in path.values()):
+        if "requestBody" not in operation:
+            continue
+        response = operation.setdefault("responses", {}).setdefault("422", {})
+        response["description"] = MALFORMED_BODY
+        content = response.setdefault("content", {}).setdefault("application/json", {"schema": error_body})
+        content["examples"] = {"malformed_body": {"summary": "not valid JSON", "value": example}}
