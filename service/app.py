@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.core.db import make_engine, session_scope, writer_turn
 from service.core.errors import ErrorBody, install_error_handlers
-from service.core.fairness import ProjectSlots
+from service.core.fairness import ProjectSlots, Refusals, RefusedAgain, install_refusal_memory
 from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
 from service.core.settings import Settings, get_settings
@@ -135,6 +135,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.database = DatabaseState()
     install_error_handlers(app)
     install_outage_handlers(app)
+    refusals = Refusals()  # a key's too-early repeat of a request refused for its project's share: 429 at once
+    install_refusal_memory(app, refusals)
     for module in (
         health,
         projects,
@@ -158,6 +160,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RefusedAgain, refusals=refusals)
     app.add_middleware(SecurityHeaders)
 
     def openapi() -> dict[str, Any]:

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from threadpoolctl import threadpool_limits
 
 from service.core.errors import AppError
-from service.core.parent_watch import end_with
+from service.core.parent_watch import computing_child
 
 T = TypeVar("T")
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -75,7 +75,7 @@ class ClientGone(Exception):
 def _call(
     out: Connection, worker_pid: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> None:
-    end_with(worker_pid)  # its parent is the forkserver: it would outlive a killed worker
+    computing_child(worker_pid)  # its parent is the forkserver: it would outlive a killed worker
     try:
         # One BLAS thread: a document's children run side by side, and a multithreaded BLAS
         # spent more CPU than it saved on their small products (bench/document_children.py).

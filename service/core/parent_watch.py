@@ -12,8 +12,18 @@ import os
 import select
 import threading
 
+CHILD_NICENESS = 10
+"""How much lower a computing child's CPU priority is than its worker's: requests the worker serves meanwhile
+(other projects' batches and labels) get the cores first, the computation what is left (bench/fairness.py)."""
+
 ORPHAN_EXIT_CODE = 70
 """The exit status of a child that ended because the worker it computed for had ended."""
+
+
+def computing_child(worker_pid: int) -> None:
+    """In a child process started to compute for worker ``worker_pid``: yield the CPU to requests, end with it."""
+    os.nice(CHILD_NICENESS)
+    end_with(worker_pid)
 
 
 def end_with(worker_pid: int) -> None:

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from planner.simulate import SimulationResult, replay, simulate
 from service.core.db import make_engine, session_scope
-from service.core.parent_watch import end_with
+from service.core.parent_watch import computing_child
 from service.core.sql import rowcount
 from service.data.models import Simulation, utcnow
 from service.documents.sessions import worker_sessionmaker
@@ -279,7 +279,7 @@ class JobRunner:
             self._pool = ProcessPoolExecutor(
                 workers,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=end_with,
+                initializer=computing_child,
                 initargs=(os.getpid(),),
             )
         return self._pool
