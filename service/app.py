@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.core.db import make_engine, session_scope, writer_turn
 from service.core.errors import ErrorBody, install_error_handlers
-from service.core.fairness import ProjectSlots
+from service.core.fairness import ProjectSlots, Refusals, RefusedAgain, install_refusal_memory
 from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
 from service.core.settings import Settings, get_settings
@@ -139,6 +139,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.database = DatabaseState()
     install_error_handlers(app)
     install_outage_handlers(app)
+    refusals = Refusals()  # a key's too-early repeat of a request refused for its project's share: 429 at once
+    install_refusal_memory(app, refusals)
     for module in (
         health,
         projects,
@@ -165,6 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RefusedAgain, refusals=refusals)
     app.add_middleware(SecurityHeaders)
 
     def openapi() -> dict[str, Any]:
@@ -177,6 +180,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema["security"] = [{"bearer": []}]
             _document_validation_errors_as_error_body(schema)
             add_request_examples(schema)
+            _document_malformed_bodies(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -199,3 +203,24 @@ def _document_validation_errors_as_error_body(schema: dict[str, Any]) -> None:
     if not uses_default:
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
+
+
+MALFORMED_BODY = (
+    "Unprocessable Entity: a body that is not valid JSON (or CSV/NDJSON where accepted) is `malformed_body`; "
+    "a well-formed body failing validation is `validation_error` or `invalid`. Nothing is written."
+)
+"""How every operation that takes a body documents its 422."""
+
+
+def _document_malformed_bodies(schema: dict[str, Any]) -> None:
+    """Every operation with a request body says in its 422 that a malformed body is answered there, with the
+    one error body and an example."""
+    example = {"error": "malformed_body", "detail": "body is not valid JSON: line 1 column 10 (char 9)"}
+    error_body = {"$ref": "#/components/schemas/ErrorBody"}
+    for operation in (op for path in schema.get("paths", {}).values() for op in path.values()):
+        if "requestBody" not in operation:
+            continue
+        response = operation.setdefault("responses", {}).setdefault("422", {})
+        response["description"] = MALFORMED_BODY
+        content = response.setdefault("content", {}).setdefault("application/json", {"schema": error_body})
+        content["examples"] = {"malformed_body": {"summary": "not valid JSON", "value": example}}

@@ -91,11 +91,17 @@ def keys_create(
     project: Annotated[str | None, typer.Option(help="Project id (all roles but admin).")] = None,
     rater: Annotated[str | None, typer.Option(help="Rater external id (annotator keys).")] = None,
     name: Annotated[str | None, typer.Option(help="A note to recognise the key by.")] = None,
+    expires_at: Annotated[
+        str | None,
+        typer.Option(help="When the key stops working: ISO 8601 with a timezone, e.g. 2027-01-31T00:00:00Z."),
+    ] = None,
 ) -> None:
     """Create an API key in the configured database and print its secret (shown once).
 
-    Example: annoplan keys create --role admin
+    Example: annoplan keys create --role admin --expires-at 2027-01-31T00:00:00Z
     """
+    from datetime import datetime
+
     from sqlalchemy import select
 
     from service.core.db import make_sessionmaker, session_scope
@@ -109,6 +115,16 @@ def keys_create(
         raise typer.BadParameter("admin keys take no --project; every other role needs one")
     if (role == "annotator") != (rater is not None):
         raise typer.BadParameter("--rater is required for annotator keys and only for them")
+    expiry = None
+    if expires_at is not None:
+        try:
+            expiry = datetime.fromisoformat(expires_at)
+        except ValueError:
+            raise typer.BadParameter(f"--expires-at {expires_at!r} is not an ISO 8601 moment") from None
+        if expiry.tzinfo is None:
+            raise typer.BadParameter("--expires-at needs a timezone, e.g. 2027-01-31T00:00:00Z")
+        if expiry <= datetime.now(expiry.tzinfo):
+            raise typer.BadParameter("--expires-at must be in the future")
     engine = _migrated_engine()
     with session_scope(make_sessionmaker(engine), write=True) as session:
         if project is not None and session.get(Project, project) is None:
@@ -118,7 +134,9 @@ def keys_create(
             rater_id = session.scalar(select(Rater.id).where(Rater.project_id == project, Rater.external_id == rater))
             if rater_id is None:
                 raise typer.BadParameter(f"no rater {rater!r} in project {project!r}")
-        _, secret = create_key(session, role=Role(role), project_id=project, rater_id=rater_id, name=name)
+        _, secret = create_key(
+            session, role=Role(role), project_id=project, rater_id=rater_id, name=name, expires_at=expiry
+        )
     engine.dispose()
     typer.echo(secret)
 
@@ -139,7 +157,7 @@ def keys_list(
         rows = listed_keys(session, include_revoked=all_keys)
     engine.dispose()
     table = Table(title="annoplan API keys")
-    for column in ("id", "role", "project", "rater", "name", "created", "revoked"):
+    for column in ("id", "role", "project", "rater", "name", "created", "revoked", "expires"):
         table.add_column(column)
     for key, rater in rows:
         table.add_row(
@@ -150,6 +168,7 @@ def keys_list(
             key.name or "",
             key.created_at.isoformat(timespec="seconds"),
             key.revoked_at.isoformat(timespec="seconds") if key.revoked_at else "",
+            key.expires_at.isoformat(timespec="seconds") if key.expires_at else "",
         )
     console.print(table)
 

@@ -57,8 +57,13 @@ class LiveServer:
     on the same port and database.
     """
 
-    def __init__(self, database_url: str, admin_key: str, *, workers: int = 1, **settings: object):
+    def __init__(
+        self, database_url: str, admin_key: str, *, workers: int = 1, as_deployed: bool = False, **settings: object
+    ):
+        """``as_deployed``: start it as ``annoplan serve`` does (``python -m service``: its uvicorn options,
+        host, port and workers from the environment) instead of with this harness's uvicorn command line."""
         self.database_url = database_url
+        self.as_deployed = as_deployed
         self.workers = workers
         self.admin_key = admin_key
         self.port = free_port()
@@ -72,8 +77,13 @@ class LiveServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> LiveServer:
-        self.proc = subprocess.Popen(
-            [
+        env = self.env
+        if self.as_deployed:
+            command = [sys.executable, "-m", "service"]
+            env = {**env, "ANNOPLAN_HOST": "127.0.0.1", "ANNOPLAN_PORT": str(self.port)}
+            env["ANNOPLAN_WORKERS"] = str(self.workers)
+        else:
+            command = [
                 sys.executable,
                 "-m",
                 "uvicorn",
@@ -87,9 +97,9 @@ class LiveServer:
                 "--log-level",
                 "warning",
                 *(["--workers", str(self.workers)] if self.workers > 1 else []),
-            ],
-            cwd=ROOT,
-            env=self.env,
+            ]
+        self.proc = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL if self.as_deployed else None
         )
         deadline = time.monotonic() + START_DEADLINE_S
         while time.monotonic() < deadline:

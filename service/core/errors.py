@@ -138,6 +138,14 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 415,
             )
+        malformed = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+        if malformed is not None:  # as the bulk routes answer one (service.core.uploads)
+            at = malformed.get("loc", ("body", None))[-1]
+            where = f" at character {at}" if isinstance(at, int) else ""
+            reason = malformed.get("ctx", {}).get("error", "")
+            return JSONResponse(
+                error_body("malformed_body", f"body is not valid JSON{where}: {reason}".rstrip(": ")), 422
+            )
         fields = [
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()
         ]

@@ -1,23 +1,31 @@
 """Fair sharing within a worker process: how many computations of one project may be in flight
 at once (plans, Label Studio syncs), so one project cannot take every slot (docs/operations.md,
-"Work limits"). Past its share a request is a 429 with ``Retry-After``."""
+"Work limits"). Past its share a request is a 429 with ``Retry-After``.
+
+A client that asks again at once, ignoring ``Retry-After``, is answered 429 again by
+:class:`RefusedAgain` before any routing, key lookup or database work while the project is still
+at its share: a refused request cost as much of the worker as any authenticated request (about
+4 ms of CPU), so a loop of them from one project slowed every other project's requests
+(bench/fairness.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from service.core.errors import AppError
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.core.errors import AppError, error_body
 
 RETRY_AFTER_SECONDS = 5
-
-
-class Busy(AppError):
-    """A project (or the service) already has as many of these computations in flight as it may."""
-
-    status_code = 429
-    code = "too_many_in_flight"
+MAX_REFUSALS = 10_000
+"""Refusals remembered per worker at most (keys x routes whose project is at its share)."""
 
 
 class ProjectSlots:
@@ -29,6 +37,11 @@ class ProjectSlots:
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
 
+    def full(self, project_id: str) -> bool:
+        """Whether the project holds all of its slots right now."""
+        with self._lock:
+            return self._held.get(project_id, 0) >= self.per_project
+
     @contextmanager
     def slot(self, project_id: str) -> Iterator[None]:
         """Hold one of the project's slots for the block; 429 :class:`Busy` at once when none is free."""
@@ -37,7 +50,9 @@ class ProjectSlots:
             if held >= self.per_project:
                 raise Busy(
                     f"this project already has {held} {self.what} in flight (at most {self.per_project} at once); "
-                    f"retry in {RETRY_AFTER_SECONDS} s"
+                    f"retry in {RETRY_AFTER_SECONDS} s",
+                    slots=self,
+                    project_id=project_id,
                 )
             self._held[project_id] = held + 1
         try:
@@ -49,3 +64,104 @@ class ProjectSlots:
                     self._held[project_id] = left
                 else:
                     del self._held[project_id]
+
+
+class Busy(AppError):
+    """A project (or the service) already has as many of these computations in flight as it may."""
+
+    status_code = 429
+    code = "too_many_in_flight"
+
+    def __init__(self, detail: str, *, slots: ProjectSlots | None = None, project_id: str | None = None):
+        super().__init__(detail)
+        self.slots = slots
+        self.project_id = project_id
+
+
+Refusal = tuple[bytes, str, str]
+"""What a refusal is remembered by: a hash of the ``Authorization`` header, the method and the path."""
+
+
+def refusal_of(authorization: bytes, method: str, path: str) -> Refusal:
+    """The key a request is remembered (and found again) by; the header is kept only as its SHA-256."""
+    return hashlib.sha256(authorization).digest(), method, path
+
+
+class Refusals:
+    """The requests of this worker refused with :class:`Busy` for a project's slots, while those stay full."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refused: dict[Refusal, tuple[ProjectSlots, str]] = {}
+
+    def remember(self, authorization: str | None, method: str, path: str, busy: Busy) -> None:
+        """Note that this caller's request was refused for ``busy``'s project slots (a refusal for another
+        reason, or of a request without a key, is not remembered)."""
+        if authorization is None or busy.slots is None or busy.project_id is None:
+            return
+        with self._lock:
+            if len(self._refused) >= MAX_REFUSALS:
+                self._refused = {k: v for k, v in self._refused.items() if v[0].full(v[1])}
+            if len(self._refused) < MAX_REFUSALS:
+                self._refused[refusal_of(authorization.encode("latin-1"), method, path)] = (busy.slots, busy.project_id)
+
+    def still_refused(self, refusal: Refusal) -> ProjectSlots | None:
+        """The slots that refused this request before, if its project still holds them all; else None (forgotten)."""
+        with self._lock:
+            if not self._refused:
+                return None
+            held = self._refused.get(refusal)
+            if held is None:
+                return None
+            if held[0].full(held[1]):
+                return held[0]
+            del self._refused[refusal]
+            return None
+
+    def __bool__(self) -> bool:
+        return bool(self._refused)
+
+
+class RefusedAgain:
+    """ASGI middleware: a request refused with :class:`Busy` and sent again by the same key while its project
+    is still at its share is answered 429 here, before routing, the key's lookup or the database."""
+
+    def __init__(self, app: ASGIApp, refusals: Refusals):
+        self.app = app
+        self.refusals = refusals
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.refusals:
+            authorization = dict(scope["headers"]).get(b"authorization")
+            slots = None
+            if authorization is not None:
+                slots = self.refusals.still_refused(refusal_of(authorization, scope["method"], scope["path"]))
+            if slots is not None:
+                await _busy_again(send, slots)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _busy_again(send: Send, slots: ProjectSlots) -> None:
+    detail = (
+        f"this project still has {slots.per_project} {slots.what} in flight (at most {slots.per_project} at once); "
+        f"retry in {RETRY_AFTER_SECONDS} s, as Retry-After said"
+    )
+    body = orjson.dumps(error_body(Busy.code, detail))
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(math.ceil(RETRY_AFTER_SECONDS)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def install_refusal_memory(app: FastAPI, refusals: Refusals) -> None:
+    """Answer :class:`Busy` with the one error body (``Retry-After`` comes from ``SecurityHeaders``), remembering
+    a refusal for project slots so that :class:`RefusedAgain` answers its too-early repeats."""
+
+    @app.exception_handler(Busy)
+    async def _busy(request: Request, exc: Busy) -> JSONResponse:
+        refusals.remember(request.headers.get("authorization"), request.method, request.scope["path"], exc)
+        return JSONResponse(error_body(exc.code, exc.detail), exc.status_code)

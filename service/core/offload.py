@@ -12,12 +12,15 @@ service's computing modules imported, so a start costs milliseconds):
   document's monitoring beside its other statistics: the request waits for the slowest).
 - :func:`run_while_connected` for an async route whose client may leave (``/agreement``): the
   child is killed when the client disconnects, so its work stops at once.
+
+Either child ends the moment its web worker ends, even by ``SIGKILL`` (:mod:`service.core.parent_watch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import traceback
 from collections.abc import Callable
 from multiprocessing import forkserver
@@ -29,6 +32,7 @@ from starlette.requests import Request
 from threadpoolctl import threadpool_limits
 
 from service.core.errors import AppError
+from service.core.parent_watch import computing_child
 
 T = TypeVar("T")
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -68,7 +72,10 @@ class ClientGone(Exception):
     """The client disconnected before the result was ready; nobody is left to answer."""
 
 
-def _call(out: Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _call(
+    out: Connection, worker_pid: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    computing_child(worker_pid)  # its parent is the forkserver: it would outlive a killed worker
     try:
         # One BLAS thread: a document's children run side by side, and a multithreaded BLAS
         # spent more CPU than it saved on their small products (bench/document_children.py).
@@ -84,7 +91,7 @@ def _call(out: Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs
 def _started(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[BaseProcess, Connection]:
     """A child computing ``fn(*args, **kwargs)`` and the end of the pipe its outcome arrives on."""
     receiver, sender = _CONTEXT.Pipe(duplex=False)
-    child = _CONTEXT.Process(target=_call, args=(sender, fn, args, kwargs), daemon=True)
+    child = _CONTEXT.Process(target=_call, args=(sender, os.getpid(), fn, args, kwargs), daemon=True)
     child.start()
     sender.close()
     return child, receiver

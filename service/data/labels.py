@@ -171,6 +171,12 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 
+def as_seen_by(principal: Principal, written: LabelsAccepted | LabelsRetracted) -> dict[str, Any]:
+    """A write's answer as the caller may read it: an annotator does not see the project-wide ``label_seq``."""
+    answer = written.model_dump()
+    return {**answer, "label_seq": None} if principal.role == Role.ANNOTATOR else answer
+
+
 def _items_gained(
     fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *, one_criterion: bool
 ) -> Counter[int]:

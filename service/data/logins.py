@@ -14,9 +14,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from service.core.errors import Unauthorized
-from service.data.keys import Principal
+from service.data.keys import Principal, principal_of_key
 from service.data.models import ApiKey, Login, new_public_id, utcnow
-from service.schemas import Role
 
 
 def token_hash(token: str) -> str:
@@ -44,7 +43,7 @@ def open_login(session: Session, principal: Principal, *, max_age_seconds: int) 
 
 
 def principal_for_login(session: Session, token: str) -> Principal:
-    """The principal of a live login's key, or 401 (unknown, logged out, expired, or its key revoked)."""
+    """The principal of a live login's key, or 401 (unknown, logged out, expired, or its key revoked or expired)."""
     row = session.execute(
         select(Login, ApiKey).join(ApiKey, ApiKey.id == Login.key_id).where(Login.token_hash == token_hash(token))
     ).first()
@@ -53,9 +52,7 @@ def principal_for_login(session: Session, token: str) -> Principal:
     login, key = row
     if login.revoked_at is not None or login.expires_at <= utcnow():
         raise Unauthorized("this login has ended (logged out or expired); log in again at /login")
-    if key.revoked_at is not None:
-        raise Unauthorized("unknown or revoked API key")
-    return Principal(key.id, Role(key.role), key.project_id, key.rater_id)
+    return principal_of_key(key)
 
 
 def close_login(session: Session, token: str) -> bool:

@@ -263,6 +263,8 @@ class ApiKey(Base):
     name: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    """From this moment the key is refused (401 ``key_expired``); null: it never expires."""
 
 
 class Login(Base):

@@ -78,11 +78,13 @@ def change_project(session: Session, project: Project, changes: dict[str, Any]) 
 
 
 def add_project_key(session: Session, project: Project, body: KeyCreate) -> tuple[ApiKey, str]:
-    """A new key of the project and its secret (422 for an admin key or an unknown rater)."""
+    """A new key of the project and its secret (422 for an admin key, an unknown rater or a past expiry)."""
     if body.role == "admin":
         raise Invalid("admin keys are not project keys; set ANNOPLAN_ADMIN_KEY or use the CLI")
     rater = None if body.rater is None else rater_id(session, project.id, body.rater)
-    return create_key(session, role=Role(body.role), project_id=project.id, rater_id=rater, name=body.name)
+    return create_key(
+        session, role=Role(body.role), project_id=project.id, rater_id=rater, name=body.name, expires_at=body.expires_at
+    )
 
 
 def revoke_key(session: Session, project: Project, key_id: str) -> None:

@@ -649,7 +649,8 @@ def reconcile(
         raters_created=created,
         raters_updated=changed,
         labels=labels.model_copy(
-            update={"label_seq": max(labels.label_seq, retracted.label_seq, retracted_links.label_seq)}
+            # written with a pm's principal: its label_seq is set (null only as an annotator reads it)
+            update={"label_seq": max(labels.label_seq or 0, retracted.label_seq, retracted_links.label_seq)}
         ),
         changes=LabelChanges(
             added=sum(old is None for old, _ in values),

@@ -26,6 +26,7 @@ def key_read(key: ApiKey, rater: str | None) -> KeyRead:
         name=key.name,
         created_at=key.created_at,
         revoked_at=key.revoked_at,
+        expires_at=key.expires_at,
     )
 
 
@@ -35,7 +36,8 @@ def list_keys(
     _admin: AdminPrincipal,
     include_revoked: Annotated[bool, Query(description="List revoked keys too.")] = False,
 ) -> list[KeyRead]:
-    """Every working key of the service, admin keys included, oldest first (admin). Secrets are never shown."""
+    """Every unrevoked key of the service, admin keys included, oldest first (admin); an expired one shows its
+    `expires_at` in the past. Secrets are never shown."""
     return [key_read(key, rater) for key, rater in listed_keys(session, include_revoked=include_revoked)]
 
 

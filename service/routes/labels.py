@@ -15,7 +15,7 @@ from service.core.errors import Invalid, echo, error_responses
 from service.core.pagination import Page, PageDep, page_of
 from service.core.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.data.labels import retract_rows, write_labels
+from service.data.labels import as_seen_by, retract_rows, write_labels
 from service.data.queries import LABEL_COLUMNS, label_rows, rater_id
 from service.deps import (
     PrincipalDep,
@@ -26,7 +26,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.schemas import LabelIn, LabelRow, LabelsAccepted, LabelsRetracted, RetractionIn
+from service.schemas import LabelIn, LabelRow, LabelsAccepted, RetractionIn, RetractionsRead
 
 router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
 
@@ -53,7 +53,7 @@ def post_labels(
     A row equal to its cell's current label counts as a duplicate and writes nothing; a
     different value for a labelled cell is a correction (a new event). Values are the
     project's labels, `CANNOT_ASSESS` (when the project allows abstention) or `INVALID`
-    (judges only). An annotator key may only write its own rater.
+    (judges only). An annotator key may only write its own rater, and gets `label_seq` null.
     """
     rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
     return idempotent_write(
@@ -61,13 +61,13 @@ def post_labels(
         principal,
         idem,
         request_fingerprint(request, body),
-        lambda: (200, write_labels(session, project, principal, rows)),
+        lambda: (200, as_seen_by(principal, write_labels(session, project, principal, rows))),
     )
 
 
 @router.post(
     "/retractions",
-    response_model=LabelsRetracted,
+    response_model=RetractionsRead,
     openapi_extra=bulk_body_doc(RetractionIn),
     responses=error_responses(401, 403, 404, 409, 413, 415, 422),
 )
@@ -94,7 +94,7 @@ def post_retractions(
         principal,
         idem,
         request_fingerprint(request, body),
-        lambda: (200, retract_rows(session, project, principal, rows)),
+        lambda: (200, as_seen_by(principal, retract_rows(session, project, principal, rows))),
     )
 
 

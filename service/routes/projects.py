@@ -108,9 +108,10 @@ def patch_project(
 def create_project_key(
     pid: ProjectId, project: ProjectForAdminWrite, body: KeyCreate, session: WriteSession
 ) -> KeyCreated:
-    """Create a key for this project (admin). The secret is in this response only."""
+    """Create a key for this project (admin), optionally expiring at `expires_at` (then 401 `key_expired`).
+    The secret is in this response only."""
     row, secret = add_project_key(session, project, body)
-    return KeyCreated(id=row.id, role=body.role, project=pid, rater=body.rater, key=secret)
+    return KeyCreated(id=row.id, role=body.role, project=pid, rater=body.rater, expires_at=row.expires_at, key=secret)
 
 
 @router.delete("/{pid}/keys/{kid}", status_code=204, responses=error_responses(401, 403, 404))

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -337,6 +338,10 @@ class KeyCreate(Strict):
     role: Role
     rater: ExternalId | None = Field(None, description="External id of the rater (annotator keys only).")
     name: str | None = Field(None, max_length=200)
+    expires_at: AwareDatetime | None = Field(
+        None,
+        description="When the key stops working (401 `key_expired`): a future moment with a timezone; omitted: never.",
+    )
 
     @model_validator(mode="after")
     def _rater_only_for_annotators(self) -> KeyCreate:
@@ -352,6 +357,7 @@ class KeyCreated(BaseModel):
     role: Role
     project: str | None
     rater: str | None
+    expires_at: datetime | None = Field(description="When the key stops working; null: never.")
     key: str = Field(description="The secret; shown once, only its hash is stored.")
 
 
@@ -365,6 +371,7 @@ class KeyRead(BaseModel):
     name: str | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = Field(description="When the key stops (or stopped) working; null: never.")
 
 
 class ItemIn(StrictRow):
@@ -440,12 +447,24 @@ class RetractionIn(TypedDict):
 class LabelsAccepted(BaseModel):
     accepted: int = Field(description="New label events written (first labels and corrections).")
     duplicates: int = Field(description="Rows equal to the cell's current label; nothing written.")
-    label_seq: int = Field(description="The project's last label event after this write.")
+    label_seq: int | None = Field(
+        description="The project's last label event after this write; null for an annotator key (the project-wide "
+        "sequence would show it how much the other raters label)."
+    )
 
 
 class LabelsRetracted(BaseModel):
     retracted: int = Field(description="Retraction events written (cells whose current label was withdrawn).")
     label_seq: int = Field(description="The project's last label event after this write.")
+
+
+class RetractionsRead(BaseModel):
+    """What ``POST /projects/{pid}/labels/retractions`` wrote, as the caller may read it."""
+
+    retracted: int = Field(description="Retraction events written (cells whose current label was withdrawn).")
+    label_seq: int | None = Field(
+        description="The project's last label event after this write; null for an annotator key (as for labels)."
+    )
 
 
 class LabelRow(BaseModel):

@@ -2,7 +2,8 @@
 
 A large simulation is a ``simulations`` row plus a task in this server process's pool. The
 pool is started lazily at the first job (``spawn`` context: no fork of a threaded server)
-and sized by ``simulation_workers``; the app's shutdown stops it (:meth:`JobRunner.shutdown`).
+and sized by ``simulation_workers``; the app's shutdown stops it (:meth:`JobRunner.shutdown`), and its
+processes end by themselves when the server process is killed (:mod:`service.core.parent_watch`).
 The child opens its own engine from the database URL, marks the row ``running``, writes
 ``done``/``total`` (grid cells) at most once a second, and stores the result or the error.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from planner.simulate import SimulationResult, replay, simulate
 from service.core.db import make_engine, session_scope
+from service.core.parent_watch import computing_child
 from service.core.sql import rowcount
 from service.data.models import Simulation, utcnow
 from service.documents.sessions import worker_sessionmaker
@@ -272,7 +275,13 @@ class JobRunner:
 
     def _executor(self, workers: int) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            # end_with: a pool worker outlived a SIGKILLed server, computing a job nobody would read
+            self._pool = ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=computing_child,
+                initargs=(os.getpid(),),
+            )
         return self._pool
 
     def _finished(self, job_id: str, future: Future[None]) -> None:

@@ -379,10 +379,14 @@ def call_row(w: World, caller: str, method: str, template: str) -> Any:
     return w.call(caller, method, template.format(pid=w.pid, **params), **kwargs)
 
 
+SEQUENCE = re.compile(r'"[a-z_]*label_seq"\s*:\s*\d')
+"""A project-wide label sequence number in a JSON body (it would show how much the other raters label)."""
+
+
 def leaked_to_annotator(body: str) -> list[str]:
-    """Strings an annotator's response must never hold: other raters and any label value."""
+    """Strings an annotator's response must never hold: other raters, any label value, the project's label_seq."""
     needles = [JUDGE, PRIMARY, OTHER_HUMAN, IDLE_HUMAN, *NAMES.values(), '"value"']
-    return [n for n in needles if n in body]
+    return [n for n in needles if n in body] + SEQUENCE.findall(body)
 
 
 def leaked_to_viewer(body: str) -> list[str]:
@@ -447,7 +451,23 @@ def test_annotator_writes_only_its_own_rater_all_or_nothing(world: World) -> Non
     row = {"item": ITEMS[3], "rater": ANN, "value": "fail"}
     own = world.call("annotator", "POST", f"/projects/{pid}/labels", json=[row])
     assert own.status_code == 200, own.text
-    assert set(own.json()) == {"accepted", "duplicates", "label_seq"}
+    assert own.json() == {"accepted": 1, "duplicates": 0, "label_seq": None}
+
+
+def test_annotator_never_reads_the_project_label_seq(world: World) -> None:
+    """The project-wide sequence is null in an annotator's label write, its idempotent replay and its duplicate;
+    a pm's identical write gets the number."""
+    pid = world.pid
+    row = {"item": ITEMS[4], "rater": ANN, "value": "pass"}
+    idem = {"Idempotency-Key": world.fresh("seq")}
+    first = world.call("annotator", "POST", f"/projects/{pid}/labels", json=[row], headers=idem)
+    replay = world.call("annotator", "POST", f"/projects/{pid}/labels", json=[row], headers=idem)
+    again = world.call("annotator", "POST", f"/projects/{pid}/labels", json=[row])
+    for r in (first, replay, again):
+        assert r.status_code == 200 and r.json()["label_seq"] is None, r.text
+    assert (first.json()["accepted"], again.json()["duplicates"]) == (1, 1)
+    as_pm = world.call("pm", "POST", f"/projects/{pid}/labels", json=[row])
+    assert as_pm.json()["label_seq"] == world.admin("GET", f"/projects/{pid}")["label_seq"] > 0
 
 
 def test_annotator_fetches_only_its_own_batches(world: World) -> None:

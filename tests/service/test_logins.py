@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 
 from service.core.db import session_scope
 from service.core.settings import Settings
-from service.data.models import Login, utcnow
+from service.data.models import ApiKey, Login, utcnow
 from tests.conftest import ADMIN_KEY
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -146,3 +146,18 @@ def test_over_https_the_login_cookie_is_host_prefixed_and_secure(settings: Setti
         r = c.post("/logout", content=f"csrf={_logout_token(page.text)}", headers=FORM, follow_redirects=False)
         assert r.status_code == 303 and "__Host-annoplan_login=" in r.headers["set-cookie"]
         assert c.get("/dashboard", follow_redirects=False).headers["location"] == "/login"
+
+
+def test_a_login_ends_when_its_key_expires(client: TestClient, project: dict) -> None:
+    """A key's expiry ends its logins too: the cookie's login outlives no key (401 key_expired, not a page)."""
+    created = client.post(f"/projects/{project['id']}/keys", json={"role": "viewer"}).json()
+    client.headers.pop("Authorization")
+    landing, _ = _log_in(client, created["key"])
+    assert client.get(landing).status_code == 200
+    with session_scope(client.app.state.sessions, write=True) as session:
+        session.execute(
+            update(ApiKey).where(ApiKey.id == created["id"]).values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert client.get(landing, follow_redirects=False).headers["location"] == "/login"
+    r = client.get(f"/projects/{project['id']}/reliability")
+    assert r.status_code == 401 and r.json()["error"] == "key_expired"
