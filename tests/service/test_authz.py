@@ -103,6 +103,8 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/report", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/batches/{bid}/label-studio", 200, 200, 200, 403, 401, 401, 404),  # ANN's batch
     ("POST", "/projects/{pid}/import/label-studio", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/import/generic", 200, 200, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/export/generic", 200, 200, 403, 403, 401, 401, 404),
     # a shared-secret webhook: any key but an admin or pm key of the project is a 401 (nothing revealed)
     ("POST", "/projects/{pid}/webhooks/label-studio", 200, 200, 401, 401, 401, 401, 401),
     ("GET", "/projects/{pid}/integrations/label-studio/issues", 200, 200, 403, 403, 401, 401, 404),
@@ -328,6 +330,10 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]},
     ),
     ("POST", "/projects/{pid}/webhooks/label-studio"): lambda w, c: ({}, {"json": {"action": "PROJECT_UPDATED"}}),
+    ("POST", "/projects/{pid}/import/generic"): lambda w, c: (
+        {},
+        {"json": [{"item": w.fresh("generic-item"), "rater": JUDGE, "kind": "judge", "value": "pass"}]},
+    ),
     ("PATCH", "/projects/{pid}/raters/{rid}"): lambda w, c: (
         {"rid": IDLE_HUMAN},
         {"json": {"name": NAMES[IDLE_HUMAN]}},
