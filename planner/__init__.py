@@ -178,6 +178,13 @@ from planner.scores import (
     mean_squares,
     root_mean_squared_error,
 )
+from planner.selective import (
+    SelectiveCalibration,
+    SelectiveStage,
+    calibrate_selective,
+    majority_labels,
+    selective_assignment,
+)
 from planner.sequential import (
     Monitoring,
     MonitorState,
@@ -193,12 +200,29 @@ from planner.simulate import (
     simulate,
     synthetic_codes,
 )
+from planner.slices import (
+    SliceMonitoring,
+    SliceOutcome,
+    SliceValidation,
+    monitor_judge_by_slice,
+    validate_judge_by_slice,
+)
 from planner.verdicts import (
     VerdictTable,
     verdict_table,
 )
 
 __all__ = [
+    "SelectiveCalibration",
+    "SelectiveStage",
+    "calibrate_selective",
+    "majority_labels",
+    "selective_assignment",
+    "SliceMonitoring",
+    "SliceOutcome",
+    "SliceValidation",
+    "monitor_judge_by_slice",
+    "validate_judge_by_slice",
     "DecisionRule",
     "mirror_accuracy",
     "MAX_SIZING_CELLS",

@@ -48,10 +48,11 @@ from service.routes import (
     raters,
     reliability,
     report,
+    selective,
     simulations,
     webhooks,
 )
-from service.schemas import ItemIn, LabelIn
+from service.schemas import ItemIn, LabelIn, RetractionIn
 from service.simulations.jobs import RUNNER
 from service.webhooks.sender import WebhookSender
 
@@ -156,6 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         webhooks,
         certificates,
         keys,
+        selective,
     ):
         app.include_router(module.router)
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")
@@ -167,7 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (ItemIn, LabelIn, GenericRow):
+            for model in (ItemIn, LabelIn, RetractionIn, GenericRow):
                 schema["components"]["schemas"][model.__name__] = TypeAdapter(model).json_schema()
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]

@@ -226,6 +226,13 @@ def plan(
             "per overlap item; strat and depth-first a shared panel of K-1, which needs a smaller m (certify)."
         ),
     ] = "random",
+    promise: Annotated[
+        str,
+        typer.Option(
+            help="rater: false rejection <= alpha/2 for each held-out human; judge: for the judge as a whole "
+            "(smaller; margin rule from priors, --design disjoint)."
+        ),
+    ] = "rater",
     as_json: Annotated[bool, typer.Option("--json", help="Print the recipe as JSON instead of a table.")] = False,
     labels_csv: Annotated[
         Path | None,
@@ -257,6 +264,10 @@ def plan(
         raise typer.BadParameter(f"--purpose must be certify or rank, not {purpose!r}")
     if design not in PLAN_DESIGNS:
         raise typer.BadParameter(f"--design must be one of {', '.join(PLAN_DESIGNS)}, not {design!r}")
+    if promise not in ("rater", "judge"):
+        raise typer.BadParameter(f"--promise must be rater or judge, not {promise!r}")
+    if promise == "judge" and (purpose != "certify" or design != "disjoint" or labels_csv is not None):
+        raise typer.BadParameter("--promise judge plans a certification from priors with --design disjoint")
     if purpose == "rank" and not (n_judges >= 2 and 0 < delta_min < 1):
         raise typer.BadParameter("--purpose rank needs --n-judges of at least 2 and --delta-min in (0, 1)")
     lattice: XiLattice | None = None
@@ -275,17 +286,25 @@ def plan(
         mu_d, sigma0_sq = lattice.mu_d, lattice.variance
         source = f"prior (p_h={p_h}, p_j={p_j}, L={n_labels})"
         moments = {"source": "prior", "p_h": p_h, "p_j": p_j, "mu_d": mu_d, "sigma0_sq": sigma0_sq}
+    per_rater_m: int | None = None
     if purpose == "certify":
-        recipe = certify_recipe(
-            mu_d,
-            sigma0_sq,
-            n_items=n_items,
-            n_humans=n_raters,
-            epsilon=epsilon,
-            alpha_sig=alpha_sig,
-            pool_size=pool_size,
-            lattice=lattice,
-        )
+
+        def certified(promised: str) -> Any:
+            return certify_recipe(
+                mu_d,
+                sigma0_sq,
+                n_items=n_items,
+                n_humans=n_raters,
+                epsilon=epsilon,
+                alpha_sig=alpha_sig,
+                pool_size=pool_size,
+                lattice=lattice,
+                promise=promised,
+            )
+
+        recipe = certified(promise)
+        if promise == "judge":
+            per_rater_m = certified("rater").m
     else:
         try:
             variance = ranking_variance(moments, delta_min, n_labels=n_labels, n_humans=n_raters, n_judges=n_judges)
@@ -304,7 +323,10 @@ def plan(
             "n_humans": n_raters,
             **({"n_judges": n_judges, "delta_min": delta_min} if purpose == "rank" else {"epsilon": epsilon}),
             "moments": moments,
-            "recipe": recipe_dict(recipe),
+            "recipe": {
+                **recipe_dict(recipe),
+                **({"promise": recipe.promise, "m_per_rater": per_rater_m} if purpose == "certify" else {}),
+            },
         }
         typer.echo(json.dumps(_finite(document), indent=2))
         return
@@ -319,7 +341,10 @@ def plan(
     ]
     if purpose == "rank":
         rows += [("judges", str(n_judges)), ("delta_min", f"{delta_min:g}"), ("pair variance", f"{variance:.4f}")]
-    rows.append(("m (overlap per secondary)", str(recipe.m) if recipe.m is not None else "none suffices"))
+    if per_rater_m is not None:
+        rows.append(("m for each held-out human", str(per_rater_m)))
+    what = "m (overlap per secondary)" if per_rater_m is None else "m for the judge (served)"
+    rows.append((what, str(recipe.m) if recipe.m is not None else "none suffices"))
     if recipe.plan is not None:
         rows += [("rho = m/n", f"{recipe.plan.rho:.3f}"), ("total human labels", f"{recipe.plan.total_labels:,}")]
     if recipe.reason:
@@ -516,7 +541,9 @@ def sync_label_studio(
     ls_project: Annotated[int, typer.Option(help="The Label Studio project id.")],
     ls_url: Annotated[str, typer.Option(envvar="LABEL_STUDIO_URL", help="Label Studio's base URL.")] = "",
     ls_token: Annotated[str, typer.Option(envvar="LABEL_STUDIO_TOKEN", help="A Label Studio API token.")] = "",
-    token_type: Annotated[str, typer.Option(help="Token (legacy API token) or Bearer (access token).")] = "Token",
+    token_type: Annotated[
+        str, typer.Option(help="Token (a legacy API token), Personal (a personal access token) or Bearer.")
+    ] = "Token",
     from_name: Annotated[str | None, typer.Option(help="The choices control, when the config is ambiguous.")] = None,
     primary: Annotated[str | None, typer.Option(help="Label Studio id or email of the primary annotator.")] = None,
     judge_prefix: Annotated[str, typer.Option(help="Prefix of the judges' external ids.")] = "",
@@ -532,12 +559,7 @@ def sync_label_studio(
     Example: annoplan sync label-studio --project p_... --ls-project 3 --ls-url http://127.0.0.1:8080
     (with ANNOPLAN_KEY and LABEL_STUDIO_TOKEN set)
     """
-    import httpx
-
-    if not (key and ls_url and ls_token):
-        raise typer.BadParameter(
-            "pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)"
-        )
+    _require_credentials(key, ls_url, ls_token)
     body = {
         "url": ls_url,
         "project": ls_project,
@@ -548,11 +570,7 @@ def sync_label_studio(
         "judge_prefix": judge_prefix,
         "criterion": criterion,
     }
-    try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
-            done = _ok(c.post(f"/projects/{project}/integrations/label-studio/sync", json=body))
-    except httpx.HTTPError as exc:
-        raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
+    done = _posted(url, key, f"/projects/{project}/integrations/label-studio/sync", body)
     changes = done["changes"]
     typer.echo(
         f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, "
@@ -560,6 +578,11 @@ def sync_label_studio(
         f"{len(done['unmapped'])} unmapped, {len(done['raters_created'])} raters created; "
         f"label_seq {done['labels']['label_seq']}"
     )
+    if created := done["items"]["created"]:
+        typer.echo(
+            f"  {created} tasks were new to annoplan and became items (tasks added in Label Studio by hand): "
+            "they are in no plan's lists until you plan again"
+        )
     for u in done["unmapped"][:20]:
         typer.echo(f"  unmapped: task {u['task']} {u['rater']}: {u['value']!r}")
     if done.get("issues"):
@@ -567,6 +590,77 @@ def sync_label_studio(
             f"  {len(done['issues'])} annotations kept out of the labels, open in the inbox "
             f"(GET /projects/{project}/integrations/label-studio/issues)"
         )
+
+
+connect = typer.Typer(help="Set up annotation tools to work with a project.", no_args_is_help=True)
+app.add_typer(connect, name="connect")
+
+
+@connect.command("label-studio")
+def connect_label_studio(
+    project: Annotated[str, typer.Option(help="The annoplan project id.")],
+    ls_project: Annotated[int, typer.Option(help="The Label Studio project id.")],
+    webhook_url: Annotated[
+        str, typer.Option(help="annoplan's base URL as Label Studio reaches it (the webhook posts there).")
+    ],
+    ls_url: Annotated[str, typer.Option(envvar="LABEL_STUDIO_URL", help="Label Studio's base URL.")] = "",
+    ls_token: Annotated[str, typer.Option(envvar="LABEL_STUDIO_TOKEN", help="A Label Studio API token.")] = "",
+    token_type: Annotated[
+        str, typer.Option(help="Token (a legacy API token), Personal (a personal access token) or Bearer.")
+    ] = "Token",
+    hide_predictions: Annotated[
+        bool,
+        typer.Option(
+            help="Turn Label Studio's show_collab_predictions off; --no-hide-predictions refuses instead "
+            "while annotators would see the judge's predictions."
+        ),
+    ] = True,
+    url: Annotated[str, typer.Option(envvar="ANNOPLAN_URL", help="The annoplan server.")] = "http://127.0.0.1:8000",
+    key: Annotated[str, typer.Option(envvar="ANNOPLAN_KEY", help="An admin key or a pm key of the project.")] = "",
+) -> None:
+    """Set a Label Studio project up for this project (predictions hidden, maximum_annotations at the
+    plan's panel, the webhook with a new secret, a Data Manager tab per secondary) and print what changed;
+    a rerun changes only what drifted, and rotates the webhook's secret.
+
+    Example: annoplan connect label-studio --project p_... --ls-project 3 --webhook-url http://127.0.0.1:8000
+    (with ANNOPLAN_KEY, LABEL_STUDIO_URL and LABEL_STUDIO_TOKEN set)
+    """
+    _require_credentials(key, ls_url, ls_token)
+    body = {
+        "url": ls_url,
+        "project": ls_project,
+        "token": ls_token,
+        "token_type": token_type,
+        "webhook_url": webhook_url,
+        "hide_predictions": hide_predictions,
+    }
+    done = _posted(url, key, f"/projects/{project}/integrations/label-studio/connect", body)
+    for change in done["changed"]:
+        typer.echo(f"- {change}")
+    typer.echo(
+        f"webhook {done['webhook_id']} (pm key {done['key_id']}), maximum_annotations {done['maximum_annotations']}"
+    )
+    for rater, view in sorted(done["views"].items()):
+        typer.echo(f"  Data Manager tab {view} 'annoplan: {rater}' lists {rater}'s batches")
+
+
+def _require_credentials(key: str, ls_url: str, ls_token: str) -> None:
+    """Refuse a Label Studio command missing the annoplan key, Label Studio's URL or its token."""
+    if not (key and ls_url and ls_token):
+        raise typer.BadParameter(
+            "pass --key, --ls-url and --ls-token (or ANNOPLAN_KEY, LABEL_STUDIO_URL, LABEL_STUDIO_TOKEN)"
+        )
+
+
+def _posted(url: str, key: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The answer of annoplan at ``url`` to ``POST path`` with ``body`` (an error answer exits 1)."""
+    import httpx
+
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
+            return _ok(c.post(path, json=body))
+    except httpx.HTTPError as exc:
+        raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
 
 
 def _label_rows(path: Path) -> list[dict[str, Any]]:

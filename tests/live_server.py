@@ -7,10 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any, Self
 
 import httpx
+import uvicorn
 
 ROOT = Path(__file__).resolve().parents[1]
 # How long a server may take to answer /healthz after start: generous by default, since a
@@ -23,6 +26,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class InThreadApp:
+    """An ASGI app (a stand-in for a tool we call out to) served by uvicorn on loopback in a daemon
+    thread; ``url`` is its base URL, ``port`` its port. Use as a context manager."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self.server.run, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, f"the stand-in at {self.url} did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
 
 
 class LiveServer:

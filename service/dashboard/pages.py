@@ -34,12 +34,14 @@ def dashboard_page(
     *,
     behind: int,
     replay: HistoryReplay | None = None,
+    slices: dict[str, Any] | None = None,
 ) -> str:
     """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
     ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
-    ``replay``: the pool-score history's one-time replay, while it is under way.
+    ``replay``: the pool-score history's one-time replay, while it is under way; ``slices``: the first judge's
+    decision per slice of the project's ``decision.slices`` feature (docs/method.md §3b), failing slices first.
     """
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
@@ -94,7 +96,7 @@ def dashboard_page(
  {escape(str(doc.get("coefficient")))}, pass when omega &ge; {doc.get("omega_threshold")}</p>
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
-{panels}
+{_slice_table(slices)}{panels}
 <h2>Plan and overlap</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
@@ -196,6 +198,23 @@ def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> st
         f"{escape(monitoring['decision'])} after {monitoring['looks']} looks ({escape(statuses)}); a rater is "
         "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
         f"looks at once.</p>{_figure(project, chart)}"
+    )
+
+
+def _slice_table(slices: dict[str, Any] | None) -> str:
+    """The slices as a table, failing ones first (the block's order), under its headline."""
+    if slices is None:
+        return ""
+    rows = "".join(
+        f'<tr><td>{escape(s["value"])}</td><td class="{escape(s["decision"])}">{escape(s["decision"])}</td>'
+        f"<td>{_fmt(s['omega'])}</td><td>{_fmt(s['d'])}</td><td>{s['n_items']}</td></tr>"
+        for s in slices["slices"]
+    )
+    correction = escape(str(slices.get("correction", "")))
+    return (
+        f'<h2>Slices</h2><p id="slices-headline">{escape(slices["headline"])}</p>'
+        f'<table id="slices"><tr><th>slice</th><th>decision</th><th>omega</th><th>d</th><th>usable items</th></tr>'
+        f'{rows}</table><p class="note">Corrected across slices: {correction} (docs/method.md §3b).</p>'
     )
 
 

@@ -200,6 +200,8 @@ class LabelEvent(Base):
     batch_id: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     kind: Mapped[str] = mapped_column(String(16), default="label", server_default="label")
+    # A judge label's own certainty in [0, 1] (selective evaluation, docs/method.md §3c); null when not given.
+    confidence: Mapped[float | None] = mapped_column(Float)
 
 
 class CurrentLabel(Base):
@@ -219,6 +221,7 @@ class CurrentLabel(Base):
     project_id: Mapped[str] = mapped_column(String(40))  # no foreign key: see LabelEvent
     value: Mapped[str] = mapped_column(String(200))
     seq: Mapped[int] = mapped_column(BigInteger)
+    confidence: Mapped[float | None] = mapped_column(Float)  # the current event's (see LabelEvent)
 
 
 class PoolScore(Base):

@@ -29,6 +29,10 @@ class LabelStudioUnavailable(AppError):
     code = "label_studio_unavailable"
 
 
+class TokenRefused(LabelStudioUnavailable):
+    """Label Studio answered 401 or 403: the token or its type is wrong."""
+
+
 class LabelStudioTarget(Strict):
     """Where the Label Studio project is and how to authenticate."""
 
@@ -37,10 +41,11 @@ class LabelStudioTarget(Strict):
     token: SecretStr = Field(
         min_length=1, max_length=2000, description="A Label Studio API token; used for this call only, never stored."
     )
-    token_type: Literal["Token", "Bearer"] = Field(
+    token_type: Literal["Token", "Personal", "Bearer"] = Field(
         "Token",
         description="`Token` for a legacy API token (Label Studio started with "
-        "`--enable-legacy-api-token`), `Bearer` for an access token.",
+        "`--enable-legacy-api-token`), `Personal` for a personal access token (exchanged at Label Studio's "
+        "`/api/token/refresh/` for a short-lived access token first), `Bearer` for such an access token.",
     )
 
     @field_validator("url")
@@ -71,10 +76,7 @@ class SyncResult(ImportResult):
 def answer_json(response: httpx.Response, what: str) -> Any:
     """The JSON of a 2xx answer; 502 with the status and a reason of ours otherwise (nothing of the body)."""
     if response.status_code in (401, 403):
-        raise LabelStudioUnavailable(
-            f"Label Studio refused the token ({response.status_code}) for {what}: check the token and token_type "
-            "(legacy tokens need Label Studio started with --enable-legacy-api-token)"
-        )
+        raise TokenRefused(f"Label Studio refused the token ({response.status_code}) for {what}")
     if response.status_code >= 300:
         raise LabelStudioUnavailable(f"Label Studio answered {response.status_code} for {what}")
     try:
@@ -99,15 +101,40 @@ def _export_id(export: dict[str, Any]) -> int:
 
 @contextmanager
 def label_studio_calls(target: LabelStudioTarget, policy: OutboundPolicy, *, max_calls: int) -> Iterator[httpx.Client]:
-    """An outbound client to ``target`` with its token; refusals and transport errors as 502s that say why."""
-    headers = {"Authorization": f"{target.token_type} {target.token.get_secret_value()}"}
+    """An outbound client to ``target`` with its token (a personal access token exchanged for an access
+    token first); refusals and transport errors as 502s that say why."""
+    token = target.token.get_secret_value()
+    personal = target.token_type == "Personal"
+    headers = {} if personal else {"Authorization": f"{target.token_type} {token}"}
     try:
-        with client(policy, base_url=target.url, headers=headers, max_calls=max_calls) as http:
+        with client(policy, base_url=target.url, headers=headers, max_calls=max_calls + personal) as http:
+            if personal:
+                access = answer_object(http.post("/api/token/refresh/", json={"refresh": token}), "the token exchange")
+                if not isinstance(access.get("access"), str):
+                    raise LabelStudioUnavailable("Label Studio's token exchange answered no access token")
+                http.headers["Authorization"] = f"Bearer {access['access']}"
             yield http
+    except TokenRefused as refused:
+        raise TokenRefused(f"{refused.detail}: {_token_hint(target.token_type, token)}") from None
     except OutboundRefused as refused:
         raise LabelStudioUnavailable(f"Label Studio was not called further: {refused.reason}") from None
     except httpx.HTTPError as exc:
         raise LabelStudioUnavailable(f"Label Studio could not be reached: {type(exc).__name__}") from None
+
+
+def _token_hint(token_type: str, token: str) -> str:
+    """What to check when Label Studio refuses ``token`` sent as ``token_type``."""
+    jwt = token.count(".") == 2 and token.startswith("eyJ")  # a JSON Web Token: a personal access token
+    if jwt and token_type != "Personal":
+        return "this token is a JSON Web Token, as personal access tokens are: send it with token_type Personal"
+    if token_type == "Token":
+        return (
+            "a legacy token needs Label Studio started with --enable-legacy-api-token; "
+            "a personal access token goes with token_type Personal"
+        )
+    if token_type == "Personal":
+        return "the personal access token was not accepted: check it is current (not revoked or rotated)"
+    return "a Bearer token is a short-lived access token; pass a personal access token with token_type Personal"
 
 
 def fetch_snapshot(

@@ -29,7 +29,7 @@ def feature_name(strata: str) -> str | None:
     return strata[len(FEATURE_PREFIX) :] if strata.startswith(FEATURE_PREFIX) else None
 
 
-def _feature_values(session: Session, matrix: LabelMatrix, name: str) -> tuple[list[str | None], list[str]]:
+def feature_values(session: Session, matrix: LabelMatrix, name: str) -> tuple[list[str | None], list[str]]:
     """Per item (matrix order) its value of ``name`` as canonical JSON (None: absent or null), and its external id."""
     rows = {
         int(iid): (ext, features)
@@ -49,7 +49,7 @@ def _feature_values(session: Session, matrix: LabelMatrix, name: str) -> tuple[l
 
 def feature_strata(session: Session, matrix: LabelMatrix, name: str) -> tuple[np.ndarray, list[str]]:
     """Stratum code per item (matrix order) and each stratum's name; 422 when the feature cannot stratify."""
-    values, external = _feature_values(session, matrix, name)
+    values, external = feature_values(session, matrix, name)
     missing = [ext for ext, v in zip(external, values, strict=True) if v is None]
     if len(missing) == len(values):
         raise Invalid(f"no item has the feature {echo(name)}: upload items with it under 'features' first")

@@ -19,6 +19,7 @@ from service.core.errors import Invalid, echo
 from service.core.offload import off_worker
 from service.data.models import Project, Rater
 from service.documents.reliability import DocumentCache
+from service.documents.slices import slices_block
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.schemas.report import (
@@ -465,6 +466,19 @@ def cached_report(
     return report
 
 
+SLICE_RESAMPLES = 200
+"""Item resamples of each slice's inconclusive guard in the report's slices note."""
+
+
+def _slices_note(session: Session, project: Project, criterion: str, by: str) -> str:
+    """The slices' headline of the project's ``decision.slices`` (docs/method.md §3b), as a report note."""
+    try:
+        block = slices_block(session, project, criterion, by, n_resamples=SLICE_RESAMPLES)
+    except Invalid as exc:
+        return f"slices ({by}): {exc.detail}"
+    return f"slices ({by}, {criterion}, {block['correction']}): {block['headline']}"
+
+
 def build_report(session: Session, project: Project, options: ReportOptions) -> Report:
     """The report of every judge against the primary human under ``options`` (docs/method.md §7).
 
@@ -482,6 +496,9 @@ def build_report(session: Session, project: Project, options: ReportOptions) -> 
         notes.append("no judge rater: add a rater of kind 'judge'")
     if len(project.labels) != 2:
         notes.append("phi and F1 refer to the positive label versus the rest; sharp bounds need binary labels")
+    by = project.decision_settings.slices
+    if by is not None:
+        notes.append(_slices_note(session, project, criteria[0], by))
     resolved = replace(options, positive=_positive(project, options))
     reports = []
     if primary:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
-from service.core.errors import AppError, NotFound, Unauthorized, echo, error_responses
+from service.core.errors import AppError, Invalid, NotFound, Unauthorized, echo, error_responses
 from service.core.middleware import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -38,6 +38,7 @@ from service.deps import (
     request_authorization,
     scoped_project,
 )
+from service.documents.slices import cached_slices
 from service.planning.plans import current_plan
 from service.schemas import Role
 
@@ -212,7 +213,22 @@ def get_dashboard(
         "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
         "monitoring": monitoring_note(doc),
     }
-    page = dashboard_page(access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"], replay=replay)
+    slices = None
+    if decision.slices is not None:
+        try:
+            slices = cached_slices(
+                session,
+                access,
+                request.app.state.documents,
+                doc["criterion"],
+                decision.slices,
+                n_resamples=settings.bootstrap_resamples,
+            )
+        except Invalid as exc:  # a feature no item has yet: the page says so instead of failing
+            slices = {"headline": exc.detail, "slices": []}
+    page = dashboard_page(
+        access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"], replay=replay, slices=slices
+    )
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 

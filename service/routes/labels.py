@@ -15,7 +15,7 @@ from service.core.errors import Invalid, echo, error_responses
 from service.core.pagination import Page, PageDep, page_of
 from service.core.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
-from service.data.labels import write_labels
+from service.data.labels import retract_rows, write_labels
 from service.data.queries import LABEL_COLUMNS, label_rows, rater_id
 from service.deps import (
     PrincipalDep,
@@ -26,7 +26,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.schemas import LabelIn, LabelRow, LabelsAccepted
+from service.schemas import LabelIn, LabelRow, LabelsAccepted, LabelsRetracted, RetractionIn
 
 router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
 
@@ -65,6 +65,39 @@ def post_labels(
     )
 
 
+@router.post(
+    "/retractions",
+    response_model=LabelsRetracted,
+    openapi_extra=bulk_body_doc(RetractionIn),
+    responses=error_responses(401, 403, 404, 409, 413, 415, 422),
+)
+def post_retractions(
+    pid: ProjectId,
+    project: ProjectForAnnotatorWrite,
+    request: Request,
+    body: RawBody,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+    content_type: ContentType = None,
+    idem: IdempotencyKey = None,
+) -> JSONResponse:
+    """Withdraw labels in bulk (`item`, `rater`, `criterion` per row): JSON array, NDJSON or CSV; all-or-nothing.
+
+    Each cell with a current label gets a retraction event: the label leaves the current labels and
+    every statistic, the history keeps both, and `label_seq` advances. A cell with no current label
+    writes nothing (a repeat is a no-op). An annotator key may only retract its own rater's labels.
+    """
+    rows = parse_rows(body, content_type, RetractionIn, max_rows=settings.max_rows)
+    return idempotent_write(
+        session,
+        principal,
+        idem,
+        request_fingerprint(request, body),
+        lambda: (200, retract_rows(session, project, principal, rows)),
+    )
+
+
 @router.get(
     "",
     response_model=Page[LabelRow],
@@ -88,7 +121,7 @@ def export_labels(
 ) -> Page[LabelRow] | StreamingResponse:
     """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`.
 
-    A retracted label (a Label Studio deletion or skip) is no longer current; in the history
+    A retracted label (`POST ./retractions`, a Label Studio deletion or skip) is no longer current; in the history
     its retraction is an event with `retracted` true and `value` null (empty in CSV).
     """
     only_rater = None if rater is None else rater_id(session, project.id, rater)

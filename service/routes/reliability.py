@@ -13,12 +13,21 @@ from service.data.models import Project
 from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.documents.history import cached_reliability
 from service.documents.reliability import document_key, ranking_document
+from service.documents.slices import checked_by, slices_block
 from service.planning.plans import current_plan
 from service.schemas.documents import RankingDocument, ReliabilityDocument
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
 Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
+By = Annotated[
+    str | None,
+    Query(
+        description="'feature:<name>': add the decision per value of this item feature, corrected across slices "
+        "(docs/method.md §3b); default: the project's decision.slices.",
+        examples=["feature:language"],
+    ),
+]
 CACHE_HEADERS = {"Cache-Control": "no-cache"}
 
 
@@ -54,22 +63,47 @@ def get_reliability(
     settings: SettingsDep,
     criterion: Criterion = None,
     if_none_match: IfNoneMatch = None,
+    by: By = None,
 ) -> Response:
     """The live status: decision, omega, per-rater margins with intervals, human-pool score,
     coefficients, plan progress and the recipe re-estimated from the labels in hand.
 
+    With `by=feature:<name>` (or the project's `decision.slices`) the document adds `slices`: the
+    first judge's decision on each value of the item feature, failing slices first, with
+    multiplicity across slices (docs/method.md §3b). A feature no item has, or `by` not of the form
+    `feature:<name>`, is a 422.
+
     Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`.
     """
+    by = by or project.decision_settings.slices
+    documents = request.app.state.documents
+    n_resamples = settings.bootstrap_resamples
+    if by is None:
+        return _cached(
+            request,
+            session,
+            project,
+            criterion,
+            if_none_match,
+            "reliability",
+            lambda name, etag: cached_reliability(session, project, documents, name, etag, n_resamples=n_resamples),
+        )
+    checked_by(by)
+
+    def with_slices(name: str, etag: str) -> dict[str, Any]:
+        key = document_key(session, project, current_plan(session, project.id), name, "reliability")
+        base = cached_reliability(session, project, documents, name, key, n_resamples=n_resamples)
+        block = slices_block(session, project, name, by, n_resamples=n_resamples)
+        return {**base, "slices": block}
+
     return _cached(
         request,
         session,
         project,
         criterion,
         if_none_match,
-        "reliability",
-        lambda name, etag: cached_reliability(
-            session, project, request.app.state.documents, name, etag, n_resamples=settings.bootstrap_resamples
-        ),
+        f"reliability|by={by}",
+        lambda name, etag: documents.get_or_build(etag, lambda: with_slices(name, etag)),
     )
 
 

@@ -152,6 +152,15 @@ class DecisionSettings(Strict):
     multiplicity: Literal["e-bh", "bonferroni"] = Field(
         "e-bh", description="How anytime monitoring combines the humans' e-values (docs/method.md §8)."
     )
+    slices: str | None = Field(
+        None,
+        pattern=r"^feature:.+$",
+        description="'feature:<name>': /reliability also reports the decision per value of this item feature, "
+        "corrected across slices (docs/method.md §3b), as `?by=` does for one request.",
+    )
+    slice_epsilon: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        None, description="A margin per slice value (docs/method.md §3b); slices not named use epsilon."
+    )
     power: float = Field(
         0.8,
         gt=0,
@@ -339,13 +348,24 @@ class RaterRead(BaseModel):
 @with_config(ConfigDict(extra="forbid"))
 class LabelIn(TypedDict):
     """One label: the item's and the rater's external ids, the value, and optionally the criterion
-    (required when the project has several) and the batch it answers."""
+    (required when the project has several), the batch it answers and, for a judge, its ``confidence``
+    in [0, 1] (selective evaluation, docs/method.md §3c)."""
 
     item: ExternalId
     rater: ExternalId
     criterion: NotRequired[Text | None]
     value: Annotated[Text, Field(min_length=1, max_length=200)]
     batch: NotRequired[Text | None]
+    confidence: NotRequired[Annotated[float, Field(ge=0, le=1)] | None]
+
+
+class RetractionIn(TypedDict):
+    """One cell whose current label is withdrawn: the item's and the rater's external ids, and the
+    criterion (required when the project has several)."""
+
+    item: ExternalId
+    rater: ExternalId
+    criterion: NotRequired[Text | None]
 
 
 class LabelsAccepted(BaseModel):

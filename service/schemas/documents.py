@@ -200,6 +200,49 @@ class RecipeNow(_Document):
     feasible_with: FeasibleWith | None = None
 
 
+class SliceRater(_Document):
+    """One held-out human within a slice."""
+
+    rater: str
+    n: int = Field(description="Usable items of this human in the slice (its m, or its monitored n).")
+    d: float | None = Field(description="d_k (margin) or rho_f - rho_h (alt-test); the monitored mean in anytime mode.")
+    p_value: float | None = Field(description="The alt-test's p-value (fixed mode); null otherwise.")
+    status: Literal["won", "lost", "open", "skipped"] = Field(
+        description="Fixed mode: won or lost after the correction across slices, skipped when not used; anytime: "
+        "certified won or lost at slice level alpha / S, else open."
+    )
+
+
+class SliceRow(_Document):
+    """The decision on one value of the slicing feature (docs/method.md §3b)."""
+
+    value: str
+    n_items: int = Field(description="Usable items: the judge and at least two humans labeled them.")
+    epsilon: float | None
+    decision: str
+    reason: str
+    omega: float | None
+    d: float | None = Field(description="Mean over the slice's used humans of d (see SliceRater.d).")
+    raters: list[SliceRater]
+
+
+class Slices(_Document):
+    """The first judge's decision per slice, failing slices first (docs/method.md §3b)."""
+
+    by: str = Field(description="'feature:<name>'.")
+    mode: Literal["anytime", "fixed"]
+    correction: Literal["by-joint", "per-slice", "none", "bonferroni-slices"] = Field(
+        description="How slices are corrected: one Benjamini-Yekutieli family over every slice's humans (alt-test, "
+        "fixed), nothing (margin rule, fixed: no test), or alpha / S per slice (anytime)."
+    )
+    q: float | None
+    alpha: float | None
+    n_items_without: int = Field(description="Items without a value of the feature, in no slice.")
+    headline: str = Field(examples=["passes overall; fails on slice de (omega 0.00, d -0.17)"])
+    failing: list[str]
+    slices: list[SliceRow]
+
+
 class ReliabilityDocument(_Document):
     """The live status: the first judge's decision at the top level, every judge in ``judges``."""
 
@@ -235,6 +278,9 @@ class ReliabilityDocument(_Document):
     provisional: bool
     fixed_decision: str
     monitoring: Monitoring | None
+    slices: Slices | None = Field(
+        None, description="Per slice of an item feature (?by=feature:<name>, or the project's decision.slices)."
+    )
 
 
 class JudgeRank(_Document):

@@ -79,6 +79,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("PATCH", "/projects/{pid}/raters/{rid}", 200, 200, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/raters", 200, 200, 403, 200, 401, 401, 404),  # viewer: no names (checked below)
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
+    ("POST", "/projects/{pid}/labels/retractions", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     (
         "GET",
         "/projects/{pid}/labels",
@@ -99,6 +100,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/batches/{bid}", 200, 200, 200, 403, 401, 401, 404),  # the batch is ANN's
     ("POST", "/projects/{pid}/batches/{bid}/release", 200, 200, 200, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/reliability", 200, 200, 403, 200, 401, 401, 404),
+    ("POST", "/projects/{pid}/selective", 200, 200, 403, 403, 401, 401, 404),  # calibrates; may append to lists
     ("GET", "/projects/{pid}/ranking", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/report", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/batches/{bid}/label-studio", 200, 200, 200, 403, 401, 401, 404),  # ANN's batch
@@ -322,7 +324,12 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {"json": {"external_id": w.fresh("extra-rater"), "kind": "human"}},
     ),
     ("POST", "/projects/{pid}/labels"): _label_rows,
+    ("POST", "/projects/{pid}/labels/retractions"): lambda w, c: (
+        {},
+        {"json": [{"item": ITEMS[next(w.counter) % N_ITEMS], "rater": ANN}]},
+    ),
     ("POST", "/projects/{pid}/plan"): lambda w, c: ({}, {"json": PLAN}),
+    ("POST", "/projects/{pid}/selective"): lambda w, c: ({}, {"json": {"alpha": 0.1, "delta": 0.1}}),
     ("POST", "/projects/{pid}/simulate"): lambda w, c: ({}, {"json": SMALL_SIMULATION}),
     ("GET", "/projects/{pid}/simulations/{sim_id}"): lambda w, c: ({"sim_id": w.sim_id}, {}),
     ("POST", "/projects/{pid}/batches"): _batch_body,

@@ -279,11 +279,26 @@ def test_plan_rank_table_names_the_judges_and_margin() -> None:
         (["--design", "auto"], "--design must be one of"),
         (["--purpose", "rank", "--n-judges", "1"], "--n-judges of at least 2"),
         (["--purpose", "rank", "--n-judges", "8", "--delta-min", "0.1"], "cannot plan this ranking"),
+        (["--promise", "judge"], "--promise judge plans a certification from priors with --design disjoint"),
+        (["--promise", "juge"], "--promise must be rater or judge"),
     ],
 )
 def test_plan_bad_options_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     done = _run_script(["plan", *args], tmp_path)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_plan_judge_promise_shows_both_overlaps_and_serves_the_judges() -> None:
+    """Issue 29 item 8: --promise judge serves the judge-level m (planner.recipes.m_margin_judge) and shows the
+    per-human m beside it; the judge-level m is the smaller."""
+    args = ["--design", "disjoint", "--n-items", "2000", "--n-raters", "3"]
+    judge = _plan_json(*args, "--promise", "judge")["recipe"]
+    rater = _plan_json(*args)["recipe"]
+    assert judge["promise"] == "judge" and rater["promise"] == "rater"
+    assert judge["m_per_rater"] == rater["m"] and judge["m"] < rater["m"]
+    table = runner.invoke(app, ["plan", *args, "--promise", "judge"]).output
+    assert re.search(rf"m for each held-out human\s*│\s*{rater['m']}", table), table
+    assert re.search(rf"m for the judge \(served\)\s*│\s*{judge['m']}", table), table
 
 
 def test_plan_json_is_strict_json_even_when_infeasible() -> None:

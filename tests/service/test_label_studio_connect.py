@@ -5,20 +5,18 @@ The real Label Studio run is in tests/system/test_label_studio_live.py."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Header, HTTPException
 from fastapi.testclient import TestClient
 
 from tests.factories import create_project
-from tests.live_server import free_port
+from tests.live_server import InThreadApp
 
 TOKEN = "ls-connect-token"
+PAT = "eyJhbGciOiJIUzI1NiJ9.eyJ0b2tlbl90eXBlIjoicmVmcmVzaCJ9.c2lnbmF0dXJl"  # a JWT, as LS makes them
 CHOICES = (
     '<View><Text name="text" value="$text"/>'
     '<Choices name="s" toName="text"><Choice value="pass"/><Choice value="fail"/></Choices></View>'
@@ -26,7 +24,7 @@ CHOICES = (
 TEXTAREA = '<View><Text name="text" value="$text"/><TextArea name="why" toName="text"/></View>'
 
 
-class StandIn:
+class StandIn(InThreadApp):
     """Label Studio's project, webhook and Data Manager view endpoints for project 5."""
 
     def __init__(self) -> None:
@@ -42,8 +40,14 @@ class StandIn:
         api = FastAPI()
 
         def auth(authorization: str | None) -> None:
-            if authorization != f"Token {TOKEN}":
+            if authorization not in (f"Token {TOKEN}", f"Bearer access-for-{PAT}"):
                 raise HTTPException(401)
+
+        @api.post("/api/token/refresh/")
+        def refresh(body: dict[str, Any]) -> dict[str, Any]:
+            if body.get("refresh") != PAT:
+                raise HTTPException(401)
+            return {"access": f"access-for-{PAT}"}
 
         @api.get("/api/projects/{pid}")
         def project(pid: int, authorization: str | None = Header(None)) -> dict[str, Any]:
@@ -88,19 +92,7 @@ class StandIn:
             self.views[vid] = {**body, "id": vid}
             return self.views[vid]
 
-        self.url = f"http://127.0.0.1:{(port := free_port())}"
-        self.server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
-
-    def __enter__(self) -> StandIn:
-        threading.Thread(target=self.server.run, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
+        super().__init__(api)
 
 
 @pytest.fixture
@@ -199,3 +191,49 @@ def test_a_label_studio_failing_part_way_leaves_no_working_key(client: TestClien
     r = connect(client, pid, ls)
     assert r.status_code == 502 and r.json()["error"] == "label_studio_unavailable"
     assert [k["revoked_at"] is not None for k in webhook_keys(client)] == [True]
+
+
+def test_cli_connect_prints_what_it_changed(database_url: str, ls: StandIn) -> None:
+    """`annoplan connect label-studio` against a live server: the first run lists each change and the
+    secondaries' tabs; a rerun says only that the secret was rotated; a missing token is a usage error."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from tests.live_server import LiveServer
+
+    admin = "ak_test_connect_admin"
+    runner = CliRunner()
+    with LiveServer(database_url, admin, outbound_allow_private=1) as server, server.client() as c:
+        pid = create_project(c, items=[f"i{i}" for i in range(40)])
+        args = ["connect", "label-studio", "--project", pid, "--ls-project", "5", "--url", server.base_url]
+        args += ["--webhook-url", "https://annoplan.example.org", "--ls-url", ls.url]
+        env = {"ANNOPLAN_KEY": admin, "LABEL_STUDIO_TOKEN": TOKEN}
+        first = runner.invoke(cli, args, env=env)
+        assert first.exit_code == 0, first.output
+        assert first.output.count("\n- ") + first.output.startswith("- ") == 5
+        assert "'annoplan: h2'" in first.output and "'annoplan: h3'" in first.output
+        assert ls.project["show_collab_predictions"] is False
+        again = runner.invoke(cli, args, env=env)
+        assert again.exit_code == 0 and again.output.startswith("- ") and "new secret" in again.output
+        assert again.output.count("\n- ") == 0
+        ls.project["show_collab_predictions"] = True  # someone turned them back on in Label Studio
+        refused = runner.invoke(cli, [*args, "--no-hide-predictions"], env=env)
+        assert refused.exit_code == 1 and "409" in refused.output
+        missing = runner.invoke(cli, args, env={"ANNOPLAN_KEY": admin, "LABEL_STUDIO_TOKEN": ""})
+        assert missing.exit_code != 0 and "--ls-token" in missing.output
+
+
+def test_a_personal_access_token_is_exchanged_and_a_misused_one_says_which_type(
+    client: TestClient, ls: StandIn
+) -> None:
+    """token_type Personal exchanges the token at /api/token/refresh and calls with the access token; the
+    same token sent as a legacy token, or a wrong personal one, is a 502 naming what to do, nothing kept."""
+    pid = create_project(client, items=[f"i{i}" for i in range(40)])
+    wrong = connect(client, pid, ls, token=PAT)
+    assert wrong.status_code == 502 and "token_type Personal" in wrong.json()["detail"], wrong.text
+    stale = connect(client, pid, ls, token=PAT[:-2], token_type="Personal")
+    assert stale.status_code == 502 and "not accepted" in stale.json()["detail"], stale.text
+    assert ls.hooks == {} and ls.project["maximum_annotations"] == 1 and webhook_keys(client) == []
+    done = connect(client, pid, ls, token=PAT, token_type="Personal")
+    assert done.status_code == 200, done.text
+    assert len(ls.hooks) == 1 and ls.project["show_collab_predictions"] is False

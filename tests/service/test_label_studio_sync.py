@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Header, HTTPException
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from service.cli import app as cli
-from tests.live_server import LiveServer, free_port
+from tests.live_server import InThreadApp, LiveServer, free_port
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio_1_23_2"
 LABELS = ["Positive", "Negative", "Neutral"]
@@ -28,7 +25,7 @@ TOKEN = "ls-secret-token-123"
 ADMIN = "ak_test_admin_key"
 
 
-class FakeLabelStudio:
+class FakeLabelStudio(InThreadApp):
     """Label Studio's export API for one project (id 7), its tasks mutable by the test."""
 
     def __init__(self) -> None:
@@ -76,20 +73,7 @@ class FakeLabelStudio:
             self.calls.append("delete")
             del self.exports[eid]
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=self.port, log_level="warning"))
-
-    def __enter__(self) -> FakeLabelStudio:
-        threading.Thread(target=self.server.run, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the stand-in Label Studio did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
+        super().__init__(api)
 
 
 @pytest.fixture
@@ -219,8 +203,10 @@ def test_cli_sync_prints_what_changed(database_url: str, label_studio: FakeLabel
         assert result.exit_code == 0, result.output
         n = len(expected(label_studio.tasks))
         assert f"52 tasks (sentiment): {n} added, 0 updated, 0 retracted, 0 unchanged" in result.output
+        assert "52 tasks were new to annoplan and became items" in result.output  # an empty project
         again = runner.invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": TOKEN})
         assert f"0 added, 0 updated, 0 retracted, {n} unchanged" in again.output
+        assert "new to annoplan" not in again.output
         bad = runner.invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": "nope"})
         assert bad.exit_code == 1 and "label_studio_unavailable" in bad.output
 

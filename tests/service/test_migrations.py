@@ -399,7 +399,7 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
             e = conn.execute(
                 select(*(LabelEvent.__table__.c[c] for c in events[0])).order_by(LabelEvent.project_id, LabelEvent.seq)
             ).all()
-            c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.item_id)).all()
+            c = conn.execute(select(*_before_0015(CurrentLabel)).order_by(CurrentLabel.item_id)).all()
         return [tuple(r) for r in e], [tuple(r) for r in c]
 
     def parents() -> dict[str, set[str]]:
@@ -434,6 +434,11 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
     assert len(stored()[0]) == 6
 
 
+def _before_0015(model) -> list:
+    """A label table's columns but 0015's ``confidence``: what the tables of earlier revisions hold."""
+    return [c for c in model.__table__.c if c.name != "confidence"]
+
+
 def _store_labels(engine, events: list[dict], current: list[tuple]) -> None:
     """The two projects of :func:`_two_projects` with these label events and current labels."""
     from service.data.models import CurrentLabel, LabelEvent
@@ -450,8 +455,8 @@ def _stored_labels(engine) -> tuple[list, list]:
     from service.data.models import CurrentLabel, LabelEvent
 
     with engine.connect() as conn:
-        e = conn.execute(select(*LabelEvent.__table__.c).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
-        c = conn.execute(select(*CurrentLabel.__table__.c).order_by(CurrentLabel.project_id, CurrentLabel.seq)).all()
+        e = conn.execute(select(*_before_0015(LabelEvent)).order_by(LabelEvent.project_id, LabelEvent.seq)).all()
+        c = conn.execute(select(*_before_0015(CurrentLabel)).order_by(CurrentLabel.project_id, CurrentLabel.seq)).all()
     return [tuple(r) for r in e], [tuple(r) for r in c]
 
 
@@ -686,3 +691,40 @@ def test_label_studio_links_migration_keeps_every_link_and_keys_it_by_criterion(
     ]
     command.upgrade(cfg, "head")
     assert links() == sorted(old)
+
+
+def test_label_confidence_migration_keeps_every_label_with_no_confidence(fresh_url, engine):
+    """0015 on data: events and current labels keep their rows, confidence null, and the downgrade drops only it."""
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0014_label_studio_links")
+    events = [
+        {"project_id": "p1", "seq": 1, "item_id": 1, "rater_id": 1, "criterion": "x", "value": "a", "kind": "label"},
+        {"project_id": "p1", "seq": 2, "item_id": 2, "rater_id": 1, "criterion": "x", "value": "b", "kind": "label"},
+    ]
+    current = [(1, 1, "x", "p1", "a", 1), (2, 1, "x", "p1", "b", 2)]
+    with engine.begin() as conn:
+        _two_projects(conn)
+        conn.execute(
+            text(
+                "INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, created_at, kind) "
+                "VALUES (:project_id, :seq, :item_id, :rater_id, :criterion, :value, CURRENT_TIMESTAMP, :kind)"
+            ),
+            events,
+        )
+        conn.execute(
+            text(
+                "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq) "
+                "VALUES (:i, :r, :c, :p, :v, :s)"
+            ),
+            [dict(zip("ircpvs", row, strict=True)) for row in current],
+        )
+    command.upgrade(cfg, "0015_label_confidence")
+    with engine.connect() as conn:
+        got = conn.execute(text("SELECT item_id, value, confidence FROM current_labels ORDER BY item_id")).all()
+        n_events = conn.execute(text("SELECT count(*) FROM label_events WHERE confidence IS NULL")).scalar_one()
+    assert [tuple(r) for r in got] == [(1, "a", None), (2, "b", None)] and n_events == 2
+    command.downgrade(cfg, "0014_label_studio_links")
+    assert "confidence" not in {c["name"] for c in inspect(engine).get_columns("current_labels")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM current_labels")).scalar_one() == 2
+    command.upgrade(cfg, "head")

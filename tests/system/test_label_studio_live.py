@@ -204,3 +204,94 @@ def test_connect_sets_label_studio_up_and_a_rerun_changes_only_the_secret(databa
             )
         finally:
             ls.delete(f"/api/projects/{lsp}")
+
+
+def test_a_personal_access_token_connects_from_the_command_line(database_url: str, ls: httpx.Client) -> None:
+    """`annoplan connect label-studio --token-type Personal` with a real personal access token (a JWT refresh
+    token, exchanged at /api/token/refresh/); the same token sent as a legacy one is told which type to use."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+
+    made = ls.post("/api/token/")
+    if made.status_code >= 400:
+        pytest.skip(f"no new personal access token for this user ({made.status_code}): it has one already")
+    pat = made.json()["token"]
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "pat", "labels": LABELS}))["id"]
+        for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human")]:
+            ok(annoplan.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}))
+        project = ok(ls.post("/api/projects", json={"title": f"annoplan pat {pid}", "label_config": LABEL_CONFIG}))
+        try:
+            args = ["connect", "label-studio", "--project", pid, "--ls-project", str(project["id"])]
+            args += ["--ls-url", LS_URL, "--url", server.base_url, "--webhook-url", server.base_url]
+            env = {"ANNOPLAN_KEY": ADMIN, "LABEL_STUDIO_TOKEN": pat}
+            wrong = CliRunner().invoke(cli, args, env=env)
+            assert wrong.exit_code == 1 and "token_type Personal" in wrong.output, wrong.output
+            done = CliRunner().invoke(cli, [*args, "--token-type", "Personal"], env=env)
+            assert done.exit_code == 0 and "show_collab_predictions: false" in done.output, done.output
+            assert ok(ls.get(f"/api/projects/{project['id']}"))["show_collab_predictions"] is False
+        finally:
+            ls.delete(f"/api/projects/{project['id']}")
+
+
+def test_two_projects_deleted_tasks_and_copied_predictions(database_url: str, ls: httpx.Client) -> None:
+    """Issue 36 against the real Label Studio: two Label Studio projects feed one annoplan project and a sync of
+    one retracts nothing of the other's; a task deleted in Label Studio retracts its labels through the connected
+    webhook (TASKS_DELETED); an annotation made from the judge's prediction is kept out of the labels, in the inbox."""
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "two", "labels": LABELS}))["id"]
+
+        def current() -> dict[tuple[str, str], str]:
+            rows = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
+            return {(r["item"], r["rater"]): r["value"] for r in rows}
+
+        me = f"ls-user-{ok(ls.get('/api/current-user/whoami'))['id']}"
+        made = [
+            ok(ls.post("/api/projects", json={"title": f"annoplan {side} {pid}", "label_config": LABEL_CONFIG}))["id"]
+            for side in ("a", "b")
+        ]
+        try:
+            tasks: dict[int, list[str]] = {}
+            for lsp, choice in zip(made, ("Positive", "Negative"), strict=True):
+                ok(ls.post(f"/api/projects/{lsp}/import", json=[{"text": f"{lsp} task {n}"} for n in range(2)]))
+                tasks[lsp] = sorted(str(t["id"]) for t in ok(ls.get("/api/tasks", params={"project": lsp}))["tasks"])
+                for task in tasks[lsp]:
+                    ok(ls.post(f"/api/tasks/{task}/annotations", json={"result": sentiment(choice)}))
+            for lsp in made:
+                body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN}
+                ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/sync", json=body))
+            a, b = made
+            assert {current()[(t, me)] for t in tasks[a]} == {"Positive"}  # b's sync kept a's labels
+            assert {current()[(t, me)] for t in tasks[b]} == {"Negative"}
+            again = ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/sync",
+                    json={"url": LS_URL, "project": a, "token": LS_TOKEN},
+                )
+            )
+            assert again["changes"]["retracted"] == 0 and all((t, me) in current() for t in tasks[b])
+
+            body = {"url": LS_URL, "project": a, "token": LS_TOKEN, "webhook_url": server.base_url}
+            ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/connect", json=body))
+            gone = tasks[a][0]
+            ls.delete(f"/api/tasks/{gone}").raise_for_status()
+            eventually(lambda: (gone, me) not in current(), "the deleted task's retraction (TASKS_DELETED)")
+            assert (tasks[a][1], me) in current()
+
+            kept = tasks[a][1]
+            prediction = ok(
+                ls.post(
+                    "/api/predictions", json={"task": int(kept), "model_version": "j", "result": sentiment("Neutral")}
+                )
+            )
+            copied = {"result": sentiment("Neutral"), "parent_prediction": prediction["id"]}
+            ok(ls.post(f"/api/tasks/{kept}/annotations", json=copied))
+            eventually(
+                lambda: bool(ok(annoplan.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"]),
+                "the copied prediction kept in the inbox",
+            )
+            assert current()[(kept, me)] == "Positive"  # the copy changed no human label
+        finally:
+            for lsp in made:
+                ls.delete(f"/api/projects/{lsp}")

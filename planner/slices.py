@@ -1,0 +1,360 @@
+"""The validation decision per slice of the items, with multiplicity across slices (docs/method.md §3b).
+
+A slice is the set of items that share one value of an item feature (a topic, a language, a
+source). Codes are an int matrix of shape ``(n_items, n_raters)``, ``-1`` where a cell was not
+labeled; ``slices`` gives each item's feature value, shape ``(n_items,)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planner.codes import MISSING
+from planner.decision import RaterOutcome, Validation, validate_judge
+from planner.rules import DEFAULT_EPSILON, passes
+from planner.sequential import Monitoring, monitor_judge
+from planner.significance import by_rejections
+
+ACROSS_SLICES = ("joint", "per-slice")
+"""``joint``: one family over every slice's humans; ``per-slice``: each slice its own (§3b)."""
+DEFAULT_MIN_SLICE_ITEMS = 30
+"""A slice with fewer usable items (judge and two humans labeled) is ``insufficient_data``."""
+
+
+@dataclass(frozen=True)
+class SliceOutcome:
+    """The §3 decision on one slice.
+
+    ``n_items`` counts the slice's usable items (the judge and at least two humans labeled
+    them); ``raters`` carry ``won`` after the multiplicity step; ``d`` is the mean over used
+    humans of ``d_k`` (margin) or ``rho_f - rho_h`` (alt-test), NaN when undefined.
+    ``validation`` is the slice's own §3 result (None when the slice is too small).
+    """
+
+    value: str
+    n_items: int
+    epsilon: float
+    omega: float
+    d: float
+    decision: str
+    reason: str
+    raters: tuple[RaterOutcome, ...]
+    validation: Validation | None
+
+
+@dataclass(frozen=True)
+class SliceValidation:
+    """The overall decision and one decision per slice, failing slices first (docs/method.md §3b).
+
+    ``correction`` says how the slices' tests were corrected: ``"by-joint"`` (one
+    Benjamini–Yekutieli family over all slices' humans, alt-test), ``"per-slice"`` (each
+    slice's own family) or ``"none"`` (the margin rule has no test to correct).
+    ``n_tested`` counts the (slice, human) tests (0 under the margin rule): one family under
+    ``"by-joint"``, one family per slice under ``"per-slice"``; ``failing`` the slices that reject.
+    """
+
+    overall: Validation
+    slices: tuple[SliceOutcome, ...]
+    correction: str
+    q: float
+    n_tested: int
+    failing: tuple[str, ...]
+    headline: str
+
+
+@dataclass(frozen=True)
+class SliceMonitoring:
+    """The anytime-valid decision per slice, Bonferroni across slices (docs/method.md §3b).
+
+    Each slice is monitored at ``alpha / n_slices`` (e-BH over its humans inside), so the
+    chance that any slice ever decides wrongly stays within ``alpha``.
+    """
+
+    overall: Monitoring
+    slices: tuple[tuple[str, int, Monitoring | None], ...]
+    alpha: float
+    slice_alpha: float
+    failing: tuple[str, ...]
+    headline: str
+
+
+def _slices_iv(codes: object, slices: object, judge: int, humans: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    matrix = np.asarray(codes)
+    if matrix.ndim != 2:
+        raise ValueError(f"codes must have shape (n_items, n_raters), got {matrix.shape}")
+    values = np.asarray(slices, dtype=object)
+    if values.shape != (matrix.shape[0],):
+        raise ValueError(f"slices must have shape ({matrix.shape[0]},), one feature value per item, got {values.shape}")
+    if any(v is None for v in values):
+        raise ValueError("slices must give every item a value (leave items without one out of codes)")
+    labels = np.array([str(v) for v in values], dtype=object)
+    return matrix, labels
+
+
+def usable_items(codes: np.ndarray, judge: int, humans: list[int]) -> np.ndarray:
+    """Items the judge and at least two humans labeled: those that can enter any ``O_k`` (§3)."""
+    observed = codes != MISSING
+    return np.asarray(observed[:, judge] & (observed[:, humans].sum(axis=1) >= 2))
+
+
+def _slice_epsilons(values: list[str], rule: str, epsilon: float | None, slice_epsilon: object) -> dict[str, float]:
+    base = DEFAULT_EPSILON[rule] if epsilon is None else float(epsilon)
+    given = {} if slice_epsilon is None else slice_epsilon
+    if not isinstance(given, Mapping):
+        raise ValueError(f"slice_epsilon must map slice values to epsilons, got {slice_epsilon!r}")
+    unknown = sorted(set(map(str, given)) - set(values))
+    if unknown:
+        raise ValueError(f"slice_epsilon names slices that no item has: {unknown}")
+    out = dict.fromkeys(values, base)
+    for key, eps in given.items():
+        if not (isinstance(eps, (int, float)) and np.isfinite(eps) and eps >= 0):
+            raise ValueError(f"slice_epsilon[{key!r}] must be a finite number >= 0, got {eps!r}")
+        out[str(key)] = float(eps)
+    return out
+
+
+def _mean_gap(raters: tuple[RaterOutcome, ...], rule: str) -> float:
+    """Mean over used humans of ``d_k`` (margin) or ``rho_f - rho_h`` (alt-test)."""
+    gaps = np.array([r.d if rule == "margin" else r.rho_f - r.rho_h for r in raters if r.won is not None])
+    return float(gaps.mean()) if gaps.size else float("nan")
+
+
+def _headline(overall: str, failing: list[tuple[str, float, float]], undecided: int) -> str:
+    """``passes overall; fails on slice X (omega .., d ..)``: what the document leads with."""
+    words = {"pass": "passes", "reject": "fails", "inconclusive": "is inconclusive", "insufficient_data": "lacks data"}
+    head = f"{words.get(overall, overall)} overall"
+    if failing:
+        named = ", ".join(f"{v} (omega {o:.2f}, d {d:+.2f})" for v, o, d in failing)
+        return f"{head}; fails on slice{'s' if len(failing) > 1 else ''} {named}"
+    if undecided:
+        return f"{head}; no slice fails ({undecided} undecided)"
+    return f"{head}; no slice fails"
+
+
+def validate_judge_by_slice(
+    codes: object,
+    slices: object,
+    *,
+    judge: int,
+    humans: list[int],
+    n_labels: int,
+    rule: str = "margin",
+    coefficient: str = "po",
+    epsilon: float | None = None,
+    slice_epsilon: Mapping[str, float] | None = None,
+    omega_threshold: float = 0.5,
+    q: float = 0.05,
+    min_items: int | None = None,
+    min_slice_items: int = DEFAULT_MIN_SLICE_ITEMS,
+    across_slices: str = "joint",
+    inconclusive_level: float = 0.2,
+    n_resamples: int = 1000,
+    confidence_level: float = 0.95,
+    rng: int | np.random.Generator | None = None,
+) -> SliceValidation:
+    """The §3 decision overall and per slice, corrected across slices (docs/method.md §3b).
+
+    Each slice (the items sharing one value of ``slices``) gets ``validate_judge`` on its
+    rows, with ``slice_epsilon[value]`` when given, else ``epsilon``. A slice with fewer than
+    ``min_slice_items`` usable items is ``insufficient_data``. Under the alt-test,
+    ``across_slices="joint"`` replaces each slice's Benjamini–Yekutieli family by one family of
+    every (slice, human) test at ``q``: the expected share of false "won" claims over all
+    slices stays within ``q`` under any dependence, so with the judge worse than the margin
+    everywhere P(some slice passes) <= q. ``"per-slice"`` keeps each slice's own family (the
+    published per-dataset alt-test; no control across slices). The margin rule has no test,
+    so nothing is corrected (``correction`` reads ``"none"``). A slice that the joint step
+    changes is decided pass/reject on its corrected ``omega``; its own resampling still makes it
+    ``inconclusive`` when that was unstable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> i = np.arange(120)
+    >>> truth = i % 2
+    >>> humans = np.column_stack([truth, truth, np.where(i % 6 == 0, 1 - truth, truth)])
+    >>> judge = np.where((i >= 90) & (i % 3 == 0), 1 - truth, truth)
+    >>> s = validate_judge_by_slice(np.column_stack([humans, judge]), np.where(i < 90, "en", "de"),
+    ...                             judge=3, humans=[0, 1, 2], n_labels=2, epsilon=0.08, n_resamples=200, rng=0)
+    >>> s.headline
+    'passes overall; fails on slice de (omega 0.00, d -0.17)'
+    """
+    if not isinstance(judge, (int, np.integer)):
+        raise ValueError(f"judge must be a single column index, got {judge!r}")
+    matrix, labels = _slices_iv(codes, slices, judge, humans)
+    if across_slices not in ACROSS_SLICES:
+        raise ValueError(f"across_slices must be one of {ACROSS_SLICES}, got {across_slices!r}")
+    if not isinstance(min_slice_items, (int, np.integer)) or min_slice_items < 1:
+        raise ValueError(f"min_slice_items must be an integer >= 1, got {min_slice_items!r}")
+    generator = np.random.default_rng(rng)
+
+    def fit(rows: np.ndarray, eps: float | None) -> Validation:
+        return validate_judge(
+            rows,
+            judge=judge,
+            humans=humans,
+            n_labels=n_labels,
+            rule=rule,
+            coefficient=coefficient,
+            epsilon=eps,
+            omega_threshold=omega_threshold,
+            q=q,
+            min_items=min_items,
+            inconclusive_level=inconclusive_level,
+            n_resamples=n_resamples,
+            confidence_level=confidence_level,
+            rng=generator,
+        )
+
+    overall = fit(matrix, epsilon)
+    values = sorted(set(labels.tolist()))
+    epsilons = _slice_epsilons(values, rule, epsilon, slice_epsilon)
+    usable = usable_items(matrix, judge, humans)
+    results: list[tuple[str, int, Validation | None]] = []
+    for value in values:  # one validation per slice: a handful, not a loop over items
+        rows = labels == value
+        n_usable = int(np.count_nonzero(rows & usable))
+        results.append((value, n_usable, fit(matrix[rows], epsilons[value]) if n_usable >= min_slice_items else None))
+    joint = rule == "alt-test" and across_slices == "joint"
+    won_joint, n_tested = _joint_wins(results, q) if joint else (None, 0)
+    outcomes = [
+        _slice_outcome(value, n, fit, epsilons[value], rule, omega_threshold, min_slice_items, won_joint)
+        for value, n, fit in results
+    ]
+    if rule != "alt-test":
+        n_tested = 0
+    elif not joint:
+        n_tested = sum(sum(r.won is not None for r in o.raters) for o in outcomes)
+    order = {"reject": 0, "inconclusive": 1, "pass": 2, "insufficient_data": 3}
+    outcomes.sort(key=lambda o: (order[o.decision], np.nan_to_num(o.omega, nan=np.inf), o.value))
+    failing = [(o.value, o.omega, o.d) for o in outcomes if o.decision == "reject"]
+    undecided = sum(o.decision in ("inconclusive", "insufficient_data") for o in outcomes)
+    return SliceValidation(
+        overall=overall,
+        slices=tuple(outcomes),
+        correction="none" if rule != "alt-test" else ("by-joint" if joint else "per-slice"),
+        q=float(q),
+        n_tested=n_tested,
+        failing=tuple(v for v, _, _ in failing),
+        headline=_headline(overall.decision, failing, undecided),
+    )
+
+
+def _joint_wins(results: list[tuple[str, int, Validation | None]], q: float) -> tuple[dict[tuple[str, int], bool], int]:
+    """Benjamini–Yekutieli over every slice's used humans at once (docs/method.md §3b)."""
+    keys = [(value, r.rater) for value, _, fit in results if fit is not None for r in fit.raters if r.won is not None]
+    p = np.array([r.p_value for _, _, fit in results if fit is not None for r in fit.raters if r.won is not None])
+    if not keys:
+        return {}, 0
+    rejected = by_rejections(p, np.ones(p.size, dtype=bool), q)
+    return dict(zip(keys, rejected.tolist(), strict=True)), len(keys)
+
+
+def _slice_outcome(
+    value: str,
+    n_items: int,
+    fit: Validation | None,
+    epsilon: float,
+    rule: str,
+    omega_threshold: float,
+    min_slice_items: int,
+    won_joint: dict[tuple[str, int], bool] | None,
+) -> SliceOutcome:
+    """One slice's outcome, its humans' wins read from the joint family when there is one."""
+    if fit is None:
+        reason = f"{n_items} usable items < min_slice_items {min_slice_items}"
+        return SliceOutcome(value, n_items, epsilon, np.nan, np.nan, "insufficient_data", reason, (), None)
+    raters, decision, reason, omega = fit.raters, fit.decision, fit.reason, fit.omega
+    if won_joint is not None:
+        raters = tuple(r if r.won is None else replace(r, won=won_joint[(value, r.rater)]) for r in raters)
+        used = [r.won for r in raters if r.won is not None]
+        omega = float(np.mean(used)) if used else float("nan")
+        if decision in ("pass", "reject") and np.isfinite(omega):
+            decision = "pass" if bool(passes(omega, omega_threshold)) else "reject"
+    return SliceOutcome(value, n_items, epsilon, omega, _mean_gap(raters, rule), decision, reason, raters, fit)
+
+
+def monitor_judge_by_slice(
+    codes: object,
+    slices: object,
+    *,
+    judge: int,
+    humans: list[int],
+    n_labels: int,
+    order: object = None,
+    rule: str = "margin",
+    epsilon: float | None = None,
+    slice_epsilon: Mapping[str, float] | None = None,
+    alpha: float = 0.05,
+    omega_threshold: float = 0.5,
+    multiplicity: str = "e-bh",
+    min_slice_items: int = DEFAULT_MIN_SLICE_ITEMS,
+    budget: int | None = None,
+) -> SliceMonitoring:
+    """The §8 decision overall and per slice, each slice at ``alpha / n_slices`` (docs/method.md §3b).
+
+    Every slice is monitored by ``monitor_judge`` on its rows (``order``: arrival ranks, shape
+    of ``codes``), e-BH (or Bonferroni: ``multiplicity``) over its humans at ``alpha / S`` for
+    ``S`` slices: by the union bound the chance that some look of some slice decides wrongly is
+    at most ``alpha``. A slice with fewer than ``min_slice_items`` usable items is reported with no monitoring.
+    """
+    if not isinstance(judge, (int, np.integer)):
+        raise ValueError(f"judge must be a single column index, got {judge!r}")
+    matrix, labels = _slices_iv(codes, slices, judge, humans)
+    ranks = None if order is None else np.asarray(order)
+    if ranks is not None and ranks.shape != matrix.shape:
+        raise ValueError(f"order must have the shape of codes {matrix.shape}, got {ranks.shape}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+
+    def monitored(rows: np.ndarray, part: np.ndarray | None, eps: float | None, level: float) -> Monitoring:
+        return monitor_judge(
+            rows,
+            judge=judge,
+            humans=humans,
+            n_labels=n_labels,
+            order=part,
+            rule=rule,
+            epsilon=eps,
+            alpha=level,
+            omega_threshold=omega_threshold,
+            multiplicity=multiplicity,
+            budget=budget,
+        )
+
+    overall = monitored(matrix, ranks, epsilon, alpha)
+    values = sorted(set(labels.tolist()))
+    epsilons = _slice_epsilons(values, rule, epsilon, slice_epsilon)
+    slice_alpha = alpha / len(values)
+    usable = usable_items(matrix, judge, humans)
+    out: list[tuple[str, int, Monitoring | None]] = []
+    for value in values:
+        rows = labels == value
+        n_usable = int(np.count_nonzero(rows & usable))
+        part = None if ranks is None else ranks[rows]
+        enough = n_usable >= min_slice_items
+        out.append((value, n_usable, monitored(matrix[rows], part, epsilons[value], slice_alpha) if enough else None))
+    failing = [(v, fit) for v, _, fit in out if fit is not None and fit.decision == "reject"]
+    named = [(v, _monitored_omega(fit), _monitored_gap(fit)) for v, fit in failing]
+    undecided = sum(fit is None or fit.decision != "pass" for _, _, fit in out) - len(failing)
+    return SliceMonitoring(
+        overall=overall,
+        slices=tuple(sorted(out, key=lambda s: (s[2] is None or s[2].decision != "reject", s[0]))),
+        alpha=float(alpha),
+        slice_alpha=float(slice_alpha),
+        failing=tuple(v for v, _ in failing),
+        headline=_headline(overall.decision, named, undecided),
+    )
+
+
+def _monitored_omega(fit: Monitoring) -> float:
+    """Share of a slice's humans certified won."""
+    return float(np.mean([r.status == "won" for r in fit.raters])) if fit.raters else float("nan")
+
+
+def _monitored_gap(fit: Monitoring) -> float:
+    """Mean over a slice's humans of the monitored ``d``."""
+    d = np.array([r.d for r in fit.raters], dtype=float)
+    return float(np.nanmean(d)) if np.isfinite(d).any() else float("nan")

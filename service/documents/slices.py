@@ -1,0 +1,205 @@
+"""The reliability document's slices: the decision per value of an item feature (docs/method.md §3b)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+from sqlalchemy.orm import Session
+
+from planner import optional_float
+from planner.sequential import Monitoring
+from planner.slices import SliceMonitoring, SliceValidation, monitor_judge_by_slice, validate_judge_by_slice
+from service.core.errors import Invalid, echo
+from service.data.models import Project
+from service.documents.monitoring import planned_budget
+from service.documents.reliability import DocumentCache, document_key
+from service.matrices.matrix import LabelMatrix
+from service.matrices.store import current_matrix
+from service.planning.plans import current_plan
+from service.planning.strata import MAX_FEATURE_STRATA, feature_name, feature_values
+from service.schemas import DecisionSettings
+from service.schemas.documents import Slices
+
+
+def checked_by(by: str) -> str:
+    """The feature named by ``by = "feature:<name>"``; 422 otherwise."""
+    name = feature_name(by)
+    if not name:
+        raise Invalid(f"by must be 'feature:<name>', got {echo(by)}")
+    return name
+
+
+def _shown(value: str) -> str:
+    """A feature value as the slice is named: a string as itself, any other JSON value as its JSON text."""
+    parsed = orjson.loads(value)
+    return parsed if isinstance(parsed, str) else value
+
+
+def slices_block(session: Session, project: Project, criterion: str, by: str, *, n_resamples: int) -> dict[str, Any]:
+    """The first judge's decision per slice of ``by`` in the project's mode, as the document shows it (§3b)."""
+    name = checked_by(by)
+    decision = project.decision_settings
+    matrix = current_matrix(session, project, criterion)
+    values, _ = feature_values(session, matrix, name)
+    rows = np.array([i for i, v in enumerate(values) if v is not None], dtype=np.int64)
+    if rows.size == 0:
+        raise Invalid(f"no item has the feature {echo(name)}: upload items with it under 'features' first")
+    shown = np.array([_shown(v) for v in values if v is not None], dtype=object)
+    n_values = len(set(shown.tolist()))
+    if n_values > MAX_FEATURE_STRATA:
+        raise Invalid(
+            f"the feature {echo(name)} has {n_values} distinct values; slice on at most {MAX_FEATURE_STRATA} "
+            "(group its values into a coarser feature)"
+        )
+    unknown = sorted(set(decision.slice_epsilon or {}) - set(shown.tolist()))
+    mode = decision.resolved_monitoring()
+    block: dict[str, Any] = {
+        "by": by,
+        "mode": mode,
+        "n_items_without": len(values) - int(rows.size),
+        "q": decision.q if mode == "fixed" else None,
+        "alpha": decision.alpha_sig if mode == "anytime" else None,
+    }
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    if not judges or len(humans) < 2:
+        why = "no judge rater yet" if not judges else "fewer than two human raters"
+        correction = "bonferroni-slices" if mode == "anytime" else "none"
+        return {**block, "correction": correction, "headline": why, "failing": [], "slices": []}
+    epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
+    codes = matrix.codes[rows]
+    if mode == "anytime":
+        monitored = monitor_judge_by_slice(
+            codes,
+            shown,
+            judge=judges[0],
+            humans=humans,
+            n_labels=matrix.n_labels,
+            order=matrix.order[rows],
+            rule=decision.rule,
+            epsilon=decision.resolved_epsilon(),
+            slice_epsilon=epsilons,
+            alpha=decision.alpha_sig,
+            omega_threshold=decision.omega_threshold,
+            multiplicity=decision.multiplicity,
+            budget=planned_budget(current_plan(session, project.id)),
+        )
+        out = {**block, **_monitored(monitored, matrix, decision, epsilons)}
+    else:
+        fixed = validate_judge_by_slice(
+            codes,
+            shown,
+            judge=judges[0],
+            humans=humans,
+            n_labels=matrix.n_labels,
+            rule=decision.rule,
+            coefficient=decision.coefficient,
+            epsilon=decision.resolved_epsilon(),
+            slice_epsilon=epsilons,
+            omega_threshold=decision.omega_threshold,
+            q=decision.q,
+            inconclusive_level=decision.inconclusive_level,
+            n_resamples=n_resamples,
+            rng=matrix.label_seq,
+        )
+        out = {**block, **_fixed(fixed, matrix)}
+    if unknown:
+        out["headline"] += f" (slice_epsilon names values no item has: {', '.join(echo(v) for v in unknown)})"
+    Slices.model_validate(out)
+    return out
+
+
+def cached_slices(
+    session: Session, project: Project, documents: DocumentCache, criterion: str, by: str, *, n_resamples: int
+) -> dict[str, Any]:
+    """:func:`slices_block` from ``documents`` under its own key (labels, settings, plan, criterion, ``by``)."""
+    key = document_key(session, project, current_plan(session, project.id), criterion, f"slices|{by}")
+    block: dict[str, Any] = documents.get_or_build(
+        key, lambda: slices_block(session, project, criterion, by, n_resamples=n_resamples)
+    )
+    return block
+
+
+def _status(won: bool | None) -> str:
+    """A fixed-mode human's status: skipped (not used), won or lost after the correction."""
+    return "skipped" if won is None else ("won" if won else "lost")
+
+
+def _fixed(s: SliceValidation, matrix: LabelMatrix) -> dict[str, Any]:
+    return {
+        "correction": s.correction,
+        "headline": s.headline,
+        "failing": list(s.failing),
+        "slices": [
+            {
+                "value": o.value,
+                "n_items": o.n_items,
+                "epsilon": o.epsilon,
+                "decision": o.decision,
+                "reason": o.reason,
+                "omega": optional_float(o.omega),
+                "d": optional_float(o.d),
+                "raters": [
+                    {
+                        "rater": matrix.raters[r.rater].external_id,
+                        "n": r.m,
+                        "d": optional_float(r.d if s.overall.rule == "margin" else r.rho_f - r.rho_h),
+                        "p_value": optional_float(r.p_value),
+                        "status": _status(r.won),
+                    }
+                    for r in o.raters
+                ],
+            }
+            for o in s.slices
+        ],
+    }
+
+
+def _monitored_row(
+    value: str, n_items: int, m: Monitoring | None, matrix: LabelMatrix, epsilon: float
+) -> dict[str, Any]:
+    if m is None:
+        return {
+            "value": value,
+            "n_items": n_items,
+            "epsilon": epsilon,
+            "decision": "insufficient_data",
+            "reason": f"{n_items} usable items < the minimum slice size",
+            "omega": None,
+            "d": None,
+            "raters": [],
+        }
+    won = [r.status == "won" for r in m.raters]
+    d = np.array([r.d for r in m.raters], dtype=float)
+    return {
+        "value": value,
+        "n_items": n_items,
+        "epsilon": m.epsilon,
+        "decision": m.decision,
+        "reason": m.reason,
+        "omega": float(np.mean(won)) if won else None,
+        "d": optional_float(float(np.nanmean(d))) if np.isfinite(d).any() else None,
+        "raters": [
+            {
+                "rater": matrix.raters[r.rater].external_id,
+                "n": r.n,
+                "d": optional_float(r.d),
+                "p_value": None,
+                "status": r.status,
+            }
+            for r in m.raters
+        ],
+    }
+
+
+def _monitored(
+    s: SliceMonitoring, matrix: LabelMatrix, decision: DecisionSettings, epsilons: dict[str, float]
+) -> dict[str, Any]:
+    base = decision.resolved_epsilon()
+    return {
+        "correction": "bonferroni-slices",
+        "headline": s.headline,
+        "failing": list(s.failing),
+        "slices": [_monitored_row(v, n, m, matrix, epsilons.get(v, base)) for v, n, m in s.slices],
+    }
