@@ -15,7 +15,7 @@ from service.schemas import RaterKind, Text
 
 
 class GenericRow(TypedDict):
-    """One label of the generic format; ``confidence`` (0 to 1) is checked and not stored."""
+    """One label of the generic format; ``confidence`` (0 to 1, judges only) is the judge's."""
 
     item: ExternalId
     rater: ExternalId
@@ -39,6 +39,7 @@ def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> l
             name=None if r.get("criterion") is None else cell(r["criterion"]),  # type: ignore[arg-type]
             scale=None,
             where=f"row {n}",
+            confidence=r.get("confidence"),
         )
         for n, r in enumerate(rows, start=1)
     ]

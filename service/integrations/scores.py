@@ -20,9 +20,8 @@ from service.core.identifiers import ExternalId
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
 from service.data.labels import CANNOT_ASSESS, INVALID, label_for, write_labels
-from service.data.models import Item, Project, Rater
+from service.data.models import CurrentLabel, Item, Project, Rater
 from service.data.projects import lock_project
-from service.data.queries import label_rows
 from service.data.raters import ensure_raters
 from service.schemas import ItemIn, LabelIn, LabelsAccepted, RaterCreate, RaterKind
 
@@ -34,7 +33,8 @@ _ID = TypeAdapter(ExternalId)
 @dataclass(frozen=True, slots=True)
 class Score:
     """One score of a file: the item and rater (external ids), the rater's kind, the value as text,
-    the name it was given (a criterion, or the tool's score name), its scale, and where it was read."""
+    the name it was given (a criterion, or the tool's score name), its scale, where it was read, and
+    (a judge's) confidence."""
 
     item: str
     rater: str
@@ -43,6 +43,7 @@ class Score:
     name: str | None
     scale: Scale | None
     where: str
+    confidence: float | None = None
 
 
 class Skipped(BaseModel):
@@ -144,7 +145,10 @@ def _labels(project: Project, scores: list[Score], criteria: list[str]) -> list[
             raise Invalid(
                 f"{s.where}: item {echo(item)}, rater {echo(rater)} has {echo(value)} here and {echo(prior)} at {first}"
             )
-        rows.append({"item": item, "rater": rater, "criterion": crit, "value": value})
+        row: LabelIn = {"item": item, "rater": rater, "criterion": crit, "value": value}
+        if s.confidence is not None:
+            row["confidence"] = s.confidence
+        rows.append(row)
     return rows
 
 
@@ -185,11 +189,23 @@ def write_scores(
     )
 
 
-GENERIC_COLUMNS = ("item", "rater", "kind", "value", "criterion")
+GENERIC_COLUMNS = ("item", "rater", "kind", "value", "criterion", "confidence")
 
 
-def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str, str, str]]:
+def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str, str, str, float | None]]:
     """The project's current labels in the generic long format (:data:`GENERIC_COLUMNS`), by ``seq``."""
-    kinds = dict(session.execute(select(Rater.external_id, Rater.kind).where(Rater.project_id == project.id)).all())
-    rows = label_rows(session, project.id, history=False, rater_id=None, criterion=None, since_seq=0)
-    return [(r.item, r.rater, kinds[r.rater], r.value, r.criterion) for r in rows]
+    stmt = (
+        select(
+            Item.external_id,
+            Rater.external_id,
+            Rater.kind,
+            CurrentLabel.value,
+            CurrentLabel.criterion,
+            CurrentLabel.confidence,
+        )
+        .join(Item, Item.id == CurrentLabel.item_id)
+        .join(Rater, Rater.id == CurrentLabel.rater_id)
+        .where(CurrentLabel.project_id == project.id)
+        .order_by(CurrentLabel.seq)
+    )
+    return [tuple(r) for r in session.execute(stmt)]  # type: ignore[misc]

@@ -54,7 +54,7 @@ def import_generic(
     Items and raters the project lacks are created (`kind`: `judge`, `primary` or `human`); a
     rater's kind must agree across its rows and with the project. Values map as in the Label
     Studio import (`label_map`, the equal label, the label equal ignoring case). `confidence`
-    (0 to 1) is checked and not stored. A row equal to its cell's current label writes nothing.
+    (0 to 1) is a judge label's confidence. A row equal to its cell's current label writes nothing.
     """
     scores = generic_scores(body, content_type, max_rows=settings.max_rows)
     return idempotent_write(
@@ -81,19 +81,19 @@ def export_generic(
     format: Annotated[Literal["csv", "ndjson"], Query(description="CSV (the default) or NDJSON rows.")] = "csv",
 ) -> StreamingResponse:
     """The project's current labels in the generic long format (admin, pm): `item, rater, kind,
-    value, criterion`, in label order; `POST .../import/generic` reads it back."""
+    value, criterion, confidence`, in label order; `POST .../import/generic` reads it back."""
     rows = generic_rows(session, project)
     if format == "ndjson":
         return StreamingResponse(_ndjson(rows), media_type="application/x-ndjson")
     return StreamingResponse(_csv(rows), media_type="text/csv")
 
 
-def _ndjson(rows: Sequence[Sequence[str]]) -> Iterator[bytes]:
+def _ndjson(rows: Sequence[Sequence[str | float | None]]) -> Iterator[bytes]:
     for r in rows:
         yield orjson.dumps(dict(zip(GENERIC_COLUMNS, r, strict=True))) + b"\n"
 
 
-def _csv(rows: Sequence[Sequence[str]]) -> Iterator[str]:
+def _csv(rows: Sequence[Sequence[str | float | None]]) -> Iterator[str]:
     buf = io.StringIO()
     writer = SafeWriter(buf)
     writer.writerow(GENERIC_COLUMNS)

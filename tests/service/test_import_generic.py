@@ -33,6 +33,8 @@ def labelled_project(c: TestClient, n_items: int = 40, seed: int = 3) -> str:
         seen = rng.random(n_items) < (1.0 if kind != "human" else 0.6)
         values = [LABELS[int(t ^ f)] for t, f in zip(truth, flips, strict=True)]
         rows = [{"item": f"it-{i}", "rater": ext, "value": v} for i, v in enumerate(values) if seen[i]]
+        if kind == "judge":
+            rows = [{**r, "confidence": 0.25 if k % 2 else 0.75} for k, r in enumerate(rows)]
         rows[0]["value"] = "CANNOT_ASSESS" if kind != "judge" else "INVALID"
         ok(c.post(f"/projects/{pid}/labels", json=rows))
     return pid
@@ -48,7 +50,9 @@ def test_round_trip_gives_the_same_reliability(client: TestClient) -> None:
     exported = ok(client.get(f"/projects/{src}/export/generic"))
     assert exported.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(exported.text)))
-    assert set(rows[0]) == {"item", "rater", "kind", "value", "criterion"}
+    assert set(rows[0]) == {"item", "rater", "kind", "value", "criterion", "confidence"}
+    assert {r["confidence"] for r in rows if r["rater"] == "judge"} == {"0.25", "0.75"}
+    assert {r["confidence"] for r in rows if r["rater"] != "judge"} == {""}
     assert {r["rater"]: r["kind"] for r in rows} == PANEL
     dst = ok(client.post("/projects", json={"name": "dst", "labels": LABELS, "allow_abstain": True}), 201).json()["id"]
     body = exported.content
@@ -59,16 +63,17 @@ def test_round_trip_gives_the_same_reliability(client: TestClient) -> None:
     after = ok(client.get(f"/projects/{dst}/reliability")).json()
     assert comparable(after) == comparable(before)
     again = ok(client.get(f"/projects/{dst}/export/generic", params={"format": "ndjson"}))
-    assert sorted(tuple(json.loads(line).values()) for line in again.text.splitlines()) == sorted(
-        tuple(r.values()) for r in rows
-    )
+    as_text = [
+        tuple("" if v is None else str(v) for v in json.loads(line).values()) for line in again.text.splitlines()
+    ]
+    assert sorted(as_text) == sorted(tuple(r.values()) for r in rows)
 
 
 def test_resubmission_writes_nothing_and_a_key_replays(client: TestClient) -> None:
     pid = ok(client.post("/projects", json={"name": "g", "labels": LABELS}), 201).json()["id"]
     body = [
-        {"item": "a", "rater": "j", "kind": "judge", "value": "PASS"},
-        {"item": "a", "rater": "p", "kind": "primary", "value": "fail", "confidence": 0.9},
+        {"item": "a", "rater": "j", "kind": "judge", "value": "PASS", "confidence": 0.9},
+        {"item": "a", "rater": "p", "kind": "primary", "value": "fail"},
         {"item": "b", "rater": "j", "kind": "judge", "value": "fail"},
     ]
     first = ok(client.post(f"/projects/{pid}/import/generic", json=body)).json()
@@ -79,6 +84,8 @@ def test_resubmission_writes_nothing_and_a_key_replays(client: TestClient) -> No
     keyed = [ok(client.post(f"/projects/{pid}/import/generic", json=body[:1], headers={"Idempotency-Key": "k1"}))]
     keyed.append(ok(client.post(f"/projects/{pid}/import/generic", json=body[:1], headers={"Idempotency-Key": "k1"})))
     assert keyed[0].json() == keyed[1].json()
+    exported = ok(client.get(f"/projects/{pid}/export/generic", params={"format": "ndjson"})).text
+    assert [json.loads(line)["confidence"] for line in exported.splitlines()] == [0.9, None, None]
     labels = ok(client.get(f"/projects/{pid}/labels")).json()["items"]
     assert sorted((r["item"], r["rater"], r["value"]) for r in labels) == [
         ("a", "j", "pass"),
@@ -95,6 +102,7 @@ def test_resubmission_writes_nothing_and_a_key_replays(client: TestClient) -> No
         ({"rater": "j", "kind": "human"}, "row 3: rater 'j' is a human rater here and a judge rater at row 1"),
         ({"criterion": "tone"}, "row 3: unknown criterion 'tone'"),
         ({"confidence": 1.5}, "row 3: confidence"),
+        ({"confidence": 0.5}, "row 3: only a judge's label carries a confidence"),
         (
             {"item": "a", "rater": "j", "kind": "judge", "value": "fail"},
             "row 3: item 'a', rater 'j' has 'fail' here and 'pass' at row 1",
