@@ -27,7 +27,7 @@ from service.schemas import ItemIn, LabelIn, LabelsAccepted, RaterCreate, RaterK
 
 Scale = Literal["boolean", "numeric", "categorical"]
 
-_ID = TypeAdapter(ExternalId)
+_IDS = TypeAdapter(list[ExternalId])
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +74,18 @@ def value_text(value: Any) -> tuple[str, Scale]:
     return str(value), "categorical"
 
 
-def _checked_id(text: str, what: str, where: str) -> str:
+def _checked_ids(scores: list[Score]) -> dict[str, str]:
+    """Each distinct item and rater id of ``scores`` -> its normalised form, checked in one call;
+    422 naming the first score with a bad id."""
+    distinct = list(dict.fromkeys([s.item for s in scores] + [s.rater for s in scores]))
     try:
-        return _ID.validate_python(text)
+        return dict(zip(distinct, _IDS.validate_python(distinct), strict=True))
     except ValidationError as exc:
-        raise Invalid(f"{where}: {what} id {echo(text)}: {exc.errors()[0]['msg']}", code="validation_error") from None
+        error = exc.errors()[0]
+        bad = distinct[int(error["loc"][0])]
+        s = next(s for s in scores if bad in (s.item, s.rater))
+        what = "item" if s.item == bad else "rater"
+        raise Invalid(f"{s.where}: {what} id {echo(bad)}: {error['msg']}", code="validation_error") from None
 
 
 def _criteria(project: Project, scores: list[Score], criterion: str | None, *, strict_names: bool) -> list[str]:
@@ -116,8 +123,11 @@ def _labels(project: Project, scores: list[Score], criteria: list[str]) -> list[
     scales: dict[tuple[str, str], tuple[Scale, str]] = {}
     cells: dict[tuple[str, str, str], tuple[str, str]] = {}
     rows: list[LabelIn] = []
+    # ids and values repeat across a file's rows: each distinct one is checked and mapped once
+    ids = _checked_ids(scores)
+    mapped: dict[str, str | None] = {}
     for s, crit in zip(scores, criteria, strict=True):
-        item, rater = _checked_id(s.item, "item", s.where), _checked_id(s.rater, "rater", s.where)
+        item, rater = ids[s.item], ids[s.rater]
         kind, first = kinds.setdefault(rater, (s.kind, s.where))
         if kind != s.kind:
             raise Invalid(
@@ -132,8 +142,10 @@ def _labels(project: Project, scores: list[Score], criteria: list[str]) -> list[
                     f"a {scale} one at {first}",
                     code="mixed_scales",
                 )
-        special = s.value in (CANNOT_ASSESS, INVALID)
-        value = s.value if special else label_for(s.value, project.labels, project.label_map)
+        if s.value not in mapped:
+            special = s.value in (CANNOT_ASSESS, INVALID)
+            mapped[s.value] = s.value if special else label_for(s.value, project.labels, project.label_map)
+        value = mapped[s.value]
         if value is None:
             raise Invalid(
                 f"{s.where}: value {echo(s.value)} maps to none of the project's labels {project.labels} "
@@ -177,7 +189,12 @@ def write_scores(
     lock_project(session, project.id)
     items = list(dict.fromkeys(r["item"] for r in rows))
     known = ids_by_external(session, Item, project.id, sorted(items))
-    created = upsert_items(session, project, [ItemIn(external_id=i) for i in items if i not in known])
+    # the ids are checked (_checked_ids): built without validating each again
+    created = upsert_items(
+        session,
+        project,
+        [ItemIn.model_construct(external_id=i, features={}, text=None) for i in items if i not in known],
+    )
     new, changed = ensure_raters(session, project, [RaterCreate(external_id=r, kind=k) for r, k in kinds.items()])
     labels = write_labels(session, project, principal, rows)
     return ImportSummary(
