@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from document_transfer import compact_matrix, service_matrix, sized_figures  # noqa: E402
 
 from service.core.offload import off_worker, off_worker_each  # noqa: E402
-from service.documents.monitoring import judge_monitorings  # noqa: E402
+from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.documents.reliability import document_statistics  # noqa: E402
 from service.matrices.matrix import LabelMatrix  # noqa: E402
 from service.matrices.shared import SharedMatrix  # noqa: E402
@@ -50,7 +50,13 @@ def monitoring_cpu(matrix: LabelMatrix) -> float:
     """CPU seconds of the document's monitoring blocks."""
     start = time.process_time()
     judge_monitorings(
-        matrix, matrix.columns("judge"), matrix.columns("primary", "human"), DecisionSettings(), None, None
+        matrix,
+        matrix.columns("judge"),
+        matrix.columns("primary", "human"),
+        DecisionSettings(),
+        None,
+        None,
+        ArrivalOrder(opening=0, seed=0),  # every label its own write's rank, ties in a seeded item order
     )
     return time.process_time() - start
 

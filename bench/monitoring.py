@@ -49,7 +49,7 @@ from planner.decision import validate_judge  # noqa: E402
 from planner.monitor_sizing import monitor_runs  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import kept_monitoring, monitor_judge  # noqa: E402
-from service.documents.monitoring import judge_monitorings  # noqa: E402
+from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
 from service.matrices.shared import rank_type  # noqa: E402
 from service.planning.monitoring_costs import plan_monitoring  # noqa: E402
@@ -194,7 +194,7 @@ def scale() -> None:
         best, block = np.inf, {}
         for _ in range(3):
             start = time.process_time()
-            [block] = judge_monitorings(matrix, [0], humans, settings, None, None)
+            [block] = judge_monitorings(matrix, [0], humans, settings, None, None, ArrivalOrder(opening=0, seed=0))
             best = min(best, time.process_time() - start)
         figures[n] = (best, len(json.dumps(block)), block["decision"], block["looks"])
         print(

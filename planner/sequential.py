@@ -465,7 +465,12 @@ def _flat(a: np.ndarray) -> np.ndarray:
 
 
 def _differences(
-    codes: np.ndarray, order: np.ndarray, judge: int, humans: list[int], rule: str
+    codes: np.ndarray,
+    order: np.ndarray,
+    judge: int,
+    humans: list[int],
+    rule: str,
+    tiebreak: np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per held-out human: arrival ranks, ``xi`` and rows of its usable items, in arrival order.
 
@@ -503,8 +508,8 @@ def _differences(
         own = by_human[ends[k] : ends[k + 1]]
         ranks = entry[own]
         arrival = _arrival(ranks)
-        if arrival is None:  # equal ranks (not label_seq): the earlier row first
-            arrival = np.lexsort((item[own], ranks))
+        if arrival is None:  # equal ranks: the row with the smaller tie-break key (default: the earlier row) first
+            arrival = np.lexsort((item[own] if tiebreak is None else tiebreak[item[own]], ranks))
         own = own[arrival]
         paths.append((ranks[arrival], xi[own], item[own]))
     return paths
@@ -694,6 +699,7 @@ def monitor_judge(
     multiplicity: str = "e-bh",
     budget: int | None = None,
     inclusion: object = None,
+    tiebreak: object = None,
 ) -> Monitoring:
     """Anytime-valid validation decision of a judge against humans (docs/method.md §8).
 
@@ -718,6 +724,10 @@ def monitor_judge(
     band are the weighted means (docs/method.md §9): valid when each arriving item's stratum
     is drawn in proportion to the allocation (the panel's interleaved order keeps every
     prefix within an item of it); unweighted, the over-sampled strata bias every human.
+
+    ``tiebreak`` (shape ``(n_items,)``, integers) orders entries of equal arrival rank: the smaller
+    key first (None: the earlier row). A key drawn independently of the labels (the service's seeded
+    item order, docs/method.md §8.2) reads the items of one write in a random order.
 
     Examples
     --------
@@ -760,6 +770,7 @@ def monitor_judge(
         weights,
         None,
         keep=False,
+        tiebreak=_monitor_tiebreak(tiebreak, codes.shape[0]),
     )[0]
 
 
@@ -807,6 +818,7 @@ def kept_monitoring(
     multiplicity: str = "e-bh",
     budget: int | None = None,
     inclusion: object = None,
+    tiebreak: object = None,
 ) -> tuple[Monitoring, MonitorState]:
     """:func:`monitor_judge` and what it keeps to be brought up to date (docs/method.md §8).
 
@@ -851,9 +863,20 @@ def kept_monitoring(
         weights,
         previous,
         keep=True,
+        tiebreak=_monitor_tiebreak(tiebreak, codes.shape[0]),
     )
     assert state is not None
     return monitoring, state
+
+
+def _monitor_tiebreak(tiebreak: object, n_items: int) -> np.ndarray | None:
+    """``tiebreak`` checked: None, or one integer key per item."""
+    if tiebreak is None:
+        return None
+    keys = np.asarray(tiebreak)
+    if keys.shape != (n_items,) or not np.issubdtype(keys.dtype, np.integer):
+        raise ValueError(f"tiebreak must hold one integer key per item ({n_items}), got {keys.dtype} {keys.shape}")
+    return keys
 
 
 def _added_rows(
@@ -907,6 +930,7 @@ def _monitoring(
     previous: MonitorState | None,
     *,
     keep: bool,
+    tiebreak: np.ndarray | None = None,
 ) -> tuple[Monitoring, MonitorState | None]:
     """The monitoring of checked inputs, continued from ``previous`` when only labels were added since;
     with ``keep``, the state to continue it from."""
@@ -928,7 +952,7 @@ def _monitoring(
     if previous is not None and keep:
         since = _added_rows(previous, settings, weights, codes, ranks, [judge, *humans])
     if since is None or previous is None:
-        found = _differences(codes, ranks, judge, humans, rule) if n_humans >= 2 else []
+        found = _differences(codes, ranks, judge, humans, rule, tiebreak) if n_humans >= 2 else []
         before = [
             _HumanPath(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), _Running(), (n_humans + 1, n_humans + 1))
         ] * len(found)
@@ -936,7 +960,8 @@ def _monitoring(
         looks_before, last_rank = 0, None
     else:
         last_rank = previous.last_rank
-        part = _differences(codes[since], ranks[since], judge, humans, rule) if n_humans >= 2 else []
+        keys = None if tiebreak is None else tiebreak[since]
+        part = _differences(codes[since], ranks[since], judge, humans, rule, keys) if n_humans >= 2 else []
         found = [(t[t > last_rank], xi[t > last_rank], since[rows[t > last_rank]]) for t, xi, rows in part]
         before, first_before, looks_before = (
             list(previous.paths),

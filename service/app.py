@@ -53,6 +53,7 @@ from service.routes import (
     webhooks,
 )
 from service.schemas import ItemIn, LabelIn, RetractionIn
+from service.schemas.examples import add_request_examples
 from service.simulations.jobs import RUNNER
 from service.webhooks.sender import WebhookSender
 
@@ -174,6 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]
             _document_validation_errors_as_error_body(schema)
+            add_request_examples(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -18,8 +18,10 @@ from sqlalchemy.orm import Session
 
 from service.core.db import session_scope
 from service.core.errors import Forbidden, NotFound, echo
+from service.core.middleware import LOGIN_COOKIE, cookie_name
 from service.core.settings import Settings
 from service.data.keys import Principal, principal_for
+from service.data.logins import principal_for_login
 from service.data.models import Project
 from service.schemas import Role
 
@@ -50,21 +52,17 @@ def _settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
-KEY_COOKIE = "annoplan_key"
+def request_principal(session: Session, request: Request) -> Principal:
+    """The principal of the ``Authorization`` header, or on reads of the dashboard's login cookie.
 
-
-def request_authorization(request: Request) -> str | None:
-    """The ``Authorization`` header, or on reads the dashboard's login cookie in its place.
-
-    The cookie counts for GET and HEAD only, so a page of another site cannot make a
-    logged-in browser write (no CSRF surface).
+    The cookie holds a login token (``service.data.logins``), not a key, and counts for GET and
+    HEAD only, so a page of another site cannot make a logged-in browser write (no CSRF surface).
     """
     header = request.headers.get("authorization")
-    https = request.url.scheme == "https"
-    cookie = request.cookies.get(f"__Host-{KEY_COOKIE}" if https else KEY_COOKIE)
-    if header is None and cookie and request.method in ("GET", "HEAD"):
-        return f"Bearer {cookie}"
-    return header
+    token = request.cookies.get(cookie_name(LOGIN_COOKIE, https=request.url.scheme == "https"))
+    if header is None and token and request.method in ("GET", "HEAD"):
+        return principal_for_login(session, token)
+    return principal_for(session, header)
 
 
 def _principal(
@@ -72,7 +70,7 @@ def _principal(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
     with request.app.state.sessions() as session:
-        return principal_for(session, request_authorization(request))
+        return request_principal(session, request)
 
 
 PrincipalDep = Annotated[Principal, Depends(_principal)]

@@ -87,6 +87,8 @@ CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 CSRF_COOKIE = "annoplan_login_csrf"
+LOGIN_COOKIE = "annoplan_login"
+"""The dashboard's login cookie: a login token (``service.data.logins``), never an API key."""
 CSRF_FIELD = "csrf"
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
@@ -132,6 +134,13 @@ def csrf_matches(cookie: str | None, submitted: str | None, secret: bytes, *, no
     nonce, issued, mac = parts[0], int(parts[1]), parts[2]
     age = (time.time() if now is None else now) - issued
     return 0 <= age <= CSRF_MAX_AGE_SECONDS and secrets.compare_digest(mac, _csrf_mac(secret, nonce, issued))
+
+
+def logout_token(secret: bytes, login_token: str) -> str:
+    """The logout form's CSRF token: an HMAC of the login's token under the server's secret, so only a
+    page served to that login can post it."""
+    mac = hmac.new(secret, f"logout.{login_token}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
 def same_origin_post(origin: str | None, fetch_site: str | None, own_origin: str) -> bool:

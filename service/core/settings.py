@@ -32,6 +32,12 @@ class Settings(BaseSettings):
         description="The server's signing secret (login CSRF tokens). Unset: derived from the admin key and "
         "database URL, or random per process without an admin key (then set it when running several workers).",
     )
+    login_max_age_seconds: int = Field(
+        8 * 3600,
+        ge=60,
+        le=30 * 24 * 3600,
+        description="How long a dashboard login lasts (its cookie and its row); logout ends it sooner.",
+    )
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_rows: int = Field(100_000, ge=1)
     max_batch_size: int = Field(1_000, ge=1)

@@ -28,15 +28,18 @@ MARGIN_QUANTITY = {
 
 
 def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, float | None]]:
-    """Simulated reliability of the human-pool score against overlap rate, for the plan in force."""
+    """Simulated reliability of the human-pool score against overlap rate ``(rho, reliability)``, for the plan in
+    force, at the rates of ``CURVE_RHOS`` and the plan's own ``m / n`` (docs/method.md §6)."""
     if plan is None:
         return []
     recipe = plan.recipe
     moments = recipe.get("moments", {})
     coefficient = project.decision.get("coefficient", "po")
     n_items = min(int(recipe.get("n_items", 500)), 1000)
-    # A small corpus has no item per secondary at the lowest rates: those points are left out.
-    rhos = [rho for rho in CURVE_RHOS if round(rho * n_items) >= 1]
+    # The plan's own rate is one of the points, so the curve reads its reliability; a small corpus has no
+    # item per secondary at the lowest rates: those points are left out.
+    planned = {plan.m / int(recipe["n_items"])} if plan.m and recipe.get("n_items") else set()
+    rhos = [rho for rho in sorted(set(CURVE_RHOS) | planned) if round(rho * n_items) >= 1 and rho <= 1]
     if not rhos:
         return []
     result = simulate(
@@ -124,20 +127,21 @@ def margins_chart(validation: dict[str, Any], number: int) -> Chart:
 
 
 def sequences_chart(validation: dict[str, Any], number: int) -> Chart:
-    """Per held-out rater, the confidence sequence of its margin over label_seq (docs/method.md §8)."""
+    """Per held-out rater, the confidence sequence of its margin against its overlap items so far (the n the
+    sequence is indexed by; docs/method.md §8), with the label_seq of each look in the CSV."""
     monitoring = validation.get("monitoring") or {}
     epsilon = validation.get("epsilon") or 0.0
     name = MARGIN_QUANTITY[validation["rule"]][0]
     return Chart(
         id=f"sequences-{number}",
         kind="band",
-        title=f"confidence sequence of {name} per held-out rater over label_seq, judge {validation['judge']}: "
-        "valid at every look at once",
-        x_label="label_seq",
+        title=f"confidence sequence of {name} per held-out rater over its overlap items, judge "
+        f"{validation['judge']}: valid at every look at once",
+        x_label="overlap items n (items the judge and the rater both labeled, with the other humans)",
         y_label=name,
-        columns=("rater", "label_seq", "n", "lower", "upper"),
+        columns=("rater", "n", "label_seq", "lower", "upper"),
         rows=tuple(
-            (r["rater"], p["label_seq"], p["n"], p["lower"], p["upper"])
+            (r["rater"], p["n"], p["label_seq"], p["lower"], p["upper"])
             for r in monitoring.get("raters", [])
             for p in r["band"]
         ),
@@ -172,17 +176,21 @@ def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) 
             rows=tuple((r["rater"], r["done"], plan.get("m_target") or 0) for r in plan.get("raters", [])),
         )
     )
+    n_items = int(doc.get("n_items") or 0)
+    m_plan = plan.get("m_target")
     charts.append(
         Chart(
             id="overlap-curve",
             kind="line",
-            title="reliability of the human-pool score vs overlap rate, simulated for the plan in force",
-            x_label="overlap rate rho (share of items each secondary labels)",
+            title="reliability of the human-pool score vs overlap items per secondary, simulated for the plan in force "
+            f"on {min(n_items, 1000):,} items at the same rates",
+            x_label=f"overlap items m per secondary (rho = m / {n_items:,} items)",
             y_label="P(|sparse - full| <= delta)",
-            columns=("rho", "reliability"),
-            rows=tuple(curve),
+            columns=("overlap_items", "reliability", "rho"),
+            rows=tuple((round(rho * n_items), reliability, rho) for rho, reliability in curve),
             y_range=(0.0, 1.0),
             target=0.95,
+            marks=((float(m_plan), f"plan: m = {m_plan}, rho = {m_plan / n_items:.2f}"),) if m_plan and n_items else (),
         )
     )
     return tuple(charts)

@@ -35,13 +35,15 @@ def dashboard_page(
     behind: int,
     replay: HistoryReplay | None = None,
     slices: dict[str, Any] | None = None,
+    logout: str | None = None,
 ) -> str:
     """One project's dashboard: decision per judge with its margins, plan and recipe, pool score, overlap curve.
 
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
     ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
     ``replay``: the pool-score history's one-time replay, while it is under way; ``slices``: the first judge's
-    decision per slice of the project's ``decision.slices`` feature (docs/method.md §3b), failing slices first.
+    decision per slice of the project's ``decision.slices`` feature (docs/method.md §3b), failing slices first;
+    ``logout``: the logout form's CSRF token when the page was opened by a login (no form for a Bearer key).
     """
     by_id = {c.id: c for c in charts}
     judges = doc["judges"]
@@ -89,7 +91,7 @@ def dashboard_page(
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
  data-refreshing="{"true" if behind else "false"}" data-history-rebuilding="{"true" if replay else "false"}">
-<p class="note"><a href="/dashboard">all projects</a></p>
+<div class="note"><a href="/dashboard">all projects</a>{logout_form(logout)}</div>
 <h1>{escape(project.name)}</h1>
 <p>label_seq <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
  criterion {escape(doc["criterion"])} &middot; rule {escape(str(doc.get("rule")))}, coefficient
@@ -106,16 +108,17 @@ def dashboard_page(
  ({escape(str(doc.get("coefficient")))}) on the labels in hand at each point of the label sequence;
  95% interval now [{_fmt((pool.get("ci") or [None, None])[0])}, {_fmt((pool.get("ci") or [None, None])[1])}].</p>
 {_rebuilding(replay)}{pool_chart}
-<h2>Reliability vs overlap rate</h2>
+<h2>Reliability vs overlap</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
- within delta of the score at full overlap; the dashed line is the 0.95 target.</p>
+ within delta of the score at full overlap, against the overlap items each secondary labels; the red dashed
+ line is the 0.95 target, the purple one the plan's own overlap m.</p>
 {curve_figure}
 <script src="/static/dashboard.js"></script>
 <script src="/static/chart_png.js"></script>
 </body></html>"""
 
 
-def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
+def index_page(rows: list[dict[str, Any]], next_page: str | None, *, logout: str | None = None) -> str:
     """The projects the key can see: name, decision per judge, omega, progress and the last label's time."""
     body = (
         "".join(
@@ -129,6 +132,7 @@ def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
     more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
+<div class="note">{logout_form(logout)}</div>
 <h1>Projects</h1>
 <table id="projects"><tr><th>project</th><th>decision</th><th>omega</th><th>progress (least advanced secondary)</th>
 <th>last label (UTC)</th></tr>{body}</table>{more}
@@ -137,12 +141,23 @@ def index_page(rows: list[dict[str, Any]], next_page: str | None) -> str:
 
 
 def login_page(csrf_token: str, message: str = "") -> str:
-    """The login form: the API key goes into an HttpOnly cookie, never into a URL."""
+    """The login form: the API key is posted once (never in a URL); the cookie then holds a login token."""
     note = f'<p style="color:#a40000">{escape(message)}</p>' if message else ""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>annoplan login</title></head>
 <body style="font-family:system-ui,sans-serif;margin:2em"><h1>annoplan</h1>{note}
 <form method="post" action="/login"><label>API key <input id="key" name="key" type="password" autocomplete="off"></label>
 <input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf_token)}"><button id="login" type="submit">Log in</button></form></body></html>"""
+
+
+def logout_form(csrf_token: str | None) -> str:
+    """The logout button (a POST with the login's CSRF token), or nothing without a login."""
+    if csrf_token is None:
+        return ""
+    return (
+        f' <form id="logout" method="post" action="/logout" style="display:inline">'
+        f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf_token)}">'
+        '<button type="submit">Log out</button></form>'
+    )
 
 
 def error_page(status_code: int, detail: str) -> str:
@@ -157,9 +172,20 @@ def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, s
     return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix("margins-"))}">
 <h2>Judge {escape(validation["judge"])}</h2>
 <p class="decision {escape(decision)}">decision: <b>{escape(_marked(validation))}</b>{reason} &middot; omega {_fmt(validation["omega"])}</p>
-<h3>{escape(margins.title)}</h3>
+{_rewritten(validation)}<h3>{escape(margins.title)}</h3>
 <p class="note">{escape(_margins_note(validation))}</p>
 {_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
+
+
+def _rewritten(validation: dict[str, Any]) -> str:
+    """The mark of a shown decision that the labels now decide otherwise (docs/method.md §8.3); empty otherwise."""
+    rewritten = validation.get("rewritten_at")
+    if not rewritten:
+        return ""
+    return (
+        f'<p class="rewritten" id="rewritten">rewritten since label_seq {rewritten["label_seq"]}: '
+        f"{escape(rewritten['changed'])}</p>\n"
+    )
 
 
 def _margins_note(validation: dict[str, Any]) -> str:
@@ -289,5 +315,11 @@ def _status(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def _marked(validation: dict[str, Any]) -> str:
-    """A decision as every surface says it: with its provisional mark while it is provisional."""
-    return f"{validation['decision']} (provisional)" if validation.get("provisional") else str(validation["decision"])
+    """A decision as every surface says it: with its provisional mark while it is provisional, and the decision
+    first shown when it differs (docs/method.md §8.3)."""
+    marked = f"{validation['decision']} (provisional)" if validation.get("provisional") else str(validation["decision"])
+    rewritten = validation.get("rewritten_at")
+    if rewritten:
+        shown = rewritten["shown"]
+        marked += f" (rewritten: {shown['decision']} shown at label_seq {shown['label_seq']})"
+    return marked

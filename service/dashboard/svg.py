@@ -171,14 +171,16 @@ def _plane(
 
 def _line_svg(chart: Chart) -> str:
     left = PLANE[1]
-    shown = [(x, y) for x, y in chart.rows if y is not None]
+    shown = [(row[0], row[1]) for row in chart.rows if row[1] is not None]
     if not shown:
         return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
-    xs = [x for x, _ in shown]
+    xs = [x for x, _ in shown] + [m for m, _ in chart.marks]
     ys = [y for _, y in shown] + ([chart.target] if chart.target is not None else [])
     x0, x1 = min(xs), max(xs)
     if x1 <= x0:
         x0, x1 = x0 - 1, x1 + 1
+    if chart.marks:  # room right of a mark at the last point for its line to show
+        x1 += 0.03 * (x1 - x0)
     y0, y1 = chart.y_range or (min(ys), max(ys))
     if y1 <= y0:
         y0, y1 = y0 - 0.05, y1 + 0.05
@@ -189,6 +191,13 @@ def _line_svg(chart: Chart) -> str:
             f'y2="{py(chart.target):.1f}" stroke="#cc0000" stroke-dasharray="5 3"/>'
             f'<text x="{left + 4}" y="{py(chart.target) - 4:.1f}" font-size="10" fill="#cc0000">'
             f"target {chart.target:g}</text>"
+        )
+    for value, label in chart.marks:  # vertical marks: the plan's overlap on the curve, say
+        anchor, side = ("end", -3) if px(value) > (left + WIDTH) / 2 else ("start", 3)
+        parts.append(
+            f'<line class="mark" x1="{px(value):.1f}" x2="{px(value):.1f}" y1="10" y2="{PLANE[0] - PLANE[2]}" '
+            f'stroke="#75507b" stroke-width="1.5" stroke-dasharray="6 3"/><text x="{px(value) + side:.1f}" '
+            f'y="{PLANE[0] - PLANE[2] - 6}" font-size="10" fill="#75507b" text-anchor="{anchor}">{escape(label)}</text>'
         )
     path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in shown)
     parts.append(f'<polyline class="series" points="{path}" fill="none" stroke="#204a87" stroke-width="2"/>')
@@ -221,11 +230,14 @@ def _bars_svg(chart: Chart) -> str:
 
 
 BAND_COLOURS = ("#3465a4", "#cc0000", "#4e9a06", "#75507b", "#c17d11", "#555753")
+BAND_DASHES = ("", "7 3", "2 2", "9 3 2 3", "4 4", "1 3")
+"""Each band's outline pattern (with its colour): overlapping bands stay apart where their tints mix."""
 LEGEND_PER_ROW, LEGEND_ROW = 4, 16  # a band chart's legend entries per row, and a row's height in pixels
 
 
 def _band_svg(chart: Chart) -> str:
-    """One shaded band per series: rows ``(series, x, n, low, high)`` in x order, with marks."""
+    """One band per series: rows ``(series, x, ..., low, high)`` in x order, with marks; each drawn as a faint
+    tint between its two outlines (a looks at the same x keeps the last), so overlapping bands stay readable."""
     left = PLANE[1]
     if not chart.rows:
         return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
@@ -246,21 +258,27 @@ def _band_svg(chart: Chart) -> str:
             f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>'
         )
     for k, name in enumerate(series):
-        band = [row for row in chart.rows if row[0] == name]
-        colour = BAND_COLOURS[k % len(BAND_COLOURS)]
-        edge = [(px(r[1]), py(r[4])) for r in band] + [(px(r[1]), py(r[3])) for r in reversed(band)]
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in edge)
+        band = list({row[1]: row for row in chart.rows if row[0] == name}.values())
+        colour, dash = BAND_COLOURS[k % len(BAND_COLOURS)], BAND_DASHES[k % len(BAND_DASHES)]
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        upper = " ".join(f"{px(r[1]):.1f},{py(r[4]):.1f}" for r in band)
+        lower = " ".join(f"{px(r[1]):.1f},{py(r[3]):.1f}" for r in band)
+        edge = " ".join(f"{px(r[1]):.1f},{py(r[3]):.1f}" for r in reversed(band))
         parts.append(
-            f'<polygon class="band" points="{path}" fill="{colour}" fill-opacity="0.25" '
-            f'stroke="{colour}"><title>{escape(str(name))}</title></polygon>'
+            f'<polygon class="band" points="{upper} {edge}" fill="{colour}" fill-opacity="0.05" stroke="none">'
+            f"<title>{escape(str(name))}</title></polygon>"
+        )
+        parts.extend(
+            f'<polyline class="band-edge" points="{points}" fill="none" stroke="{colour}" stroke-width="1.8"{dashed}/>'
+            for points in (upper, lower)
         )
         # the legend sits under the x axis, where no band is drawn
         row, column = divmod(k, LEGEND_PER_ROW)
         x, y = left + column * (WIDTH - left) / LEGEND_PER_ROW, PLANE[0] + LEGEND_ROW * row + 4
         parts.append(
-            f'<g class="legend"><rect x="{x:.0f}" y="{y:.0f}" width="10" height="10" fill="{colour}" '
-            f'fill-opacity="0.5" stroke="{colour}"/><text x="{x + 14:.0f}" y="{y + 9:.0f}" font-size="11">'
-            f"{escape(str(name))[:18]}</text></g>"
+            f'<g class="legend"><rect x="{x:.0f}" y="{y:.0f}" width="18" height="10" fill="{colour}" '
+            f'fill-opacity="0.05" stroke="{colour}" stroke-width="1.8"{dashed}/><text x="{x + 22:.0f}" '
+            f'y="{y + 9:.0f}" font-size="11">{escape(str(name))[:18]}</text></g>'
         )
     parts.append("</svg>")
     return "".join(parts)

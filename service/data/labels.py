@@ -25,6 +25,20 @@ CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
 
 
+EVENT_COLUMNS = (
+    "project_id",
+    "seq",
+    "item_id",
+    "rater_id",
+    "criterion",
+    "value",
+    "batch_id",
+    "created_at",
+    "rank",
+    "confidence",
+)
+"""The columns a label write inserts into ``label_events``."""
+
 SPAN = 4
 """A write's items are read as one range of ids when that range is under this many times their number."""
 
@@ -131,14 +145,14 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
             confidence[cell] = float(given)
     if any(batch is not None for _, batch, _ in cells.values()):
         _check_batches(session, project, cells)
-    current = _current_values(session, project.id, cells)
+    current, ranks = _current_values(session, project.id, cells)
     fresh = [(cell, value, batch) for cell, (value, batch, _) in cells.items() if current.get(cell) != value]
     duplicates += len(cells) - len(fresh)
     last_seq = project.label_seq
     if fresh:
         first_seq = reserve(session, project.id, "label_seq", len(fresh))
         last_seq = first_seq + len(fresh) - 1
-        _append(session, project.id, fresh, first_seq, utcnow(), current, confidence)
+        _append(session, project.id, fresh, first_seq, utcnow(), current, ranks, confidence)
         _count_labeled_items(session, _items_gained(fresh, current, one_criterion=len(criteria) == 1))
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
@@ -166,14 +180,14 @@ def _check_batches(session: Session, project: Project, cells: Cells) -> None:
             raise Invalid(f"row {n}: batch {echo(batch)} is not a batch of this rater in this project")
 
 
-def _current_values(session: Session, project_id: str, cells: Cells) -> dict[Cell, str]:
+def _current_values(session: Session, project_id: str, cells: Cells) -> tuple[dict[Cell, str], dict[Cell, int]]:
     """The current labels of the cells' raters on the cells' items (every criterion; read as a range of
-    item ids, it may hold other items too)."""
+    item ids, it may hold other items too), and their arrival ranks (docs/method.md §8.2)."""
     if not cells:
-        return {}
+        return {}, {}
     raters, rater_ids = in_values(session, "rater_id", sorted({r for _, r, _ in cells}))
     item_ids = sorted({i for i, _, _ in cells})
-    sql = f"SELECT item_id, rater_id, criterion, value FROM current_labels WHERE {raters}"
+    sql = f"SELECT item_id, rater_id, criterion, value, COALESCE(rank, seq) FROM current_labels WHERE {raters}"
     params: tuple[Any, ...]
     if item_ids[-1] - item_ids[0] < SPAN * len(item_ids):
         # a run of the corpus (a bulk upload in item order): one range of the primary key, not a
@@ -188,7 +202,8 @@ def _current_values(session: Session, project_id: str, cells: Cells) -> dict[Cel
     else:
         params = (rater_ids, project_id)
         sql = f"{sql} AND project_id = ?"
-    return {(i, r, c): v for i, r, c, v in driver_rows(session, sql, params)}
+    rows = driver_rows(session, sql, params)
+    return {(i, r, c): v for i, r, c, v, _ in rows}, {(i, r, c): rank for i, r, c, _, rank in rows}
 
 
 def _append(
@@ -198,33 +213,38 @@ def _append(
     first_seq: int,
     now: datetime,
     current: dict[Cell, str],
+    ranks: dict[Cell, int],
     confidence: dict[Cell, float] | None = None,
 ) -> None:
     """Insert the events, then bring ``current_labels`` up to date from them in one statement: a plain
     insert when no cell has a current label in ``current`` (read under the project's lock, so exact),
     else an upsert (at a million items ~0.7 instead of ~1.0 s of PostgreSQL CPU per 100,000 new cells).
+
+    A new cell's arrival rank is the write's last ``label_seq`` (every cell of one write shares it); a
+    correction keeps its cell's rank from ``ranks``, so it never re-dates its item (docs/method.md §8.2).
     ``confidence``: the judge cells' confidences (a cell not in it has none).
     """
     stamp = db_value(session, LabelEvent.__table__.c.created_at, now)
+    write_rank = first_seq + len(fresh) - 1
     given = confidence or {}
     insert_many(
         session,
         table_of(LabelEvent),
-        ("project_id", "seq", "item_id", "rater_id", "criterion", "value", "batch_id", "created_at", "confidence"),
+        EVENT_COLUMNS,
         [
-            (project_id, first_seq + k, cell[0], cell[1], cell[2], value, batch, stamp, given.get(cell))
+            (project_id, first_seq + k, *cell, value, batch, stamp, ranks.get(cell, write_rank), given.get(cell))
             for k, (cell, value, batch) in enumerate(fresh)
         ],
     )
     corrections = any(cell in current for cell, _, _ in fresh) if current else False
     upsert = (
-        " ON CONFLICT (item_id, rater_id, criterion) DO UPDATE SET value = excluded.value, seq = excluded.seq, "
-        "confidence = excluded.confidence"
+        " ON CONFLICT (item_id, rater_id, criterion) DO UPDATE SET value = excluded.value, seq = excluded.seq,"
+        " rank = excluded.rank, confidence = excluded.confidence"
     )
     session.execute(
         text(
-            "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq, confidence) "
-            "SELECT item_id, rater_id, criterion, project_id, value, seq, confidence FROM label_events "
+            "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq, rank, confidence) "
+            "SELECT item_id, rater_id, criterion, project_id, value, seq, rank, confidence FROM label_events "
             f"WHERE project_id = :project AND seq BETWEEN :first AND :last{upsert if corrections else ''}"
         ),
         {"project": project_id, "first": first_seq, "last": first_seq + len(fresh) - 1},

@@ -105,6 +105,12 @@ class Project(Base):
     label_map: Mapped[dict[str, Any] | None]
     # The Label Studio choices control last read from a labeling config (name, data key, choices).
     label_studio: Mapped[dict[str, Any] | None]
+    # Seed of the item order that breaks ties of equal arrival rank (docs/method.md §8.2; null: a hash of
+    # the id), fixed at creation, before any label.
+    order_seed: Mapped[int | None] = mapped_column(BigInteger)
+    # The label_seq of the first look (the first reliability document computed): the labels in hand then
+    # are the opening, read as one rank (null: no look yet).
+    opening_seq: Mapped[int | None] = mapped_column(BigInteger)
 
     @property
     def decision_settings(self) -> DecisionSettings:
@@ -202,6 +208,9 @@ class LabelEvent(Base):
     kind: Mapped[str] = mapped_column(String(16), default="label", server_default="label")
     # A judge label's own certainty in [0, 1] (selective evaluation, docs/method.md §3c); null when not given.
     confidence: Mapped[float | None] = mapped_column(Float)
+    # Arrival rank (docs/method.md §8.2): the label_seq of the write that gave the cell its first label,
+    # kept by corrections (null: written before ranks, read as ``seq``).
+    rank: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class CurrentLabel(Base):
@@ -222,6 +231,7 @@ class CurrentLabel(Base):
     value: Mapped[str] = mapped_column(String(200))
     seq: Mapped[int] = mapped_column(BigInteger)
     confidence: Mapped[float | None] = mapped_column(Float)  # the current event's (see LabelEvent)
+    rank: Mapped[int | None] = mapped_column(BigInteger)  # the arrival rank of its event (see LabelEvent)
 
 
 class PoolScore(Base):
@@ -251,6 +261,20 @@ class ApiKey(Base):
     rater_id: Mapped[int | None] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
     name: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+
+
+class Login(Base):
+    """A dashboard login: the browser's cookie holds a random token, this row its hash, the key it
+    stands for, and when it stops working (expiry, logout, or the key's revocation)."""
+
+    __tablename__ = "logins"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
     revoked_at: Mapped[datetime | None]
 
 
@@ -445,6 +469,21 @@ class WebhookDelivery(Base):
     last_status_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     delivered_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ShownDecision(Base):
+    """The first pass or reject a reliability document showed for a judge, kept as of its ``label_seq``:
+    a later document whose decision differs marks itself ``rewritten_at`` (docs/method.md §8.3)."""
+
+    __tablename__ = "shown_decisions"
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
+    judge: Mapped[str] = mapped_column(String(200), primary_key=True)
+    decision: Mapped[str] = mapped_column(String(32))
+    label_seq: Mapped[int] = mapped_column(BigInteger)
+    decided_at: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -3,6 +3,7 @@ coordination point (the writers' lock and the counters it carries)."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from sqlalchemy import select, update
@@ -43,7 +44,10 @@ FROZEN_ONCE_LABELLED = frozenset({"labels", "scale", "criteria"})
 
 def add_project(session: Session, body: ProjectCreate) -> Project:
     """A new project with no items or labels yet."""
-    project = Project(id=new_public_id("p"), label_seq=0, item_count=0, **body.model_dump())
+    fields = body.model_dump()
+    if fields["order_seed"] is None:
+        fields["order_seed"] = secrets.randbelow(2**53)
+    project = Project(id=new_public_id("p"), label_seq=0, item_count=0, **fields)
     session.add(project)
     session.flush()
     return project

@@ -23,6 +23,7 @@ from service.core.errors import NotFound
 from service.core.sql import driver_rows
 from service.data.models import PoolScore, Project
 from service.documents.reliability import DocumentCache, document_key, document_lineage, reliability_document
+from service.documents.shown import decisions_to_record, store_shown
 from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
 
@@ -70,7 +71,28 @@ def cached_reliability(
     if built:
         bind, point = session.get_bind(), [(doc["label_seq"], doc["human_pool"]["estimate"])]
         documents.in_background(f"point|{key}", lambda: store_points(bind, project.id, criterion, point))
+        shown = decisions_to_record(doc)
+        if shown:
+            documents.in_background(f"shown|{key}", lambda: store_shown(bind, project.id, shown))
+        if project.opening_seq is None:
+            seq = doc["label_seq"]
+            documents.in_background(f"opening|{project.id}", lambda: store_opening(bind, project.id, seq))
     return doc
+
+
+def store_opening(bind: Engine | Connection, project_id: str, label_seq: int) -> None:
+    """Record the first look's ``label_seq`` as the project's opening (docs/method.md §8.2), once.
+
+    Best effort, as :func:`store_points`: while it is not stored, the next document is its own opening.
+    """
+    try:
+        with Session(bind.execution_options(**{WRITE_OPTION: True})) as writer, writer.begin():
+            writer.execute(
+                text("UPDATE projects SET opening_seq = :s WHERE id = :p AND opening_seq IS NULL"),
+                {"s": label_seq, "p": project_id},
+            )
+    except SQLAlchemyError as exc:
+        log.warning("opening of project %s not stored: %s", project_id, exc)
 
 
 def store_points(
@@ -161,8 +183,8 @@ def pool_history(
     until: int | None = None,
     progress: HistoryReplay | None = None,
 ) -> list[tuple[int, float | None]]:
-    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events;
-    ``progress`` follows the events applied."""
+    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events,
+    at quantiles of the events from the first label of a second human; ``progress`` follows the events applied."""
     events = driver_rows(
         session,
         "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? AND seq <= ? "
@@ -181,7 +203,12 @@ def pool_history(
     rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
     flat = rows * len(raters) + cols
     raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
-    cuts = np.unique(np.quantile(seqs, np.linspace(0, 1, REPLAY_POINTS + 1)[1:], method="higher"))
+    # The score is undefined until a second human has labeled: the cuts are spread over the events from
+    # there (a corpus the primary labels first would otherwise leave all but the last cut undefined).
+    is_human = np.isin(cols, humans)
+    _, first = np.unique(cols[is_human], return_index=True)
+    begin = int(np.sort(np.flatnonzero(is_human)[first])[1]) if first.size >= 2 else 0
+    cuts = np.unique(np.quantile(seqs[begin:], np.linspace(0, 1, REPLAY_POINTS + 1)[1:], method="higher"))
     points: list[tuple[int, float | None]] = []
     start = 0
     for cut in cuts:

@@ -25,7 +25,8 @@ from service.core import offload as cancellable
 from service.core.caches import RecentlyUsed
 from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
-from service.documents.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
+from service.documents.monitoring import MONITOR_KEY, arrival_order, decision_in_force, judge_monitorings
+from service.documents.shown import mark_rewrites
 from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
 from service.matrices.store import current_matrix
@@ -315,6 +316,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     cells = matrix.raw.size
     humans = matrix.columns("primary", "human")
     states = session.info.get(MONITOR_KEY)
+    arrival = arrival_order(project, matrix.label_seq)
     with _handed_over(matrix, cells) as handed:
         statistics = (
             document_statistics,
@@ -331,16 +333,22 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
                     decision,
                     plan,
                     inclusion,
+                    arrival,
                     kept=(states, document_lineage(project, plan, criterion, "monitoring")),
                 )
                 [stats] = waiting.result()
         else:
-            monitorings: Call = (judge_monitorings, (handed, judges, humans, decision, _planned(plan), inclusion), {})
+            monitorings: Call = (
+                judge_monitorings,
+                (handed, judges, humans, decision, _planned(plan), inclusion, arrival),
+                {},
+            )
             stats, blocks = off_worker_each(cells, statistics, monitorings)
     validations = [
         fixed | decision_in_force(block, matrix, decision, fixed, plan)
         for fixed, block in zip(stats["judges"], blocks, strict=True)
     ]
+    mark_rewrites(session, project.id, criterion, matrix.label_seq, validations)
     doc["monitoring_mode"] = decision.resolved_monitoring()
     if validations:
         doc.update(validations[0])

@@ -34,7 +34,8 @@ class LabelMatrix:
     ``L+1`` for INVALID, ``-1`` where a rater has no label; ``codes`` is ``raw`` with the two
     special values set missing (the exclusion rule of docs/method.md §7), which is what agreement
     and the validation decision use. Rows follow ``item_ids`` (corpus order). ``order`` holds the
-    ``label_seq`` of each current label (-1 where none): the arrival order of docs/method.md §8.
+    arrival rank of each current label (-1 where none): the ``label_seq`` of the write that gave its
+    cell a first label (docs/method.md §8.2).
     The arrays are read-only: a matrix is shared by every document built at its ``label_seq``.
     """
 
@@ -73,7 +74,7 @@ def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatr
     for col, rater in enumerate(raters):
         cells = integer_rows(
             session,
-            ["item_id", code, "seq"],
+            ["item_id", code, "COALESCE(rank, seq)"],
             "current_labels WHERE rater_id = ? AND criterion = ?",
             (*(x for pair in code_of.items() for x in pair), rater.id, criterion),
         )

@@ -163,7 +163,7 @@ def _updated(session: Session, project: Project, criterion: str, kept: _Kept | N
         return _fresh(session, project, criterion)
     events = driver_rows(
         session,
-        "SELECT item_id, rater_id, value, seq FROM label_events "
+        "SELECT item_id, rater_id, value, COALESCE(rank, seq) FROM label_events "  # rank: docs/method.md §8.2
         "WHERE project_id = ? AND seq > ? AND seq <= ? AND criterion = ? ORDER BY seq",
         (project.id, old.label_seq, project.label_seq, criterion),
     )

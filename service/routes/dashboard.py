@@ -1,7 +1,9 @@
-"""The dashboard pages (projects index, one project), their chart downloads, and the login (a key in a cookie)."""
+"""The dashboard pages (projects index, one project), their chart downloads, the login (a login token
+in a cookie, never the key) and the logout."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated
 from urllib.parse import parse_qs
 
@@ -13,29 +15,34 @@ from service.core.middleware import (
     CSRF_COOKIE,
     CSRF_FIELD,
     CSRF_MAX_AGE_SECONDS,
+    LOGIN_COOKIE,
     cookie_name,
     csrf_matches,
+    logout_token,
     new_csrf_token,
     same_origin_post,
 )
 from service.core.pagination import PageParams, encode_cursor
 from service.core.settings import signing_secret
 from service.core.uploads import RawBody
+from service.dashboard.annotator import annotator_page, annotator_work, own_rater
 from service.dashboard.charts import project_charts
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
 from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
 from service.dashboard.svg import Chart, chart_csv, chart_svg
 from service.data.keys import Principal, principal_for
-from service.data.models import Project
+from service.data.logins import close_login, open_login
+from service.data.models import Project, Rater
 from service.data.queries import projects_page
 from service.deps import (
-    KEY_COOKIE,
     VIEWER,
     ProjectForViewer,
     ProjectId,
     ReadSession,
     SettingsDep,
-    request_authorization,
+    WriterTurn,
+    WriteSession,
+    request_principal,
     scoped_project,
 )
 from service.documents.slices import cached_slices
@@ -86,9 +93,10 @@ def get_login(request: Request) -> HTMLResponse:
         403: {"description": "Missing or wrong CSRF token, or a form of another origin: load the form again"},
     },
 )
-def post_login(request: Request, body: RawBody, session: ReadSession) -> Response:
-    """Check the posted key and keep it in an HttpOnly, SameSite=Strict cookie (reads only); go to the
-    projects index (admin) or the key's project dashboard.
+def post_login(request: Request, body: RawBody, _turn: WriterTurn, session: WriteSession) -> Response:
+    """Check the posted key and open a login: an HttpOnly, SameSite=Strict cookie holding a random login
+    token (reads only; never the key), for `login_max_age_seconds`; go to the projects index (admin),
+    the key's project dashboard, or an annotator's own page.
 
     The form's CSRF token must match the cookie set with the form and carry this server's
     signature (under an hour old), and a browser's post must come from this origin
@@ -108,20 +116,74 @@ def post_login(request: Request, body: RawBody, session: ReadSession) -> Respons
         principal = principal_for(session, f"Bearer {key}")
     except Unauthorized:
         return _login_form(request, "unknown or revoked API key", 401)
-    target = f"/projects/{principal.project_id}/dashboard" if principal.project_id else "/dashboard"
-    response = RedirectResponse(target, status_code=303)
+    max_age = request.app.state.settings.login_max_age_seconds
+    token = open_login(session, principal, max_age_seconds=max_age)
+    response = RedirectResponse(_landing(principal), status_code=303)
     response.set_cookie(
-        cookie_name(KEY_COOKIE, https=https), key, path="/", httponly=True, samesite="strict", secure=https
+        cookie_name(LOGIN_COOKIE, https=https),
+        token,
+        max_age=max_age,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=https,
     )
     response.delete_cookie(csrf_cookie, path="/" if https else "/login", secure=https, httponly=True)
     return response
+
+
+def _landing(principal: Principal) -> str:
+    """Where a login goes: an annotator's own page, its project's dashboard, or the projects index (admin)."""
+    if principal.project_id is None:
+        return "/dashboard"
+    page = "annotator" if principal.role == Role.ANNOTATOR else "dashboard"
+    return f"/projects/{principal.project_id}/{page}"
+
+
+@router.post(
+    "/logout",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Logged out (the login is revoked and its cookie cleared): to `/login`"},
+        403: {"description": "Missing or wrong logout token, or a form of another origin (HTML page)"},
+    },
+)
+def post_logout(request: Request, body: RawBody, _turn: WriterTurn, session: WriteSession) -> Response:
+    """End the browser's login: its row is revoked (a copy of the cookie stops working too) and the
+    cookie cleared. The form's token is the HMAC of the login under the server's secret (only a page
+    served to this login holds it) and the post must come from this origin; without a login, nothing
+    to end: to `/login`."""
+    https = request.url.scheme == "https"
+    name = cookie_name(LOGIN_COOKIE, https=https)
+    token = request.cookies.get(name)
+    if token:
+        form = parse_qs(body.decode("utf-8", "replace"))
+        own_origin = f"{request.url.scheme}://{request.url.netloc}"
+        submitted = (form.get(CSRF_FIELD) or [""])[0]
+        expected = logout_token(signing_secret(request.app.state.settings), token)
+        same_origin = same_origin_post(request.headers.get("origin"), request.headers.get("sec-fetch-site"), own_origin)
+        if not (same_origin and secrets.compare_digest(submitted.encode(), expected.encode())):
+            detail = "the logout form came from another page or site; log out from a dashboard page"
+            return HTMLResponse(error_page(403, detail), status_code=403)
+        close_login(session, token)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(name, path="/", secure=https, httponly=True, samesite="strict")
+    return response
+
+
+def _logout(request: Request) -> str | None:
+    """The logout form's token for a page opened by a login (None: opened with a Bearer key)."""
+    token = request.cookies.get(cookie_name(LOGIN_COOKIE, https=request.url.scheme == "https"))
+    if token is None or request.headers.get("authorization") is not None:
+        return None
+    return logout_token(signing_secret(request.app.state.settings), token)
 
 
 def _dashboard_access(pid: ProjectId, request: Request, session: ReadSession) -> Project | Response:
     """The project for a viewer or above, or the page to answer instead: to the login form
     without a valid key, else the error as HTML."""
     try:
-        principal = principal_for(session, request_authorization(request))
+        principal = request_principal(session, request)
         return scoped_project(session, principal, pid, VIEWER)
     except Unauthorized:
         return RedirectResponse("/login", status_code=303)
@@ -133,7 +195,7 @@ def _index_access(request: Request, session: ReadSession) -> Principal | Respons
     """The principal of an admin, or of a PM or viewer of a project, or the page to answer instead: to the
     login form without a valid key, else the error as HTML."""
     try:
-        principal = principal_for(session, request_authorization(request))
+        principal = request_principal(session, request)
         if principal.role != Role.ADMIN:
             scoped_project(session, principal, principal.project_id or "", VIEWER)
         return principal
@@ -173,7 +235,7 @@ def get_index(
     )
     more = len(projects) > INDEX_PAGE_SIZE
     next_page = f"/dashboard?cursor={encode_cursor((page.after or 0) + INDEX_PAGE_SIZE)}" if more else None
-    return HTMLResponse(index_page(rows, next_page), headers={"Cache-Control": "no-store"})
+    return HTMLResponse(index_page(rows, next_page, logout=_logout(request)), headers={"Cache-Control": "no-store"})
 
 
 @router.get(
@@ -226,9 +288,47 @@ def get_dashboard(
             )
         except Invalid as exc:  # a feature no item has yet: the page says so instead of failing
             slices = {"headline": exc.detail, "slices": []}
+    behind = access.label_seq - doc["label_seq"]
     page = dashboard_page(
-        access, doc, charts, notes, etag, behind=access.label_seq - doc["label_seq"], replay=replay, slices=slices
+        access, doc, charts, notes, etag, behind=behind, replay=replay, slices=slices, logout=_logout(request)
     )
+    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+
+def _annotator_access(pid: ProjectId, request: Request, session: ReadSession) -> tuple[Project, Rater] | Response:
+    """The project and rater of an annotator key of it, or the page to answer instead: to the login
+    form without a valid key, else the error as HTML (other roles: 403, their pages are the dashboards)."""
+    try:
+        principal = request_principal(session, request)
+        project = scoped_project(session, principal, pid, (Role.ANNOTATOR,))
+    except Unauthorized:
+        return RedirectResponse("/login", status_code=303)
+    except AppError as exc:
+        return HTMLResponse(error_page(exc.status_code, exc.detail), status_code=exc.status_code)
+    return project, own_rater(session, principal)
+
+
+@router.get(
+    "/projects/{pid}/annotator",
+    response_class=HTMLResponse,
+    responses={
+        303: {"description": "Log in first (to `/login`)"},
+        403: {"description": "Not an annotator key: the dashboards are for admin, PM and viewer keys (HTML page)"},
+        404: {"description": "No such project, or outside the key's scope (HTML page)"},
+    },
+)
+def get_annotator_page(
+    pid: ProjectId,
+    access: Annotated[tuple[Project, Rater] | Response, Depends(_annotator_access)],
+    request: Request,
+    session: ReadSession,
+) -> Response:
+    """An annotator's own page (annotator keys; a login lands here): its next batch, how many items it has
+    labeled, how many remain. Blind: nothing of other raters' labels or the judge's."""
+    if isinstance(access, Response):
+        return access
+    project, rater = access
+    page = annotator_page(project, annotator_work(session, project, rater), logout=_logout(request))
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 

@@ -47,6 +47,8 @@ def project_read(p: Project) -> ProjectRead:
         label_seq=p.label_seq,
         n_items=p.item_count,
         created_at=p.created_at,
+        order_seed=p.order_seed,
+        opening_seq=p.opening_seq,
         label_map=p.label_map or {},
         label_studio=p.label_studio,
     )

@@ -206,6 +206,13 @@ class ProjectCreate(Strict):
     allow_abstain: bool = False
     decision: DecisionSettings = Field(default_factory=DecisionSettings)
     target: TargetSettings = Field(default_factory=TargetSettings)
+    order_seed: int | None = Field(
+        None,
+        ge=0,
+        lt=2**53,
+        description="Seed of the item order in which the monitored decision reads labels of one arrival rank "
+        "(docs/method.md §8.2); drawn when absent, fixed for the project's life.",
+    )
 
     @model_validator(mode="after")
     def _decision_labels_are_labels(self) -> ProjectCreate:
@@ -262,6 +269,10 @@ class ProjectRead(BaseModel):
     label_seq: int
     n_items: int
     created_at: datetime
+    order_seed: int | None = Field(None, description="Seed of the monitored decision's item order (§8.2).")
+    opening_seq: int | None = Field(
+        None, description="label_seq of the first look: the labels in hand then are read as one rank (§8.2)."
+    )
     label_map: dict[str, str] = Field(default_factory=dict, description="Label Studio choice -> project label.")
     label_studio: dict[str, Any] | None = Field(
         None,

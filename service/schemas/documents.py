@@ -110,6 +110,28 @@ class Monitoring(_Document):
     raters: list[RaterMonitoring]
 
 
+class ShownAs(_Document):
+    """A decision as a document showed it."""
+
+    decision: str
+    label_seq: int = Field(description="The label_seq of the document that first showed it.")
+    decided_at_label_seq: int | None = Field(description="The label_seq the monitor decided at (anytime mode).")
+
+
+class Rewritten(_Document):
+    """A pass or reject already shown that the labels in hand now decide otherwise (docs/method.md §8.3)."""
+
+    label_seq: int = Field(
+        description="The first label event after the shown decision that changed or retracted a label it read "
+        "(the document's label_seq when none did: the settings or the plan changed)."
+    )
+    shown: ShownAs
+    decision: str = Field(description="The decision now.")
+    corrected: dict[str, int] = Field(description="Per rater, labels it read that were changed since.")
+    retracted: dict[str, int] = Field(description="Per rater, labels it read that were retracted since.")
+    changed: str = Field(description="What changed, in one sentence.")
+
+
 class JudgeValidation(_Document):
     """One judge's decision against the human pool, with the per-human margins behind it.
 
@@ -135,6 +157,9 @@ class JudgeValidation(_Document):
     provisional: bool
     fixed_decision: str
     monitoring: Monitoring | None
+    rewritten_at: Rewritten | None = Field(
+        None, description="Set when this judge's decision differs from the pass or reject first shown for it."
+    )
 
 
 class DocumentProtocol(_Document):
@@ -280,6 +305,9 @@ class ReliabilityDocument(_Document):
     monitoring: Monitoring | None
     slices: Slices | None = Field(
         None, description="Per slice of an item feature (?by=feature:<name>, or the project's decision.slices)."
+    )
+    rewritten_at: Rewritten | None = Field(
+        None, description="The first judge's decision differs from the pass or reject first shown for it."
     )
 
 

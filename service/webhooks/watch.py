@@ -102,6 +102,7 @@ def _decision_changed(
                         },
                         "omega": doc.get("omega"),
                         "provisional": bool(doc.get("provisional")),
+                        "rewritten_at": doc.get("rewritten_at"),
                         "monitoring_mode": doc.get("monitoring_mode"),
                         "reason": doc.get("reason"),
                     },

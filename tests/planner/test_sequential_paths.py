@@ -40,8 +40,9 @@ def _dense_pool_differences(labels, times, judge_labels, judge_times, rule):
     return usable, entry, xi
 
 
-def _dense_differences(codes, order, judge, humans, rule):
-    """Per held-out human: arrival ranks, ``xi`` and rows in arrival order (dense reference)."""
+def _dense_differences(codes, order, judge, humans, rule, tiebreak=None):
+    """Per held-out human: arrival ranks, ``xi`` and rows in arrival order, ties by ``tiebreak`` keys (dense
+    reference)."""
     labels = codes[:, humans]
     times = np.where(labels != -1, order[:, humans], NEVER)
     judge_times = np.where(codes[:, judge] != -1, order[:, judge], NEVER)
@@ -49,7 +50,8 @@ def _dense_differences(codes, order, judge, humans, rule):
     paths = []
     for k in range(len(humans)):
         rows = np.flatnonzero(usable[:, k])
-        arrival = rows[np.argsort(entry[rows, k], kind="stable")]
+        keys = rows if tiebreak is None else tiebreak[rows]
+        arrival = rows[np.lexsort((keys, entry[rows, k]))]
         paths.append((entry[arrival, k], xi[arrival, k], arrival))
     return paths
 

@@ -121,6 +121,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     # the dashboard page: HTML, a redirect to /login without a (valid) key
     ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
     ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
+    ("GET", "/projects/{pid}/annotator", 403, 403, 200, 403, 303, 303, 404),  # an annotator's own page
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg", 200, 200, 403, 200, 401, 401, 404),
     # outbound webhooks: PMs only; certificates: issued by PMs, read by viewers, verified with any key
@@ -136,6 +137,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/certificates/verify", 200, 200, 200, 200, 401, 401, 200),
     ("GET", "/login", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/login", 303, 303, 303, 303, 401, 401, 303),  # the caller's key posted in the form
+    ("POST", "/logout", 303, 303, 303, 303, 303, 303, 303),  # no login cookie: nothing to end, to /login
 ]
 
 
@@ -583,18 +585,25 @@ def test_key_secret_is_shown_once_and_stored_only_as_a_hash(world: World, module
 
 
 def test_login_cookie_authenticates_reads_only(world: World) -> None:
-    """The dashboard's cookie stands in for the header on GET only: a page cannot be used to write."""
+    """The dashboard's login cookie stands in for the header on GET only: a page cannot be used to write."""
     pm, viewer, pid = world.keys["pm"], world.keys["viewer"], world.pid
     c = world.client
+
+    def log_in(key: str | None) -> None:
+        c.cookies.clear()
+        params, form = _login_form(world, next(k for k, v in world.keys.items() if v == key))
+        r = c.post("/login", follow_redirects=False, **form)
+        assert r.status_code == 303, r.text
+
     try:
-        c.cookies.set("annoplan_key", viewer)
+        log_in(viewer)
         assert c.get(f"/projects/{pid}/reliability").status_code == 200
         assert c.get(f"/projects/{pid}/labels").status_code == 403  # still a viewer
-        c.cookies.set("annoplan_key", pm)
+        log_in(pm)
         r = c.post(f"/projects/{pid}/labels", json=[{"item": ITEMS[0], "rater": ANN, "value": "pass"}])
         assert r.status_code == 401, r.text
         assert c.patch(f"/projects/{pid}", json={"name": "by cookie"}).status_code == 401
-        c.cookies.set("annoplan_key", world.keys["revoked"])
+        c.cookies.set("annoplan_login", pm)  # a key in the cookie is no login
         assert c.get(f"/projects/{pid}/reliability").status_code == 401
     finally:
         c.cookies.clear()

@@ -149,13 +149,13 @@ def test_login_needs_the_forms_csrf_token(client: TestClient) -> None:
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     # A cross-site form post carries no token (and no SameSite=Strict cookie): refused.
     r = client.post("/login", content=f"key={ADMIN_KEY}", headers=form, follow_redirects=False)
-    assert r.status_code == 403 and "annoplan_key" not in r.headers.get("set-cookie", "")
+    assert r.status_code == 403 and "annoplan_login=" not in r.headers.get("set-cookie", "")
     token = login_token(client)
     r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={token}x", headers=form, follow_redirects=False)
     assert r.status_code == 403
     token = login_token(client)
     r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers=form, follow_redirects=False)
-    assert r.status_code == 303 and "annoplan_key=" in r.headers["set-cookie"]
+    assert r.status_code == 303 and "annoplan_login=" in r.headers["set-cookie"]
 
 
 def test_a_tossed_login_csrf_cookie_is_refused(client: TestClient) -> None:
@@ -169,7 +169,7 @@ def test_a_tossed_login_csrf_cookie_is_refused(client: TestClient) -> None:
     for tossed in ("attacker-chosen", new_csrf_token(b"another server's secret"), new_csrf_token(b"x")[:-1]):
         client.cookies.set("annoplan_login_csrf", tossed, path="/login")
         r = client.post("/login", content=f"key={ADMIN_KEY}&csrf={tossed}", headers=form, follow_redirects=False)
-        assert r.status_code == 403 and "annoplan_key=" not in r.headers.get("set-cookie", ""), tossed
+        assert r.status_code == 403 and "annoplan_login=" not in r.headers.get("set-cookie", ""), tossed
     client.cookies.clear()
     from service.core.settings import signing_secret
 
@@ -202,7 +202,7 @@ def test_login_cookies_are_host_prefixed_and_secure_over_https(settings: object)
         form = {"Content-Type": "application/x-www-form-urlencoded"}
         r = c.post("/login", content=f"key={ADMIN_KEY}&csrf={token}", headers=form, follow_redirects=False)
         assert r.status_code == 303, r.text
-        assert "__Host-annoplan_key=" in r.headers["set-cookie"] and "Secure" in r.headers["set-cookie"]
+        assert "__Host-annoplan_login=" in r.headers["set-cookie"] and "Secure" in r.headers["set-cookie"]
         assert c.get("/dashboard").status_code == 200  # the __Host- cookie logs the browser in
 
 

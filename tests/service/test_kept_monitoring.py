@@ -14,7 +14,7 @@ from service.core.caches import RecentlyUsed
 from service.core.db import session_scope
 from service.data.labels import retract_labels
 from service.data.models import Item, Project, Rater
-from service.documents.monitoring import MONITOR_KEY, judge_monitorings
+from service.documents.monitoring import MONITOR_KEY, arrival_order, judge_monitorings
 from service.matrices.matrix import load_matrix
 from service.schemas import DecisionSettings
 from tests.factories import create_project
@@ -35,6 +35,7 @@ def _fresh_block(client: TestClient, pid: str) -> dict[str, object] | None:
             DecisionSettings(**project.decision),
             None,
             None,
+            arrival_order(project, matrix.label_seq),
         )
     return block
 
@@ -65,6 +66,7 @@ def test_the_kept_monitoring_is_the_fresh_one_after_each_write(client: TestClien
         assert client.post(f"/projects/{pid}/labels", json=body).status_code == 200
         read.clear()
         doc = client.get(f"/projects/{pid}/reliability").json()
+        client.app.state.documents.settle()  # type: ignore[attr-defined]  # the opening is stored in the background
         assert doc["monitoring"] == _fresh_block(client, pid), k
         if kind == "added" and k > 0:
             assert read[0] < N_ITEMS, k  # the kept monitoring read only the rows labeled since

@@ -244,7 +244,7 @@ def test_a_snapshot_of_another_state_is_ignored(
 def test_a_snapshot_edited_without_its_digest_is_ignored(
     workers: list[TestClient], snapshots: Path, part: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """One value changed within its valid range (a label flipped, two arrival seqs or item ids swapped, a
+    """One value changed within its valid range (a label flipped, an arrival rank moved, two item ids swapped, a
     rater renamed): every other check passes, the digest does not, and the worker reads the database."""
     pid = _labelled(workers[0], 6)
     _read(workers[0], pid)
@@ -261,6 +261,11 @@ def test_a_snapshot_edited_without_its_digest_is_ignored(
     elif part == "meta":
         meta["raters"][0][1] = "someone else"
         change = {"meta": {"raters": meta["raters"]}}
+    elif part == "seqs":  # the labels of one write share an arrival rank (docs/method.md §8.2): one moved earlier
+        seqs = arrays["seqs"]
+        assert seqs[0] > 1
+        seqs[0] -= 1
+        change = {"seqs": seqs}
     else:
         change = {part: arrays[part][[0, 2, 1, *range(3, arrays[part].size)]]}  # the corpus check reads 0, 3, 5
     with session_scope(workers[1].app.state.sessions) as session:  # type: ignore[attr-defined]
@@ -350,6 +355,7 @@ def test_the_full_read_equals_the_labels_row_by_row(client: TestClient) -> None:
     body = [{"item": i, "rater": r, "criterion": c, "value": v} for i, r, c, v in rows]
     assert client.post(f"/projects/{pid}/labels", json=body).status_code == 200
     assert client.post(f"/projects/{pid}/labels", json=[{**body[3], "value": "fail"}]).status_code == 200
+    # the corrected label keeps the first write's arrival rank (its last seq, 6), not its own seq (7)
     with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
         project = session.get(Project, pid)
         assert project is not None
@@ -361,12 +367,12 @@ def test_the_full_read_equals_the_labels_row_by_row(client: TestClient) -> None:
         labels = session.query(CurrentLabel).filter(CurrentLabel.project_id == pid, CurrentLabel.criterion == "tone")
         for label in labels:
             raw[items.index(label.item_id), raters.index(label.rater_id)] = code[label.value]
-            order[items.index(label.item_id), raters.index(label.rater_id)] = label.seq
+            order[items.index(label.item_id), raters.index(label.rater_id)] = label.rank  # arrival rank (§8.2)
         matrix = load_matrix(session, project, "tone")
     np.testing.assert_array_equal(matrix.item_ids, items)
     np.testing.assert_array_equal(matrix.raw, raw)
     np.testing.assert_array_equal(matrix.order, order)
-    assert (raw >= 0).sum() == 5 and raw[0, 0] == 1 and order[0, 0] == 7  # the correction counted once, last
+    assert (raw >= 0).sum() == 5 and raw[0, 0] == 1 and order[0, 0] == 6  # the correction counted once, at its rank
 
 
 def test_a_starting_worker_removes_the_snapshots_of_deleted_projects(

@@ -435,8 +435,9 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
 
 
 def _before_0015(model) -> list:
-    """A label table's columns but 0015's ``confidence``: what the tables of earlier revisions hold."""
-    return [c for c in model.__table__.c if c.name != "confidence"]
+    """A label table's columns but those added since 0015 (``confidence``, the arrival ``rank``): what the
+    tables of earlier revisions hold."""
+    return [c for c in model.__table__.c if c.name not in ("confidence", "rank")]
 
 
 def _store_labels(engine, events: list[dict], current: list[tuple]) -> None:

@@ -1,5 +1,5 @@
 """Anytime-valid monitoring in the service (issue 12): decision settings, the monitoring block of
-/reliability in label_seq order, fixed mode reported provisional until the planned overlap."""
+/reliability in the arrival order of §8.2, fixed mode reported provisional until the planned overlap."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from planner.sequential import monitor_judge
+from service.documents.monitoring import seeded_item_keys
 
 LABELS = ["pass", "fail"]
 RATERS = {
@@ -21,9 +22,10 @@ RATERS = {
 
 
 def interleaved_project(
-    c: TestClient, n_items: int = 240, seed: int = 0, h3_items: int | None = None
+    c: TestClient, n_items: int = 240, seed: int = 0, h3_items: int | None = None, look: bool = False
 ) -> tuple[str, np.ndarray]:
-    """Every rater labels every item (h3 only the first ``h3_items``); labels arrive shuffled."""
+    """Every rater labels every item (h3 only the first ``h3_items``); labels arrive shuffled, in four writes
+    (with ``look``, the decision read after each)."""
     pid = c.post("/projects", json={"name": "mon", "labels": LABELS}).json()["id"]
     c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(n_items)])
     rng = np.random.default_rng(seed)
@@ -39,6 +41,9 @@ def interleaved_project(
     rows = [rows[i] for i in rng.permutation(len(rows))]
     for part in np.array_split(np.arange(len(rows)), 4):
         assert c.post(f"/projects/{pid}/labels", json=[rows[i] for i in part]).status_code == 200
+        if look:
+            assert c.get(f"/projects/{pid}/reliability").status_code == 200
+            c.app.state.documents.settle()  # type: ignore[attr-defined]  # the opening is stored in the background
     return pid, np.column_stack(columns)
 
 
@@ -57,12 +62,22 @@ def label_seqs(c: TestClient, pid: str, shape: tuple[int, int]) -> np.ndarray:
             return order
 
 
-def test_anytime_is_the_default_and_the_block_follows_label_seq(client):
-    pid, codes = interleaved_project(client)
+def arrival_ranks(c: TestClient, pid: str, seqs: np.ndarray) -> np.ndarray:
+    """The service's arrival ranks (docs/method.md §8.2) from the labels' seqs: a label is ranked at the last seq
+    of its write (``interleaved_project``'s four equal writes), the first write, read before any look, at its own."""
+    ends = np.cumsum([part.size for part in np.array_split(np.arange(int((seqs >= 0).sum())), 4)])
+    assert c.get(f"/projects/{pid}").json()["opening_seq"] == ends[0]
+    return np.where(seqs >= 0, ends[np.searchsorted(ends, np.maximum(seqs, 1))], -1)
+
+
+def test_anytime_is_the_default_and_the_block_follows_the_arrival_ranks(client):
+    pid, codes = interleaved_project(client, look=True)
     doc = client.get(f"/projects/{pid}/reliability").json()
     assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
     block = doc["monitoring"]
-    expected = monitor_judge(codes, judge=0, humans=[1, 2, 3], n_labels=2, order=label_seqs(client, pid, codes.shape))
+    ranks = arrival_ranks(client, pid, label_seqs(client, pid, codes.shape))
+    rows = np.argsort(seeded_item_keys(codes.shape[0], client.get(f"/projects/{pid}").json()["order_seed"]))
+    expected = monitor_judge(codes[rows], judge=0, humans=[1, 2, 3], n_labels=2, order=ranks[rows])
     assert doc["decision"] == block["decision"] == expected.decision == "pass"
     assert block["decided_at_label_seq"] == expected.decided_at
     assert block["looks"] == expected.looks
@@ -186,9 +201,9 @@ def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
     assert sorted(name for _, name in legend) == ["h2", "h3", "prim"]
     assert all(float(y) > axis_y + 30 for y, _ in legend)
     rows = chart_csv(chart).splitlines()
-    assert rows[0] == "rater,label_seq,n,lower,upper" and len(rows) == 1 + 3 * 60
+    assert rows[0] == "rater,n,label_seq,lower,upper" and len(rows) == 1 + 3 * 60
     last = {r["rater"]: r for r in doc["monitoring"]["raters"]}
-    assert rows[60].split(",")[:3] == ["prim", str(last["prim"]["band"][-1]["label_seq"]), "120"]
+    assert rows[60].split(",")[:3] == ["prim", "120", str(last["prim"]["band"][-1]["label_seq"])]
     assert "anytime-valid" in monitoring_note(doc)
     client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}})
     doc = client.get(f"/projects/{pid}/reliability").json()

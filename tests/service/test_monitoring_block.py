@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from service.documents.monitoring import BAND_POINTS, judge_monitorings
+from service.documents.monitoring import BAND_POINTS, ArrivalOrder, judge_monitorings
 from service.matrices.matrix import LabelMatrix, RaterColumn
 from service.schemas import DecisionSettings
 
@@ -35,7 +35,9 @@ def test_the_block_does_not_grow_with_the_overlap() -> None:
     sizes = {}
     for n_items in (200, 20_000):
         matrix = _matrix(n_items)
-        [block] = judge_monitorings(matrix, [0], [1, 2, 3], DecisionSettings(), None, None)
+        [block] = judge_monitorings(
+            matrix, [0], [1, 2, 3], DecisionSettings(), None, None, ArrivalOrder(opening=-1, seed=0)
+        )
         assert [r["n"] for r in block["raters"]] == [n_items] * 3
         assert all(len(r["band"]) == BAND_POINTS for r in block["raters"])
         assert all(r["band"][-1]["n"] == n_items for r in block["raters"])

@@ -70,10 +70,11 @@ def test_history_before_the_first_stored_point_is_replayed_once(client: TestClie
     for r in ("judge", "prim", "h2", "h3"):
         _write(client, pid, [(f"i{k}", r, "pass" if k % 3 else "fail") for k in range(10)])
     history = _history(client, pid)
-    # Nobody looked before: the 40 events are replayed at their 1/8 .. 8/8 quantiles ('higher': the 6th,
-    # 11th, ... label); with one human (the primary, seq 11-20) the pool score is undefined.
-    assert [seq for seq, _ in history] == [6, 11, 16, 21, 26, 31, 36, 40]
-    assert all(score is None for seq, score in history if seq <= 16) and history[-1][1] is not None
+    # Nobody looked before: the events from the second human's first label (h2, seq 21; with the primary
+    # alone the pool score is undefined) are replayed at their 1/8 .. 8/8 quantiles ('higher': of the 20
+    # events 21..40, the 4th, 6th, 9th, ...).
+    assert [seq for seq, _ in history] == [24, 26, 29, 31, 33, 36, 38, 40]
+    assert all(score is not None for _, score in history)
     assert history[-1][1] == client.get(f"/projects/{pid}/reliability").json()["human_pool"]["estimate"]
 
 

@@ -33,7 +33,7 @@ def _project_routes() -> list[APIRoute]:
     return [r for m in modules for r in m.router.routes if isinstance(r, APIRoute) and "{pid}" in r.path]
 
 
-PROJECT_RETURNS = ("Project", "AsyncIterator[Project]", "Project | Response")
+PROJECT_RETURNS = ("Project", "AsyncIterator[Project]", "Project | Response", "tuple[Project, Rater] | Response")
 
 
 def test_every_project_route_gets_its_project_from_a_scoped_dependency():

@@ -92,6 +92,12 @@ def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path
             shot = Path(os.environ.get("ANNOPLAN_SCREENSHOT", tmp_path / "dashboard.png"))
             assert driver.save_screenshot(str(shot))
             assert shot.stat().st_size > 10_000
+            # Log out: the login ends, and the dashboard sends the browser back to the form.
+            driver.find_element(By.CSS_SELECTOR, "#logout button").click()
+            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/login"))
+            driver.get(f"{server.base_url}/projects/{pid}/dashboard")
+            assert driver.current_url.endswith("/login")
+            assert console_errors(driver) == []
         finally:
             driver.quit()
 

@@ -1,0 +1,70 @@
+"""Upload order (issue 28 item 3, docs/method.md §8.2): a file sorted by a feature the judge's accuracy
+depends on, read in file order and in the service's arrival order.
+
+The judge is right ``p_good`` of the time below the median feature and ``p_bad`` above it, on the margin
+overall (``E[xi] = (2 p_h - 1)(p_j - p_h) = -epsilon`` at ``p_h = .8``, ``epsilon = .05``); ``K`` humans
+label every item; every label is in one bulk write sorted by the feature, read at the first look. File
+order dates each label by its ``label_seq`` (the order before ranks); the service reads the write as one
+arrival in the project's seeded item order (``service.documents.monitoring.judge_monitorings``). Printed:
+the share of runs passed at some prefix (a false pass: at most alpha = .05 is promised), with its Monte
+Carlo SE.
+
+Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/upload_order.py [runs]`` (default 1000).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from planner.sequential import monitor_judge  # noqa: E402
+from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
+from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
+from service.schemas import DecisionSettings  # noqa: E402
+
+P_H, EPSILON, ALPHA = 0.8, 0.05, 0.05
+
+
+def sorted_file(rng: np.random.Generator, n: int, k: int, spread: float) -> LabelMatrix:
+    """A judge on the margin overall, ``spread`` better on one half of a feature and worse on the other, and
+    ``k`` humans, in a file sorted by the feature (``label_seq`` row after row)."""
+    p_margin = P_H - EPSILON / (2 * P_H - 1)
+    feature = np.sort(rng.random(n))
+    truth = rng.integers(0, 2, n)
+    p = np.column_stack([np.where(feature < 0.5, p_margin + spread, p_margin - spread), np.full((n, k), P_H)])
+    raw = np.where(rng.random((n, k + 1)) < p, truth[:, None], 1 - truth[:, None])
+    order = (np.arange(n)[:, None] * (k + 1) + np.arange(k + 1) + 1).astype(np.int64)
+    raters = [RaterColumn(1, "judge", "judge")] + [
+        RaterColumn(2 + j, f"h{j}", "primary" if j == 0 else "human") for j in range(k)
+    ]
+    return LabelMatrix(raw, np.arange(n), raters, 2, int(order.max()), "default", order)
+
+
+def main(runs: int) -> None:
+    print(f"false pass of a margin judge, file sorted by a feature ({runs} runs per cell, alpha {ALPHA})")
+    print(f"{'K':>2} {'n':>5} {'spread':>6} {'file order':>16} {'service order':>16}")
+    rng = np.random.default_rng(2026)
+    for k, n, spread in ((3, 200, 0.25), (3, 400, 0.15), (5, 400, 0.25)):
+        passed = {"file": 0, "service": 0}
+        for run in range(runs):
+            matrix = sorted_file(rng, n, k, spread)
+            humans = list(range(1, k + 1))
+            file = monitor_judge(matrix.codes, judge=0, humans=humans, n_labels=2, order=matrix.order, alpha=ALPHA)
+            passed["file"] += file.decision == "pass"
+            arrival = ArrivalOrder(opening=matrix.label_seq, seed=run)
+            [block] = judge_monitorings(matrix, [0], humans, DecisionSettings(), None, None, arrival)
+            passed["service"] += block is not None and block["decision"] == "pass"
+        cells = []
+        for kind in ("file", "service"):
+            rate = passed[kind] / runs
+            cells.append(f"{rate:.3f} +- {math.sqrt(max(rate * (1 - rate), 1e-9) / runs):.3f}")
+        print(f"{k:>2} {n:>5} {spread:>6} {cells[0]:>16} {cells[1]:>16}")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)

@@ -1,0 +1,57 @@
+"""Example request bodies of the API's operations, shown in `/docs` (Swagger UI pre-fills its "Try it out"
+bodies with them); each is posted by tests/service/test_openapi_examples.py and gets its documented status.
+
+They tell one story: the README's toxicity project (items q1, q2; judge gpt-judge, primary ann-1,
+secondary ann-2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
+    ("post", "/projects"): {"name": "toxicity", "labels": ["ok", "toxic"], "scale": "nominal"},
+    ("patch", "/projects/{pid}"): {"name": "toxicity (pilot)"},
+    ("post", "/projects/{pid}/keys"): {"role": "annotator", "rater": "ann-2", "name": "Ann's laptop"},
+    ("post", "/projects/{pid}/items"): [
+        {"external_id": "q1", "text": "you are wonderful"},
+        {"external_id": "q2", "text": "nobody asked you", "features": {"domain": "forum"}},
+    ],
+    ("post", "/projects/{pid}/raters"): {"external_id": "ann-2", "kind": "human", "name": "Ann Two"},
+    ("patch", "/projects/{pid}/raters/{rid}"): {"name": "Ann Two (night shift)"},
+    ("post", "/projects/{pid}/labels"): [
+        {"item": "q1", "rater": "ann-2", "value": "ok"},
+        {"item": "q2", "rater": "ann-2", "value": "toxic"},
+    ],
+    ("post", "/projects/{pid}/labels/retractions"): [{"item": "q2", "rater": "ann-2"}],
+    ("post", "/projects/{pid}/plan"): {"purpose": "certify", "source": "prior", "p_h": 0.85, "p_j": 0.9},
+    ("post", "/projects/{pid}/selective"): {"alpha": 0.1, "delta": 0.1, "judges": ["gpt-judge"]},
+    ("post", "/projects/{pid}/batches"): {"rater": "ann-2", "size": 20},
+    ("post", "/projects/{pid}/simulate"): {
+        "trials": 20,
+        "n_items": 200,
+        "rho": 0.3,
+        "design": "strat",
+        "coefficient": "po",
+        "seed": 1,
+    },
+    ("post", "/agreement"): {
+        "labels": ["ok", "toxic"],
+        "matrix": [["ok", "ok"], ["toxic", "ok"], ["toxic", "toxic"], ["ok", None]],
+        "n_resamples": 200,
+        "seed": 1,
+    },
+    ("post", "/projects/{pid}/webhooks"): {
+        "url": "https://hooks.example.org/annoplan",
+        "events": ["decision.changed", "plan.created"],
+    },
+    ("post", "/projects/{pid}/certificates"): {"n_resamples": 200, "seed": 1},
+}
+"""Per operation (lower-case method, path template), its example JSON request body."""
+
+
+def add_request_examples(schema: dict[str, Any]) -> None:
+    """Put each operation's example body into its JSON request body's media type (one set by a route stays)."""
+    for (method, path), example in REQUEST_EXAMPLES.items():
+        media = schema["paths"][path][method]["requestBody"]["content"]["application/json"]
+        media.setdefault("example", example)

@@ -1,0 +1,122 @@
+"""The monitored decision does not follow the order rows sat in a file (issue 28 item 3, docs/method.md §8.2).
+
+The same labels uploaded as one bulk write, item by item in file order and reversed and grouped by rater
+give the same monitoring block; a file sorted by a feature the judge's accuracy depends on (good on one
+end, bad on the other, on the margin overall) is passed by the monitor in file order far more often than
+alpha, and in the service's arrival order no more than alpha (within 2 Monte Carlo SE).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from planner.sequential import monitor_judge
+from service.data.models import Project
+from service.documents.monitoring import ArrivalOrder, judge_monitorings, seeded_item_keys
+from service.matrices.matrix import LabelMatrix, RaterColumn, load_matrix
+from service.schemas import DecisionSettings
+from tests.factories import create_project
+
+RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"))
+HUMANS = ("prim", "h2", "h3")
+N_ITEMS = 200
+SEED = 20261202
+
+
+def _file(rng: np.random.Generator) -> list[list[dict[str, str]]]:
+    """Per item (sorted by a feature: the judge is right more often on the first half), its labels."""
+    truth = rng.integers(0, 2, N_ITEMS)
+    p_judge = np.where(np.arange(N_ITEMS) < N_ITEMS // 2, 0.99, 0.85)
+    rows = []
+    for k in range(N_ITEMS):
+        labels = []
+        for rater, p in (("judge", p_judge[k]), *((h, 0.8) for h in HUMANS)):
+            right = rng.random() < p
+            labels.append(
+                {"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[truth[k] if right else 1 - truth[k]]}
+            )
+        rows.append(labels)
+    return rows
+
+
+def _monitoring(client: TestClient, pid: str) -> dict[str, object]:
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    client.app.state.documents.settle()  # type: ignore[attr-defined]  # the opening is stored in the background
+    return dict(doc["monitoring"])
+
+
+def test_three_upload_orders_give_one_monitored_decision(client: TestClient) -> None:
+    file = _file(np.random.default_rng(5))
+    items = [f"i{k}" for k in range(N_ITEMS)]
+    pids = [create_project(client, raters=RATERS, items=items, order_seed=SEED) for _ in range(3)]
+    bulk, by_item, grouped = pids
+    assert client.post(f"/projects/{bulk}/labels", json=[r for item in file for r in item]).status_code == 200
+    for item in file:  # item by item, in file order
+        assert client.post(f"/projects/{by_item}/labels", json=item).status_code == 200
+    for rater in ("h3", "judge", "h2", "prim"):  # reversed, grouped by rater, one write each
+        rows = [r for item in reversed(file) for r in item if r["rater"] == rater]
+        assert client.post(f"/projects/{grouped}/labels", json=rows).status_code == 200
+    blocks = [_monitoring(client, pid) for pid in pids]
+    assert blocks[0]["decision"] == "pass" and blocks[0]["decided_at_label_seq"] == 4 * N_ITEMS  # at the opening
+    assert blocks[0]["looks"] > 0 and all(r["n"] == N_ITEMS for r in blocks[0]["raters"])  # type: ignore[attr-defined]
+    assert blocks[1] == blocks[0] and blocks[2] == blocks[0]
+    # Not vacuous: the same matrices read in label_seq order (file order) give other e-values.
+    raw_orders = []
+    for pid in (bulk, grouped):
+        with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+            project = session.get(Project, pid)
+            assert project is not None
+            matrix = load_matrix(session, project, "default")
+        judge, humans = matrix.columns("judge")[0], matrix.columns("primary", "human")
+        raw_orders.append(monitor_judge(matrix.codes, judge=judge, humans=humans, n_labels=2, order=matrix.order))
+    assert [r.e_value for r in raw_orders[0].raters] != [r.e_value for r in raw_orders[1].raters]
+
+
+def _margin_judge_matrix(rng: np.random.Generator, n: int, p_h: float, p_good: float, p_bad: float) -> LabelMatrix:
+    """Judge and three humans on ``n`` items of a file sorted by a feature drawn per item: the judge is right with
+    ``p_good`` below the median feature and ``p_bad`` above it; labels' ``label_seq`` in file order, one write."""
+    feature = np.sort(rng.random(n))
+    truth = rng.integers(0, 2, n)
+    p = np.column_stack([np.where(feature < 0.5, p_good, p_bad), np.full((n, 3), p_h)])
+    right = rng.random((n, 4)) < p
+    raw = np.where(right, truth[:, None], 1 - truth[:, None])
+    order = (np.arange(n)[:, None] * 4 + np.arange(4) + 1).astype(np.int64)  # file order, row after row
+    raters = [RaterColumn(1, "judge", "judge"), RaterColumn(2, "prim", "primary")] + [
+        RaterColumn(3 + k, f"h{k}", "human") for k in range(2)
+    ]
+    return LabelMatrix(
+        raw=raw, item_ids=np.arange(n), raters=raters, n_labels=2, label_seq=4 * n, criterion="default", order=order
+    )
+
+
+def test_a_file_sorted_by_a_feature_is_not_an_arrival_order() -> None:
+    # p_o margin rule, epsilon .05, p_h = .8: E[xi] = (2 p_h - 1)(p_j - p_h), on the margin at p_j = .7167;
+    # the judge is .9667 on one half of the feature and .4667 on the other: on the margin overall.
+    rng = np.random.default_rng(28)
+    runs, n, alpha = 300, 200, 0.05
+    passed = {"file": 0, "service": 0}
+    for run in range(runs):
+        matrix = _margin_judge_matrix(rng, n, 0.8, 0.7167 + 0.25, 0.7167 - 0.25)
+        # the service: the file's one write, read at the first look (the opening), through the document's code
+        [block] = judge_monitorings(
+            matrix, [0], [1, 2, 3], DecisionSettings(), None, None, ArrivalOrder(opening=matrix.label_seq, seed=run)
+        )
+        passed["service"] += block is not None and block["decision"] == "pass"
+        # file order: each label at its own label_seq
+        m = monitor_judge(matrix.codes, judge=0, humans=[1, 2, 3], n_labels=2, order=matrix.order, alpha=alpha)
+        passed["file"] += m.decision == "pass"
+    se = np.sqrt(alpha * (1 - alpha) / runs)
+    assert passed["service"] / runs <= alpha + 2 * se, passed
+    assert passed["file"] / runs > 4 * alpha, passed  # the order nobody drew at random passes it
+
+
+def test_the_seeded_item_order_is_a_permutation_fixed_by_its_seed() -> None:
+    a, b = np.argsort(seeded_item_keys(1000, 7)), np.argsort(seeded_item_keys(1000, 7))
+    assert np.array_equal(a, b) and np.unique(seeded_item_keys(1000, 7)).size == 1000  # distinct keys
+    assert not np.array_equal(a, np.argsort(seeded_item_keys(1000, 8)))
+    # a row keeps its key as the corpus grows: the first 1000 rows keep their relative order
+    grown = np.argsort(seeded_item_keys(1500, 7))
+    assert np.array_equal(grown[grown < 1000], a)
+    # roughly uniform: the first half of the order holds about half of the first half of the rows
+    assert abs(int(np.sum(a[:500] < 500)) - 250) < 60
