@@ -27,6 +27,7 @@ from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
+from service.integrations.generic import GenericRow
 from service.matrices.modal_strata import StrataWarmer
 from service.matrices.snapshots import remove_orphan_snapshots, snapshot_directory
 from service.matrices.store import MatrixStore
@@ -37,6 +38,7 @@ from service.routes import (
     dashboard,
     docs,
     health,
+    integrations,
     items,
     keys,
     label_studio,
@@ -157,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pairwise,
         dashboard,
         label_studio,
+        integrations,
         docs,
         webhooks,
         certificates,
@@ -174,7 +177,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
             schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (ItemIn, LabelIn, RetractionIn):
+            for model in (ItemIn, LabelIn, RetractionIn, GenericRow):
                 schema["components"]["schemas"][model.__name__] = TypeAdapter(model).json_schema()
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             schema["security"] = [{"bearer": []}]

@@ -49,6 +49,27 @@ Cells = dict[Cell, tuple[str, str | None, int]]
 """Per cell of a write: its value, batch and row number."""
 
 
+def label_for(choice: str, labels: list[str], label_map: dict[str, Any] | None = None) -> str | None:
+    """The project label a choice maps to: through ``label_map``, else the exact label, else the
+    one equal ignoring case.
+
+    >>> label_for("PASS", ["pass", "fail"]), label_for("Unsure", ["pass", "fail"])
+    ('pass', None)
+    >>> label_for("a", ["A", "a"]), label_for("b", ["A", "B", "b "]), label_for("x", ["X", "x "])
+    ('a', 'B', 'X')
+    >>> label_for("ok", ["OK", "Ok"]) is None
+    True
+    >>> label_for("Mixed", ["pos", "neg"], {"Mixed": "neg"})
+    'neg'
+    """
+    if label_map and choice in label_map:
+        return str(label_map[choice])
+    if choice in labels:
+        return choice
+    folded = [label for label in labels if label.casefold() == choice.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
 def _allowed_values(project: Project, kind: str) -> frozenset[str]:
     """The values a rater of ``kind`` may write in ``project``."""
     extra = {CANNOT_ASSESS} if project.allow_abstain else set()

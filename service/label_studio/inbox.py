@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
+from service.data.labels import label_for
 from service.data.models import LabelStudioIssue, Project, utcnow
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
 from service.label_studio.reconcile import (
@@ -25,7 +26,6 @@ from service.label_studio.reconcile import (
     from_prediction,
     human_rater,
     item_from_task,
-    label_for,
     reconcile,
     resolve_control,
     retract_deleted,

@@ -31,7 +31,7 @@ from service.core.errors import Invalid, echo
 from service.core.sql import insert_many
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
-from service.data.labels import retract_labels, write_labels
+from service.data.labels import label_for, retract_labels, write_labels
 from service.data.models import (
     Batch,
     CurrentLabel,
@@ -258,27 +258,6 @@ def from_prediction(annotation: LSAnnotation) -> str | None:
         "model's label, not an independent human label, so it is kept out of the labels; hide predictions from "
         "annotators (Label Studio project setting show_collab_predictions: false) and have the task annotated afresh"
     )
-
-
-def label_for(choice: str, labels: list[str], label_map: dict[str, Any] | None = None) -> str | None:
-    """The project label a choice maps to: through ``label_map``, else the exact label, else the
-    one equal ignoring case.
-
-    >>> label_for("PASS", ["pass", "fail"]), label_for("Unsure", ["pass", "fail"])
-    ('pass', None)
-    >>> label_for("a", ["A", "a"]), label_for("b", ["A", "B", "b "]), label_for("x", ["X", "x "])
-    ('a', 'B', 'X')
-    >>> label_for("ok", ["OK", "Ok"]) is None
-    True
-    >>> label_for("Mixed", ["pos", "neg"], {"Mixed": "neg"})
-    'neg'
-    """
-    if label_map and choice in label_map:
-        return str(label_map[choice])
-    if choice in labels:
-        return choice
-    folded = [label for label in labels if label.casefold() == choice.casefold()]
-    return folded[0] if len(folded) == 1 else None
 
 
 def _maps(project: Project) -> Callable[[str], bool]:

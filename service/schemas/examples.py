@@ -24,6 +24,10 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
         {"item": "q2", "rater": "ann-2", "value": "toxic"},
     ],
     ("post", "/projects/{pid}/labels/retractions"): [{"item": "q2", "rater": "ann-2"}],
+    ("post", "/projects/{pid}/import/generic"): [
+        {"item": "q1", "rater": "gpt-judge", "kind": "judge", "value": "ok"},
+        {"item": "q3", "rater": "ann-1", "kind": "primary", "value": "toxic", "criterion": "default"},
+    ],
     ("post", "/projects/{pid}/plan"): {"purpose": "certify", "source": "prior", "p_h": 0.85, "p_j": 0.9},
     ("post", "/projects/{pid}/selective"): {"alpha": 0.1, "delta": 0.1, "judges": ["gpt-judge"]},
     ("post", "/projects/{pid}/batches"): {"rater": "ann-2", "size": 20},

@@ -112,6 +112,12 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/report", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/batches/{bid}/label-studio", 200, 200, 200, 403, 401, 401, 404),  # ANN's batch
     ("POST", "/projects/{pid}/import/label-studio", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/import/generic", 200, 200, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/export/generic", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/import/promptfoo", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/import/inspect", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/import/langfuse", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/import/langsmith", 200, 200, 403, 403, 401, 401, 404),
     # a shared-secret webhook: any key but an admin or pm key of the project is a 401 (nothing revealed)
     ("POST", "/projects/{pid}/webhooks/label-studio", 200, 200, 401, 401, 401, 401, 401),
     ("GET", "/projects/{pid}/integrations/label-studio/issues", 200, 200, 403, 403, 401, 401, 404),
@@ -356,6 +362,15 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {"json": [{"id": 900_000 + next(w.counter), "data": {"text": "imported"}}]},
     ),
     ("POST", "/projects/{pid}/webhooks/label-studio"): lambda w, c: ({}, {"json": {"action": "PROJECT_UPDATED"}}),
+    ("POST", "/projects/{pid}/import/generic"): lambda w, c: (
+        {},
+        {"json": [{"item": w.fresh("generic-item"), "rater": JUDGE, "kind": "judge", "value": "pass"}]},
+    ),
+    # empty files of each tool: the access check, not the reading, is under test here
+    ("POST", "/projects/{pid}/import/promptfoo"): lambda w, c: ({}, {"json": {"results": {"results": []}}}),
+    ("POST", "/projects/{pid}/import/inspect"): lambda w, c: ({}, {"json": {"samples": []}}),
+    ("POST", "/projects/{pid}/import/langfuse"): lambda w, c: ({}, {"json": {"data": []}}),
+    ("POST", "/projects/{pid}/import/langsmith"): lambda w, c: ({}, {"json": []}),
     ("PATCH", "/projects/{pid}/raters/{rid}"): lambda w, c: (
         {"rid": IDLE_HUMAN},
         {"json": {"name": NAMES[IDLE_HUMAN]}},

@@ -72,6 +72,7 @@ def test_each_example_gets_its_documented_status(client: TestClient, monkeypatch
     post("post", "/projects/{pid}/raters", pid=pid)
     post("post", "/projects/{pid}/items", pid=pid)
     post("post", "/projects/{pid}/labels", pid=pid)
+    post("post", "/projects/{pid}/import/generic", pid=pid)
     post("post", "/projects/{pid}/plan", pid=pid)
     post("post", "/projects/{pid}/batches", pid=pid)
     post("post", "/projects/{pid}/keys", pid=pid)

@@ -1,0 +1,45 @@
+"""The generic long format: one row per label, ``item, rater, kind, value[, criterion, confidence]``."""
+
+from __future__ import annotations
+
+from typing import Annotated, NotRequired
+
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from service.core.csv_safety import restored_cell
+from service.core.identifiers import ExternalId
+from service.core.uploads import CSV_TYPES, parse_rows
+from service.integrations.scores import Score
+from service.schemas import RaterKind, Text
+
+
+class GenericRow(TypedDict):
+    """One label of the generic format; ``confidence`` (0 to 1, judges only) is the judge's."""
+
+    item: ExternalId
+    rater: ExternalId
+    kind: RaterKind
+    value: Annotated[Text, Field(min_length=1, max_length=200)]
+    criterion: NotRequired[Text | None]
+    confidence: NotRequired[Annotated[float, Field(ge=0, le=1)] | None]
+
+
+def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> list[Score]:
+    """The scores of a generic-format body (JSON array, NDJSON or CSV); 422 naming the first bad row."""
+    rows = parse_rows(body, content_type, GenericRow, max_rows=max_rows)
+    is_csv = content_type is not None and content_type.split(";")[0].strip().lower() in CSV_TYPES
+    cell = restored_cell if is_csv else str  # an exported CSV guards formula-like cells with an apostrophe
+    return [
+        Score(
+            item=cell(r["item"]),
+            rater=cell(r["rater"]),
+            kind=r["kind"],
+            value=cell(r["value"]),
+            name=None if r.get("criterion") is None else cell(r["criterion"]),  # type: ignore[arg-type]
+            scale=None,
+            where=f"row {n}",
+            confidence=r.get("confidence"),
+        )
+        for n, r in enumerate(rows, start=1)
+    ]

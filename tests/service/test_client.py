@@ -1,0 +1,142 @@
+"""service.client against a live server (issue 38): every method once, sync and async; errors
+as typed exceptions carrying the API's body; chunked uploads that a retry cannot write twice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.client import AsyncClient, Client, Conflict, Invalid, NotFound, Unauthorized
+from tests.conftest import ADMIN_KEY, fresh_database
+from tests.live_server import LiveServer
+
+ITEMS = [f"i{i:02d}" for i in range(30)]
+
+
+@pytest.fixture(scope="module")
+def server(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    url = fresh_database(template_url, Path(tmp_path_factory.mktemp("client")))
+    with LiveServer(url, ADMIN_KEY, bootstrap_resamples=50) as live:
+        yield live
+
+
+def panel_labels(flip_every: int) -> list[dict[str, str]]:
+    rows = []
+    for i, item in enumerate(ITEMS):
+        truth = "pass" if i % 3 else "fail"
+        rows += [{"item": item, "rater": r, "value": truth} for r in ("prim", "h2")]
+        rows.append({"item": item, "rater": "h3", "value": truth if i % 5 else "pass"})
+        judged = ("fail" if truth == "pass" else "pass") if i % flip_every == 0 else truth
+        rows.append({"item": item, "rater": "judge", "value": judged})
+    return rows
+
+
+def test_the_sync_client_walks_a_project_end_to_end(server: LiveServer) -> None:
+    with Client(server.base_url, ADMIN_KEY) as c:
+        project = c.create_project("client", ["pass", "fail"])
+        pid = project.id
+        assert c.project(pid).name == "client" and pid in [p.id for p in c.projects()]
+        assert c.update_project(pid, name="renamed").name == "renamed"
+        assert c.upsert_items(pid, [{"external_id": i} for i in ITEMS], chunk=7).created == len(ITEMS)
+        assert [i.external_id for i in c.items(pid)] == ITEMS
+        for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+            assert c.add_rater(pid, ext, kind).kind == kind
+        assert c.update_rater(pid, "h3", name="Third").name == "Third"
+        assert sorted(r.external_id for r in c.raters(pid)) == ["h2", "h3", "judge", "prim"]
+        rows = panel_labels(4)
+        first = c.upload_labels(pid, rows, chunk=25)  # 120 rows in 5 requests
+        assert (first.accepted, first.duplicates, first.label_seq) == (120, 0, 120)
+        again = c.upload_labels(pid, rows, chunk=50)
+        assert (again.accepted, again.duplicates, again.label_seq) == (0, 120, 120)
+        labels = c.labels(pid)
+        assert len(labels.rows) == 120 and labels.to_pandas().shape == (120, 8)
+        assert len(c.labels(pid, rater="judge").rows) == 30
+        polled = c.reliability(pid)
+        assert polled.modified and polled.document is not None and polled.document.label_seq == 120
+        assert c.reliability(pid, polled.etag) == type(polled)(None, polled.etag, False)
+        waited = c.wait_for_reliability(pid, polled.etag, interval=0.05, timeout=0.2)
+        assert not waited.modified
+        c.upload_labels(pid, [{"item": "i00", "rater": "h2", "value": "pass"}])
+        changed = c.wait_for_reliability(pid, polled.etag, interval=0.05, timeout=10)
+        assert changed.modified and changed.document is not None and changed.document.label_seq == 121
+        plan = c.create_plan(pid, source="prior", p_h=0.85, p_j=0.9, design="random", seed=3)
+        assert c.plan(pid).id == plan.id
+        c.add_rater(pid, "h4", "human")  # the others have labelled every item
+        batch = c.create_batch(pid, rater="h4", size=2)
+        assert batch.id is not None and len(batch.items) == 2 and c.batch(pid, batch.id).rater == "h4"
+        c.release_batch(pid, batch.id)
+        report = c.report(pid)
+        assert report.model_dump()
+        assert "<html" in c.report_text(pid, "html").lower()
+        statement = c.create_certificate(pid, n_resamples=20)
+        assert c.certificate(pid, statement.predicate["certificate"]["id"]) == statement
+        history = [r.model_dump(mode="json") for r in c.labels(pid, history=True).rows]
+        verified = c.verify_certificate(certificate=statement.model_dump(by_alias=True), labels=history)
+        assert verified.match, verified
+
+
+def test_errors_are_typed_and_carry_the_api_body(server: LiveServer) -> None:
+    with Client(server.base_url, ADMIN_KEY) as c:
+        pid = c.create_project("errors", ["pass", "fail"]).id
+        c.add_rater(pid, "p", "primary")
+        with pytest.raises(Conflict) as conflict:
+            c.add_rater(pid, "q", "primary")
+        assert conflict.value.status == 409 and conflict.value.error == "primary_exists"
+        with pytest.raises(Invalid) as invalid:
+            c.upload_labels(pid, [{"item": "nope", "rater": "p", "value": "pass"}])
+        assert "row 1: unknown item 'nope'" in invalid.value.detail and invalid.value.body["error"]
+        with pytest.raises(NotFound):
+            c.project("no-such-project")
+    with Client(server.base_url, "not-a-key") as c, pytest.raises(Unauthorized) as unauthorized:
+        c.projects()
+    assert unauthorized.value.status == 401
+
+
+def test_a_retried_chunk_keeps_its_idempotency_key(server: LiveServer) -> None:
+    """A transport failure after the server wrote a chunk: the retry replays, it does not write again."""
+    with Client(server.base_url, ADMIN_KEY) as setup:
+        pid = setup.create_project("retry", ["pass", "fail"]).id
+        setup.upsert_items(pid, [{"external_id": i} for i in ITEMS])
+        setup.add_rater(pid, "judge", "judge")
+    seen: list[str] = []
+    real = httpx.HTTPTransport()
+
+    class FlakyAfterWrite(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            response = real.handle_request(request)
+            response.read()
+            seen.append(request.headers.get("Idempotency-Key", ""))
+            if len(seen) == 1:
+                raise httpx.ReadError("connection lost after the write")
+            return response
+
+    http = httpx.Client(base_url=server.base_url, transport=FlakyAfterWrite())
+    with Client(server.base_url, ADMIN_KEY, http=http) as c:
+        rows = [{"item": i, "rater": "judge", "value": "pass"} for i in ITEMS]
+        result = c.upload_labels(pid, rows)
+        assert seen[0] == seen[1] != ""
+        assert result.accepted == len(ITEMS)  # the replayed answer of the first, written, attempt
+        assert len(c.labels(pid).rows) == len(ITEMS) and c.project(pid).label_seq == len(ITEMS)
+
+
+def test_the_async_client_does_the_same(server: LiveServer) -> None:
+    async def run() -> None:
+        async with AsyncClient(server.base_url, ADMIN_KEY) as c:
+            pid = (await c.create_project("async", ["pass", "fail"])).id
+            assert (await c.upsert_items(pid, [{"external_id": i} for i in ITEMS], chunk=10)).created == 30
+            for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+                await c.add_rater(pid, ext, kind)
+            accepted = await c.upload_labels(pid, panel_labels(5), chunk=40)
+            assert accepted.accepted == 120 and len((await c.labels(pid)).rows) == 120
+            polled = await c.reliability(pid)
+            assert polled.document is not None and not (await c.reliability(pid, polled.etag)).modified
+            exported = await c.export_generic(pid)
+            assert exported.startswith("item,rater,kind,value,criterion")
+            with pytest.raises(Invalid):
+                await c.upload_labels(pid, [{"item": "i00", "rater": "judge", "value": "maybe"}])
+
+    asyncio.run(run())
