@@ -171,11 +171,13 @@ def _sum_items(parts: Sequence[ItemsUpserted]) -> ItemsUpserted:
     )
 
 
-def _sum_labels(parts: Sequence[LabelsAccepted], label_seq: int) -> LabelsAccepted:
+def _sum_labels(parts: Sequence[LabelsAccepted], label_seq: int | None) -> LabelsAccepted:
+    """The chunks' answers as one; ``label_seq`` stays null for an annotator key (the server hides it)."""
+    seqs = [s for s in (label_seq, *(p.label_seq for p in parts)) if s is not None]
     return LabelsAccepted(
         accepted=sum(p.accepted for p in parts),
         duplicates=sum(p.duplicates for p in parts),
-        label_seq=max([label_seq, *(p.label_seq for p in parts)]),
+        label_seq=max(seqs) if seqs else None,
     )
 
 
@@ -391,7 +393,7 @@ class Client:
             self._run(_Calls.upload(f"/projects/{pid}/labels", part, LabelsAccepted, f"{key}-{n}"))
             for n, part in enumerate(_chunks(rows, chunk))
         ]
-        return _sum_labels(parts, 0 if parts else self.project(pid).label_seq)
+        return _sum_labels(parts, None if parts else self.project(pid).label_seq)
 
     def labels(self, pid: str, **filters: Any) -> Labels:
         """The exported labels (``history``, ``rater``, ``criterion``, ``since_seq`` as the endpoint takes)."""
@@ -552,7 +554,7 @@ class AsyncClient:
             await self._run(_Calls.upload(f"/projects/{pid}/labels", part, LabelsAccepted, f"{key}-{n}"))
             for n, part in enumerate(_chunks(rows, chunk))
         ]
-        return _sum_labels(parts, 0 if parts else (await self.project(pid)).label_seq)
+        return _sum_labels(parts, None if parts else (await self.project(pid)).label_seq)
 
     async def labels(self, pid: str, **filters: Any) -> Labels:
         return Labels(await self._all(f"/projects/{pid}/labels", LabelRow, **filters))
