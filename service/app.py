@@ -21,7 +21,7 @@ from service.core.errors import ErrorBody, install_error_handlers
 from service.core.fairness import ProjectSlots
 from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
-from service.core.settings import Settings, get_settings
+from service.core.settings import Settings, api_runs_jobs, get_settings
 from service.data.database_health import DatabaseState, install_outage_handlers
 from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
@@ -50,7 +50,7 @@ from service.routes import (
     webhooks,
 )
 from service.schemas import ItemIn, LabelIn
-from service.simulations.jobs import RUNNER
+from service.simulations.jobs import SimulationRunner, worker_name
 from service.webhooks.sender import WebhookSender
 
 log = logging.getLogger("annoplan")
@@ -117,12 +117,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keeper = StatisticsKeeper(engine)
             if engine.dialect.name == "postgresql":
                 keeper.start()
+            # the job queue's simulations, here too unless `annoplan worker` processes run them
+            runner = SimulationRunner(app.state.sessions, settings, owner=worker_name("api"))
+            app.state.simulations = runner if api_runs_jobs(settings) else None
+            if app.state.simulations is not None:
+                runner.start()
             yield
             keeper.stop()
             warmer.stop()
             sender.stop()
             documents.close()
-            RUNNER.shutdown()
+            runner.stop()
             matrices.flush()
             engine.dispose()
         finally:

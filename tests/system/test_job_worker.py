@@ -1,0 +1,107 @@
+"""Issue 32: simulations run on the job queue by `annoplan worker` processes, each standing for a host.
+
+An api server that leaves the queue to workers takes a simulation; the worker process group
+running it is killed with SIGKILL mid-job, and a second worker takes the job over once its
+lease runs out: the client polling the api sees it complete, with the seeded run's result.
+Runs on a SQLite file, or on PostgreSQL when ``ANNOPLAN_TEST_DATABASE_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.simulate import simulate
+from service.core.db import make_engine
+from service.data.models import Job
+from tests.conftest import ADMIN_KEY
+from tests.live_server import LiveServer, LiveWorker
+
+LEASE = 2.0
+RHO = [0.25, 0.5, 0.75, 1.0]
+BODY = {"p_h": 0.85, "p_j": 0.9, "rho": RHO, "design": "random", "trials": 20_000, "seed": 7}
+PLANNER = dict(
+    n_items=20,
+    n_humans=3,
+    n_labels=2,
+    p_h=0.85,
+    p_j=[0.9],
+    prevalence=None,
+    rho=RHO,
+    design=["random"],
+    coefficient=["po"],
+    rule="margin",
+    epsilon=0.05,
+    delta=0.05,
+    omega_threshold=0.5,
+    q=0.05,
+    trials=20_000,
+    clusters=None,
+    cluster_difficulty=0.5,
+    rng=7,
+)
+SETTINGS = {"job_lease_seconds": LEASE, "job_poll_seconds": 0.2, "simulation_max_work": 10**9}
+
+
+def project(c: httpx.Client) -> str:
+    pid = c.post("/projects", json={"name": "jobs", "labels": ["pass", "fail"]}).json()["id"]
+    for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(20)]).status_code == 200
+    return pid
+
+
+def job_row(database_url: str, sim_id: str) -> Job:
+    engine = make_engine(database_url)
+    try:
+        with Session(engine, expire_on_commit=False) as session:
+            job = session.scalar(select(Job).where(Job.kind == "simulation", Job.key == sim_id))
+            assert job is not None
+            return job
+    finally:
+        engine.dispose()
+
+
+def poll_until(c: httpx.Client, poll: str, done: callable, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while not done(job := c.get(poll).json()):
+        assert job["status"] in ("queued", "running"), job
+        assert time.monotonic() < deadline, f"still {job} after {timeout} s"
+        time.sleep(0.1)
+    return job
+
+
+def test_a_simulation_whose_worker_host_dies_is_finished_by_another(database_url: str) -> None:
+    api = LiveServer(database_url, ADMIN_KEY, simulation_sync_limit=0, api_runs_jobs="false", **SETTINGS)
+    with api, api.client() as c:
+        pid = project(c)
+        first = LiveWorker(database_url, **SETTINGS).start()
+        second = LiveWorker(database_url, **SETTINGS)
+        try:
+            r = c.post(f"/projects/{pid}/simulate", json=BODY)
+            assert r.status_code == 202, r.text
+            poll = r.json()["poll"]
+            sim_id = r.json()["id"]
+            # the api runs nothing itself: the first worker takes the job and computes a cell or more
+            job = poll_until(c, poll, lambda j: j["status"] == "running" and j["done"] >= 1, timeout=120)
+            held = job_row(database_url, sim_id)
+            print({k: v for k, v in vars(held).items() if k != "payload"}, job["done"])
+            assert held.lease_owner.endswith(f":{first.pid}:worker") and held.attempts == 1
+            first.kill()
+            killed_at = time.monotonic()
+            second.start()
+            job = poll_until(c, poll, lambda j: j["status"] in ("done", "failed"), timeout=180)
+            taken_after = time.monotonic() - killed_at
+        finally:
+            first.kill()
+            second.stop()
+    assert job["status"] == "done", job["error"]
+    assert job["done"] == job["total"] == len(RHO)
+    finished = job_row(database_url, sim_id)
+    assert finished.state == "done" and finished.attempts == 2 and finished.lease_token is None
+    expected = [cell.as_dict() for cell in simulate(**PLANNER).cells]
+    assert job["result"]["cells"] == expected  # run again from the start, seeded: the same result
+    print(f"taken over and finished {taken_after:.1f} s after the kill (lease {LEASE} s)")
