@@ -68,6 +68,7 @@ def serve() -> None:
     (ANNOPLAN_API_RUNS_JOBS, or PostgreSQL), a worker process is started and stopped with it.
     Example: ANNOPLAN_PORT=9000 annoplan serve
     """
+    import signal
     import subprocess
 
     from service.__main__ import main
@@ -77,6 +78,13 @@ def serve() -> None:
     beside = None
     if not api_runs_jobs(get_settings()):
         beside = subprocess.Popen([sys.executable, "-m", "service", "worker"])
+
+        # uvicorn stops on SIGTERM, then raises it again under the handler it found: this one, which
+        # unwinds to the `finally` below (the default handler would end the process and leave the worker)
+        def stopped(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stopped)
     try:
         main()
     finally:

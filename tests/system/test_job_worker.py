@@ -8,7 +8,12 @@ Runs on a SQLite file, or on PostgreSQL when ``ANNOPLAN_TEST_DATABASE_URL`` is s
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 from sqlalchemy import select
@@ -18,7 +23,8 @@ from planner.simulate import simulate
 from service.core.db import make_engine
 from service.data.models import Job
 from tests.conftest import ADMIN_KEY
-from tests.live_server import LiveServer, LiveWorker
+from tests.live_server import ROOT, START_DEADLINE_S, LiveServer, LiveWorker, free_port
+from tests.system.test_attacks import alive, descendants
 
 LEASE = 2.0
 RHO = [0.25, 0.5, 0.75, 1.0]
@@ -88,8 +94,8 @@ def test_a_simulation_whose_worker_host_dies_is_finished_by_another(database_url
             # the api runs nothing itself: the first worker takes the job and computes a cell or more
             job = poll_until(c, poll, lambda j: j["status"] == "running" and j["done"] >= 1, timeout=120)
             held = job_row(database_url, sim_id)
-            print({k: v for k, v in vars(held).items() if k != "payload"}, job["done"])
-            assert held.lease_owner.endswith(f":{first.pid}:worker") and held.attempts == 1
+            assert held.state == "running", (held.state, held.error)
+            assert (held.lease_owner or "").endswith(f":{first.pid}:worker") and held.attempts == 1
             first.kill()
             killed_at = time.monotonic()
             second.start()
@@ -105,3 +111,50 @@ def test_a_simulation_whose_worker_host_dies_is_finished_by_another(database_url
     expected = [cell.as_dict() for cell in simulate(**PLANNER).cells]
     assert job["result"]["cells"] == expected  # run again from the start, seeded: the same result
     print(f"taken over and finished {taken_after:.1f} s after the kill (lease {LEASE} s)")
+
+
+def test_annoplan_serve_starts_a_worker_beside_an_api_that_runs_no_jobs_and_stops_it(database_url: str) -> None:
+    """One command still does everything when the api leaves the queue to workers (as on PostgreSQL)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "ANNOPLAN_DATABASE_URL": database_url,
+        "ANNOPLAN_ADMIN_KEY": ADMIN_KEY,
+        "ANNOPLAN_PORT": str(port),
+        "ANNOPLAN_API_RUNS_JOBS": "false",
+        "ANNOPLAN_SIMULATION_SYNC_LIMIT": "0",
+        "ANNOPLAN_JOB_POLL_SECONDS": "0.2",
+    }
+    serve = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], cwd=ROOT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_DEADLINE_S
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert serve.poll() is None and time.monotonic() < deadline, "annoplan serve did not start"
+            time.sleep(0.1)
+        workers = [p for p in descendants(serve.pid) if "worker" in Path(f"/proc/{p}/cmdline").read_bytes().decode()]
+        assert len(workers) == 1, "one worker beside the api"
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60) as c:
+            pid = project(c)
+            r = c.post(f"/projects/{pid}/simulate", json={**BODY, "trials": 50})
+            assert r.status_code == 202, r.text
+            job = poll_until(c, r.json()["poll"], lambda j: j["status"] in ("done", "failed"), timeout=120)
+            assert job["status"] == "done", job["error"]
+        owner = job_row(database_url, r.json()["id"])
+        everything = descendants(serve.pid)
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while alive(everything) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(everything) == set(), "the worker outlived annoplan serve"
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    assert owner.state == "done" and owner.attempts == 1
