@@ -23,6 +23,7 @@ from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
 from service.core.settings import Settings, api_runs_jobs, get_settings
 from service.data.database_health import DatabaseState, install_outage_handlers
+from service.data.jobs import worker_name
 from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
 from service.documents.reliability import DocumentCache
@@ -50,7 +51,7 @@ from service.routes import (
     webhooks,
 )
 from service.schemas import ItemIn, LabelIn
-from service.simulations.jobs import SimulationRunner, worker_name
+from service.simulations.jobs import SimulationRunner
 from service.webhooks.sender import WebhookSender
 
 log = logging.getLogger("annoplan")

@@ -9,8 +9,9 @@ from types import FrameType
 
 from service.core.db import make_engine
 from service.core.settings import Settings, get_settings
+from service.data.jobs import worker_name
 from service.documents.sessions import worker_sessionmaker
-from service.simulations.jobs import SimulationRunner, worker_name
+from service.simulations.jobs import SimulationRunner
 
 
 def run_worker(settings: Settings | None = None, *, stop: threading.Event | None = None) -> None:

@@ -15,13 +15,16 @@ a write unit takes its lock at ``BEGIN IMMEDIATE`` (service.core.db), before it 
 
 from __future__ import annotations
 
+import os
 import secrets
+import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, exists, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.db import session_scope
@@ -30,6 +33,11 @@ from service.data.models import Job, utcnow
 
 ACTIVE = ("queued", "running")
 EXHAUSTED_ERROR = "its worker stopped before finishing it {attempts} times; submit it again"
+
+
+def worker_name(role: str) -> str:
+    """This process's name as a lease owner: host, process id and role."""
+    return f"{socket.gethostname()}:{os.getpid()}:{role}"
 
 
 @dataclass(frozen=True)
@@ -218,3 +226,62 @@ def _end(session: Session, job: Claimed, **values: Any) -> bool:
         .values(lease_owner=None, lease_token=None, lease_until=None, **values)
     )
     return bool(rowcount(changed))
+
+
+PERIODIC = "periodic"
+
+
+def claim_period(
+    sessions: sessionmaker[Session], name: str, *, period_seconds: float, owner: str, lease_seconds: float
+) -> Claimed | None:
+    """This process's turn at the periodic task ``name``, or None when its period is not over or
+    another process holds it: once per period for the whole deployment, not once per process.
+
+    The task's row (kind ``periodic``) is made at its first claim; a turn moves its
+    ``run_after`` a period on and leases it, and :func:`end_period` hands it back. A holder
+    that dies leaves it to the first claim after its lease runs out.
+    """
+    now = utcnow()
+    with session_scope(sessions) as session:  # a cheap read first: SQLite's write lock only on a turn
+        due = (
+            session.execute(select(Job.id).where(Job.kind == PERIODIC, Job.key == name, _period_due(now))).first()
+            is not None
+        )
+        missing = not due and session.scalar(select(Job.id).where(Job.kind == PERIODIC, Job.key == name)) is None
+    if missing:
+        try:
+            with session_scope(sessions, write=True) as session:
+                enqueue(session, PERIODIC, name, {}, max_attempts=1, run_after=now)
+        except IntegrityError:  # another process made it first
+            pass
+    elif not due:
+        return None
+    token = secrets.token_hex(16)
+    with session_scope(sessions, write=True) as session:
+        changed = session.execute(
+            update(Job)
+            .where(Job.kind == PERIODIC, Job.key == name, _period_due(now))
+            .values(
+                state="running",
+                lease_owner=owner,
+                lease_token=token,
+                lease_until=now + timedelta(seconds=lease_seconds),
+                run_after=now + timedelta(seconds=period_seconds),
+                attempts=Job.attempts + 1,
+            )
+            .returning(Job.id, Job.attempts, Job.payload)
+        ).first()
+    if changed is None:
+        return None
+    return Claimed(changed.id, PERIODIC, name, changed.payload, token, changed.attempts, 1)
+
+
+def _period_due(now: datetime) -> ColumnElement[bool]:
+    """Its period over, and nobody holding it (or its holder's lease run out)."""
+    return (Job.run_after <= now) & ((Job.state != "running") | (Job.lease_until < now))
+
+
+def end_period(sessions: sessionmaker[Session], turn: Claimed) -> bool:
+    """Hand the periodic task back after this turn (its next period was set by the claim)."""
+    with session_scope(sessions, write=True) as session:
+        return _end(session, turn, state="queued")

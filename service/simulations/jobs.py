@@ -24,7 +24,6 @@ import logging
 import math
 import multiprocessing
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -232,11 +231,6 @@ def run_job(database_url: str, job: jobs.Claimed, spec: SimulationSpec, owner_pi
 
 
 # --- the worker process -----------------------------------------------------------------
-
-
-def worker_name(role: str) -> str:
-    """This process's name as a lease owner: host, process id and role."""
-    return f"{socket.gethostname()}:{os.getpid()}:{role}"
 
 
 def _fail_exhausted(session: Session, spent: list[jobs.Claimed]) -> None:

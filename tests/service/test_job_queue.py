@@ -8,6 +8,7 @@ so separate SQLite writer locks too) never both get one job.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 
@@ -198,3 +199,73 @@ def test_claimers_racing_never_both_get_a_job(database_url):
     counts = Counter(i for ids in got for i in ids)
     assert len(counts) == n_jobs and max(counts.values()) == 1
     assert sum(1 for ids in got if ids) >= 2, "the race never happened: one claimer took everything"
+
+
+def test_a_periodic_task_takes_one_turn_per_period_and_a_dead_holder_is_taken_over(engine):
+    sessions = make_sessionmaker(engine)
+    turn = jobs.claim_period(sessions, "tick", period_seconds=60, owner="w1", lease_seconds=30)
+    assert turn is not None and turn.attempts == 1
+    stored = row(engine, turn.id)
+    assert stored.kind == jobs.PERIODIC and stored.state == "running" and stored.lease_owner == "w1"
+    assert timedelta(seconds=59) < stored.run_after - utcnow() <= timedelta(seconds=60)
+    assert jobs.claim_period(sessions, "tick", period_seconds=60, owner="w2", lease_seconds=30) is None
+    assert jobs.end_period(sessions, turn) and row(engine, turn.id).state == "queued"
+    assert jobs.claim_period(sessions, "tick", period_seconds=60, owner="w2", lease_seconds=30) is None  # not over
+    assert jobs.claim_period(sessions, "other", period_seconds=60, owner="w2", lease_seconds=30) is not None
+    with Session(engine) as session, session.begin():  # the period over
+        session.execute(update(Job).where(Job.id == turn.id).values(run_after=utcnow()))
+    held = jobs.claim_period(sessions, "tick", period_seconds=60, owner="w2", lease_seconds=30)
+    assert held is not None and held.attempts == 2
+    # w2 dies holding its turn: with the period over, nobody may run it until its lease runs out
+    with Session(engine) as session, session.begin():
+        session.execute(update(Job).where(Job.id == turn.id).values(run_after=utcnow()))
+    assert jobs.claim_period(sessions, "tick", period_seconds=60, owner="w3", lease_seconds=30) is None
+    expire(engine, turn.id)
+    taken = jobs.claim_period(sessions, "tick", period_seconds=60, owner="w3", lease_seconds=30)
+    assert taken is not None and row(engine, turn.id).lease_owner == "w3"
+    assert not jobs.end_period(sessions, held)  # the dead holder's hand-back changes nothing
+
+
+def test_periodic_claimers_racing_take_one_turn_per_period_between_them(database_url):
+    """Four processes' claimers for 2.4 s with a 0.4 s period: about 6 turns in all, not 6 each."""
+    claimers, period, seconds = 4, 0.4, 2.4
+    setup = make_engine(database_url)
+    jobs.claim_period(make_sessionmaker(setup), "race", period_seconds=0, owner="setup", lease_seconds=1)
+    with Session(setup) as session, session.begin():  # the row exists, its turn handed back and due
+        session.execute(update(Job).where(Job.key == "race").values(state="queued", lease_token=None))
+    setup.dispose()
+    start = threading.Barrier(claimers)
+    turns: list[tuple[float, float]] = []  # each turn's claim happened between these two instants
+    tries = Counter()
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        engine = make_engine(database_url)
+        sessions = make_sessionmaker(engine)
+        try:
+            start.wait()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                tries[k] += 1
+                before = time.monotonic()
+                turn = jobs.claim_period(sessions, "race", period_seconds=period, owner=f"w{k}", lease_seconds=30)
+                if turn is not None:
+                    turns.append((before, time.monotonic()))
+                    assert jobs.end_period(sessions, turn)
+                time.sleep(0.01)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            engine.dispose()
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert sum(tries.values()) > 10 * len(turns), tries  # everyone kept asking
+    assert round(seconds / period) - 2 <= len(turns) <= round(seconds / period) + 1, turns
+    turns.sort()
+    # never two turns in one period: each claim ended at least a period after the one before began
+    assert all(later[1] - earlier[0] >= 0.99 * period for earlier, later in zip(turns, turns[1:])), turns
