@@ -281,7 +281,9 @@ def _period_due(now: datetime) -> ColumnElement[bool]:
     return (Job.run_after <= now) & ((Job.state != "running") | (Job.lease_until < now))
 
 
-def end_period(sessions: sessionmaker[Session], turn: Claimed) -> bool:
-    """Hand the periodic task back after this turn (its next period was set by the claim)."""
+def end_period(sessions: sessionmaker[Session], turn: Claimed, *, payload: dict[str, Any] | None = None) -> bool:
+    """Hand the periodic task back after this turn (its next period was set by the claim), with
+    ``payload`` for the next turn when given (what this one saw)."""
+    values: dict[str, Any] = {"state": "queued"} if payload is None else {"state": "queued", "payload": payload}
     with session_scope(sessions, write=True) as session:
-        return _end(session, turn, state="queued")
+        return _end(session, turn, **values)
