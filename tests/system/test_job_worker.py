@@ -27,7 +27,7 @@ from tests.live_server import ROOT, START_DEADLINE_S, LiveServer, LiveWorker, fr
 from tests.system.test_attacks import alive, descendants
 
 LEASE = 2.0
-RHO = [0.25, 0.5, 0.75, 1.0]
+RHO = [0.2, 0.3, 0.4, 0.5, 0.75, 1.0]  # cells enough that the kill lands mid-job on a fast machine too
 BODY = {"p_h": 0.85, "p_j": 0.9, "rho": RHO, "design": "random", "trials": 20_000, "seed": 7}
 PLANNER = dict(
     n_items=20,
