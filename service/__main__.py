@@ -1,6 +1,9 @@
-"""``python -m service``: start the API with uvicorn on the configured host and port."""
+"""``python -m service``: start the API with uvicorn on the configured host and port;
+``python -m service worker``: run a job worker instead (service.worker)."""
 
 from __future__ import annotations
+
+import sys
 
 import uvicorn
 
@@ -28,5 +31,18 @@ def main() -> None:
     )
 
 
+def worker() -> None:
+    """Run a job worker (no requests served) until SIGTERM or SIGINT."""
+    from service.worker import run_worker
+
+    run_worker()
+
+
 if __name__ == "__main__":
-    main()
+    command = sys.argv[1:]
+    if command == ["worker"]:
+        worker()
+    elif not command:
+        main()
+    else:
+        sys.exit(f"usage: python -m service [worker] (got {' '.join(command)})")

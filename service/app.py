@@ -21,8 +21,9 @@ from service.core.errors import ErrorBody, install_error_handlers
 from service.core.fairness import ProjectSlots, Refusals, RefusedAgain, install_refusal_memory
 from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
-from service.core.settings import Settings, get_settings
+from service.core.settings import Settings, api_runs_jobs, get_settings
 from service.data.database_health import DatabaseState, install_outage_handlers
+from service.data.jobs import worker_name
 from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
 from service.documents.reliability import DocumentCache
@@ -56,7 +57,7 @@ from service.routes import (
 )
 from service.schemas import ItemIn, LabelIn, RetractionIn
 from service.schemas.examples import add_request_examples
-from service.simulations.jobs import RUNNER
+from service.simulations.jobs import SimulationRunner
 from service.webhooks.sender import WebhookSender
 
 log = logging.getLogger("annoplan")
@@ -123,12 +124,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keeper = StatisticsKeeper(engine)
             if engine.dialect.name == "postgresql":
                 keeper.start()
+            # the job queue's simulations, here too unless `annoplan worker` processes run them
+            runner = SimulationRunner(app.state.sessions, settings, owner=worker_name("api"))
+            app.state.simulations = runner if api_runs_jobs(settings) else None
+            if app.state.simulations is not None:
+                runner.start()
             yield
             keeper.stop()
             warmer.stop()
             sender.stop()
             documents.close()
-            RUNNER.shutdown()
+            runner.stop()
             matrices.flush()
             engine.dispose()
         finally:

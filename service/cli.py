@@ -1,4 +1,4 @@
-"""The ``annoplan`` command line: serve, migrate, keys, offline plans and simulations, a demo."""
+"""The ``annoplan`` command line: serve, a job worker, migrate, keys, offline plans and simulations, a demo."""
 
 from __future__ import annotations
 
@@ -62,14 +62,52 @@ def _migrated_engine() -> Engine:
 
 @app.command()
 def serve() -> None:
-    """Migrate the configured database and start the API.
+    """Migrate the configured database and start the API, and a job worker beside it on PostgreSQL.
 
+    On SQLite (the default) the API process runs the job queue itself; when it does not
+    (ANNOPLAN_API_RUNS_JOBS, or PostgreSQL), a worker process is started and stopped with it.
     Example: ANNOPLAN_PORT=9000 annoplan serve
     """
-    migrate()
-    from service.__main__ import main
+    import signal
+    import subprocess
 
-    main()
+    from service.__main__ import main
+    from service.core.settings import api_runs_jobs, get_settings
+
+    migrate()
+    beside = None
+    if not api_runs_jobs(get_settings()):
+        beside = subprocess.Popen([sys.executable, "-m", "service", "worker"])
+
+        # uvicorn stops on SIGTERM, then raises it again under the handler it found: this one, which
+        # unwinds to the `finally` below (the default handler would end the process and leave the worker)
+        def stopped(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stopped)
+    try:
+        main()
+    finally:
+        if beside is not None:
+            beside.terminate()
+            try:
+                beside.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                beside.kill()
+                beside.wait()
+
+
+@app.command()
+def worker() -> None:
+    """Run a job worker on the configured database: it claims and runs queued simulations, serves nothing.
+
+    Run one or more beside api processes that leave the queue to workers (docs/operations.md).
+    Example: ANNOPLAN_DATABASE_URL=postgresql+psycopg://u:p@db/annoplan annoplan worker
+    """
+    _migrated_engine().dispose()
+    from service.worker import run_worker
+
+    run_worker()
 
 
 @app.command()

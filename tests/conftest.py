@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "ak_test_admin_key"
 PG_URL = os.environ.get("ANNOPLAN_TEST_DATABASE_URL")
+if PG_URL:
+    # On PostgreSQL api processes leave the job queue to `annoplan worker` processes by default; the
+    # tests' apps and live servers run it themselves (tests of the split set it false explicitly).
+    os.environ.setdefault("ANNOPLAN_API_RUNS_JOBS", "true")
 LAYERS = ("planner", "service", "system")
 
 

@@ -143,6 +143,56 @@ class LiveServer:
         self.stop()
 
 
+class LiveWorker:
+    """``python -m service worker`` on ``database_url`` in a process group of its own (standing for a host).
+
+    ``kill()`` sends SIGKILL to the whole group (the worker and its pool: a host lost), ``stop()``
+    SIGTERM to the worker (a clean stop).
+    """
+
+    def __init__(self, database_url: str, **settings: object) -> None:
+        self.env = {
+            **os.environ,
+            "ANNOPLAN_DATABASE_URL": database_url,
+            **{f"ANNOPLAN_{k.upper()}": str(v) for k, v in settings.items()},
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> LiveWorker:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service", "worker"], cwd=ROOT, env=self.env, start_new_session=True
+        )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL to the worker's process group: nothing in it cleans up."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            self.proc = None
+
+    def __enter__(self) -> LiveWorker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def migrate(database_url: str) -> None:
     """Bring the database at ``database_url`` to the head migration (as ``annoplan migrate`` does)."""
     subprocess.run(

@@ -45,7 +45,21 @@ class Settings(BaseSettings):
     lease_seconds: int = Field(2 * 3600, ge=1)
     simulation_sync_limit: int = Field(200_000, ge=0)
     simulation_max_work: int = Field(50_000_000, ge=1)
-    simulation_workers: int = Field(1, ge=1)
+    simulation_workers: int = Field(1, ge=1, description="Simulations one job worker runs at once (its process pool).")
+    simulation_attempts: int = Field(
+        3, ge=1, description="Claims a simulation job may spend (its worker died or failed) before it is failed."
+    )
+    api_runs_jobs: bool | None = Field(
+        None,
+        description="Run the job queue (simulations) in each api process too; unset: yes on SQLite (the "
+        "embedded default, one process does everything), no on PostgreSQL (run `annoplan worker`).",
+    )
+    job_lease_seconds: float = Field(
+        30.0, gt=0, description="How long a claimed job stays a worker's without a renewal (renewed every third)."
+    )
+    job_poll_seconds: float = Field(1.0, gt=0, description="How often an idle job worker looks for due jobs.")
+    job_retry_base_seconds: float = Field(5.0, gt=0, description="Backoff after a job's first failed attempt.")
+    job_retry_cap_seconds: float = Field(300.0, gt=0, description="The longest backoff between two attempts.")
     agreement_max_work: int = Field(50_000_000, ge=1)
     certificate_max_work: int = Field(
         200_000_000, ge=1, description="Most label rows x resamples x judges one certificate computes or verifies."
@@ -104,6 +118,13 @@ class Settings(BaseSettings):
     webhook_retry_base_seconds: float = Field(5.0, gt=0)
     webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
     webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)
+
+
+def api_runs_jobs(settings: Settings) -> bool:
+    """Whether api processes run the job queue beside their requests (``api_runs_jobs``; unset: on SQLite)."""
+    if settings.api_runs_jobs is not None:
+        return settings.api_runs_jobs
+    return settings.database_url.startswith("sqlite")
 
 
 _PROCESS_SECRET = secrets.token_bytes(32)

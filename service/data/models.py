@@ -373,6 +373,31 @@ class Simulation(Base):
     finished_at: Mapped[datetime | None]
 
 
+class Job(Base):
+    """A unit of background work on the row queue (service/data/jobs.py): its kind and key (a
+    simulation's id, a periodic task's name), what it needs, its state, and the lease of the
+    worker running it."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("kind", "key"), Index("ix_jobs_due", "state", "run_after"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    key: Mapped[str] = mapped_column(String(100))
+    payload: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    run_after: Mapped[datetime] = mapped_column(default=utcnow)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_token: Mapped[str | None] = mapped_column(String(40))
+    lease_until: Mapped[datetime | None]
+    result: Mapped[dict[str, Any] | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]
+
+
 class LabelStudioLink(Base):
     """The cell a Label Studio annotation or prediction labels, per criterion (a rubric labels one
     annotation under several), with its task and Label Studio project, so a deletion of the

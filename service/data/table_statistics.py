@@ -4,10 +4,12 @@ After an import of hundreds of thousands of labels, PostgreSQL plans queries wit
 the rows before it until autovacuum's next round (it looks once a minute): a rater whose labels all
 arrived since looks as if it had none, and the batch queries' "not labeled yet" anti-joins then read
 all of that rater's labels for each candidate item, seconds instead of milliseconds (docs/operations.md).
-Each PostgreSQL worker runs a :class:`StatisticsKeeper` that analyzes such a table once the writes to
-it pause: ANALYZE reads a fixed sample of rows (a fraction of a second at millions of rows), so it is
-due after a fixed number of rows written, not a fraction of the table (autovacuum's rule, under which
-one rater's 100,000 new labels in a table of 3 million would stay unseen)."""
+Each PostgreSQL worker runs a :class:`StatisticsKeeper`; one of them per round for the whole deployment
+(a periodic turn of the job queue, :func:`service.data.jobs.claim_period`, which also carries what
+the last round saw) analyzes such a table once the writes to it pause: ANALYZE reads a fixed sample
+of rows (a fraction of a second at millions of rows), so it is due after a fixed number of rows
+written, not a fraction of the table (autovacuum's rule, under which one rater's 100,000 new labels in
+a table of 3 million would stay unseen)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, text
 
 from service.core.background import PollingThread
+from service.core.db import make_sessionmaker
+from service.data import jobs
 
 TABLES = ("label_events", "current_labels", "items")
 """The tables that grow with a project's size."""
@@ -26,13 +30,15 @@ MIN_ROWS = 10_000
 MAX_WAIT_SECONDS = 30.0
 """How long a stale table waits for its writes to pause before it is analyzed anyway."""
 POLL_SECONDS = 2.0
+TURN = "table-statistics"
+"""The periodic task's name on the job queue."""
 
 log = logging.getLogger("annoplan.table_statistics")
 
 
 @dataclass(frozen=True)
 class Staleness:
-    """A table's rows written since its last analysis, and since when it has been stale (monotonic s)."""
+    """A table's rows written since its last analysis, and since when it has been stale (Unix s)."""
 
     modified: int
     since: float
@@ -64,7 +70,8 @@ class StatisticsKeeper(PollingThread):
     def __init__(self, engine: Engine, *, poll_seconds: float = POLL_SECONDS) -> None:
         super().__init__(poll_seconds=poll_seconds, stop_seconds=10.0, log=log)
         self.engine = engine
-        self._stale: dict[str, Staleness] = {}
+        self.sessions = make_sessionmaker(engine)
+        self.owner = jobs.worker_name("table-statistics")
 
     def modified(self) -> dict[str, int]:
         """Each table's rows written since its last analysis, as PostgreSQL's statistics count them (a
@@ -77,12 +84,24 @@ class StatisticsKeeper(PollingThread):
         return {name: int(count) for name, count in rows}
 
     def run_once(self) -> list[str]:
-        """Analyze the tables due (:func:`tables_to_analyze`); their names."""
-        due, self._stale = tables_to_analyze(self.modified(), self._stale, time.monotonic())
-        if due:
-            # Outside a transaction: each table is analyzed in its own, holding one table's lock at a time.
-            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                for table in due:
-                    conn.execute(text(f"ANALYZE {table}"))
-            log.info("analyzed %s after a bulk write", ", ".join(due))
+        """On this process's turn of the round, analyze the tables due (:func:`tables_to_analyze`); their names."""
+        turn = jobs.claim_period(
+            self.sessions, TURN, period_seconds=self.poll_seconds, owner=self.owner, lease_seconds=60.0
+        )
+        if turn is None:
+            return []
+        before = {table: Staleness(*seen) for table, seen in turn.payload.get("stale", {}).items()}
+        due: list[str] = []
+        stale = before
+        try:
+            due, stale = tables_to_analyze(self.modified(), before, time.time())
+            if due:
+                # Outside a transaction: each table is analyzed in its own, holding one table's lock at a time.
+                with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                    for table in due:
+                        conn.execute(text(f"ANALYZE {table}"))
+                log.info("analyzed %s after a bulk write", ", ".join(due))
+        finally:
+            payload = {"stale": {table: [s.modified, s.since] for table, s in stale.items()}}
+            jobs.end_period(self.sessions, turn, payload=payload)
         return due

@@ -2,8 +2,8 @@
 
 A run over ``simulation_max_work`` is refused (413), up to ``simulation_sync_limit`` it runs
 in the request (a sync route, so in the thread pool, never on the event loop), otherwise it
-becomes a job in the process pool of :mod:`service.simulations.jobs`. Defaults and sizing:
-:mod:`service.simulations.requests`.
+becomes a job on the job queue, run by a job worker (:mod:`service.simulations.jobs`).
+Defaults and sizing: :mod:`service.simulations.requests`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from service.core.db import session_scope
 from service.core.errors import Conflict, Invalid, echo, error_responses
 from service.core.limits import bounded_work
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
@@ -37,7 +36,7 @@ from service.schemas.simulations import (
     SimulationQueued,
     SimulationRun,
 )
-from service.simulations.jobs import RUNNER, cancel_job, expire_stale, is_stale, run_simulation, with_heartbeat
+from service.simulations.jobs import cancel_job, enqueue_simulation, run_simulation
 from service.simulations.requests import JOBS_PER_WORKER, queue_job, resolve
 
 router = APIRouter(prefix="/projects", tags=["simulations"])
@@ -72,7 +71,6 @@ async def post_simulation(
     200 with the result; larger ones answer 202 with a job to poll at `poll`; over the
     work limit 413; with too many jobs in flight 429.
     """
-    sessions = request.app.state.sessions
     spec, resolved = await run_in_threadpool(resolve, session, project, body)
     bounded_work(
         {"units (trials x grid cells x items x raters)": spec.work},
@@ -93,14 +91,13 @@ async def post_simulation(
             request, lambda writer: idempotent_write(writer, principal, idem, fingerprint, lambda: (200, run))
         )
 
-    await written(request, expire_stale)
     job = Simulation(
         id=new_public_id("sim"),
         project_id=pid,
         status="queued",
         done=0,
         total=spec.cells,
-        params=with_heartbeat({"settings": resolved.model_dump(mode="json")}),
+        params={"settings": resolved.model_dump(mode="json")},
     )
     queued = SimulationQueued(
         id=job.id, status="queued", poll=request.app.url_path_for("get_simulation", pid=pid, sim_id=job.id)
@@ -110,31 +107,28 @@ async def post_simulation(
 
     def write(writer: WriteSession) -> tuple[int, SimulationQueued]:
         queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER, settings.simulations_per_project)
+        enqueue_simulation(writer, job.id, spec, attempts=settings.simulation_attempts)
         inserted.append(job.id)
         return 202, queued
 
     response = await written(
         request, lambda writer: idempotent_write(writer, principal, idem, fingerprint, lambda: write(writer))
     )
-    if inserted:  # committed: the child will find the row
-        RUNNER.submit(sessions, settings.database_url, job.id, job.params, spec, workers=settings.simulation_workers)
+    runner = getattr(request.app.state, "simulations", None)
+    if inserted and runner is not None:  # committed: this process's runner claims it at once
+        runner.poke()
     return response
 
 
 @router.get("/{pid}/simulations/{sim_id}", response_model=SimulationJob, responses=error_responses(401, 403, 404))
-def get_simulation(
-    pid: ProjectId, project: ProjectForPM, sim_id: SimulationId, request: Request, session: ReadSession
-) -> SimulationJob:
+def get_simulation(pid: ProjectId, project: ProjectForPM, sim_id: SimulationId, session: ReadSession) -> SimulationJob:
     """A simulation job: its status, progress in grid cells (`done` of `total`), then its result or error.
 
-    A job whose server stopped before finishing it is reported `failed`.
+    A job whose worker stopped before finishing it is taken over by another worker (it runs
+    again from the start, to the same result); one whose workers stopped on it too often is
+    reported `failed`.
     """
-    job = project_simulation(session, project.id, sim_id)
-    if is_stale(job.id, job.status, job.params):
-        with session_scope(request.app.state.sessions, write=True) as writer:
-            expire_stale(writer, job_id=job.id)
-            job = project_simulation(writer, project.id, sim_id)
-    return _job(job)
+    return _job(project_simulation(session, project.id, sim_id))
 
 
 def _job(job: Simulation) -> SimulationJob:

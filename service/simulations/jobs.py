@@ -1,23 +1,25 @@
-"""Simulation jobs (docs/method.md §6): the run itself, the process pool that runs large ones, and liveness.
+"""Simulation jobs (docs/method.md §6): the run itself, and the runner that takes them off the job queue.
 
-A large simulation is a ``simulations`` row plus a task in this server process's pool. The
-pool is started lazily at the first job (``spawn`` context: no fork of a threaded server)
-and sized by ``simulation_workers``; the app's shutdown stops it (:meth:`JobRunner.shutdown`), and its
-processes end by themselves when the server process is killed (:mod:`service.core.parent_watch`).
-The child opens its own engine from the database URL, marks the row ``running``, writes
-``done``/``total`` (grid cells) at most once a second, and stores the result or the error.
+A large simulation is a ``simulations`` row (what the client polls) and a ``jobs`` row of
+kind ``simulation`` (service.data.jobs) written in one transaction. A job worker (an
+``annoplan worker`` process, or an api process when ``api_runs_jobs``) claims the job with
+a lease and runs it in its process pool (``spawn`` context: no fork of a threaded server),
+sized by ``simulation_workers``. The child opens its own engine from the database URL, marks
+the simulation ``running``, writes ``done``/``total`` (grid cells) at most once a second,
+and stores the result or the error; each of its writes is fenced by the lease's token, so a
+child whose worker lost the job (cancelled, or taken over) changes nothing.
 
-Liveness: while a job is queued or running, a daemon thread of the server process that
-holds it renews ``params["alive_at"]`` every ``HEARTBEAT_SECONDS``. A job whose renewal is
-older than ``STALE_AFTER`` belongs to a server that died (its queue is gone with it), so it
-is marked failed: at every submission, before counting the jobs in flight for the 429
-bound, and when it is read. A heartbeat is used rather than a fixed run-time limit because
-a queued job may legitimately wait behind others, and a long grid may legitimately run
-for minutes; neither says the job is lost, a silent owner does.
+Liveness is the lease: the runner renews it every third of ``job_lease_seconds``. A worker
+that dies renews nothing, so once its lease runs out another worker's next claim takes the
+job over and runs it again from the start (the run is seeded: the same result), at most
+``simulation_attempts`` times in all. A child whose worker died ends with it
+(:mod:`service.core.parent_watch`).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import math
 import multiprocessing
@@ -28,30 +30,32 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from planner.simulate import SimulationResult, replay, simulate
+from service.core.background import PollingThread
 from service.core.db import make_engine, session_scope
 from service.core.parent_watch import computing_child
+from service.core.settings import Settings
 from service.core.sql import rowcount
+from service.data import jobs
 from service.data.models import Simulation, utcnow
 from service.documents.sessions import worker_sessionmaker
 
 ACTIVE = ("queued", "running")
-HEARTBEAT_SECONDS = 5.0
-STALE_AFTER = timedelta(seconds=60)
+KIND = "simulation"
 PROGRESS_SECONDS = 1.0
-STALE_ERROR = "the server running this job stopped before it finished; submit it again"
 CANCELLED_ERROR = "cancelled on request (DELETE)"
+SHUTDOWN_ERROR = "cancelled: the server shut down"
 
 
 class JobCancelled(Exception):
-    """The job's row left ``running`` (cancelled, or failed as stale) while it ran: stop computing."""
+    """The job left this child while it ran (cancelled, taken over, or its worker died): stop computing."""
 
 
 log = logging.getLogger("annoplan")
@@ -122,132 +126,242 @@ def run_simulation(spec: SimulationSpec, progress: Callable[[int, int], None] | 
     return result_document(result, spec.alpha_sig)
 
 
+# --- the job's payload ------------------------------------------------------------------
+
+
+def _array(values: np.ndarray | None) -> dict[str, Any] | None:
+    if values is None:
+        return None
+    data = base64.b64encode(values.tobytes()).decode()
+    return {"dtype": str(values.dtype), "shape": list(values.shape), "data": data}
+
+
+def _from_array(stored: dict[str, Any] | None) -> np.ndarray | None:
+    if stored is None:
+        return None
+    flat = np.frombuffer(base64.b64decode(stored["data"]), dtype=stored["dtype"])
+    return flat.reshape(stored["shape"]).copy()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON types (numpy scalars become Python numbers)."""
+    return json.loads(json.dumps(value, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
+
+
+def spec_payload(spec: SimulationSpec) -> dict[str, Any]:
+    """The job row's payload: everything a worker on another host needs to run ``spec``."""
+    return {
+        "options": _plain(spec.options),
+        "alpha_sig": spec.alpha_sig,
+        "humans": _array(spec.humans),
+        "judges": _array(spec.judges),
+    }
+
+
+def spec_from_payload(payload: dict[str, Any]) -> SimulationSpec:
+    """The spec :func:`spec_payload` stored."""
+    return SimulationSpec(
+        payload["options"], payload["alpha_sig"], _from_array(payload["humans"]), _from_array(payload["judges"])
+    )
+
+
+def enqueue_simulation(session: Session, sim_id: str, spec: SimulationSpec, *, attempts: int) -> None:
+    """Queue the job of the simulation ``sim_id`` in the caller's transaction (the one adding its row)."""
+    jobs.enqueue(session, KIND, sim_id, spec_payload(spec), max_attempts=attempts)
+
+
 # --- the child process ------------------------------------------------------------------
 
 
-def _update(sessions: sessionmaker[Session], job_id: str, statuses: tuple[str, ...], **values: Any) -> bool:
-    """Set ``values`` on the job if its status is one of ``statuses``; whether it was."""
-    with session_scope(sessions, write=True) as session:
-        changed = session.execute(
-            update(Simulation).where(Simulation.id == job_id, Simulation.status.in_(statuses)).values(**values)
-        )
-        return bool(rowcount(changed))
+def _update(session: Session, job: jobs.Claimed, statuses: tuple[str, ...], **values: Any) -> bool:
+    """Set ``values`` on the simulation if its status is one of ``statuses`` and ``job``'s lease holds; whether so."""
+    changed = session.execute(
+        update(Simulation)
+        .where(Simulation.id == job.key, Simulation.status.in_(statuses), jobs.held(KIND, job.key, job.token))
+        .values(**values)
+    )
+    return bool(rowcount(changed))
 
 
-def run_job(database_url: str, job_id: str, spec: SimulationSpec) -> None:
-    """Pool entry point: run job ``job_id`` and store its progress, then its result or error.
+def run_job(database_url: str, job: jobs.Claimed, spec: SimulationSpec, owner_pid: int) -> None:
+    """Pool entry point: run the claimed ``job`` and store its progress, then its result or error.
 
-    Nothing is run if the job is no longer queued (for instance marked stale meanwhile), and
-    a result arriving after the job was marked failed is dropped.
+    Nothing is run if the simulation is no longer queued or running, or the lease is gone;
+    progress stops being computed once either happens, or once the worker process
+    ``owner_pid`` that claimed the job has died (its lease will run out and another worker
+    takes the job over).
     """
     engine = make_engine(database_url)
     sessions = worker_sessionmaker(engine)
+
+    def write(statuses: tuple[str, ...], **values: Any) -> bool:
+        with session_scope(sessions, write=True) as session:
+            return _update(session, job, statuses, **values)
+
     try:
-        if not _update(sessions, job_id, ("queued",), status="running"):
+        if not write(ACTIVE, status="running", done=0, result=None, error=None):
             return
         last = -math.inf
 
         def progress(done: int, total: int) -> None:
             nonlocal last
+            if os.getppid() != owner_pid:
+                raise JobCancelled(job.key)
             now = time.monotonic()
             if done == total or now - last >= PROGRESS_SECONDS:
                 last = now
-                if not _update(sessions, job_id, ("running",), done=done, total=total):
-                    raise JobCancelled(job_id)  # a cancel (any server's) is seen at the next progress write
+                if not write(("running",), done=done, total=total):
+                    raise JobCancelled(job.key)  # a cancel or a takeover is seen at the next progress write
 
         try:
             result = run_simulation(spec, progress)
         except JobCancelled:
             return
         except Exception as exc:  # the job's outcome, not the pool's: store it
-            log.exception("simulation %s failed", job_id)
-            _update(
-                sessions,
-                job_id,
-                ("running",),
-                status="failed",
-                error=f"{type(exc).__name__}: {exc}",
-                finished_at=utcnow(),
-            )
+            log.exception("simulation %s failed", job.key)
+            error = f"{type(exc).__name__}: {exc}"
+            with session_scope(sessions, write=True) as session:
+                if _update(session, job, ("running",), status="failed", error=error, finished_at=utcnow()):
+                    jobs.fail(session, job, error)
             return
-        _update(sessions, job_id, ("running",), status="done", result=result, finished_at=utcnow())
+        with session_scope(sessions, write=True) as session:
+            if _update(session, job, ("running",), status="done", result=result, finished_at=utcnow()):
+                jobs.finish(session, job)
     finally:
         engine.dispose()
 
 
-# --- the server process -----------------------------------------------------------------
+# --- the worker process -----------------------------------------------------------------
 
 
-def alive_at(params: dict[str, Any]) -> datetime | None:
-    """When the job's owner last renewed it, from its params."""
-    try:
-        return datetime.fromisoformat(params["alive_at"])
-    except (KeyError, TypeError, ValueError):
-        return None
+def _fail_exhausted(session: Session, spent: list[jobs.Claimed]) -> None:
+    session.execute(
+        update(Simulation)
+        .where(Simulation.id.in_([job.key for job in spent]), Simulation.status.in_(ACTIVE))
+        .values(
+            status="failed",
+            error=jobs.EXHAUSTED_ERROR.format(attempts=spent[0].attempts),
+            finished_at=utcnow(),
+        )
+    )
 
 
-def with_heartbeat(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with ``alive_at`` set to now."""
-    return {**params, "alive_at": utcnow().isoformat()}
+class SimulationRunner(PollingThread):
+    """One job worker's simulations: claims due ones while its pool has room, renews their leases."""
 
+    thread_name = "annoplan-simulations"
 
-class JobRunner:
-    """This server process's pool, the jobs it holds, and the thread that renews them."""
-
-    def __init__(self) -> None:
+    def __init__(self, sessions: sessionmaker[Session], settings: Settings, *, owner: str) -> None:
+        self.lease_seconds = settings.job_lease_seconds
+        super().__init__(poll_seconds=min(settings.job_poll_seconds, self.lease_seconds / 3), stop_seconds=10, log=log)
+        self.sessions = sessions
+        self.settings = settings
+        self.owner = owner
+        self.slots = settings.simulation_workers
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
-        self._held: dict[str, tuple[sessionmaker[Session], dict[str, Any]]] = {}
-        self._heartbeat: threading.Thread | None = None
-        self._stopping = False
+        self._held: dict[int, jobs.Claimed] = {}
+        self._renewed = -math.inf
+        self._shutting_down = False
 
-    def holds(self, job_id: str) -> bool:
-        """Whether the job is queued or running in this process's pool."""
+    def held(self) -> list[jobs.Claimed]:
+        """The jobs this runner holds now."""
         with self._lock:
-            return job_id in self._held
+            return list(self._held.values())
 
-    def submit(
-        self,
-        sessions: sessionmaker[Session],
-        database_url: str,
-        job_id: str,
-        params: dict[str, Any],
-        spec: SimulationSpec,
-        *,
-        workers: int,
-    ) -> None:
-        """Queue a job whose ``queued`` row is committed; the pool starts at the first job."""
+    def run_once(self) -> int:
+        """Renew the leases when a third of one has passed, then claim what the pool has room for; how many."""
+        now = time.monotonic()
+        if now - self._renewed >= self.lease_seconds / 3:
+            self._renewed = now
+            jobs.renew(self.sessions, self.held(), lease_seconds=self.lease_seconds)
         with self._lock:
-            self._held[job_id] = (sessions, params)
-            if self._heartbeat is None:
-                self._heartbeat = threading.Thread(target=self._renew, name="annoplan-sim-heartbeat", daemon=True)
-                self._heartbeat.start()
+            free = self.slots - len(self._held)
+        claimed = jobs.claim(
+            self.sessions,
+            [KIND],
+            owner=self.owner,
+            lease_seconds=self.lease_seconds,
+            limit=free,
+            on_exhausted=_fail_exhausted,
+        )
+        started = 0
+        for job in claimed:
+            if not job.exhausted:
+                self._start(job)
+                started += 1
+        return started
+
+    def _start(self, job: jobs.Claimed) -> None:
+        spec = spec_from_payload(job.payload)
+        task = partial(run_job, self.settings.database_url, job, spec, os.getpid())
+        with self._lock:
+            self._held[job.id] = job
             try:
                 try:
-                    future = self._executor(workers).submit(run_job, database_url, job_id, spec)
+                    future = self._executor().submit(task)
                 except BrokenProcessPool:  # a worker died (e.g. out of memory): start a fresh pool
                     self._pool = None
-                    future = self._executor(workers).submit(run_job, database_url, job_id, spec)
+                    future = self._executor().submit(task)
             except BaseException:
-                del self._held[job_id]
+                del self._held[job.id]
                 raise
-        future.add_done_callback(lambda f: self._finished(job_id, f))
+        future.add_done_callback(lambda f: self._finished(job, f))
 
-    def shutdown(self) -> None:
-        """Stop the pool with the server: queued jobs are cancelled, running ones stopped.
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # computing_child: a pool process ends with its worker (a SIGKILLed worker left it computing a job
+            # another worker takes over) and computes at a lower priority than the requests
+            self._pool = ProcessPoolExecutor(
+                self.slots,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=computing_child,
+                initargs=(os.getpid(),),
+            )
+        return self._pool
 
-        Both are marked failed here before it returns (the client may submit them again).
-        Without this, a job's worker process (and multiprocessing's resource tracker) outlived a
-        server stopped with SIGTERM until the job ended.
+    def _finished(self, job: jobs.Claimed, future: Future[None]) -> None:
+        with self._lock:
+            self._held.pop(job.id, None)
+            if self._shutting_down:  # stop() records the job itself
+                return
+        error = None if future.cancelled() else future.exception()
+        if error is not None:  # the pool, not the run, failed (the run's own errors are stored by the child)
+            message = f"the worker process failed: {error}"
+            settings = self.settings
+            try:
+                with session_scope(self.sessions, write=True) as session:
+                    state = jobs.retry_or_fail(
+                        session,
+                        job,
+                        message,
+                        base=settings.job_retry_base_seconds,
+                        cap=settings.job_retry_cap_seconds,
+                    )
+                    if state == "failed":
+                        _update_any(session, job.key, status="failed", error=message, finished_at=utcnow())
+                    elif state == "queued":
+                        _update_any(session, job.key, status="queued", done=0)
+            except Exception:
+                log.exception("could not record the failure of simulation %s", job.key)
+        self.poke()
+
+    def stop(self) -> None:
+        """Stop claiming, then stop the pool with the process: the jobs it held are failed as cancelled.
+
+        They are recorded here before it returns (the client may submit them again). Without
+        this, a job's worker process (and multiprocessing's resource tracker) outlived a server
+        stopped with SIGTERM until the job ended.
         """
+        super().stop()
         with self._lock:
             pool, self._pool = self._pool, None
             if pool is None:
                 return
-            self._stopping = True
+            self._shutting_down = True
             # Taken now: the pool's callbacks pop the jobs as their workers die, and an update
             # left to them could be cut off by the process exit (the row stayed running).
-            held = list(self._held.items())
+            held = list(self._held.values())
         # The executor has no public way to stop a running task: end its worker processes.
         workers = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
@@ -259,98 +373,31 @@ class JobRunner:
                 process.kill()
         pool.shutdown(wait=True)  # its callbacks have all run once it returns
         with self._lock:
-            self._stopping = False
-        for job_id, (sessions, _) in held:  # recorded here, before the process exits
+            self._shutting_down = False
+        for job in held:  # recorded here, before the process exits
             try:
-                _update(
-                    sessions,
-                    job_id,
-                    ACTIVE,
-                    status="failed",
-                    error="cancelled: the server shut down",
-                    finished_at=utcnow(),
-                )
+                with session_scope(self.sessions, write=True) as session:
+                    if jobs.fail(session, job, SHUTDOWN_ERROR):
+                        _update_any(session, job.key, status="failed", error=SHUTDOWN_ERROR, finished_at=utcnow())
             except Exception:
-                log.exception("could not record the cancellation of simulation %s", job_id)
-
-    def _executor(self, workers: int) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # end_with: a pool worker outlived a SIGKILLed server, computing a job nobody would read
-            self._pool = ProcessPoolExecutor(
-                workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=computing_child,
-                initargs=(os.getpid(),),
-            )
-        return self._pool
-
-    def _finished(self, job_id: str, future: Future[None]) -> None:
-        with self._lock:
-            sessions, _ = self._held.pop(job_id)
-            if self._stopping:  # shutdown records the job itself
-                return
-        error = "cancelled: the server shut down" if future.cancelled() else future.exception()
-        if error is None:
-            return
-        try:
-            _update(
-                sessions,
-                job_id,
-                ACTIVE,
-                status="failed",
-                error=f"the worker process failed: {error}",
-                finished_at=utcnow(),
-            )
-        except Exception:
-            log.exception("could not record the failure of simulation %s", job_id)
-
-    def _renew(self) -> None:
-        while True:
-            time.sleep(HEARTBEAT_SECONDS)
-            with self._lock:
-                held = list(self._held.items())
-            for job_id, (sessions, params) in held:
-                try:
-                    _update(sessions, job_id, ACTIVE, params=with_heartbeat(params))
-                except Exception:
-                    log.warning("could not renew simulation %s", job_id, exc_info=True)
+                log.exception("could not record the cancellation of simulation %s", job.key)
 
 
-RUNNER = JobRunner()
+def _update_any(session: Session, sim_id: str, **values: Any) -> None:
+    """Set ``values`` on the simulation if it is still queued or running (its job's fate was just written)."""
+    session.execute(update(Simulation).where(Simulation.id == sim_id, Simulation.status.in_(ACTIVE)).values(**values))
 
 
-def cancel_job(session: Session, job_id: str) -> bool:
-    """Mark a queued or running job failed as cancelled; whether it was still in flight.
+def cancel_job(session: Session, sim_id: str) -> bool:
+    """Mark a queued or running simulation failed as cancelled, and its job; whether it was still in flight.
 
     A queued job then never starts; a running one stops at its next progress write (at most
     about a second of computing later, or one grid cell when a cell takes longer).
     """
     changed = session.execute(
         update(Simulation)
-        .where(Simulation.id == job_id, Simulation.status.in_(ACTIVE))
+        .where(Simulation.id == sim_id, Simulation.status.in_(ACTIVE))
         .values(status="failed", error=CANCELLED_ERROR, finished_at=utcnow())
     )
+    jobs.cancel(session, KIND, sim_id, CANCELLED_ERROR)
     return bool(rowcount(changed))
-
-
-def is_stale(job_id: str, status: str, params: dict[str, Any]) -> bool:
-    """Whether a queued/running job is held by no live server: not ours, not renewed for ``STALE_AFTER``."""
-    if status not in ACTIVE or RUNNER.holds(job_id):
-        return False
-    seen = alive_at(params)
-    return seen is None or seen < utcnow() - STALE_AFTER
-
-
-def expire_stale(session: Session, *, job_id: str | None = None) -> int:
-    """Mark failed the stale jobs (all, or ``job_id``); return how many."""
-    stmt = select(Simulation.id, Simulation.status, Simulation.params).where(Simulation.status.in_(ACTIVE))
-    if job_id is not None:
-        stmt = stmt.where(Simulation.id == job_id)
-    stale = [sid for sid, status, params in session.execute(stmt) if is_stale(sid, status, params)]
-    if stale:
-        session.execute(
-            update(Simulation)
-            .where(Simulation.id.in_(stale), Simulation.status.in_(ACTIVE))
-            .values(status="failed", error=STALE_ERROR, finished_at=utcnow())
-        )
-    return len(stale)

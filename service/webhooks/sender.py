@@ -28,6 +28,7 @@ from service.core.background import PollingThread
 from service.core.db import session_scope
 from service.core.outbound import OutboundRefused, client, webhook_policy
 from service.core.settings import Settings
+from service.data.jobs import worker_name
 from service.data.models import Webhook, WebhookDelivery, WebhookEvent, utcnow
 from service.documents.reliability import DocumentCache
 from service.webhooks.watch import Seen, announce_changes
@@ -199,6 +200,7 @@ class WebhookSender(PollingThread):
         self.batch = max(1, int(settings.webhook_lease_seconds / (2 * self.timeout)))
         self.rng = random.Random()
         self._seen = Seen()
+        self.owner = worker_name("webhooks")
         self._client: httpx.Client | None = None
 
     def _http(self) -> httpx.Client:
@@ -209,7 +211,7 @@ class WebhookSender(PollingThread):
 
     def run_once(self) -> int:
         """One round: announce changes the outbox should carry, then send what is due; deliveries attempted."""
-        announce_changes(self.sessions, self.settings, self.documents, self._seen)
+        announce_changes(self.sessions, self.settings, self.documents, self._seen, owner=self.owner)
         attempted = 0
         while not self.stopping:
             claimed = claim_due(self.sessions, lease_seconds=self.settings.webhook_lease_seconds, limit=self.batch)

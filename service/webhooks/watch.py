@@ -8,8 +8,6 @@ for projects whose ``label_seq`` moved and that have a webhook listening.
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -21,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.core.db import session_scope
 from service.core.settings import Settings
 from service.core.sql import rowcount
+from service.data import jobs
 from service.data.models import Batch, DecisionWatch, DriftWatch, Project, Webhook, WebhookEvent, utcnow
 from service.data.outbox import emit
 from service.data.versions import drift_watches
@@ -31,6 +30,8 @@ from service.planning.batches import batch_status
 from service.planning.plans import current_plan, plan_progress
 
 BATCH_LOOKBACK = timedelta(days=2)
+DECISION_WATCH = "decision-watch"
+"""The periodic task re-reading the decisions of the projects listening for ``decision.changed``."""
 
 
 def live_decision(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> dict[str, Any]:
@@ -61,17 +62,12 @@ def _subscriptions(sessions: sessionmaker[Session]) -> dict[str, dict[str, Any]]
     return listening
 
 
-def _decision_changed(
-    sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache, seen: dict[str, float]
-) -> None:
-    if time.monotonic() - seen.get(pid, -math.inf) < settings.webhook_decision_seconds:
-        return  # re-read at most this often while labels stream in, so ingest keeps the CPU
+def _decision_changed(sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache) -> None:
     with session_scope(sessions) as session:
         project = session.get(Project, pid)
         watch = session.get(DecisionWatch, pid)
         if project is None or (watch is not None and watch.label_seq == project.label_seq):
             return
-        seen[pid] = time.monotonic()
         doc = live_decision(session, project, documents, n_resamples=settings.bootstrap_resamples)
     try:
         with session_scope(sessions, write=True) as session:
@@ -232,19 +228,39 @@ def _judge_drifted(sessions: sessionmaker[Session], pid: str, settings: Settings
 
 @dataclass
 class Seen:
-    """What one sender has looked at: per project, the ``label_seq`` of its last plan check and
-    the time of its last decision re-read."""
+    """What one sender has looked at: per project, the ``label_seq`` of its last plan check and drift check."""
 
     plan_checked: dict[str, int] = field(default_factory=dict)
-    decision_read: dict[str, float] = field(default_factory=dict)
     drift_checked: dict[str, int] = field(default_factory=dict)
 
 
-def announce_changes(sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen) -> None:
-    """Write the outbox events of changes no request announces."""
+def announce_changes(
+    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen, *, owner: str
+) -> None:
+    """Write the outbox events of changes no request announces.
+
+    The decisions are re-read by one sender of the deployment per ``webhook_decision_seconds``
+    (a periodic turn, :func:`service.data.jobs.claim_period`), not by every sender of every host:
+    while labels stream in, a changed project's decision is recomputed once per period, so
+    ingest keeps the CPU.
+    """
     listening = _subscriptions(sessions)
-    for pid in listening.get("decision.changed", {}):
-        _decision_changed(sessions, pid, settings, documents, seen.decision_read)
+    decisions = listening.get("decision.changed", {})
+    turn = None
+    if decisions:
+        turn = jobs.claim_period(
+            sessions,
+            DECISION_WATCH,
+            period_seconds=settings.webhook_decision_seconds,
+            owner=owner,
+            lease_seconds=settings.webhook_lease_seconds,
+        )
+    if turn is not None:
+        try:
+            for pid in decisions:
+                _decision_changed(sessions, pid, settings, documents)
+        finally:
+            jobs.end_period(sessions, turn)
     for pid in listening.get("plan.reached", {}):
         _plan_reached(sessions, pid, settings, seen.plan_checked)
     for pid, since in listening.get("batch.expired", {}).items():

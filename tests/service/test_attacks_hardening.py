@@ -32,10 +32,12 @@ def _write_pid_and_sleep(path: str) -> None:
 WORKER = """
 import sys
 from service.core.offload import OFF_WORKER_CELLS, off_worker
-from service.simulations.jobs import JobRunner
+from service.core.settings import Settings
+from service.simulations.jobs import SimulationRunner
 from tests.service.test_attacks_hardening import _write_pid_and_sleep
 
-JobRunner()._executor(1).submit(_write_pid_and_sleep, sys.argv[1])
+settings = Settings(database_url="sqlite://", simulation_workers=1)
+SimulationRunner(None, settings, owner="test")._executor().submit(_write_pid_and_sleep, sys.argv[1])
 off_worker(OFF_WORKER_CELLS, _write_pid_and_sleep, sys.argv[2])
 """
 

@@ -304,12 +304,11 @@ def _queued_simulation(w: World, caller: str) -> Request:
     """A queued job row of its own for each caller to cancel (as another server would hold it)."""
     from service.core.db import session_scope
     from service.data.models import Simulation, new_public_id
-    from service.simulations.jobs import with_heartbeat
 
     held = w.admin("GET", f"/projects/{w.pid}/simulations/{w.sim_id}")
     sim_id = new_public_id("sim")
     with session_scope(w.client.app.state.sessions, write=True) as session:
-        params = with_heartbeat({"settings": held["settings"]})
+        params = {"settings": held["settings"]}
         session.add(Simulation(id=sim_id, project_id=w.pid, status="queued", done=0, total=1, params=params))
     return {"sim_id": sim_id}, {}
 

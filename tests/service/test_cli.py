@@ -27,6 +27,7 @@ runner = CliRunner()
     [
         [],
         ["serve"],
+        ["worker"],
         ["migrate"],
         ["keys", "create"],
         ["keys", "list"],

@@ -8,8 +8,11 @@ pool for real: a client with ``simulation_sync_limit=0`` turns every run into a 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -22,9 +25,10 @@ from planner.simulate import DESIGNS, replay, simulate
 from service.app import create_app
 from service.core.db import make_engine
 from service.core.settings import Settings
-from service.data.models import Simulation, new_public_id, utcnow
+from service.data import jobs
+from service.data.models import Job, Simulation, new_public_id, utcnow
 from service.schemas.simulations import CoefficientName, DesignName
-from service.simulations.jobs import STALE_AFTER, STALE_ERROR, SimulationSpec, run_job
+from service.simulations.jobs import KIND, SimulationSpec, run_job, spec_from_payload, spec_payload
 from tests.factories import create_project
 
 ADMIN_KEY = "ak_test_admin_key"
@@ -398,69 +402,125 @@ def test_large_simulation_is_a_job_that_reaches_done(job_client, database_url):
     assert wait_done(job_client, first.json()["poll"])["status"] == "done"
 
 
-def insert_jobs(
-    database_url: str, pid: str, settings: dict, ages: list[timedelta], status: str = "running"
-) -> list[str]:
-    """Jobs as another server would leave them: not held here, renewed ``age`` ago."""
+def insert_jobs(database_url: str, pid: str, settings: dict, n: int, status: str = "running") -> list[str]:
+    """Simulation rows in flight with no job row (as a lost one would be): counted, never run."""
     engine = make_engine(database_url)
-    ids = [new_public_id("sim") for _ in ages]
+    ids = [new_public_id("sim") for _ in range(n)]
     with Session(engine) as session, session.begin():
-        for job_id, age in zip(ids, ages, strict=True):
+        for job_id in ids:
             session.add(
-                Simulation(
-                    id=job_id,
-                    project_id=pid,
-                    status=status,
-                    done=0,
-                    total=1,
-                    params={"settings": settings, "alive_at": (utcnow() - age).isoformat()},
-                )
+                Simulation(id=job_id, project_id=pid, status=status, done=0, total=1, params={"settings": settings})
             )
     engine.dispose()
     return ids
 
 
-def test_jobs_in_flight_are_bounded_and_stale_ones_fail(job_client, database_url):
+def held_job(
+    database_url: str,
+    pid: str,
+    settings: dict,
+    spec: SimulationSpec,
+    *,
+    status: str = "running",
+    lease: timedelta = timedelta(seconds=60),
+    attempts: int = 1,
+    max_attempts: int = 3,
+) -> jobs.Claimed:
+    """A simulation and its job as another worker holds it: leased for ``lease`` more (negative: run out)."""
+    engine = make_engine(database_url)
+    sim_id, token = new_public_id("sim"), "a-token-of-another-worker"
+    payload = spec_payload(spec)
+    with Session(engine) as session, session.begin():
+        session.add(
+            Simulation(id=sim_id, project_id=pid, status=status, done=0, total=1, params={"settings": settings})
+        )
+        job = Job(
+            kind=KIND,
+            key=sim_id,
+            payload=payload,
+            state="running",
+            attempts=attempts,
+            max_attempts=max_attempts,
+            lease_owner="elsewhere",
+            lease_token=token,
+            lease_until=utcnow() + lease,
+        )
+        session.add(job)
+        session.flush()
+        claimed = jobs.Claimed(job.id, KIND, sim_id, payload, token, attempts, max_attempts)
+    engine.dispose()
+    return claimed
+
+
+def small_spec(**changes) -> SimulationSpec:
+    options = {key: value for key, value in SMALL_PLANNER.items() if key != "rng"}
+    return SimulationSpec({**options, "seed": 1, **changes}, 0.05)
+
+
+def test_jobs_in_flight_are_bounded(job_client, database_url):
     pid = make_project(job_client)
     settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
     settings = wait_done(job_client, settings["poll"])["settings"]
-    fresh, stale = timedelta(seconds=1), STALE_AFTER + timedelta(seconds=30)
-    alive = insert_jobs(database_url, pid, settings, [fresh, fresh])
-    dead = insert_jobs(database_url, pid, settings, [stale, stale])
     # four in flight with one worker: refused, and nothing stored
-    full = insert_jobs(database_url, pid, settings, [fresh, fresh])
+    insert_jobs(database_url, pid, settings, 4)
     r = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1})
     assert r.status_code == 429, r.text
     assert r.json()["error"] == "too_many_simulations" and "the limit is 4" in r.json()["detail"]
     assert int(r.headers["retry-after"]) > 0  # issue 30: every 429 says when to come back
-    assert simulation_rows(database_url) == 1 + 6
-    for job_id in dead:  # the dead server's jobs were failed by the submission
-        job = job_client.get(f"/projects/{pid}/simulations/{job_id}").json()
-        assert job["status"] == "failed" and job["error"] == STALE_ERROR
-    for job_id in alive + full:  # live ones are left alone
-        assert job_client.get(f"/projects/{pid}/simulations/{job_id}").json()["status"] == "running"
-    # a stale job is also failed when it is read
-    (lost,) = insert_jobs(database_url, pid, settings, [stale], status="queued")
-    job = job_client.get(f"/projects/{pid}/simulations/{lost}").json()
-    assert job["status"] == "failed" and job["error"] == STALE_ERROR
+    assert simulation_rows(database_url) == 1 + 4
 
 
-def test_a_run_that_raises_is_stored_failed_and_a_job_no_longer_queued_is_not_run(job_client, database_url):
+def test_a_job_whose_worker_died_is_taken_over_and_one_that_died_too_often_fails(job_client, database_url):
+    """Issue 32: a lease run out means the worker died; this server's runner takes the job over."""
+    pid = make_project(job_client)
+    settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
+    settings = wait_done(job_client, settings["poll"])["settings"]
+    alive = held_job(database_url, pid, settings, small_spec())
+    lost = held_job(database_url, pid, settings, small_spec(), lease=-timedelta(seconds=1))
+    spent = held_job(database_url, pid, settings, small_spec(), lease=-timedelta(seconds=1), attempts=3)
+    job = wait_done(job_client, f"/projects/{pid}/simulations/{lost.key}")
+    assert job["status"] == "done", job["error"]
+    assert job["result"]["cells"] == planner_cells(simulate(**SMALL_PLANNER))
+    job = wait_done(job_client, f"/projects/{pid}/simulations/{spent.key}")
+    assert job["status"] == "failed" and job["error"] == jobs.EXHAUSTED_ERROR.format(attempts=3)
+    # a job on a lease still running is left to its worker
+    job = job_client.get(f"/projects/{pid}/simulations/{alive.key}").json()
+    assert job["status"] == "running" and job["done"] == 0
+
+
+def test_a_run_that_raises_is_stored_failed_and_a_lost_lease_changes_nothing(job_client, database_url):
     """The pool's entry point, called in-process: the child's bookkeeping without the pool."""
     pid = make_project(job_client)
     settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
     settings = wait_done(job_client, settings["poll"])["settings"]
-    options = {key: value for key, value in SMALL_PLANNER.items() if key != "rng"}
-    broken = SimulationSpec({**options, "trials": 0, "seed": 0}, 0.05)
-    (queued,) = insert_jobs(database_url, pid, settings, [timedelta(0)], status="queued")
-    run_job(database_url, queued, broken)
-    job = job_client.get(f"/projects/{pid}/simulations/{queued}").json()
+    broken = small_spec(trials=0)
+    held = held_job(database_url, pid, settings, broken, status="queued")
+    run_job(database_url, held, broken, os.getppid())
+    job = job_client.get(f"/projects/{pid}/simulations/{held.key}").json()
     assert job["status"] == "failed" and job["error"].startswith("ValueError: trials must be a positive integer")
     assert job["finished_at"] is not None and job["result"] is None
-    (taken,) = insert_jobs(database_url, pid, settings, [timedelta(0)], status="running")
-    run_job(database_url, taken, SimulationSpec({**options, "seed": 0}, 0.05))
-    job = job_client.get(f"/projects/{pid}/simulations/{taken}").json()
+    # a child whose lease was taken over (another token holds the job) writes nothing
+    taken = held_job(database_url, pid, settings, small_spec())
+    run_job(database_url, replace(taken, token="an-old-token"), small_spec(), os.getppid())
+    job = job_client.get(f"/projects/{pid}/simulations/{taken.key}").json()
     assert job["status"] == "running" and job["result"] is None and job["done"] == 0
+    # the holder runs it to the planner's result; its job row is done
+    run_job(database_url, taken, small_spec(), os.getppid())
+    job = job_client.get(f"/projects/{pid}/simulations/{taken.key}").json()
+    assert job["status"] == "done" and job["result"]["cells"] == planner_cells(simulate(**SMALL_PLANNER))
+    engine = make_engine(database_url)
+    with Session(engine) as session:
+        assert session.get(Job, taken.id).state == "done"
+    engine.dispose()
+
+
+def test_a_replay_spec_survives_the_job_payload():
+    humans = np.array([[0, 1, -1], [1, 1, 0]], dtype=np.int8)
+    spec = SimulationSpec({"rho": [0.5], "seed": 2**63 - 1}, 0.05, humans, humans[:, :1].copy())
+    again = spec_from_payload(json.loads(json.dumps(spec_payload(spec))))
+    assert again.options == spec.options and again.alpha_sig == 0.05
+    assert again.humans.dtype == np.int8 and np.array_equal(again.humans, humans)
+    assert np.array_equal(again.judges, humans[:, :1])
 
 
 def test_a_job_can_be_cancelled_and_frees_its_place(job_client, database_url):
@@ -468,7 +528,7 @@ def test_a_job_can_be_cancelled_and_frees_its_place(job_client, database_url):
     pid = make_project(job_client)
     settings = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1}).json()
     settings = wait_done(job_client, settings["poll"])["settings"]
-    full = insert_jobs(database_url, pid, settings, [timedelta(seconds=1)] * 4, status="queued")
+    full = insert_jobs(database_url, pid, settings, 4, status="queued")
     r = job_client.post(f"/projects/{pid}/simulate", json={**SMALL, "trials": 1})
     assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
     cancelled = job_client.delete(f"/projects/{pid}/simulations/{full[0]}")
@@ -510,7 +570,7 @@ def test_one_project_cannot_hold_every_simulation_slot(job_client, database_url)
     flooding, other = make_project(job_client), make_project(job_client)
     settings = job_client.post(f"/projects/{flooding}/simulate", json={**SMALL, "trials": 1}).json()
     settings = wait_done(job_client, settings["poll"])["settings"]
-    insert_jobs(database_url, flooding, settings, [timedelta(seconds=1)] * 2, status="queued")
+    insert_jobs(database_url, flooding, settings, 2, status="queued")
     r = job_client.post(f"/projects/{flooding}/simulate", json={**SMALL, "trials": 1})
     assert r.status_code == 429 and int(r.headers["retry-after"]) > 0, r.text
     assert "this project has 2 simulations" in r.json()["detail"]

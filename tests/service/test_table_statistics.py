@@ -9,10 +9,11 @@ from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, text, update
 
 from service.data import table_statistics
-from service.data.table_statistics import MAX_WAIT_SECONDS, MIN_ROWS, Staleness, tables_to_analyze
+from service.data.models import Job, utcnow
+from service.data.table_statistics import MAX_WAIT_SECONDS, MIN_ROWS, Staleness, StatisticsKeeper, tables_to_analyze
 from tests.conftest import PG_URL
 
 
@@ -56,3 +57,23 @@ def test_the_server_analyzes_the_label_tables_after_a_bulk_write(
             return
         time.sleep(0.5)
     pytest.fail(f"the label tables were not analyzed after the write: last analyzed {analyzed}")
+
+
+def test_keepers_of_several_processes_take_one_turn_per_round_and_share_what_they_saw(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: three keepers (three processes) look three times in one round: one reads the
+    statistics; the next round's keeper, another one, carries on from what it saw (the table
+    is analyzed once its writes paused, as a single keeper would)."""
+    keepers = [StatisticsKeeper(engine, poll_seconds=3600) for _ in range(3)]
+    reads: list[int] = []
+    for k, keeper in enumerate(keepers):
+        monkeypatch.setattr(keeper, "modified", lambda k=k: reads.append(k) or {"label_events": 3 * MIN_ROWS})
+    analyzed = [keeper.run_once() for _ in range(3) for keeper in keepers]
+    assert len(reads) == 1 and analyzed == [[]] * 9  # one turn in the round: the table stale, waiting
+    with engine.begin() as conn:  # the round over
+        conn.execute(update(Job).where(Job.key == table_statistics.TURN).values(run_after=utcnow()))
+    first = reads[0]
+    other = keepers[(first + 1) % 3]
+    assert other.run_once() == ["label_events"]  # no new writes since the other keeper's round
+    assert len(reads) == 2 and reads[1] != first

@@ -15,11 +15,13 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from standardwebhooks import Webhook as Verifier
 
 from service.app import create_app
+from service.core.db import session_scope
 from service.core.settings import Settings
-from service.data.models import WebhookDelivery
+from service.data.models import Job, WebhookDelivery, utcnow
 from service.webhooks.sender import WebhookSender, after_failure, claim_due, retry_delay
 from tests.conftest import ADMIN_KEY
 from tests.webhook_receiver import Receiver
@@ -335,3 +337,41 @@ def test_plan_reached_and_batch_expired(client: TestClient, pid: str) -> None:
         assert reached["type"] == "plan.reached" and reached["data"]["m_done_min"] == 3
         sender_of(client).run_once()
         assert [json.loads(g.body)["type"] for g in receiver.received] == ["batch.expired", "plan.reached"]
+
+
+def test_the_decision_is_re_read_once_per_period_for_the_deployment_not_once_per_sender(
+    client: TestClient, pid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: three senders (three processes' caches) after a label write re-read the decision
+    once per ``webhook_decision_seconds`` between them; each alone would have re-read it."""
+    import service.webhooks.watch as watch
+    from service.documents.reliability import DocumentCache
+
+    assert client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}}).status_code == 200
+    app = client.app
+    period = app.state.settings.model_copy(update={"webhook_decision_seconds": 3600})
+    senders = [WebhookSender(app.state.sessions, period, DocumentCache()) for _ in range(3)]
+    reads = Counter()
+    real = watch.live_decision
+
+    def counted(session, project, documents, *, n_resamples):
+        reads[id(documents)] += 1
+        return real(session, project, documents, n_resamples=n_resamples)
+
+    with Receiver() as receiver:
+        subscribe(client, pid, receiver.url, ["decision.changed"])
+        monkeypatch.setattr(watch, "live_decision", counted)
+        labels(client, pid, judge_agrees=True)
+        for _ in range(3):
+            for sender in senders:
+                sender.run_once()
+        assert sum(reads.values()) == 1 and len(reads) == 1, reads  # one sender's turn, the period not over
+        assert len(receiver.wait_for(1, timeout=5)) == 1
+        # the period over (as an hour later), the next sender to look takes the next turn
+        with session_scope(app.state.sessions, write=True) as session:
+            session.execute(update(Job).where(Job.key == watch.DECISION_WATCH).values(run_after=utcnow()))
+        labels(client, pid, judge_agrees=False)
+        for sender in senders:
+            sender.run_once()
+        assert sum(reads.values()) == 2, reads
+        assert len(receiver.wait_for(2, timeout=5)) == 2

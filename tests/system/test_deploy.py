@@ -108,8 +108,12 @@ def test_compose_runs_postgres_a_migration_and_several_workers_with_healthchecks
     assert api["environment"]["ANNOPLAN_DATABASE_URL"].startswith("postgresql+psycopg://")
     assert all(p.startswith("127.0.0.1:") for p in api["ports"]), "published on loopback: a proxy serves the rest"
     assert api["restart"] == "unless-stopped" and services["migrate"]["restart"] == "no"
+    # the api leaves the job queue to the worker service (PostgreSQL's default), which waits for the schema too
+    worker = services["worker"]
+    assert worker["command"] == ["python", "-m", "service", "worker"] and worker["depends_on"] == api["depends_on"]
+    assert "ANNOPLAN_API_RUNS_JOBS" not in api["environment"] and worker["restart"] == "unless-stopped"
     # unset or empty: `docker compose` itself refuses (${VAR:?message}), for every service that reads it
-    for name in ("migrate", "api"):
+    for name in ("migrate", "api", "worker"):
         assert services[name]["environment"]["ANNOPLAN_ADMIN_KEY"].startswith("${ANNOPLAN_ADMIN_KEY:?")
 
 

@@ -1,0 +1,36 @@
+"""A job worker process (``annoplan worker``, ``python -m service worker``): runs the job queue's
+simulations until SIGTERM or SIGINT; it serves no requests (docs/operations.md)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+from service.core.db import make_engine
+from service.core.settings import Settings, get_settings
+from service.data.jobs import worker_name
+from service.documents.sessions import worker_sessionmaker
+from service.simulations.jobs import SimulationRunner
+
+
+def run_worker(settings: Settings | None = None, *, stop: threading.Event | None = None) -> None:
+    """Claim and run jobs until SIGTERM/SIGINT (or ``stop``), then fail the jobs in flight as cancelled."""
+    settings = settings or get_settings()
+    stop = stop or threading.Event()
+
+    def ask_to_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, ask_to_stop)
+        signal.signal(signal.SIGINT, ask_to_stop)
+    engine = make_engine(settings.database_url)
+    runner = SimulationRunner(worker_sessionmaker(engine), settings, owner=worker_name("worker"))
+    print(f"annoplan: job worker {runner.owner} running simulations ({runner.slots} at once)", flush=True)
+    runner.start()
+    try:
+        stop.wait()
+    finally:
+        runner.stop()
+        engine.dispose()
