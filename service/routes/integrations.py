@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import orjson
@@ -129,61 +130,55 @@ Criterion = Annotated[
 Primary = Annotated[str | None, Query(description="External id of the human rater to make the project's primary.")]
 
 
-def _import(
-    read: Callable[[], list[Score]],
-    roles: Roles,
-    *,
-    project: ProjectForPMWrite,
-    request: Request,
-    body: bytes,
-    session: WriteSession,
-    principal: PrincipalDep,
-    settings: SettingsDep,
-    criterion: str | None,
-    primary: str | None,
-    idem: str | None,
-) -> JSONResponse:
-    """Read the file, bound it, and write its scores in one transaction (idempotent with a key)."""
-    scores = read()
-    if len(scores) > settings.max_rows:
-        raise TooLarge(f"{len(scores)} scores in one request; the limit is {settings.max_rows}", code="too_many_rows")
-    return idempotent_write(
-        session,
-        principal,
-        idem,
-        request_fingerprint(request, body),
-        lambda: (
-            200,
-            write_scores(
-                session,
-                project,
-                principal,
-                scores,
-                criterion=criterion,
-                primary=primary,
-                skipped=roles.skipped_list(),
+@dataclass
+class ToolImport:
+    """One import request of a tool's file: what to write with, and where (the routes' shared dependencies)."""
+
+    project: ProjectForPMWrite
+    request: Request
+    body: RawBody
+    session: WriteSession
+    principal: PrincipalDep
+    settings: SettingsDep
+    roles: RolesDep
+    criterion: Criterion = None
+    primary: Primary = None
+    idem: IdempotencyKey = None
+
+    def written(self, read: Callable[[bytes, Roles], list[Score]]) -> JSONResponse:
+        """Read the file, bound it, and write its scores in one transaction (idempotent with a key)."""
+        scores = read(self.body, self.roles)
+        limit = self.settings.max_rows
+        if len(scores) > limit:
+            raise TooLarge(f"{len(scores)} scores in one request; the limit is {limit}", code="too_many_rows")
+        return idempotent_write(
+            self.session,
+            self.principal,
+            self.idem,
+            request_fingerprint(self.request, self.body),
+            lambda: (
+                200,
+                write_scores(
+                    self.session,
+                    self.project,
+                    self.principal,
+                    scores,
+                    criterion=self.criterion,
+                    primary=self.primary,
+                    skipped=self.roles.skipped_list(),
+                ),
             ),
-        ),
-    )
+        )
+
+
+ToolImportDep = Annotated[ToolImport, Depends()]
 
 
 IMPORT_ERRORS = error_responses(401, 403, 404, 409, 413, 422)
 
 
 @router.post("/import/promptfoo", response_model=ImportSummary, responses=IMPORT_ERRORS)
-def import_promptfoo(
-    pid: ProjectId,
-    project: ProjectForPMWrite,
-    request: Request,
-    body: RawBody,
-    session: WriteSession,
-    principal: PrincipalDep,
-    settings: SettingsDep,
-    roles: RolesDep,
-    criterion: Criterion = None,
-    primary: Primary = None,
-    idem: IdempotencyKey = None,
-) -> JSONResponse:
+def import_promptfoo(pid: ProjectId, call: ToolImportDep) -> JSONResponse:
     """Import a promptfoo results file (`promptfoo eval -o results.json`; admin, pm).
 
     Each result (a test case's output) is an item: `<testIdx>`, or `<testIdx>:<promptIdx>:<provider>`
@@ -192,35 +187,11 @@ def import_promptfoo(
     (`llm-rubric`, `g-eval`, `factuality`, ...) are judges, `human` ratings humans, deterministic
     checks are skipped; other types are a 422 unless named in `judges` or `humans`.
     """
-    return _import(
-        lambda: promptfoo_scores(body, roles),
-        roles,
-        project=project,
-        request=request,
-        body=body,
-        session=session,
-        principal=principal,
-        settings=settings,
-        criterion=criterion,
-        primary=primary,
-        idem=idem,
-    )
+    return call.written(promptfoo_scores)
 
 
 @router.post("/import/inspect", response_model=ImportSummary, responses=IMPORT_ERRORS)
-def import_inspect(
-    pid: ProjectId,
-    project: ProjectForPMWrite,
-    request: Request,
-    body: RawBody,
-    session: WriteSession,
-    principal: PrincipalDep,
-    settings: SettingsDep,
-    roles: RolesDep,
-    criterion: Criterion = None,
-    primary: Primary = None,
-    idem: IdempotencyKey = None,
-) -> JSONResponse:
+def import_inspect(pid: ProjectId, call: ToolImportDep) -> JSONResponse:
     """Import an Inspect AI eval log (a `.json` log, or a `.eval` zip log as sent; admin, pm).
 
     Each sample is an item (`<id>`, or `<id>#<epoch>` with several epochs); each scorer a rater
@@ -229,35 +200,11 @@ def import_inspect(
     `judges` or `humans`. Values `C`, `I`, `P`, `N` read as `correct`, `incorrect`, `partial`,
     `noanswer`.
     """
-    return _import(
-        lambda: inspect_scores(body, roles, max_bytes=20 * settings.max_body_bytes),
-        roles,
-        project=project,
-        request=request,
-        body=body,
-        session=session,
-        principal=principal,
-        settings=settings,
-        criterion=criterion,
-        primary=primary,
-        idem=idem,
-    )
+    return call.written(lambda body, roles: inspect_scores(body, roles, max_bytes=20 * call.settings.max_body_bytes))
 
 
 @router.post("/import/langfuse", response_model=ImportSummary, responses=IMPORT_ERRORS)
-def import_langfuse(
-    pid: ProjectId,
-    project: ProjectForPMWrite,
-    request: Request,
-    body: RawBody,
-    session: WriteSession,
-    principal: PrincipalDep,
-    settings: SettingsDep,
-    roles: RolesDep,
-    criterion: Criterion = None,
-    primary: Primary = None,
-    idem: IdempotencyKey = None,
-) -> JSONResponse:
+def import_langfuse(pid: ProjectId, call: ToolImportDep) -> JSONResponse:
     """Import Langfuse scores (a `GET /api/public/scores` page or its `data` array; admin, pm).
 
     The item is the trace (`<traceId>/<observationId>` for an observation's score). `EVAL` scores
@@ -265,35 +212,11 @@ def import_langfuse(
     `API` scores need `api_source`. A score name that is a project criterion labels it; else the
     file must hold one name (pick it with `score`).
     """
-    return _import(
-        lambda: langfuse_scores(body, roles),
-        roles,
-        project=project,
-        request=request,
-        body=body,
-        session=session,
-        principal=principal,
-        settings=settings,
-        criterion=criterion,
-        primary=primary,
-        idem=idem,
-    )
+    return call.written(langfuse_scores)
 
 
 @router.post("/import/langsmith", response_model=ImportSummary, responses=IMPORT_ERRORS)
-def import_langsmith(
-    pid: ProjectId,
-    project: ProjectForPMWrite,
-    request: Request,
-    body: RawBody,
-    session: WriteSession,
-    principal: PrincipalDep,
-    settings: SettingsDep,
-    roles: RolesDep,
-    criterion: Criterion = None,
-    primary: Primary = None,
-    idem: IdempotencyKey = None,
-) -> JSONResponse:
+def import_langsmith(pid: ProjectId, call: ToolImportDep) -> JSONResponse:
     """Import LangSmith feedback (an array of `list_feedback` records, or `{"feedback": [...]}`; admin, pm).
 
     The item is the run (`run_id`). `model` feedback is the judge `langsmith-model`, `app`
@@ -301,16 +224,4 @@ def import_langsmith(
     `api_source`. The label is `value` when it is text, else `score`. Keys map to criteria as
     Langfuse score names do.
     """
-    return _import(
-        lambda: langsmith_scores(body, roles),
-        roles,
-        project=project,
-        request=request,
-        body=body,
-        session=session,
-        principal=principal,
-        settings=settings,
-        criterion=criterion,
-        primary=primary,
-        idem=idem,
-    )
+    return call.written(langsmith_scores)
