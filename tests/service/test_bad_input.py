@@ -37,11 +37,15 @@ TAIL = [
 
 
 def table_contents(engine: Engine) -> dict[str, list[str]]:
-    """Every row of every table of the schema, read straight from the database."""
+    """Every row of every table of the schema, read straight from the database; of the job queue, the jobs
+    (a request's work), not the periodic turns background workers take whatever the requests do."""
+    from service.data.jobs import PERIODIC
+    from service.data.models import Job
+
     with engine.connect() as conn:
-        return {
-            t.name: sorted(repr(tuple(row)) for row in conn.execute(select(t))) for t in Base.metadata.sorted_tables
-        }
+        tables = {t: select(t) for t in Base.metadata.sorted_tables}
+        tables[Job.__table__] = select(Job.__table__).where(Job.kind != PERIODIC)
+        return {t.name: sorted(repr(tuple(row)) for row in conn.execute(query)) for t, query in tables.items()}
 
 
 def snapshot(client: TestClient, engine: Engine, pid: str) -> dict:

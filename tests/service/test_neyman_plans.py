@@ -9,12 +9,13 @@ import math
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from planner.decision import validate_judge
 from planner.neyman import neyman_allocation, prior_variances
 from planner.sequential import monitor_judge
 from service.data.models import Assignment, CurrentLabel, Item, Rater
+from service.documents.monitoring import seeded_item_keys
 from service.schemas.documents import ReliabilityDocument
 from tests.service.test_plans import PRIOR, full_list, make_plan, post_labels, setup_project
 
@@ -129,21 +130,34 @@ def test_neyman_panel_weights_and_reliability(client, engine):
         assert served[name] == pytest.approx(r.d, abs=1e-9)
     assert any(not math.isclose(a.d, b.d) for a, b in zip(weighted.raters, plain.raters, strict=True))
 
-    # The anytime monitor is served under the Neyman plan, weighted (docs/method.md §9), in label_seq order.
+    # The anytime monitor is served under the Neyman plan, weighted (docs/method.md §9), in the arrival order of
+    # §8.2: each label at its write's rank (read from the table), those of the opening at its rank, ties in the
+    # project's seeded item order.
     assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
     block = doc["monitoring"]
     assert block["weighting"] == "ht" and doc["decision"] == block["decision"]
     columns = {"prim": 0, "h2": 1, "h3": 2, "judge": 3}
     order = np.full(codes.shape, -1)
     with engine.connect() as conn:
-        for item, rater, seq in conn.execute(
-            select(Item.external_id, Rater.external_id, CurrentLabel.seq)
+        for item, rater, rank in conn.execute(
+            select(Item.external_id, Rater.external_id, func.coalesce(CurrentLabel.rank, CurrentLabel.seq))
             .join(Item, Item.id == CurrentLabel.item_id)
             .join(Rater, Rater.id == CurrentLabel.rater_id)
             .where(CurrentLabel.project_id == pid)
         ):
-            order[int(item[1:]), columns[rater]] = seq
-    call = {"judge": 3, "humans": [0, 1, 2], "n_labels": 2, "order": order, "budget": block["budget"]}
+            order[int(item[1:]), columns[rater]] = rank
+    client.app.state.documents.settle()  # type: ignore[attr-defined]  # the opening is stored in the background
+    project = client.get(f"/projects/{pid}").json()
+    order = np.where(order >= 0, np.maximum(order, project["opening_seq"]), -1)
+    tiebreak = seeded_item_keys(N_ITEMS, project["order_seed"])
+    call = {
+        "judge": 3,
+        "humans": [0, 1, 2],
+        "n_labels": 2,
+        "order": order,
+        "tiebreak": tiebreak,
+        "budget": block["budget"],
+    }
     expected = monitor_judge(codes, **call, inclusion=np.where(order[:, 1] >= 0, prob, 1.0))
     unweighted = monitor_judge(codes, **call)
     assert block["decision"] == expected.decision
