@@ -27,8 +27,11 @@ from tests.live_server import ROOT, START_DEADLINE_S, LiveServer, LiveWorker, fr
 from tests.system.test_attacks import alive, descendants
 
 LEASE = 2.0
-RHO = [0.2, 0.3, 0.4, 0.5, 0.75, 1.0]  # cells enough that the kill lands mid-job on a fast machine too
-BODY = {"p_h": 0.85, "p_j": 0.9, "rho": RHO, "design": "random", "trials": 20_000, "seed": 7}
+# cells and trials enough (seconds of work) that the kill lands mid-job on a fast machine too:
+# six cells of 20,000 trials once finished between two polls of 0.1 s
+RHO = [round(0.1 + 0.06 * k, 2) for k in range(16)]
+TRIALS = 100_000  # the route's most
+BODY = {"p_h": 0.85, "p_j": 0.9, "rho": RHO, "design": "random", "trials": TRIALS, "seed": 7}
 PLANNER = dict(
     n_items=20,
     n_humans=3,
@@ -44,7 +47,7 @@ PLANNER = dict(
     delta=0.05,
     omega_threshold=0.5,
     q=0.05,
-    trials=20_000,
+    trials=TRIALS,
     clusters=None,
     cluster_difficulty=0.5,
     rng=7,
@@ -92,7 +95,7 @@ def test_a_simulation_whose_worker_host_dies_is_finished_by_another(database_url
             poll = r.json()["poll"]
             sim_id = r.json()["id"]
             # the api runs nothing itself: the first worker takes the job and computes a cell or more
-            job = poll_until(c, poll, lambda j: j["status"] == "running" and j["done"] >= 1, timeout=120)
+            job = poll_until(c, poll, lambda j: j["status"] == "running" and 1 <= j["done"] < j["total"], timeout=120)
             held = job_row(database_url, sim_id)
             assert held.state == "running", (held.state, held.error)
             assert (held.lease_owner or "").endswith(f":{first.pid}:worker") and held.attempts == 1
