@@ -10,7 +10,7 @@
    of ``simulate_monitoring`` (read at every look) for a good judge (p_j = p_h + .03), one
    as good as the humans, one on the margin (false pass) and one below it; K in {2, 3, 5}; by 2 m
    and 5 m overlap (m = 150).
-   The aGRAPA column swaps the bets in by replacing ``planner.sequential._running_e_processes`` for
+   The aGRAPA column swaps the bets in by replacing ``planner.sequential.running_e_processes`` for
    the run (a measurement, not a shipped option).
 
 Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/sequences.py [runs]`` (default 100).
@@ -24,8 +24,11 @@ from dataclasses import replace
 
 import numpy as np
 
+import planner.confidence_sequences as cs
 import planner.sequential as seq
-from planner.sequential import confidence_sequence, monitor_judge, simulate_monitoring
+from planner.confidence_sequences import confidence_sequence
+from planner.monitor_simulation import simulate_monitoring
+from planner.sequential import monitor_judge
 
 ALPHA = 0.05
 EPSILON = 0.05
@@ -57,22 +60,22 @@ def widths(runs: int) -> None:
 
 
 def _agrapa(
-    y: np.ndarray, null_mean: float, log_inv_a: float, weights: np.ndarray | None, start: seq._Running
-) -> tuple[np.ndarray, np.ndarray, seq._Running]:
+    y: np.ndarray, null_mean: float, log_inv_a: float, weights: np.ndarray | None, start: cs.Running
+) -> tuple[np.ndarray, np.ndarray, cs.Running]:
     """The decision's e-processes with growth-optimal plug-in bets (same caps, same sums kept)."""
     if weights is not None:
         y = null_mean + weights * (y - null_mean)
-    _, sums, devs, sigma2 = seq._running_bets(y, log_inv_a, start)
+    _, sums, devs, sigma2 = cs._running_bets(y, log_inv_a, start)
     t = np.arange(start.n + 1, start.n + y.size + 1, dtype=float)
     mu = (0.5 + sums) / (t + 1.0)
     first = 0.5 if start.y_sum is None else (0.5 + start.y_sum) / (start.n + 1.0)
     gap = np.concatenate([[first], mu[:-1]]) - null_mean
     kelly = gap / (np.concatenate([[start.sigma2], sigma2[:-1]]) + gap * gap)
-    up = np.clip(kelly, 0.0, seq._BET_CAP / null_mean)
-    down = np.clip(-kelly, 0.0, seq._BET_CAP / (1.0 - null_mean))
+    up = np.clip(kelly, 0.0, cs._BET_CAP / null_mean)
+    down = np.clip(-kelly, 0.0, cs._BET_CAP / (1.0 - null_mean))
     excess = y - null_mean
-    won = seq._accumulated(np.add, np.log1p(up * excess), start.won)
-    lost = seq._accumulated(np.add, np.log1p(-down * excess), start.lost)
+    won = cs.accumulated(np.add, np.log1p(up * excess), start.won)
+    lost = cs.accumulated(np.add, np.log1p(-down * excess), start.lost)
     if y.size == 0:
         return won, lost, start
     end = replace(
@@ -92,19 +95,19 @@ def bets(runs: int) -> None:
     print("   pass (reject) rate by 2 m and by 5 m overlap, shipped PrPl bets / aGRAPA bets")
     p_h = 0.85
     margin = p_h - EPSILON / (2 * p_h - 1)  # E[xi] = (p_j - p_h)(2 p_h - 1) = -epsilon
-    shipped = seq._running_e_processes
+    shipped = seq.running_e_processes
     for k in (2, 3, 5):
         for name, p_j in (("good", p_h + 0.03), ("equal", p_h), ("margin", margin), ("bad", margin - 0.05)):
             cells = []
             for horizon in (300, 750):
                 for swap in (shipped, _agrapa):
-                    seq._running_e_processes = swap  # type: ignore[assignment]
+                    seq.running_e_processes = swap  # type: ignore[assignment]
                     try:
                         r = simulate_monitoring(
                             p_h, p_j, n_labels=2, n_humans=k, m=150, horizon=horizon, n_trials=runs, rng=10 + k
                         )
                     finally:
-                        seq._running_e_processes = shipped
+                        seq.running_e_processes = shipped
                     cells.append(f"{r.anytime.p_pass:.2f} ({r.anytime.p_reject:.2f})")
             print(f"K={k} {name:>6} p_j={p_j:.3f}  2m: {cells[0]} / {cells[1]}   5m: {cells[2]} / {cells[3]}")
     print(f"(MC SE of a rate near alpha: {math.sqrt(ALPHA * (1 - ALPHA) / runs):.3f})")

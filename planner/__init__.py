@@ -52,6 +52,7 @@ from planner.codes import (
     check_codes,
     code_type,
 )
+from planner.confidence_sequences import confidence_sequence
 from planner.decision import (
     Ranking,
     Validation,
@@ -86,6 +87,7 @@ from planner.intervals import (
     optional_float,
     percentile_interval,
 )
+from planner.monitor_simulation import simulate_monitoring
 from planner.monitor_sizing import (
     MAX_SIZING_CELLS,
     SIZING_TRIALS,
@@ -202,14 +204,7 @@ from planner.selective import (
     majority_labels,
     selective_assignment,
 )
-from planner.sequential import (
-    Monitoring,
-    MonitorState,
-    confidence_sequence,
-    kept_monitoring,
-    monitor_judge,
-    simulate_monitoring,
-)
+from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
 from planner.simulate import (
     DecisionRule,
     SimulationResult,

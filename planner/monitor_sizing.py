@@ -97,11 +97,11 @@ def service_order_panel(
 _BATCH_CELLS = 2_000_000
 """Trial x row x human cells (and trial x rank x human) of a batch of runs held at once."""
 _FAR = np.int64(2**62)  # arrival rank of a label that is not there
-_NEVER = np.iinfo(np.int64).max  # arrival rank of a certification that did not happen
+NEVER = np.iinfo(np.int64).max  # arrival rank of a certification that did not happen
 _BET_CAP = 0.5  # c of docs/method.md §8, as planner.sequential bets (tested run by run against it)
 
 
-def _needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: str) -> np.ndarray:
+def needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: str) -> np.ndarray:
     """Smallest e-BH rank ``j`` with ``e >= K / (alpha j)`` per cell (``K + 1``: none; Bonferroni: rank 1
     only), docs/method.md §8: the rule ``monitor_judge`` reads, on arrays of any shape."""
     ratio = n_humans / alpha * np.exp(-np.minimum(log_e, 700.0))
@@ -173,11 +173,11 @@ def _batch_decisions(
     excess = y - null_mean
     won = np.cumsum(np.log1p(np.minimum(bets, _BET_CAP / null_mean) * excess), axis=1)
     lost = np.cumsum(np.log1p(-np.minimum(bets, _BET_CAP / (1.0 - null_mean)) * excess), axis=1)
-    firsts = [_first_certified_runs(_needed_ranks(e, n_humans, alpha, multiplicity), at, on) for e in (won, lost)]
+    firsts = [_first_certified_runs(needed_ranks(e, n_humans, alpha, multiplicity), at, on) for e in (won, lost)]
     first_won, first_lost = firsts
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
-    won_at = np.sort(np.where(first_won < first_lost, first_won, _NEVER), axis=1)
-    lost_at = np.sort(np.where(first_lost < first_won, first_lost, _NEVER), axis=1)
+    won_at = np.sort(np.where(first_won < first_lost, first_won, NEVER), axis=1)
+    lost_at = np.sort(np.where(first_lost < first_won, first_lost, NEVER), axis=1)
     pass_at = won_at[:, needed - 1]
     reject_at = lost_at[:, n_humans - needed]
     decided = np.where(pass_at < reject_at, pass_at, np.where(reject_at < pass_at, reject_at, -1))
@@ -185,15 +185,15 @@ def _batch_decisions(
 
 
 def _first_certified_runs(needed_rank: np.ndarray, at: np.ndarray, on: np.ndarray) -> np.ndarray:
-    """Per run and human, the arrival rank at which e-BH first certifies it (``_NEVER``: not by the
+    """Per run and human, the arrival rank at which e-BH first certifies it (``NEVER``: not by the
     end); ``needed_rank``, ``at`` and ``on``: (run, position, human) needed e-BH ranks, arrival ranks
-    and whether the position is on the path. As in :func:`planner.sequential._first_certified`, e-BH
+    and whether the position is on the path. As in :func:`planner.sequential.first_certified`, e-BH
     is evaluated only at the looks where some human's needed rank changes (the certified set changes
     only there): ``k* = max{j : #{k : rank_k <= j} >= j}``, certified ``rank_k <= k*``."""
     n_runs, _, n_humans = needed_rank.shape
     before = np.concatenate([np.full_like(needed_rank[:, :1], n_humans + 1), needed_rank[:, :-1]], axis=1)
     run, pos, human = np.nonzero(on & (needed_rank != before))
-    first = np.full((n_runs, n_humans), _NEVER, dtype=np.int64)
+    first = np.full((n_runs, n_humans), NEVER, dtype=np.int64)
     if run.size == 0:
         return first
     span = int(at[run, pos, human].max()) + 1
@@ -201,7 +201,7 @@ def _first_certified_runs(needed_rank: np.ndarray, at: np.ndarray, on: np.ndarra
     look_run = looks // span
     index = np.arange(looks.size) - np.searchsorted(look_run, look_run)  # the look's index in its run
     n_looks = int(index.max()) + 1
-    at_look = np.full((n_runs, n_looks), _NEVER, dtype=np.int64)
+    at_look = np.full((n_runs, n_looks), NEVER, dtype=np.int64)
     at_look[look_run, index] = looks % span
     where = index[look_of.reshape(-1)]
     last = np.full((n_runs, n_looks, n_humans), -1, dtype=np.int64)

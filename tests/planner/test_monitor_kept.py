@@ -104,8 +104,8 @@ def test_only_the_rows_labeled_since_are_read_when_labels_were_only_added(monkey
     codes[empty[:, 0], empty[:, 1]] = 1
     order[empty[:, 0], empty[:, 1]] = codes.size + 1 + np.arange(50)
     read: list[int] = []
-    differences = sequential._differences
-    monkeypatch.setattr(sequential, "_differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    differences = sequential.differences
+    monkeypatch.setattr(sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
     kept, _ = kept_monitoring(codes, previous=state, order=order, **options)
     assert read == [np.unique(empty[:, 0]).size]
     _same(kept, monitor_judge(codes, order=order, **options))

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, optimize
 
-from planner import sequential
-from planner.sequential import confidence_sequence, monitor_judge, normal_mixture_boundary
+from planner import confidence_sequences
+from planner.confidence_sequences import confidence_sequence, normal_mixture_boundary
+from planner.sequential import monitor_judge
 from planner.significance import e_bh
 
 FAST = settings(max_examples=40, deadline=None)
@@ -22,7 +23,7 @@ FAST = settings(max_examples=40, deadline=None)
 
 
 def test_normal_mixture_check_values() -> None:
-    assert sequential._mixture_rho(100, 0.05) == pytest.approx(12.60056, abs=5e-6)
+    assert confidence_sequences._mixture_rho(100, 0.05) == pytest.approx(12.60056, abs=5e-6)
     assert normal_mixture_boundary(100, alpha=0.05, v_opt=100) == pytest.approx(30.35209, abs=5e-6)
     one = normal_mixture_boundary(100, alpha=0.05, v_opt=100, one_sided=True)
     assert one == pytest.approx(27.66071, abs=5e-6)
@@ -464,7 +465,7 @@ def test_alt_test_monitoring_passes_good_and_rejects_bad_judges() -> None:
 
 def test_simulated_operating_characteristics() -> None:
     """The plan's simulation agrees with the promises tested above and shows the peeking cost."""
-    from planner.sequential import simulate_monitoring
+    from planner.monitor_simulation import simulate_monitoring
 
     margin = simulate_monitoring(P_H, P_BOUNDARY, n_labels=2, n_humans=3, m=M_FIXED, n_trials=200, rng=1)
     bound = ALPHA + 2 * _se(ALPHA, 200)
@@ -484,7 +485,8 @@ def test_simulated_anytime_decision_is_monitor_judges_on_the_same_panels(
 ) -> None:
     """The simulation decides each panel without ``monitor_judge``'s per-human bands: replaying its
     panels (same seed, same draws) through ``monitor_judge`` gives the same decisions and stops."""
-    from planner.sequential import _noisy_panel, monitor_judge, simulate_monitoring
+    from planner.monitor_simulation import _noisy_panel, simulate_monitoring
+    from planner.sequential import monitor_judge
 
     sim = simulate_monitoring(
         P_H, 0.9, n_labels=n_labels, n_humans=n_humans, m=40, rule=rule, horizon=200, n_trials=25, rng=4

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.sequential import confidence_sequence, monitor_judge
+from planner.confidence_sequences import confidence_sequence
+from planner.sequential import monitor_judge
 
 ALPHA = 0.05
 

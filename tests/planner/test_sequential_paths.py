@@ -1,6 +1,6 @@
 """The per-item differences of the anytime monitor (docs/method.md §8) on compact rows.
 
-``planner.sequential._differences`` works only on the rows that carry a comparison (the judge
+``planner.sequential.differences`` works only on the rows that carry a comparison (the judge
 and at least two humans), grouped by their number of humans. The reference here is the
 previous dense implementation: every item x held-out human x pool member at once. Both must
 give the same paths (arrival ranks, rows, ``xi``) and so the same monitor, on random matrices
@@ -91,7 +91,7 @@ def _written(draw):
 @given(_written())
 def test_compact_paths_equal_the_dense_reference(case) -> None:
     codes, order, judge, humans, _, rule, _ = case
-    got = sequential._differences(codes, order, judge, humans, rule)
+    got = sequential.differences(codes, order, judge, humans, rule)
     want = _dense_differences(codes, order, judge, humans, rule)
     assert len(got) == len(want) == len(humans)
     for (entry, xi, rows), (entry_ref, xi_ref, rows_ref) in zip(got, want, strict=True):
@@ -114,7 +114,7 @@ def test_the_monitor_on_compact_paths_equals_the_dense_one(case) -> None:
     )
     got = monitor_judge(codes, **kwargs)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sequential, "_differences", _dense_differences)
+        patch.setattr(sequential, "differences", _dense_differences)
         want = monitor_judge(codes, **kwargs)
     assert (got.decision, got.decided_at, got.looks) == (want.decision, want.decided_at, want.looks)
     for r, ref in zip(got.raters, want.raters, strict=True):
@@ -126,7 +126,7 @@ def test_the_monitor_on_compact_paths_equals_the_dense_one(case) -> None:
         np.testing.assert_allclose(r.upper, ref.upper, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("differences", [sequential._differences, _dense_differences])
+@pytest.mark.parametrize("differences", [sequential.differences, _dense_differences])
 def test_hand_computed_pools_follow_arrival(differences) -> None:
     """Humans 0..2, judge 3. Human 2 labels after the item was complete (rank 9 > 2): it is not
     in human 0's pool (with it, xi would be (2 - 1)/2), and its own pool is {0, 1}."""

@@ -120,7 +120,7 @@ def test_weighted_d_and_band_match_a_hand_computation():
     the Hajek mean, and the band (the weighted empirical-Bernstein sequence, checked against its
     formulas in test_sequential_eb.py) lies within sum(w xi)/sum(w) +- u(t)/sum(w), u the two-sided
     normal-mixture boundary (docs/method.md §8, check value at t = 100 elsewhere)."""
-    from planner.sequential import normal_mixture_boundary
+    from planner.confidence_sequences import normal_mixture_boundary
 
     codes, inclusion = _hand_case(3)
     mon = monitor_judge(codes, judge=2, humans=[0, 1], n_labels=2, inclusion=inclusion, budget=40)

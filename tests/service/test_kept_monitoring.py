@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+import planner.monitor_paths
 import planner.sequential
 from service.core.caches import RecentlyUsed
 from service.core.db import session_scope
@@ -60,8 +61,8 @@ def test_the_kept_monitoring_is_the_fresh_one_after_each_write(client: TestClien
         ("added", labels("h3", range(50, 80))),
     ]
     read: list[int] = []
-    differences = planner.sequential._differences
-    monkeypatch.setattr(planner.sequential, "_differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    differences = planner.sequential.differences
+    monkeypatch.setattr(planner.sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
     for k, (kind, body) in enumerate(rounds):
         assert client.post(f"/projects/{pid}/labels", json=body).status_code == 200
         read.clear()
