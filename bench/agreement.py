@@ -23,14 +23,8 @@ from collections.abc import Callable
 import krippendorff
 import numpy as np
 
-from planner.agreement import (
-    fleiss_kappa,
-    gwet_ac1,
-    krippendorff_alpha,
-    pairwise,
-    percent_agreement,
-    summary_table,
-)
+from planner.agreement import fleiss_kappa, gwet_ac1, krippendorff_alpha, percent_agreement
+from planner.rater_pairs import pairwise, summary_table
 from planner.scores import concordance_correlation, intraclass_correlations
 
 N_ITEMS, N_SECONDARY, N_LABELS, SECONDARY_RATE = 100_000, 8, 5, 0.10

@@ -38,9 +38,9 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH.parent)]
 
 from bench.reference_tree import add_reference_options, reference_figures
-from planner.agreement import summary_table
 from planner.decision import validate_judge
 from planner.patterns import ItemPatterns, item_patterns
+from planner.rater_pairs import summary_table
 from planner.recipes import pilot_moments
 
 N_RATERS, N_RESAMPLES, PILOT_RESAMPLES = 10, 1000, 200

@@ -20,15 +20,15 @@ from collections.abc import Callable
 import numpy as np
 
 from planner.agreement import (
-    AgreementResult,
     cohen_kappa,
     fleiss_kappa,
     gwet_ac1,
     kappa_from_table,
     krippendorff_alpha,
-    mean_pairwise_kappa,
     percent_agreement,
 )
+from planner.agreement_results import AgreementResult
+from planner.rater_pairs import mean_pairwise_kappa
 
 P_RATER, N_RATERS, LEVEL, N_RESAMPLES = 0.9, 3, 0.95, 1000
 

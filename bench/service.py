@@ -170,9 +170,9 @@ def profile_parts(url: str, pid: str) -> None:
     """Time the parts of the reliability document and of a batch request in-process."""
     from sqlalchemy import func, select
 
-    from planner.agreement import summary_table
     from planner.decision import validate_judge
     from planner.patterns import item_patterns
+    from planner.rater_pairs import summary_table
     from service.core.db import session_scope
     from service.data.models import Assignment, CurrentLabel, Project, Rater
     from service.documents.reliability import _recipe_now, plan_progress, reliability_document

@@ -30,7 +30,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH.parent)]
 
 from bench.reference_tree import add_reference_options, reference_figures
-from planner.agreement import summary_table
+from planner.rater_pairs import summary_table
 from planner.resampling import distinct_rows
 
 N_RATERS, N_LABELS = 50, 2

@@ -13,22 +13,17 @@ from planner.aggregation import (
     cluster_bootstrap,
 )
 from planner.agreement import (
-    AgreementResult,
-    Estimate,
-    Scale,
     binary_association,
     cohen_kappa,
     fleiss_kappa,
     gwet_ac1,
     kappa_from_table,
     krippendorff_alpha,
-    mean_pairwise_kappa,
     pabak,
-    pairwise,
     percent_agreement,
     scott_pi,
-    summary_table,
 )
+from planner.agreement_results import AgreementResult, Estimate, Scale
 from planner.bca import (
     bca_interval,
 )
@@ -138,6 +133,7 @@ from planner.protocol import (
     summarize,
     summarize_codes,
 )
+from planner.rater_pairs import mean_pairwise_kappa, pairwise, summary_table
 from planner.recipes import (
     RATIO_COEFFICIENTS,
     OverlapPlan,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from planner.agreement import Weights, kappa_from_table
+from planner.agreement import kappa_from_table
+from planner.agreement_results import Weights
 from planner.bounds import binary_table, manski_bounds, sharp_bounds
 from planner.codes import CANNOT_ASSESS, SPECIAL
 from planner.intervals import (
@@ -258,7 +259,7 @@ def _items_iv(items: Sequence[object] | np.ndarray | None, n: int) -> np.ndarray
     return _read_only(ids)
 
 
-def _codes_iv(codes: object, size: int, side: str) -> np.ndarray:
+def codes_iv(codes: object, size: int, side: str) -> np.ndarray:
     arr = np.asarray(codes)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise ValueError(f"{side} codes must be a 1-d integer array")
@@ -448,7 +449,7 @@ def summarize_codes(
     protocol = make_protocol(label_tuple, positive, handling, recode_to, costs, ordering)
     check_interval_options(interval, confidence_level, n_resamples)
     size = len(label_tuple) + len(SPECIAL)
-    h, j = (_codes_iv(codes, size, side) for codes, side in ((human, "human"), (judge, "judge")))
+    h, j = (codes_iv(codes, size, side) for codes, side in ((human, "human"), (judge, "judge")))
     if h.size != j.size:
         raise ValueError(f"human and judge must have the same length, got {h.size} and {j.size}")
     resampling = (interval, confidence_level, n_resamples, np.random.default_rng(rng))

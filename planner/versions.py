@@ -46,7 +46,7 @@ class VersionComparison:
     reason: str | None
 
 
-def _codes_iv(name: str, codes: object) -> np.ndarray:
+def codes_iv(name: str, codes: object) -> np.ndarray:
     array = np.asarray(codes)
     if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{name} must be a one-dimensional int array of codes (-1 missing)")
@@ -77,7 +77,7 @@ def compare_versions(
     >>> r.lost, r.gained, r.change, r.flip_rate
     (1, 1, 0.0, 0.5)
     """
-    ref, before, after = (_codes_iv(n, v) for n, v in (("reference", reference), ("old", old), ("new", new)))
+    ref, before, after = (codes_iv(n, v) for n, v in (("reference", reference), ("old", old), ("new", new)))
     if not before.shape == after.shape == ref.shape:
         raise ValueError(f"reference, old and new differ in length: {ref.size}, {before.size}, {after.size}")
     if not 0.0 < confidence_level < 1.0:

@@ -16,10 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner import optional_float
-from planner.agreement import summary_table
 from planner.codes import code_type
 from planner.decision import Validation, rank_judges, validate_judge
 from planner.patterns import ItemPatterns, item_patterns
+from planner.rater_pairs import summary_table
 from planner.resampling import ItemResample
 from service.core import offload as cancellable
 from service.core.caches import RecentlyUsed

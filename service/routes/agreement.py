@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from planner.agreement import summary_table
+from planner.rater_pairs import summary_table
 from service.core.errors import Invalid, TooLarge, echo, error_responses
 from service.core.limits import bounded_work
 from service.core.middleware import mark_deprecated
@@ -55,7 +55,7 @@ def matrix_codes(body: AgreementBody) -> np.ndarray:
 
 
 def agreement_table(codes: np.ndarray, body: AgreementBody) -> dict[str, dict[str, Any]]:
-    """``planner.agreement.summary_table`` of ``body``'s matrix as plain dicts, which can cross a process
+    """``planner.rater_pairs.summary_table`` of ``body``'s matrix as plain dicts, which can cross a process
     boundary."""
     table = summary_table(
         codes,

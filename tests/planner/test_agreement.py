@@ -9,14 +9,7 @@ from sklearn.metrics import cohen_kappa_score, matthews_corrcoef
 from statsmodels.stats.inter_rater import cohens_kappa as sm_cohens_kappa
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-from planner.agreement import (
-    binary_association,
-    cohen_kappa,
-    gwet_ac1,
-    kappa_from_table,
-    pabak,
-    scott_pi,
-)
+from planner.agreement import binary_association, cohen_kappa, gwet_ac1, kappa_from_table, pabak, scott_pi
 
 SPEC_3X3 = np.array([[20, 5, 1], [6, 30, 7], [2, 8, 21]])
 

@@ -13,13 +13,11 @@ from planner.agreement import (
     fleiss_kappa,
     gwet_ac1,
     krippendorff_alpha,
-    mean_pairwise_kappa,
     pabak,
-    pairwise,
     percent_agreement,
     scott_pi,
-    summary_table,
 )
+from planner.rater_pairs import mean_pairwise_kappa, pairwise, summary_table
 
 # docs/method.md §2: three raters, four items (1,1,1), (1,2,.), (2,2,2), (1,2,2); codes 0 = "1".
 SPEC_THREE = np.array([[0, 0, 0], [0, 1, -1], [1, 1, 1], [0, 1, 1]])

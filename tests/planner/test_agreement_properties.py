@@ -13,24 +13,20 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-from planner import agreement
+from planner import rater_pairs
 from planner.agreement import (
-    AgreementResult,
-    _held_pair_cells,
-    _rater_pair_cells,
     binary_association,
     cohen_kappa,
     fleiss_kappa,
     gwet_ac1,
     krippendorff_alpha,
-    mean_pairwise_kappa,
     pabak,
-    pairwise,
     percent_agreement,
     scott_pi,
-    summary_table,
 )
+from planner.agreement_results import AgreementResult
 from planner.patterns import item_patterns
+from planner.rater_pairs import _held_pair_cells, _rater_pair_cells, mean_pairwise_kappa, pairwise, summary_table
 from planner.resampling import ItemResample, distinct_rows, joint_replicates
 from planner.tables import agreement_weights, cell_kappas, grouped_count_patterns
 
@@ -227,12 +223,12 @@ def test_bootstrap_reproducible_and_accepts_generators() -> None:
 
 
 def test_bootstrap_chunks_give_the_same_replicates_as_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    import planner.agreement as agreement
+    import planner.rater_pairs as rater_pairs
     import planner.resampling as resampling
 
     rng = np.random.default_rng(2)
     codes = rng.integers(-1, 4, size=(300, 5))
-    result = agreement.mean_pairwise_kappa(codes, n_labels=4)
+    result = rater_pairs.mean_pairwise_kappa(codes, n_labels=4)
     whole = result.confidence_interval(n_resamples=64, rng=3)
     monkeypatch.setattr(resampling, "_CHUNK_CELLS", 1)  # one resample per block
     assert result.confidence_interval(n_resamples=64, rng=3) == whole
@@ -333,7 +329,7 @@ def test_summary_table_reads_each_figure_as_its_own_reader_would(case: tuple[np.
     interval that the figure's own reader of the same resample gives (count patterns merged row by
     row, pair tables from their own product)."""
     codes, n_labels = case
-    kept, agreement._STACKED_ROWS = agreement._STACKED_ROWS, 0  # the stacked product at any size
+    kept, rater_pairs._STACKED_ROWS = rater_pairs._STACKED_ROWS, 0  # the stacked product at any size
     try:
         patterns = item_patterns(codes, n_labels)
         resample = ItemResample.draw(patterns.counts, patterns.n_items, 60, 3)
@@ -352,7 +348,7 @@ def test_summary_table_reads_each_figure_as_its_own_reader_would(case: tuple[np.
                 err_msg=key,
             )
     finally:
-        agreement._STACKED_ROWS = kept
+        rater_pairs._STACKED_ROWS = kept
 
 
 @PROPERTY

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import bootstrap
 
-from planner.agreement import AgreementResult, fleiss_kappa, gwet_ac1, krippendorff_alpha
+from planner.agreement import fleiss_kappa, gwet_ac1, krippendorff_alpha
+from planner.agreement_results import AgreementResult
 from planner.bca import acceleration, bca_interval, pattern_jackknife
 from planner.intervals import percentile_interval
 from planner.tables import ac1_terms, alpha_terms, item_counts

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.agreement import summary_table
 from planner.decision import rank_judges, validate_judge
 from planner.patterns import item_patterns
 from planner.pools import overlap_rows
+from planner.rater_pairs import summary_table
 from planner.recipes import pilot_moments
 
 PROPERTY = settings(max_examples=40, deadline=None)

@@ -1,7 +1,7 @@
 """Issue 6 item 5: the stateless ``POST /agreement``.
 
 Figures are checked against docs/method.md §2's worked example (by hand), against the
-``krippendorff`` package (independent), and against ``planner.agreement.summary_table``
+``krippendorff`` package (independent), and against ``planner.rater_pairs.summary_table``
 on the same codes and seed (the route must pass labels, scale, values and options through).
 """
 
@@ -11,7 +11,7 @@ import krippendorff
 import numpy as np
 import pytest
 
-from planner.agreement import summary_table
+from planner.rater_pairs import summary_table
 from service.routes import agreement as agreement_route
 
 SPEC_EXAMPLE = [["1", "1", "1"], ["1", "2", None], ["2", "2", "2"], ["1", "2", "2"]]

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from planner.agreement import summary_table
 from planner.decision import validate_judge
 from planner.patterns import item_patterns
+from planner.rater_pairs import summary_table
 from planner.recipes import pilot_moments
 from planner.resampling import ItemResample
 from service.documents import reliability
