@@ -20,9 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from planner.designs import disjoint, random_subsets, seq_coverage, shared_panel, strat
+from planner.designs import disjoint, random_subsets, shared_panel, strat
 from planner.plan_check import check_design
 from planner.recipes import RatioPrior, advantage_moments, certify_recipe, m_cert, ratio_moments, xi_lattice
+from planner.seq_designs import seq_coverage
 
 N_ITEMS, N_HUMANS = 100_000, 4
 

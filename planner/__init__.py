@@ -54,25 +54,19 @@ from planner.decision import (
     rank_judges,
     validate_judge,
 )
+from planner.design_choice import DesignChoice, choose_design, stratum_entropy
+from planner.design_masks import design_masks
 from planner.designs import (
     DESIGNS,
-    DesignChoice,
-    choose_design,
     depth_first,
-    design_masks,
     design_pool_size,
     disjoint,
     joint_strata,
-    modal_strata,
     neyman,
     proportional_allocation,
     random_subsets,
-    seq_coverage,
-    seq_list,
-    seq_refined,
     shared_panel,
     strat,
-    stratum_entropy,
 )
 from planner.estimator_check import (
     raised_estimator_checks,
@@ -200,6 +194,7 @@ from planner.selective import (
     majority_labels,
     selective_assignment,
 )
+from planner.seq_designs import modal_strata, seq_coverage, seq_list, seq_refined
 from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
 from planner.simulate import (
     DecisionRule,

@@ -26,13 +26,9 @@ from typing import TypeVar
 import numpy as np
 from scipy.special import ndtr
 
-from planner.designs import (
-    MAX_PATTERN_STRATA,
-    coverage_quota,
-    proportional_allocation,
-    stratified_masks,
-)
+from planner.designs import proportional_allocation, stratified_masks
 from planner.recipes import RATIO_COEFFICIENTS, advantage_moments, ratio_moments, xi_lattice
+from planner.seq_designs import MAX_PATTERN_STRATA, coverage_quota
 from planner.simulate import DecisionRule, decision_rule, evaluate_decisions
 
 Rng = int | np.random.Generator | None

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from planner.codes import check_codes, code_type
-from planner.designs import DESIGNS, design_masks
+from planner.design_masks import design_masks
+from planner.designs import DESIGNS
 from planner.intervals import optional_float
 from planner.rules import (
     COEFFICIENTS,

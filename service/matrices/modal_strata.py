@@ -17,7 +17,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from planner.designs import modal_strata
+from planner.seq_designs import modal_strata
 from service.core.background import PollingThread
 from service.core.caches import RecentlyUsed
 from service.core.sql import driver_rows, in_values

@@ -12,7 +12,8 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from planner.designs import depth_first, disjoint, random_subsets, seq_list
+from planner.designs import depth_first, disjoint, random_subsets
+from planner.seq_designs import seq_list
 from service.core.errors import Conflict, Invalid
 from service.core.sql import insert_many, integer_rows
 from service.data.models import Assignment, Plan, Project, Rater, table_of

@@ -13,12 +13,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from planner.codes import code_type
-from planner.designs import (
-    choose_design,
-    design_pool_size,
-    neyman,
-    strat,
-)
+from planner.design_choice import choose_design
+from planner.designs import design_pool_size, neyman, strat
 from planner.estimator_check import raised_estimator_checks
 from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances

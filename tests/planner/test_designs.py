@@ -10,28 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import designs
+from planner.design_choice import DesignChoice, choose_design, stratum_entropy
+from planner.design_masks import design_masks
 from planner.designs import (
     _CANDIDATE_MARGIN,
     DESIGNS,
-    DesignChoice,
-    choose_design,
-    coverage_codes,
-    coverage_quota,
     depth_first,
-    design_masks,
     disjoint,
     joint_strata,
-    modal_strata,
     proportional_allocation,
     random_subsets,
-    seq_coverage,
-    seq_list,
-    seq_refined,
     shared_panel,
     strat,
     stratified_masks,
-    stratum_entropy,
 )
+from planner.seq_designs import coverage_codes, coverage_quota, modal_strata, seq_coverage, seq_list, seq_refined
 
 RATERS = ["r2", "r3", "r4"]
 
@@ -448,7 +441,7 @@ def test_batched_modal_strata_is_the_mode_ties_to_the_primary(
 ) -> None:
     """Against counting in Python: the most frequent observed label, a tie to the primary's label
     when it is among the tied, else the lowest tied code; ``n_labels`` with nothing observed."""
-    from planner.designs import batched_modal_strata
+    from planner.seq_designs import batched_modal_strata
 
     gen = np.random.default_rng(seed)
     humans = gen.integers(0, n_labels, (n_raters, trials, n_items)).astype(np.int8)
@@ -486,7 +479,7 @@ def test_smallest_keys_per_stratum_are_the_stratified_mask(
     key = gen.random(n_items)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(designs, "_CANDIDATE_MARGIN", margin)
-        got = designs._smallest_keys(strata, sizes, quota, key)
+        got = designs.smallest_keys(strata, sizes, quota, key)
     expected = np.flatnonzero(stratified_masks(strata[None], quota[None], key[None])[0])
     np.testing.assert_array_equal(got, expected)
 

@@ -178,7 +178,7 @@ def _mask_features(codes: np.ndarray, mask: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("design", ["random", "strat", "disjoint", "seq-coverage"])
 def test_overlap_sample_draws_the_served_designs_masks(design: str) -> None:
     """The compact sample has the law of ``design_masks`` on the whole corpus (the served selection)."""
-    from planner.designs import design_masks
+    from planner.design_masks import design_masks
     from planner.plan_check import _posterior, overlap_sample
     from planner.simulate import synthetic_codes
 
@@ -235,8 +235,8 @@ def test_coverage_strata_kept_as_secondaries_are_added_equal_them_recomputed(
     """Seq-Coverage's strata kept per secondary (``_Coverage``) equal ``batched_modal_strata`` and
     ``coverage_codes`` over the primary and the secondaries so far, on every filled slot, past the
     switch from assignment patterns to counts (12 secondaries: 3 x 2^11 > 4096 strata)."""
-    from planner.designs import batched_modal_strata, coverage_codes
     from planner.plan_check import _Corpus, _Coverage
+    from planner.seq_designs import batched_modal_strata, coverage_codes
 
     gen = np.random.default_rng(seed)
     counts = gen.multinomial(width, np.full(n_labels, 1 / n_labels), size=trials)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
 from planner.decision import validate_judge
-from planner.designs import design_masks
+from planner.design_masks import design_masks
 from planner.recipes import certify_recipe, prior_moments
 from planner.simulate import (
     COEFFICIENTS,
