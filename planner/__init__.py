@@ -196,13 +196,7 @@ from planner.selective import (
 )
 from planner.seq_designs import modal_strata, seq_coverage, seq_list, seq_refined
 from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
-from planner.simulate import (
-    DecisionRule,
-    SimulationResult,
-    replay,
-    simulate,
-    synthetic_codes,
-)
+from planner.simulate import SimulationResult, replay, simulate, synthetic_codes
 from planner.slices import (
     SliceMonitoring,
     SliceOutcome,
@@ -210,6 +204,7 @@ from planner.slices import (
     monitor_judge_by_slice,
     validate_judge_by_slice,
 )
+from planner.trial_decisions import DecisionRule
 from planner.verdicts import (
     VerdictTable,
     verdict_table,

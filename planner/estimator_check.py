@@ -18,7 +18,7 @@ import numpy as np
 from planner.neyman import neyman_allocation, prior_cells, prior_variances
 from planner.plan_check import hypergeometric_split, mirror_accuracy, raised_m
 from planner.ppi import ppi_gap_features, ppi_gaps
-from planner.simulate import DecisionRule
+from planner.trial_decisions import DecisionRule
 
 ESTIMATORS = ("paired", "ppi", "neyman")
 

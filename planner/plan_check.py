@@ -29,7 +29,8 @@ from scipy.special import ndtr
 from planner.designs import proportional_allocation, stratified_masks
 from planner.recipes import RATIO_COEFFICIENTS, advantage_moments, ratio_moments, xi_lattice
 from planner.seq_designs import MAX_PATTERN_STRATA, coverage_quota
-from planner.simulate import DecisionRule, decision_rule, evaluate_decisions
+from planner.simulate import decision_rule
+from planner.trial_decisions import DecisionRule, evaluate_decisions
 
 Rng = int | np.random.Generator | None
 

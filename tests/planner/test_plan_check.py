@@ -20,7 +20,7 @@ from planner.plan_check import (
     true_prevalence,
 )
 from planner.recipes import certify_recipe, exact_false_rejection_rates, xi_lattice
-from planner.simulate import DecisionRule
+from planner.trial_decisions import DecisionRule
 
 P_H, P_J, EPS = 0.85, 0.90, 0.05
 

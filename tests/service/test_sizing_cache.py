@@ -8,7 +8,7 @@ import numpy as np
 
 from planner.monitor_sizing import size_for_monitor
 from planner.plan_check import mirror_accuracy
-from planner.simulate import DecisionRule
+from planner.trial_decisions import DecisionRule
 from service.planning.monitoring_costs import _sizing, plan_monitoring
 from service.schemas import DecisionSettings
 
