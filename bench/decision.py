@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from planner.decision import rank_judges, validate_judge
+from planner.decision import validate_judge
+from planner.ranking import rank_judges
 
 N_ITEMS, N_SECONDARY, N_LABELS, OVERLAP = 100_000, 8, 3, 0.10
 

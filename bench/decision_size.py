@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from planner.decision import rank_judges, validate_judge
+from planner.decision import validate_judge
+from planner.ranking import rank_judges
 
 N_HUMANS, N_LABELS, N_RESAMPLES = 30, 2, 200
 

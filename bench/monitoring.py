@@ -45,7 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, not bench/service.py
 
 from planner.codes import code_type  # noqa: E402
-from planner.decision import validate_judge  # noqa: E402
+from planner.decision import validate_judge
 from planner.monitor_sizing import monitor_runs  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import kept_monitoring, monitor_judge  # noqa: E402

@@ -23,7 +23,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(
 
 from bench.document_stats import HUMANS, JUDGE, N_RESAMPLES, cpu, matrices
 from bench.reference_tree import add_reference_options, reference_figures
-from planner.decision import rank_judges
+from planner.ranking import rank_judges
 
 
 def ranking_cpu() -> list[float]:

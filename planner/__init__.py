@@ -48,12 +48,7 @@ from planner.codes import (
     code_type,
 )
 from planner.confidence_sequences import confidence_sequence
-from planner.decision import (
-    Ranking,
-    Validation,
-    rank_judges,
-    validate_judge,
-)
+from planner.decision import Validation, validate_judge
 from planner.design_choice import DesignChoice, choose_design, stratum_entropy
 from planner.design_masks import design_masks
 from planner.designs import (
@@ -94,12 +89,12 @@ from planner.neyman import (
     prior_stratum_sds,
     prior_variances,
 )
+from planner.overlap_samples import CHECK_DESIGNS
 from planner.patterns import (
     ItemPatterns,
     item_patterns,
 )
 from planner.plan_check import (
-    CHECK_DESIGNS,
     DesignCheck,
     check_design,
     fitted_channel,
@@ -127,6 +122,7 @@ from planner.protocol import (
     summarize,
     summarize_codes,
 )
+from planner.ranking import Ranking, rank_judges
 from planner.rater_pairs import mean_pairwise_kappa, pairwise, summary_table
 from planner.recipes import (
     RATIO_COEFFICIENTS,

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.neyman import neyman_allocation, prior_cells, prior_variances
-from planner.plan_check import hypergeometric_split, mirror_accuracy, raised_m
+from planner.overlap_samples import hypergeometric_split
+from planner.plan_check import mirror_accuracy, raised_m
 from planner.ppi import ppi_gap_features, ppi_gaps
 from planner.trial_decisions import DecisionRule
 

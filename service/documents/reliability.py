@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 
 from planner import optional_float
 from planner.codes import code_type
-from planner.decision import Validation, rank_judges, validate_judge
+from planner.decision import Validation, validate_judge
 from planner.patterns import ItemPatterns, item_patterns
+from planner.ranking import rank_judges
 from planner.rater_pairs import summary_table
 from planner.resampling import ItemResample
 from service.core import offload as cancellable

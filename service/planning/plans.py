@@ -18,9 +18,9 @@ from planner.designs import design_pool_size, neyman, strat
 from planner.estimator_check import raised_estimator_checks
 from planner.intervals import optional_float
 from planner.neyman import AllItemsVariances, moment_variances, prior_cells, prior_variances
+from planner.overlap_samples import CHECK_DESIGNS
 from planner.patterns import ItemPatterns
 from planner.plan_check import (
-    CHECK_DESIGNS,
     DesignCheck,
     check_design,
     fitted_channel,

@@ -16,7 +16,8 @@ from scipy.stats import ttest_1samp
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.multitest import multipletests
 
-from planner.decision import rank_judges, validate_judge
+from planner.decision import validate_judge
+from planner.ranking import rank_judges
 from planner.resampling import bootstrap_sums, distinct_rows
 from planner.significance import by_rejections
 

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.decision import rank_judges, validate_judge
+from planner.decision import validate_judge
 from planner.patterns import item_patterns
 from planner.pools import overlap_rows
+from planner.ranking import rank_judges
 from planner.rater_pairs import summary_table
 from planner.recipes import pilot_moments
 

@@ -10,15 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.designs import proportional_allocation, stratified_masks
-from planner.plan_check import (
-    check_design,
-    hypergeometric_split,
-    lowest_keys,
-    mirror_accuracy,
-    raised_check,
-    simulated_choice,
-    true_prevalence,
-)
+from planner.overlap_samples import hypergeometric_split, lowest_keys
+from planner.plan_check import check_design, mirror_accuracy, raised_check, simulated_choice, true_prevalence
 from planner.recipes import certify_recipe, exact_false_rejection_rates, xi_lattice
 from planner.trial_decisions import DecisionRule
 
@@ -179,7 +172,8 @@ def _mask_features(codes: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def test_overlap_sample_draws_the_served_designs_masks(design: str) -> None:
     """The compact sample has the law of ``design_masks`` on the whole corpus (the served selection)."""
     from planner.design_masks import design_masks
-    from planner.plan_check import _posterior, overlap_sample
+    from planner.overlap_samples import overlap_sample
+    from planner.plan_check import _posterior
     from planner.simulate import synthetic_codes
 
     n, k, m, trials, prevalence = 120, 4, 30, 3000, np.array([0.7, 0.3])
@@ -235,7 +229,7 @@ def test_coverage_strata_kept_as_secondaries_are_added_equal_them_recomputed(
     """Seq-Coverage's strata kept per secondary (``_Coverage``) equal ``batched_modal_strata`` and
     ``coverage_codes`` over the primary and the secondaries so far, on every filled slot, past the
     switch from assignment patterns to counts (12 secondaries: 3 x 2^11 > 4096 strata)."""
-    from planner.plan_check import _Corpus, _Coverage
+    from planner.overlap_samples import _Corpus, _Coverage
     from planner.seq_designs import batched_modal_strata, coverage_codes
 
     gen = np.random.default_rng(seed)

@@ -19,9 +19,10 @@ from scipy import stats
 
 import planner.resampling as resampling
 from planner.agreement import gwet_ac1, krippendorff_alpha, percent_agreement
-from planner.decision import rank_judges, validate_judge
+from planner.decision import validate_judge
 from planner.intervals import percentile_interval
 from planner.patterns import item_patterns
+from planner.ranking import rank_judges
 from planner.rater_pairs import mean_pairwise_kappa, summary_table
 from planner.resampling import ItemResample, joint_replicates
 from planner.rules import passes
