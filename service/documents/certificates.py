@@ -37,9 +37,17 @@ def certificate_work(statement: dict[str, Any], n_rows: int) -> dict[str, int]:
             f"seeds.n_resamples must be a count from 1 to {MAX_RESAMPLES:,}, got {echo(n_resamples)}",
             code="invalid_certificate",
         )
+    return {"label rows": n_rows, "resamples": n_resamples, "decisions": decision_count(predicate)}
+
+
+def decision_count(predicate: dict[str, Any]) -> int:
+    """The validations a certificate's result runs: one per judge, and one per slice when it has slices (§3b)."""
     raters = predicate.get("raters")
     judges = sum(kind == "judge" for kind in raters.values()) if isinstance(raters, dict) else 1
-    return {"label rows": n_rows, "resamples": n_resamples, "judges": max(judges, 1)}
+    slices = predicate.get("slices")
+    values = slices.get("values") if isinstance(slices, dict) else None
+    n_slices = len({str(v) for v in values.values()}) if isinstance(values, dict) else 0
+    return max(judges, 1) + n_slices
 
 
 def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[str, Any]]:

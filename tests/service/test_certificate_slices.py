@@ -38,3 +38,13 @@ def test_a_project_without_slices_certifies_as_before(client: TestClient) -> Non
     pid = _project(client, monitoring="fixed")
     p = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()["predicate"]
     assert "slices" not in p and "slices" not in p["result"]
+
+
+def test_the_work_bound_counts_each_slice_as_a_decision(client: TestClient) -> None:
+    pid = _project(client, monitoring="fixed", slices="feature:language")
+    limit = 480 * 100 * 2  # 480 label rows, 100 resamples: room for two decisions, not the judge's and two slices'
+    client.app.state.settings = client.app.state.settings.model_copy(update={"certificate_max_work": limit})
+    r = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100})
+    assert r.status_code == 413 and "480 label rows x 100 resamples x 3 decisions" in r.json()["detail"], r.text
+    plain = _project(client, monitoring="fixed")
+    assert client.post(f"/projects/{plain}/certificates", json={"n_resamples": 100}).status_code == 201
