@@ -86,7 +86,8 @@ def sliced_panel(
     summary = {
         "feature": feature_name(body.slices or ""),
         "allocation": allocation,
-        "note": "each slice's m is its recipe's (§4, not simulated); the check block simulates the overall decision",
+        "note": "each slice's m is its one-look recipe's (§4, not simulated); the check and monitoring blocks are "
+        "of the overall decision",
         "slices": [
             {
                 "value": values[s],
