@@ -211,6 +211,7 @@ from planner.versions import (
     anchor_panel_size,
     compare_versions,
     drift_detection,
+    independent_discordance,
 )
 
 __all__ = [
@@ -237,6 +238,7 @@ __all__ = [
     "anchor_panel_size",
     "compare_versions",
     "drift_detection",
+    "independent_discordance",
     "DecisionRule",
     "mirror_accuracy",
     "MAX_SIZING_CELLS",

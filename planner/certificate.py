@@ -21,6 +21,7 @@ import rfc8785
 import scipy
 
 from planner.decision import Validation, validate_judge
+from planner.slices import validate_judge_by_slice
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://annoplan.dev/validation-certificate/v1"
@@ -186,13 +187,75 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
         else []
     )
     first = verdicts[0] if verdicts else {"decision": "insufficient_data", "omega": None}
-    return {
+    result = {
         "decision": first["decision"],
         "omega": first["omega"],
         "judges": verdicts,
         "n_items": len(items),
         "n_labels": len(rows),
         "computed_with": {f"{section}.{key}": settings[section][key] for section, key in ECHOED},
+    }
+    if settings.get("slices") is not None:
+        result["slices"] = _slices_result(codes, items, settings, judges, humans, n_labels=len(labels))
+    return result
+
+
+def _slices_result(
+    codes: np.ndarray,
+    items: list[str],
+    settings: Mapping[str, Any],
+    judges: list[int],
+    humans: list[int],
+    *,
+    n_labels: int,
+) -> dict[str, Any]:
+    """The first judge's fixed-sample decision per slice (docs/method.md §3b, §10), failing slices first.
+
+    ``settings.slices`` holds ``by``, ``values`` (external item id -> slice value; items not
+    listed are left out) and ``slice_epsilon`` (value -> epsilon; values no certified item has
+    are ignored). Unweighted and paired, as ``/reliability?by=`` computes it.
+    """
+    block, decision, seeds = settings["slices"], settings["decision"], settings["seeds"]
+    value_of = block["values"]
+    rows = np.array([i for i, x in enumerate(items) if x in value_of], dtype=np.int64)
+    out: dict[str, Any] = {"by": block["by"], "n_items_without": len(items) - int(rows.size)}
+    if not judges or len(humans) < 2 or rows.size == 0:
+        why = "no judge and two humans to decide on" if rows.size else "no certified item has a slice value"
+        return {**out, "headline": why, "failing": [], "slices": []}
+    values = np.array([str(value_of[items[i]]) for i in rows], dtype=object)
+    present = set(values.tolist())
+    s = validate_judge_by_slice(
+        codes[rows],
+        values,
+        judge=judges[0],
+        humans=humans,
+        n_labels=n_labels,
+        rule=decision["rule"],
+        coefficient=decision["coefficient"],
+        epsilon=decision["epsilon"],
+        slice_epsilon={k: v for k, v in (block.get("slice_epsilon") or {}).items() if k in present},
+        omega_threshold=decision["omega_threshold"],
+        q=decision["q"],
+        inconclusive_level=decision["inconclusive_level"],
+        n_resamples=seeds["n_resamples"],
+        rng=seeds["seed"],
+    )
+    return {
+        **out,
+        "correction": s.correction,
+        "headline": s.headline,
+        "failing": list(s.failing),
+        "slices": [
+            {
+                "value": o.value,
+                "n_items": o.n_items,
+                "epsilon": _number(o.epsilon),
+                "decision": o.decision,
+                "omega": _number(o.omega),
+                "d": _number(o.d),
+            }
+            for o in s.slices
+        ],
     }
 
 

@@ -137,6 +137,22 @@ def anchor_panel_size(drop: float, discordance: float, *, alpha: float = 0.05, p
     return math.ceil(root * root / (drop * drop) - 1e-9)
 
 
+def independent_discordance(baseline: float, drop: float) -> float:
+    """Expected share of discordant items when the versions err independently (docs/method.md §12).
+
+    With the old version right with probability ``p0 = baseline`` and the new one with
+    ``p1 = p0 - drop``, independently given the item: ``psi = p0 (1 - p1) + p1 (1 - p0)``.
+    Versions that err on the same items are less discordant, so this sizes a panel on the safe side.
+
+    >>> round(independent_discordance(0.8, 0.05), 12)
+    0.35
+    """
+    if not 0.0 < drop < baseline < 1.0:
+        raise ValueError(f"need 0 < drop < baseline < 1, got drop {drop!r}, baseline {baseline!r}")
+    p0, p1 = baseline, baseline - drop
+    return p0 * (1.0 - p1) + p1 * (1.0 - p0)
+
+
 @dataclass(frozen=True)
 class DriftDetection:
     """The CUSUM e-detector on agreement indicators, per stream (docs/method.md §12).

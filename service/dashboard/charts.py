@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner import optional_float
 from planner.rules import COEFFICIENTS
 from planner.simulate import simulate
+from service.core.errors import AppError
 from service.dashboard.svg import Chart
-from service.data.models import Plan, Project
+from service.data.models import CurrentLabel, Plan, Project, Rater
 from service.documents import history as pool_scores
 from service.documents.reliability import DocumentCache
 from service.planning.plans import current_plan
+from service.planning.selective import selective_evaluation
+from service.schemas.selective import SelectiveCreate, SelectiveRead
 
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
 MARGIN_QUANTITY = {
@@ -196,6 +200,42 @@ def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) 
     return tuple(charts)
 
 
+def selective_calibration(session: Session, project: Project) -> SelectiveRead | str:
+    """The judges' cascade calibrated at the defaults (alpha .1, delta .1, docs/method.md §3c) for the dashboard,
+    or why it is not (no judge label carries a confidence, no human rater, ...). Writes nothing."""
+    confident = (
+        select(CurrentLabel.item_id)
+        .join(Rater, Rater.id == CurrentLabel.rater_id)
+        .where(Rater.project_id == project.id, Rater.kind == "judge", CurrentLabel.confidence.is_not(None))
+    )
+    if session.scalar(confident.limit(1)) is None:
+        return "no judge label carries a confidence"
+    try:
+        return selective_evaluation(session, project, SelectiveCreate())
+    except AppError as error:
+        return error.detail
+
+
+def selective_chart(calibrated: SelectiveRead | str) -> Chart:
+    """The first judge's coverage at each candidate threshold, its calibrated one marked (§3c)."""
+    if not isinstance(calibrated, SelectiveRead):
+        return Chart(id="selective-coverage", kind="line", title="", x_label="", y_label="", columns=(), rows=())
+    curve, first = calibrated.curve, calibrated.stages[0]
+    at = first.threshold
+    return Chart(
+        id="selective-coverage",
+        kind="line",
+        title=f"selective evaluation: share of the calibration items {first.judge} keeps (confidence >= lambda); "
+        f"{calibrated.guarantee}",
+        x_label="confidence threshold lambda",
+        y_label="coverage",
+        columns=("threshold", "coverage", "risk", "upper_bound"),
+        rows=tuple(zip(curve.thresholds, curve.coverage, curve.risk, curve.upper_bound, strict=True)),
+        y_range=(0.0, 1.0),
+        marks=((at, f"calibrated lambda = {at:.3f}"),) if at is not None else (),
+    )
+
+
 def project_charts(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
 ) -> tuple[dict[str, Any], str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
@@ -213,4 +253,7 @@ def project_charts(
     )
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"
     curve = documents.get_or_build(curve_key, lambda: overlap_curve(project, plan))
-    return doc, etag, dashboard_charts(doc, history.points, curve), history.replay
+    selective_key = f"selective|{project.id}|{project.label_seq}|{project.criteria[0]}"
+    calibrated = documents.get_or_build(selective_key, lambda: selective_calibration(session, project))
+    charts = (*dashboard_charts(doc, history.points, curve), selective_chart(calibrated))
+    return doc, etag, charts, history.replay

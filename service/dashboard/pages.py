@@ -103,7 +103,7 @@ def dashboard_page(
  {escape(str(doc.get("coefficient")))}, pass when omega &ge; {doc.get("omega_threshold")}</p>
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
-{_slice_table(slices)}{panels}
+{_slice_table(slices)}{_selective(project, by_id["selective-coverage"])}{panels}
 {_drift_panel(drift or [])}<h2>Plan and overlap</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
@@ -247,6 +247,13 @@ def _slice_table(slices: dict[str, Any] | None) -> str:
         f'<table id="slices"><tr><th>slice</th><th>decision</th><th>omega</th><th>d</th><th>usable items</th></tr>'
         f'{rows}</table><p class="note">Corrected across slices: {correction} (docs/method.md §3b).</p>'
     )
+
+
+def _selective(project: Project, chart: Chart) -> str:
+    """The selective coverage curve (docs/method.md §3c), when a judge's labels carry confidences."""
+    if not chart.rows:
+        return ""
+    return f'<h2>Selective evaluation</h2><div id="selective">{_figure(project, chart)}</div>'
 
 
 def _drift_panel(drift: list[DriftRead]) -> str:

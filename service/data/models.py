@@ -542,6 +542,28 @@ class JudgeVersion(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class AnchorPanel(Base):
+    """A judge's frozen anchor items (docs/method.md §12): a new version re-labels them to be compared with the
+    old; sized for ``drop`` at ``power`` and two-sided level ``alpha`` given the expected ``discordance``,
+    drawn by Strat over the primary's labels (``items``: item ids, in labelling order); ``baseline``: the judge's
+    agreement with the primary the default ``discordance`` was read at (null when the caller gave it)."""
+
+    __tablename__ = "anchor_panels"
+
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    criterion: Mapped[str] = mapped_column(String(100))
+    drop: Mapped[float] = mapped_column(Float)
+    discordance: Mapped[float] = mapped_column(Float)
+    baseline: Mapped[float | None] = mapped_column(Float)
+    alpha: Mapped[float] = mapped_column(Float)
+    power: Mapped[float] = mapped_column(Float)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    items: Mapped[list[int]] = mapped_column(JSON)
+    label_seq: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class DriftWatch(Base):
     """A judge watched for drift (docs/method.md §12): the detector's settings, and the ``label_seq`` of the
     alarm once ``judge.drifted`` announced it (null: not drifted since the watch was set)."""

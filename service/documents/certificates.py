@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -14,6 +15,7 @@ from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Ra
 from service.data.outbox import emit
 from service.planning.lists import plan_inclusion
 from service.planning.plans import current_plan
+from service.planning.strata import feature_name
 from service.schemas.certificates import CertificateCreate
 
 MAX_RESAMPLES = 100_000
@@ -35,9 +37,17 @@ def certificate_work(statement: dict[str, Any], n_rows: int) -> dict[str, int]:
             f"seeds.n_resamples must be a count from 1 to {MAX_RESAMPLES:,}, got {echo(n_resamples)}",
             code="invalid_certificate",
         )
+    return {"label rows": n_rows, "resamples": n_resamples, "decisions": decision_count(predicate)}
+
+
+def decision_count(predicate: dict[str, Any]) -> int:
+    """The validations a certificate's result runs: one per judge, and one per slice when it has slices (§3b)."""
     raters = predicate.get("raters")
     judges = sum(kind == "judge" for kind in raters.values()) if isinstance(raters, dict) else 1
-    return {"label rows": n_rows, "resamples": n_resamples, "judges": max(judges, 1)}
+    slices = predicate.get("slices")
+    values = slices.get("values") if isinstance(slices, dict) else None
+    n_slices = len({str(v) for v in values.values()}) if isinstance(values, dict) else 0
+    return max(judges, 1) + n_slices
 
 
 def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[str, Any]]:
@@ -114,7 +124,28 @@ def certificate_settings(
     inclusion = panel_inclusion(session, plan)
     if inclusion:
         settings["weights"] = {"inclusion": inclusion}
+    if decision.slices:  # absent when the project does not slice, so earlier certificates still verify
+        settings["slices"] = slice_settings(session, project, decision.slices, decision.slice_epsilon)
     return settings
+
+
+def slice_settings(
+    session: Session, project: Project, by: str, slice_epsilon: dict[str, float] | None
+) -> dict[str, Any]:
+    """The project's slices as a certificate freezes them (§3b, §10): ``by``, each item's value, the epsilons.
+
+    A value is named as ``/reliability?by=`` names it: a string as itself, any other JSON value as its JSON text.
+    """
+    name = feature_name(by)
+    assert name, by  # DecisionSettings accepts only "feature:<name>"
+    features = session.execute(select(Item.external_id, Item.features).where(Item.project_id == project.id))
+    values = {
+        ext: value if isinstance(value, str) else orjson.dumps(value).decode()
+        for ext, found in features
+        if (value := (found or {}).get(name)) is not None
+    }
+    epsilons = dict(sorted((slice_epsilon or {}).items()))
+    return {"by": by, "values": dict(sorted(values.items())), "slice_epsilon": epsilons}
 
 
 def panel_inclusion(session: Session, plan: Plan | None) -> dict[str, float] | None:

@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -49,6 +50,7 @@ from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.lists import SEQUENTIAL, ListCorpus, ensure_assignments, monitoring_budget, primary_strata
 from service.planning.monitoring_costs import plan_monitoring
+from service.planning.slice_plans import slice_strata, sliced_panel
 from service.planning.strata import feature_name, feature_strata, feature_stratum_sds
 from service.schemas import DecisionSettings, PlanCreate
 
@@ -193,6 +195,30 @@ def certification(
         lattice=lattice if margin else None,
         coefficient=coefficient,
         omega_threshold=decision.omega_threshold,
+    )
+
+
+def _slice_recipe(
+    decision: DecisionSettings,
+    moments: dict[str, Any],
+    n_items: int,
+    epsilon: float,
+    *,
+    n_humans: int,
+    pool_size: int,
+    lattice: XiLattice | RatioPrior | None,
+) -> Recipe:
+    """The certification recipe of one slice (docs/method.md §3b): the plan's moments on its items, its epsilon."""
+    return certification(
+        decision,
+        moments["mu_d"],
+        moments["sigma0_sq"],
+        n_items=n_items,
+        n_humans=n_humans,
+        epsilon=epsilon,
+        pool_size=pool_size,
+        lattice=lattice,
+        coefficient=moments.get("coefficient", "po"),
     )
 
 
@@ -782,6 +808,8 @@ def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")
     feature = feature_name(body.strata)
     features = None if feature is None else feature_strata(session, matrix, feature)
+    if body.slices is not None:  # a per-slice plan's strata are its slices (it is a strat plan: no neyman strata)
+        features = slice_strata(session, matrix, body.slices)
     decision = project.decision_settings
     draft = off_worker(
         matrix.raw.size, plan_draft, body, decision, _drafting(matrix), seed, features, n_resamples=n_resamples
@@ -979,7 +1007,17 @@ def _draft(
         m = _sized_for_monitoring(body, decision, matrix, n_humans, design, m, candidates, seed, document)
     panel: list[int] = []
     panel_inclusion: list[float] = []
-    if m is not None and design == "strat":
+    if m is not None and body.slices is not None:
+        assert features is not None  # slice_strata, read by the request
+        slice_recipe = partial(
+            _slice_recipe, decision, moments, n_humans=n_humans, pool_size=pool_size, lattice=lattice
+        )
+        agree = judge_agreement(matrix)
+        m, panel, panel_inclusion, document["slices"] = sliced_panel(
+            body, decision, matrix, seed, features, slice_recipe, agree
+        )
+        document["m_planned"] = m
+    elif m is not None and design == "strat":
         strata = primary_strata(matrix)
         index = strat(strata, m, raters=["panel"], rng=seed)["panel"]
         drawn = np.bincount(strata[index], minlength=strata.max() + 1)

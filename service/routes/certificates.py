@@ -28,6 +28,7 @@ from service.documents.certificates import (
     certificate_settings,
     certificate_work,
     certificates_page,
+    decision_count,
     existing_certificate,
     issue_certificate,
     project_certificate,
@@ -83,9 +84,8 @@ async def post_certificate(
     if twin is not None:
         return _statement_response(twin, 200)
     snapshot = await run_in_threadpool(snapshot_at, session, project.id, frozen["label_seq"])
-    judges = sum(kind == "judge" for kind in frozen["raters"].values())
     bounded_work(
-        {"label rows": len(snapshot), "resamples": frozen["seeds"]["n_resamples"], "judges": judges},
+        {"label rows": len(snapshot), "resamples": frozen["seeds"]["n_resamples"], "decisions": decision_count(frozen)},
         settings.certificate_max_work,
         setting="certificate_max_work",
         code="certificate_too_large",

@@ -15,6 +15,7 @@ from service.data.queries import project_rater
 from service.data.versions import add_version, find_rater, set_drift_watch, versioned_judge, versions_page
 from service.deps import (
     PrincipalDep,
+    ProjectForPM,
     ProjectForPMWrite,
     ProjectForViewer,
     ProjectId,
@@ -23,7 +24,10 @@ from service.deps import (
     WriteSession,
 )
 from service.documents.versions import judge_drift, version_comparison
+from service.planning.anchors import anchor_panel, anchor_panel_read, freeze_anchor_panel
 from service.schemas.versions import (
+    AnchorPanelCreate,
+    AnchorPanelRead,
     DriftRead,
     DriftWatchRead,
     DriftWatchSettings,
@@ -185,3 +189,29 @@ def put_drift_watch(
         alpha=watch.alpha,
         alarm_label_seq=watch.alarm_label_seq,
     )
+
+
+@router.post(
+    "/anchor-panel", status_code=201, response_model=AnchorPanelRead, responses=error_responses(401, 403, 404, 409, 422)
+)
+def post_anchor_panel(
+    pid: ProjectId, project: ProjectForPMWrite, rid: RaterId, body: AnchorPanelCreate, session: WriteSession
+) -> AnchorPanelRead:
+    """Freeze a judge's anchor panel (pm; docs/method.md §12): the items each new version re-labels, so that
+    `/versions/compare` detects a drop of `drop` in agreement with the primary with probability `power` at
+    two-sided level `alpha` (Connor's paired-proportions size at the discordance `psi`), drawn by Strat over
+    the primary's labels among the items the judge and the primary labelled. 422 for a rater that is not a
+    judge (or is a version), a project without a primary, or a discordance below the drop; 409 when the judge
+    has a panel already or too few labelled items for its size. Nothing is written then.
+    """
+    judge = project_rater(session, project.id, rid)
+    panel = freeze_anchor_panel(session, project, judge, _criterion(project, body.criterion), body)
+    return anchor_panel_read(session, judge, panel)
+
+
+@router.get("/anchor-panel", response_model=AnchorPanelRead, responses=error_responses(401, 403, 404, 422))
+def get_anchor_panel(pid: ProjectId, project: ProjectForPM, rid: RaterId, session: ReadSession) -> AnchorPanelRead:
+    """A judge's frozen anchor panel (pm: it names items), its items in labelling order for the judge's
+    pipeline and how many of them each version has labelled; 404 when it has none."""
+    judge = versioned_judge(session, find_rater(session, project.id, rid))
+    return anchor_panel_read(session, judge, anchor_panel(session, judge))

@@ -511,6 +511,16 @@ class PlanCreate(Strict):
         examples=["agreement", "labels", "feature:domain"],
     )
     m: int | None = Field(None, ge=1, description="Override the recipe's overlap per secondary annotator.")
+    slices: str | None = Field(
+        None,
+        pattern=r"^feature:.+$",
+        max_length=200,
+        description="'feature:<name>' (purpose certify, design strat): size the overlap so each value's slice can be "
+        "decided, the recipe on the slice's items at its epsilon (the decision's slice_epsilon), and draw the panel "
+        "slice by slice, each stratified by the primary's label; with m given, m is the budget, shared across "
+        "slices by Neyman allocation (docs/method.md §3b). Every item needs a value, every value 2 items.",
+        examples=["feature:language"],
+    )
     budget: int | None = Field(
         None,
         ge=1,
@@ -531,6 +541,8 @@ class PlanCreate(Strict):
             )
         if self.purpose == "rank" and self.delta_min is None:
             raise ValueError("purpose 'rank' needs delta_min")
+        if self.slices is not None and (self.purpose != "certify" or self.design != "strat"):
+            raise ValueError("slices plan a stratified certification panel: use purpose 'certify' and design 'strat'")
         if self.strata not in ("agreement", "labels") and not (
             self.strata.startswith("feature:") and len(self.strata) > len("feature:")
         ):

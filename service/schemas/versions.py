@@ -112,3 +112,40 @@ class DriftWatchRead(BaseModel):
     horizon: int
     alpha: float
     alarm_label_seq: int | None = Field(description="The label_seq of the alarm announced (null: none yet).")
+
+
+class AnchorPanelCreate(Strict):
+    """Size and draw a judge's anchor panel (docs/method.md §12)."""
+
+    drop: float = Field(0.05, gt=0, lt=1, description="The drop in agreement with the primary to detect.")
+    power: float = Field(0.8, gt=0, lt=1, description="1 - beta: the chance the panel's McNemar test detects it.")
+    alpha: float = Field(0.05, gt=0, lt=1, description="Two-sided level of that test.")
+    discordance: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Expected share of items on which exactly one version agrees with the primary (psi, at least "
+        "drop); default: the versions erring independently at the judge's observed agreement p0 and p0 - drop.",
+    )
+    criterion: Text | None = Field(None, max_length=100, description="Criterion (default: the project's first).")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the draw; random when absent.")
+
+    model_config = {"json_schema_extra": {"examples": [{"drop": 0.05, "power": 0.8}]}}
+
+
+class AnchorPanelRead(BaseModel):
+    """A judge's frozen anchor items: what each new version re-labels, exported for the judge's pipeline."""
+
+    judge: str
+    criterion: str
+    n_items: int = Field(description="Anchor items: Connor's paired-proportions size for the drop.")
+    drop: float
+    power: float
+    alpha: float
+    discordance: float
+    baseline: float | None = Field(description="The judge's agreement with the primary the default psi was read at.")
+    seed: int
+    label_seq: int = Field(description="The labels in hand when the panel was drawn.")
+    created_at: datetime
+    items: list[str] = Field(description="The anchor items' external ids, in labelling order.")
+    relabelled: dict[str, int] = Field(description="Per version of the judge: anchor items it has labelled so far.")

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.contingency_tables import mcnemar
 
-from planner.versions import anchor_panel_size, compare_versions, drift_detection
+from planner.versions import anchor_panel_size, compare_versions, drift_detection, independent_discordance
 
 
 def _paired(both: int, old_only: int, new_only: int, neither: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -109,6 +109,39 @@ def test_anchor_panel_reaches_its_power_and_half_of_it_does_not() -> None:
     se = math.sqrt(0.8 * 0.2 / runs)
     assert abs(power - 0.8) < 2 * se + 0.01  # Connor's formula is itself a normal approximation
     assert _mcnemar_power(n // 2, 0.05, 0.2, runs, seed=12) < 0.8 - 6 * se
+
+
+def test_independent_discordance_by_hand_and_its_bounds() -> None:
+    # p0 = .8, p1 = .75: .8 * .25 + .75 * .2 = .35
+    assert independent_discordance(0.8, 0.05) == pytest.approx(0.35)
+    for bad in ((0.05, 0.05), (0.8, 0.0), (1.0, 0.1)):
+        with pytest.raises(ValueError, match="drop < baseline"):
+            independent_discordance(*bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.05, 0.95), st.floats(0.01, 0.9))
+def test_independent_discordance_is_at_least_the_drop_so_the_panel_is_defined(baseline: float, share: float) -> None:
+    drop = share * baseline
+    psi = independent_discordance(baseline, drop)
+    assert drop <= psi <= 1.0
+    assert anchor_panel_size(drop, psi) >= 1
+
+
+def test_a_panel_sized_at_the_independent_discordance_has_its_power_on_independent_versions() -> None:
+    # Independent generator: each anchor item's old and new version right with p0 and p0 - drop, independently.
+    p0, drop, runs = 0.8, 0.05, 2000
+    n = anchor_panel_size(drop, independent_discordance(p0, drop))
+    rng = np.random.Generator(np.random.MT19937(21))
+
+    def power(size: int) -> float:
+        old, new = rng.random((runs, size)) < p0, rng.random((runs, size)) < p0 - drop
+        b, c = (old & ~new).sum(axis=1), (~old & new).sum(axis=1)
+        return float(np.mean(np.abs(b - c) / np.sqrt(b + c) > 1.959964))
+
+    se = math.sqrt(0.8 * 0.2 / runs)
+    assert abs(power(n) - 0.8) < 2 * se + 0.01
+    assert power(n // 2) < 0.8 - 6 * se
 
 
 def _cusum_loop(x: list[int], baseline: float, drop: float) -> list[float]:

@@ -85,6 +85,8 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/raters/{rid}/versions/compare", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/raters/{rid}/drift", 200, 200, 403, 200, 401, 401, 404),
     ("PUT", "/projects/{pid}/raters/{rid}/drift-watch", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/raters/{rid}/anchor-panel", 201, 201, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/raters/{rid}/anchor-panel", 200, 200, 403, 403, 401, 401, 404),  # names items
     ("POST", "/projects/{pid}/labels", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     ("POST", "/projects/{pid}/labels/retractions", 200, 200, 200, 403, 401, 401, 404),  # annotator: own rater only
     (
@@ -263,6 +265,18 @@ def _version_pair(w: World, caller: str) -> Request:
     return {"rid": JUDGE}, {"params": {"old": JUDGE, "new": made["name"]}}
 
 
+def _anchor_judge(w: World, caller: str, *, frozen: bool = False) -> Request:
+    """A fresh judge labelling every item (so each call can freeze its own panel); ``frozen``: with one."""
+    judge = w.fresh("anchored")
+    w.admin("POST", f"/projects/{w.pid}/raters", json={"external_id": judge, "kind": "judge"})
+    rows = [{"item": i, "rater": judge, "value": "pass" if k % 2 else "fail"} for k, i in enumerate(ITEMS)]
+    w.admin("POST", f"/projects/{w.pid}/labels", json=rows)
+    body = {"drop": 0.3, "discordance": 0.5, "seed": 1}  # Connor's n = 42 of the 60 shared items
+    if frozen:
+        w.admin("POST", f"/projects/{w.pid}/raters/{judge}/anchor-panel", json=body)
+    return {"rid": judge}, {} if frozen else {"json": body}
+
+
 def _login_form(w: World, caller: str) -> Request:
     token = re.search(r'name="csrf" value="([^"]+)"', w.client.get("/login").text).group(1)  # sets the cookie too
     form = {
@@ -348,6 +362,8 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("GET", "/projects/{pid}/raters/{rid}/versions/compare"): _version_pair,
     ("GET", "/projects/{pid}/raters/{rid}/drift"): lambda w, c: ({"rid": JUDGE}, {"params": {"baseline": 0.8}}),
     ("PUT", "/projects/{pid}/raters/{rid}/drift-watch"): lambda w, c: ({"rid": JUDGE}, {"json": {"baseline": 0.8}}),
+    ("POST", "/projects/{pid}/raters/{rid}/anchor-panel"): _anchor_judge,
+    ("GET", "/projects/{pid}/raters/{rid}/anchor-panel"): lambda w, c: _anchor_judge(w, c, frozen=True),
     ("POST", "/projects/{pid}/plan"): lambda w, c: ({}, {"json": PLAN}),
     ("POST", "/projects/{pid}/selective"): lambda w, c: ({}, {"json": {"alpha": 0.1, "delta": 0.1}}),
     ("POST", "/projects/{pid}/simulate"): lambda w, c: ({}, {"json": SMALL_SIMULATION}),

@@ -244,7 +244,7 @@ def test_verify_work_is_bounded_before_it_starts(client: TestClient, pid: str) -
     r = client.post("/certificates/verify", json={"certificate": inflated, "labels": rows})
     assert r.status_code == 413 and r.json()["error"] == "certificate_too_large", r.text
     work = len(rows) * 100_000
-    assert f"{len(rows):,} label rows x 100,000 resamples x 1 judges is {work:,} units" in r.json()["detail"]
+    assert f"{len(rows):,} label rows x 100,000 resamples x 1 decisions is {work:,} units" in r.json()["detail"]
     assert "ANNOPLAN_CERTIFICATE_MAX_WORK" in r.json()["detail"]
     # the issuer shares the bound
     r = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100_000})
