@@ -224,9 +224,10 @@ def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> st
     if not monitoring:
         return ""
     statuses = ", ".join(f"{r['rater']} {r['status']}" for r in monitoring["raters"])
+    looks = monitoring["looks"]
     return (
         f'<h3>{escape(chart.title)}</h3><p class="note">{escape(monitoring["mode"])} monitoring: '
-        f"{escape(monitoring['decision'])} after {monitoring['looks']} looks ({escape(statuses)}); a rater is "
+        f"{escape(monitoring['decision'])} after {looks} look{'s' if looks != 1 else ''} ({escape(statuses)}); a rater is "
         "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
         f"looks at once.</p>{_figure(project, chart)}"
     )

@@ -242,3 +242,15 @@ def test_projects_index_rows_agree_with_each_reliability_document_and_page_on(cl
     more = re.search(r'id="next" href="([^"]+)"', page).group(1)
     rest = client.get(more.replace("&amp;", "&")).text
     assert "extra-24" in rest and "extra-23" not in rest and 'id="next"' not in rest
+
+
+@pytest.mark.parametrize(("looks", "said"), [(1, "after 1 look ("), (2, "after 2 looks (")])
+def test_the_monitoring_note_counts_its_looks_in_words(monkeypatch: pytest.MonkeyPatch, looks: int, said: str) -> None:
+    from service.dashboard import pages
+    from service.dashboard.svg import Chart
+
+    monkeypatch.setattr(pages, "_figure", lambda project, chart: "")
+    raters = [{"rater": "h2", "status": "open"}]
+    monitoring = {"mode": "anytime", "decision": "continue", "looks": looks, "raters": raters}
+    chart = Chart("sequences", "line", "Monitoring", "labels", "d", ("x", "y"), ())
+    assert said in pages._sequences(Project(name="p"), {"monitoring": monitoring}, chart)
