@@ -13,7 +13,7 @@ from planner.sequential import Monitoring
 from planner.slices import SliceMonitoring, SliceValidation, monitor_judge_by_slice, validate_judge_by_slice
 from service.core.errors import Invalid, echo
 from service.data.models import Project
-from service.documents.monitoring import planned_budget
+from service.documents.monitoring import arrival_order, monitored_ranks, planned_budget, seeded_item_keys
 from service.documents.reliability import DocumentCache, document_key
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
@@ -70,13 +70,15 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
     epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
     codes = matrix.codes[rows]
     if mode == "anytime":
+        arrival = arrival_order(project, matrix.label_seq)  # the main monitor's order (docs/method.md §8.2)
         monitored = monitor_judge_by_slice(
             codes,
             shown,
             judge=judges[0],
             humans=humans,
             n_labels=matrix.n_labels,
-            order=matrix.order[rows],
+            order=monitored_ranks(matrix, arrival)[rows],
+            tiebreak=seeded_item_keys(matrix.raw.shape[0], arrival.seed)[rows],
             rule=decision.rule,
             epsilon=decision.resolved_epsilon(),
             slice_epsilon=epsilons,
