@@ -26,7 +26,13 @@ from scipy.special import ndtri
 
 from planner.bca import JACKKNIFE_MAX_PATTERNS, acceleration, bca_interval, pattern_jackknife
 from planner.codes import check_codes
-from planner.intervals import ConfidenceInterval, is_approximate, optional_float, percentile_interval
+from planner.intervals import (
+    AGREEMENT_BELOW_MINORITY,
+    ConfidenceInterval,
+    approximation_reason,
+    optional_float,
+    percentile_interval,
+)
 from planner.patterns import item_patterns
 from planner.resampling import ItemResample, Reader, distinct_rows, joint_replicates
 from planner.tables import (
@@ -129,8 +135,15 @@ class AgreementResult:
 
     @property
     def approximate(self) -> bool:
-        """Whether an interval of this result falls short of its nominal coverage (``is_approximate``)."""
-        return is_approximate(self.n_items, self._resampling.label_counts)
+        """Whether an interval of this result falls short of its nominal coverage (``approximate_reason``)."""
+        return bool(self.approximate_reason)
+
+    @property
+    def approximate_reason(self) -> str:
+        """Why an interval of this result is approximate (``approximation_reason``, a minority under 30
+        ratings); ``""`` when it is not."""
+        counts = self._resampling.label_counts
+        return approximation_reason(self.n_items, counts, minority_below=AGREEMENT_BELOW_MINORITY)
 
     def confidence_interval(
         self,
@@ -314,6 +327,7 @@ class Estimate:
             "interval": self.interval.as_list(),
             "interval_method": self.interval.method,
             "approximate": self.interval.approximate,
+            "approximate_reason": self.result.approximate_reason,
         }
 
 
