@@ -13,8 +13,9 @@ from planner.sequential import Monitoring
 from planner.slices import SliceMonitoring, SliceValidation, monitor_judge_by_slice, validate_judge_by_slice
 from service.core.errors import Invalid, echo
 from service.data.models import Project
-from service.documents.monitoring import arrival_order, monitored_ranks, planned_budget, seeded_item_keys
+from service.documents.monitoring import planned_budget
 from service.documents.reliability import DocumentCache, document_key
+from service.matrices.arrival import arrival_order, monitored_ranks, seeded_item_keys
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.plans import current_plan
