@@ -14,8 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from service.core.caches import RecentlyUsed
 from service.data.models import Project
 from service.matrices.matrix import LabelMatrix
+
+FIRST_LOOKS: RecentlyUsed[str, int] = RecentlyUsed(4096)
+"""This worker's first look (its ``label_seq``) of each project whose opening is not stored yet: the write is
+done in the background, best effort, and until it lands (or after it failed) the monitor still reads the
+labels in hand at that look as the opening, and the next document retries the write with it."""
 
 
 @dataclass(frozen=True)
@@ -28,10 +34,20 @@ class ArrivalOrder:
 
 
 def arrival_order(project: Project, label_seq: int) -> ArrivalOrder:
-    """The project's :class:`ArrivalOrder` for a document at ``label_seq``: before any look, every label
-    in hand is the opening (this document is the first look)."""
-    opening = label_seq if project.opening_seq is None else project.opening_seq
-    return ArrivalOrder(opening=opening, seed=order_seed(project))
+    """The project's :class:`ArrivalOrder` for a document at ``label_seq``: the stored opening, else this
+    worker's first look not stored yet (``FIRST_LOOKS``); before any look, every label in hand is the opening
+    (this document is the first look)."""
+    opening = project.opening_seq if project.opening_seq is not None else FIRST_LOOKS.get(project.id)
+    return ArrivalOrder(opening=label_seq if opening is None else opening, seed=order_seed(project))
+
+
+def first_look(project_id: str, label_seq: int) -> int:
+    """The ``label_seq`` of this worker's first look of a project whose opening is not stored yet, counting a
+    look at ``label_seq`` now (the earliest one: ``FIRST_LOOKS``)."""
+    kept = FIRST_LOOKS.get(project_id)
+    first = label_seq if kept is None else min(kept, label_seq)
+    FIRST_LOOKS.put(project_id, first)
+    return first
 
 
 def order_seed(project: Project) -> int:
