@@ -8,9 +8,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.agreement import cohen_kappa, krippendorff_alpha, summary_table
-from planner.intervals import AGREEMENT_BELOW_MINORITY, approximation_reason
+from planner.intervals import AGREEMENT_BELOW_MINORITY, approximation_reason, is_approximate
 
 PREVALENCE, ACCURACY, N_ITEMS = 0.1, 0.95, 100
 RUNS = 1000
@@ -82,3 +84,24 @@ def test_the_reason_says_why_and_a_balanced_table_is_not_flagged():
     flagged = summary_table(skewed, n_labels=2, n_resamples=100, rng=0)["kappa"].as_dict()
     assert flagged["approximate"] is True and str(flagged["approximate_reason"]).startswith("the minority label has")
     assert flagged["interval_method"] == "bca"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_items=st.integers(1, 400),
+    counts=st.lists(st.integers(0, 300), min_size=2, max_size=5),
+    extra=st.integers(0, 100),
+)
+def test_a_reason_is_given_exactly_when_flagged_and_more_minority_ratings_never_add_a_flag(n_items, counts, extra):
+    counts = np.array(counts)
+    for minority_below in (10, AGREEMENT_BELOW_MINORITY):
+        reason = approximation_reason(n_items, counts, minority_below=minority_below)
+        assert bool(reason) == (
+            n_items < 100 or np.count_nonzero(counts) < 2 or counts[counts > 0].min() < minority_below
+        )
+    assert is_approximate(n_items, counts) == bool(approximation_reason(n_items, counts))
+    if np.count_nonzero(counts) >= 2:  # raising the rarest label's ratings never adds a flag
+        more = counts.copy()
+        more[np.flatnonzero(counts == counts[counts > 0].min())] += extra
+        if not approximation_reason(n_items, counts, minority_below=AGREEMENT_BELOW_MINORITY):
+            assert not approximation_reason(n_items, more, minority_below=AGREEMENT_BELOW_MINORITY)
