@@ -100,6 +100,7 @@ from planner.plan_check import (
     fitted_channel,
     mirror_accuracy,
     raised_check,
+    raised_m,
     simulated_choice,
     true_prevalence,
 )
@@ -357,6 +358,7 @@ __all__ = [
     "proportional_allocation",
     "raised_check",
     "raised_estimator_checks",
+    "raised_m",
     "random_subsets",
     "rank_judges",
     "rank_recipe",

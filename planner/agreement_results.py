@@ -18,7 +18,13 @@ import numpy as np
 from scipy.special import ndtri
 
 from planner.bca import JACKKNIFE_MAX_PATTERNS, acceleration, bca_interval, pattern_jackknife
-from planner.intervals import ConfidenceInterval, is_approximate, optional_float, percentile_interval
+from planner.intervals import (
+    AGREEMENT_BELOW_MINORITY,
+    ConfidenceInterval,
+    approximation_reason,
+    optional_float,
+    percentile_interval,
+)
 from planner.resampling import ItemResample, Reader
 from planner.tables import (
     LevelOfMeasurement,
@@ -101,8 +107,15 @@ class AgreementResult:
 
     @property
     def approximate(self) -> bool:
-        """Whether an interval of this result falls short of its nominal coverage (``is_approximate``)."""
-        return is_approximate(self.n_items, self._resampling.label_counts)
+        """Whether an interval of this result falls short of its nominal coverage (``approximate_reason``)."""
+        return bool(self.approximate_reason)
+
+    @property
+    def approximate_reason(self) -> str:
+        """Why an interval of this result is approximate (``approximation_reason``, a minority under
+        ``AGREEMENT_BELOW_MINORITY`` ratings); ``""`` when it is not."""
+        counts = self._resampling.label_counts
+        return approximation_reason(self.n_items, counts, minority_below=AGREEMENT_BELOW_MINORITY)
 
     def confidence_interval(
         self,
@@ -286,4 +299,5 @@ class Estimate:
             "interval": self.interval.as_list(),
             "interval_method": self.interval.method,
             "approximate": self.interval.approximate,
+            "approximate_reason": self.result.approximate_reason,
         }

@@ -292,6 +292,7 @@ def monitor_judge_by_slice(
     multiplicity: str = "e-bh",
     min_slice_items: int = DEFAULT_MIN_SLICE_ITEMS,
     budget: int | None = None,
+    tiebreak: object = None,
 ) -> SliceMonitoring:
     """The §8 decision overall and per slice, each slice at ``alpha / n_slices`` (docs/method.md §3b).
 
@@ -299,6 +300,8 @@ def monitor_judge_by_slice(
     of ``codes``), e-BH (or Bonferroni: ``multiplicity``) over its humans at ``alpha / S`` for
     ``S`` slices: by the union bound the chance that some look of some slice decides wrongly is
     at most ``alpha``. A slice with fewer than ``min_slice_items`` usable items is reported with no monitoring.
+    ``tiebreak`` (shape ``(n_items,)``, integers) orders entries of equal arrival rank, overall and in every
+    slice, as in ``monitor_judge`` (the service's seeded item order, docs/method.md §8.2; None: row order).
     """
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
@@ -306,10 +309,15 @@ def monitor_judge_by_slice(
     ranks = None if order is None else np.asarray(order)
     if ranks is not None and ranks.shape != matrix.shape:
         raise ValueError(f"order must have the shape of codes {matrix.shape}, got {ranks.shape}")
+    keys = None if tiebreak is None else np.asarray(tiebreak)
+    if keys is not None and keys.shape != matrix.shape[:1]:
+        raise ValueError(f"tiebreak must have one key per item {matrix.shape[:1]}, got {keys.shape}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
 
-    def monitored(rows: np.ndarray, part: np.ndarray | None, eps: float | None, level: float) -> Monitoring:
+    def monitored(
+        rows: np.ndarray, part: np.ndarray | None, ties: np.ndarray | None, eps: float | None, level: float
+    ) -> Monitoring:
         return monitor_judge(
             rows,
             judge=judge,
@@ -322,9 +330,10 @@ def monitor_judge_by_slice(
             omega_threshold=omega_threshold,
             multiplicity=multiplicity,
             budget=budget,
+            tiebreak=ties,
         )
 
-    overall = monitored(matrix, ranks, epsilon, alpha)
+    overall = monitored(matrix, ranks, keys, epsilon, alpha)
     values = sorted(set(labels.tolist()))
     epsilons = _slice_epsilons(values, rule, epsilon, slice_epsilon)
     slice_alpha = alpha / len(values)
@@ -334,8 +343,9 @@ def monitor_judge_by_slice(
         rows = labels == value
         n_usable = int(np.count_nonzero(rows & usable))
         part = None if ranks is None else ranks[rows]
-        enough = n_usable >= min_slice_items
-        out.append((value, n_usable, monitored(matrix[rows], part, epsilons[value], slice_alpha) if enough else None))
+        ties = None if keys is None else keys[rows]
+        fit = monitored(matrix[rows], part, ties, epsilons[value], slice_alpha) if n_usable >= min_slice_items else None
+        out.append((value, n_usable, fit))
     failing = [(v, fit) for v, _, fit in out if fit is not None and fit.decision == "reject"]
     named = [(v, _monitored_omega(fit), _monitored_gap(fit)) for v, fit in failing]
     undecided = sum(fit is None or fit.decision != "pass" for _, _, fit in out) - len(failing)

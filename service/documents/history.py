@@ -24,6 +24,7 @@ from service.core.sql import driver_rows
 from service.data.models import PoolScore, Project
 from service.documents.reliability import DocumentCache, document_key, document_lineage, reliability_document
 from service.documents.shown import decisions_to_record, store_shown
+from service.matrices.arrival import first_look
 from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
 
@@ -74,8 +75,8 @@ def cached_reliability(
         shown = decisions_to_record(doc)
         if shown:
             documents.in_background(f"shown|{key}", lambda: store_shown(bind, project.id, shown))
-        if project.opening_seq is None:
-            seq = doc["label_seq"]
+        if project.opening_seq is None:  # the first look, or a later one while its write has not landed
+            seq = first_look(project.id, doc["label_seq"])
             documents.in_background(f"opening|{project.id}", lambda: store_opening(bind, project.id, seq))
     return doc
 
@@ -83,7 +84,8 @@ def cached_reliability(
 def store_opening(bind: Engine | Connection, project_id: str, label_seq: int) -> None:
     """Record the first look's ``label_seq`` as the project's opening (docs/method.md §8.2), once.
 
-    Best effort, as :func:`store_points`: while it is not stored, the next document is its own opening.
+    Best effort, as :func:`store_points`: while it is not stored, this worker reads the opening from memory
+    (``service.matrices.arrival.FIRST_LOOKS``) and its next document writes it again.
     """
     try:
         with Session(bind.execution_options(**{WRITE_OPTION: True})) as writer, writer.begin():

@@ -8,9 +8,6 @@ item for a held-out human dates that item.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +15,8 @@ import numpy as np
 from planner import optional_float
 from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
 from service.core.caches import RecentlyUsed
-from service.data.models import Plan, Project
+from service.data.models import Plan
+from service.matrices.arrival import ArrivalOrder, monitored_ranks, seeded_item_keys
 from service.matrices.matrix import LabelMatrix
 from service.planning.lists import monitoring_budget
 from service.schemas import DecisionSettings
@@ -30,51 +28,6 @@ KEPT_MONITORINGS = 4
 """Monitorings a worker keeps to bring up to date (about 50 MB each at a million items x 10 raters)."""
 MonitorStates = RecentlyUsed[tuple[str, int], MonitorState]
 """A worker's kept monitorings by (document lineage, judge column)."""
-
-
-@dataclass(frozen=True)
-class ArrivalOrder:
-    """How the monitor orders a project's labels (docs/method.md §8.2): the labels ranked at or before
-    ``opening`` (the first look) share that rank, and ties are read in the item order ``seed`` draws."""
-
-    opening: int
-    seed: int
-
-
-def arrival_order(project: Project, label_seq: int) -> ArrivalOrder:
-    """The project's :class:`ArrivalOrder` for a document at ``label_seq``: before any look, every label
-    in hand is the opening (this document is the first look)."""
-    opening = label_seq if project.opening_seq is None else project.opening_seq
-    return ArrivalOrder(opening=opening, seed=order_seed(project))
-
-
-def order_seed(project: Project) -> int:
-    """The project's item-order seed: its own, or (projects made before seeds) a hash of its id."""
-    if project.order_seed is not None:
-        return project.order_seed
-    return int.from_bytes(hashlib.sha256(project.id.encode()).digest()[:7], "big")
-
-
-@functools.lru_cache(maxsize=8)
-def seeded_item_keys(n_items: int, seed: int) -> np.ndarray:
-    """Each row's key in the seeded item order (docs/method.md §8.2): a splitmix64 hash of ``(seed, row)``, a
-    bijection of the row (distinct keys), so sorting by it is a pseudo-random permutation fixed by ``seed``
-    and a row keeps its key as the corpus grows. Read-only, kept for the last few ``(n_items, seed)``."""
-    with np.errstate(over="ignore"):
-        z = np.arange(n_items, dtype=np.uint64) + np.uint64(seed % 2**64) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    z.flags.writeable = False
-    return z
-
-
-def monitored_ranks(matrix: LabelMatrix, arrival: ArrivalOrder) -> np.ndarray:
-    """The arrival ranks the monitor reads (docs/method.md §8.2): every label ranked at or before the opening
-    at the opening's rank, the others at their own (-1 where no label)."""
-    ranks = matrix.order.copy()
-    np.maximum(ranks, arrival.opening, out=ranks, where=ranks >= 0)
-    return ranks
 
 
 def planned_budget(plan: Plan | None) -> int | None:

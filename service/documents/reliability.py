@@ -26,8 +26,9 @@ from service.core import offload as cancellable
 from service.core.caches import RecentlyUsed
 from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
-from service.documents.monitoring import MONITOR_KEY, arrival_order, decision_in_force, judge_monitorings
+from service.documents.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
 from service.documents.shown import mark_rewrites
+from service.matrices.arrival import arrival_order
 from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
 from service.matrices.store import current_matrix

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from planner.sequential import monitor_judge
 from service.data.models import Assignment, Plan, Project, Rater
+from service.matrices.arrival import arrival_order, monitored_ranks, seeded_item_keys
 from service.matrices.store import current_matrix
 from service.planning.lists import ensure_assignments, inclusion_by_item, list_target, monitoring_budget
 from service.planning.monitoring_costs import LIST_DESIGNS
@@ -35,7 +36,9 @@ class ListState:
 
 def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[str | None, str]:
     """The monitored decision of ``/reliability`` on the project's first criterion: ``continue`` when
-    any judge's is, else the first judge's; None outside anytime ``p_o`` monitoring."""
+    any judge's is, else the first judge's; None outside anytime ``p_o`` monitoring. Read in the document's
+    arrival order (docs/method.md §8.2: ranks, the opening, seeded ties), so a batch's reason and the
+    document agree."""
     decision = DecisionSettings(**project.decision)
     if decision.resolved_monitoring() != "anytime" or decision.coefficient != "po":
         return None, "the decision is read fixed-sample, at the planned overlap"
@@ -43,6 +46,8 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         return "insufficient_data", "no judge or fewer than two humans yet"
+    arrival = arrival_order(project, matrix.label_seq)
+    order, tiebreak = monitored_ranks(matrix, arrival), seeded_item_keys(matrix.raw.shape[0], arrival.seed)
     outcomes = []
     for judge in judges:
         result = monitor_judge(
@@ -50,7 +55,8 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
             judge=judge,
             humans=humans,
             n_labels=matrix.n_labels,
-            order=matrix.order,
+            order=order,
+            tiebreak=tiebreak,
             rule=decision.rule,
             epsilon=decision.resolved_epsilon(),
             alpha=decision.alpha_sig,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -26,6 +27,7 @@ from planner.plan_check import (
     check_design,
     fitted_channel,
     raised_check,
+    raised_m,
     simulated_choice,
     true_prevalence,
 )
@@ -174,12 +176,14 @@ def certification(
     pool_size: int = 1,
     lattice: XiLattice | RatioPrior | None = None,
     coefficient: str = "po",
+    promise: str = "rater",
 ) -> Recipe:
     """The certification recipe under the project's decision settings, or another ``epsilon`` (docs/method.md §4).
 
     With a prior ``lattice`` the margin rule's FR is exact on the lattice; without one (a pilot) it is
     continuity-corrected for ``pool_size`` held-in labels per overlap item. ``coefficient``: what the
     moments are of (a ratio coefficient's come from ``ratio_moments`` and plan on the normal form).
+    ``promise``: whose FR ``m`` keeps within ``alpha_sig/2``, each held-out human's or the judge's (§4, item 6).
     """
     margin = decision.rule == "margin"
     return certify_recipe(
@@ -195,6 +199,7 @@ def certification(
         lattice=lattice if margin else None,
         coefficient=coefficient,
         omega_threshold=decision.omega_threshold,
+        promise=promise,
     )
 
 
@@ -220,6 +225,27 @@ def _slice_recipe(
         lattice=lattice,
         coefficient=moments.get("coefficient", "po"),
     )
+
+
+def promise_iv(body: PlanCreate, decision: DecisionSettings) -> None:
+    """Raise ``Invalid`` (a 422) when the request's judge-level promise does not apply under the project's
+    decision settings (docs/method.md §4, item 6); the body's own fields are checked by ``PlanCreate``."""
+    if body.promise != "judge":
+        return
+    needs = {
+        "rule": ("margin", decision.rule),
+        "coefficient": ("po", decision.coefficient),
+        "estimator": ("paired", decision.estimator),
+        "monitoring": ("fixed", decision.resolved_monitoring()),
+    }
+    wrong = [f"{name} {have!r}" for name, (want, have) in needs.items() if want != have]
+    if wrong:
+        raise Invalid(
+            "promise 'judge' sizes the fixed margin rule's one look on p_o with the paired estimator (in anytime "
+            f"mode m is the monitor's); this project's decision has {', '.join(wrong)}: set decision rule "
+            "'margin', coefficient 'po', estimator 'paired' and monitoring 'fixed', or plan promise 'rater'",
+            code="promise_not_applicable",
+        )
 
 
 def ranking_variance(
@@ -626,6 +652,7 @@ def _candidate_checks(
         n_humans=n_humans,
         lattice=moments.get("lattice"),
         coefficient=moments.get("coefficient", "po"),
+        promise=body.promise,
     )
     m = body.m if body.m is not None else recipe.m
     if m is None:
@@ -639,8 +666,16 @@ def _candidate_checks(
         if d == body.design and body.m is not None:  # the plan's own check needs no candidate's result
             final = threads.submit(check_design, d, m=m, rng=np.random.default_rng([seed, 1]), **settings)
         running[d] = threads.submit(check_design, d, m=m, rng=np.random.default_rng(streams[d]), **compared)
-    checks = {d: running[d].result() for d in CHECK_DESIGNS}
+    checks = {d: _promised(body, running[d].result()) for d in CHECK_DESIGNS}
     return _Candidates(checks, m, "", recipe, settings, final)
+
+
+def _promised(body: PlanCreate, check: DesignCheck) -> DesignCheck:
+    """``check`` judged by the request's promise: under ``promise="judge"`` the promised rate is ``fr``, the
+    good judge rejected (``omega < omega_threshold``), not each held-out human's (docs/method.md §4, item 6)."""
+    if body.promise != "judge":
+        return check
+    return replace(check, promised="fr", keeps_promise=bool(check.fr <= check.promise + 2 * check.fr_se))
 
 
 def _design(
@@ -695,8 +730,17 @@ def _plan_check(
         final = candidates.final.result()  # check_design at the request's design and m, beside the candidates
     elif body.m is not None:
         final = check_design(design, m=m, rng=rng, **settings)
+    elif body.promise == "judge":
+
+        def judged_at(size: int) -> DesignCheck:
+            return _promised(body, check_design(design, m=size, rng=rng, **settings))
+
+        final, _ = raised_m(
+            judged_at, m, n_items=settings["n_items"], keeps=lambda c: c.keeps_promise or math.isnan(c.fr)
+        )
     else:
         final = raised_check(design, m=m, rng=rng, **settings)
+    final = _promised(body, final)
     block["plan"] = _check_dict(final)
     notes = []
     if final.m != m:
@@ -802,6 +846,7 @@ def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int
     The computation runs off the web worker for a large project (``service.core.offload.off_worker``),
     which receives the codes alone (``_drafting``).
     """
+    promise_iv(body, project.decision_settings)
     inputs = plan_inputs(session, project)
     matrix = current_matrix(session, project, project.criteria[0])
     if matrix.raw.shape[0] == 0:
@@ -992,6 +1037,12 @@ def _draft(
         else _m_by_estimator(body, decision, moments, matrix, n_humans),
         "check": check,
     }
+    if body.purpose == "certify":
+        document["promise"] = body.promise
+    if body.promise == "judge":  # both promises' m shown (docs/method.md §4, item 6)
+        document["m_per_rater"] = certification(
+            decision, moments["mu_d"], moments["sigma0_sq"], n_items=n_items, n_humans=n_humans, lattice=lattice
+        ).m
     if body.purpose == "certify" and not recipe.feasible:
         document["feasible_with"] = feasible_with(
             decision,

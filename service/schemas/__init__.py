@@ -530,11 +530,25 @@ class PlanCreate(Strict):
         "(1 + power)/2 of the monitored runs decide (docs/method.md §8.1). Below m: 422.",
     )
     seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the item draw; random when absent.")
+    promise: Literal["rater", "judge"] = Field(
+        "rater",
+        description="What the certification's m keeps false rejection within alpha_sig/2 for: 'rater', each "
+        "held-out human (the default), or 'judge', the judge as a whole (P(omega < omega_threshold)), a smaller m "
+        "(docs/method.md §4, item 6). 'judge' plans from priors with design 'disjoint' under the margin rule on "
+        "p_o, paired estimator, monitoring 'fixed' (its promise is the one look at m); elsewhere 422. The plan "
+        "says which it keeps (recipe.promise) and shows the per-human m beside it (recipe.m_per_rater).",
+        examples=["rater", "judge"],
+    )
 
     @model_validator(mode="after")
     def _needs(self) -> PlanCreate:
         if self.source == "prior" and (self.p_h is None or self.p_j is None):
             raise ValueError("source 'prior' needs p_h and p_j")
+        if self.promise == "judge" and (self.purpose, self.source, self.design) != ("certify", "prior", "disjoint"):
+            raise ValueError(
+                "promise 'judge' plans a certification from priors on disjoint secondaries (one held-in label per "
+                "overlap item): use purpose 'certify', source 'prior' and design 'disjoint'"
+            )
         if self.budget is not None and self.m is not None and self.budget < self.m:
             raise ValueError(
                 f"budget {self.budget} is below m = {self.m}: the budget is at or after the planned overlap"

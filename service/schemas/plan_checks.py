@@ -44,7 +44,9 @@ class PlanCheckRead(BaseModel):
         None, description="The noise channel simulated: p_h, p_j and their source (the prior, or fitted to the pilot)."
     )
     promised: Literal["rater_fr", "fr"] | None = Field(
-        None, description="The rate the recipe promises to hold: per held-out human (margin) or per judge (alt-test)."
+        None,
+        description="The rate the recipe promises to hold: per held-out human (margin) or per judge (alt-test, "
+        "or the margin rule planned with promise 'judge').",
     )
     promise: float | None = Field(None, description="alpha_sig / 2.")
     m_compared: int | None = Field(None, description="The overlap at which the candidate designs are compared.")

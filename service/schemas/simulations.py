@@ -205,8 +205,8 @@ class AgreementBody(Strict):
 Approximate = Annotated[
     bool,
     Field(
-        description="The interval comes from fewer than 100 items or a minority label under 10 of them: its coverage "
-        "may fall short of nominal (docs/method.md §2)."
+        description="The interval comes from fewer than 100 items or a minority label under 10 ratings (under 50 for "
+        "an agreement coefficient's): its coverage may fall short of nominal (docs/method.md §2)."
     ),
 ]
 
@@ -225,6 +225,12 @@ class EstimateRead(BaseModel):
         "is approximate, where BCa was measured to cover better, else 'percentile' (docs/method.md §2)."
     )
     approximate: Approximate
+    approximate_reason: str = Field(
+        description="Why the interval is approximate ('' when it is not): e.g. 'the minority label has 34 ratings, "
+        "fewer than 50' (at 100 items under such a skew kappa's and alpha's percentile intervals covered .92 of "
+        ".95; docs/method.md §2).",
+        examples=["", "the minority label has 34 ratings, fewer than 50"],
+    )
 
 
 class AgreementRead(BaseModel):

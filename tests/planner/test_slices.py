@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.decision import validate_judge
+from planner.sequential import monitor_judge
 from planner.slices import monitor_judge_by_slice, usable_items, validate_judge_by_slice
 
 ALTTEST = Path("/work/.mirror/nitaytech+AltTest/repo")  # a bare mirror: files are read with git show
@@ -207,6 +208,34 @@ def test_monitoring_per_slice_runs_each_slice_at_alpha_over_the_number_of_slices
     assert m.headline.startswith(
         f"{ {'pass': 'passes', 'reject': 'fails'}[m.overall.decision] } overall; fails on slice 1"
     )
+
+
+def test_the_slices_monitors_read_ties_in_the_tiebreak_order_and_a_bad_key_shape_is_refused() -> None:
+    """Every label at one arrival rank (one write): each slice is ``monitor_judge`` on its rows with their keys,
+    and a permutation of the rows that carries the keys along leaves every slice's monitoring as it is."""
+    rng = np.random.default_rng(8)
+    codes, slices = _alt_test_panel(rng, 600, [0.85, 0.85, 0.85, 0.95], 2)
+    order = np.where(codes >= 0, 1, -1)
+    keys = rng.permutation(600).astype(np.int64)
+    options: dict[str, Any] = {"judge": 3, "humans": [0, 1, 2], "n_labels": 3}
+    m = monitor_judge_by_slice(codes, slices, order=order, tiebreak=keys, **options)
+    for value, _, fit in m.slices:
+        rows = slices.astype(str) == value
+        alone = monitor_judge(codes[rows], order=order[rows], tiebreak=keys[rows], alpha=m.slice_alpha, **options)
+        assert fit is not None and [r.e_value for r in fit.raters] == [r.e_value for r in alone.raters]
+    shuffled = rng.permutation(600)
+    again = monitor_judge_by_slice(
+        codes[shuffled], slices[shuffled], order=order[shuffled], tiebreak=keys[shuffled], **options
+    )
+    assert [[r.e_value for r in f.raters] for _, _, f in again.slices if f is not None] == [
+        [r.e_value for r in f.raters] for _, _, f in m.slices if f is not None
+    ]
+    in_rows = monitor_judge_by_slice(codes, slices, order=order, **options)  # ties in row order: another reading
+    assert [r.e_value for _, _, f in in_rows.slices if f is not None for r in f.raters] != [
+        r.e_value for _, _, f in m.slices if f is not None for r in f.raters
+    ]
+    with pytest.raises(ValueError, match="tiebreak must have one key per item"):
+        monitor_judge_by_slice(codes, slices, order=order, tiebreak=keys[:10], **options)
 
 
 DATASET_EPSILON = {"wax": 0.1, "lgbteen": 0.2, "mtbench": 0.2, "framing": 0.15, "cebab_aspects": 0.1}

@@ -15,7 +15,8 @@ from service.core.caches import RecentlyUsed
 from service.core.db import session_scope
 from service.data.labels import retract_labels
 from service.data.models import Item, Project, Rater
-from service.documents.monitoring import MONITOR_KEY, arrival_order, judge_monitorings
+from service.documents.monitoring import MONITOR_KEY, judge_monitorings
+from service.matrices.arrival import arrival_order
 from service.matrices.matrix import load_matrix
 from service.schemas import DecisionSettings
 from tests.factories import create_project
