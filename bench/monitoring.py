@@ -48,7 +48,7 @@ from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge
 from planner.monitor_sizing import monitor_runs  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
-from planner.sequential import kept_monitoring, monitor_judge  # noqa: E402
+from planner.sequential import kept_monitoring, monitor_judge
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
 from service.matrices.shared import rank_type  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.sequential import monitor_judge  # noqa: E402
+from planner.sequential import monitor_judge
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.designs import (
-    proportional_allocation,
-    stratified_masks,
-    stratum_sizes,
-    uniform_masks,
-)
+from planner.designs import proportional_allocation, stratified_masks, stratum_sizes, uniform_masks
 from planner.seq_designs import (
     batched_modal_strata,
     coverage_strata,

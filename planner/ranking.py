@@ -10,11 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.decision import (
-    TIE,
-    OwnResample,
-    replicated_stats,
-)
+from planner.decision import TIE, OwnResample, replicated_stats
 from planner.intervals import ConfidenceInterval, percentile_interval
 from planner.patterns import item_patterns
 from planner.rules import (

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.agreement import cohen_kappa, krippendorff_alpha, summary_table
+from planner.agreement import cohen_kappa, krippendorff_alpha
 from planner.intervals import AGREEMENT_BELOW_MINORITY, approximation_reason, is_approximate
+from planner.rater_pairs import summary_table
 
 PREVALENCE, ACCURACY, N_ITEMS = 0.1, 0.95, 100
 RUNS = 1000

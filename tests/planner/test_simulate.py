@@ -22,8 +22,10 @@ from sklearn.metrics import cohen_kappa_score
 
 from planner.decision import validate_judge
 from planner.design_masks import design_masks
+from planner.designs import DESIGNS
 from planner.recipes import certify_recipe, prior_moments
-from planner.simulate import COEFFICIENTS, DESIGNS, SimulationResult, replay, simulate, synthetic_codes
+from planner.rules import COEFFICIENTS
+from planner.simulate import SimulationResult, replay, simulate, synthetic_codes
 from planner.trial_decisions import DecisionRule, _pool_scores, evaluate_decisions
 
 simulate_module = importlib.import_module("planner.simulate")  # planner.simulate is also the function

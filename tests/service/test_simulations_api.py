@@ -21,7 +21,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from planner.simulate import DESIGNS, replay, simulate
+from planner.designs import DESIGNS
+from planner.simulate import replay, simulate
 from service.app import create_app
 from service.core.db import make_engine
 from service.core.settings import Settings
