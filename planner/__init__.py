@@ -176,6 +176,13 @@ from planner.score_decision import (
     ScoreValidation,
     validate_scores,
 )
+from planner.score_recipes import (
+    ScorePlanCheck,
+    raised_score_check,
+    score_pilot,
+    score_plan_check,
+    score_recipe,
+)
 from planner.scores import (
     ICC_FORMS,
     BlandAltmanResult,
@@ -402,6 +409,11 @@ __all__ = [
     "true_prevalence",
     "validate_judge",
     "validate_scores",
+    "ScorePlanCheck",
+    "raised_score_check",
+    "score_pilot",
+    "score_plan_check",
+    "score_recipe",
     "ScoreRaterOutcome",
     "ScoreRule",
     "ScoreValidation",
