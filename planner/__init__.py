@@ -176,6 +176,11 @@ from planner.score_decision import (
     ScoreValidation,
     validate_scores,
 )
+from planner.score_monitor import (
+    ScoreMonitoring,
+    ScoreRaterMonitoring,
+    monitor_scores,
+)
 from planner.score_recipes import (
     ScorePlanCheck,
     raised_score_check,
@@ -410,6 +415,9 @@ __all__ = [
     "validate_judge",
     "validate_scores",
     "ScorePlanCheck",
+    "ScoreMonitoring",
+    "ScoreRaterMonitoring",
+    "monitor_scores",
     "raised_score_check",
     "score_pilot",
     "score_plan_check",
