@@ -114,7 +114,7 @@ def test_no_overlap_is_no_pilot(client: TestClient) -> None:
 def _ratings(values: list[list[float]]) -> RatingsMatrix:
     array = np.array(values, dtype=float)
     raters = [RaterColumn(k, f"r{k}", "human") for k in range(array.shape[1])]
-    return RatingsMatrix(array, np.arange(array.shape[0]), raters, "c", 0, 0)
+    return RatingsMatrix(array, np.arange(array.shape[0]), raters, "c", 0, 0, np.zeros(array.shape))
 
 
 def test_score_bins_by_hand() -> None:
