@@ -165,6 +165,18 @@ from planner.score_decision import (
     ScoreValidation,
     validate_scores,
 )
+from planner.score_monitor import (
+    ScoreMonitoring,
+    ScoreRaterMonitoring,
+    monitor_scores,
+)
+from planner.score_recipes import (
+    ScorePlanCheck,
+    raised_score_check,
+    score_pilot,
+    score_plan_check,
+    score_recipe,
+)
 from planner.scores import (
     ICC_FORMS,
     BlandAltmanResult,
@@ -383,6 +395,14 @@ __all__ = [
     "true_prevalence",
     "validate_judge",
     "validate_scores",
+    "ScorePlanCheck",
+    "ScoreMonitoring",
+    "ScoreRaterMonitoring",
+    "monitor_scores",
+    "raised_score_check",
+    "score_pilot",
+    "score_plan_check",
+    "score_recipe",
     "ScoreRaterOutcome",
     "ScoreRule",
     "ScoreValidation",

@@ -146,26 +146,38 @@ def _pool_alignment(values: np.ndarray, others: np.ndarray, rule: str, span: flo
         return np.asarray(1.0 - np.abs(gap).sum(axis=1) / (count * span))
 
 
+def item_differences(
+    ratings: np.ndarray, judge: int, human: int, others: list[int], *, rule: str, span: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``O_k`` (``human`` held out against ``judge``, pool ``others``) and per row the judge's
+    alignment advantage: margin ``S_f - S_h`` (in ``[-1, 1]``), alt-test ``W_f - W_h`` (in ``{-1, 0, 1}``)."""
+    pool = ratings[:, others]
+    on = ~np.isnan(ratings[:, judge]) & ~np.isnan(ratings[:, human]) & (~np.isnan(pool)).any(axis=1)
+    rows = np.flatnonzero(on)
+    s_f = _pool_alignment(ratings[rows, judge], pool[rows], rule, span)
+    s_h = _pool_alignment(ratings[rows, human], pool[rows], rule, span)
+    if rule == "margin":
+        return rows, s_f - s_h
+    # a tie within rounding of the alignments' own magnitude is a tie: equal RMSEs of other values
+    # (1 and 3 against 2) must stay tied after the ratings are rescaled
+    tied = np.abs(s_f - s_h) <= TIE * np.maximum(np.abs(s_f), np.abs(s_h))
+    return rows, np.where(tied, 0.0, np.sign(s_f - s_h))
+
+
 def _held_out(
     ratings: np.ndarray, judge: int, human: int, others: list[int], rule: str, epsilon: float, span: float
 ) -> tuple[int, float, float, float, float]:
     """``m``, ``d``, ``rho_f``, ``rho_h`` and the p-value of ``human`` held out against ``judge``."""
-    pool = ratings[:, others]
-    on = ~np.isnan(ratings[:, judge]) & ~np.isnan(ratings[:, human]) & (~np.isnan(pool)).any(axis=1)
-    m = int(on.sum())
+    rows, advantage = item_differences(ratings, judge, human, others, rule=rule, span=span)
+    m = int(rows.size)
     if m == 0:
         return 0, np.nan, np.nan, np.nan, np.nan
-    s_f = _pool_alignment(ratings[on, judge], pool[on], rule, span)
-    s_h = _pool_alignment(ratings[on, human], pool[on], rule, span)
     if rule == "margin":
-        return m, float(np.mean(s_f - s_h)), np.nan, np.nan, np.nan
-    # a tie within rounding of the alignments' own magnitude is a tie: equal RMSEs of other values
-    # (1 and 3 against 2) must stay tied after the ratings are rescaled
-    tied = np.abs(s_f - s_h) <= TIE * np.maximum(np.abs(s_f), np.abs(s_h))
-    w_f, w_h = ((s_f > s_h) | tied).astype(float), ((s_h > s_f) | tied).astype(float)
-    diff = w_h - w_f
+        return m, float(np.mean(advantage)), np.nan, np.nan, np.nan
+    diff = -advantage  # W_h - W_f; a tie sets both W, so W_f = 1 unless the human is strictly closer
+    w_f, w_h = (advantage >= 0).mean(), (advantage <= 0).mean()
     p = alt_test_p_values(np.array(diff.sum()), np.array(np.abs(diff).sum()), np.array(float(m)), epsilon)
-    return m, np.nan, float(w_f.mean()), float(w_h.mean()), float(p)
+    return m, np.nan, float(w_f), float(w_h), float(p)
 
 
 def validate_scores(

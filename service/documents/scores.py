@@ -1,5 +1,5 @@
 """``/reliability`` of a numeric project: the decision on the numbers and their agreement (docs/method.md
-§2b, §3d). A fixed-sample document: no plan progress, recipe or anytime monitoring for scores yet."""
+§2b, §3d), with each judge's anytime-monitored decision in anytime mode (§8b); no plan progress yet."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from planner import optional_float
 from planner.intervals import ConfidenceInterval
 from planner.score_decision import ScoreRule, ScoreValidation, validate_scores
+from planner.score_monitor import monitor_scores
 from planner.scores import (
     bland_altman,
     concordance_correlation,
@@ -23,7 +24,9 @@ from service.schemas.documents import (
     IccRead,
     Interval,
     ScoreJudgeRead,
+    ScoreMonitoringRead,
     ScorePair,
+    ScoreRaterMonitoringRead,
     ScoreRaterRead,
     ScoreReliabilityDocument,
 )
@@ -147,5 +150,45 @@ def score_reliability_document(session: Session, project: Project, criterion: st
         interval_alpha=None if alpha is None else optional_float(alpha.statistic),
         interval_alpha_reason="fewer than two humans" if alpha is None else alpha.reason,
         pairs=[_pair(matrix, j, h) for j in judges for h in humans],
+        monitoring=[_monitoring_read(matrix, j, humans, project) for j in judges]
+        if settings.resolved_monitoring() == "anytime"
+        else None,
         note=SCORE_NOTE,
+    )
+
+
+def _monitoring_read(matrix: RatingsMatrix, judge: int, humans: list[int], project: Project) -> ScoreMonitoringRead:
+    """The judge's anytime-monitored decision on the numbers in their arrival order (docs/method.md §8b)."""
+    settings = project.decision_settings
+    value_range = project.value_range or {}
+    rule: ScoreRule = "alt-test" if settings.rule == "alt-test" else "margin"
+    m = monitor_scores(
+        matrix.values,
+        matrix.order,
+        judge,
+        humans,
+        rule=rule,
+        value_range=(value_range["min"], value_range["max"]),
+        epsilon=settings.resolved_epsilon(),
+        alpha=settings.alpha_sig,
+        omega_threshold=settings.omega_threshold,
+    )
+    return ScoreMonitoringRead(
+        judge=matrix.raters[judge].external_id,
+        decision=m.decision,
+        reason=m.reason,
+        omega=optional_float(m.omega),
+        alpha=m.alpha,
+        raters=[
+            ScoreRaterMonitoringRead(
+                rater=matrix.raters[h.rater].external_id,
+                m=h.m,
+                estimate=optional_float(h.estimate),
+                lower=optional_float(h.lower),
+                upper=optional_float(h.upper),
+                status=h.status,
+                decided_at=h.decided_at,
+            )
+            for h in m.raters
+        ],
     )

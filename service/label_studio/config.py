@@ -1,8 +1,10 @@
-"""A Label Studio labeling config read for what this service needs: its choices controls.
+"""A Label Studio labeling config read for what this service needs: its label controls.
 
 A ``<Choices name="sentiment" toName="text">`` control reads the data key of the object tag
 it points at (``<Text name="text" value="$review"/>`` -> ``review``) and offers the values of
 its ``<Choice>`` children (``alias`` when set: that is what Label Studio writes in results).
+A ``<Rating>`` or ``<Number>`` control gives a number (results ``{"rating": 4}``, ``{"number": 3}``):
+the label of a numeric project.
 """
 
 from __future__ import annotations
@@ -18,16 +20,21 @@ from defusedxml.ElementTree import fromstring
 
 from service.core.errors import Invalid, echo
 
+NUMERIC_KINDS = ("rating", "number")
+"""The controls whose result is a number (its ``type``, and its value's key)."""
+
 
 @dataclass(frozen=True)
 class ChoiceControl:
-    """One ``<Choices>`` control: its name (``from_name``), target, data key and values."""
+    """One label control: its name (``from_name``), target, data key and values; ``kind`` is its tag
+    (``choices``, or ``rating`` / ``number``, whose value is a number and which have no choices)."""
 
     name: str
     to_name: str
     data_key: str | None
     choices: tuple[str, ...]
     single: bool
+    kind: str = "choices"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -36,18 +43,27 @@ class ChoiceControl:
             "data_key": self.data_key,
             "choices": list(self.choices),
             "single": self.single,
+            "kind": self.kind,
         }
+
+
+def control_kinds(numeric: bool) -> tuple[str, ...]:
+    """The control kinds whose result is a label of a project: numbers for a numeric one, else choices."""
+    return NUMERIC_KINDS if numeric else ("choices",)
 
 
 @lru_cache(maxsize=64)
 def choice_controls(label_config: str) -> tuple[ChoiceControl, ...]:
-    """The choices controls of a labeling config, in document order; 422 if it is not one.
+    """The label controls (choices, rating, number) of a labeling config, in document order; 422 if it has none.
 
     >>> cfg = '''<View><Text name="t" value="$review"/>
     ...   <Choices name="verdict" toName="t"><Choice value="Pass"/><Choice value="Fail" alias="F"/></Choices>
     ...   <Choices name="flags" toName="t" choice="multiple"><Choice value="spam"/></Choices></View>'''
     >>> [(c.name, c.data_key, c.choices, c.single) for c in choice_controls(cfg)]
     [('verdict', 'review', ('Pass', 'F'), True), ('flags', 'review', ('spam',), False)]
+    >>> cfg = '<View><Text name="t" value="$answer"/><Rating name="stars" toName="t" maxRating="5"/></View>'
+    >>> [(c.name, c.data_key, c.kind) for c in choice_controls(cfg)]
+    [('stars', 'answer', 'rating')]
     """
     try:
         root = fromstring(label_config)
@@ -67,15 +83,36 @@ def choice_controls(label_config: str) -> tuple[ChoiceControl, ...]:
             data_key=keys.get(el.get("toName", "").split(",")[0]) or None,
             choices=tuple(c.get("alias") or c.get("value", "") for c in el.iter() if c.tag.lower() == "choice"),
             single=el.get("choice", "single") != "multiple",
+            kind=el.tag.lower(),
         )
         for el in root.iter()
-        if el.tag.lower() == "choices" and el.get("name")
+        if el.tag.lower() in ("choices", *NUMERIC_KINDS) and el.get("name")
     )
     if not controls:
         raise Invalid(
-            "label_config has no <Choices> control; only choices projects can be read", code="bad_label_config"
+            "label_config has no <Choices>, <Rating> or <Number> control; only those give labels",
+            code="bad_label_config",
         )
     return controls
+
+
+def label_controls(controls: Iterable[ChoiceControl], *, numeric: bool) -> list[ChoiceControl]:
+    """The controls that give a project's labels: rating and number controls for a numeric project, choices
+    controls for the others; 422 when the config has none of them.
+
+    >>> a = ChoiceControl("verdict", "t", "t", ("Pass",), True)
+    >>> b = ChoiceControl("stars", "t", "t", (), True, "rating")
+    >>> [c.name for c in label_controls([a, b], numeric=True)], [c.name for c in label_controls([a, b], numeric=False)]
+    (['stars'], ['verdict'])
+    """
+    kinds = control_kinds(numeric)
+    kept = [c for c in controls if c.kind in kinds]
+    if not kept:
+        wanted = "a <Rating> or <Number> control (the project is numeric)" if numeric else "a <Choices> control"
+        raise Invalid(
+            f"the labeling config has no label control for this project: it needs {wanted}", code="bad_label_config"
+        )
+    return kept
 
 
 def pick_control(

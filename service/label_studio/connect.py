@@ -23,7 +23,7 @@ from service.core.errors import Conflict
 from service.core.outbound import OutboundPolicy
 from service.data.keys import create_key, revoke_key
 from service.data.models import ApiKey, Assignment, Rater
-from service.label_studio.config import choice_controls
+from service.label_studio.config import choice_controls, label_controls
 from service.label_studio.reconcile import RATER_KEY
 from service.label_studio.sync import (
     LabelStudioTarget,
@@ -110,13 +110,14 @@ def _view_body(ls_project: int, rater: str) -> dict[str, Any]:
     }
 
 
-def checked_project(req: ConnectRequest, policy: OutboundPolicy) -> dict[str, Any]:
-    """The Label Studio project, read before anything changes: 422 for a config this service cannot read,
-    409 when predictions are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
+def checked_project(req: ConnectRequest, policy: OutboundPolicy, *, numeric: bool = False) -> dict[str, Any]:
+    """The Label Studio project, read before anything changes: 422 for a config this service cannot read (no
+    Rating or Number control for a ``numeric`` project, no Choices control for another), 409 when predictions
+    are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
     with label_studio_calls(req, policy, max_calls=40) as http:
         found = answer_object(http.get(f"/api/projects/{req.project}"), "the project")
     config = found.get("label_config")
-    choice_controls(config if isinstance(config, str) else "")  # 422: TextArea-only and other configs
+    label_controls(choice_controls(config if isinstance(config, str) else ""), numeric=numeric)  # 422: TextArea-only
     if found.get("show_collab_predictions") is not False and not req.hide_predictions:
         raise Conflict(
             "Label Studio shows collaborators' predictions to annotators (show_collab_predictions): their labels "

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
-from service.data.labels import label_for
 from service.data.models import LabelStudioIssue, Project, utcnow
+from service.label_studio.config import control_kinds
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
 from service.label_studio.reconcile import (
     chosen_value,
@@ -26,6 +26,7 @@ from service.label_studio.reconcile import (
     from_prediction,
     human_rater,
     item_from_task,
+    project_label,
     reconcile,
     resolve_control,
     retract_deleted,
@@ -172,7 +173,9 @@ def record_delivery(
     if not ann.was_cancelled and (why := several_choices(ann.result, control.name if control else None)) is not None:
         raise Invalid(why, code="several_choices")
     choice, reason = (
-        (None, "cancelled") if ann.was_cancelled else chosen_value(ann.result, control.name if control else None)
+        (None, "cancelled")
+        if ann.was_cancelled
+        else chosen_value(ann.result, control.name if control else None, control_kinds(project.scale == "numeric"))
     )
     if choice is None:
         withdrawn = withdraw(session, project, item, rater, criterion, ann.id, task=task_id, ls_project=ls_project)
@@ -198,7 +201,7 @@ def record_delivery(
         )
         result = done.model_copy(
             update={
-                "value": label_for(choice, project.labels, project.label_map),
+                "value": project_label(choice, project),
                 "labels": written.labels,
                 "item_created": written.items.created == 1,
                 "rater_created": bool(written.raters_created),

@@ -54,7 +54,7 @@ class LSUser(_LabelStudio):
 
 
 class LSResult(_LabelStudio):
-    """One region of an annotation or prediction; only ``type: choices`` is read."""
+    """One region of an annotation or prediction; only ``type`` ``choices``, ``rating`` and ``number`` are read."""
 
     from_name: str = ""
     to_name: str = ""
@@ -143,7 +143,8 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
     """JSON_MIN rows regrouped as export tasks (one annotation per row), in first-seen order.
 
     ``from_name`` is the control whose value is the label (a string, or ``{"choices": [...]}``
-    when several were picked); the keys of ``controls`` and of JSON_MIN itself are not data.
+    when several were picked; a number for a Rating or Number control); the keys of ``controls`` and of
+    JSON_MIN itself are not data.
 
     >>> rows = [{"id": 1, "text": "a", "s": "Pos", "f": "x", "annotator": 2, "annotation_id": 5},
     ...         {"id": 1, "text": "a", "s": {"choices": ["Pos", "Neg"]}, "annotator": 3, "annotation_id": 6},
@@ -171,14 +172,16 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
             raise Invalid(f"body.{n}: a JSON_MIN row with an annotation needs 'annotator'", code="validation_error")
         annotator = row["annotator"]
         value = row.get(from_name)
-        choices = value["choices"] if _is_choices(value) else [] if value is None else [value]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):  # a Rating's or Number's value
+            result = [{"from_name": from_name, "type": "number", "value": {"number": value}}]
+        else:
+            choices = value["choices"] if _is_choices(value) else [] if value is None else [value]
+            result = [{"from_name": from_name, "type": "choices", "value": {"choices": choices}}] if choices else []
         task["annotations"].append(
             {
                 "id": row.get("annotation_id"),
                 "completed_by": {"email": annotator} if isinstance(annotator, str) else annotator,
-                "result": [{"from_name": from_name, "type": "choices", "value": {"choices": choices}}]
-                if choices
-                else [],
+                "result": result,
             }
         )
     return list(tasks.values())

@@ -31,7 +31,7 @@ from service.core.errors import Invalid, echo
 from service.core.sql import insert_many
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
-from service.data.labels import label_for, retract_labels, write_labels
+from service.data.labels import label_for, numeric_label, retract_labels, write_labels
 from service.data.models import (
     Batch,
     CurrentLabel,
@@ -45,7 +45,14 @@ from service.data.models import (
 )
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
-from service.label_studio.config import ChoiceControl, choice_controls, pick_control
+from service.label_studio.config import (
+    NUMERIC_KINDS,
+    ChoiceControl,
+    choice_controls,
+    control_kinds,
+    label_controls,
+    pick_control,
+)
 from service.label_studio.payloads import (
     EXPORT_HINT,
     LSAnnotation,
@@ -192,10 +199,13 @@ def _is_user(user: int | LSUser, who: str) -> bool:
     return who == str(user.id) or (user.email is not None and who.casefold() == user.email.casefold())
 
 
-def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | None, str | None]:
-    """The one choice of the choices result read, or ``None`` and why there is none.
+def chosen_value(
+    results: list[LSResult], from_name: str | None, kinds: tuple[str, ...] = ("choices",)
+) -> tuple[str | None, str | None]:
+    """The one value of the result read, or ``None`` and why there is none.
 
-    The result read is the one of control ``from_name``, or the first choices result.
+    The result read is the one of control ``from_name``, or the first result of one of ``kinds``
+    (``control_kinds``): a choices result's one choice, a rating or number result's number as text.
 
     >>> r = [LSResult(type="choices", from_name="tone", value={"choices": ["rude"]}),
     ...      LSResult(type="choices", from_name="verdict", value={"choices": ["Pass"]})]
@@ -203,10 +213,18 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
     (('rude', None), ('Pass', None))
     >>> chosen_value(r, "topic")
     (None, "no choices result from 'topic'")
+    >>> stars = [LSResult(type="rating", from_name="stars", value={"rating": 4})]
+    >>> chosen_value(stars, None, ("rating", "number")), chosen_value(stars, None)
+    (('4', None), (None, 'no choices result'))
     """
-    result = _choices_result(results, from_name)
+    result = next((r for r in results if r.type in kinds and from_name in (None, r.from_name)), None)
     if result is None:
-        return None, "no choices result" + (f" from {echo(from_name)}" if from_name else "")
+        return None, f"no {' or '.join(kinds)} result" + (f" from {echo(from_name)}" if from_name else "")
+    if result.type in NUMERIC_KINDS:
+        number = result.value.get(result.type)
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            return None, f"value.{result.type} is not a number"
+        return str(number), None
     choices = result.value.get("choices")
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
         return None, "value.choices is not a list of strings"
@@ -217,6 +235,20 @@ def chosen_value(results: list[LSResult], from_name: str | None) -> tuple[str | 
 
 def _choices_result(results: list[LSResult], from_name: str | None) -> LSResult | None:
     return next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
+
+
+def project_label(value: str, project: Project) -> str | None:
+    """The project label a control's value maps to: a numeric project's canonical number when it is one
+    of the project's range (else None), a label project's through ``label_for``.
+
+    A number from Label Studio outside the range is reported unmapped, not refused: the rest of the export
+    still counts."""
+    if project.scale != "numeric":
+        return label_for(value, project.labels, project.label_map)
+    try:
+        return numeric_label(project.value_range or {}, value, 0)
+    except Invalid:
+        return None
 
 
 def several_choices(results: list[LSResult], from_name: str | None) -> str | None:
@@ -261,36 +293,39 @@ def from_prediction(annotation: LSAnnotation) -> str | None:
 
 
 def _maps(project: Project) -> Callable[[str], bool]:
-    return lambda choice: label_for(choice, project.labels, project.label_map) is not None
+    return lambda choice: project_label(choice, project) is not None
 
 
-def likeliest_control(results: Iterable[LSResult], maps: Callable[[str], bool]) -> ChoiceControl | None:
+def likeliest_control(
+    results: Iterable[LSResult], maps: Callable[[str], bool], kinds: tuple[str, ...] = ("choices",)
+) -> ChoiceControl | None:
     """The control the results show to hold the label when no labeling config is at hand: the
-    only one, else the one with most single choices that map to a project label (422 on a tie).
+    only one of ``kinds``, else the one with most single values that map to a project label (422 on a tie).
 
     Its data key is taken to be its ``to_name`` (Label Studio's templates name the object tag
     after the data key).
     """
     mapped: dict[str, int] = {}
     to_name: dict[str, str] = {}
+    kind: dict[str, str] = {}
     for r in results:
-        if r.type != "choices":
+        if r.type not in kinds:
             continue
-        choices = r.value.get("choices")
-        one = choices[0] if isinstance(choices, list) and len(choices) == 1 and isinstance(choices[0], str) else None
+        one = chosen_value([r], r.from_name, kinds)[0]
         mapped[r.from_name] = mapped.get(r.from_name, 0) + (one is not None and maps(one))
         to_name.setdefault(r.from_name, r.to_name)
+        kind.setdefault(r.from_name, r.type)
     ranked = sorted(mapped.items(), key=lambda kv: -kv[1])
     if not ranked:
         return None
     if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
         raise Invalid(
-            f"the results hold several choices controls {sorted(mapped)} and none is plainly the label: "
-            "pass ?from_name= or ?label_config=",
+            f"the results hold several {' or '.join(kinds)} controls {sorted(mapped)} and none is plainly the "
+            "label: pass ?from_name= or ?label_config=",
             code="ambiguous_from_name",
         )
     name = ranked[0][0]
-    return ChoiceControl(name, to_name[name], to_name[name] or None, (), True)
+    return ChoiceControl(name, to_name[name], to_name[name] or None, (), True, kind[name])
 
 
 def resolve_control(
@@ -301,19 +336,26 @@ def resolve_control(
 
     ``None`` only when there is nothing to read (no config, no name, no choices result).
     """
+    numeric = project.scale == "numeric"
     if label_config:
-        control = pick_control(choice_controls(label_config), from_name, _maps(project))
+        controls = label_controls(choice_controls(label_config), numeric=numeric)
+        control = pick_control(controls, from_name, _maps(project))
         if project.label_studio != control.as_dict():
             project.label_studio = control.as_dict()
         return control
     stored = project.label_studio
     if stored and from_name in (None, stored["from_name"]):
         return ChoiceControl(
-            stored["from_name"], stored["to_name"], stored["data_key"], tuple(stored["choices"]), stored["single"]
+            stored["from_name"],
+            stored["to_name"],
+            stored["data_key"],
+            tuple(stored["choices"]),
+            stored["single"],
+            stored.get("kind", "choices"),
         )
     if from_name is not None:
-        return ChoiceControl(from_name, "", None, (), True)
-    return likeliest_control(results, _maps(project))
+        return ChoiceControl(from_name, "", None, (), True, "number" if numeric else "choices")
+    return likeliest_control(results, _maps(project), control_kinds(numeric))
 
 
 Cell = tuple[str, str]  # (item external id, rater external id)
@@ -401,10 +443,10 @@ def read_export(
             reading.link_tasks[(source, number)] = _ls_id(where["task"])
         choice = None
         if results is not None:
-            choice, reason = chosen_value(results, from_name)
+            choice, reason = chosen_value(results, from_name, control_kinds(project.scale == "numeric"))
         label = None
         if choice is not None:
-            label = label_for(choice, project.labels, project.label_map)
+            label = project_label(choice, project)
             if label is None:
                 reading.unmapped.append(Unmapped(**where, value=choice))
                 return

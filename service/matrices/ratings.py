@@ -17,7 +17,8 @@ from service.matrices.matrix import RaterColumn, corpus
 @dataclass(frozen=True)
 class RatingsMatrix:
     """One criterion's current numeric labels: ``values`` ``(n_items, n_raters)`` float, NaN where a rater
-    has no number (no label, or a special value); ``n_special`` counts the special values set NaN."""
+    has no number (no label, or a special value); ``n_special`` counts the special values set NaN;
+    ``order`` the arrival rank of each number (docs/method.md §8.2), NaN where there is none."""
 
     values: np.ndarray
     item_ids: np.ndarray
@@ -25,6 +26,7 @@ class RatingsMatrix:
     criterion: str
     label_seq: int
     n_special: int
+    order: np.ndarray
 
     def columns(self, *kinds: str) -> list[int]:
         """Column indices of raters of the given kinds, in rater order."""
@@ -35,12 +37,13 @@ def load_ratings(session: Session, project: Project, criterion: str) -> RatingsM
     """The current labels of ``criterion`` of a numeric project as floats (a rater's key range at a time)."""
     item_ids, raters = corpus(session, project)
     values = np.full((item_ids.size, len(raters)), np.nan)
+    order = np.full(values.shape, np.nan)
     sorter = np.argsort(item_ids)
     n_special = 0
     for col, rater in enumerate(raters):
         cells = driver_rows(
             session,
-            "SELECT item_id, value FROM current_labels WHERE rater_id = ? AND criterion = ?",
+            "SELECT item_id, value, COALESCE(rank, seq) FROM current_labels WHERE rater_id = ? AND criterion = ?",
             (rater.id, criterion),
         )
         if not cells:
@@ -51,5 +54,7 @@ def load_ratings(session: Session, project: Project, criterion: str) -> RatingsM
         n_special += int((~number).sum())
         rows = sorter[np.searchsorted(item_ids, items[number], sorter=sorter)]
         values[rows, col] = text[number].astype(str).astype(float)
+        order[rows, col] = np.fromiter((c[2] for c in cells), np.float64, len(cells))[number]
     values.flags.writeable = False
-    return RatingsMatrix(values, item_ids, raters, criterion, project.label_seq, n_special)
+    order.flags.writeable = False
+    return RatingsMatrix(values, item_ids, raters, criterion, project.label_seq, n_special, order)

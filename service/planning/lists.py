@@ -20,7 +20,7 @@ from service.data.models import Assignment, Plan, Project, Rater, table_of
 from service.data.projects import lock_project
 from service.matrices.matrix import LabelMatrix
 from service.matrices.modal_strata import modal_in_hand
-from service.matrices.store import current_matrix
+from service.matrices.score_bins import list_matrix
 
 PANELS = ("strat", "neyman")
 SEQUENTIAL = ("seq-refined", "seq-coverage")  # lists drawn at a secondary's first batch, from the labels in hand
@@ -95,7 +95,7 @@ def _planned_items(
         index = seq_list(in_hand.modal, m, n_labels=len(project.labels), assigned=assigned, rng=rater_seed)
         items: np.ndarray = in_hand.item_ids[index]
         return items
-    corpus = corpus or ListCorpus(current_matrix(session, project, project.criteria[0]))
+    corpus = corpus or ListCorpus(list_matrix(session, project))
     n_items = corpus.matrix.raw.shape[0]
     if plan.design == "random":
         index = random_subsets(n_items, m, raters=[0], strata=corpus.strata, rng=rater_seed)[0]

@@ -52,6 +52,7 @@ from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.lists import SEQUENTIAL, ListCorpus, ensure_assignments, monitoring_budget, primary_strata
 from service.planning.monitoring_costs import plan_monitoring
+from service.planning.score_plans import score_plan
 from service.planning.slice_plans import slice_strata, sliced_panel
 from service.planning.strata import feature_name, feature_strata, feature_stratum_sds
 from service.schemas import DecisionSettings, PlanCreate
@@ -848,6 +849,9 @@ def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int
     """
     promise_iv(body, project.decision_settings)
     inputs = plan_inputs(session, project)
+    if project.scale == "numeric":
+        matrix, design, m, document = score_plan(session, project, body, seed, n_resamples=n_resamples)
+        return DraftedPlan(inputs, matrix, PlanDraft(design, m, document, [], []))
     matrix = current_matrix(session, project, project.criteria[0])
     if matrix.raw.shape[0] == 0:
         raise Conflict("the project has no items to plan for; upload items first", code="no_items")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -427,7 +428,8 @@ async def connect_label_studio(
     """Set a Label Studio project up for this project and say what changed (admin, pm).
 
     Through Label Studio's API with `token` (used for this call only, never stored): refuses a
-    labeling config without a choices control (422) before changing anything; hides
+    labeling config without a choices control (a Rating or Number control for a numeric project; 422)
+    before changing anything; hides
     collaborators' predictions from annotators (`show_collab_predictions: false`; with
     `hide_predictions: false` it changes nothing and answers 409 while they are shown); raises
     `maximum_annotations` to the plan's panel (the primary and every secondary with a planned
@@ -442,7 +444,7 @@ async def connect_label_studio(
     policy = label_studio_policy(settings)
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     with request.app.state.sync_slots.slot(project.id):
-        found = await run_in_threadpool(checked_project, body, policy)
+        found = await run_in_threadpool(partial(checked_project, numeric=project.scale == "numeric"), body, policy)
         key = await written(request, lambda writer: webhook_key(writer, project.id, body))
         hook_url = f"{body.webhook_url.rstrip('/')}/projects/{project.id}/webhooks/label-studio"
         try:

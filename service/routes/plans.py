@@ -72,6 +72,11 @@ async def post_plan(
     the project's write lock is taken and stored only if the labels, items, raters and settings
     it read are still those of the project (else computed again): `label_seq` is the labels' it
     was computed from.
+
+    A numeric project (`scale: "numeric"`) is planned from its pilot only (`source=pilot`, `purpose=certify`,
+    design `auto` or `disjoint`, no `budget`; else 409 `numeric_scale`): the recipe from the moments of the
+    per-item alignment difference, the check by resampling the pilot's items, disjoint lists stratified on
+    the primary's score bin (docs/method.md §4b).
     """
 
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())

@@ -406,6 +406,31 @@ class ScoreJudgeRead(_Document):
     raters: list[ScoreRaterRead]
 
 
+class ScoreRaterMonitoringRead(_Document):
+    """One held-out human under anytime monitoring of a score judge (docs/method.md §8b)."""
+
+    rater: str
+    m: int = Field(description="Items usable for this human so far (the judge, it and another human rated them).")
+    estimate: float | None = Field(description="Running mean of the per-item alignment difference xi.")
+    lower: float | None = Field(description="Lower bound of the confidence sequence at alpha / K, after the last item.")
+    upper: float | None
+    status: Literal["won", "lost", "open"] = Field(
+        description="won: the lower bound cleared -epsilon; lost: the upper bound fell below it; never reverts."
+    )
+    decided_at: int = Field(description="The item count at which the status was certified (0 while open).")
+
+
+class ScoreMonitoringRead(_Document):
+    """One judge's anytime-monitored decision on numeric labels (docs/method.md §8b): valid at every look."""
+
+    judge: str
+    decision: str = Field(description="pass, reject, continue or insufficient_data.")
+    reason: str
+    omega: float | None = Field(description="Share of humans certified won.")
+    alpha: float
+    raters: list[ScoreRaterMonitoringRead]
+
+
 class ScoreReliabilityDocument(_Document):
     """``/reliability`` of a numeric project: the first judge's decision at the top level, every judge in
     ``judges``, the humans' ICCs and interval alpha, and each judge-human pair's CCC, Bland-Altman and errors."""
@@ -430,4 +455,31 @@ class ScoreReliabilityDocument(_Document):
     interval_alpha: float | None = Field(description="Krippendorff's interval alpha of the humans' ratings.")
     interval_alpha_reason: str
     pairs: list[ScorePair]
+    monitoring: list[ScoreMonitoringRead] | None = Field(
+        None,
+        description="Each judge's anytime-monitored decision when decision.monitoring is anytime (null when "
+        "fixed); the top-level decision stays the fixed-sample one, valid once at the planned overlap.",
+        examples=[
+            [
+                {
+                    "judge": "gpt-judge",
+                    "decision": "continue",
+                    "reason": "",
+                    "omega": 0.5,
+                    "alpha": 0.05,
+                    "raters": [
+                        {
+                            "rater": "h1",
+                            "m": 400,
+                            "estimate": 0.01,
+                            "lower": -0.04,
+                            "upper": 0.06,
+                            "status": "won",
+                            "decided_at": 380,
+                        }
+                    ],
+                }
+            ]
+        ],
+    )
     note: str

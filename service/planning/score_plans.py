@@ -1,0 +1,235 @@
+"""A numeric project's plan: the recipe from the pilot's per-item alignment differences, disjoint secondaries
+stratified on the primary's score bin, and the check that decides resampled pilot items (docs/method.md §4b)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from planner.intervals import optional_float
+from planner.recipes import PilotMoments, Recipe
+from planner.score_decision import ScoreRule
+from planner.score_recipes import ScorePlanCheck, raised_score_check, score_pilot, score_plan_check, score_recipe
+from service.core.errors import Conflict
+from service.core.offload import off_worker
+from service.data.models import Project
+from service.matrices.matrix import LabelMatrix
+from service.matrices.ratings import load_ratings
+from service.matrices.score_bins import score_bins
+from service.schemas import DecisionSettings, PlanCreate
+
+CHECK_TRIALS = 1000
+"""Trials of a numeric plan's check (Monte Carlo SE about .005 at the promise .025)."""
+SCORE_DESIGN = "disjoint"
+
+
+def _refused(body: PlanCreate) -> str | None:
+    """Why a numeric project cannot have the plan ``body`` asks for (None: it can)."""
+    if body.source != "pilot":
+        return (
+            "a numeric project is planned from the pilot (source 'pilot'): accuracies p_h, p_j do not describe "
+            "scores; label a pilot overlap first"
+        )
+    if body.purpose != "certify":
+        return "ranking score judges is not planned yet: a numeric plan certifies (purpose 'certify')"
+    if body.design not in ("auto", SCORE_DESIGN):
+        return f"a numeric plan has disjoint secondaries (design 'auto' or 'disjoint'), not {body.design!r}"
+    if body.budget is not None:
+        return "a numeric plan is decided fixed-sample at m: it has no monitoring budget"
+    return None
+
+
+def _steps(value_range: dict[str, Any]) -> int | None:
+    """``(max - min) / step`` when the ratings move in steps that divide the range, else None."""
+    step = value_range.get("step")
+    if not step:
+        return None
+    steps = (value_range["max"] - value_range["min"]) / step
+    return round(steps) if abs(steps - round(steps)) < 1e-9 * max(1.0, steps) else None
+
+
+def _moments_dict(pilot: PilotMoments, note: str) -> dict[str, Any]:
+    return {
+        "source": "pilot",
+        "mu_d": pilot.mu_d,
+        "sigma0_sq": pilot.sigma0_sq,
+        "mu_d_se": optional_float(pilot.mu_d_se),
+        "sigma0_sq_se": optional_float(pilot.sigma0_sq_se),
+        "mu_d_ci": pilot.mu_d_ci.as_list(),
+        "sigma0_sq_ci": pilot.sigma0_sq_ci.as_list(),
+        "m": pilot.m,
+        "n_raters": pilot.n_raters,
+        "pool_size": 1,
+        "note": note,
+    }
+
+
+def _recipe_dict(recipe: Recipe) -> dict[str, Any]:
+    plan = recipe.plan
+    return {
+        "goal": recipe.goal,
+        "rule": recipe.rule,
+        "m": recipe.m,
+        "feasible": recipe.feasible,
+        "reason": recipe.reason,
+        "alpha_sig": recipe.alpha_sig,
+        "rho": plan.rho if plan else None,
+        "per_rater": list(plan.per_rater) if plan else None,
+        "total_human_labels": plan.total_labels if plan else None,
+        "false_rejection_curve": [{"m": m, "rate": r} for m, r in zip(recipe.m_grid, recipe.fr_rate, strict=True)],
+    }
+
+
+def _check_block(
+    check: ScorePlanCheck | None, reason: str, alpha_sig: float, raised_from: int | None
+) -> dict[str, Any]:
+    """The plan's ``check`` in the shape of every plan's (``PlanCheckRead``)."""
+    if check is None or check.reason:
+        return {"simulated": False, "reason": reason if check is None else check.reason}
+    rates = ("fa", "wrong", "inconclusive")
+    return {
+        "simulated": True,
+        "reason": "the fixed-sample decision on disjoint secondaries, each block of m items resampled from the "
+        "pilot's items the judge, the primary and that secondary rated (docs/method.md §4b)",
+        "channel": None,
+        "promised": "rater_fr",
+        "promise": alpha_sig / 2,
+        "m_compared": None,
+        "designs": {},
+        "raised_from": raised_from,
+        "plan": {
+            "design": SCORE_DESIGN,
+            "m": check.m,
+            "trials": check.trials,
+            "fr": check.fr,
+            "fr_se": check.fr_se,
+            "rater_fr": check.rater_fr,
+            "rater_fr_se": check.rater_fr_se,
+            **dict.fromkeys(rates),
+            **{f"{rate}_se": None for rate in rates},
+            "p_j_bad": None,
+            "keeps_promise": check.keeps_promise,
+            "note": "the judge of the pilot: no mirror judge is simulated for scores, so fa and wrong are null",
+        },
+    }
+
+
+def score_plan_document(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    values: np.ndarray,
+    judge: int,
+    humans: list[int],
+    value_range: dict[str, Any],
+    seed: int,
+    *,
+    n_resamples: int,
+) -> tuple[int | None, dict[str, Any]]:
+    """The overlap and the plan document of a numeric project's ratings ``values`` (``humans[0]`` the
+    primary); pure, so it may run off the web worker."""
+    rule: ScoreRule = "alt-test" if decision.rule == "alt-test" else "margin"
+    bounds = (value_range["min"], value_range["max"])
+    epsilon = decision.resolved_epsilon()
+    pilot = score_pilot(values, judge, humans, rule=rule, value_range=bounds, n_resamples=n_resamples, rng=seed)
+    if pilot.m == 0:
+        raise Conflict(
+            "no overlap in hand yet: a pilot plan needs items rated by the judge and two humans", code="no_pilot"
+        )
+    n_items, n_humans = values.shape[0], body.n_raters or max(len(humans), 2)
+    steps = _steps(value_range)
+    recipe = score_recipe(
+        pilot.mu_d,
+        pilot.sigma0_sq,
+        n_items=n_items,
+        n_humans=n_humans,
+        rule=rule,
+        epsilon=epsilon,
+        alpha_sig=decision.alpha_sig,
+        q=decision.q,
+        steps=steps,
+    )
+    m = body.m if body.m is not None else recipe.m
+    warnings = []
+    if m is not None and m > n_items:
+        warnings.append(f"the recipe asks for {m} overlap items but the corpus has {n_items}: every item is planned")
+        m = n_items
+    check: ScorePlanCheck | None = None
+    why_unchecked, raised_from = "no overlap suffices: the judge is expected to fail", None
+    if m is not None:
+        settings: dict[str, Any] = {
+            "rule": rule,
+            "value_range": bounds,
+            "epsilon": epsilon,
+            "alpha_sig": decision.alpha_sig,
+            "q": decision.q,
+            "omega_threshold": decision.omega_threshold,
+            "trials": CHECK_TRIALS,
+            "rng": np.random.default_rng([seed, 1]),
+        }
+        try:
+            if body.m is not None:
+                check = score_plan_check(values, judge, humans, m=m, **settings)
+            else:
+                check = raised_score_check(values, judge, humans, m=m, n_items=n_items, **settings)
+        except ValueError as error:  # the work bound: the plan stands, unchecked
+            why_unchecked = str(error)
+        if check is not None and check.m != m:
+            raised_from = m
+            warnings.append(
+                f"the simulated per-human FR at the recipe's m={m} broke the promise {decision.alpha_sig / 2} by "
+                f"more than 2 Monte Carlo SE: m raised to {check.m}"
+            )
+            m = check.m
+        if check is not None and not check.reason and not check.keeps_promise:
+            warnings.append(f"the simulated per-human FR at m={check.m} is still above the promise")
+    note = "plug-in moments of xi against one other human at a time (the disjoint design's pool of one label)"
+    if steps is not None and rule == "margin":
+        note += f"; ratings in {steps} steps of the range: the lattice-corrected FR"
+    document = {
+        **_recipe_dict(recipe),
+        "scale": "numeric",
+        "m_planned": m,
+        "n_items": n_items,
+        "n_humans": n_humans,
+        "moments": _moments_dict(pilot, note),
+        "design": SCORE_DESIGN,
+        "design_reason": "numeric plans give secondaries disjoint lists stratified on the primary's score bin",
+        "stratum_entropy": None,
+        "warnings": warnings,
+        "purpose": body.purpose,
+        "check": _check_block(check, why_unchecked, decision.alpha_sig, raised_from),
+    }
+    return m, document
+
+
+def score_plan(
+    session: Session, project: Project, body: PlanCreate, seed: int, *, n_resamples: int
+) -> tuple[LabelMatrix, str, int | None, dict[str, Any]]:
+    """A numeric project's plan from the ratings ``session`` sees: the score bins its lists are drawn from,
+    the design, the overlap and the document (docs/method.md §4b); writes nothing."""
+    refused = _refused(body)
+    if refused is not None:
+        raise Conflict(refused, code="numeric_scale")
+    ratings = load_ratings(session, project, project.criteria[0])
+    if ratings.values.shape[0] == 0:
+        raise Conflict("the project has no items to plan for; upload items first", code="no_items")
+    judges, primary = ratings.columns("judge"), ratings.columns("primary")
+    humans = primary + ratings.columns("human")
+    if not judges or not primary or len(humans) < 2:
+        raise Conflict("a pilot plan needs a judge, the primary and another human with ratings", code="no_pilot")
+    value_range = project.value_range or {}
+    m, document = off_worker(
+        ratings.values.size,
+        score_plan_document,
+        body,
+        project.decision_settings,
+        np.asarray(ratings.values),
+        judges[0],
+        humans,
+        value_range,
+        seed,
+        n_resamples=n_resamples,
+    )
+    return score_bins(ratings, value_range), SCORE_DESIGN, m, document
