@@ -15,7 +15,7 @@ from service.simulations.jobs import SimulationRunner
 
 
 def run_worker(settings: Settings | None = None, *, stop: threading.Event | None = None) -> None:
-    """Claim and run jobs until SIGTERM/SIGINT (or ``stop``), then fail the jobs in flight as cancelled."""
+    """Claim and run jobs until SIGTERM/SIGINT (or ``stop``), then give the jobs in flight back to the queue."""
     settings = settings or get_settings()
     stop = stop or threading.Event()
 

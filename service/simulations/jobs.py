@@ -13,7 +13,8 @@ Liveness is the lease: the runner renews it every third of ``job_lease_seconds``
 that dies renews nothing, so once its lease runs out another worker's next claim takes the
 job over and runs it again from the start (the run is seeded: the same result), at most
 ``simulation_attempts`` times in all. A child whose worker died ends with it
-(:mod:`service.core.parent_watch`).
+(:mod:`service.core.parent_watch`). A worker stopped with SIGTERM or SIGINT gives its jobs
+back instead (queued at once, the attempt not counted), so a redeploy costs no attempt.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ ACTIVE = ("queued", "running")
 KIND = "simulation"
 PROGRESS_SECONDS = 1.0
 CANCELLED_ERROR = "cancelled on request (DELETE)"
-SHUTDOWN_ERROR = "cancelled: the server shut down"
 
 
 class JobCancelled(Exception):
@@ -347,11 +347,13 @@ class SimulationRunner(PollingThread):
         self.poke()
 
     def stop(self) -> None:
-        """Stop claiming, then stop the pool with the process: the jobs it held are failed as cancelled.
+        """Stop claiming, then stop the pool with the process: the jobs it held are given back.
 
-        They are recorded here before it returns (the client may submit them again). Without
-        this, a job's worker process (and multiprocessing's resource tracker) outlived a server
-        stopped with SIGTERM until the job ended.
+        Each is queued again at once with its attempt not counted (this worker stopped; the job
+        did not fail), and its simulation shows ``queued`` again: the next worker to claim runs
+        it from the start (seeded: the same result). They are recorded here before it returns.
+        Without stopping the pool, a job's worker process (and multiprocessing's resource
+        tracker) outlived a worker stopped with SIGTERM until the job ended.
         """
         super().stop()
         with self._lock:
@@ -377,10 +379,10 @@ class SimulationRunner(PollingThread):
         for job in held:  # recorded here, before the process exits
             try:
                 with session_scope(self.sessions, write=True) as session:
-                    if jobs.fail(session, job, SHUTDOWN_ERROR):
-                        _update_any(session, job.key, status="failed", error=SHUTDOWN_ERROR, finished_at=utcnow())
-            except Exception:
-                log.exception("could not record the cancellation of simulation %s", job.key)
+                    if jobs.release(session, job):
+                        _update_any(session, job.key, status="queued", done=0)
+            except Exception:  # its lease runs out instead, and the next claim takes it over
+                log.exception("could not give back simulation %s", job.key)
 
 
 def _update_any(session: Session, sim_id: str, **values: Any) -> None:
