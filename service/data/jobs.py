@@ -95,17 +95,21 @@ def claim(
     lease_seconds: float,
     limit: int = 1,
     on_exhausted: Callable[[Session, list[Claimed]], None] | None = None,
+    ready: Callable[[datetime], ColumnElement[bool]] | None = None,
 ) -> list[Claimed]:
     """Lease up to ``limit`` due jobs of ``kinds`` to ``owner``; rows other claimers hold are skipped.
 
     A due job whose attempts are spent is failed instead (``exhausted``), and handed to
-    ``on_exhausted`` in the claim's own transaction.
+    ``on_exhausted`` in the claim's own transaction. ``ready(now)``, when given, is a further
+    condition a job must meet to be due (a webhook target: it has a delivery due).
     """
     kinds = tuple(kinds)
     if limit < 1:
         return []
     now = utcnow()
     due = Job.kind.in_(kinds) & _due(now)
+    if ready is not None:
+        due = due & ready(now)
     with session_scope(sessions) as session:  # a cheap read first: SQLite's write lock only when there is work
         if session.scalar(select(Job.id).where(due).limit(1)) is None:
             return []
@@ -204,6 +208,12 @@ def retry_or_fail(session: Session, job: Claimed, error: str, *, base: float, ca
 def release(session: Session, job: Claimed) -> bool:
     """Give the job back at once, its attempt not counted (this worker stops; the job did not fail)."""
     return _end(session, job, state="queued", attempts=Job.attempts - 1, run_after=utcnow())
+
+
+def hand_back(session: Session, job: Claimed) -> bool:
+    """End a turn at a standing job (one claimed again and again, as a webhook target is): queued,
+    due behind the jobs that waited longer, its attempts reset; whether this worker still held it."""
+    return _end(session, job, state="queued", attempts=0, error=None, run_after=utcnow())
 
 
 def cancel(session: Session, kind: str, key: str, error: str) -> bool:
