@@ -270,10 +270,12 @@ class SimulationRunner(PollingThread):
             return list(self._held.values())
 
     def run_once(self) -> int:
-        """Renew the leases when a third of one has passed, then claim what the pool has room for; how many."""
+        """Renew the leases and this worker's heartbeat when a third of a lease has passed, then claim
+        what the pool has room for; how many."""
         now = time.monotonic()
         if now - self._renewed >= self.lease_seconds / 3:
             self._renewed = now
+            jobs.beat(self.sessions, self.owner, lease_seconds=self.lease_seconds)
             jobs.renew(self.sessions, self.held(), lease_seconds=self.lease_seconds)
         with self._lock:
             free = self.slots - len(self._held)
@@ -356,6 +358,10 @@ class SimulationRunner(PollingThread):
         tracker) outlived a worker stopped with SIGTERM until the job ended.
         """
         super().stop()
+        try:
+            jobs.retire(self.sessions, self.owner)
+        except Exception:  # its heartbeat runs out instead
+            log.exception("could not remove the heartbeat of %s", self.owner)
         with self._lock:
             pool, self._pool = self._pool, None
             if pool is None:
