@@ -10,7 +10,8 @@ and streams ``--writes`` label writes of ``--rows`` rows each:
 
 It prints the write latency p50 / p99 of both, their ratio, and how many decision.changed
 events the receiver got (the judge turns bad halfway, so the decision flips at least once).
-The sender computes the reliability document in the server process (at most every
+The server runs the job queue itself (``ANNOPLAN_API_RUNS_JOBS=1``, as the embedded default
+does), so its sender computes the reliability document in the server process (at most every
 ``ANNOPLAN_WEBHOOK_DECISION_SECONDS`` per project): in a short stream one computation
 overlaps a large share of the writes, so the ratio shrinks as the stream grows longer.
 
@@ -64,7 +65,10 @@ def stream(c, pid: str, n_items: int, writes: int, rows: int, rng: np.random.Gen
 
 
 def run(url: str, args: argparse.Namespace, *, listen: bool) -> tuple[list[float], int]:
-    with Receiver() as receiver, LiveServer(url, KEY, webhook_allow_private=1, webhook_poll_seconds=0.5) as server:
+    with (
+        Receiver() as receiver,
+        LiveServer(url, KEY, webhook_allow_private=1, webhook_poll_seconds=0.5, api_runs_jobs=1) as server,
+    ):
         with server.client() as c:
             pid = project(c, args.items)
             if listen:

@@ -116,8 +116,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.plan_slots = ProjectSlots("plan computations", settings.plans_per_project)
             app.state.sync_slots = ProjectSlots("Label Studio syncs", settings.syncs_per_project)
             documents = app.state.documents = DocumentCache()
+            # webhook deliveries are queue work: here only when this process runs the queue
             sender = WebhookSender(app.state.sessions, settings, documents)
-            if settings.webhook_sender:
+            if settings.webhook_sender and api_runs_jobs(settings):
                 sender.start()
             warmer = app.state.strata_warmer = StrataWarmer(app.state.sessions)
             warmer.start()

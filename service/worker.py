@@ -1,5 +1,6 @@
 """A job worker process (``annoplan worker``, ``python -m service worker``): runs the job queue's
-simulations until SIGTERM or SIGINT; it serves no requests (docs/operations.md)."""
+simulations and webhook deliveries (with the decision watcher before each round of them) until
+SIGTERM or SIGINT; it serves no requests (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from types import FrameType
 from service.core.db import make_engine
 from service.core.settings import Settings, get_settings
 from service.data.jobs import worker_name
+from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
+from service.matrices.snapshots import snapshot_directory
+from service.matrices.store import MatrixStore
 from service.simulations.jobs import SimulationRunner
+from service.webhooks.sender import WebhookSender
 
 
 def run_worker(settings: Settings | None = None, *, stop: threading.Event | None = None) -> None:
-    """Claim and run jobs until SIGTERM/SIGINT (or ``stop``), then fail the jobs in flight as cancelled."""
+    """Claim and run jobs until SIGTERM/SIGINT (or ``stop``), then give the jobs in flight back to the queue."""
     settings = settings or get_settings()
     stop = stop or threading.Event()
 
@@ -26,11 +31,22 @@ def run_worker(settings: Settings | None = None, *, stop: threading.Event | None
         signal.signal(signal.SIGTERM, ask_to_stop)
         signal.signal(signal.SIGINT, ask_to_stop)
     engine = make_engine(settings.database_url)
-    runner = SimulationRunner(worker_sessionmaker(engine), settings, owner=worker_name("worker"))
+    snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
+    matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
+    sessions = worker_sessionmaker(engine, matrices)
+    runner = SimulationRunner(sessions, settings, owner=worker_name("worker"))
+    documents = DocumentCache()
+    sender = WebhookSender(sessions, settings, documents) if settings.webhook_sender else None
     print(f"annoplan: job worker {runner.owner} running simulations ({runner.slots} at once)", flush=True)
     runner.start()
+    if sender is not None:
+        sender.start()
     try:
         stop.wait()
     finally:
+        if sender is not None:
+            sender.stop()
+        documents.close()
         runner.stop()
+        matrices.flush()
         engine.dispose()

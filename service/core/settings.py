@@ -105,7 +105,9 @@ class Settings(BaseSettings):
         description="Allow outbound requests (webhooks, Label Studio) to loopback, private and reserved addresses; "
         "for tests and single-host setups only.",
     )
-    webhook_sender: bool = Field(True, description="Run the outbound webhook sender in this process.")
+    webhook_sender: bool = Field(
+        True, description="Run the outbound webhook sender in this process when it runs the job queue."
+    )
     webhook_allow_private: bool = Field(
         False, description="Allow webhook targets on loopback or private networks (as outbound_allow_private does)."
     )
@@ -114,7 +116,16 @@ class Settings(BaseSettings):
         5.0, ge=0, description="Least time between two re-reads of a project's decision for decision.changed."
     )
     webhook_timeout_seconds: float = Field(10.0, gt=0)
-    webhook_lease_seconds: float = Field(60.0, gt=0)
+    webhook_lease_seconds: float = Field(
+        60.0, gt=0, description="How long a sender holds a webhook target it takes a turn at without renewing."
+    )
+    webhook_target_budget_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How long one turn at a webhook target keeps starting deliveries (at most a third of the "
+        "lease): a slow target then waits behind the others.",
+    )
+    webhook_targets_at_once: int = Field(4, ge=1, description="Webhook targets one sender takes turns at at once.")
     webhook_retry_base_seconds: float = Field(5.0, gt=0)
     webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
     webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)

@@ -20,16 +20,16 @@ import secrets
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, exists, select, update
+from sqlalchemy import ColumnElement, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.db import session_scope
 from service.core.sql import rowcount
-from service.data.models import Job, utcnow
+from service.data.models import Job, WebhookDelivery, utcnow
 
 ACTIVE = ("queued", "running")
 EXHAUSTED_ERROR = "its worker stopped before finishing it {attempts} times; submit it again"
@@ -95,17 +95,21 @@ def claim(
     lease_seconds: float,
     limit: int = 1,
     on_exhausted: Callable[[Session, list[Claimed]], None] | None = None,
+    ready: Callable[[datetime], ColumnElement[bool]] | None = None,
 ) -> list[Claimed]:
     """Lease up to ``limit`` due jobs of ``kinds`` to ``owner``; rows other claimers hold are skipped.
 
     A due job whose attempts are spent is failed instead (``exhausted``), and handed to
-    ``on_exhausted`` in the claim's own transaction.
+    ``on_exhausted`` in the claim's own transaction. ``ready(now)``, when given, is a further
+    condition a job must meet to be due (a webhook target: it has a delivery due).
     """
     kinds = tuple(kinds)
     if limit < 1:
         return []
     now = utcnow()
     due = Job.kind.in_(kinds) & _due(now)
+    if ready is not None:
+        due = due & ready(now)
     with session_scope(sessions) as session:  # a cheap read first: SQLite's write lock only when there is work
         if session.scalar(select(Job.id).where(due).limit(1)) is None:
             return []
@@ -206,6 +210,12 @@ def release(session: Session, job: Claimed) -> bool:
     return _end(session, job, state="queued", attempts=Job.attempts - 1, run_after=utcnow())
 
 
+def hand_back(session: Session, job: Claimed) -> bool:
+    """End a turn at a standing job (one claimed again and again, as a webhook target is): queued,
+    due behind the jobs that waited longer, its attempts reset; whether this worker still held it."""
+    return _end(session, job, state="queued", attempts=0, error=None, run_after=utcnow())
+
+
 def cancel(session: Session, kind: str, key: str, error: str) -> bool:
     """Fail the job ``(kind, key)`` if it is queued or running, whoever holds it; whether it was.
 
@@ -287,3 +297,59 @@ def end_period(sessions: sessionmaker[Session], turn: Claimed, *, payload: dict[
     values: dict[str, Any] = {"state": "queued"} if payload is None else {"state": "queued", "payload": payload}
     with session_scope(sessions, write=True) as session:
         return _end(session, turn, **values)
+
+
+WORKER = "worker"
+"""The kind of a job worker's heartbeat row: its name the key, its lease how long it counts as live."""
+STANDING = (PERIODIC, WORKER, "webhook")
+"""Kinds whose rows stand for good (periodic tasks, heartbeats, webhook targets): no work waits in them."""
+
+
+def beat(sessions: sessionmaker[Session], owner: str, *, lease_seconds: float) -> None:
+    """Note that the job worker ``owner`` is live for ``lease_seconds`` more (its heartbeat row)."""
+    until = utcnow() + timedelta(seconds=lease_seconds)
+    with session_scope(sessions, write=True) as session:
+        changed = session.execute(
+            update(Job).where(Job.kind == WORKER, Job.key == owner).values(lease_owner=owner, lease_until=until)
+        )
+        if not rowcount(changed):
+            job = enqueue(session, WORKER, owner, {}, max_attempts=1)
+            job.state, job.lease_owner, job.lease_until = "running", owner, until
+
+
+def retire(sessions: sessionmaker[Session], owner: str) -> None:
+    """Remove the heartbeat of ``owner`` (it stops), and those of workers dead for a day or more."""
+    with session_scope(sessions, write=True) as session:
+        session.execute(
+            delete(Job).where(Job.kind == WORKER, (Job.key == owner) | (Job.lease_until < utcnow() - timedelta(days=1)))
+        )
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """How many job workers are live, and how long the oldest waiting work has waited."""
+
+    workers: int
+    oldest_waiting_seconds: float | None
+
+
+def queue_state(session: Session) -> QueueState:
+    """Live workers (a heartbeat within its lease) and the age of the oldest due job or webhook delivery."""
+    now = utcnow()
+    workers = session.scalar(select(func.count()).where(Job.kind == WORKER, Job.lease_until > now)) or 0
+    oldest_job = session.scalar(
+        select(func.min(Job.run_after)).where(Job.state == "queued", Job.run_after <= now, Job.kind.not_in(STANDING))
+    )
+    oldest_delivery = session.scalar(
+        select(func.min(WebhookDelivery.next_attempt_at)).where(
+            WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now
+        )
+    )
+    waiting = [t for t in (oldest_job, oldest_delivery) if t is not None]
+    age = None if not waiting else max(0.0, (now - min(_aware(t) for t in waiting)).total_seconds())
+    return QueueState(int(workers), age)
+
+
+def _aware(moment: datetime) -> datetime:
+    """An aggregate over a timestamp column skips its type's conversion on SQLite: read it as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -479,7 +479,8 @@ class WebhookEvent(Base):
 
 
 class WebhookDelivery(Base):
-    """One event to one webhook: attempts, the next try, the lease of the sender working on it."""
+    """One event to one webhook: attempts, the next try, the outcome of the last (its webhook's target
+    job on the queue says which sender may attempt it)."""
 
     __tablename__ = "webhook_deliveries"
     __table_args__ = (Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
@@ -491,8 +492,6 @@ class WebhookDelivery(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(default=utcnow)
     retry_until: Mapped[datetime]
-    lease_until: Mapped[datetime | None]
-    lease_token: Mapped[str | None] = mapped_column(String(40))
     last_attempt_at: Mapped[datetime | None]
     last_status_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)

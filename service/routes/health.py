@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from service.core.db import session_scope
 from service.data.database_health import RETRY_AFTER_SECONDS, health, liveness
-from service.schemas import Health
+from service.data.jobs import queue_state
+from service.schemas import Health, QueueHealth
 
 router = APIRouter(tags=["health"])
 
@@ -40,3 +42,21 @@ def healthz(request: Request) -> JSONResponse:
     so it turns 200 again by itself once the database accepts writes.
     """
     return _ready(request)
+
+
+@router.get("/healthz/queue", response_model=QueueHealth, responses={503: {"model": Health}})
+def healthz_queue(request: Request) -> QueueHealth:
+    """Whether the job queue has a live worker, and how long the oldest waiting work has waited. No key needed.
+
+    `status` is `no_worker` when no job worker (an `annoplan worker`, or an api process that runs
+    the queue) has shown itself live within its lease: simulations and webhook deliveries then
+    wait. Always 200 while the database answers (the api itself serves); 503 when it does not.
+    Point an alert at `no_worker`, or at `oldest_waiting_seconds` growing.
+    """
+    with session_scope(request.app.state.sessions) as session:
+        state = queue_state(session)
+    return QueueHealth(
+        status="ok" if state.workers else "no_worker",
+        workers=state.workers,
+        oldest_waiting_seconds=state.oldest_waiting_seconds,
+    )

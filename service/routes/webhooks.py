@@ -26,6 +26,7 @@ from service.webhooks.store import (
     deliveries_page,
     project_webhook,
     project_webhooks,
+    remove_webhook,
     schedule_redelivery,
 )
 from service.webhooks.watch import record_baseline
@@ -102,7 +103,7 @@ def get_webhook(pid: ProjectId, wid: WebhookId, project: ProjectForPM, session: 
 @router.delete("/{wid}", status_code=204, responses=error_responses(401, 403, 404))
 def delete_webhook(pid: ProjectId, wid: WebhookId, project: ProjectForPMWrite, session: WriteSession) -> Response:
     """Unsubscribe: the webhook and its pending deliveries go; nothing more is sent to it."""
-    session.delete(project_webhook(session, project.id, wid))
+    remove_webhook(session, project_webhook(session, project.id, wid))
     return Response(status_code=204)
 
 

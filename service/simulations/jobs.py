@@ -13,7 +13,8 @@ Liveness is the lease: the runner renews it every third of ``job_lease_seconds``
 that dies renews nothing, so once its lease runs out another worker's next claim takes the
 job over and runs it again from the start (the run is seeded: the same result), at most
 ``simulation_attempts`` times in all. A child whose worker died ends with it
-(:mod:`service.core.parent_watch`).
+(:mod:`service.core.parent_watch`). A worker stopped with SIGTERM or SIGINT gives its jobs
+back instead (queued at once, the attempt not counted), so a redeploy costs no attempt.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ ACTIVE = ("queued", "running")
 KIND = "simulation"
 PROGRESS_SECONDS = 1.0
 CANCELLED_ERROR = "cancelled on request (DELETE)"
-SHUTDOWN_ERROR = "cancelled: the server shut down"
 
 
 class JobCancelled(Exception):
@@ -270,10 +270,12 @@ class SimulationRunner(PollingThread):
             return list(self._held.values())
 
     def run_once(self) -> int:
-        """Renew the leases when a third of one has passed, then claim what the pool has room for; how many."""
+        """Renew the leases and this worker's heartbeat when a third of a lease has passed, then claim
+        what the pool has room for; how many."""
         now = time.monotonic()
         if now - self._renewed >= self.lease_seconds / 3:
             self._renewed = now
+            jobs.beat(self.sessions, self.owner, lease_seconds=self.lease_seconds)
             jobs.renew(self.sessions, self.held(), lease_seconds=self.lease_seconds)
         with self._lock:
             free = self.slots - len(self._held)
@@ -347,13 +349,19 @@ class SimulationRunner(PollingThread):
         self.poke()
 
     def stop(self) -> None:
-        """Stop claiming, then stop the pool with the process: the jobs it held are failed as cancelled.
+        """Stop claiming, then stop the pool with the process: the jobs it held are given back.
 
-        They are recorded here before it returns (the client may submit them again). Without
-        this, a job's worker process (and multiprocessing's resource tracker) outlived a server
-        stopped with SIGTERM until the job ended.
+        Each is queued again at once with its attempt not counted (this worker stopped; the job
+        did not fail), and its simulation shows ``queued`` again: the next worker to claim runs
+        it from the start (seeded: the same result). They are recorded here before it returns.
+        Without stopping the pool, a job's worker process (and multiprocessing's resource
+        tracker) outlived a worker stopped with SIGTERM until the job ended.
         """
         super().stop()
+        try:
+            jobs.retire(self.sessions, self.owner)
+        except Exception:  # its heartbeat runs out instead
+            log.exception("could not remove the heartbeat of %s", self.owner)
         with self._lock:
             pool, self._pool = self._pool, None
             if pool is None:
@@ -377,10 +385,10 @@ class SimulationRunner(PollingThread):
         for job in held:  # recorded here, before the process exits
             try:
                 with session_scope(self.sessions, write=True) as session:
-                    if jobs.fail(session, job, SHUTDOWN_ERROR):
-                        _update_any(session, job.key, status="failed", error=SHUTDOWN_ERROR, finished_at=utcnow())
-            except Exception:
-                log.exception("could not record the cancellation of simulation %s", job.key)
+                    if jobs.release(session, job):
+                        _update_any(session, job.key, status="queued", done=0)
+            except Exception:  # its lease runs out instead, and the next claim takes it over
+                log.exception("could not give back simulation %s", job.key)
 
 
 def _update_any(session: Session, sim_id: str, **values: Any) -> None:

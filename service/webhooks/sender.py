@@ -1,9 +1,15 @@
-"""The outbound webhook sender: claims due deliveries, signs them (Standard Webhooks) and retries with backoff.
+"""The outbound webhook sender: takes turns at webhook targets, signs deliveries (Standard Webhooks)
+and retries them with backoff.
 
-At-least-once: a delivery is claimed with a lease (``SELECT ... FOR UPDATE SKIP LOCKED`` on
-PostgreSQL; SQLite's single writer makes the claim atomic there) and its outcome recorded
-after the request; a sender killed mid-request leaves the lease to expire, and the delivery
-is sent again. A lease outlives the request timeout, so no two senders hold one delivery.
+Deliveries ride on the job queue (service.data.jobs): every webhook has one standing job of kind
+``webhook`` (its target), and a sender sends a webhook's deliveries only while it holds that
+job's lease; every write about a delivery is fenced by the lease's token. At-least-once: a
+delivery is marked delivered only after its 2xx, and a sender killed mid-request renews nothing,
+so once the target's lease runs out the next claim takes the target over and sends the delivery
+again. Never two attempts at once: a turn ends within two thirds of its lease (a budget, then at
+most one request timeout), so no sender takes a target over while another's request may be open.
+The budget also keeps one slow target from starving the others: after it, the target waits
+behind those that waited longer.
 """
 
 from __future__ import annotations
@@ -15,21 +21,24 @@ import logging
 import random
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
-from sqlalchemy import or_, select, update
+from sqlalchemy import ColumnElement, exists, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.background import PollingThread
 from service.core.db import session_scope
 from service.core.outbound import OutboundRefused, client, webhook_policy
 from service.core.settings import Settings
+from service.core.sql import rowcount
+from service.data import jobs
 from service.data.jobs import worker_name
-from service.data.models import Webhook, WebhookDelivery, WebhookEvent, utcnow
+from service.data.models import Job, Webhook, WebhookDelivery, WebhookEvent, utcnow
 from service.documents.reliability import DocumentCache
 from service.webhooks.watch import Seen, announce_changes
 
@@ -60,12 +69,43 @@ def after_failure(attempts: int, now: datetime, retry_until: datetime, delay: fl
     return "pending", min(now + timedelta(seconds=delay), retry_until)
 
 
+TARGET = "webhook"
+"""The job kind of a webhook target: one standing job per webhook (its id the key), whose lease
+makes one sender at a time the sender of that webhook's deliveries."""
+TARGET_ATTEMPTS = 2**31 - 1
+"""A target's job is never given up (each delivery has its own retry window): its attempts count
+only the turns in a row that ended with their worker, and a turn that ends resets them."""
+
+
+def add_target(session: Session, webhook_id: str) -> None:
+    """The webhook's target job, in the transaction that adds the webhook."""
+    jobs.enqueue(session, TARGET, webhook_id, {}, max_attempts=TARGET_ATTEMPTS)
+
+
+def has_due_delivery(now: datetime) -> ColumnElement[bool]:
+    """Whether the target job's webhook has a pending delivery due at ``now`` (the claim's extra condition)."""
+    return exists().where(
+        WebhookDelivery.webhook_id == Job.key,
+        WebhookDelivery.status == "pending",
+        WebhookDelivery.next_attempt_at <= now,
+    )
+
+
+def claim_targets(
+    sessions: sessionmaker[Session], *, owner: str, lease_seconds: float, limit: int
+) -> list[jobs.Claimed]:
+    """Lease up to ``limit`` webhook targets that have a delivery due, those waiting longest first."""
+    claimed = jobs.claim(
+        sessions, [TARGET], owner=owner, lease_seconds=lease_seconds, limit=limit, ready=has_due_delivery
+    )
+    return [target for target in claimed if not target.exhausted]
+
+
 @dataclass(frozen=True)
-class Claimed:
-    """A delivery this sender holds the lease of, with what it needs to send it."""
+class Delivery:
+    """A delivery being attempted, with what it needs to be sent."""
 
     id: int
-    token: str
     attempts: int
     retry_until: datetime
     url: str
@@ -74,42 +114,12 @@ class Claimed:
     payload: dict[str, Any]
 
 
-def _due(now: datetime) -> Any:
-    return (
-        (WebhookDelivery.status == "pending")
-        & (WebhookDelivery.next_attempt_at <= now)
-        & or_(WebhookDelivery.lease_until.is_(None), WebhookDelivery.lease_until < now)
-    )
-
-
-def claim_due(sessions: sessionmaker[Session], *, lease_seconds: float, limit: int) -> list[Claimed]:
-    """Lease up to ``limit`` due deliveries to this sender; rows other senders hold are skipped."""
+def next_delivery(sessions: sessionmaker[Session], target: jobs.Claimed) -> Delivery | None:
+    """The target's due delivery that waited longest, its attempt counted; None when none is due or
+    this sender no longer holds the target (taken over after its lease ran out)."""
     now = utcnow()
-    with session_scope(sessions) as session:  # a cheap read first: SQLite's write lock only when there is work
-        if session.scalar(select(WebhookDelivery.id).where(_due(now)).limit(1)) is None:
-            return []
-    token = secrets.token_hex(16)
     with session_scope(sessions, write=True) as session:
-        ids = session.scalars(
-            select(WebhookDelivery.id)
-            .where(_due(now))
-            .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        ).all()
-        if not ids:
-            return []
-        session.execute(
-            update(WebhookDelivery)
-            .where(WebhookDelivery.id.in_(ids))
-            .values(
-                lease_until=now + timedelta(seconds=lease_seconds),
-                lease_token=token,
-                attempts=WebhookDelivery.attempts + 1,
-                last_attempt_at=now,
-            )
-        )
-        rows = session.execute(
+        row = session.execute(
             select(
                 WebhookDelivery.id,
                 WebhookDelivery.attempts,
@@ -121,12 +131,27 @@ def claim_due(sessions: sessionmaker[Session], *, lease_seconds: float, limit: i
             )
             .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
             .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
-            .where(WebhookDelivery.id.in_(ids))
-        ).all()
-    return [Claimed(d, token, a, until, url, secret, eid, payload) for d, a, until, url, secret, eid, payload in rows]
+            .where(
+                WebhookDelivery.webhook_id == target.key,
+                WebhookDelivery.status == "pending",
+                WebhookDelivery.next_attempt_at <= now,
+                jobs.held(TARGET, target.key, target.token),
+            )
+            .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
+            .limit(1)
+        ).first()
+        if row is None:
+            return None
+        did, attempts, until, url, secret, eid, payload = row
+        session.execute(
+            update(WebhookDelivery)
+            .where(WebhookDelivery.id == did)
+            .values(attempts=WebhookDelivery.attempts + 1, last_attempt_at=now)
+        )
+    return Delivery(did, attempts + 1, until, url, secret, eid, payload)
 
 
-def send(http: httpx.Client, delivery: Claimed) -> tuple[int | None, str | None]:
+def send(http: httpx.Client, delivery: Delivery) -> tuple[int | None, str | None]:
     """POST the signed event; ``(status code, error)`` where error is None for a 2xx.
 
     The error is a reason of ours: nothing the target answers is kept (docs/operations.md).
@@ -153,21 +178,17 @@ def send(http: httpx.Client, delivery: Claimed) -> tuple[int | None, str | None]
 
 def record_outcome(
     sessions: sessionmaker[Session],
-    delivery: Claimed,
+    target: jobs.Claimed,
+    delivery: Delivery,
     status_code: int | None,
     error: str | None,
     *,
     settings: Settings,
     rng: random.Random,
-) -> None:
-    """Store the attempt's outcome and release the lease (only if this sender still holds it)."""
+) -> bool:
+    """Store the attempt's outcome if this sender still holds the delivery's target; whether it did."""
     now = utcnow()
-    values: dict[str, Any] = {
-        "lease_until": None,
-        "lease_token": None,
-        "last_status_code": status_code,
-        "last_error": error,
-    }
+    values: dict[str, Any] = {"last_status_code": status_code, "last_error": error}
     if error is None:
         values.update(status="delivered", delivered_at=now)
     else:
@@ -176,32 +197,38 @@ def record_outcome(
         )
         values["status"], values["next_attempt_at"] = after_failure(delivery.attempts, now, delivery.retry_until, delay)
     with session_scope(sessions, write=True) as session:
-        session.execute(
+        changed = session.execute(
             update(WebhookDelivery)
-            .where(WebhookDelivery.id == delivery.id, WebhookDelivery.lease_token == delivery.token)
+            .where(WebhookDelivery.id == delivery.id, jobs.held(TARGET, target.key, target.token))
             .values(values)
         )
+        return bool(rowcount(changed))
 
 
 class WebhookSender(PollingThread):
-    """The background sender of one server process, started and stopped by the app's lifespan."""
+    """The background sender of a job worker (or of an api process that runs jobs), started and
+    stopped with it: it announces changes, then takes turns at the webhook targets that have a
+    delivery due, ``webhook_targets_at_once`` at a time."""
 
     thread_name = "annoplan-webhooks"
 
     def __init__(self, sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache):
-        timeout = min(settings.webhook_timeout_seconds, settings.webhook_lease_seconds / 3)
-        # stopping waits for the request in flight
-        super().__init__(poll_seconds=settings.webhook_poll_seconds, stop_seconds=timeout + 5, log=log)
+        lease = settings.webhook_lease_seconds
+        # a turn starts no delivery after its budget and waits at most a timeout for the one in
+        # flight, so it ends within two thirds of its lease: no other sender takes the target over meanwhile
+        timeout = min(settings.webhook_timeout_seconds, lease / 3)
+        self.budget = min(settings.webhook_target_budget_seconds, lease / 3)
+        super().__init__(poll_seconds=settings.webhook_poll_seconds, stop_seconds=self.budget + timeout + 5, log=log)
         self.sessions = sessions
         self.settings = settings
         self.documents = documents
         self.timeout = timeout
-        # claimed deliveries are sent one after another: all of them must finish inside the lease
-        self.batch = max(1, int(settings.webhook_lease_seconds / (2 * self.timeout)))
+        self.at_once = settings.webhook_targets_at_once
         self.rng = random.Random()
         self._seen = Seen()
         self.owner = worker_name("webhooks")
         self._client: httpx.Client | None = None
+        self._turns: ThreadPoolExecutor | None = None
 
     def _http(self) -> httpx.Client:
         """The sender's one HTTP client (its SSL context is built once, not per round), closed by :meth:`stop`."""
@@ -210,22 +237,49 @@ class WebhookSender(PollingThread):
         return self._client
 
     def run_once(self) -> int:
-        """One round: announce changes the outbox should carry, then send what is due; deliveries attempted."""
+        """One round: announce changes the outbox should carry, then take turns at the targets with
+        deliveries due until none is left; deliveries attempted."""
         announce_changes(self.sessions, self.settings, self.documents, self._seen, owner=self.owner)
+        if self._turns is None:
+            self._turns = ThreadPoolExecutor(self.at_once, thread_name_prefix="annoplan-webhook-turn")
         attempted = 0
         while not self.stopping:
-            claimed = claim_due(self.sessions, lease_seconds=self.settings.webhook_lease_seconds, limit=self.batch)
-            if not claimed:
+            targets = claim_targets(
+                self.sessions, owner=self.owner, lease_seconds=self.settings.webhook_lease_seconds, limit=self.at_once
+            )
+            if not targets:
                 break
-            for delivery in claimed:
+            attempted += sum(self._turns.map(self.turn, targets))
+        return attempted
+
+    def turn(self, target: jobs.Claimed) -> int:
+        """Send the target's due deliveries one after another until none is due or its budget is
+        spent (a slow target then waits behind the others), then hand it back; deliveries attempted."""
+        started = time.monotonic()
+        attempted = 0
+        try:
+            while not self.stopping and time.monotonic() - started < self.budget:
+                delivery = next_delivery(self.sessions, target)
+                if delivery is None:
+                    break
                 status_code, error = send(self._http(), delivery)
-                record_outcome(self.sessions, delivery, status_code, error, settings=self.settings, rng=self.rng)
                 attempted += 1
+                if not record_outcome(
+                    self.sessions, target, delivery, status_code, error, settings=self.settings, rng=self.rng
+                ):
+                    break  # another sender holds the target now
+        finally:
+            with session_scope(self.sessions, write=True) as session:
+                jobs.hand_back(session, target)
         return attempted
 
     def stop(self) -> None:
-        """Finish the request in flight (bounded by the timeout), end the thread and close the HTTP client."""
+        """Finish the turns in progress (each bounded by its budget and a timeout), end the thread and
+        close the HTTP client."""
         super().stop()
+        if self._turns is not None:
+            self._turns.shutdown(wait=True)
+            self._turns = None
         if self._client is not None:
             self._client.close()
             self._client = None

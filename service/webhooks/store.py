@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, NotFound, echo
 from service.core.pagination import PageParams
-from service.data.models import Webhook, WebhookDelivery, WebhookEvent, new_public_id, utcnow
-from service.webhooks.sender import new_webhook_secret
+from service.data.models import Job, Webhook, WebhookDelivery, WebhookEvent, new_public_id, utcnow
+from service.webhooks.sender import TARGET, add_target, new_webhook_secret
 
 
 def add_webhook(session: Session, project_id: str, url: str, events: list[str]) -> Webhook:
-    """A new subscription with a fresh signing secret."""
+    """A new subscription with a fresh signing secret, and its target on the job queue."""
     hook = Webhook(
         id=new_public_id("wh"),
         project_id=project_id,
@@ -25,7 +25,14 @@ def add_webhook(session: Session, project_id: str, url: str, events: list[str]) 
     )
     session.add(hook)
     session.flush()
+    add_target(session, hook.id)
     return hook
+
+
+def remove_webhook(session: Session, hook: Webhook) -> None:
+    """Delete the subscription (its deliveries cascade) and its target: nothing more is sent to it."""
+    session.execute(delete(Job).where(Job.kind == TARGET, Job.key == hook.id))
+    session.delete(hook)
 
 
 def project_webhooks(session: Session, project_id: str) -> list[Webhook]:
@@ -62,7 +69,8 @@ def deliveries_page(session: Session, wid: str, page: PageParams) -> list[tuple[
 def schedule_redelivery(session: Session, wid: str, did: int, *, window_seconds: float) -> tuple[WebhookDelivery, str]:
     """Make the delivery due now with a fresh retry window; the delivery and its event type.
 
-    404 when it is not the webhook's; 409 while a sender holds it (its outcome would overwrite the request).
+    404 when it is not the webhook's; 409 while a sender takes its turn at the webhook (an outcome it
+    records would overwrite the request).
     """
     row = session.execute(
         select(WebhookDelivery, WebhookEvent.type)
@@ -72,9 +80,11 @@ def schedule_redelivery(session: Session, wid: str, did: int, *, window_seconds:
     if row is None:
         raise NotFound(f"delivery {did} not found")
     now = utcnow()
-    if row[0].lease_until is not None and row[0].lease_until > now:
+    turn = session.scalar(select(Job.lease_until).where(Job.kind == TARGET, Job.key == wid, Job.state == "running"))
+    if turn is not None and turn > now:
         raise Conflict(
-            "this delivery is being sent right now; redeliver it once that attempt is logged", code="delivery_in_flight"
+            "a sender is sending this webhook's deliveries right now; redeliver this one once its turn is logged",
+            code="delivery_in_flight",
         )
     session.execute(
         update(WebhookDelivery)

@@ -62,13 +62,33 @@ def _subscriptions(sessions: sessionmaker[Session]) -> dict[str, dict[str, Any]]
     return listening
 
 
-def _decision_changed(sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache) -> None:
+@dataclass
+class DecisionReads:
+    """What the decision watcher did, summed over the deployment's turns (they ride on its periodic
+    row): decisions read (documents for a moved ``label_seq``), and those recorded. Equal when each
+    change is read once, by one process; a read another process had recorded first is not."""
+
+    read: int = 0
+    recorded: int = 0
+
+    def as_payload(self) -> dict[str, int]:
+        return {"decisions_read": self.read, "decisions_recorded": self.recorded}
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> DecisionReads:
+        return cls(int(payload.get("decisions_read", 0)), int(payload.get("decisions_recorded", 0)))
+
+
+def _decision_changed(
+    sessions: sessionmaker[Session], pid: str, settings: Settings, documents: DocumentCache, reads: DecisionReads
+) -> None:
     with session_scope(sessions) as session:
         project = session.get(Project, pid)
         watch = session.get(DecisionWatch, pid)
         if project is None or (watch is not None and watch.label_seq == project.label_seq):
             return
         doc = live_decision(session, project, documents, n_resamples=settings.bootstrap_resamples)
+        reads.read += 1
     try:
         with session_scope(sessions, write=True) as session:
             if watch is None:
@@ -77,6 +97,8 @@ def _decision_changed(sessions: sessionmaker[Session], pid: str, settings: Setti
                         project_id=pid, label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega")
                     )
                 )
+                session.flush()
+                reads.recorded += 1
                 return
             moved = rowcount(  # compare-and-set: of several senders, one records (and announces) it
                 session.execute(
@@ -85,6 +107,7 @@ def _decision_changed(sessions: sessionmaker[Session], pid: str, settings: Setti
                     .values(label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega"))
                 )
             )
+            reads.recorded += moved
             if moved and doc["decision"] != watch.decision:
                 emit(
                     session,
@@ -256,11 +279,12 @@ def announce_changes(
             lease_seconds=settings.webhook_lease_seconds,
         )
     if turn is not None:
+        reads = DecisionReads.from_payload(turn.payload)
         try:
             for pid in decisions:
-                _decision_changed(sessions, pid, settings, documents)
+                _decision_changed(sessions, pid, settings, documents, reads)
         finally:
-            jobs.end_period(sessions, turn)
+            jobs.end_period(sessions, turn, payload=reads.as_payload())
     for pid in listening.get("plan.reached", {}):
         _plan_reached(sessions, pid, settings, seen.plan_checked)
     for pid, since in listening.get("batch.expired", {}).items():

@@ -62,6 +62,7 @@ SMALL_SIMULATION = {"trials": 1, "n_items": 20, "rho": 0.5, "design": "strat", "
 #   admin  pm  annotator  viewer  no_key  revoked  other_project
 MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/healthz", 200, 200, 200, 200, 200, 200, 200),
+    ("GET", "/healthz/queue", 200, 200, 200, 200, 200, 200, 200),
     ("GET", "/livez", 200, 200, 200, 200, 200, 200, 200),
     ("GET", "/readyz", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/agreement", 200, 200, 200, 200, 401, 401, 200),

@@ -21,8 +21,9 @@ from standardwebhooks import Webhook as Verifier
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
+from service.data import jobs
 from service.data.models import Job, WebhookDelivery, utcnow
-from service.webhooks.sender import WebhookSender, after_failure, claim_due, retry_delay
+from service.webhooks.sender import WebhookSender, after_failure, claim_targets, next_delivery, retry_delay
 from tests.conftest import ADMIN_KEY
 from tests.webhook_receiver import Receiver
 
@@ -196,7 +197,8 @@ def test_failures_are_retried_with_the_same_id_then_redelivered(client: TestClie
             client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver").status_code
             == 202
         )
-        assert len(claim_due(client.app.state.sessions, lease_seconds=600, limit=1)) == 1  # a sender holds it now
+        held = claim_targets(client.app.state.sessions, owner="test", lease_seconds=600, limit=1)
+        assert [t.key for t in held] == [hook["id"]]  # a sender takes its turn at the webhook now
         r = client.post(f"/projects/{pid}/webhooks/{hook['id']}/deliveries/{delivery['id']}/redeliver")
         assert r.status_code == 409 and r.json()["error"] == "delivery_in_flight"
 
@@ -259,26 +261,46 @@ def test_backoff_keeps_trying_for_at_least_24_hours() -> None:
 
 
 def test_claims_never_hand_one_delivery_to_two_senders(client: TestClient, pid: str) -> None:
-    """Six senders claim at once, over and over: every delivery is claimed exactly once."""
+    """Six senders take turns at three targets at once, over and over: every delivery is attempted
+    exactly once, and a target is held by one sender at a time."""
     with Receiver() as receiver:
-        subscribe(client, pid, receiver.url, ["plan.created"])
-        for _ in range(12):
+        for _ in range(3):
+            subscribe(client, pid, receiver.url, ["plan.created"])
+        for _ in range(8):
             plan(client, pid)
     sessions = client.app.state.sessions
     claims: list[int] = []
+    holding: Counter[str] = Counter()
+    overlaps = []
+    lock = threading.Lock()
     barrier = threading.Barrier(6)
 
-    def work() -> None:
+    def work(n: int) -> None:
         barrier.wait()
-        while got := claim_due(sessions, lease_seconds=600, limit=2):
-            claims.extend(c.id for c in got)
+        while targets := claim_targets(sessions, owner=f"sender{n}", lease_seconds=600, limit=1):
+            (target,) = targets
+            with lock:
+                holding[target.key] += 1
+                overlaps.append(holding[target.key] > 1)
+            for _ in range(3):  # a turn of at most three deliveries, then the target goes back
+                if (delivery := next_delivery(sessions, target)) is None:
+                    break
+                claims.append(delivery.id)
+                with session_scope(sessions, write=True) as session:
+                    session.execute(
+                        update(WebhookDelivery).where(WebhookDelivery.id == delivery.id).values(status="delivered")
+                    )
+            with lock:
+                holding[target.key] -= 1
+            with session_scope(sessions, write=True) as session:
+                assert jobs.hand_back(session, target)
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(Counter(claims).values()) == [1] * 12
+    assert sorted(Counter(claims).values()) == [1] * 24 and not any(overlaps)
     with sessions() as s:
         assert {d.attempts for d in s.query(WebhookDelivery)} == {1}
 

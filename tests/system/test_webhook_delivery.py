@@ -18,7 +18,13 @@ from tests.live_server import LiveServer
 from tests.webhook_receiver import Receiver
 
 PLAN = {"source": "prior", "p_h": 0.85, "p_j": 0.9, "design": "random", "seed": 1, "m": 3}
-SENDER = {"webhook_allow_private": 1, "webhook_poll_seconds": 0.2, "webhook_retry_base_seconds": 0.2}
+# the servers run the job queue, webhook deliveries included (unset, they do not on PostgreSQL)
+SENDER = {
+    "webhook_allow_private": 1,
+    "webhook_poll_seconds": 0.2,
+    "webhook_retry_base_seconds": 0.2,
+    "api_runs_jobs": 1,
+}
 
 
 def project(c: httpx.Client) -> str:
