@@ -5,8 +5,8 @@ Existing data: every webhook gets its target job; a delivery a sender held at th
 again by the first turn at its target (at-least-once). Downgrade drops the target jobs and gives
 the deliveries their lease columns back, empty (no delivery held).
 
-Revision ID: 0022_webhook_targets
-Revises: 0021_jobs
+Revision ID: 0023_webhook_targets
+Revises: 0022_anchor_panels
 Create Date: 2026-12-02 12:40:00
 """
 
@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022_webhook_targets"
-down_revision = "0021_jobs"
+revision = "0023_webhook_targets"
+down_revision = "0022_anchor_panels"
 branch_labels = None
 depends_on = None
 
