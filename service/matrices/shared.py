@@ -21,14 +21,9 @@ from typing import Any
 import numpy as np
 
 from planner.codes import code_type
-from service.matrices.matrix import LabelMatrix, RaterColumn
+from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type
 
 _ALIGN = 64
-
-
-def rank_type(label_seq: int) -> type[np.signedinteger[Any]]:
-    """The type of arrival ranks (``label_seq`` values) up to ``label_seq``: int32 below 2**31, else int64."""
-    return np.int32 if label_seq < 2**31 else np.int64
 
 
 def _anonymous_file(size: int) -> int:
