@@ -63,7 +63,7 @@ class SharedMatrix:
         for name, stored, _, offset in self._layout:
             # values fit: the types were chosen so; the kept matrix is in them already (no conversion copy)
             array = np.ascontiguousarray(getattr(matrix, name).astype(stored, copy=False))
-            data = memoryview(array.reshape(-1).view(np.uint8) if array.size else b"")
+            data = array.reshape(-1).view(np.uint8).data
             while data:  # written into the file, not through a mapping: no page faults of a fresh map
                 written = os.pwrite(self._fd, data, offset)
                 data, offset = data[written:], offset + written
