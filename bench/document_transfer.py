@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner.codes import code_type  # noqa: E402
 from service.core.offload import off_worker, off_worker_each  # noqa: E402
-from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.matrices.shared import SharedMatrix, rank_type  # noqa: E402
+from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type  # noqa: E402
+from service.matrices.shared import SharedMatrix  # noqa: E402
 
 SECONDARIES = 8
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -84,6 +85,24 @@ def server_cpu(server: LiveServer) -> float:
             continue
         ticks += int(fields[13]) + int(fields[14])  # cutime, cstime (fields 16 and 17 of stat)
     return ns / 1e9 + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_rss(server: LiveServer) -> tuple[float, float]:
+    """The server process's resident memory now and at its peak, in MiB (``/proc``: VmRSS, VmHWM)."""
+    assert server.proc is not None
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines() if ":" in line
+    )
+    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+
+
+def save_fixture(database: str, path: str, pid: str, judge: np.ndarray) -> None:
+    """A consistent copy of the SQLite file at ``database`` (the backup API: the server is live, in WAL mode),
+    its project id and judge labels beside it: what ``--fixture`` reads."""
+    with sqlite3.connect(database) as source, sqlite3.connect(path) as copy:
+        source.backup(copy)
+    Path(path + ".pid").write_text(pid)
+    np.save(path + ".judge.npy", judge)
 
 
 def post_rows(c: httpx.Client, path: str, rows: list[dict[str, str]]) -> None:
@@ -164,7 +183,13 @@ def until_replayed(c: httpx.Client, pid: str) -> float:
 
 
 def figures(
-    server: LiveServer, n_items: int, overlap: float, *, fixture: str | None, reads_only: bool
+    server: LiveServer,
+    n_items: int,
+    overlap: float,
+    *,
+    fixture: str | None,
+    reads_only: bool,
+    save: tuple[str, str] | None = None,
 ) -> dict[str, float]:
     rng = np.random.default_rng(n_items)
     out: dict[str, float] = {}
@@ -176,6 +201,8 @@ def figures(
         else:
             pid, judge = build(c, n_items, overlap, rng)
             out["build (s)"] = time.perf_counter() - t0
+            if save is not None:
+                save_fixture(*save, pid, judge)
         c.post(f"/projects/{pid}/raters", json={"external_id": "late", "kind": "human"}).raise_for_status()
         out["healthz p50"] = statistics.median(timed(lambda: c.get("/healthz")) for _ in range(20))
         out["first document (one-time)"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
@@ -198,6 +225,9 @@ def figures(
             out["report json"] = timed(lambda: c.get(f"/projects/{pid}/report"))
             out["report html"] = timed(lambda: c.get(f"/projects/{pid}/report", params={"format": "html"}))
             out["plan creation"] = timed(lambda: c.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9}))
+            batch = {"rater": "h0", "size": 50}
+            out["batch"] = timed(lambda: c.post(f"/projects/{pid}/batches", json=batch))
+        out["worker RSS (MiB)"], out["  its peak (MiB)"] = server_rss(server)
     return out
 
 
@@ -209,6 +239,7 @@ def run(
     *,
     fixture: str | None = None,
     reads_only: bool = False,
+    save_fixture_to: str | None = None,
 ) -> None:
     results = []
     for n in sizes:
@@ -219,8 +250,11 @@ def run(
                 at = f"sqlite:///{tmp}/fixture.db"
                 shutil.copy(fixture, at.removeprefix("sqlite:///"))
             migrate(at)
+            save = (at.removeprefix("sqlite:///"), save_fixture_to) if big and save_fixture_to and not fixture else None
             with LiveServer(at, KEY) as server:
-                results.append(figures(server, n, overlap, fixture=fixture if big else None, reads_only=reads_only))
+                results.append(
+                    figures(server, n, overlap, fixture=fixture if big else None, reads_only=reads_only, save=save)
+                )
         if url.startswith("postgresql"):
             wipe_postgres(url)
     small, big_figures = results
@@ -235,7 +269,15 @@ def run(
                 f"{'yes' if small[name] else 'no'}"
             )
             continue
-        extra = "" if name == "build (s)" or "CPU" in name else f"  ({big_figures[name] / floor:,.1f}x /healthz)"
+        if "MiB" in name:
+            ratio = big_figures[name] / small[name]
+            print(f"  {name:34s} {big_figures[name]:8.0f}   at {sizes[0]:,}: {small[name]:7.0f}  ({ratio:.2f}x)")
+            continue
+        if "CPU" in name:
+            ratio = big_figures[name] / small[name] if small[name] else float("nan")
+            print(f"  {name:34s} {big_figures[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}  ({ratio:.2f}x)")
+            continue
+        extra = "" if name == "build (s)" else f"  ({big_figures[name] / floor:,.1f}x /healthz)"
         print(f"  {name:34s} {big_figures[name]:8.3f}   at {sizes[0]:,}: {small[name]:7.3f}{extra}")
 
 
@@ -251,6 +293,7 @@ def main() -> None:
         help="a SQLite file built by this script's build (with .pid and .judge.npy "
         "beside it) to copy for the large size instead of building it through HTTP",
     )
+    parser.add_argument("--save-fixture", help="SQLite: save the large project as built (for --fixture) at this path")
     parser.add_argument("--reads-only", action="store_true", help="documents and dashboard, no report or plan")
     args = parser.parse_args()
     sizes = (args.small, args.items)
@@ -263,6 +306,7 @@ def main() -> None:
                 args.overlap,
                 fixture=args.fixture,
                 reads_only=args.reads_only,
+                save_fixture_to=args.save_fixture,
             )
     if args.postgres:
         wipe_postgres(args.postgres)

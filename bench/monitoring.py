@@ -50,8 +50,7 @@ from planner.monitor_sizing import monitor_runs  # noqa: E402
 from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import kept_monitoring, monitor_judge
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
-from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.matrices.shared import rank_type  # noqa: E402
+from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type  # noqa: E402
 from service.planning.monitoring_costs import plan_monitoring  # noqa: E402
 from service.schemas import DecisionSettings  # noqa: E402
 

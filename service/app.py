@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
 from sqlalchemy.exc import IntegrityError
 
+from service.core.allocator import returned_large_frees
 from service.core.db import make_engine, session_scope, writer_turn
 from service.core.errors import ErrorBody, install_error_handlers
 from service.core.fairness import ProjectSlots, Refusals, RefusedAgain, install_refusal_memory
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if getattr(app.state, "serving", False):
             raise RuntimeError("this app is already serving: create another app for a second server")
         app.state.serving = True
+        returned_large_frees()  # the worker's freed arrays leave its resident memory (service.core.allocator)
         try:
             if settings.computing_prestart:
                 prestart()  # its imports run in its own process while this one starts

@@ -21,14 +21,9 @@ from typing import Any
 import numpy as np
 
 from planner.codes import code_type
-from service.matrices.matrix import LabelMatrix, RaterColumn
+from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type
 
 _ALIGN = 64
-
-
-def rank_type(label_seq: int) -> type[np.signedinteger[Any]]:
-    """The type of arrival ranks (``label_seq`` values) up to ``label_seq``: int32 below 2**31, else int64."""
-    return np.int32 if label_seq < 2**31 else np.int64
 
 
 def _anonymous_file(size: int) -> int:
@@ -65,11 +60,13 @@ class SharedMatrix:
         self._size = size
         self._meta = (matrix.raters, matrix.n_labels, matrix.label_seq, matrix.criterion)
         self._fd = _anonymous_file(size)
-        with mmap.mmap(self._fd, max(size, 1)) as memory:
-            for name, stored, shape, offset in self._layout:
-                view = np.ndarray(shape, dtype=stored, buffer=memory, offset=offset)
-                np.copyto(view, getattr(matrix, name), casting="unsafe")  # values fit: the types were chosen so
-                del view
+        for name, stored, _, offset in self._layout:
+            # values fit: the types were chosen so; the kept matrix is in them already (no conversion copy)
+            array = np.ascontiguousarray(getattr(matrix, name).astype(stored, copy=False))
+            data = array.reshape(-1).view(np.uint8).data
+            while data:  # written into the file, not through a mapping: no page faults of a fresh map
+                written = os.pwrite(self._fd, data, offset)
+                data, offset = data[written:], offset + written
 
     def __enter__(self) -> SharedMatrix:
         return self

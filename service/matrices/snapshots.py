@@ -27,9 +27,10 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from planner.codes import code_type
 from service.core.sql import driver_rows
 from service.data.models import Project
-from service.matrices.matrix import LabelMatrix, RaterColumn, frozen_matrix
+from service.matrices.matrix import LabelMatrix, RaterColumn, frozen_matrix, rank_type
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +171,8 @@ def _loaded(
     if n and not _first_items(session, project, item_ids):
         log.info("matrix snapshot %s ignored: the corpus changed", path)
         return None
-    raw = raw8.astype(np.int64)
-    order = np.full(raw.shape, -1, dtype=np.int64)
+    raw = raw8.astype(code_type(len(project.labels)), copy=False)
+    order = np.full(raw.shape, -1, dtype=rank_type(seq))
     order[labelled] = seqs
     return frozen_matrix(raw, order, item_ids, raters, project, criterion, seq), tuple(meta["labels"])
 

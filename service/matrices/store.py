@@ -14,7 +14,6 @@ database or advanced one far past the last snapshot it knows.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +27,7 @@ from sqlalchemy.orm import Session
 from service.core.caches import RecentlyUsed
 from service.core.sql import driver_rows
 from service.data.models import Project, Rater
-from service.matrices.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix
-from service.matrices.shared import rank_type
+from service.matrices.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix, rank_type
 from service.matrices.snapshots import history_mark, read_snapshot, write_snapshot
 
 STORE_KEY = "matrices"
@@ -88,7 +86,7 @@ class MatrixStore:
         found = read_snapshot(self._snapshots, session, project, criterion)
         if found is None:
             return None
-        matrix, labels = _narrowed(found[0]), found[1]
+        matrix, labels = found
         with self._lock:
             self._snapshotted[(project.id, criterion)] = matrix.label_seq
         return _Kept(matrix, labels, np.argsort(matrix.item_ids))
@@ -124,19 +122,8 @@ def current_matrix(session: Session, project: Project, criterion: str) -> LabelM
 
 
 def _fresh(session: Session, project: Project, criterion: str) -> _Kept:
-    matrix = _narrowed(load_matrix(session, project, criterion))
+    matrix = load_matrix(session, project, criterion)
     return _Kept(matrix, tuple(project.labels), np.argsort(matrix.item_ids))
-
-
-def _narrowed(matrix: LabelMatrix) -> LabelMatrix:
-    """``matrix`` with its arrival ranks in :func:`~service.matrices.shared.rank_type` (int32: half the bytes
-    each later update copies, and the type a document's child processes read)."""
-    wanted = rank_type(matrix.label_seq)
-    if matrix.order.dtype == wanted:
-        return matrix
-    order = matrix.order.astype(wanted)
-    order.flags.writeable = False
-    return dataclasses.replace(matrix, order=order)
 
 
 def _updated(session: Session, project: Project, criterion: str, kept: _Kept | None) -> _Kept:

@@ -138,6 +138,17 @@ def test_a_shared_matrix_reaches_children_as_the_same_matrix_in_compact_types() 
         pickle.dumps(shared)
 
 
+def test_a_shared_matrix_of_no_items_reaches_a_child_empty() -> None:
+    raters = [RaterColumn(1, "j", "judge"), RaterColumn(2, "p", "primary")]
+    empty = np.empty((0, 2), dtype=np.int8)
+    matrix = LabelMatrix(
+        raw=empty, item_ids=np.empty(0, np.int64), raters=raters, n_labels=2, label_seq=0, criterion="c", order=empty
+    )
+    with SharedMatrix(matrix) as shared:
+        [seen] = off_worker_each(10**9, (_matrix_seen, (shared,), {}))
+    assert seen["raw"] == ("|i1", [], False) and seen["order"] == ("<i4", []) and seen["item_ids"] == []
+
+
 def _labelled_project(client: TestClient, n_items: int) -> str:
     pid = create_project(client, raters=RATERS, items=[f"i{k}" for k in range(n_items)])
     rng = np.random.default_rng(7)
