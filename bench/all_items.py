@@ -22,7 +22,7 @@ import numpy as np
 from planner.decision import validate_judge
 from planner.estimator_check import estimator_check
 from planner.neyman import m_cert_by_estimator, neyman_allocation, prior_variances
-from planner.recipes import prior_moments
+from planner.xi_moments import prior_moments
 
 P_H, P_J, EPS = 0.85, 0.90, 0.05
 

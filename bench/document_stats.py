@@ -41,7 +41,7 @@ from bench.reference_tree import add_reference_options, reference_figures
 from planner.decision import validate_judge
 from planner.patterns import ItemPatterns, item_patterns
 from planner.rater_pairs import summary_table
-from planner.recipes import pilot_moments
+from planner.xi_moments import pilot_moments
 
 N_RATERS, N_RESAMPLES, PILOT_RESAMPLES = 10, 1000, 200
 JUDGE, HUMANS = 0, list(range(1, N_RATERS))

@@ -46,9 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package, not
 
 from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge
+from planner.false_rejection import m_cert
 from planner.monitor_sizing import monitor_runs  # noqa: E402
-from planner.recipes import m_cert, prior_moments  # noqa: E402
 from planner.sequential import kept_monitoring, monitor_judge
+from planner.xi_moments import prior_moments
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type  # noqa: E402
 from service.planning.monitoring_costs import plan_monitoring  # noqa: E402

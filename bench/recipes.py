@@ -21,9 +21,12 @@ from collections.abc import Callable
 import numpy as np
 
 from planner.designs import disjoint, random_subsets, shared_panel, strat
+from planner.false_rejection import m_cert
 from planner.plan_check import check_design
-from planner.recipes import RatioPrior, advantage_moments, certify_recipe, m_cert, ratio_moments, xi_lattice
+from planner.ratio_moments import RatioPrior, ratio_moments
+from planner.recipes import certify_recipe
 from planner.seq_designs import seq_coverage
+from planner.xi_moments import advantage_moments, xi_lattice
 
 N_ITEMS, N_HUMANS = 100_000, 4
 

@@ -24,6 +24,7 @@ from planner.agreement import (
     scott_pi,
 )
 from planner.agreement_results import AgreementResult, Estimate, Scale
+from planner.alt_test_recipes import alt_test_quantile, m_alt_test
 from planner.bca import (
     bca_interval,
 )
@@ -66,6 +67,7 @@ from planner.designs import (
 from planner.estimator_check import (
     raised_estimator_checks,
 )
+from planner.false_rejection import false_rejection_rate, m_cert, m_rank
 from planner.intervals import (
     ConfidenceInterval,
     optional_float,
@@ -125,29 +127,8 @@ from planner.protocol import (
 )
 from planner.ranking import Ranking, rank_judges
 from planner.rater_pairs import mean_pairwise_kappa, pairwise, summary_table
-from planner.recipes import (
-    RATIO_COEFFICIENTS,
-    OverlapPlan,
-    PilotMoments,
-    RatioPrior,
-    Recipe,
-    XiLattice,
-    advantage_moments,
-    alt_test_quantile,
-    certify_recipe,
-    false_rejection_rate,
-    ladder_variance,
-    m_alt_test,
-    m_cert,
-    m_rank,
-    overlap_plan,
-    paired_variance,
-    pilot_moments,
-    prior_moments,
-    rank_recipe,
-    ratio_moments,
-    xi_lattice,
-)
+from planner.ratio_moments import RATIO_COEFFICIENTS, RatioPrior, ratio_moments
+from planner.recipes import OverlapPlan, Recipe, certify_recipe, overlap_plan, rank_recipe
 from planner.resampling import (
     ItemResample,
 )
@@ -225,6 +206,16 @@ from planner.versions import (
     compare_versions,
     drift_detection,
     independent_discordance,
+)
+from planner.xi_moments import (
+    PilotMoments,
+    XiLattice,
+    advantage_moments,
+    ladder_variance,
+    paired_variance,
+    pilot_moments,
+    prior_moments,
+    xi_lattice,
 )
 
 __all__ = [

@@ -27,9 +27,10 @@ import numpy as np
 from scipy.special import ndtr
 
 from planner.overlap_samples import CHECK_DESIGNS, overlap_sample
-from planner.recipes import RATIO_COEFFICIENTS, advantage_moments, ratio_moments, xi_lattice
+from planner.ratio_moments import RATIO_COEFFICIENTS, ratio_moments
 from planner.simulate import decision_rule
 from planner.trial_decisions import DecisionRule, evaluate_decisions
+from planner.xi_moments import advantage_moments, xi_lattice
 
 Rng = int | np.random.Generator | None
 

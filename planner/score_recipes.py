@@ -15,21 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.alt_test_recipes import alt_test_quantile, m_alt_test
+from planner.false_rejection import corrected_false_rejection_rate, enveloped_m, false_rejection_rate, m_cert
 from planner.intervals import percentile_interval
-from planner.recipes import (
-    PilotMoments,
-    Recipe,
-    alt_test_quantile,
-    corrected_false_rejection_rate,
-    enveloped_m,
-    false_rejection_rate,
-    m_alt_test,
-    m_cert,
-    overlap_plan,
-)
+from planner.recipes import Recipe, overlap_plan
 from planner.resampling import bootstrap_sums
 from planner.rules import ALT_TEST_MIN_ITEMS, DEFAULT_EPSILON
 from planner.score_decision import SCORE_RULES, item_differences, validate_scores
+from planner.xi_moments import PilotMoments
 
 MAX_CHECK_CELLS = 100_000_000
 """The most rating cells a plan check simulates (trials x rows x raters), checked before it starts."""

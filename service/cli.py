@@ -313,7 +313,8 @@ def plan(
     Example: annoplan plan --n-items 2000 --n-raters 3 --p-h 0.85 --p-j 0.9 --design strat --json
     """
     from planner.designs import design_pool_size
-    from planner.recipes import XiLattice, certify_recipe, pilot_moments, rank_recipe, xi_lattice
+    from planner.recipes import certify_recipe, rank_recipe
+    from planner.xi_moments import XiLattice, pilot_moments, xi_lattice
     from service.core.errors import AppError
     from service.planning.plans import ranking_variance, recipe_dict
 
@@ -553,8 +554,9 @@ DEMO_ACCURACIES = (0.9, 0.85, 0.85, 0.85, 0.85)
 def _offline_demo(n_items: int, seed: int) -> None:
     """``annoplan demo --offline``: synthetic labels, the prior recipe, random overlap lists, the decision."""
     from planner.decision import validate_judge
-    from planner.recipes import certify_recipe, xi_lattice
+    from planner.recipes import certify_recipe
     from planner.simulate import synthetic_codes
+    from planner.xi_moments import xi_lattice
 
     if n_items < 10:
         raise typer.BadParameter("--n-items must be at least 10")

@@ -8,8 +8,8 @@ from typing import Any
 from planner import optional_float
 from planner.monitor_sizing import MAX_SIZING_CELLS, SIZING_TRIALS, AnytimeSizing, monitor_runs, size_for_monitor
 from planner.plan_check import mirror_accuracy
-from planner.recipes import advantage_moments, xi_lattice
 from planner.trial_decisions import DecisionRule
+from planner.xi_moments import advantage_moments, xi_lattice
 from service.core.errors import Invalid
 from service.schemas import DecisionSettings
 

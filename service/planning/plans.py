@@ -31,19 +31,9 @@ from planner.plan_check import (
     simulated_choice,
     true_prevalence,
 )
-from planner.recipes import (
-    RATIO_COEFFICIENTS,
-    RatioPrior,
-    Recipe,
-    XiLattice,
-    advantage_moments,
-    certify_recipe,
-    ladder_variance,
-    pilot_moments,
-    rank_recipe,
-    ratio_moments,
-    xi_lattice,
-)
+from planner.ratio_moments import RATIO_COEFFICIENTS, RatioPrior, ratio_moments
+from planner.recipes import Recipe, certify_recipe, rank_recipe
+from planner.xi_moments import XiLattice, advantage_moments, ladder_variance, pilot_moments, xi_lattice
 from service.core.errors import Conflict, Invalid
 from service.core.offload import off_worker
 from service.data.models import Assignment, CurrentLabel, Plan, Project, Rater, new_public_id

@@ -9,9 +9,10 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.intervals import optional_float
-from planner.recipes import PilotMoments, Recipe
+from planner.recipes import Recipe
 from planner.score_decision import ScoreRule
 from planner.score_recipes import ScorePlanCheck, raised_score_check, score_pilot, score_plan_check, score_recipe
+from planner.xi_moments import PilotMoments
 from service.core.errors import Conflict
 from service.core.offload import off_worker
 from service.data.models import Project

@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
+from planner.alt_test_recipes import lost_humans, m_margin_judge, margin_judge_rates
 from planner.decision import validate_judge
-from planner.recipes import certify_recipe, lost_humans, m_margin_judge, margin_judge_rates, xi_lattice
+from planner.recipes import certify_recipe
+from planner.xi_moments import xi_lattice
 
 RUNS = 500
 

@@ -19,7 +19,8 @@ from planner.neyman import (
     prior_stratum_sds,
     prior_variances,
 )
-from planner.recipes import certify_recipe, prior_moments
+from planner.recipes import certify_recipe
+from planner.xi_moments import prior_moments
 
 FAST = settings(max_examples=80, deadline=None)
 

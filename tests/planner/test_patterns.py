@@ -22,7 +22,7 @@ from planner.patterns import item_patterns
 from planner.pools import overlap_rows
 from planner.ranking import rank_judges
 from planner.rater_pairs import summary_table
-from planner.recipes import pilot_moments
+from planner.xi_moments import pilot_moments
 
 PROPERTY = settings(max_examples=40, deadline=None)
 

@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.designs import proportional_allocation, stratified_masks
+from planner.false_rejection import exact_false_rejection_rates
 from planner.overlap_samples import hypergeometric_split, lowest_keys
 from planner.plan_check import check_design, mirror_accuracy, raised_check, simulated_choice, true_prevalence
-from planner.recipes import certify_recipe, exact_false_rejection_rates, xi_lattice
+from planner.recipes import certify_recipe
 from planner.trial_decisions import DecisionRule
+from planner.xi_moments import xi_lattice
 
 P_H, P_J, EPS = 0.85, 0.90, 0.05
 

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.recipes import RatioPrior, certify_recipe, prior_moments, ratio_influence, ratio_moments
+from planner.ratio_moments import RatioPrior, ratio_influence, ratio_moments
+from planner.recipes import certify_recipe
+from planner.xi_moments import prior_moments
 
 FAST = settings(max_examples=60, deadline=None)
 

@@ -11,25 +11,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom, norm
 
-from planner.recipes import (
-    advantage_moments,
-    alt_test_quantile,
-    certify_recipe,
-    corrected_bracket,
+from planner.alt_test_recipes import alt_test_quantile, m_alt_test, m_alt_test_judge
+from planner.false_rejection import (
     corrected_false_rejection_rate,
     exact_false_rejection_rates,
     false_rejection_rate,
-    ladder_accuracies,
-    ladder_variance,
-    m_alt_test,
-    m_alt_test_judge,
     m_cert,
     m_rank,
-    overlap_plan,
+)
+from planner.recipes import certify_recipe, corrected_bracket, overlap_plan, rank_recipe
+from planner.xi_moments import (
+    advantage_moments,
+    ladder_accuracies,
+    ladder_variance,
     paired_variance,
     pilot_moments,
     prior_moments,
-    rank_recipe,
     xi_lattice,
 )
 

@@ -23,10 +23,11 @@ from sklearn.metrics import cohen_kappa_score
 from planner.decision import validate_judge
 from planner.design_masks import design_masks
 from planner.designs import DESIGNS
-from planner.recipes import certify_recipe, prior_moments
+from planner.recipes import certify_recipe
 from planner.rules import COEFFICIENTS
 from planner.simulate import SimulationResult, replay, simulate, synthetic_codes
 from planner.trial_decisions import DecisionRule, _pool_scores, evaluate_decisions
+from planner.xi_moments import prior_moments
 
 simulate_module = importlib.import_module("planner.simulate")  # planner.simulate is also the function
 REFERENCE = dict(n_items=500, n_humans=4, n_labels=2, p_h=0.85, p_j=0.90, delta=0.05)

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner.decision import validate_judge
-from planner.recipes import certify_recipe, xi_lattice
+from planner.recipes import certify_recipe
+from planner.xi_moments import xi_lattice
 from service.core.db import session_scope
 from service.dashboard.svg import ticks
 from service.data.models import Project

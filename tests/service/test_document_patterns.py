@@ -11,8 +11,8 @@ import pytest
 from planner.decision import validate_judge
 from planner.patterns import item_patterns
 from planner.rater_pairs import summary_table
-from planner.recipes import pilot_moments
 from planner.resampling import ItemResample
+from planner.xi_moments import pilot_moments
 from service.documents import reliability
 from service.matrices.matrix import LabelMatrix, RaterColumn
 from service.schemas import DecisionSettings

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planner.recipes import certify_recipe, xi_lattice
+from planner.recipes import certify_recipe
+from planner.xi_moments import xi_lattice
 from tests.service.test_plans import make_plan, post_labels, setup_project
 
 PRIOR = {"p_h": 0.85, "p_j": 0.9}

@@ -420,7 +420,8 @@ def test_prior_plan_for_a_ratio_coefficient_uses_its_delta_method_constant(clien
     primary's labels: 140 pass / 60 fail at p_h = .85 -> pi = (.7 - .15)/.7 = .7857), the FR simulated
     from the prior at this small overlap (issue 29 item 4: at most 15% above the normal form's m), and no
     p_o-only estimators; the p_o project on the same corpus asks for far fewer items."""
-    from planner.recipes import RatioPrior, certify_recipe, ratio_moments
+    from planner.ratio_moments import RatioPrior, ratio_moments
+    from planner.recipes import certify_recipe
 
     pid = setup_project(client, 2000)
     post_labels(client, pid, "prim", {f"i{i}": "pass" if i % 10 < 7 else "fail" for i in range(200)})
