@@ -316,7 +316,7 @@ def plan(
     from planner.recipes import certify_recipe, rank_recipe
     from planner.xi_moments import XiLattice, pilot_moments, xi_lattice
     from service.core.errors import AppError
-    from service.planning.plans import ranking_variance, recipe_dict
+    from service.planning.sizing import ranking_variance, recipe_dict
 
     if purpose not in ("certify", "rank"):
         raise typer.BadParameter(f"--purpose must be certify or rank, not {purpose!r}")

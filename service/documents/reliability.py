@@ -33,13 +33,8 @@ from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
 from service.matrices.store import current_matrix
 from service.planning.lists import inclusion_by_item
-from service.planning.plans import (
-    certification,
-    current_plan,
-    feasible_with,
-    pilot_estimate,
-    plan_progress,
-)
+from service.planning.plans import current_plan, plan_progress
+from service.planning.sizing import certification, feasible_with, pilot_estimate
 from service.schemas import DecisionSettings
 from service.schemas.documents import RankingDocument, ReliabilityDocument
 

@@ -9,7 +9,6 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.intervals import optional_float
-from planner.recipes import Recipe
 from planner.score_decision import ScoreRule
 from planner.score_recipes import ScorePlanCheck, raised_score_check, score_pilot, score_plan_check, score_recipe
 from planner.xi_moments import PilotMoments
@@ -19,10 +18,9 @@ from service.data.models import Project
 from service.matrices.matrix import LabelMatrix
 from service.matrices.ratings import load_ratings
 from service.matrices.score_bins import score_bins
+from service.planning.sizing import CHECK_TRIALS, recipe_dict
 from service.schemas import DecisionSettings, PlanCreate
 
-CHECK_TRIALS = 1000
-"""Trials of a numeric plan's check (Monte Carlo SE about .005 at the promise .025)."""
 SCORE_DESIGN = "disjoint"
 
 
@@ -64,22 +62,6 @@ def _moments_dict(pilot: PilotMoments, note: str) -> dict[str, Any]:
         "n_raters": pilot.n_raters,
         "pool_size": 1,
         "note": note,
-    }
-
-
-def _recipe_dict(recipe: Recipe) -> dict[str, Any]:
-    plan = recipe.plan
-    return {
-        "goal": recipe.goal,
-        "rule": recipe.rule,
-        "m": recipe.m,
-        "feasible": recipe.feasible,
-        "reason": recipe.reason,
-        "alpha_sig": recipe.alpha_sig,
-        "rho": plan.rho if plan else None,
-        "per_rater": list(plan.per_rater) if plan else None,
-        "total_human_labels": plan.total_labels if plan else None,
-        "false_rejection_curve": [{"m": m, "rate": r} for m, r in zip(recipe.m_grid, recipe.fr_rate, strict=True)],
     }
 
 
@@ -189,7 +171,7 @@ def score_plan_document(
     if steps is not None and rule == "margin":
         note += f"; ratings in {steps} steps of the range: the lattice-corrected FR"
     document = {
-        **_recipe_dict(recipe),
+        **recipe_dict(recipe),
         "scale": "numeric",
         "m_planned": m,
         "n_items": n_items,

@@ -174,6 +174,7 @@ def test_the_plans_monitoring_is_sized_once_for_the_chosen_design(monkeypatch: p
     """A prior plan sizes the monitor once, after the design is chosen, at the checked one-look m, in
     the order of that design's lists (docs/method.md §8.1); the plan's m is the monitor's (anytime mode)
     and the document's monitoring is that call's."""
+    from service.planning import design_checks
     from service.planning import plans as planning
     from service.planning.monitoring_costs import _sizing, plan_monitoring
     from service.schemas import DecisionSettings, PlanCreate
@@ -186,7 +187,7 @@ def test_the_plans_monitoring_is_sized_once_for_the_chosen_design(monkeypatch: p
         seen.append(kwargs)
         return plan_monitoring(*args, **kwargs)
 
-    monkeypatch.setattr(planning, "plan_monitoring", counted)
+    monkeypatch.setattr(design_checks, "plan_monitoring", counted)
     draft = planning.plan_draft(
         PlanCreate(p_h=0.85, p_j=0.9, design=design, seed=2), DecisionSettings(), matrix, 2, None, n_resamples=100
     )
@@ -203,10 +204,11 @@ def test_a_design_chosen_by_the_check_is_served_at_the_overlap_it_was_compared_a
     there used to be re-planned at its own smaller m (57 against 77 for kappa), where its wrong-decision rate
     doubles. Forced to pick Strat, the served m, its recipe and its own check are at the compared m (in fixed
     mode: in anytime mode the monitor's m, sized for the chosen design, is served, at least the compared m)."""
+    from service.planning import design_checks
     from service.planning import plans as planning
     from service.schemas import DecisionSettings, PlanCreate
 
-    monkeypatch.setattr(planning, "simulated_choice", lambda checks, preferred: ("strat", "forced by the test"))
+    monkeypatch.setattr(design_checks, "simulated_choice", lambda checks, preferred: ("strat", "forced by the test"))
     matrix = _panel_matrix(3_000, seed=5)
     decision = DecisionSettings(coefficient=coefficient, monitoring="fixed")
     draft = planning.plan_draft(
