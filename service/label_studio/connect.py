@@ -24,7 +24,7 @@ from service.core.outbound import OutboundPolicy
 from service.data.keys import create_key, revoke_key
 from service.data.models import ApiKey, Assignment, Rater
 from service.label_studio.config import choice_controls, label_controls
-from service.label_studio.reconcile import RATER_KEY
+from service.label_studio.mapping import RATER_KEY
 from service.label_studio.sync import (
     LabelStudioTarget,
     LabelStudioUnavailable,

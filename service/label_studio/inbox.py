@@ -19,22 +19,18 @@ from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
 from service.label_studio.config import control_kinds
-from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
-from service.label_studio.reconcile import (
+from service.label_studio.links import retract_deleted, retract_tasks, withdraw
+from service.label_studio.mapping import (
     chosen_value,
-    file_issue,
     from_prediction,
     human_rater,
     item_from_task,
     project_label,
-    reconcile,
     resolve_control,
-    retract_deleted,
-    retract_tasks,
     several_choices,
-    tasks_for_annotation,
-    withdraw,
 )
+from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
+from service.label_studio.reconcile import file_issue, reconcile, tasks_for_annotation
 from service.schemas import LabelsAccepted
 
 RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")

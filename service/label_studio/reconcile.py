@@ -19,19 +19,19 @@ one with several choices in the control that holds the criterion's one label.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from sqlalchemy import ColumnElement, delete, or_, select, update
+from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.core.errors import Invalid, echo
 from service.core.sql import insert_many
 from service.data.items import ids_by_external, upsert_items
 from service.data.keys import Principal
-from service.data.labels import label_for, numeric_label, retract_labels, write_labels
+from service.data.labels import retract_labels, write_labels
 from service.data.models import (
     Batch,
     CurrentLabel,
@@ -46,32 +46,42 @@ from service.data.models import (
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
 from service.label_studio.config import (
-    NUMERIC_KINDS,
     ChoiceControl,
     choice_controls,
     control_kinds,
-    label_controls,
-    pick_control,
+)
+from service.label_studio.links import (
+    LINK_COLUMNS,
+    LINK_KEY,
+    Cell,
+    LinkRow,
+    ls_id_of,
+    project_criterion,
+    retract_links,
+)
+from service.label_studio.mapping import (
+    ITEM_KEY,
+    LABEL_ROW,
+    RATER_KEY,
+    chosen_value,
+    from_prediction,
+    human_rater,
+    is_user,
+    item_from_task,
+    project_label,
+    resolve_control,
+    several_choices,
 )
 from service.label_studio.payloads import (
     EXPORT_HINT,
     LSAnnotation,
     LSResult,
     LSTask,
-    LSUser,
     TaskId,
     is_json_min,
     tasks_from_json_min,
 )
-from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, LabelsRetracted, RaterCreate
-
-ITEM_KEY = "annoplan_item"
-RATER_KEY = "annoplan_rater"
-"""The task data field naming the annotator a batch was issued to: Data Manager tabs filter on it
-(:mod:`service.label_studio.connect`); not a feature of the item."""
-LABEL_ROW = TypeAdapter(LabelIn)
-"""Validates (and normalises the ids of) a label row read from an export, as an upload's rows are."""
-USER_PREFIX = "ls-user-"
+from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, RaterCreate
 
 
 class Unmapped(BaseModel):
@@ -138,232 +148,6 @@ class ExportedTask(BaseModel):
     meta: TaskMeta
 
 
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
-def item_from_task(task: LSTask, data_key: str | None = None) -> ItemIn:
-    """The item a task describes: its external id, text and scalar features.
-
-    The text is ``data[data_key]`` (the key the labeling config shows), else ``data["text"]``,
-    else the first string field; the other scalar fields become features, lists and objects
-    are dropped.
-
-    >>> task = LSTask(id=7, data={"dialogue": "hi", "turns": 2, "tags": ["a"]})
-    >>> item_from_task(task).model_dump()
-    {'external_id': '7', 'features': {'turns': 2}, 'text': 'hi'}
-    >>> item_from_task(LSTask(id=9, data={"annoplan_item": "i3", "topic": "a"})).model_dump()
-    {'external_id': 'i3', 'features': {'topic': 'a'}, 'text': None}
-    >>> item_from_task(LSTask(id=4, data={"title": "Order 17", "review": "late"}), "review").model_dump()
-    {'external_id': '4', 'features': {'title': 'Order 17'}, 'text': 'late'}
-    """
-    data = task.data
-    exported = isinstance(data.get(ITEM_KEY), str)
-    if data_key is not None and data_key in data:
-        text_key: str | None = data_key
-    elif exported or isinstance(data.get("text"), str):
-        text_key = "text"
-    else:
-        text_key = next((k for k, v in data.items() if isinstance(v, str)), None)
-    text = data.get(text_key) if text_key else None
-    features = {k: v for k, v in data.items() if k not in (text_key, ITEM_KEY, RATER_KEY) and _scalar(v)}
-    try:
-        return ItemIn(
-            external_id=data[ITEM_KEY] if exported else str(task.id),
-            text=text if isinstance(text, str) else None,
-            features=features,
-        )
-    except ValidationError as exc:
-        raise Invalid(f"task {task.id}: {exc.errors()[0]['msg']}", code="validation_error") from None
-
-
-def human_rater(user: int | LSUser) -> tuple[str, str | None]:
-    """The rater external id of a Label Studio user, and its name (the email when known).
-
-    >>> human_rater(7)
-    ('ls-user-7', None)
-    >>> human_rater(LSUser(id=7, email="ana@example.com"))
-    ('ls-user-7', 'ana@example.com')
-    """
-    if isinstance(user, int):
-        return f"{USER_PREFIX}{user}", None
-    if user.id is not None:
-        return f"{USER_PREFIX}{user.id}", user.email
-    return str(user.email), user.email
-
-
-def _is_user(user: int | LSUser, who: str) -> bool:
-    """Whether ``who`` is the user's id or (ignoring case) its email."""
-    if isinstance(user, int):
-        return who == str(user)
-    return who == str(user.id) or (user.email is not None and who.casefold() == user.email.casefold())
-
-
-def chosen_value(
-    results: list[LSResult], from_name: str | None, kinds: tuple[str, ...] = ("choices",)
-) -> tuple[str | None, str | None]:
-    """The one value of the result read, or ``None`` and why there is none.
-
-    The result read is the one of control ``from_name``, or the first result of one of ``kinds``
-    (``control_kinds``): a choices result's one choice, a rating or number result's number as text.
-
-    >>> r = [LSResult(type="choices", from_name="tone", value={"choices": ["rude"]}),
-    ...      LSResult(type="choices", from_name="verdict", value={"choices": ["Pass"]})]
-    >>> chosen_value(r, None), chosen_value(r, "verdict")
-    (('rude', None), ('Pass', None))
-    >>> chosen_value(r, "topic")
-    (None, "no choices result from 'topic'")
-    >>> stars = [LSResult(type="rating", from_name="stars", value={"rating": 4})]
-    >>> chosen_value(stars, None, ("rating", "number")), chosen_value(stars, None)
-    (('4', None), (None, 'no choices result'))
-    """
-    result = next((r for r in results if r.type in kinds and from_name in (None, r.from_name)), None)
-    if result is None:
-        return None, f"no {' or '.join(kinds)} result" + (f" from {echo(from_name)}" if from_name else "")
-    if result.type in NUMERIC_KINDS:
-        number = result.value.get(result.type)
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            return None, f"value.{result.type} is not a number"
-        return str(number), None
-    choices = result.value.get("choices")
-    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-        return None, "value.choices is not a list of strings"
-    if len(choices) != 1:
-        return None, f"{len(choices)} choices selected; one is needed" if choices else "no choice selected"
-    return choices[0], None
-
-
-def _choices_result(results: list[LSResult], from_name: str | None) -> LSResult | None:
-    return next((r for r in results if r.type == "choices" and from_name in (None, r.from_name)), None)
-
-
-def project_label(value: str, project: Project) -> str | None:
-    """The project label a control's value maps to: a numeric project's canonical number when it is one
-    of the project's range (else None), a label project's through ``label_for``.
-
-    A number from Label Studio outside the range is reported unmapped, not refused: the rest of the export
-    still counts."""
-    if project.scale != "numeric":
-        return label_for(value, project.labels, project.label_map)
-    try:
-        return numeric_label(project.value_range or {}, value, 0)
-    except Invalid:
-        return None
-
-
-def several_choices(results: list[LSResult], from_name: str | None) -> str | None:
-    """Why an annotation cannot give a criterion its one label: several choices picked in the
-    control read; ``None`` when it has at most one.
-
-    >>> r = [LSResult(type="choices", from_name="sentiment", value={"choices": ["Positive", "Mixed"]})]
-    >>> several_choices(r, "sentiment")  # doctest: +ELLIPSIS
-    "2 choices ['Positive', 'Mixed'] selected in 'sentiment', whose choice is the criterion's one label: ..."
-    >>> several_choices(r, "flags") is None
-    True
-    """
-    result = _choices_result(results, from_name)
-    if result is None:
-        return None
-    choices = result.value.get("choices")
-    if not isinstance(choices, list) or len(choices) < 2:
-        return None
-    return (
-        f"{len(choices)} choices {[str(c)[:100] for c in choices[:10]]} selected in {echo(result.from_name)}, "
-        "whose choice is the criterion's one label: no label is written; correct the annotation in Label Studio "
-        "to one choice, or name a single-choice control with ?from_name="
-    )
-
-
-def from_prediction(annotation: LSAnnotation) -> str | None:
-    """Why an annotation is not an independent human label (it was created from a prediction:
-    Label Studio's ``parent_prediction``); ``None`` when it is one.
-
-    >>> from_prediction(LSAnnotation(completed_by=2, parent_prediction=40))  # doctest: +ELLIPSIS
-    "created from prediction 40 (Label Studio's parent_prediction): a copy of a model's label, ..."
-    >>> from_prediction(LSAnnotation(completed_by=2)) is None
-    True
-    """
-    if annotation.parent_prediction is None:
-        return None
-    return (
-        f"created from prediction {annotation.parent_prediction} (Label Studio's parent_prediction): a copy of a "
-        "model's label, not an independent human label, so it is kept out of the labels; hide predictions from "
-        "annotators (Label Studio project setting show_collab_predictions: false) and have the task annotated afresh"
-    )
-
-
-def _maps(project: Project) -> Callable[[str], bool]:
-    return lambda choice: project_label(choice, project) is not None
-
-
-def likeliest_control(
-    results: Iterable[LSResult], maps: Callable[[str], bool], kinds: tuple[str, ...] = ("choices",)
-) -> ChoiceControl | None:
-    """The control the results show to hold the label when no labeling config is at hand: the
-    only one of ``kinds``, else the one with most single values that map to a project label (422 on a tie).
-
-    Its data key is taken to be its ``to_name`` (Label Studio's templates name the object tag
-    after the data key).
-    """
-    mapped: dict[str, int] = {}
-    to_name: dict[str, str] = {}
-    kind: dict[str, str] = {}
-    for r in results:
-        if r.type not in kinds:
-            continue
-        one = chosen_value([r], r.from_name, kinds)[0]
-        mapped[r.from_name] = mapped.get(r.from_name, 0) + (one is not None and maps(one))
-        to_name.setdefault(r.from_name, r.to_name)
-        kind.setdefault(r.from_name, r.type)
-    ranked = sorted(mapped.items(), key=lambda kv: -kv[1])
-    if not ranked:
-        return None
-    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        raise Invalid(
-            f"the results hold several {' or '.join(kinds)} controls {sorted(mapped)} and none is plainly the "
-            "label: pass ?from_name= or ?label_config=",
-            code="ambiguous_from_name",
-        )
-    name = ranked[0][0]
-    return ChoiceControl(name, to_name[name], to_name[name] or None, (), True, kind[name])
-
-
-def resolve_control(
-    project: Project, *, label_config: str | None, from_name: str | None, results: Iterable[LSResult]
-) -> ChoiceControl | None:
-    """The choices control that holds the label, from the first of: the labeling config given
-    (remembered on the project), ``from_name``, the control the project remembers, the results.
-
-    ``None`` only when there is nothing to read (no config, no name, no choices result).
-    """
-    numeric = project.scale == "numeric"
-    if label_config:
-        controls = label_controls(choice_controls(label_config), numeric=numeric)
-        control = pick_control(controls, from_name, _maps(project))
-        if project.label_studio != control.as_dict():
-            project.label_studio = control.as_dict()
-        return control
-    stored = project.label_studio
-    if stored and from_name in (None, stored["from_name"]):
-        return ChoiceControl(
-            stored["from_name"],
-            stored["to_name"],
-            stored["data_key"],
-            tuple(stored["choices"]),
-            stored["single"],
-            stored.get("kind", "choices"),
-        )
-    if from_name is not None:
-        return ChoiceControl(from_name, "", None, (), True, "number" if numeric else "choices")
-    return likeliest_control(results, _maps(project), control_kinds(numeric))
-
-
-Cell = tuple[str, str]  # (item external id, rater external id)
-LinkRow = tuple[str, int, str, int, int]  # (source, ls_id, criterion, item id, rater id)
-LINK_COLUMNS = ("project_id", "source", "ls_id", "item_id", "rater_id", "criterion", "ls_task", "ls_project")
-LINK_KEY = ("project_id", "source", "ls_id", "criterion")
-
-
 @dataclass
 class ExportReading:
     """What an export holds for a project: items, raters (kind, name), label rows, cells to
@@ -398,14 +182,6 @@ class ExportReading:
         return [cell for cell, (row, _) in self.cells.items() if row is None]
 
 
-def _ls_id(value: TaskId | None) -> int | None:
-    """A Label Studio object id as an int (ids of hand-made exports may be other strings)."""
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def read_export(
     tasks: list[LSTask],
     project: Project,
@@ -437,10 +213,10 @@ def read_export(
         reason: str | None = None,
     ) -> None:
         cell = (item, where["rater"])
-        if (number := _ls_id(ls_id)) is not None:
+        if (number := ls_id_of(ls_id)) is not None:
             reading.seen[source].add(number)
             reading.links[(source, number)] = cell
-            reading.link_tasks[(source, number)] = _ls_id(where["task"])
+            reading.link_tasks[(source, number)] = ls_id_of(where["task"])
         choice = None
         if results is not None:
             choice, reason = chosen_value(results, from_name, control_kinds(project.scale == "numeric"))
@@ -470,14 +246,14 @@ def read_export(
                 reading.hold(Skipped(**where, reason=why), task, ann)
                 continue
             prior = reading.raters.get(rater)
-            is_primary = primary is not None and _is_user(ann.completed_by, primary)
+            is_primary = primary is not None and is_user(ann.completed_by, primary)
             reading.raters[rater] = RaterCreate(
                 external_id=rater,
                 kind="primary" if is_primary or (prior is not None and prior.kind == "primary") else "human",
                 name=name or (prior.name if prior is not None else None),
             )
             if not ann.was_cancelled and (why := several_choices(ann.result, from_name)) is not None:
-                if (number := _ls_id(ann.id)) is not None:
+                if (number := ls_id_of(ann.id)) is not None:
                     reading.seen["annotation"].add(number)
                 reading.hold(Skipped(**where, reason=why), task, ann)
                 continue
@@ -524,17 +300,6 @@ def _validated(make: Callable[[], Any]) -> Any:
         raise Invalid(f"{where}: {first['msg']}", code="validation_error") from None
 
 
-def _criterion(project: Project, criterion: str | None) -> str:
-    if criterion is None and len(project.criteria) == 1:
-        return project.criteria[0]
-    if criterion not in project.criteria:
-        raise Invalid(
-            f"criterion {echo(criterion)} is not one of the project's criteria {project.criteria}; pass ?criterion=",
-            code="validation_error",
-        )
-    return str(criterion)
-
-
 def _current_values(session: Session, project: Project, criterion: str, raters: list[str]) -> dict[Cell, str]:
     """The current labels of these raters, by (item, rater) external ids."""
     return {
@@ -575,7 +340,7 @@ def reconcile(
     from the export are of deleted tasks, and are retracted too. In strict mode a choice that
     maps to no label is a 422 before anything is written.
     """
-    crit = _criterion(project, criterion)
+    crit = project_criterion(project, criterion)
     reading: ExportReading = _validated(
         lambda: read_export(tasks, project, control, primary=primary, judge_prefix=judge_prefix, criterion=criterion)
     )
@@ -621,7 +386,7 @@ def reconcile(
         for source, ls_id, item_id, rater_id in session.execute(query):
             if ls_id not in reading.seen[source]:
                 gone.append((source, ls_id, crit, item_id, rater_id))
-    retracted_links = _retract_links(session, project, gone, keep=linked)
+    retracted_links = retract_links(session, project, gone, keep=linked)
     retracted = retract_labels(session, project, [(i, r, crit) for i, r in sorted(retract)])
     insert_many(
         session,
@@ -843,136 +608,6 @@ def _tasks(rows: list[Any]) -> list[LSTask]:
             where = ".".join(str(p) for p in ("body", n, *first["loc"]))
             raise Invalid(f"{where}: {first['msg']}", code="validation_error") from None
     return tasks
-
-
-def _retract_links(
-    session: Session, project: Project, links: list[LinkRow], *, keep: Collection[tuple[int, int]] = ()
-) -> LabelsRetracted:
-    """Forget these links and retract the cells they labelled, unless another link (or a cell in
-    ``keep``: (item id, rater id) labelled by the export being read) still labels the cell."""
-    for source, ls_id, criterion, _, _ in links:
-        session.execute(
-            delete(LabelStudioLink).where(
-                LabelStudioLink.project_id == project.id,
-                LabelStudioLink.source == source,
-                LabelStudioLink.ls_id == ls_id,
-                LabelStudioLink.criterion == criterion,
-            )
-        )
-    cells = {(item_id, rater_id, criterion) for _, _, criterion, item_id, rater_id in links}
-    cells = {c for c in cells if (c[0], c[1]) not in keep}
-    if cells:
-        still = {
-            (item_id, rater_id, criterion)
-            for item_id, rater_id, criterion in session.execute(
-                select(LabelStudioLink.item_id, LabelStudioLink.rater_id, LabelStudioLink.criterion).where(
-                    LabelStudioLink.project_id == project.id,
-                    LabelStudioLink.item_id.in_(sorted({c[0] for c in cells})),
-                )
-            )
-        }
-        cells -= still
-    return retract_labels(session, project, sorted(cells))
-
-
-def _link_rows(session: Session, *where: Any) -> list[LinkRow]:
-    return [
-        (source, ls_id, criterion, item_id, rater_id)
-        for source, ls_id, criterion, item_id, rater_id in session.execute(
-            select(
-                LabelStudioLink.source,
-                LabelStudioLink.ls_id,
-                LabelStudioLink.criterion,
-                LabelStudioLink.item_id,
-                LabelStudioLink.rater_id,
-            ).where(*where)
-        )
-    ]
-
-
-def retract_deleted(session: Session, project: Project, annotation_ids: list[int]) -> tuple[int, list[int], int]:
-    """Retract the labels of deleted annotations, under every criterion they labelled (unless
-    another annotation still labels the cell).
-
-    Returns the retractions written, the ids this project never linked, and the last label seq.
-    """
-    lock_project(session, project.id)
-    links = _link_rows(
-        session,
-        LabelStudioLink.project_id == project.id,
-        LabelStudioLink.source == "annotation",
-        LabelStudioLink.ls_id.in_(annotation_ids),
-    )
-    done = _retract_links(session, project, links)
-    found = {ls_id for _, ls_id, _, _, _ in links}
-    return done.retracted, [i for i in annotation_ids if i not in found], done.label_seq
-
-
-def retract_tasks(
-    session: Session, project: Project, task_ids: list[int], ls_project: int | None
-) -> tuple[int, list[int], int]:
-    """Retract every label that annotations and predictions of deleted tasks gave (``TASKS_DELETED``).
-
-    A link knows its task (and Label Studio project, when known: a link of another Label Studio
-    project is left alone); a link made before links knew their task is found by the item whose
-    external id is the task id. Returns the retractions written, the task ids no link names,
-    and the last label seq.
-    """
-    lock_project(session, project.id)
-    scoped = [LabelStudioLink.project_id == project.id]
-    if ls_project is not None:
-        scoped.append(or_(LabelStudioLink.ls_project == ls_project, LabelStudioLink.ls_project.is_(None)))
-    by_task = _link_rows(session, *scoped, LabelStudioLink.ls_task.in_(task_ids))
-    old_items = ids_by_external(session, Item, project.id, [str(t) for t in task_ids])
-    legacy = (
-        _link_rows(
-            session, *scoped, LabelStudioLink.ls_task.is_(None), LabelStudioLink.item_id.in_(list(old_items.values()))
-        )
-        if old_items
-        else []
-    )
-    found = {
-        task
-        for (task,) in session.execute(
-            select(LabelStudioLink.ls_task).where(*scoped, LabelStudioLink.ls_task.in_(task_ids)).distinct()
-        )
-    }
-    legacy_items = {item_id for _, _, _, item_id, _ in legacy}
-    found |= {int(ext) for ext, item_id in old_items.items() if item_id in legacy_items}
-    done = _retract_links(session, project, by_task + legacy)
-    return done.retracted, [t for t in task_ids if t not in found], done.label_seq
-
-
-def withdraw(
-    session: Session,
-    project: Project,
-    item: str,
-    rater: str,
-    criterion: str | None,
-    annotation: TaskId | None,
-    *,
-    task: TaskId | None = None,
-    ls_project: int | None = None,
-) -> LabelsRetracted:
-    """Retract ``rater``'s label of ``item`` (a skipped or emptied annotation); nothing when either is unknown.
-
-    The annotation stays linked to the cell, so its later deletion or relabeling is tied back.
-    """
-    crit = _criterion(project, criterion)
-    lock_project(session, project.id)
-    item_id = ids_by_external(session, Item, project.id, [item]).get(item)
-    rater_id = ids_by_external(session, Rater, project.id, [rater]).get(rater)
-    if item_id is None or rater_id is None:
-        return LabelsRetracted(retracted=0, label_seq=project.label_seq)
-    if (ls_id := _ls_id(annotation)) is not None:
-        insert_many(
-            session,
-            table_of(LabelStudioLink),
-            LINK_COLUMNS,
-            [(project.id, "annotation", ls_id, item_id, rater_id, crit, _ls_id(task), ls_project)],
-            on_conflict=LINK_KEY,
-        )
-    return retract_labels(session, project, [(item_id, rater_id, crit)])
 
 
 def tasks_for_annotation(task_id: TaskId, task: LSTask | None, annotation: LSAnnotation) -> list[LSTask]:

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import service.label_studio.reconcile
-from service.label_studio.reconcile import LSTask, item_from_task, label_for
+import service.label_studio.mapping
+from service.data.labels import label_for
+from service.label_studio.mapping import item_from_task
+from service.label_studio.payloads import LSTask
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio"
 JUDGE = "gpt-4o-judge-v2"
@@ -82,7 +84,8 @@ EXPECTED = {
 
 
 def test_doctests() -> None:
-    assert doctest.testmod(service.label_studio.reconcile).failed == 0
+    result = doctest.testmod(service.label_studio.mapping)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_label_for_exact_before_case_insensitive_and_ambiguity_is_unmapped() -> None:

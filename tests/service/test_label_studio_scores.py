@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from service.core.errors import Invalid
 from service.label_studio.config import choice_controls, label_controls
+from service.label_studio.mapping import chosen_value
 from service.label_studio.payloads import LSResult
-from service.label_studio.reconcile import chosen_value
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio_1_23_2"
 RATING_CONFIG = (
