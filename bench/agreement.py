@@ -24,8 +24,9 @@ import krippendorff
 import numpy as np
 
 from planner.agreement import fleiss_kappa, gwet_ac1, krippendorff_alpha, percent_agreement
+from planner.icc import intraclass_correlations
 from planner.rater_pairs import pairwise, summary_table
-from planner.scores import concordance_correlation, intraclass_correlations
+from planner.scores import concordance_correlation
 
 N_ITEMS, N_SECONDARY, N_LABELS, SECONDARY_RATE = 100_000, 8, 5, 0.10
 

@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 
-from planner.scores import concordance_correlation, intraclass_correlation
+from planner.icc import intraclass_correlation
+from planner.scores import concordance_correlation
 
 N_ITEMS = 50
 SETTINGS = ((3, 0.0), (3, 0.05), (3, 0.3), (5, 0.3), (10, 0.3), (2, 0.0))

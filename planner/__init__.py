@@ -68,6 +68,15 @@ from planner.estimator_check import (
     raised_estimator_checks,
 )
 from planner.false_rejection import false_rejection_rate, m_cert, m_rank
+from planner.icc import (
+    ICC_FORMS,
+    IccForm,
+    IccResult,
+    MeanSquares,
+    intraclass_correlation,
+    intraclass_correlations,
+    mean_squares,
+)
 from planner.intervals import (
     ConfidenceInterval,
     optional_float,
@@ -159,22 +168,15 @@ from planner.score_recipes import (
     score_recipe,
 )
 from planner.scores import (
-    ICC_FORMS,
     BlandAltmanResult,
     ConcordanceResult,
     ErrorResult,
-    IccForm,
-    IccResult,
     IntervalAlphaResult,
-    MeanSquares,
     bland_altman,
     concordance_correlation,
     interval_alpha,
-    intraclass_correlation,
-    intraclass_correlations,
     limits_of_agreement,
     mean_absolute_error,
-    mean_squares,
     root_mean_squared_error,
 )
 from planner.selective import (

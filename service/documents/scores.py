@@ -7,6 +7,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner import optional_float
+from planner.icc import intraclass_correlations
 from planner.intervals import ConfidenceInterval
 from planner.score_decision import ScoreRule, ScoreValidation, validate_scores
 from planner.score_monitor import monitor_scores
@@ -14,7 +15,6 @@ from planner.scores import (
     bland_altman,
     concordance_correlation,
     interval_alpha,
-    intraclass_correlations,
     mean_absolute_error,
     root_mean_squared_error,
 )

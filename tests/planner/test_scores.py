@@ -12,14 +12,12 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.stats import f_oneway, pearsonr, ttest_1samp
 
+from planner.icc import ICC_FORMS, intraclass_correlation, intraclass_correlations
 from planner.scores import (
-    ICC_FORMS,
     MAX_CELLS,
     bland_altman,
     concordance_correlation,
     interval_alpha,
-    intraclass_correlation,
-    intraclass_correlations,
     limits_of_agreement,
     mean_absolute_error,
     root_mean_squared_error,

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from planner.icc import intraclass_correlations
 from planner.score_decision import validate_scores
-from planner.scores import concordance_correlation, intraclass_correlations
+from planner.scores import concordance_correlation
 from service.schemas.documents import ScoreReliabilityDocument
 
 CSV = {"content-type": "text/csv"}
