@@ -314,7 +314,9 @@ class ReliabilityDocument(_Document):
     )
     n_items: int = Field(description="Items in the project.")
     criterion: str = Field(description="The criterion the document is about (?criterion=, default the first).")
-    protocol: DocumentProtocol = Field(description="The protocol the numbers are computed under: the scale, abstentions, the resampling unit.")
+    protocol: DocumentProtocol = Field(
+        description="The protocol the numbers are computed under: the scale, abstentions, the resampling unit."
+    )
     rule: str = Field(description="The decision rule: margin or alt-test.")
     coefficient: str = Field(description="The agreement coefficient F: po, kappa, alpha or ac1.")
     omega_threshold: float = Field(description="Share of humans the judge must win to pass.")
