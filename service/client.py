@@ -25,6 +25,8 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from service.integrations.scores import ImportSummary
+from service.label_studio.connect import ConnectResult
+from service.label_studio.sync import SyncResult
 from service.schemas import (
     BatchRead,
     BatchStatus,
@@ -49,11 +51,13 @@ CHUNK_ROWS = 5_000
 
 
 class ApiError(Exception):
-    """An error answer: its HTTP ``status``, the API's ``error`` code, ``detail`` and whole ``body``."""
+    """An error answer: its HTTP ``status``, the API's ``error`` code, ``detail`` and whole ``body``, and the
+    ``response`` itself (its request, headers and text) when it came over HTTP."""
 
-    def __init__(self, status: int, body: dict[str, Any]):
+    def __init__(self, status: int, body: dict[str, Any], response: httpx.Response | None = None):
         self.status = status
         self.body = body
+        self.response = response
         self.error = str(body.get("error", ""))
         self.detail = str(body.get("detail", ""))
         super().__init__(f"{status} {self.error}: {self.detail}")
@@ -111,7 +115,7 @@ def error_of(response: httpx.Response) -> ApiError:
     if not isinstance(body, dict):
         body = {"error": "unreadable", "detail": str(body)[:1000]}
     kind = ServerError if response.status_code >= 500 else _ERRORS.get(response.status_code, ApiError)
-    return kind(response.status_code, body)
+    return kind(response.status_code, body, response)
 
 
 @dataclass(frozen=True)
@@ -392,6 +396,18 @@ def _export_generic(pid: str) -> Flow[str]:
     return (yield from _ask(_Call("GET", f"/projects/{pid}/export/generic", _text)))
 
 
+def _sync_label_studio(pid: str, **body: Any) -> Flow[SyncResult]:
+    """Reconcile the project with a Label Studio project's snapshot (``url``, ``project``, ``token``, ...)."""
+    path = f"/projects/{pid}/integrations/label-studio/sync"
+    return (yield from _ask(_Call("POST", path, _model(SyncResult), json=body)))
+
+
+def _connect_label_studio(pid: str, **body: Any) -> Flow[ConnectResult]:
+    """Set a Label Studio project up for the project (``url``, ``project``, ``token``, ``webhook_url``, ...)."""
+    path = f"/projects/{pid}/integrations/label-studio/connect"
+    return (yield from _ask(_Call("POST", path, _model(ConnectResult), json=body)))
+
+
 # --------------------------------------------------------------------------- the transports
 
 
@@ -448,6 +464,8 @@ class _Methods:
     verify_certificate = _Method(_verify_certificate)
     import_file = _Method(_import_file)
     export_generic = _Method(_export_generic)
+    sync_label_studio = _Method(_sync_label_studio)
+    connect_label_studio = _Method(_connect_label_studio)
 
 
 def _options(call: _Call[Any]) -> dict[str, Any]:
