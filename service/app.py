@@ -57,7 +57,7 @@ from service.routes import (
     webhooks,
 )
 from service.schemas import ItemIn, LabelIn, RetractionIn
-from service.schemas.examples import add_request_examples
+from service.schemas.examples import add_request_examples, add_response_examples
 from service.simulations.jobs import SimulationRunner
 from service.webhooks.sender import WebhookSender
 
@@ -192,6 +192,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             schema["security"] = [{"bearer": []}]
             _document_validation_errors_as_error_body(schema)
             add_request_examples(schema)
+            add_response_examples(schema)
             _document_malformed_bodies(schema)
             app.openapi_schema = schema
         return app.openapi_schema

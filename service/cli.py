@@ -7,6 +7,8 @@ import io
 import json
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,6 +20,8 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
+
+    from service.client import Client
 
 app = typer.Typer(
     help="annoplan: plan and check the human overlap that validates an LLM judge.",
@@ -514,8 +518,6 @@ def demo(
     if offline:
         _offline_demo(n_items, seed)
         return
-    import httpx
-
     from planner.simulate import synthetic_codes
 
     if not key:
@@ -526,23 +528,25 @@ def demo(
     )[0]
     names = ["judge", "ann-1", "ann-2", "ann-3", "ann-4"]
     kinds = ["judge", "primary", "human", "human", "human"]
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
-        pid = _ok(c.post("/projects", json={"name": "demo: toxicity judge", "labels": labels}))["id"]
+    with _api(url, key, timeout=120) as c:
+        pid = c.create_project("demo: toxicity judge", labels).id
         for name, kind in zip(names, kinds, strict=True):
-            _ok(c.post(f"/projects/{pid}/raters", json={"external_id": name, "kind": kind}))
-        _ok(c.post(f"/projects/{pid}/items", json=[{"external_id": f"item-{i:05d}"} for i in range(n_items)]))
+            c.add_rater(pid, name, kind)
+        c.upsert_items(pid, [{"external_id": f"item-{i:05d}"} for i in range(n_items)])
         first = [
             {"item": f"item-{i:05d}", "rater": names[k], "value": labels[codes[i, k]]}
             for k in (0, 1)
             for i in range(n_items)
         ]
-        _ok(c.post(f"/projects/{pid}/labels", json=first))
-        _ok(c.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "seed": seed}))
+        c.upload_labels(pid, first)
+        c.create_plan(pid, source="prior", p_h=0.85, p_j=0.9, seed=seed)
         for k in (2, 3, 4):
-            while items := _ok(c.post(f"/projects/{pid}/batches", json={"rater": names[k], "size": 100}))["items"]:
+            while items := c.create_batch(pid, rater=names[k], size=100).items:
                 rows = [{"item": it, "rater": names[k], "value": labels[codes[int(it[5:]), k]]} for it in items]
-                _ok(c.post(f"/projects/{pid}/labels", json=rows))
-        doc = _ok(c.get(f"/projects/{pid}/reliability"))
+                c.upload_labels(pid, rows)
+        document = c.reliability(pid).document
+        assert document is not None  # no ETag was sent: the document is always there
+        doc = document.model_dump()
     typer.echo(f"project {pid}: decision {doc['decision']} (omega {doc['omega']})")
     typer.echo(f"dashboard: {url}/projects/{pid}/dashboard   docs: {url}/docs")
 
@@ -629,7 +633,8 @@ def sync_label_studio(
         "judge_prefix": judge_prefix,
         "criterion": criterion,
     }
-    done = _posted(url, key, f"/projects/{project}/integrations/label-studio/sync", body)
+    with _api(url, key, timeout=600) as c:
+        done = c.sync_label_studio(project, **body).model_dump(mode="json")
     changes = done["changes"]
     typer.echo(
         f"{done['tasks']} tasks ({done['from_name']}): {changes['added']} added, "
@@ -693,7 +698,8 @@ def connect_label_studio(
         "webhook_url": webhook_url,
         "hide_predictions": hide_predictions,
     }
-    done = _posted(url, key, f"/projects/{project}/integrations/label-studio/connect", body)
+    with _api(url, key, timeout=600) as c:
+        done = c.connect_label_studio(project, **body).model_dump(mode="json")
     for change in done["changed"]:
         typer.echo(f"- {change}")
     typer.echo(
@@ -711,13 +717,22 @@ def _require_credentials(key: str, ls_url: str, ls_token: str) -> None:
         )
 
 
-def _posted(url: str, key: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The answer of annoplan at ``url`` to ``POST path`` with ``body`` (an error answer exits 1)."""
+@contextmanager
+def _api(url: str, key: str, *, timeout: float) -> Iterator[Client]:
+    """The annoplan API at ``url`` with ``key``, each request sent once; an error answer prints the request
+    and the answer on stderr and exits 1, an unreachable server is a one-line error."""
     import httpx
 
+    from service.client import ApiError, Client
+
     try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600) as c:
-            return _ok(c.post(path, json=body))
+        with Client(url, key, timeout=timeout, retries=0) as client:
+            yield client
+    except ApiError as error:
+        r = error.response
+        assert r is not None  # the client's errors are answers it received
+        typer.echo(f"{r.request.method} {r.request.url}: {r.status_code} {r.text}", err=True)
+        raise typer.Exit(1) from None
     except httpx.HTTPError as exc:
         raise CliError(f"annoplan at {url} could not be reached: {exc}") from None
 
@@ -784,19 +799,6 @@ def verify(
     )
     if not check.match:
         raise typer.Exit(1)
-
-
-def _ok(response: object) -> dict[str, Any]:
-    import httpx
-
-    assert isinstance(response, httpx.Response)
-    if response.status_code >= 400:
-        typer.echo(
-            f"{response.request.method} {response.request.url}: {response.status_code} {response.text}", err=True
-        )
-        raise typer.Exit(1)
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -17,9 +17,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 class ErrorBody(BaseModel):
     """The error document, as documented in OpenAPI."""
 
-    error: str
-    detail: str
-    fields: list[dict[str, Any]] | None = None
+    error: str = Field(description="A stable code for programs, such as not_found or validation_error.")
+    detail: str = Field(description="What went wrong, in one sentence for people.")
+    fields: list[dict[str, Any]] | None = Field(
+        None, description="Per invalid field (validation errors only): where it is and why."
+    )
 
 
 log = logging.getLogger("annoplan")

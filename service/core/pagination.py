@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from service.core.errors import Invalid
 from service.core.settings import Settings
@@ -17,8 +17,8 @@ T = TypeVar("T")
 
 
 class Page(BaseModel, Generic[T]):
-    items: list[T]
-    next_cursor: str | None
+    items: list[T] = Field(description="The rows of this page.")
+    next_cursor: str | None = Field(description="Send as ?cursor= for the next page; null on the last page.")
 
 
 def encode_cursor(last: int) -> str:

@@ -17,12 +17,21 @@ from service.schemas import RaterKind, Text
 class GenericRow(TypedDict):
     """One label of the generic format; ``confidence`` (0 to 1, judges only) is the judge's."""
 
-    item: ExternalId
-    rater: ExternalId
-    kind: RaterKind
-    value: Annotated[Text, Field(min_length=1, max_length=200)]
-    criterion: NotRequired[Text | None]
-    confidence: NotRequired[Annotated[float, Field(ge=0, le=1)] | None]
+    item: Annotated[ExternalId, Field(description="External id of the item; created when new.")]
+    rater: Annotated[ExternalId, Field(description="External id of the rater; created when new.")]
+    kind: Annotated[RaterKind, Field(description="The rater's kind: judge, primary or human.")]
+    value: Annotated[
+        Annotated[Text, Field(min_length=1, max_length=200)],
+        Field(description="The label: one of the project's labels (or a number in a numeric project)."),
+    ]
+    criterion: NotRequired[
+        Annotated[Text | None, Field(description="The criterion; required when the project has several.")]
+    ]
+    confidence: NotRequired[
+        Annotated[
+            Annotated[float, Field(ge=0, le=1)] | None, Field(description="A judge's confidence in its label, 0 to 1.")
+        ]
+    ]
 
 
 def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> list[Score]:

@@ -47,16 +47,16 @@ class Score:
 
 
 class Skipped(BaseModel):
-    scorer: str
+    scorer: str = Field(description="The scorer (score name) left out.")
     scores: int = Field(description="Scores of this scorer left out.")
-    reason: str
+    reason: str = Field(description="Why it was left out.")
 
 
 class ImportSummary(BaseModel):
     items_created: int = Field(description="Items the file named that the project did not have.")
     raters_created: list[str] = Field(description="External ids of the raters created.")
     raters_changed: list[str] = Field(description="Existing raters given a name or promoted to primary.")
-    labels: LabelsAccepted
+    labels: LabelsAccepted = Field(description="Label events written.")
     skipped: list[Skipped] = Field(default_factory=list, description="Scorers not imported, and why.")
 
 

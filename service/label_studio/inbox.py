@@ -42,10 +42,10 @@ class WebhookResult(BaseModel):
     """What one webhook delivery did; absent fields do not apply."""
 
     ignored: str | None = Field(None, description="The action, when it is not one this endpoint records.")
-    action: str | None = None
-    task: TaskId | None = None
-    item: str | None = None
-    rater: str | None = None
+    action: str | None = Field(None, description="The Label Studio action recorded, such as ANNOTATION_CREATED.")
+    task: TaskId | None = Field(None, description="The Label Studio task id.")
+    item: str | None = Field(None, description="External id of the item labeled.")
+    rater: str | None = Field(None, description="External id of the rater who labeled.")
     value: str | None = Field(None, description="The project label recorded.")
     skipped: str | None = Field(
         None, description="Why the annotation gives no label (its rater's label of the task is withdrawn)."
@@ -57,9 +57,9 @@ class WebhookResult(BaseModel):
         None, description="Deleted annotation ids this project never recorded."
     )
     unknown_tasks: list[int] | None = Field(None, description="Deleted task ids no recorded label came from.")
-    item_created: bool | None = None
-    rater_created: bool | None = None
-    labels: LabelsAccepted | None = None
+    item_created: bool | None = Field(None, description="Whether the item was new.")
+    rater_created: bool | None = Field(None, description="Whether the rater was new.")
+    labels: LabelsAccepted | None = Field(None, description="Label events written.")
     label_seq: int | None = Field(None, description="The project's last label event after this delivery.")
     issue: int | None = Field(
         None, description="The inbox issue that keeps this delivery, when it could not be recorded."
@@ -70,25 +70,25 @@ class WebhookResult(BaseModel):
 class IssueRead(BaseModel):
     """A delivery kept in the inbox."""
 
-    id: int
-    action: str
-    task: str | None
-    annotation: str | None
-    reason: str
+    id: int = Field(description="The issue's id.")
+    action: str = Field(description="The Label Studio action of the delivery.")
+    task: str | None = Field(description="The Label Studio task id; null when the delivery has none.")
+    annotation: str | None = Field(description="The annotation id; null when the delivery has none.")
+    reason: str = Field(description="Why the delivery could not be recorded.")
     status: str = Field(
         description="`open`, `resolved` (replayed and recorded) or `superseded` (a later delivery, "
         "import or sync recorded the same annotation, or it or its task was deleted)."
     )
-    created_at: Any
-    resolved_at: Any = None
+    created_at: Any = Field(description="When the delivery arrived (UTC).")
+    resolved_at: Any = Field(None, description="When the issue was resolved or superseded; null while open.")
 
 
 class ReplayResult(BaseModel):
     """What a replay did to the issues that were open."""
 
-    resolved: list[int]
-    superseded: list[int]
-    still_open: list[IssueRead]
+    resolved: list[int] = Field(description="Ids of the issues replayed and recorded.")
+    superseded: list[int] = Field(description="Ids of the issues a later delivery, import or sync had recorded.")
+    still_open: list[IssueRead] = Field(description="The issues that still cannot be recorded.")
 
 
 def _validated_event(model: type[BaseModel], payload: dict[str, Any]) -> Any:

@@ -87,21 +87,21 @@ from service.schemas import ItemIn, ItemsUpserted, LabelIn, LabelsAccepted, Rate
 class Unmapped(BaseModel):
     """A choice that matches none of the project's labels; not written."""
 
-    task: TaskId
-    annotation: TaskId | None = None
-    prediction: TaskId | None = None
-    rater: str
-    value: str
+    task: TaskId = Field(description="The Label Studio task id.")
+    annotation: TaskId | None = Field(None, description="The annotation id; null for a prediction.")
+    prediction: TaskId | None = Field(None, description="The prediction id; null for an annotation.")
+    rater: str = Field(description="External id of the rater the choice came from.")
+    value: str = Field(description="The choice that matched no label (add it to label_map to map it).")
 
 
 class Skipped(BaseModel):
     """An annotation or prediction that gives no label (it withdraws its rater's label of the task), and why."""
 
-    task: TaskId
-    annotation: TaskId | None = None
-    prediction: TaskId | None = None
-    rater: str | None = None
-    reason: str
+    task: TaskId = Field(description="The Label Studio task id.")
+    annotation: TaskId | None = Field(None, description="The annotation id; null for a prediction.")
+    prediction: TaskId | None = Field(None, description="The prediction id; null for an annotation.")
+    rater: str | None = Field(None, description="External id of the rater; null when none could be told.")
+    reason: str = Field(description="Why it gives no label.")
 
 
 class LabelChanges(BaseModel):
@@ -120,13 +120,13 @@ class ImportResult(BaseModel):
 
     format: str = Field(description="The export read: `snapshot`, `json` (predictions as ids) or `json_min`.")
     from_name: str | None = Field(description="The choices control whose choice is the label.")
-    items: ItemsUpserted
-    raters_created: list[RaterCreate]
+    items: ItemsUpserted = Field(description="Items created, updated and unchanged.")
+    raters_created: list[RaterCreate] = Field(description="Raters the export named that the project did not have.")
     raters_updated: list[str] = Field(description="Existing raters that got a missing name, or were made primary.")
-    labels: LabelsAccepted
-    changes: LabelChanges
-    unmapped: list[Unmapped]
-    skipped: list[Skipped]
+    labels: LabelsAccepted = Field(description="Label events written.")
+    changes: LabelChanges = Field(description="What the labels read did to the current labels.")
+    unmapped: list[Unmapped] = Field(description="Choices that match no project label; not written.")
+    skipped: list[Skipped] = Field(description="Annotations and predictions that give no label.")
     issues: list[int] = Field(
         default_factory=list,
         description="Open inbox issues of the annotations kept out of the labels until a person acts: "
@@ -137,15 +137,15 @@ class ImportResult(BaseModel):
 class TaskMeta(BaseModel):
     """Where an exported task comes from."""
 
-    annoplan_batch: str
-    annoplan_rater: str
+    annoplan_batch: str = Field(description="The batch the task was exported from.")
+    annoplan_rater: str = Field(description="External id of the rater the batch was issued to.")
 
 
 class ExportedTask(BaseModel):
     """A Label Studio task to import: the item's data under its original keys, and its batch."""
 
-    data: dict[str, Any]
-    meta: TaskMeta
+    data: dict[str, Any] = Field(description="The item's text and features under their original keys.")
+    meta: TaskMeta = Field(description="Where the task comes from.")
 
 
 @dataclass

@@ -64,7 +64,9 @@ class SyncRequest(LabelStudioTarget):
     )
     primary: str | None = Field(None, max_length=200, description="Label Studio user id or email of the primary.")
     judge_prefix: str = Field("", max_length=100, description="Prefix of the judges' external ids.")
-    criterion: str | None = Field(None, max_length=100)
+    criterion: str | None = Field(
+        None, max_length=100, description="Criterion the choices label (default: the project's first)."
+    )
 
 
 class SyncResult(ImportResult):

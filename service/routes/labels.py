@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from service.core.csv_safety import SafeWriter
 from service.core.errors import Invalid, echo, error_responses
@@ -28,6 +29,8 @@ from service.deps import (
 )
 from service.schemas import LabelIn, LabelRow, LabelsAccepted, RetractionIn, RetractionsRead
 
+PARQUET = "application/vnd.apache.parquet"
+"""The media type of `?format=parquet`."""
 router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
 
 
@@ -103,7 +106,10 @@ def post_retractions(
     response_model=Page[LabelRow],
     responses={
         **error_responses(401, 403, 404, 422),
-        200: {"content": {"application/x-ndjson": {}, "text/csv": {}}, "description": "Labels"},
+        200: {
+            "content": {"application/x-ndjson": {}, "text/csv": {}, PARQUET: {}},
+            "description": "Labels",
+        },
     },
 )
 def export_labels(
@@ -116,14 +122,19 @@ def export_labels(
     criterion: Annotated[str | None, Query()] = None,
     since_seq: Annotated[int, Query(ge=0, le=2**63 - 1, description="Only events after this sequence number.")] = 0,
     format: Annotated[
-        Literal["json", "ndjson", "csv"], Query(description="json pages; ndjson and csv stream everything.")
+        Literal["json", "ndjson", "csv", "parquet"],
+        Query(
+            description="json pages; ndjson and csv stream everything; parquet is everything as one Parquet file "
+            "(the columns of the CSV, typed; a server installed with the `dataframes` extra, else 422)."
+        ),
     ] = "json",
-) -> Page[LabelRow] | StreamingResponse:
+) -> Page[LabelRow] | Response:
     """Export labels (admin, pm): current labels, or `history=true` for every event, by `seq`.
 
     A retracted label (`POST ./retractions`, a Label Studio deletion or skip) is no longer current; in the history
     its retraction is an event with `retracted` true and `value` null (empty in CSV).
     """
+    arrow = _arrow() if format == "parquet" else None
     only_rater = None if rater is None else rater_id(session, project.id, rater)
     if criterion is not None and criterion not in project.criteria:
         raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
@@ -139,8 +150,30 @@ def export_labels(
     )
     if json:
         return page_of(rows, page, key=lambda r: r.seq, read=lambda r: LabelRow(**r._asdict()))
+    if arrow is not None:
+        return Response(_parquet(arrow, rows), media_type=PARQUET)
     media = "application/x-ndjson" if format == "ndjson" else "text/csv"
     return StreamingResponse(_ndjson(rows) if format == "ndjson" else _csv(rows), media_type=media)
+
+
+def _arrow() -> Any:
+    """pyarrow, or a 422 when the server was installed without it (the optional `dataframes` extra)."""
+    try:
+        return importlib.import_module("pyarrow")
+    except ImportError:
+        raise Invalid("format 'parquet' needs pyarrow on the server (install annoplan[dataframes])") from None
+
+
+def _parquet(pa: Any, rows: Sequence[Sequence[Any]]) -> bytes:
+    """The rows as one Parquet file: LABEL_COLUMNS, strings, an int64 seq, a UTC timestamp and a boolean."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(LABEL_COLUMNS)
+    types = [pa.string()] * 4 + [pa.int64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.bool_()]
+    table = pa.table(
+        [pa.array(list(c), type=t) for c, t in zip(columns, types, strict=True)], names=list(LABEL_COLUMNS)
+    )
+    out = pa.BufferOutputStream()
+    importlib.import_module("pyarrow.parquet").write_table(table, out)
+    return bytes(out.getvalue().to_pybytes())
 
 
 def _ndjson(rows: Sequence[Sequence[Any]]) -> Iterator[bytes]:

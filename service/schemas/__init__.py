@@ -111,13 +111,36 @@ Text = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")]
 class DecisionSettings(Strict):
     """How the judge is validated (docs/method.md §3); defaults are docs/method.md's."""
 
-    coefficient: Coefficient = "po"
-    rule: Rule = "margin"
+    coefficient: Coefficient = Field(
+        "po",
+        description="Agreement coefficient F the judge is compared on: p_o, Cohen's kappa, Krippendorff's alpha or "
+        "Gwet's AC1 (docs/method.md §2).",
+    )
+    rule: Rule = Field(
+        "margin",
+        description="Decision rule: the judge may trail each human by at most epsilon (margin), or the alternative "
+        "annotator test (alt-test; docs/method.md §3).",
+    )
     epsilon: float | None = Field(None, ge=0, le=1, description="Margin; defaults to 0.05 (margin) or 0.2 (alt-test).")
-    alpha_sig: float = Field(0.05, gt=0, lt=1)
-    omega_threshold: float = Field(0.5, ge=0, le=1)
-    q: float = Field(0.05, gt=0, lt=1)
-    inconclusive_level: float = Field(0.2, gt=0, lt=1)
+    alpha_sig: float = Field(
+        0.05, gt=0, lt=1, description="Level of the fixed-sample decision: the error rate the plan promises to hold."
+    )
+    omega_threshold: float = Field(
+        0.5, ge=0, le=1, description="Share of held-out humans the judge must win (omega) to pass."
+    )
+    q: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="False discovery rate of the alt-test's Benjamini-Yekutieli correction across humans.",
+    )
+    inconclusive_level: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="The decision is inconclusive when the probability of the opposite decision under resampling "
+        "(p_opposite) is above this.",
+    )
     handling: Literal["exclude", "recode", "three_class"] = Field(
         "exclude", description="Default reporting rule for CANNOT_ASSESS (docs/method.md §7)."
     )
@@ -229,16 +252,25 @@ class TargetSettings(Strict):
 
 
 class ProjectCreate(Strict):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, description="A name for people; need not be unique.")
     labels: Labels | None = Field(None, description="Ordered label set; required unless the scale is numeric.")
-    scale: ProjectScale = "nominal"
+    scale: ProjectScale = Field(
+        "nominal",
+        description="How labels relate: unordered (nominal), ordered (ordinal), equally spaced (interval), or "
+        "numbers in value_range (numeric).",
+    )
     value_range: ValueRange | None = Field(
         None, description="Numeric scale only (and required there): the range labels must lie in."
     )
-    criteria: Criteria = Field(default_factory=lambda: ["default"])
-    allow_abstain: bool = False
-    decision: DecisionSettings = Field(default_factory=DecisionSettings)
-    target: TargetSettings = Field(default_factory=TargetSettings)
+    criteria: Criteria = Field(
+        default_factory=lambda: ["default"],
+        description="The rubric's criteria; each label names one (default: one criterion, 'default').",
+    )
+    allow_abstain: bool = Field(False, description="Whether raters may answer CANNOT_ASSESS.")
+    decision: DecisionSettings = Field(
+        default_factory=DecisionSettings, description="How the judge is validated; omitted fields take their defaults."
+    )
+    target: TargetSettings = Field(default_factory=TargetSettings, description="Precision targets of the plan.")
     order_seed: int | None = Field(
         None,
         ge=0,
@@ -284,14 +316,18 @@ def decision_label_problem(decision: dict[str, Any], labels: list[str]) -> str |
 
 
 class ProjectPatch(Strict):
-    name: str | None = Field(None, min_length=1, max_length=200)
-    labels: Labels | None = None
-    scale: ProjectScale | None = None
+    name: str | None = Field(None, min_length=1, max_length=200, description="A new name.")
+    labels: Labels | None = Field(
+        None, description="A new ordered label set (every label already given must stay in it)."
+    )
+    scale: ProjectScale | None = Field(None, description="A new scale.")
     value_range: ValueRange | None = Field(None, description="Numeric scale only: the range labels must lie in.")
-    criteria: Criteria | None = None
-    allow_abstain: bool | None = None
-    decision: DecisionSettings | None = None
-    target: TargetSettings | None = None
+    criteria: Criteria | None = Field(None, description="A new list of criteria.")
+    allow_abstain: bool | None = Field(None, description="Whether raters may answer CANNOT_ASSESS.")
+    decision: DecisionSettings | None = Field(
+        None, description="New decision settings, replacing the stored ones whole (omitted fields at defaults)."
+    )
+    target: TargetSettings | None = Field(None, description="New precision targets, replacing the stored ones whole.")
     label_map: dict[Annotated[str, Field(max_length=200)], str] | None = Field(
         None,
         max_length=1000,
@@ -310,18 +346,20 @@ class ProjectPatch(Strict):
 
 
 class ProjectRead(BaseModel):
-    id: str
-    name: str
+    id: str = Field(description="The project's id, used in every path under /projects/{pid}.")
+    name: str = Field(description="The project's name.")
     labels: list[str] = Field(description="Ordered label set; empty for a numeric project.")
-    scale: ProjectScale
+    scale: ProjectScale = Field(description="How labels relate (nominal, ordinal, interval or numeric).")
     value_range: ValueRange | None = Field(None, description="A numeric project's range; null for the others.")
-    criteria: list[str]
-    allow_abstain: bool
-    decision: DecisionSettings
-    target: TargetSettings
-    label_seq: int
-    n_items: int
-    created_at: datetime
+    criteria: list[str] = Field(description="The rubric's criteria.")
+    allow_abstain: bool = Field(description="Whether raters may answer CANNOT_ASSESS.")
+    decision: DecisionSettings = Field(description="How the judge is validated, every field resolved.")
+    target: TargetSettings = Field(description="Precision targets of the plan.")
+    label_seq: int = Field(
+        description="The project's last label event: it grows with every label written or retracted."
+    )
+    n_items: int = Field(description="Items in the project.")
+    created_at: datetime = Field(description="When the project was created (UTC).")
     order_seed: int | None = Field(None, description="Seed of the monitored decision's item order (§8.2).")
     opening_seq: int | None = Field(
         None, description="label_seq of the first look: the labels in hand then are read as one rank (§8.2)."
@@ -335,9 +373,12 @@ class ProjectRead(BaseModel):
 
 
 class KeyCreate(Strict):
-    role: Role
+    role: Role = Field(
+        description="What the key may do: run the project (pm), label as one rater (annotator) or read its "
+        "aggregates (viewer)."
+    )
     rater: ExternalId | None = Field(None, description="External id of the rater (annotator keys only).")
-    name: str | None = Field(None, max_length=200)
+    name: str | None = Field(None, max_length=200, description="A note on whom the key is for (shown in the key list).")
     expires_at: AwareDatetime | None = Field(
         None,
         description="When the key stops working (401 `key_expired`): a future moment with a timezone; omitted: never.",
@@ -353,10 +394,10 @@ class KeyCreate(Strict):
 
 
 class KeyCreated(BaseModel):
-    id: str
-    role: Role
-    project: str | None
-    rater: str | None
+    id: str = Field(description="The key's id (for listing and revoking), not its secret.")
+    role: Role = Field(description="What the key may do.")
+    project: str | None = Field(description="The project the key is for; null for an admin key.")
+    rater: str | None = Field(description="The rater an annotator key labels as (external id); null for other roles.")
     expires_at: datetime | None = Field(description="When the key stops working; null: never.")
     key: str = Field(description="The secret; shown once, only its hash is stored.")
 
@@ -364,53 +405,59 @@ class KeyCreated(BaseModel):
 class KeyRead(BaseModel):
     """A key as listed: who it is for, never its secret."""
 
-    id: str
-    role: Role
-    project: str | None
-    rater: str | None
-    name: str | None
-    created_at: datetime
-    revoked_at: datetime | None
+    id: str = Field(description="The key's id (for revoking).")
+    role: Role = Field(description="What the key may do.")
+    project: str | None = Field(description="The project the key is for; null for an admin key.")
+    rater: str | None = Field(description="The rater an annotator key labels as (external id); null for other roles.")
+    name: str | None = Field(description="The note given when the key was made.")
+    created_at: datetime = Field(description="When the key was made (UTC).")
+    revoked_at: datetime | None = Field(description="When the key was revoked; null while it works.")
     expires_at: datetime | None = Field(description="When the key stops (or stopped) working; null: never.")
 
 
 class ItemIn(StrictRow):
-    external_id: ExternalId
-    features: dict[Text, Text | int | float | bool | None] = Field(default_factory=dict)
-    text: Text | None = None
+    external_id: ExternalId = Field(description="Your id of the item; an upload with a known id updates that item.")
+    features: dict[Text, Text | int | float | bool | None] = Field(
+        default_factory=dict,
+        description="Item features (strings, numbers, booleans), e.g. a domain to slice or stratify by.",
+    )
+    text: Text | None = Field(None, description="The text shown to annotators (optional).")
 
 
 class ItemRead(BaseModel):
-    id: str
-    external_id: str
-    position: int
-    features: dict[str, Any]
-    text: str | None
+    id: str = Field(description="The item's internal id.")
+    external_id: str = Field(description="Your id of the item.")
+    position: int = Field(description="The item's place in upload order (0 first).")
+    features: dict[str, Any] = Field(description="The item's features.")
+    text: str | None = Field(description="The item's text; null when none was given.")
 
 
 class ItemsUpserted(BaseModel):
-    created: int
-    updated: int
-    unchanged: int
+    created: int = Field(description="Items that were new.")
+    updated: int = Field(description="Known items whose text or features changed.")
+    unchanged: int = Field(description="Known items sent again as they were.")
 
 
 class RaterCreate(Strict):
-    external_id: ExternalId
-    kind: RaterKind
-    name: str | None = Field(None, max_length=200)
+    external_id: ExternalId = Field(description="Your id of the rater; labels name it.")
+    kind: RaterKind = Field(
+        description="judge (the model validated), primary (the human who labels every item) or human (a secondary, "
+        "who labels the plan's overlap)."
+    )
+    name: str | None = Field(None, max_length=200, description="A name for people.")
 
 
 class RaterPatch(Strict):
     kind: RaterKind | None = Field(None, description="A new kind; only while the project has no plan.")
-    name: str | None = Field(None, min_length=1, max_length=200)
+    name: str | None = Field(None, min_length=1, max_length=200, description="A new name.")
 
 
 class RaterRead(BaseModel):
-    id: str
-    external_id: str
-    kind: RaterKind
-    name: str | None = None
-    n_labels: int
+    id: str = Field(description="The rater's internal id.")
+    external_id: str = Field(description="Your id of the rater.")
+    kind: RaterKind = Field(description="judge, primary or human.")
+    name: str | None = Field(None, description="The rater's name; null when none was given.")
+    n_labels: int = Field(description="Current labels of this rater.")
 
 
 # A TypedDict, validated into plain dicts: at 100,000 rows a model instance per row took four times the
@@ -421,9 +468,11 @@ class LabelIn(TypedDict):
     (required when the project has several), the batch it answers and, for a judge, its ``confidence``
     in [0, 1] (selective evaluation, docs/method.md §3c)."""
 
-    item: ExternalId
-    rater: ExternalId
-    criterion: NotRequired[Text | None]
+    item: Annotated[ExternalId, Field(description="External id of the item labeled.")]
+    rater: Annotated[ExternalId, Field(description="External id of the rater who gave the label.")]
+    criterion: NotRequired[
+        Annotated[Text | None, Field(description="The criterion labeled; required when the project has several.")]
+    ]
     value: Annotated[
         Annotated[Text, Field(min_length=1, max_length=200)] | StrictInt | StrictFloat,
         Field(
@@ -431,17 +480,26 @@ class LabelIn(TypedDict):
             "(a JSON number or a numeric string, as CSV cells are); or CANNOT_ASSESS / INVALID."
         ),
     ]
-    batch: NotRequired[Text | None]
-    confidence: NotRequired[Annotated[float, Field(ge=0, le=1)] | None]
+    batch: NotRequired[
+        Annotated[Text | None, Field(description="The batch this label answers (its id from POST /batches).")]
+    ]
+    confidence: NotRequired[
+        Annotated[
+            Annotated[float, Field(ge=0, le=1)] | None,
+            Field(description="A judge's confidence in its label, 0 to 1 (selective evaluation)."),
+        ]
+    ]
 
 
 class RetractionIn(TypedDict):
     """One cell whose current label is withdrawn: the item's and the rater's external ids, and the
     criterion (required when the project has several)."""
 
-    item: ExternalId
-    rater: ExternalId
-    criterion: NotRequired[Text | None]
+    item: Annotated[ExternalId, Field(description="External id of the item.")]
+    rater: Annotated[ExternalId, Field(description="External id of the rater whose label is withdrawn.")]
+    criterion: NotRequired[
+        Annotated[Text | None, Field(description="The criterion; required when the project has several.")]
+    ]
 
 
 class LabelsAccepted(BaseModel):
@@ -468,19 +526,21 @@ class RetractionsRead(BaseModel):
 
 
 class LabelRow(BaseModel):
-    item: str
-    rater: str
-    criterion: str
+    item: str = Field(description="External id of the item.")
+    rater: str = Field(description="External id of the rater.")
+    criterion: str = Field(description="The criterion labeled.")
     value: str | None = Field(description="The label; null for a retraction event (`history=true` only).")
-    seq: int
-    batch: str | None
-    created_at: datetime | None = None
+    seq: int = Field(description="The label event's label_seq.")
+    batch: str | None = Field(description="The batch the label answered; null when it answered none.")
+    created_at: datetime | None = Field(None, description="When the label was written (UTC).")
     retracted: bool = Field(False, description="Whether this event withdraws the cell's label (`history=true` only).")
 
 
 class Health(BaseModel):
-    status: Literal["ok", "degraded"]
-    database: Literal["ok", "unreachable", "read_only", "full", "busy"]
+    status: Literal["ok", "degraded"] = Field(description="ok, or degraded when the database is not.")
+    database: Literal["ok", "unreachable", "read_only", "full", "busy"] = Field(
+        description="The database's state: ok, unreachable, read_only, full or busy."
+    )
     detail: str | None = Field(None, description="What is wrong with the database, when it is not ok.")
 
 
@@ -506,8 +566,12 @@ Design = Literal["auto", "strat", "disjoint", "seq-refined", "seq-coverage", "ra
 class PlanCreate(Strict):
     """What to plan for and from what (docs/method.md §4–5)."""
 
-    purpose: Literal["certify", "rank"] = "certify"
-    source: Literal["prior", "pilot"] = "prior"
+    purpose: Literal["certify", "rank"] = Field(
+        "certify", description="certify one judge against the humans, or rank several judges."
+    )
+    source: Literal["prior", "pilot"] = Field(
+        "prior", description="Plan from prior accuracies (p_h, p_j) or from the pilot labels in hand."
+    )
     p_h: float | None = Field(None, gt=0, lt=1, description="Prior human accuracy (source=prior).")
     p_j: float | None = Field(None, gt=0, lt=1, description="Prior judge accuracy (source=prior).")
     n_raters: int | None = Field(
@@ -515,7 +579,11 @@ class PlanCreate(Strict):
     )
     n_judges: int | None = Field(None, ge=2, le=100, description="Judges to rank (purpose=rank).")
     delta_min: float | None = Field(None, gt=0, lt=1, description="Smallest judge margin to resolve (purpose=rank).")
-    design: Design = "auto"
+    design: Design = Field(
+        "auto",
+        description="How the overlap items are drawn for the secondaries; auto picks the one with the smallest "
+        "simulated error (docs/method.md §5).",
+    )
     strata: str = Field(
         "agreement",
         max_length=200,
@@ -587,19 +655,26 @@ class PlanCreate(Strict):
 
 
 class PlanRead(BaseModel):
-    id: str
-    purpose: str
-    source: str
-    design: str
-    seed: int
-    m: int | None
-    label_seq: int
-    created_at: datetime
-    recipe: dict[str, Any]
+    id: str = Field(description="The plan's id.")
+    purpose: str = Field(description="certify or rank.")
+    source: str = Field(description="prior or pilot.")
+    design: str = Field(description="The design the overlap items are drawn by.")
+    seed: int = Field(description="Seed of the item draw (resend it to draw the same items).")
+    m: int | None = Field(
+        description="Overlap per secondary: the items each secondary human labels beside the primary, who labels "
+        "every item. Null when no overlap fits (the recipe says why)."
+    )
+    label_seq: int = Field(description="The project's label_seq when the plan was made.")
+    created_at: datetime = Field(description="When the plan was made (UTC).")
+    recipe: dict[str, Any] = Field(
+        description="The planner's recipe: its inputs, the overlap it needs and why (docs/method.md §4)."
+    )
     check: PlanCheckRead | None = Field(
         None, description="Each candidate design simulated at the planned overlap (certification plans)."
     )
-    progress: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = Field(
+        None, description="How far the secondaries are through the plan; null when the plan is not in force."
+    )
 
 
 class BatchCreate(Strict):
@@ -608,12 +683,14 @@ class BatchCreate(Strict):
 
 
 class BatchRead(BaseModel):
-    id: str | None
-    rater: str
-    items: list[str]
-    design: str
-    expires_at: datetime | None
-    done: bool = False
+    id: str | None = Field(description="The batch's id, to send with its labels; null when no items were given.")
+    rater: str = Field(description="External id of the rater the batch is for.")
+    items: list[str] = Field(description="External ids of the items to label, held for this rater until expires_at.")
+    design: str = Field(description="The plan's design the items were drawn by.")
+    expires_at: datetime | None = Field(
+        description="When the items still unlabeled go back to the rater's queue; null when no items were given."
+    )
+    done: bool = Field(False, description="Whether the rater's list is finished: no item will be given.")
     remaining: int = Field(
         description="Items of this rater's list still unlabeled, held or not. In anytime mode a labeled list "
         "grows past the plan's m (by the plan's design) while the monitored decision is 'continue', up to the "
@@ -627,13 +704,13 @@ class BatchRead(BaseModel):
 
 
 class BatchStatus(BaseModel):
-    id: str
-    rater: str
-    items: list[str]
-    design: str
-    created_at: datetime
-    expires_at: datetime
-    released: bool
-    expired: bool
-    labeled: int
-    unlabeled: list[str]
+    id: str = Field(description="The batch's id.")
+    rater: str = Field(description="External id of the rater the batch is for.")
+    items: list[str] = Field(description="External ids of the batch's items.")
+    design: str = Field(description="The plan's design the items were drawn by.")
+    created_at: datetime = Field(description="When the batch was given (UTC).")
+    expires_at: datetime = Field(description="When its items still unlabeled go back to the rater's queue.")
+    released: bool = Field(description="Whether the batch was released (DELETE) before it expired.")
+    expired: bool = Field(description="Whether expires_at has passed.")
+    labeled: int = Field(description="Items of the batch the rater has labeled.")
+    unlabeled: list[str] = Field(description="External ids of the items still to label.")

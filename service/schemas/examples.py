@@ -1,13 +1,20 @@
-"""Example request bodies of the API's operations, shown in `/docs` (Swagger UI pre-fills its "Try it out"
-bodies with them); each is posted by tests/service/test_openapi_examples.py and gets its documented status.
+"""Example request and response bodies of the API's operations, shown in `/docs` (Swagger UI pre-fills its
+"Try it out" bodies with the requests); each request is posted by tests/service/test_openapi_examples.py and
+gets its documented status.
 
-They tell one story: the README's toxicity project (items q1, q2; judge gpt-judge, primary ann-1,
-secondary ann-2).
+They tell one story: the README's toxicity project (items q1, q2, ...; judge gpt-judge, primary ann-1,
+secondaries ann-2, ann-3). The responses are that story's answers, recorded by tests/service/openapi_story.py
+into response_examples.json beside this module.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+ExampleKey = tuple[str, str, str]
+"""An operation's response: lower-case method, path template, status."""
 
 REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
     ("post", "/projects"): {"name": "toxicity", "labels": ["ok", "toxic"], "scale": "nominal"},
@@ -65,6 +72,27 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
     },
 }
 """Per operation (lower-case method, path template), its example JSON request body."""
+
+
+RESPONSE_EXAMPLES_PATH = Path(__file__).with_name("response_examples.json")
+
+
+def response_examples() -> dict[ExampleKey, Any]:
+    """Per operation's response (method, path template, status), its example JSON body."""
+    table: dict[str, dict[str, Any]] = json.loads(RESPONSE_EXAMPLES_PATH.read_text())
+    return {
+        (method, path, status): body
+        for operation, answers in table.items()
+        for method, path in [operation.split(" ", 1)]
+        for status, body in answers.items()
+    }
+
+
+def add_response_examples(schema: dict[str, Any]) -> None:
+    """Put each response's example body into its JSON media type (one set by a route stays)."""
+    for (method, path, status), example in response_examples().items():
+        media = schema["paths"][path][method]["responses"][status]["content"]["application/json"]
+        media.setdefault("example", example)
 
 
 def add_request_examples(schema: dict[str, Any]) -> None:

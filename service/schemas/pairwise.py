@@ -16,35 +16,43 @@ Verdict = Literal["A", "B", "tie"]
 class PairwiseVerdict(StrictRow):
     """A judge's verdict on an item, in the item's own answer names, and the order the answers were shown."""
 
-    item: ExternalId
-    order: Literal["AB", "BA"]
-    verdict: Verdict
+    item: ExternalId = Field(description="External id of the item.")
+    order: Literal["AB", "BA"] = Field(description="The order the answers were shown: AB (A first) or BA.")
+    verdict: Verdict = Field(description="The answer the judge preferred, by the item's own names A and B, or tie.")
 
 
 class ReferenceVerdict(StrictRow):
-    item: ExternalId
-    verdict: Verdict
+    item: ExternalId = Field(description="External id of the item.")
+    verdict: Verdict = Field(description="The human majority's verdict: A, B or tie.")
 
 
 class ItemSystems(StrictRow):
     """The systems that wrote an item's answers A and B."""
 
-    item: ExternalId
-    a: ExternalId
-    b: ExternalId
+    item: ExternalId = Field(description="External id of the item.")
+    a: ExternalId = Field(description="The system that wrote answer A.")
+    b: ExternalId = Field(description="The system that wrote answer B.")
 
 
 class PairwiseBody(Strict):
     """A pairwise judge's verdicts (one item may hold both orders), optionally the human majority
     verdict per item and the systems behind each item's answers."""
 
-    verdicts: list[PairwiseVerdict] = Field(min_length=1, max_length=100_000)
-    reference: list[ReferenceVerdict] | None = Field(None, max_length=100_000)
-    systems: list[ItemSystems] | None = Field(None, max_length=100_000)
+    verdicts: list[PairwiseVerdict] = Field(
+        min_length=1,
+        max_length=100_000,
+        description="The judge's verdicts; an item judged in both orders shows position bias.",
+    )
+    reference: list[ReferenceVerdict] | None = Field(
+        None, max_length=100_000, description="The human majority verdict per item, for the judge's accuracy."
+    )
+    systems: list[ItemSystems] | None = Field(
+        None, max_length=100_000, description="The systems behind each item's answers, for the Bradley-Terry rankings."
+    )
     allow_ties: bool = Field(True, description="Whether a verdict may be 'tie' (422 for a tie when not).")
-    confidence_level: float = Field(0.95, gt=0, lt=1)
-    n_resamples: int = Field(500, ge=1, le=2000)
-    seed: int | None = Field(None, ge=0, lt=2**63)
+    confidence_level: float = Field(0.95, gt=0, lt=1, description="Coverage of the intervals.")
+    n_resamples: int = Field(500, ge=1, le=2000, description="Bootstrap resamples of the intervals.")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="Seed of the bootstrap; random when absent.")
 
     model_config = {
         "json_schema_extra": {
@@ -81,36 +89,40 @@ class PositionRead(BaseModel):
     n_items: int = Field(description="Items judged in both orders.")
     consistency: float | None = Field(description="Share of them with the same verdict in both orders.")
     first_favoured: int = Field(description="Flips that picked the answer shown first both times.")
-    second_favoured: int
+    second_favoured: int = Field(description="Flips that picked the answer shown second both times.")
     bias_rate: float | None = Field(description="Flips over items.")
-    bias_direction: Literal["first", "second"] | None
+    bias_direction: Literal["first", "second"] | None = Field(
+        description="The position favoured by more flips; null when neither is."
+    )
     bias_p: float = Field(description="Exact two-sided binomial p of first_favoured among the flips.")
-    reason: str | None
+    reason: str | None = Field(description="Why the value is null (undefined); null when it is defined.")
 
 
 class AccuracyRead(BaseModel):
     n_items: int = Field(description="Items with a reference verdict and a verdict in both orders.")
-    right_ab: float | None
-    right_ba: float | None
-    right_both: float | None
-    reason: str | None
+    right_ab: float | None = Field(description="Share of items judged as the reference in the AB order.")
+    right_ba: float | None = Field(description="Share of items judged as the reference in the BA order.")
+    right_both: float | None = Field(description="Share of items judged as the reference in both orders.")
+    reason: str | None = Field(description="Why the value is null (undefined); null when it is defined.")
 
 
 class SystemStrength(BaseModel):
-    system: str
+    system: str = Field(description="The system's name.")
     win_rate: float | None = Field(description="(wins + ties/2)/games.")
     strength: float | None = Field(description="Bradley-Terry log-strength, centred to mean 0.")
-    ci: Interval
+    ci: Interval = Field(description="Bootstrap interval of the strength.")
 
 
 class RankingRead(BaseModel):
-    source: Literal["judge", "humans"]
-    n_comparisons: int
-    systems: list[SystemStrength]
-    reason: str | None
+    source: Literal["judge", "humans"] = Field(
+        description="Whose verdicts ranked the systems: the judge's or the humans' (reference)."
+    )
+    n_comparisons: int = Field(description="Verdicts between two systems used.")
+    systems: list[SystemStrength] = Field(description="The systems, strongest first.")
+    reason: str | None = Field(description="Why no ranking was computed; null when one was.")
 
 
 class PairwiseRead(BaseModel):
-    position: PositionRead
+    position: PositionRead = Field(description="Position bias: how often the verdict follows the order shown.")
     accuracy: AccuracyRead | None = Field(description="Against the reference verdicts (null without them).")
     rankings: list[RankingRead] = Field(description="Bradley-Terry from the judge's and the humans' verdicts.")

@@ -12,24 +12,24 @@ Rate = float | None
 class DesignCheckRead(BaseModel):
     """One design's simulated error rates at overlap ``m`` with their Monte Carlo SE; null = undefined."""
 
-    design: str
+    design: str = Field(description="The design simulated.")
     m: int = Field(description="Overlap per secondary annotator simulated.")
-    trials: int
+    trials: int = Field(description="Simulated trials.")
     fr: Rate = Field(description="Share of trials in which the judge of the prior (good in population) is rejected.")
-    fr_se: Rate
+    fr_se: Rate = Field(description="Monte Carlo SE of fr.")
     rater_fr: Rate = Field(
         description="The good judge's share of lost comparisons per held-out human: the secondaries pooled, the "
         "primary apart, the larger of the two."
     )
-    rater_fr_se: Rate
+    rater_fr_se: Rate = Field(description="Monte Carlo SE of rater_fr.")
     fa: Rate = Field(description="Share of trials in which the mirror judge (as far below -epsilon) passes.")
-    fa_se: Rate
+    fa_se: Rate = Field(description="Monte Carlo SE of fa.")
     wrong: Rate = Field(description="Wrong-decision rate: (fr + fa) / 2, the two judges equally likely.")
-    wrong_se: Rate
+    wrong_se: Rate = Field(description="Monte Carlo SE of wrong.")
     inconclusive: Rate = Field(
         description="Share of trials the bootstrap would call inconclusive (normal approximation; margin rule, p_o)."
     )
-    inconclusive_se: Rate
+    inconclusive_se: Rate = Field(description="Monte Carlo SE of inconclusive.")
     p_j_bad: Rate = Field(description="Accuracy of the mirror judge whose FA is measured.")
     keeps_promise: bool = Field(description="The promised rate is at most the promise plus 2 Monte Carlo SE.")
     note: str = Field(description="Why a rate is undefined (empty when all are defined).")
@@ -38,7 +38,7 @@ class DesignCheckRead(BaseModel):
 class PlanCheckRead(BaseModel):
     """Simulated decision errors of the candidate designs and of the plan as made (docs/method.md §6)."""
 
-    simulated: bool
+    simulated: bool = Field(description="Whether the designs were simulated.")
     reason: str = Field(description="What was simulated, or why nothing was.")
     channel: dict[str, float | str] | None = Field(
         None, description="The noise channel simulated: p_h, p_j and their source (the prior, or fitted to the pilot)."

@@ -43,40 +43,46 @@ class SelectiveCreate(Strict):
 class StageRead(BaseModel):
     """One judge of the cascade."""
 
-    judge: str
+    judge: str = Field(description="External id of the stage's judge.")
     threshold: float | None = Field(description="Calibrated lambda; null when no candidate passed (keeps nothing).")
     n_reached: int = Field(description="Calibration items that reached this judge (no earlier judge kept them).")
-    n_kept: int
-    disagreements: int
+    n_kept: int = Field(description="Calibration items this judge keeps (its confidence at or above the threshold).")
+    disagreements: int = Field(description="Kept calibration items where the judge disagrees with the human majority.")
     risk: float | None = Field(description="Disagreement share among the kept calibration items.")
     upper_bound: float | None = Field(description="Exact binomial upper bound on it at 1 - delta_j.")
-    delta: float
-    defined: bool
-    reason: str
+    delta: float = Field(description="The level this stage is tested at, delta_j.")
+    defined: bool = Field(description="Whether a threshold was calibrated.")
+    reason: str = Field(description="Why no threshold was calibrated; empty when one was.")
 
 
 class CurveRead(BaseModel):
     """The first judge's coverage, risk and bound at every tenth candidate threshold (the dashboard's curve)."""
 
-    thresholds: list[float]
-    coverage: list[float]
-    risk: list[float | None]
-    upper_bound: list[float | None]
+    thresholds: list[float] = Field(description="Candidate thresholds lambda.")
+    coverage: list[float] = Field(description="Share of calibration items kept at each threshold.")
+    risk: list[float | None] = Field(
+        description="Disagreement share among the kept items at each threshold; null when none is kept."
+    )
+    upper_bound: list[float | None] = Field(
+        description="Exact binomial upper bound on that risk; null when none is kept."
+    )
 
 
 class SelectiveRead(BaseModel):
     """The calibrated cascade, its guarantee, and where the corpus's items go."""
 
-    criterion: str
-    alpha: float
-    delta: float
-    split_delta: bool
+    criterion: str = Field(description="The criterion calibrated.")
+    alpha: float = Field(description="The disagreement with the human majority the kept items may have.")
+    delta: float = Field(description="The chance the guarantee may fail.")
+    split_delta: bool = Field(description="Whether each of J judges was tested at delta / J.")
     n_calibration: int = Field(description="Items with a human majority and every cascade judge's confident label.")
-    stages: list[StageRead]
+    stages: list[StageRead] = Field(description="The cascade's judges, cheapest first.")
     coverage: float | None = Field(description="Share of the calibration items some judge keeps.")
-    risk: float | None
-    guarantee: str
-    curve: CurveRead
+    risk: float | None = Field(
+        description="Disagreement share among the calibration items some judge keeps; null when none is."
+    )
+    guarantee: str = Field(description="The guarantee the cascade gives, in one sentence.")
+    curve: CurveRead = Field(description="The first judge's coverage and risk over thresholds.")
     n_items: int = Field(description="Corpus items with a label of some cascade judge.")
     kept_by: dict[str, int] = Field(description="Corpus items each judge keeps.")
     n_escalated: int = Field(description="Corpus items no judge keeps: humans label them.")

@@ -14,9 +14,19 @@ Interval = list[float | None]
 class JudgeVersionCreate(Strict):
     """A new version of a judge: it labels as the judge rater ``<judge>@<name>``."""
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:+-]+$", examples=["v2"])
-    model: Text | None = Field(None, max_length=200, examples=["gpt-4o-2024-08-06"])
-    prompt_digest: Text | None = Field(None, max_length=128, examples=["sha256:9f2c..."])
+    name: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._:+-]+$",
+        examples=["v2"],
+        description="The version's name; it labels as <judge>@<name>.",
+    )
+    model: Text | None = Field(
+        None, max_length=200, examples=["gpt-4o-2024-08-06"], description="The model behind the version (for people)."
+    )
+    prompt_digest: Text | None = Field(
+        None, max_length=128, examples=["sha256:9f2c..."], description="A digest of its prompt (for people)."
+    )
 
     model_config = {
         "json_schema_extra": {
@@ -26,21 +36,21 @@ class JudgeVersionCreate(Strict):
 
 
 class JudgeVersionRead(BaseModel):
-    name: str
+    name: str = Field(description="The version's name.")
     rater: str = Field(description="The external id the version labels as (a judge rater of its own).")
-    rater_id: str
+    rater_id: str = Field(description="Internal id of the version's rater.")
     judge: str = Field(description="The external id of the judge it is a version of.")
-    model: str | None
-    prompt_digest: str | None
-    created_at: datetime
-    n_labels: int
+    model: str | None = Field(description="The model behind the version; null when not given.")
+    prompt_digest: str | None = Field(description="A digest of its prompt; null when not given.")
+    created_at: datetime = Field(description="When the version was registered (UTC).")
+    n_labels: int = Field(description="Current labels of the version.")
 
 
 class AnchorPanel(BaseModel):
     """Anchor items a next version must re-label to detect ``drop`` with ``power`` (Connor 1987, §12)."""
 
-    drop: float
-    power: float
+    drop: float = Field(description="The drop in agreement the panel detects.")
+    power: float = Field(description="The chance the panel detects that drop.")
     discordance: float = Field(description="(lost + gained)/n_items: the share of items one version got right alone.")
     n_items: int | None = Field(description="The panel's size; null when the discordance is below the drop.")
 
@@ -48,12 +58,12 @@ class AnchorPanel(BaseModel):
 class VersionComparisonRead(BaseModel):
     """Two versions of a judge on the items where both and the primary have a label (docs/method.md §12)."""
 
-    criterion: str
-    old: str
-    new: str
+    criterion: str = Field(description="The criterion compared.")
+    old: str = Field(description="External id of the old version's rater.")
+    new: str = Field(description="External id of the new version's rater.")
     n_items: int = Field(description="Items labelled by both versions and the primary.")
     old_agreement: float | None = Field(description="The old version's agreement with the primary.")
-    new_agreement: float | None
+    new_agreement: float | None = Field(description="The new version's agreement with the primary.")
     version_agreement: float | None = Field(description="The share of items where the two versions agree.")
     flip_rate: float | None = Field(description="The share of items where the two versions give different labels.")
     lost: int = Field(description="Items the old version gets right and the new one wrong (McNemar's b).")
@@ -78,12 +88,12 @@ class VersionComparisonRead(BaseModel):
 class DriftRead(BaseModel):
     """The CUSUM e-detector on a judge's agreement with the primary, in the order the pairs completed."""
 
-    criterion: str
-    judge: str
-    baseline: float
-    drop: float
-    horizon: int
-    alpha: float
+    criterion: str = Field(description="The criterion watched.")
+    judge: str = Field(description="External id of the judge watched.")
+    baseline: float = Field(description="The agreement with the primary the judge was approved at, p0.")
+    drop: float = Field(description="The drop in agreement the detector looks for.")
+    horizon: int = Field(description="Labels over which false alarms are bounded.")
+    alpha: float = Field(description="Bound on any false alarm within the horizon.")
     n_labels: int = Field(description="Items labelled by the judge and the primary, in the order they completed.")
     agreement: float | None = Field(description="The judge's agreement with the primary over those items.")
     drifted: bool = Field(description="Whether the detector has reached its threshold.")
@@ -105,12 +115,12 @@ class DriftWatchSettings(Strict):
 
 
 class DriftWatchRead(BaseModel):
-    judge: str
-    criterion: str
-    baseline: float
-    drop: float
-    horizon: int
-    alpha: float
+    judge: str = Field(description="External id of the judge watched.")
+    criterion: str = Field(description="The criterion watched.")
+    baseline: float = Field(description="The agreement with the primary the judge was approved at, p0.")
+    drop: float = Field(description="The drop in agreement to detect.")
+    horizon: int = Field(description="Labels over which false alarms are bounded.")
+    alpha: float = Field(description="Bound on any false alarm within the horizon.")
     alarm_label_seq: int | None = Field(description="The label_seq of the alarm announced (null: none yet).")
 
 

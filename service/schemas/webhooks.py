@@ -27,10 +27,10 @@ class WebhookCreate(Strict):
 
 
 class WebhookRead(BaseModel):
-    id: str
-    url: str
-    events: list[str]
-    created_at: datetime
+    id: str = Field(description="The webhook's id.")
+    url: str = Field(description="Where events are POSTed.")
+    events: list[str] = Field(description="The event types it receives.")
+    created_at: datetime = Field(description="When it was registered (UTC).")
 
 
 class WebhookCreated(WebhookRead):
@@ -40,15 +40,19 @@ class WebhookCreated(WebhookRead):
 class DeliveryRead(BaseModel):
     """One event's delivery to one webhook."""
 
-    id: int
+    id: int = Field(description="The delivery's id.")
     event_id: str = Field(description="The `webhook-id` header of every attempt.")
-    event_type: str
-    status: Literal["pending", "delivered", "failed"]
-    attempts: int
-    next_attempt_at: datetime | None
-    retry_until: datetime
-    last_attempt_at: datetime | None
-    last_status_code: int | None
-    last_error: str | None
-    delivered_at: datetime | None
-    created_at: datetime
+    event_type: str = Field(description="The event delivered, such as decision.changed.")
+    status: Literal["pending", "delivered", "failed"] = Field(
+        description="pending (to be tried again), delivered or failed (retries used up)."
+    )
+    attempts: int = Field(description="Attempts made so far.")
+    next_attempt_at: datetime | None = Field(description="When the next attempt is due; null when none is.")
+    retry_until: datetime = Field(description="After this moment a failed attempt is not retried.")
+    last_attempt_at: datetime | None = Field(description="When the last attempt was made; null before the first.")
+    last_status_code: int | None = Field(
+        description="The HTTP status of the last attempt's answer; null when none came."
+    )
+    last_error: str | None = Field(description="Why the last attempt failed, in our words; null when it did not.")
+    delivered_at: datetime | None = Field(description="When the target accepted it; null until then.")
+    created_at: datetime = Field(description="When the event happened (UTC).")

@@ -140,3 +140,24 @@ def test_the_async_client_does_the_same(server: LiveServer) -> None:
                 await c.upload_labels(pid, [{"item": "i00", "rater": "judge", "value": "maybe"}])
 
     asyncio.run(run())
+
+
+def test_labels_to_polars_and_to_pandas_hold_the_same_rows() -> None:
+    polars = pytest.importorskip("polars")
+    pytest.importorskip("pandas")
+    from datetime import UTC, datetime
+
+    from service.client import Labels
+    from service.schemas import LabelRow
+
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    rows = [
+        LabelRow(item="q1", rater="judge", criterion="default", value="pass", seq=1, batch=None, created_at=at),
+        LabelRow(item="q1", rater="h2", criterion="default", value=None, seq=2, batch="b1", retracted=True),
+    ]
+    frame = Labels(rows).to_polars()
+    assert isinstance(frame, polars.DataFrame) and frame.columns == list(LabelRow.model_fields)
+    assert frame.to_dicts() == [r.model_dump() for r in rows]
+    pandas_rows = Labels(rows).to_pandas().astype(object).where(lambda d: d.notna(), None).to_dict("records")
+    assert frame.to_dicts() == pandas_rows
+    assert Labels([]).to_polars().columns == list(LabelRow.model_fields)

@@ -256,3 +256,43 @@ def test_batch_ids_are_exported_in_every_format(client, project):
     expected = [normalised(x) for x in as_json]
     assert [normalised(x) for x in as_ndjson] == expected
     assert [normalised(x) for x in as_csv] == expected
+
+
+# --- Parquet ------------------------------------------------------------------------------
+
+
+def test_parquet_export_reads_back_as_the_json_rows_with_polars(client, logged, subtests):
+    """Written by pyarrow on the server, read back by polars' own Parquet reader: the JSON rows, typed."""
+    polars = pytest.importorskip("polars")
+    retracted = [{"item": "it,0", "rater": "h", "criterion": "tone"}]
+    ok(client.post(f"/projects/{logged}/labels/retractions", json=retracted))
+    for params in [*EXPORT_FILTERS, {"history": "true", "since_seq": 24}]:
+        with subtests.test(msg=str(params)):
+            expected = everything(client, logged, **params)
+            r = ok(client.get(f"/projects/{logged}/labels", params={**params, "format": "parquet"}))
+            assert r.headers["content-type"] == "application/vnd.apache.parquet"
+            frame = polars.read_parquet(io.BytesIO(r.content))
+            assert tuple(frame.columns) == ROW_KEYS
+            assert str(frame.schema["seq"]) == "Int64" and str(frame.schema["retracted"]) == "Boolean"
+            assert frame.schema["created_at"] == polars.Datetime("us", "UTC")
+            rows = frame.to_dicts()
+            for row in rows:
+                row["created_at"] = row["created_at"].isoformat().replace("+00:00", "Z")
+            assert rows == expected
+    history = everything(client, logged, history="true")
+    assert history[-1]["retracted"] is True and history[-1]["value"] is None  # the case the loop covered
+
+
+def test_parquet_without_pyarrow_is_a_422_before_any_work(client, logged, monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def without_pyarrow(name: str, *args: object) -> object:
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without_pyarrow)
+    r = client.get(f"/projects/{logged}/labels", params={"format": "parquet", "rater": "nobody"})
+    assert r.status_code == 422 and "annoplan[dataframes]" in r.json()["detail"], r.text
