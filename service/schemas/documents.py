@@ -464,11 +464,11 @@ class ScoreJudgeRead(_Document):
 class ScoreRaterMonitoringRead(_Document):
     """One held-out human under anytime monitoring of a score judge (docs/method.md §8b)."""
 
-    rater: str
+    rater: str = Field(description="The held-out human's external id.")
     m: int = Field(description="Items usable for this human so far (the judge, it and another human rated them).")
     estimate: float | None = Field(description="Running mean of the per-item alignment difference xi.")
     lower: float | None = Field(description="Lower bound of the confidence sequence at alpha / K, after the last item.")
-    upper: float | None
+    upper: float | None = Field(description="Upper bound of the confidence sequence at alpha / K, after the last item.")
     status: Literal["won", "lost", "open"] = Field(
         description="won: the lower bound cleared -epsilon; lost: the upper bound fell below it; never reverts."
     )
@@ -478,12 +478,12 @@ class ScoreRaterMonitoringRead(_Document):
 class ScoreMonitoringRead(_Document):
     """One judge's anytime-monitored decision on numeric labels (docs/method.md §8b): valid at every look."""
 
-    judge: str
+    judge: str = Field(description="The judge rater's external id.")
     decision: str = Field(description="pass, reject, continue or insufficient_data.")
-    reason: str
+    reason: str = Field(description="Why the decision is what it is, in one sentence.")
     omega: float | None = Field(description="Share of humans certified won.")
-    alpha: float
-    raters: list[ScoreRaterMonitoringRead]
+    alpha: float = Field(description="The error bound over every look (split over the K humans).")
+    raters: list[ScoreRaterMonitoringRead] = Field(description="Each held-out human's monitoring.")
 
 
 class ScoreReliabilityDocument(_Document):

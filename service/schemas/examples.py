@@ -59,7 +59,7 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
     ("post", "/projects/{pid}/certificates"): {"n_resamples": 200, "seed": 1},
     ("post", "/projects/{pid}/raters/{rid}/versions"): {"name": "v2", "model": "gpt-4o-2024-08-06"},
     ("put", "/projects/{pid}/raters/{rid}/drift-watch"): {"baseline": 0.88, "drop": 0.05, "horizon": 10000},
-    ("post", "/projects/{pid}/raters/{rid}/anchor-panel"): {"drop": 0.05, "power": 0.8},
+    ("post", "/projects/{pid}/raters/{rid}/anchor-panel"): {"drop": 0.3, "power": 0.8, "discordance": 0.3},
     ("post", "/pairwise"): {
         "verdicts": [
             {"item": "q1", "order": "AB", "verdict": "A"},

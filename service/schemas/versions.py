@@ -146,16 +146,16 @@ class AnchorPanelCreate(Strict):
 class AnchorPanelRead(BaseModel):
     """A judge's frozen anchor items: what each new version re-labels, exported for the judge's pipeline."""
 
-    judge: str
-    criterion: str
+    judge: str = Field(description="The judge rater's external id.")
+    criterion: str = Field(description="The criterion the anchors are labelled on.")
     n_items: int = Field(description="Anchor items: Connor's paired-proportions size for the drop.")
-    drop: float
-    power: float
-    alpha: float
-    discordance: float
+    drop: float = Field(description="The drop in agreement with the primary the panel detects.")
+    power: float = Field(description="The probability of detecting that drop.")
+    alpha: float = Field(description="The two-sided level of the paired comparison of versions.")
+    discordance: float = Field(description="psi: the share of anchors on which two versions disagree about agreeing.")
     baseline: float | None = Field(description="The judge's agreement with the primary the default psi was read at.")
-    seed: int
+    seed: int = Field(description="The seed of the Strat draw of the anchor items.")
     label_seq: int = Field(description="The labels in hand when the panel was drawn.")
-    created_at: datetime
+    created_at: datetime = Field(description="When the panel was frozen (UTC).")
     items: list[str] = Field(description="The anchor items' external ids, in labelling order.")
     relabelled: dict[str, int] = Field(description="Per version of the judge: anchor items it has labelled so far.")

@@ -74,6 +74,7 @@ def tell(client: TestClient) -> Story:
     s.call("get", "/livez")
     s.call("get", "/readyz")
     s.call("get", "/healthz")
+    s.call("get", "/healthz/queue")
     pid = s.call("post", "/projects")["id"]
     p = {"pid": pid}
     s.call("get", "/projects", params={"limit": 1})
@@ -139,6 +140,8 @@ def tell(client: TestClient) -> Story:
     compare = {"old": JUDGE, "new": version["name"]}
     s.call("get", "/projects/{pid}/raters/{rid}/versions/compare", {**p, "rid": JUDGE}, params=compare)
     s.call("put", "/projects/{pid}/raters/{rid}/drift-watch", {**p, "rid": JUDGE})
+    s.call("post", "/projects/{pid}/raters/{rid}/anchor-panel", {**p, "rid": JUDGE})
+    s.call("get", "/projects/{pid}/raters/{rid}/anchor-panel", {**p, "rid": JUDGE})
     s.call("get", "/projects/{pid}/raters/{rid}/drift", {**p, "rid": JUDGE}, params={"baseline": 0.88})
     s.call("post", "/agreement")
     s.call("post", "/pairwise")
