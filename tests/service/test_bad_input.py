@@ -38,13 +38,14 @@ TAIL = [
 
 def table_contents(engine: Engine) -> dict[str, list[str]]:
     """Every row of every table of the schema, read straight from the database; of the job queue, the jobs
-    (a request's work), not the periodic turns background workers take whatever the requests do."""
-    from service.data.jobs import PERIODIC
+    (a request's work), not the standing rows (periodic turns, worker heartbeats, webhook targets) whose
+    leases background workers take whatever the requests do."""
+    from service.data.jobs import STANDING
     from service.data.models import Job
 
     with engine.connect() as conn:
         tables = {t: select(t) for t in Base.metadata.sorted_tables}
-        tables[Job.__table__] = select(Job.__table__).where(Job.kind != PERIODIC)
+        tables[Job.__table__] = select(Job.__table__).where(Job.kind.not_in(STANDING))
         return {t.name: sorted(repr(tuple(row)) for row in conn.execute(query)) for t, query in tables.items()}
 
 
