@@ -159,6 +159,7 @@ def m_margin_judge(
     every overlap from ``m`` up to the per-rater recipe's ``per_rater_m`` (docs/method.md §4, item 6);
     ``per_rater_m`` when none below it holds.
 
+    >>> from planner.xi_moments import xi_lattice
     >>> lattice = xi_lattice(0.85, 0.90, n_labels=2)
     >>> m_margin_judge(lattice, 120, n_humans=3)  # the per-rater recipe: 120
     60
@@ -244,6 +245,7 @@ def m_alt_test_judge(
     when ``mu + eps <= 0``; None when the per-human recipe asks more than ``ALT_TEST_EXACT_M_MAX`` items
     or the judge-level rate misses the promise there (the per-human recipe then stands).
 
+    >>> from planner.xi_moments import advantage_moments, xi_lattice
     >>> mu, var = advantage_moments(*xi_lattice(0.85, 0.90, n_labels=2).advantage)
     >>> m_alt_test_judge(mu, var, n_humans=3), m_alt_test(mu, var, n_humans=3)
     (42, 66)

@@ -82,6 +82,7 @@ def exact_false_rejection_rates(lattice: XiLattice, m_max: int, *, epsilon: floa
     ``s xi``; probabilities below 1e-17 at either end are dropped as the sum grows. Above
     ``m = 30,000`` the continuity-corrected normal form takes over.
 
+    >>> from planner.xi_moments import xi_lattice
     >>> round(float(exact_false_rejection_rates(xi_lattice(0.85, 0.9, n_labels=2), 117, epsilon=0.05)[-1]), 4)
     0.0285
     """
@@ -135,6 +136,7 @@ def m_cert(mu_d: float, sigma0_sq: float, *, epsilon: float | None = None, alpha
     ``m_cert = ceil(z_{1-alpha_sig/2}^2 sigma0^2 / (mu_d + eps)^2)``; ``math.inf`` when
     ``mu_d + eps <= 0``: no overlap certifies a judge that is expected to fail.
 
+    >>> from planner.xi_moments import prior_moments
     >>> m_cert(*prior_moments(0.85, 0.90, n_labels=2))
     117
     >>> m_cert(-0.1, 0.2)

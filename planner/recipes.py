@@ -265,6 +265,7 @@ def certify_recipe(
     = ``P(judge = primary)``: the variance drops to ``(1 - rho^2) Var(B)`` (PPI++) or
     ``(sum_h W_h S_h)^2`` (Neyman panel over the agreement strata).
 
+    >>> from planner.xi_moments import xi_lattice
     >>> r = certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3,
     ...                    lattice=xi_lattice(0.85, 0.90, n_labels=2))
     >>> r.m, r.plan.rho, r.plan.total_labels  # m_cert = 117; the exact FR stays above .025 up to 119
