@@ -34,7 +34,7 @@ from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa
 from service.documents.reliability import document_statistics  # noqa: E402
 from service.matrices.matrix import LabelMatrix  # noqa: E402
 from service.matrices.shared import SharedMatrix  # noqa: E402
-from service.schemas import DecisionSettings  # noqa: E402
+from service.schemas.projects import DecisionSettings  # noqa: E402
 
 N_RESAMPLES = 1_000
 

@@ -36,7 +36,7 @@ from service.data.models import Assignment, Batch, CurrentLabel, Item, Project, 
 from service.documents.sessions import worker_sessionmaker  # noqa: E402
 from service.matrices.modal_strata import _updated, modal_in_hand  # noqa: E402
 from service.planning.batches import issue_batch  # noqa: E402
-from service.schemas import BatchCreate  # noqa: E402
+from service.schemas.batches import BatchCreate  # noqa: E402
 
 URL_ENV = "ANNOPLAN_FIRST_BATCH_URL"  # the child (reference) process reads the parent's options here
 ADMIN = Principal("bench", Role.ADMIN, None, None)

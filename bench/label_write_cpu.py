@@ -26,7 +26,7 @@ from service.core.db import make_engine
 from service.data.keys import Principal
 from service.data.labels import write_labels
 from service.data.models import Item, Project, Rater
-from service.schemas import Role
+from service.schemas.keys import Role
 
 ROWS = 100_000
 

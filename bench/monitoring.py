@@ -53,7 +53,7 @@ from planner.xi_moments import prior_moments
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type  # noqa: E402
 from service.planning.monitoring_costs import plan_monitoring  # noqa: E402
-from service.schemas import DecisionSettings  # noqa: E402
+from service.schemas.projects import DecisionSettings  # noqa: E402
 
 P_H, EPSILON, N_LABELS, LOOK_EVERY = 0.85, 0.05, 2, 20
 P_MARGIN = (0.595 - EPSILON) / 0.7  # L = 2: E[xi] = 0.7 p_j - 0.595 = -epsilon

@@ -67,7 +67,8 @@ def matrix(n_items: int) -> Any:
 def drafts_seconds(repeats: int = REPEATS) -> dict[str, list[float]]:
     """Per size and request, the median CPU and wall seconds of ``repeats`` drafts (seeds 1..repeats)."""
     from service.planning.plans import plan_draft
-    from service.schemas import DecisionSettings, PlanCreate
+    from service.schemas.plans import PlanCreate
+    from service.schemas.projects import DecisionSettings
 
     out: dict[str, list[float]] = {}
     for n_items in SIZES:

@@ -112,7 +112,7 @@ def main() -> None:
             f"{design:8} {n_humans}  {n_items:5}  {start:3} | {fast:9.3f} | {slow:9.3f} | {slow / fast:5.1f} | {same}"
         )
     from service.planning.monitoring_costs import plan_monitoring
-    from service.schemas import DecisionSettings
+    from service.schemas.projects import DecisionSettings
 
     kw = dict(n_labels=2, n_humans=3, n_items=200, design="random", m_fixed=120, seed=5)
     first, _ = best(1, lambda: plan_monitoring(DecisionSettings(), (0.85, 0.9), **kw))  # type: ignore[arg-type]

@@ -179,7 +179,7 @@ def profile_parts(url: str, pid: str) -> None:
     from service.documents.sessions import worker_sessionmaker
     from service.matrices.matrix import load_matrix
     from service.planning.plans import current_plan
-    from service.schemas import DecisionSettings
+    from service.schemas.projects import DecisionSettings
 
     engine = make_engine(url)
     factory = worker_sessionmaker(engine)

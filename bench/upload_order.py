@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from planner.sequential import monitor_judge
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn  # noqa: E402
-from service.schemas import DecisionSettings  # noqa: E402
+from service.schemas.projects import DecisionSettings  # noqa: E402
 
 P_H, EPSILON, ALPHA = 0.8, 0.05, 0.05
 

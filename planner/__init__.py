@@ -188,7 +188,7 @@ from planner.selective import (
 )
 from planner.seq_designs import modal_strata, seq_coverage, seq_list, seq_refined
 from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
-from planner.simulate import SimulationResult, replay, simulate, synthetic_codes
+from planner.simulate import SimulationResult, replay, simulate
 from planner.slices import (
     SliceMonitoring,
     SliceOutcome,
@@ -196,6 +196,7 @@ from planner.slices import (
     monitor_judge_by_slice,
     validate_judge_by_slice,
 )
+from planner.synthetic import synthetic_codes
 from planner.trial_decisions import DecisionRule
 from planner.verdicts import (
     VerdictTable,

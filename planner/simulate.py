@@ -1,6 +1,6 @@
 """Monte Carlo check of an overlap plan: synthetic matrices, design masks, §3 replayed (docs/method.md §6).
 
-Everything is vectorised across trials. ``synthetic_codes`` returns ``(trials, n_items,
+Everything is vectorised across trials. ``planner.synthetic.synthetic_codes`` returns ``(trials, n_items,
 n_raters)``; inside, arrays are rater-major, ``(n_raters, trials, n_items)``, so each
 rater's labels are one contiguous ``(trials, n_items)`` block: humans (row 0 = the
 primary, who labels every item), judges in a separate array, masks like the humans.
@@ -42,6 +42,16 @@ from planner.rules import (
     DEFAULT_EPSILON,
     RULES,
 )
+from planner.simulation_inputs import (
+    accuracy_grid,
+    choices_of,
+    label_count,
+    overlap_rates,
+    positive_int,
+    prevalence_shares,
+    probability,
+)
+from planner.synthetic import synthetic_codes
 from planner.trial_decisions import (
     DecisionRule,
     Evaluation,
@@ -149,58 +159,6 @@ def _grid_value(value: float | Sequence[float] | None) -> float | tuple[float, .
     return tuple(float(v) for v in value)
 
 
-# --- generator --------------------------------------------------------------------------
-
-
-def synthetic_codes(
-    n_items: int,
-    *,
-    n_labels: int,
-    accuracies: Sequence[float],
-    prevalence: Sequence[float] | None = None,
-    clusters: int | None = None,
-    cluster_difficulty: float = 0.5,
-    trials: int = 1,
-    rng: int | np.random.Generator | None = None,
-) -> np.ndarray:
-    """Synthetic dense label codes, shape ``(trials, n_items, n_raters)`` (docs/method.md §6, generator).
-
-    True labels ``t_i ~ prevalence`` (uniform by default); rater ``r`` reports ``t_i`` with
-    probability ``accuracies[r]``, otherwise a uniformly chosen other label (symmetric
-    noise channel). With ``clusters = G``, items form ``G`` contiguous blocks in corpus
-    order; each block draws a difficulty ``d ~ U(0, cluster_difficulty)`` per trial that
-    pulls every rater's accuracy toward chance: ``1/L + (p - 1/L)(1 - d)``.
-
-    >>> codes = synthetic_codes(4, n_labels=3, accuracies=[1.0, 1.0], trials=2, rng=0)
-    >>> codes.shape, bool((codes[..., 0] == codes[..., 1]).all())
-    ((2, 4, 2), True)
-    """
-    n_items = _positive_int(n_items, "n_items")
-    trials = _positive_int(trials, "trials")
-    n_labels = _labels(n_labels)
-    acc = np.asarray(accuracies, dtype=float)
-    if acc.ndim != 1 or acc.size == 0 or np.any((acc < 0) | (acc > 1)):
-        raise ValueError("accuracies must be a non-empty list of probabilities in [0, 1]")
-    share = _prevalence(prevalence, n_labels)
-    gen = np.random.default_rng(rng)
-    uniform = gen.random((trials, n_items))
-    truth = np.minimum(np.searchsorted(np.cumsum(share), uniform, side="right"), n_labels - 1)
-    p = np.broadcast_to(acc, (trials, n_items, acc.size))
-    if clusters is not None:
-        clusters = _positive_int(clusters, "clusters")
-        if clusters > n_items:
-            raise ValueError(f"clusters must be at most n_items={n_items}, got {clusters}")
-        if not 0.0 <= cluster_difficulty <= 1.0:
-            raise ValueError(f"cluster_difficulty must be in [0, 1], got {cluster_difficulty!r}")
-        sizes = [len(b) for b in np.array_split(np.arange(n_items), clusters)]
-        block = np.repeat(np.arange(clusters), sizes)
-        difficulty = gen.uniform(0.0, cluster_difficulty, (trials, clusters))[:, block]
-        p = 1.0 / n_labels + (p - 1.0 / n_labels) * (1.0 - difficulty)[..., None]
-    correct = gen.random(p.shape) < p
-    shift = 1 + gen.integers(0, n_labels - 1, p.shape, dtype=np.int16)
-    return np.where(correct, truth[..., None], (truth[..., None] + shift) % n_labels)
-
-
 def _share(flags: np.ndarray, among: np.ndarray) -> float:
     total = int(among.sum())
     return float(flags[among].sum() / total) if total else float("nan")
@@ -243,77 +201,6 @@ def _cell(
     )
 
 
-# --- input validation -------------------------------------------------------------------
-
-
-def _positive_int(value: object, name: str) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _labels(n_labels: object) -> int:
-    if not isinstance(n_labels, (int, np.integer)) or isinstance(n_labels, bool) or n_labels < 2:
-        raise ValueError(f"n_labels must be an integer >= 2, got {n_labels!r}")
-    return int(n_labels)
-
-
-def _prevalence(prevalence: Sequence[float] | None, n_labels: int) -> np.ndarray:
-    if prevalence is None:
-        return np.full(n_labels, 1.0 / n_labels)
-    share = np.asarray(prevalence, dtype=float)
-    if share.shape != (n_labels,) or np.any(share < 0) or not np.isclose(share.sum(), 1.0):
-        raise ValueError(f"prevalence must be {n_labels} non-negative shares summing to 1")
-    return share
-
-
-def _choices(value: object, allowed: tuple[str, ...], name: str) -> list[str]:
-    items = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
-    if not items:
-        raise ValueError(f"{name} must name at least one of {', '.join(allowed)}")
-    for item in items:
-        if item not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {item!r}")
-    return items
-
-
-def _rhos(rho: object, n_items: int) -> list[tuple[float, int]]:
-    values = [rho] if isinstance(rho, (int, float, np.number)) else list(rho)  # type: ignore[call-overload]
-    if not values:
-        raise ValueError("rho must hold at least one overlap rate")
-    out = []
-    for value in values:
-        if not isinstance(value, (int, float, np.number)) or not 0.0 < value <= 1.0:
-            raise ValueError(f"rho must be overlap rates in (0, 1], got {value!r}")
-        m = int(round(float(value) * n_items))
-        if m < 1:
-            raise ValueError(f"rho={value} gives no item per secondary with n_items={n_items}")
-        out.append((float(value), m))
-    return out
-
-
-def _probability(value: object, name: str) -> float:
-    if not isinstance(value, (int, float, np.number)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _accuracy_grid(p_h: object, n_humans: int) -> list[float | tuple[float, ...]]:
-    values = [p_h] if isinstance(p_h, (int, float, np.number)) else list(p_h)  # type: ignore[call-overload]
-    if not values:
-        raise ValueError("p_h must hold at least one human accuracy")
-    grid: list[float | tuple[float, ...]] = []
-    for value in values:
-        if isinstance(value, (int, float, np.number)):
-            grid.append(_probability(value, "p_h"))
-        else:
-            per_rater = tuple(_probability(v, "p_h") for v in value)
-            if len(per_rater) != n_humans:
-                raise ValueError(f"rater-specific p_h needs {n_humans} accuracies, got {len(per_rater)}")
-            grid.append(per_rater)
-    return grid
-
-
 def decision_rule(
     rule: str,
     epsilon: float | None,
@@ -327,8 +214,8 @@ def decision_rule(
         raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
     if rule == "alt-test" and coefficients != ["po"] * len(coefficients):
         raise ValueError("rule='alt-test' compares per-item agreement; use coefficient='po'")
-    epsilon = DEFAULT_EPSILON[rule] if epsilon is None else _probability(epsilon, "epsilon")
-    _probability(delta, "delta")
+    epsilon = DEFAULT_EPSILON[rule] if epsilon is None else probability(epsilon, "epsilon")
+    probability(delta, "delta")
     if not 0.0 < omega_threshold <= 1.0:
         raise ValueError(f"omega_threshold must be in (0, 1], got {omega_threshold!r}")
     if not 0.0 < q < 1.0:
@@ -467,21 +354,21 @@ def simulate(
     >>> [(c.rho, c.m) for c in result.cells], result.cells[1].std
     ([(0.1, 20), (1.0, 200)], 0.0)
     """
-    n_items = _positive_int(n_items, "n_items")
-    n_humans = _positive_int(n_humans, "n_humans")
+    n_items = positive_int(n_items, "n_items")
+    n_humans = positive_int(n_humans, "n_humans")
     if n_humans < 2:
         raise ValueError("n_humans must be at least 2 (each held-out human needs a pool)")
-    n_labels = _labels(n_labels)
-    trials = _positive_int(trials, "trials")
-    grid = _accuracy_grid(p_h, n_humans)
+    n_labels = label_count(n_labels)
+    trials = positive_int(trials, "trials")
+    grid = accuracy_grid(p_h, n_humans)
     judge_acc = [p_j] if isinstance(p_j, (int, float, np.number)) else list(p_j)
     if not judge_acc:
         raise ValueError("p_j must hold at least one judge accuracy")
-    judge_acc = [_probability(v, "p_j") for v in judge_acc]
-    _prevalence(prevalence, n_labels)
-    rhos = _rhos(rho, n_items)
-    designs = _choices(design, DESIGNS, "design")
-    coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
+    judge_acc = [probability(v, "p_j") for v in judge_acc]
+    prevalence_shares(prevalence, n_labels)
+    rhos = overlap_rates(rho, n_items)
+    designs = choices_of(design, DESIGNS, "design")
+    coefficients = choices_of(coefficient, COEFFICIENTS, "coefficient")
     decision = decision_rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     gen = np.random.default_rng(rng)
     chunks = _trial_chunks(trials, n_items, n_humans + len(judge_acc))
@@ -583,10 +470,10 @@ def replay(
         raise ValueError(f"judges must be complete codes with {n_items} rows, got shape {np.asarray(judges).shape}")
     if not isinstance(primary, (int, np.integer)) or not 0 <= primary < n_humans:
         raise ValueError(f"primary must be a column index in 0..{n_humans - 1}, got {primary!r}")
-    trials = _positive_int(trials, "trials")
-    rhos = _rhos(rho, n_items)
-    designs = _choices(design, DESIGNS, "design")
-    coefficients = _choices(coefficient, COEFFICIENTS, "coefficient")
+    trials = positive_int(trials, "trials")
+    rhos = overlap_rates(rho, n_items)
+    designs = choices_of(design, DESIGNS, "design")
+    coefficients = choices_of(coefficient, COEFFICIENTS, "coefficient")
     decision = decision_rule(rule, epsilon, delta, omega_threshold, q, coefficients)
     order = [primary] + [k for k in range(n_humans) if k != primary]
     small = code_type(n_labels)

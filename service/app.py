@@ -56,8 +56,9 @@ from service.routes import (
     versions,
     webhooks,
 )
-from service.schemas import ItemIn, LabelIn, RetractionIn
 from service.schemas.examples import add_request_examples, add_response_examples
+from service.schemas.items import ItemIn
+from service.schemas.labels import LabelIn, RetractionIn
 from service.simulations.jobs import SimulationRunner
 from service.webhooks.sender import WebhookSender
 

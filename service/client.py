@@ -27,19 +27,14 @@ from pydantic import BaseModel, TypeAdapter
 from service.integrations.scores import ImportSummary
 from service.label_studio.connect import ConnectResult
 from service.label_studio.sync import SyncResult
-from service.schemas import (
-    BatchRead,
-    BatchStatus,
-    ItemRead,
-    ItemsUpserted,
-    LabelRow,
-    LabelsAccepted,
-    PlanRead,
-    ProjectRead,
-    RaterRead,
-)
+from service.schemas.batches import BatchRead, BatchStatus
 from service.schemas.certificates import Statement, VerifyResult
 from service.schemas.documents import ReliabilityDocument
+from service.schemas.items import ItemRead, ItemsUpserted
+from service.schemas.labels import LabelRow, LabelsAccepted
+from service.schemas.plans import PlanRead
+from service.schemas.projects import ProjectRead
+from service.schemas.raters import RaterRead
 from service.schemas.report import Report
 
 T = TypeVar("T")

@@ -23,7 +23,7 @@ from service.core.settings import Settings
 from service.data.keys import Principal, principal_for
 from service.data.logins import principal_for_login
 from service.data.models import Project
-from service.schemas import Role
+from service.schemas.keys import Role
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from service.data.keys import Principal
 from service.data.models import Assignment, Batch, CurrentLabel, Item, Project, Rater, RaterProgress, utcnow
 from service.planning.batches import batch_status
 from service.planning.plans import current_plan
-from service.schemas import BatchStatus
+from service.schemas.batches import BatchStatus
 
 RECENT = 10
 """Items of the rater's newest labels the page lists."""

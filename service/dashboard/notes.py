@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.data.models import Plan
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 
 def plan_verdict(plan: Plan | None, decision: DecisionSettings) -> str:

@@ -14,7 +14,7 @@ from service.core.identifiers import collision_key
 from service.core.sql import CHUNK, db_value, db_values, driver_rows, in_values, insert_many
 from service.data.models import Item, Project, Rater, table_of, utcnow
 from service.data.projects import lock_project, reserve
-from service.schemas import ItemIn, ItemsUpserted
+from service.schemas.items import ItemIn, ItemsUpserted
 
 
 def ids_by_external(

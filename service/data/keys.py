@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, NotFound, Unauthorized, echo
 from service.data.models import ApiKey, Rater, new_public_id, utcnow
-from service.schemas import Role
+from service.schemas.keys import Role
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from service.data.items import few_of, ids_by_external
 from service.data.keys import Principal
 from service.data.models import Batch, CurrentLabel, Item, LabelEvent, Project, Rater, RaterProgress, table_of, utcnow
 from service.data.projects import lock_project, reserve
-from service.schemas import LabelIn, LabelsAccepted, LabelsRetracted, RetractionIn, Role
+from service.schemas.keys import Role
+from service.schemas.labels import LabelIn, LabelsAccepted, LabelsRetracted, RetractionIn
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"

@@ -29,7 +29,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from service.core.identifiers import collision_key
-from service.schemas import DecisionSettings, ProjectScale, Role
+from service.schemas.keys import Role
+from service.schemas.projects import DecisionSettings, ProjectScale
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

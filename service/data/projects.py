@@ -14,7 +14,8 @@ from service.core.errors import Conflict, Invalid, echo
 from service.data.keys import create_key
 from service.data.models import ApiKey, Project, new_public_id, utcnow
 from service.data.queries import has_labels, project_key, rater_id
-from service.schemas import KeyCreate, ProjectCreate, Role, decision_label_problem, scale_problem
+from service.schemas.keys import KeyCreate, Role
+from service.schemas.projects import ProjectCreate, decision_label_problem, scale_problem
 
 
 def lock_project(session: Session, project_id: str) -> None:

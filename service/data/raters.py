@@ -13,7 +13,7 @@ from service.core.errors import Conflict, Invalid, echo
 from service.data.items import refuse_look_alikes
 from service.data.models import Project, Rater
 from service.data.queries import has_invalid_labels, has_plan, has_primary, rater_kind
-from service.schemas import RaterCreate
+from service.schemas.raters import RaterCreate
 
 
 def add_rater(session: Session, project: Project, body: RaterCreate) -> Rater:

@@ -12,7 +12,7 @@ from service.core.errors import Conflict, Invalid, NotFound, echo
 from service.core.pagination import PageParams
 from service.data.models import CurrentLabel, DriftWatch, JudgeVersion, Project, Rater
 from service.data.raters import add_rater
-from service.schemas import RaterCreate
+from service.schemas.raters import RaterCreate
 from service.schemas.versions import DriftWatchSettings, JudgeVersionCreate
 
 

@@ -19,7 +19,7 @@ from service.data.models import Plan
 from service.matrices.arrival import ArrivalOrder, monitored_ranks, seeded_item_keys
 from service.matrices.matrix import LabelMatrix
 from service.planning.lists import monitoring_budget
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
 MONITOR_KEY = "annoplan_monitor_states"

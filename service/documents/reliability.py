@@ -35,8 +35,8 @@ from service.matrices.store import current_matrix
 from service.planning.lists import inclusion_by_item
 from service.planning.plans import current_plan, plan_progress
 from service.planning.sizing import certification, feasible_with, pilot_estimate
-from service.schemas import DecisionSettings
 from service.schemas.documents import RankingDocument, ReliabilityDocument
+from service.schemas.projects import DecisionSettings
 
 T = TypeVar("T")
 log = logging.getLogger("annoplan")

@@ -20,8 +20,8 @@ from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.plans import current_plan
 from service.planning.strata import MAX_FEATURE_STRATA, feature_name, feature_values
-from service.schemas import DecisionSettings
 from service.schemas.documents import Slices
+from service.schemas.projects import DecisionSettings
 
 
 def checked_by(by: str) -> str:

@@ -11,7 +11,8 @@ from service.core.csv_safety import restored_cell
 from service.core.identifiers import ExternalId
 from service.core.uploads import CSV_TYPES, parse_rows
 from service.integrations.scores import Score
-from service.schemas import RaterKind, Text
+from service.schemas.base import Text
+from service.schemas.raters import RaterKind
 
 
 class GenericRow(TypedDict):

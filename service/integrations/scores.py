@@ -23,7 +23,9 @@ from service.data.labels import CANNOT_ASSESS, INVALID, label_for, write_labels
 from service.data.models import CurrentLabel, Item, Project, Rater
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
-from service.schemas import ItemIn, LabelIn, LabelsAccepted, RaterCreate, RaterKind
+from service.schemas.items import ItemIn
+from service.schemas.labels import LabelIn, LabelsAccepted
+from service.schemas.raters import RaterCreate, RaterKind
 
 Scale = Literal["boolean", "numeric", "categorical"]
 

@@ -19,7 +19,7 @@ import orjson
 
 from service.core.errors import Invalid, TooLarge, echo
 from service.integrations.scores import Score, Skipped, value_text
-from service.schemas import RaterKind
+from service.schemas.raters import RaterKind
 
 Source = Literal["promptfoo", "inspect", "langfuse", "langsmith"]
 

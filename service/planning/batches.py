@@ -26,7 +26,8 @@ from service.matrices.modal_strata import modal_in_hand
 from service.planning.extension import extend_list
 from service.planning.lists import ensure_assignments
 from service.planning.plans import current_plan
-from service.schemas import BatchCreate, BatchRead, BatchStatus, Role
+from service.schemas.batches import BatchCreate, BatchRead, BatchStatus
+from service.schemas.keys import Role
 
 CURSOR_WINDOW = 2_000
 """Item ids a primary's batch walks in the database before it looks where its labels in hand end."""

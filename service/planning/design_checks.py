@@ -31,7 +31,8 @@ from service.planning.sizing import (
     certification,
     true_prevalence_in_hand,
 )
-from service.schemas import DecisionSettings, PlanCreate
+from service.schemas.plans import PlanCreate
+from service.schemas.projects import DecisionSettings
 
 COMPARE_TRIALS = 500
 """Trials of each candidate design's check: enough to compare them; the chosen design's own check, at

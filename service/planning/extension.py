@@ -20,7 +20,7 @@ from service.matrices.arrival import arrival_order, monitored_ranks, seeded_item
 from service.matrices.store import current_matrix
 from service.planning.lists import ensure_assignments, inclusion_by_item, list_target, monitoring_budget
 from service.planning.monitoring_costs import LIST_DESIGNS
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 
 @dataclass(frozen=True)

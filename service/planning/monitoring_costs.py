@@ -11,7 +11,7 @@ from planner.plan_check import mirror_accuracy
 from planner.trial_decisions import DecisionRule
 from planner.xi_moments import advantage_moments, xi_lattice
 from service.core.errors import Invalid
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 ORDER_OF_DESIGN = {
     "disjoint": "disjoint",

@@ -46,7 +46,8 @@ from service.planning.sizing import (
 )
 from service.planning.slice_plans import slice_strata, sliced_panel
 from service.planning.strata import feature_name, feature_strata, feature_stratum_sds
-from service.schemas import DecisionSettings, PlanCreate
+from service.schemas.plans import PlanCreate
+from service.schemas.projects import DecisionSettings
 
 CHECK_THREADS = 2
 """Threads that simulate a plan's checks at once (numpy releases the GIL in their array work)."""

@@ -19,7 +19,8 @@ from service.matrices.matrix import LabelMatrix
 from service.matrices.ratings import load_ratings
 from service.matrices.score_bins import score_bins
 from service.planning.sizing import CHECK_TRIALS, recipe_dict
-from service.schemas import DecisionSettings, PlanCreate
+from service.schemas.plans import PlanCreate
+from service.schemas.projects import DecisionSettings
 
 SCORE_DESIGN = "disjoint"
 

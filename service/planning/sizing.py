@@ -19,7 +19,8 @@ from planner.xi_moments import XiLattice, advantage_moments, ladder_variance, pi
 from service.core.errors import Conflict, Invalid
 from service.matrices.matrix import LabelMatrix
 from service.planning.lists import primary_strata
-from service.schemas import DecisionSettings, PlanCreate
+from service.schemas.plans import PlanCreate
+from service.schemas.projects import DecisionSettings
 
 ESTIMATORS = ("paired", "ppi", "neyman")
 CHECK_TRIALS = 1000

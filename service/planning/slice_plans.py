@@ -19,7 +19,8 @@ from planner import Recipe, neyman_allocation, strat
 from service.matrices.matrix import LabelMatrix
 from service.planning.lists import primary_strata
 from service.planning.strata import feature_name, feature_strata, feature_stratum_sds, feature_values
-from service.schemas import DecisionSettings, PlanCreate
+from service.schemas.plans import PlanCreate
+from service.schemas.projects import DecisionSettings
 
 
 def slice_strata(session: Session, matrix: LabelMatrix, by: str) -> tuple[np.ndarray, list[str]]:

@@ -17,7 +17,7 @@ from planner.neyman import pilot_stratum_sds, prior_stratum_sds
 from service.core.errors import Conflict, Invalid, echo
 from service.data.models import Item
 from service.matrices.matrix import LabelMatrix
-from service.schemas import PlanCreate
+from service.schemas.plans import PlanCreate
 
 FEATURE_PREFIX = "feature:"
 MAX_FEATURE_STRATA = 100  # more distinct values than this is not a stratification (an id, a score)

@@ -19,7 +19,7 @@ from service.deps import (
     WriteSession,
 )
 from service.planning.batches import batch_status, issue_batch, release_batch, visible_batch
-from service.schemas import BatchCreate, BatchRead, BatchStatus
+from service.schemas.batches import BatchCreate, BatchRead, BatchStatus
 
 router = APIRouter(prefix="/projects/{pid}/batches", tags=["batches"])
 BatchId = Annotated[str, Path(description="The batch's id.")]

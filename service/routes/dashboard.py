@@ -48,7 +48,7 @@ from service.deps import (
 from service.documents.slices import cached_slices
 from service.documents.versions import project_drift
 from service.planning.plans import current_plan
-from service.schemas import Role
+from service.schemas.keys import Role
 
 router = APIRouter(tags=["dashboard"])
 INDEX_PAGE_SIZE = 25

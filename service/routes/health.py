@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from service.core.db import session_scope
 from service.data.database_health import RETRY_AFTER_SECONDS, health, liveness
 from service.data.jobs import queue_state
-from service.schemas import Health, QueueHealth
+from service.schemas.health import Health, QueueHealth
 
 router = APIRouter(tags=["health"])
 

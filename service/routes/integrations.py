@@ -27,7 +27,7 @@ from service.deps import (
 from service.integrations.generic import GenericRow, generic_scores
 from service.integrations.scores import GENERIC_COLUMNS, ImportSummary, Score, generic_rows, write_scores
 from service.integrations.sources import Roles, inspect_scores, langfuse_scores, langsmith_scores, promptfoo_scores
-from service.schemas import RaterKind
+from service.schemas.raters import RaterKind
 
 router = APIRouter(prefix="/projects/{pid}", tags=["integrations"])
 

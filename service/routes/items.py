@@ -21,7 +21,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.schemas import ItemIn, ItemRead, ItemsUpserted
+from service.schemas.items import ItemIn, ItemRead, ItemsUpserted
 
 router = APIRouter(prefix="/projects/{pid}/items", tags=["items"])
 

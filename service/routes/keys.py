@@ -10,7 +10,7 @@ from service.core.errors import error_responses
 from service.data.keys import listed_keys, revoke_key
 from service.data.models import ApiKey
 from service.deps import AdminPrincipal, ReadSession, WriterTurn, WriteSession
-from service.schemas import KeyRead
+from service.schemas.keys import KeyRead
 
 router = APIRouter(prefix="/keys", tags=["keys"])
 KeyId = Annotated[str, Path(description="The key's id (not its secret).")]

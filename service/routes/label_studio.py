@@ -53,7 +53,7 @@ from service.label_studio.payloads import EXPORT_HINT
 from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
 from service.label_studio.sync import SyncRequest, SyncResult, fetch_snapshot
 from service.planning.batches import visible_batch
-from service.schemas import Role
+from service.schemas.keys import Role
 
 router = APIRouter(prefix="/projects/{pid}", tags=["label-studio"])
 

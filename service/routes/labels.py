@@ -27,7 +27,7 @@ from service.deps import (
     SettingsDep,
     WriteSession,
 )
-from service.schemas import LabelIn, LabelRow, LabelsAccepted, RetractionIn, RetractionsRead
+from service.schemas.labels import LabelIn, LabelRow, LabelsAccepted, RetractionIn, RetractionsRead
 
 PARQUET = "application/vnd.apache.parquet"
 """The media type of `?format=parquet`."""

@@ -26,7 +26,7 @@ from service.deps import (
     in_writer_turn,
 )
 from service.planning.plans import create_plan, current_plan, plan_progress
-from service.schemas import PlanCreate, PlanRead
+from service.schemas.plans import PlanCreate, PlanRead
 
 router = APIRouter(prefix="/projects/{pid}/plan", tags=["plans"])
 

@@ -28,7 +28,8 @@ from service.deps import (
     WriterTurn,
     WriteSession,
 )
-from service.schemas import KeyCreate, KeyCreated, ProjectCreate, ProjectPatch, ProjectRead, Role
+from service.schemas.keys import KeyCreate, KeyCreated, Role
+from service.schemas.projects import ProjectCreate, ProjectPatch, ProjectRead
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 

@@ -20,7 +20,8 @@ from service.deps import (
     ReadSession,
     WriteSession,
 )
-from service.schemas import RaterCreate, RaterPatch, RaterRead, Role
+from service.schemas.keys import Role
+from service.schemas.raters import RaterCreate, RaterPatch, RaterRead
 
 router = APIRouter(prefix="/projects/{pid}/raters", tags=["raters"])
 

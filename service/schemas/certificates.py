@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.schemas import Strict
+from service.schemas.base import Strict
 
 JSON_SAFE = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger integers are not canonical
 

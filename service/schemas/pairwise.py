@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from service.core.identifiers import ExternalId
-from service.schemas import Strict, StrictRow
+from service.schemas.base import Strict, StrictRow
 
 Interval = list[float | None]
 Verdict = Literal["A", "B", "tie"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from service.core.identifiers import ExternalId
-from service.schemas import Strict, Text
+from service.schemas.base import Strict, Text
 
 SHOWN_ESCALATED = 100
 """Escalated items named in a response (all of them are counted)."""

@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, Field, model_validator
 
 from planner import Rule, Scale
-from service.schemas import Labels, Strict
+from service.schemas.base import Labels, Strict
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 Rate = Annotated[float, Field(gt=0, le=1)]

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from service.schemas import Strict, Text
+from service.schemas.base import Strict, Text
 
 Interval = list[float | None]
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from service.schemas import Strict
+from service.schemas.base import Strict
 
 EventType = Literal[
     "decision.changed", "plan.created", "plan.reached", "batch.expired", "certificate.created", "judge.drifted"

@@ -176,7 +176,7 @@ def test_overlap_sample_draws_the_served_designs_masks(design: str) -> None:
     from planner.design_masks import design_masks
     from planner.overlap_samples import overlap_sample
     from planner.plan_check import _posterior
-    from planner.simulate import synthetic_codes
+    from planner.synthetic import synthetic_codes
 
     n, k, m, trials, prevalence = 120, 4, 30, 3000, np.array([0.7, 0.3])
     gen = np.random.default_rng(7)
@@ -209,7 +209,7 @@ def test_overlap_sample_draws_the_served_designs_masks(design: str) -> None:
 @given(p_h=st.floats(0.6, 0.98), p_j=st.floats(0.3, 0.98), n_labels=st.integers(2, 4), seed=st.integers(0, 2**16))
 def test_fitted_channel_recovers_the_accuracies_that_made_the_labels(p_h, p_j, n_labels, seed):
     from planner.plan_check import fitted_channel
-    from planner.simulate import synthetic_codes
+    from planner.synthetic import synthetic_codes
 
     codes = synthetic_codes(40_000, n_labels=n_labels, accuracies=[p_h, p_h, p_h, p_j], rng=seed)[0]
     fitted = fitted_channel(codes, judge=3, humans=[0, 1, 2], n_labels=n_labels)

@@ -25,7 +25,8 @@ from planner.design_masks import design_masks
 from planner.designs import DESIGNS
 from planner.recipes import certify_recipe
 from planner.rules import COEFFICIENTS
-from planner.simulate import SimulationResult, replay, simulate, synthetic_codes
+from planner.simulate import SimulationResult, replay, simulate
+from planner.synthetic import synthetic_codes
 from planner.trial_decisions import DecisionRule, _pool_scores, evaluate_decisions
 from planner.xi_moments import prior_moments
 

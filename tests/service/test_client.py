@@ -148,7 +148,7 @@ def test_labels_to_polars_and_to_pandas_hold_the_same_rows() -> None:
     from datetime import UTC, datetime
 
     from service.client import Labels
-    from service.schemas import LabelRow
+    from service.schemas.labels import LabelRow
 
     at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     rows = [

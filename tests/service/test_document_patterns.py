@@ -15,7 +15,7 @@ from planner.resampling import ItemResample
 from planner.xi_moments import pilot_moments
 from service.documents import reliability
 from service.matrices.matrix import LabelMatrix, RaterColumn
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 
 def _matrix(rng: np.random.Generator) -> LabelMatrix:

@@ -18,7 +18,7 @@ from service.data.models import Item, Project, Rater
 from service.documents.monitoring import MONITOR_KEY, judge_monitorings
 from service.matrices.arrival import arrival_order
 from service.matrices.matrix import load_matrix
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 from tests.factories import create_project
 
 RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"))

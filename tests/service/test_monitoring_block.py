@@ -8,7 +8,7 @@ import numpy as np
 
 from service.documents.monitoring import BAND_POINTS, ArrivalOrder, judge_monitorings
 from service.matrices.matrix import LabelMatrix, RaterColumn
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 
 def _matrix(n_items: int) -> LabelMatrix:

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from service.dashboard.charts import FIXED_ONLY, margins_chart, status_text
 from service.documents.monitoring import band_agrees, decision_in_force, monitored_reason
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 from tests.service.test_monitoring_api import interleaved_project
 
 

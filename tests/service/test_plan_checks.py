@@ -158,7 +158,8 @@ def test_a_plan_is_the_same_for_a_seed_whatever_the_threads(monkeypatch: pytest.
     """The design checks and the estimator check run on threads at once, each from its own stream:
     the draft with one thread (one check after another, in the order submitted) equals it with two."""
     from service.planning import plans as planning
-    from service.schemas import DecisionSettings, PlanCreate
+    from service.schemas.plans import PlanCreate
+    from service.schemas.projects import DecisionSettings
 
     matrix = _panel_matrix(4_000, seed=11)
     request = PlanCreate(**body, seed=8)
@@ -177,7 +178,8 @@ def test_the_plans_monitoring_is_sized_once_for_the_chosen_design(monkeypatch: p
     from service.planning import design_checks
     from service.planning import plans as planning
     from service.planning.monitoring_costs import _sizing, plan_monitoring
-    from service.schemas import DecisionSettings, PlanCreate
+    from service.schemas.plans import PlanCreate
+    from service.schemas.projects import DecisionSettings
 
     n = 3_000
     matrix = _panel_matrix(n, seed=3)
@@ -206,7 +208,8 @@ def test_a_design_chosen_by_the_check_is_served_at_the_overlap_it_was_compared_a
     mode: in anytime mode the monitor's m, sized for the chosen design, is served, at least the compared m)."""
     from service.planning import design_checks
     from service.planning import plans as planning
-    from service.schemas import DecisionSettings, PlanCreate
+    from service.schemas.plans import PlanCreate
+    from service.schemas.projects import DecisionSettings
 
     monkeypatch.setattr(design_checks, "simulated_choice", lambda checks, preferred: ("strat", "forced by the test"))
     matrix = _panel_matrix(3_000, seed=5)

@@ -120,7 +120,8 @@ def test_the_codes_sent_to_the_child_draft_the_same_plan(body):
     import numpy as np
 
     from service.matrices.matrix import LabelMatrix, RaterColumn
-    from service.schemas import DecisionSettings, PlanCreate
+    from service.schemas.plans import PlanCreate
+    from service.schemas.projects import DecisionSettings
 
     gen = np.random.default_rng(5)
     n, labels = 3_000, 3

@@ -16,7 +16,7 @@ import service.routes
 from service import deps
 from service.core.errors import Forbidden, NotFound
 from service.data.keys import Principal
-from service.schemas import Role
+from service.schemas.keys import Role
 
 ROUTES = Path(service.routes.__file__).parent
 

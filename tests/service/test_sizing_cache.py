@@ -10,7 +10,7 @@ from planner.monitor_sizing import size_for_monitor
 from planner.plan_check import mirror_accuracy
 from planner.trial_decisions import DecisionRule
 from service.planning.monitoring_costs import _sizing, plan_monitoring
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 
 ARGS = dict(n_labels=2, n_humans=3, n_items=60, design="random", m_fixed=10)
 

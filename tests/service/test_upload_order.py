@@ -15,7 +15,7 @@ from planner.sequential import monitor_judge
 from service.data.models import Project
 from service.documents.monitoring import ArrivalOrder, judge_monitorings, seeded_item_keys
 from service.matrices.matrix import LabelMatrix, RaterColumn, load_matrix
-from service.schemas import DecisionSettings
+from service.schemas.projects import DecisionSettings
 from tests.factories import create_project
 
 RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"))
