@@ -21,6 +21,7 @@ import rfc8785
 import scipy
 
 from planner.decision import Validation, validate_judge
+from planner.sequential import Monitoring, monitor_judge
 from planner.slices import validate_judge_by_slice
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -127,6 +128,53 @@ def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any
     }
 
 
+def _arrival(
+    rows: list[dict[str, Any]], items: list[str], raters: list[str], monitoring: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each snapshot cell's arrival rank as the monitor reads it (the opening's, or the rank a certificate lists
+    for a label after it; -1 without a label) and each item's tiebreak key (its place in the certificate's
+    seeded order; items after every listed one, in sorted order)."""
+    item_of, rater_of = {x: i for i, x in enumerate(items)}, {x: k for k, x in enumerate(raters)}
+    order = np.full((len(items), len(raters)), -1, dtype=np.int64)
+    for r in rows:
+        order[item_of[r["item"]], rater_of[r["rater"]]] = int(monitoring["opening"])
+    for item, rater, rank in monitoring["ranks"]:
+        if item in item_of and rater in rater_of:
+            order[item_of[item], rater_of[rater]] = int(rank)
+    listed = {x: n for n, x in enumerate(monitoring["tiebreak"])}
+    tiebreak = np.array([listed.get(x, len(listed) + i) for i, x in enumerate(items)], dtype=np.int64)
+    return order, tiebreak
+
+
+def _monitored_result(m: Monitoring, verdict: Mapping[str, Any], humans: list[str]) -> dict[str, Any]:
+    """A judge's certified result in anytime mode: the monitored decision in force (docs/method.md §8), the
+    fixed-sample one beside it."""
+    won = sum(r.status == "won" for r in m.raters)
+    return {
+        "decision": m.decision,
+        "reason": m.reason,
+        "omega": _number(won / len(m.raters)) if m.raters else None,
+        "fixed_decision": verdict["decision"],
+        "fixed_omega": verdict["omega"],
+        "monitoring": {
+            "decided_at_label_seq": m.decided_at,
+            "looks": m.looks,
+            "needed_won": m.needed,
+            "raters": [
+                {
+                    "rater": humans[k],
+                    "status": r.status,
+                    "certified_at_label_seq": r.certified_at,
+                    "n": r.n,
+                    "e_value": _number(r.e_value),
+                    "e_value_lost": _number(r.e_value_lost),
+                }
+                for k, r in enumerate(m.raters)
+            ],
+        },
+    }
+
+
 def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
     """The validation decision (docs/method.md §3) of every judge on ``snapshot``, echoing its settings.
 
@@ -136,7 +184,9 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     and ``weights.inclusion`` (item -> probability of entering the overlap, 1 where absent)
     weights every estimate by its inverse (docs/method.md §9).
     Items are the snapshot's, in sorted order; CANNOT_ASSESS, INVALID and values outside
-    the label set are missing (exclusion).
+    the label set are missing (exclusion). With ``monitoring`` (an anytime-mode project, docs/method.md §8,
+    §10) each judge's decision is the monitored one, read in the arrival order it lists (``opening``,
+    ``ranks``, ``tiebreak``), and the fixed-sample decision is ``fixed_decision``.
     """
     criterion, kinds = settings["criterion"], settings["raters"]
     decision, seeds = settings["decision"], settings["seeds"]
@@ -186,6 +236,26 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
         if len(humans) >= 2
         else []
     )
+    monitoring = settings.get("monitoring")
+    if monitoring is not None and verdicts:
+        order, tiebreak = _arrival(rows, items, raters, monitoring)
+        for j, verdict in zip(judges, verdicts, strict=True):
+            monitored = monitor_judge(
+                codes,
+                judge=j,
+                humans=humans,
+                n_labels=len(labels),
+                order=order,
+                tiebreak=tiebreak,
+                rule=decision["rule"],
+                epsilon=decision["epsilon"],
+                alpha=monitoring["alpha"],
+                omega_threshold=decision["omega_threshold"],
+                multiplicity=monitoring["multiplicity"],
+                budget=monitoring["budget"],
+                inclusion=inclusion,
+            )
+            verdict.update(_monitored_result(monitored, verdict, [raters[k] for k in humans]))
     first = verdicts[0] if verdicts else {"decision": "insufficient_data", "omega": None}
     result = {
         "decision": first["decision"],

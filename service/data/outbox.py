@@ -12,6 +12,7 @@ from service.data.models import Webhook, WebhookDelivery, WebhookEvent, new_publ
 
 EVENTS = (
     "decision.changed",
+    "decision.finalized",
     "plan.created",
     "plan.reached",
     "batch.expired",

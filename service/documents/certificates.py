@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import orjson
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -13,6 +14,9 @@ from planner.certificate import BIT_GENERATOR, certificate_statement, label_snap
 from service.core.errors import Conflict, Invalid, NotFound, echo
 from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Rater, new_public_id, utcnow
 from service.data.outbox import emit
+from service.documents.monitoring import planned_budget
+from service.matrices.arrival import arrival_order, seeded_item_keys
+from service.matrices.matrix import corpus
 from service.planning.lists import plan_inclusion
 from service.planning.plans import current_plan
 from service.planning.strata import feature_name
@@ -126,7 +130,54 @@ def certificate_settings(
         settings["weights"] = {"inclusion": inclusion}
     if decision.slices:  # absent when the project does not slice, so earlier certificates still verify
         settings["slices"] = slice_settings(session, project, decision.slices, decision.slice_epsilon)
+    if decision.coefficient == "po" and decision.resolved_monitoring() == "anytime":  # the decision in force
+        settings["monitoring"] = monitoring_settings(session, project, criterion, label_seq, plan)
     return settings
+
+
+def monitoring_settings(
+    session: Session, project: Project, criterion: str, label_seq: int, plan: Plan | None
+) -> dict[str, Any]:
+    """What the monitored decision at ``label_seq`` reads beyond the labels (docs/method.md §8.2, §10): the
+    opening (the first look, or ``label_seq`` when no look came before it), the arrival rank of every label
+    of an overlap item ranked after the opening, the overlap items in the seeded order that breaks ties, the
+    monitor's level, multiplicity and budget."""
+    decision = project.decision_settings
+    opening = min(arrival_order(project, label_seq).opening, label_seq)
+    latest: dict[tuple[int, int], tuple[int, int, bool]] = {}  # cell -> (seq, rank, has a value) as of label_seq
+    events = session.execute(
+        select(LabelEvent.item_id, LabelEvent.rater_id, LabelEvent.seq, LabelEvent.rank, LabelEvent.value).where(
+            LabelEvent.project_id == project.id, LabelEvent.criterion == criterion, LabelEvent.seq <= label_seq
+        )
+    )
+    for item, rater, seq, rank, value in events:
+        if (item, rater) not in latest or seq > latest[(item, rater)][0]:
+            latest[(item, rater)] = (seq, seq if rank is None else rank, value not in (None, ""))
+    kinds = dict(session.execute(select(Rater.id, Rater.kind).where(Rater.project_id == project.id)).all())
+    labeled: dict[int, set[str]] = {}
+    for (item, rater), (_, _, present) in latest.items():
+        if present:
+            labeled.setdefault(item, set()).add("judge" if kinds[rater] == "judge" else f"h{rater}")
+    overlap = {item for item, who in labeled.items() if "judge" in who and len(who) >= 3}
+    external = dict(session.execute(select(Item.id, Item.external_id).where(Item.project_id == project.id)).all())
+    raters = dict(session.execute(select(Rater.id, Rater.external_id).where(Rater.project_id == project.id)).all())
+    item_ids = corpus(session, project)[0]
+    keys = seeded_item_keys(item_ids.size, arrival_order(project, label_seq).seed)
+    tiebreak = [external[int(i)] for i in item_ids[np.argsort(keys, kind="stable")] if int(i) in overlap]
+    ranks = sorted(
+        [external[item], raters[rater], rank]
+        for (item, rater), (_, rank, present) in latest.items()
+        if present and item in overlap and rank > opening
+    )
+    return {
+        "mode": "anytime",
+        "alpha": decision.alpha_sig,
+        "multiplicity": decision.multiplicity,
+        "budget": planned_budget(plan),
+        "opening": opening,
+        "ranks": ranks,
+        "tiebreak": tiebreak,
+    }
 
 
 def slice_settings(

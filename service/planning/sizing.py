@@ -189,13 +189,23 @@ def promise_iv(body: PlanCreate, decision: DecisionSettings) -> None:
         "monitoring": ("fixed", decision.resolved_monitoring()),
     }
     wrong = [f"{name} {have!r}" for name, (want, have) in needs.items() if want != have]
-    if wrong:
-        raise Invalid(
-            "promise 'judge' sizes the fixed margin rule's one look on p_o with the paired estimator (in anytime "
-            f"mode m is the monitor's); this project's decision has {', '.join(wrong)}: set decision rule "
-            "'margin', coefficient 'po', estimator 'paired' and monitoring 'fixed', or plan promise 'rater'",
-            code="promise_not_applicable",
-        )
+    if not wrong:
+        return
+    anytime = (
+        "; in anytime mode the plan's m is already the judge-level one: the monitored decision is the judge's "
+        "(reject only when more than K - ceil(omega K) humans are certified lost), it rejects a judge within "
+        "the margin with probability at most alpha_sig at every look whatever m, so no overlap buys a smaller "
+        "false rejection, and m is sized by the power to pass (recipe.m_anytime, its FR under monitoring shown "
+        "beside it): plan without a promise"
+        if decision.resolved_monitoring() == "anytime"
+        else ""
+    )
+    raise Invalid(
+        "promise 'judge' sizes the fixed margin rule's one look on p_o with the paired estimator; this "
+        f"project's decision has {', '.join(wrong)}: set decision rule 'margin', coefficient 'po', estimator "
+        f"'paired' and monitoring 'fixed', or plan promise 'rater'{anytime}",
+        code="promise_not_applicable",
+    )
 
 
 def ranking_variance(

@@ -29,7 +29,7 @@ from service.webhooks.store import (
     remove_webhook,
     schedule_redelivery,
 )
-from service.webhooks.watch import record_baseline
+from service.webhooks.watch import DECISION_EVENTS, record_baseline
 
 router = APIRouter(prefix="/projects/{pid}/webhooks", tags=["webhooks"])
 WebhookId = Annotated[str, Path(description="The webhook's id.")]
@@ -79,8 +79,14 @@ def post_webhook(
 
     def write() -> tuple[int, WebhookCreated]:
         hook = add_webhook(session, project.id, body.url, list(body.events))
-        if "decision.changed" in hook.events:
-            record_baseline(session, project, request.app.state.documents, n_resamples=settings.bootstrap_resamples)
+        if DECISION_EVENTS & set(hook.events):
+            record_baseline(
+                session,
+                project,
+                request.app.state.documents,
+                n_resamples=settings.bootstrap_resamples,
+                retry_window_seconds=settings.webhook_retry_window_seconds,
+            )
         return 201, WebhookCreated(**_read(hook).model_dump(), secret=hook.secret)
 
     return idempotent_write(

@@ -10,7 +10,13 @@ from pydantic import BaseModel, Field, field_validator
 from service.schemas.base import Strict
 
 EventType = Literal[
-    "decision.changed", "plan.created", "plan.reached", "batch.expired", "certificate.created", "judge.drifted"
+    "decision.changed",
+    "decision.finalized",
+    "plan.created",
+    "plan.reached",
+    "batch.expired",
+    "certificate.created",
+    "judge.drifted",
 ]
 
 

@@ -31,7 +31,11 @@ from service.planning.plans import current_plan, plan_progress
 
 BATCH_LOOKBACK = timedelta(days=2)
 DECISION_WATCH = "decision-watch"
-"""The periodic task re-reading the decisions of the projects listening for ``decision.changed``."""
+"""The periodic task re-reading the decisions of the projects listening for a decision event."""
+DECISION_EVENTS = frozenset({"decision.changed", "decision.finalized"})
+"""The events the decision watcher announces (it re-reads a project's decision when one is listened for)."""
+FINAL = ("pass", "reject", "inconclusive")
+"""Decisions that end the decision's ``continue`` (docs/method.md §10b: ``decision.finalized``)."""
 
 
 def live_decision(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> dict[str, Any]:
@@ -39,8 +43,11 @@ def live_decision(session: Session, project: Project, documents: DocumentCache, 
     return project_reliability(session, project, documents, n_resamples=n_resamples)[0]
 
 
-def record_baseline(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> None:
-    """Note the current decision (once per project), so the next change is announced against it."""
+def record_baseline(
+    session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, retry_window_seconds: float
+) -> None:
+    """Note the current decision (once per project), so the next change is announced against it; a decision
+    already final is announced as ``decision.finalized`` (once)."""
     if session.get(DecisionWatch, project.id) is None:
         doc = live_decision(session, project, documents, n_resamples=n_resamples)
         session.add(
@@ -49,6 +56,39 @@ def record_baseline(session: Session, project: Project, documents: DocumentCache
             )
         )
         session.flush()
+        announce_final(session, project.id, doc, retry_window_seconds=retry_window_seconds)
+
+
+def announce_final(session: Session, pid: str, doc: dict[str, Any], *, retry_window_seconds: float) -> None:
+    """Queue ``decision.finalized`` when the decision in force of ``doc`` first leaves ``continue`` (pass,
+    reject or inconclusive, not provisional): once per project and criterion, however many senders, rounds or
+    retries see it (its dedupe key; docs/method.md §10b). Written in the caller's transaction."""
+    if doc["decision"] not in FINAL or doc.get("provisional"):
+        return
+    judges = doc.get("judges") or [{}]
+    monitoring = judges[0].get("monitoring") or {}
+    decided_at = monitoring.get("decided_at_label_seq") if doc.get("monitoring_mode") == "anytime" else None
+    try:
+        with session.begin_nested():  # a twin another sender wrote meanwhile rolls back this event only
+            emit(
+                session,
+                pid,
+                "decision.finalized",
+                {
+                    "criterion": doc["criterion"],
+                    "decision": doc["decision"],
+                    "label_seq": doc["label_seq"],
+                    "decided_at_label_seq": decided_at,
+                    "omega": doc.get("omega"),
+                    "provisional": bool(doc.get("provisional")),
+                    "monitoring_mode": doc.get("monitoring_mode"),
+                    "reason": doc.get("reason"),
+                },
+                retry_window_seconds=retry_window_seconds,
+                dedupe_key=f"decision.finalized:{doc['criterion']}",
+            )
+    except IntegrityError:
+        pass
 
 
 def _subscriptions(sessions: sessionmaker[Session]) -> dict[str, dict[str, Any]]:
@@ -99,6 +139,7 @@ def _decision_changed(
                 )
                 session.flush()
                 reads.recorded += 1
+                announce_final(session, pid, doc, retry_window_seconds=settings.webhook_retry_window_seconds)
                 return
             moved = rowcount(  # compare-and-set: of several senders, one records (and announces) it
                 session.execute(
@@ -131,6 +172,8 @@ def _decision_changed(
                     retry_window_seconds=settings.webhook_retry_window_seconds,
                     dedupe_key=f"decision.changed:{doc['label_seq']}",
                 )
+            if moved:
+                announce_final(session, pid, doc, retry_window_seconds=settings.webhook_retry_window_seconds)
     except IntegrityError:  # another sender recorded the same first sight or event
         pass
 
@@ -268,7 +311,7 @@ def announce_changes(
     ingest keeps the CPU.
     """
     listening = _subscriptions(sessions)
-    decisions = listening.get("decision.changed", {})
+    decisions = {pid: t for event in sorted(DECISION_EVENTS) for pid, t in listening.get(event, {}).items()}
     turn = None
     if decisions:
         turn = jobs.claim_period(

@@ -77,6 +77,7 @@ def test_the_served_judge_promise_holds_at_m_and_fails_at_half(client):
     ("decision", "body", "says"),
     [
         (None, {}, "monitoring 'anytime'"),  # po defaults to anytime: m is the monitor's
+        (None, {}, "whatever m, so no overlap buys a smaller false rejection"),  # and the 422 says why
         ({"monitoring": "fixed", "coefficient": "kappa"}, {}, "coefficient 'kappa'"),
         ({"monitoring": "fixed", "rule": "alt-test"}, {}, "rule 'alt-test'"),
         ({"monitoring": "fixed", "estimator": "ppi"}, {}, "estimator 'ppi'"),

@@ -9,10 +9,12 @@ alpha, and in the service's arrival order no more than alpha (within 2 Monte Car
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from planner.sequential import monitor_judge
-from service.data.models import Project
+from service.data.models import Item, Project
 from service.documents.monitoring import ArrivalOrder, judge_monitorings, seeded_item_keys
 from service.matrices.matrix import LabelMatrix, RaterColumn, load_matrix
 from service.schemas.projects import DecisionSettings
@@ -120,3 +122,83 @@ def test_the_seeded_item_order_is_a_permutation_fixed_by_its_seed() -> None:
     assert np.array_equal(grown[grown < 1000], a)
     # roughly uniform: the first half of the order holds about half of the first half of the rows
     assert abs(int(np.sum(a[:500] < 500)) - 250) < 60
+
+
+SORTED_RUNS, ITEM_BY_ITEM_RUNS, SORTED_ITEMS = 80, 2, 200
+
+
+def _file_sorted_by_difficulty(rng: np.random.Generator) -> tuple[list[dict[str, object]], list[list[dict[str, str]]]]:
+    """Items and their labels (per item, in file order) of a file sorted by a ``difficulty`` feature, easy
+    items first: the judge is right .9667 of the time on the easier half and .4667 on the harder one (on the
+    margin overall: ``E[xi] = (2 p_h - 1)(p_j - p_h) = -.05`` at ``p_j = .7167``, ``p_h = .8``)."""
+    difficulty = np.sort(rng.random(SORTED_ITEMS))
+    truth = rng.integers(0, 2, SORTED_ITEMS)
+    items: list[dict[str, object]] = [
+        {"external_id": f"i{k}", "features": {"difficulty": float(d)}} for k, d in enumerate(difficulty)
+    ]
+    rows = []
+    for k, d in enumerate(difficulty):
+        p_right = {"judge": 0.7167 + (0.25 if d < 0.5 else -0.25), **dict.fromkeys(HUMANS, 0.8)}
+        rows.append(
+            [
+                {"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[truth[k] ^ int(rng.random() >= p)]}
+                for rater, p in p_right.items()
+            ]
+        )
+    return items, rows
+
+
+def _sorted_project(client: TestClient, items: list[dict[str, object]], seed: int) -> str:
+    pid = create_project(client, raters=RATERS, order_seed=seed)
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
+    return pid
+
+
+def _matrix(client: TestClient, pid: str) -> LabelMatrix:
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        project = session.get(Project, pid)
+        assert project is not None
+        return load_matrix(session, project, "default")
+
+
+def _external_items(client: TestClient, matrix: LabelMatrix) -> list[str]:
+    """The external id of each of ``matrix``'s rows."""
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        found = dict(
+            session.execute(select(Item.id, Item.external_id).where(Item.id.in_(matrix.item_ids.tolist()))).all()
+        )
+    return [found[int(i)] for i in matrix.item_ids]
+
+
+@pytest.mark.slow
+def test_a_file_sorted_by_difficulty_uploaded_through_rest_shows_no_excess_false_pass(client: TestClient) -> None:
+    """A margin judge in a file sorted easy items first, through REST in one bulk write: the monitored decision
+    passes it in at most alpha + 2 SE of the runs. Uploaded item by item in file order (before the first look)
+    the same labels give the same monitoring block, so the same error rate. Read in the order they were
+    uploaded (the file's, as each item's write dates it by its own ``label_seq``) the same labels pass the
+    judge far more often: the test would catch a monitor that follows the raw upload order."""
+    rng, alpha = np.random.default_rng(2028), 0.05
+    passed = {"monitored": 0, "upload order": 0}
+    for run in range(SORTED_RUNS):
+        items, rows = _file_sorted_by_difficulty(rng)
+        bulk = _sorted_project(client, items, SEED + run)
+        assert client.post(f"/projects/{bulk}/labels", json=[r for item in rows for r in item]).status_code == 200
+        block = _monitoring(client, bulk)
+        passed["monitored"] += block["decision"] == "pass"
+        matrix = _matrix(client, bulk)
+        file_row = np.array([int(str(i).removeprefix("i")) for i in _external_items(client, matrix)])
+        in_file_order = np.where(matrix.order >= 0, file_row[:, None] + 1, -1)  # an item's write at its row
+        raw = monitor_judge(matrix.codes, judge=0, humans=[1, 2, 3], n_labels=2, order=in_file_order, alpha=alpha)
+        passed["upload order"] += raw.decision == "pass"
+        if run < ITEM_BY_ITEM_RUNS:
+            by_item = _sorted_project(client, items, SEED + run)
+            for item in rows:  # item by item in file order: each item's labels one write
+                assert client.post(f"/projects/{by_item}/labels", json=item).status_code == 200
+            assert _monitoring(client, by_item) == block
+            uploaded = _matrix(client, by_item).order  # the item-by-item project's ranks are the file's order
+            assert np.array_equal(
+                np.argsort(uploaded[:, 0], kind="stable"), np.argsort(in_file_order[:, 0], kind="stable")
+            )
+    se = np.sqrt(alpha * (1 - alpha) / SORTED_RUNS)
+    assert passed["monitored"] / SORTED_RUNS <= alpha + 2 * se, passed
+    assert passed["upload order"] / SORTED_RUNS > alpha + 2 * se, passed  # 0 and 78 of 80 runs here

@@ -25,6 +25,7 @@ from service.data import jobs
 from service.data.models import Job, WebhookDelivery, utcnow
 from service.webhooks.sender import WebhookSender, after_failure, claim_targets, next_delivery, retry_delay
 from tests.conftest import ADMIN_KEY
+from tests.factories import create_project
 from tests.webhook_receiver import Receiver
 
 
@@ -397,3 +398,63 @@ def test_the_decision_is_re_read_once_per_period_for_the_deployment_not_once_per
             sender.run_once()
         assert sum(reads.values()) == 2, reads
         assert len(receiver.wait_for(2, timeout=5)) == 2
+
+
+def _agreeing_labels(client: TestClient, pid: str, items: range, judge_agrees: bool = True) -> None:
+    rows = []
+    for i in items:
+        truth = "pass" if i % 3 else "fail"
+        other = "fail" if truth == "pass" else "pass"
+        rows += [{"item": f"i{i:03d}", "rater": r, "value": truth} for r in ("prim", "h2", "h3")]
+        rows.append({"item": f"i{i:03d}", "rater": "judge", "value": truth if judge_agrees else other})
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+
+
+def _types(receiver: Receiver) -> list[str]:
+    return [json.loads(g.body)["type"] for g in receiver.received]
+
+
+def test_decision_finalized_is_sent_once_when_the_monitored_decision_leaves_continue(client: TestClient) -> None:
+    """docs/method.md §10b: ``decision.finalized`` when the anytime decision first passes, rejects or is
+    inconclusive, with its ``label_seq``; once, whatever later writes, a rewrite of it, or another sender (its
+    own document cache, as another process) see."""
+    from service.documents.reliability import DocumentCache
+
+    pid = create_project(client, items=[f"i{i:03d}" for i in range(200)])
+    with Receiver() as receiver:
+        hook = subscribe(client, pid, receiver.url, ["decision.finalized"])
+        _agreeing_labels(client, pid, range(0, 20))
+        sender_of(client).run_once()
+        doc = client.get(f"/projects/{pid}/reliability").json()
+        assert doc["decision"] == "continue" and receiver.received == []  # open: nothing final to announce
+        for start in range(20, 200, 30):
+            _agreeing_labels(client, pid, range(start, min(start + 30, 200)))
+        final = verified(hook, run_until(client, receiver, 1)[0])
+        doc = client.get(f"/projects/{pid}/reliability").json()
+        assert final["type"] == "decision.finalized" and doc["decision"] == "pass"
+        data = final["data"]
+        assert data["decision"] == "pass" and data["provisional"] is False and data["monitoring_mode"] == "anytime"
+        assert data["decided_at_label_seq"] == doc["judges"][0]["monitoring"]["decided_at_label_seq"] is not None
+        assert data["label_seq"] >= data["decided_at_label_seq"]
+        # the judge re-run with other values everywhere (a rewrite), and a second sender: still one event
+        _agreeing_labels(client, pid, range(0, 200), judge_agrees=False)
+        other = WebhookSender(client.app.state.sessions, client.app.state.settings, DocumentCache())
+        for sender in (sender_of(client), other, sender_of(client)):
+            sender.run_once()
+        assert client.get(f"/projects/{pid}/reliability").json()["decision"] != "continue"
+        time.sleep(0.2)
+        assert _types(receiver) == ["decision.finalized"]
+
+
+def test_a_decision_final_at_subscription_is_announced_and_a_provisional_one_is_not(client: TestClient) -> None:
+    fixed = create_project(client, items=[f"i{i:03d}" for i in range(20)], decision={"monitoring": "fixed"})
+    decided = create_project(client, items=[f"i{i:03d}" for i in range(200)])
+    _agreeing_labels(client, fixed, range(20))  # a fixed-sample pass with no plan: provisional
+    _agreeing_labels(client, decided, range(200))  # the monitored pass, before anyone listened
+    with Receiver() as receiver:
+        subscribe(client, fixed, receiver.url, ["decision.finalized"])
+        subscribe(client, decided, receiver.url, ["decision.finalized"])
+        got = run_until(client, receiver, 1)
+        time.sleep(0.2)
+        sender_of(client).run_once()
+        assert len(receiver.received) == 1 and json.loads(got[0].body)["data"]["project"] == decided
