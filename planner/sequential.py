@@ -387,7 +387,8 @@ def _changed_rows(
     )
     if previous.settings != settings or not same_weights or not same_keys:
         return None
-    moved = np.flatnonzero(np.any((codes != previous.codes) | (ranks > previous.last_rank), axis=1))
+    cells = np.flatnonzero((codes != previous.codes) | (ranks > previous.last_rank))  # few: a write's
+    moved = np.unique(cells // codes.shape[1])
     old, new = previous.codes[moved][:, columns], codes[moved][:, columns]
     later = ranks[moved][:, columns] > previous.last_rank
     was = old != MISSING
@@ -397,11 +398,29 @@ def _changed_rows(
     return rows, not (np.any(changed) or np.any(added & ~later))
 
 
-def _tie_keys(times: np.ndarray, rows: np.ndarray, tiebreak: np.ndarray | None) -> np.ndarray:
-    """Entries as ``(arrival rank, tie-break key)`` records, which compare in the order a path reads them."""
-    out = np.empty(times.size, dtype=[("t", np.int64), ("k", np.int64 if tiebreak is None else tiebreak.dtype)])
-    out["t"], out["k"] = times, rows if tiebreak is None else tiebreak[rows]
-    return out
+def _insertion_points(
+    times: np.ndarray, rows: np.ndarray, new_times: np.ndarray, new_rows: np.ndarray, tiebreak: np.ndarray | None
+) -> np.ndarray | None:
+    """Where each new entry goes in a path sorted by ``(arrival rank, tie-break key)`` (the key: the row
+    without ``tiebreak``), by a bisection of all new entries at once (``log2`` of the path's length steps,
+    each touching one kept entry per new one); None when a new entry ties a kept one on both."""
+    low = np.zeros(new_times.size, dtype=np.int64)
+    if times.size == 0:
+        return low
+    key = (lambda r: r) if tiebreak is None else (lambda r: tiebreak[r])
+    new_keys = key(new_rows)
+    high = np.full(new_times.size, times.size, dtype=np.int64)
+    for _ in range(int(times.size).bit_length()):
+        mid = np.minimum((low + high) // 2, times.size - 1)
+        at_t, at_key = times[mid], key(rows[mid])
+        before = (at_t < new_times) | ((at_t == new_times) & (at_key < new_keys))
+        open_ = low < high
+        low = np.where(open_ & before, mid + 1, low)
+        high = np.where(open_ & ~before, mid, high)
+    at = np.minimum(low, times.size - 1)
+    if np.any((low < times.size) & (times[at] == new_times) & (key(rows[at]) == new_keys)):
+        return None
+    return low
 
 
 def _patched_paths(
@@ -427,9 +446,8 @@ def _patched_paths(
         stays = ~redone[path.rows]
         kept_times, kept_rows = path.times[stays], path.rows[stays]
         rows = redo[local]
-        kept, new = _tie_keys(kept_times, kept_rows, tiebreak), _tie_keys(times, rows, tiebreak)
-        at = np.searchsorted(kept, new, side="left")
-        if np.any(np.searchsorted(kept, new, side="right") != at):
+        at = _insertion_points(kept_times, kept_rows, times, rows, tiebreak)
+        if at is None:
             return None
         paths.append(
             (
