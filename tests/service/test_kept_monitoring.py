@@ -65,7 +65,7 @@ def test_the_kept_monitoring_is_the_fresh_one_after_each_write(client: TestClien
     read: list[int] = []
     differences = planner.sequential.differences
     monkeypatch.setattr(planner.sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
-    for k, (kind, body) in enumerate(rounds):
+    for k, (_kind, body) in enumerate(rounds):
         assert client.post(f"/projects/{pid}/labels", json=body).status_code == 200
         read.clear()
         doc = client.get(f"/projects/{pid}/reliability").json()
