@@ -6,8 +6,9 @@ simulator). Each trial draws ``n`` items and asks every coefficient for its nomi
 interval by the percentile bootstrap, by BCa (same resamples) and, for Cohen's kappa of the
 first two raters, by the delta method; coverage is the share of defined intervals that hold
 the population value (the coefficient on the exact pattern distribution). Run:
-``.venv/bin/python bench/interval_coverage.py [trials]`` (default 1,000 trials, about 8 minutes on a
-loaded 2-core machine).
+``.venv/bin/python bench/interval_coverage.py [trials]`` (default 200 trials, under 2 minutes on a
+loaded 2-core machine, as ``make bench`` runs it; the figures of docs/performance.md are of 1,000
+trials, about 8 minutes).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def coverage(n_items: int, prevalence: float, trials: int, seed: int) -> dict[st
 
 
 def main() -> None:
-    trials = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    trials = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     print(
         f"coverage of nominal {LEVEL} intervals, {trials} trials, {N_RATERS} raters of accuracy {P_RATER}, "
         f"{N_RESAMPLES} resamples; MC SE about {np.sqrt(LEVEL * (1 - LEVEL) / trials):.3f}"

@@ -18,9 +18,11 @@
    corrected (so they arrive last). 10,000 vs 1,000,000 items in the same run (target
    <= 0.2 s at 1M), and the size of the block's JSON (bounded: its bands are sampled).
 5. ``kept_monitoring`` brought up to date after 1,000 labels added (secondaries' labels on items
-   they had not labeled, arriving last) next to ``monitor_judge`` on the whole matrix, on the same
-   project in its compact types, 10,000 and 1,000,000 items in the same run (in-process CPU, best
-   of 3; the two results are checked equal).
+   they had not labeled, arriving last), and after 1,000 of the judge's labels corrected (its paths
+   patched, then run again), next to ``monitor_judge`` on the whole matrix, on the same project in
+   its compact types with every label before the writes in one opening (one tie, read in seeded key
+   order, as the service reads it), 10,000 and 1,000,000 items in the same run (in-process CPU, best
+   of 3; the results are checked equal), and the bytes a kept state holds.
 
 6. The plan's promised power (``plan_monitoring``: the monitor's m for power .8 in the service's
    order, docs/method.md §8.1) next to the power simulated on further projects followed in that order.
@@ -48,9 +50,10 @@ from planner.codes import code_type  # noqa: E402
 from planner.decision import validate_judge
 from planner.false_rejection import m_cert
 from planner.monitor_sizing import monitor_runs  # noqa: E402
-from planner.sequential import kept_monitoring, monitor_judge
+from planner.sequential import MonitorState, kept_monitoring, monitor_judge
 from planner.xi_moments import prior_moments
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
+from service.matrices.arrival import seeded_item_keys  # noqa: E402
 from service.matrices.matrix import LabelMatrix, RaterColumn, rank_type  # noqa: E402
 from service.planning.monitoring_costs import plan_monitoring  # noqa: E402
 from service.schemas.projects import DecisionSettings  # noqa: E402
@@ -219,32 +222,59 @@ def best_cpu(call: Callable[..., object], *args: object, **kwargs: object) -> fl
     return best
 
 
+def _state_bytes(state: MonitorState) -> int:
+    """Bytes of a kept monitoring's arrays (its codes, each human's path and bounds)."""
+    paths = sum(a.nbytes for p in state.paths for a in (p.times, p.xi, p.rows, p.lower, p.upper))
+    return state.codes.nbytes + paths
+
+
 def delta() -> None:
-    """kept_monitoring after 1,000 labels added vs monitor_judge on the whole matrix, 10k and 1M items."""
+    """kept_monitoring after 1,000 labels added and after 1,000 corrections vs monitor_judge on the whole
+    matrix, 10k and 1M items."""
     figures = {}
     for n in (10_000, 1_000_000):
         dense = service_matrix(n, np.random.default_rng(n))
         codes = dense.raw.astype(code_type(dense.n_labels))
-        order = dense.order.astype(rank_type(dense.label_seq + 1_000))
-        options = {"judge": 0, "humans": dense.columns("primary", "human"), "n_labels": dense.n_labels}
+        order = dense.order.astype(rank_type(dense.label_seq + 2_000))
+        order = np.where(order >= 0, np.maximum(order, dense.label_seq), -1).astype(order.dtype)  # the opening
+        keys = seeded_item_keys(n, 0)
+        options = {
+            "judge": 0,
+            "humans": dense.columns("primary", "human"),
+            "n_labels": dense.n_labels,
+            "tiebreak": keys,
+        }
         _, state = kept_monitoring(codes, previous=None, order=order, **options)
         empty = np.argwhere(codes[:, 2:] < 0)
         empty = empty[np.random.default_rng(1).choice(empty.shape[0], 1_000, replace=False)]
-        codes, order = codes.copy(), order.copy()
-        codes[empty[:, 0], 2 + empty[:, 1]] = 1
-        order[empty[:, 0], 2 + empty[:, 1]] = dense.label_seq + 1 + np.arange(1_000)
-        kept = kept_monitoring(codes, previous=state, order=order, **options)[0]
-        full = monitor_judge(codes, order=order, **options)
-        assert [r.e_value for r in kept.raters] == [r.e_value for r in full.raters] and kept.looks == full.looks
-        figures[n] = (
-            best_cpu(monitor_judge, codes, order=order, **options),
-            best_cpu(kept_monitoring, codes, previous=state, order=order, **options),
+        added, added_order = codes.copy(), order.copy()
+        added[empty[:, 0], 2 + empty[:, 1]] = 1
+        added_order[empty[:, 0], 2 + empty[:, 1]] = dense.label_seq + 1 + np.arange(1_000)
+        corrected = codes.copy()
+        fixed = np.random.default_rng(2).choice(n, 1_000, replace=False)
+        corrected[fixed, 0] = 1 - corrected[fixed, 0]  # a correction keeps its cell's rank
+        row = []
+        for after, after_order in ((added, added_order), (corrected, order)):
+            kept = kept_monitoring(after, previous=state, order=after_order, **options)[0]
+            full = monitor_judge(after, order=after_order, **options)
+            assert [r.e_value for r in kept.raters] == [r.e_value for r in full.raters] and kept.looks == full.looks
+            row += [
+                best_cpu(monitor_judge, after, order=after_order, **options),
+                best_cpu(kept_monitoring, after, previous=state, order=after_order, **options),
+            ]
+        figures[n] = (*row, _state_bytes(state))
+    print("\nmonitoring after a write of 1,000 labels, in-process CPU (best of 3): whole matrix / kept state")
+    for n, (whole, kept_cpu, whole_fix, kept_fix, size) in figures.items():
+        print(
+            f"  {n:>9,} items x 10 raters: added {whole:.3f} s / {kept_cpu:.3f} s ({whole / kept_cpu:.1f}x less); "
+            f"corrected {whole_fix:.3f} s / {kept_fix:.3f} s ({whole_fix / kept_fix:.1f}x less); "
+            f"kept state {size / 2**20:.0f} MiB"
         )
-    print("\nmonitoring after 1,000 labels added, in-process CPU (best of 3): whole matrix / kept state")
-    for n, (whole, kept_cpu) in figures.items():
-        print(f"  {n:>9,} items x 10 raters: {whole:.3f} s / {kept_cpu:.3f} s ({whole / kept_cpu:.1f}x less)")
-    small, large_kept = figures[10_000][0], figures[1_000_000][1]
-    print(f"  kept state at 1M: {large_kept / small:.2f}x the whole-matrix monitoring at 10k of the same run")
+    small, (_, large_kept, _, large_fix, _) = figures[10_000], figures[1_000_000]
+    print(
+        f"  kept state at 1M: added {large_kept / small[0]:.2f}x, corrected {large_fix / small[2]:.2f}x the "
+        "whole-matrix monitoring at 10k of the same run"
+    )
 
 
 def power_table(runs: int) -> None:

@@ -223,20 +223,33 @@ def running_eb_bounds(
     n = x.size
     t = np.arange(start.n + 1, start.n + n + 1, dtype=float)
     y = (x + 1.0) / 2.0
-    w = np.ones(n) if weights is None else weights
-    w_sums = accumulated(np.add, w, start.w_sum)
-    x_sums = accumulated(np.add, x if weights is None else w * x, start.x_sum)
-    wy_sums = accumulated(np.add, w * y, start.wy_sum)
+    # unweighted, w = 1: the products by w are left out (exact) and the sums of w are counts (exact)
+    w = weights
+    w_sums = t - start.n + (start.w_sum or 0.0) if w is None else accumulated(np.add, w, start.w_sum)
+    x_sums = accumulated(np.add, x if w is None else w * x, start.x_sum)
+    wy_sums = accumulated(np.add, y if w is None else w * y, start.wy_sum)
     mu = (0.5 + wy_sums) / (1.0 + w_sums)
     mu_before = np.concatenate([[start.cs_mu], mu[:-1]])
-    devs = accumulated(np.add, (w * (y - mu)) ** 2, start.cs_dev_sum)
+    dev = y - mu
+    if w is not None:
+        dev *= w
+    devs = accumulated(np.add, np.square(dev, out=dev), start.cs_dev_sum)
     sigma2 = (0.25 + devs) / (t + 1.0)
     sigma2_before = np.concatenate([[start.cs_sigma2], sigma2[:-1]])
     log_two = math.log(2.0 / alpha)
     bets = np.minimum(np.sqrt(2.0 * log_two / (sigma2_before * t * np.log1p(t))), _BET_CAP)
-    penalty = 4.0 * (w * (y - mu_before)) ** 2 * (-(np.log1p(-bets) + bets) / 4.0)
-    lam_y = accumulated(np.add, bets * w * y, start.lam_y_sum)
-    lam_w = accumulated(np.add, bets * w, start.lam_w_sum)
+    penalty = y - mu_before  # 4 (w (y - mu_before))^2 psi(bets), psi(l) = (-log(1 - l) - l)/4, in place
+    if w is not None:
+        penalty *= w
+    np.square(penalty, out=penalty)
+    penalty *= 4.0
+    psi = np.log1p(-bets)
+    psi += bets
+    np.negative(psi, out=psi)
+    psi /= 4.0
+    penalty *= psi
+    lam_y = accumulated(np.add, bets * y if w is None else bets * w * y, start.lam_y_sum)
+    lam_w = accumulated(np.add, bets if w is None else bets * w, start.lam_w_sum)
     pen = accumulated(np.add, penalty, start.penalty_sum)
     centre, half = lam_y / lam_w, (log_two + pen) / lam_w
     low = 2.0 * np.maximum(centre - half, 0.0) - 1.0

@@ -254,10 +254,12 @@ def monitor_judge(
 
 @dataclass(frozen=True)
 class _HumanPath:
-    """A held-out human's monitored path so far: its items' arrival ranks and bounds, the sums it ends
-    with and its needed e-BH ranks now (won, lost)."""
+    """A held-out human's monitored path so far: its entries' arrival ranks, ``xi`` and rows, their
+    bounds, the sums it ends with and its needed e-BH ranks now (won, lost)."""
 
     times: np.ndarray
+    xi: np.ndarray
+    rows: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
     running: Running
@@ -272,6 +274,7 @@ class MonitorState:
 
     settings: tuple[object, ...]
     weights: np.ndarray | None
+    tiebreak: np.ndarray | None
     codes: np.ndarray
     last_rank: int
     paths: tuple[_HumanPath, ...]
@@ -357,39 +360,113 @@ def _monitor_tiebreak(tiebreak: object, n_items: int) -> np.ndarray | None:
     return keys
 
 
-def _added_rows(
+def _changed_rows(
     previous: MonitorState,
     settings: tuple[object, ...],
     weights: np.ndarray | None,
+    tiebreak: np.ndarray | None,
     codes: np.ndarray,
     ranks: np.ndarray,
     columns: list[int],
-) -> np.ndarray | None:
-    """Rows where the judge or a human has a label added since ``previous`` (ranked above every rank it
-    saw), or None when anything else changed for them: a label changed or retracted, the settings, the
-    shape, the weights. Rows where nothing changed are found by one pass over the matrix; only the
-    others are looked at column by column."""
+) -> tuple[np.ndarray, bool] | None:
+    """Rows where the judge or a human has a label added, changed or retracted since ``previous``, and
+    whether labels were only added (each ranked above every rank it saw); None when the settings, the
+    shape, the weights or the tie-break keys changed. Rows where nothing changed are found by one pass
+    over the matrix; only the others are looked at column by column. A cell labeled in ``previous`` with
+    its label unchanged and no rank above the ones it saw keeps its rank (a correction keeps a cell's
+    ``label_seq``, a new label takes a larger one)."""
     same_weights = (
         previous.weights is None
         if weights is None
         else previous.weights is not None and np.array_equal(previous.weights, weights)
     )
-    if previous.settings != settings or not same_weights:
+    same_keys = (
+        previous.tiebreak is None
+        if tiebreak is None
+        else previous.tiebreak is not None and np.array_equal(previous.tiebreak, tiebreak)
+    )
+    if previous.settings != settings or not same_weights or not same_keys:
         return None
-    moved = np.flatnonzero(np.any((codes != previous.codes) | (ranks > previous.last_rank), axis=1))
+    cells = np.flatnonzero((codes != previous.codes) | (ranks > previous.last_rank))  # few: a write's
+    moved = np.unique(cells // codes.shape[1])
     old, new = previous.codes[moved][:, columns], codes[moved][:, columns]
     later = ranks[moved][:, columns] > previous.last_rank
     was = old != MISSING
     added = (new != MISSING) & ~was
-    if np.any(was & ((new != old) | later)) or np.any(added & ~later):
+    changed = was & ((new != old) | later)
+    rows: np.ndarray = moved[(added | changed).any(axis=1)]
+    return rows, not (np.any(changed) or np.any(added & ~later))
+
+
+def _insertion_points(
+    times: np.ndarray, rows: np.ndarray, new_times: np.ndarray, new_rows: np.ndarray, tiebreak: np.ndarray | None
+) -> np.ndarray | None:
+    """Where each new entry goes in a path sorted by ``(arrival rank, tie-break key)`` (the key: the row
+    without ``tiebreak``), by a bisection of all new entries at once (``log2`` of the path's length steps,
+    each touching one kept entry per new one); None when a new entry ties a kept one on both."""
+    low = np.zeros(new_times.size, dtype=np.int64)
+    if times.size == 0:
+        return low
+    key = (lambda r: r) if tiebreak is None else (lambda r: tiebreak[r])
+    new_keys = key(new_rows)
+    high = np.full(new_times.size, times.size, dtype=np.int64)
+    for _ in range(int(times.size).bit_length()):
+        mid = np.minimum((low + high) // 2, times.size - 1)
+        at_t, at_key = times[mid], key(rows[mid])
+        before = (at_t < new_times) | ((at_t == new_times) & (at_key < new_keys))
+        open_ = low < high
+        low = np.where(open_ & before, mid + 1, low)
+        high = np.where(open_ & ~before, mid, high)
+    at = np.minimum(low, times.size - 1)
+    if np.any((low < times.size) & (times[at] == new_times) & (key(rows[at]) == new_keys)):
         return None
-    rows: np.ndarray = moved[added.any(axis=1)]
-    return rows
+    return low
+
+
+def _patched_paths(
+    previous: MonitorState,
+    redo: np.ndarray,
+    codes: np.ndarray,
+    ranks: np.ndarray,
+    judge: int,
+    humans: list[int],
+    rule: str,
+    tiebreak: np.ndarray | None,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """Each human's path (:func:`differences`) with the entries of rows ``redo`` read again: the kept
+    entries of the other rows, which are unchanged, merged with the new entries of ``redo`` by arrival
+    rank and tie-break key (docs/method.md §8). None when a new entry ties a kept one on both (their
+    order would depend on the rows' blocks): read afresh."""
+    keys = None if tiebreak is None else tiebreak[redo]
+    part = differences(codes[redo], ranks[redo], judge, humans, rule, keys)
+    redone = np.zeros(codes.shape[0], dtype=bool)
+    redone[redo] = True
+    paths = []
+    for path, (times, xi, local) in zip(previous.paths, part, strict=True):
+        stays = ~redone[path.rows]
+        kept_times, kept_rows = path.times[stays], path.rows[stays]
+        rows = redo[local]
+        at = _insertion_points(kept_times, kept_rows, times, rows, tiebreak)
+        if at is None:
+            return None
+        paths.append(
+            (
+                np.insert(kept_times, at, times),
+                np.insert(path.xi[stays], at, xi),
+                np.insert(kept_rows, at, rows),
+            )
+        )
+    return paths
 
 
 def _last_rank(codes: np.ndarray, ranks: np.ndarray, below: int) -> int:
     """The largest rank of a labeled cell of ``codes``, or ``below`` when it is larger."""
     return max(below, int(np.max(ranks, where=codes != MISSING, initial=np.iinfo(ranks.dtype).min)))
+
+
+def _row_type(n_items: int) -> type[np.signedinteger]:
+    """The smallest integer type of a path's rows (half the bytes of int64 below 2^31 items)."""
+    return np.int32 if n_items < 2**31 else np.int64
 
 
 def _monitoring(
@@ -410,8 +487,9 @@ def _monitoring(
     keep: bool,
     tiebreak: np.ndarray | None = None,
 ) -> tuple[Monitoring, MonitorState | None]:
-    """The monitoring of checked inputs, continued from ``previous`` when only labels were added since;
-    with ``keep``, the state to continue it from."""
+    """The monitoring of checked inputs, continued from ``previous`` when only labels were added since,
+    its paths patched from it when fewer than half the rows changed; with ``keep``, the state to continue
+    it from."""
     n_humans = len(humans)
     needed = math.ceil(omega_threshold * n_humans - 1e-9)
     settings = (
@@ -426,20 +504,29 @@ def _monitoring(
         budget,
         codes.shape,
     )
-    since = None
-    if previous is not None and keep:
-        since = _added_rows(previous, settings, weights, codes, ranks, [judge, *humans])
-    if since is None or previous is None:
-        found = differences(codes, ranks, judge, humans, rule, tiebreak) if n_humans >= 2 else []
+    since, found = None, None
+    if previous is not None and keep and n_humans >= 2:
+        changed = _changed_rows(previous, settings, weights, tiebreak, codes, ranks, [judge, *humans])
+        if changed is not None and changed[1]:
+            since = changed[0]
+        elif changed is not None and 2 * changed[0].size <= codes.shape[0]:
+            since = changed[0]
+            found = _patched_paths(previous, since, codes, ranks, judge, humans, rule, tiebreak)
+            since = None if found is None else since
+    if since is None or previous is None or found is not None:
+        if found is None:
+            found = differences(codes, ranks, judge, humans, rule, tiebreak) if n_humans >= 2 else []
+        empty = np.zeros(0, dtype=np.int64)
         before = [
-            _HumanPath(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), Running(), (n_humans + 1, n_humans + 1))
+            _HumanPath(empty, np.zeros(0), empty, np.zeros(0), np.zeros(0), Running(), (n_humans + 1, n_humans + 1))
         ] * len(found)
         first_before = (np.full(n_humans, NEVER, dtype=np.int64),) * 2
-        looks_before, last_rank = 0, None
+        looks_before = 0
+        last_rank = None if since is None or previous is None else previous.last_rank
     else:
         last_rank = previous.last_rank
         keys = None if tiebreak is None else tiebreak[since]
-        part = differences(codes[since], ranks[since], judge, humans, rule, keys) if n_humans >= 2 else []
+        part = differences(codes[since], ranks[since], judge, humans, rule, keys)
         found = [(t[t > last_rank], xi[t > last_rank], since[rows[t > last_rank]]) for t, xi, rows in part]
         before, first_before, looks_before = (
             list(previous.paths),
@@ -448,6 +535,7 @@ def _monitoring(
         )
     null_mean = (1.0 - epsilon) / 2.0
     log_inv_a = math.log(n_humans / alpha)
+    row_type = _row_type(codes.shape[0])
     paths, won_ranks, lost_ranks = [], [], []
     for (t, xi, rows), path in zip(found, before, strict=True):
         w = None if weights is None else weights[rows]
@@ -473,6 +561,8 @@ def _monitoring(
         paths.append(
             _HumanPath(
                 np.concatenate([path.times, t]),
+                np.concatenate([path.xi, xi]) if keep else path.xi,
+                np.concatenate([path.rows, rows]).astype(row_type, copy=False) if keep else path.rows,
                 np.concatenate([path.lower, low]),
                 np.concatenate([path.upper, high]),
                 running,
@@ -516,7 +606,8 @@ def _monitoring(
         last_rank = _last_rank(codes[since], ranks[since], last_rank)
     kept = codes.astype(code_type(n_labels))  # a copy in the compact type (int64 codes would be 8x the bytes)
     kept.flags.writeable = False
-    state = MonitorState(settings, weights, kept, last_rank, tuple(paths), first_won, first_lost, n_looks)
+    keys = tiebreak if tiebreak is None or not tiebreak.flags.writeable else tiebreak.copy()  # read-only: shared
+    state = MonitorState(settings, weights, keys, kept, last_rank, tuple(paths), first_won, first_lost, n_looks)
     return monitoring, state
 
 

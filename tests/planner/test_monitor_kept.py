@@ -1,7 +1,7 @@
-"""planner.sequential.kept_monitoring: a monitoring brought up to date from the labels added since
+"""planner.sequential.kept_monitoring: a monitoring brought up to date from the labels written since
 equals monitor_judge on the whole matrix, bit for bit, whatever the writes in between (labels added,
-changed, retracted; weighted or not; with a budget or not), and reads only the rows labeled since
-when labels were only added."""
+changed, retracted; weighted or not; with a budget or not; ties read by row or by keys), and reads only
+the rows written since: continued when labels were only added, its paths patched otherwise."""
 
 from __future__ import annotations
 
@@ -111,12 +111,115 @@ def test_only_the_rows_labeled_since_are_read_when_labels_were_only_added(monkey
     _same(kept, monitor_judge(codes, order=order, **options))
     changed = codes.copy()
     i, c = np.argwhere(codes >= 0)[0]
-    changed[i, c] = 1 - changed[i, c]  # a label the state saw changed in place: read afresh
+    changed[i, c] = 1 - changed[i, c]  # a label the state saw changed in place: its row read again
     kept, _ = kept_monitoring(changed, previous=state, order=order, **options)
-    assert read[-1] == n_items
+    assert read[-1] == np.unique(np.append(empty[:, 0], i)).size
     _same(kept, monitor_judge(changed, order=order, **options))
+
+
+def _opening_panel(rng: np.random.Generator, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """A judge and four humans, every label of the first 70% of the items at one rank (an opening: one tie
+    for the whole path), the others labeled one by one after it."""
+    truth = rng.integers(0, 2, n_items)
+    p = np.array([0.93, 0.85, 0.85, 0.85, 0.85])
+    codes = np.where(rng.random((n_items, 5)) < p, truth[:, None], 1 - truth[:, None])
+    codes[rng.random(codes.shape) < 0.3] = -1
+    order = np.where(codes >= 0, 1 + rng.permutation(codes.size).reshape(codes.shape), -1)
+    order[: int(0.7 * n_items)] = np.where(codes[: int(0.7 * n_items)] >= 0, 1, -1)
+    return codes, order
+
+
+@pytest.mark.parametrize(("keyed", "weighted"), [(False, False), (True, False), (False, True), (True, True)])
+def test_corrections_and_retractions_patch_the_kept_paths(
+    keyed: bool, weighted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(17 + 2 * keyed + weighted)
+    n_items = 3_000
+    codes, order = _opening_panel(rng, n_items)
+    options = {
+        "judge": 0,
+        "humans": [1, 2, 3, 4],
+        "n_labels": 2,
+        "tiebreak": rng.integers(0, 2**63, n_items, dtype=np.uint64) if keyed else None,
+        "inclusion": rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None,
+    }
+    _, state = kept_monitoring(codes, previous=None, order=order, **options)
+    read: list[int] = []
+    differences = sequential.differences
+    monkeypatch.setattr(sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    seq = int(order.max())
+    for _ in range(6):  # rounds of corrections, retractions and additions, in the opening and after it
+        codes, order = codes.copy(), order.copy()
+        cells = np.unique(rng.integers(0, codes.size, 40))
+        rows, cols = np.unravel_index(cells, codes.shape)
+        kind = rng.integers(0, 3, cells.size)
+        labeled = codes[rows, cols] >= 0
+        fix, drop, add = labeled & (kind == 0), labeled & (kind == 1), ~labeled
+        codes[rows[fix], cols[fix]] = 1 - codes[rows[fix], cols[fix]]  # a correction keeps its rank
+        codes[rows[drop], cols[drop]], order[rows[drop], cols[drop]] = -1, -1
+        codes[rows[add], cols[add]] = rng.integers(0, 2, int(add.sum()))
+        order[rows[add], cols[add]] = seq + 1 + np.arange(int(add.sum()))
+        seq += cells.size
+        kept, state = kept_monitoring(codes, previous=state, order=order, **options)
+        assert read[-1] == np.unique(rows[fix | drop | add]).size  # the rows written since, not the matrix
+        _same(kept, monitor_judge(codes, order=order, **options))
+    assert any(r.status != "open" for r in kept.raters)  # not vacuous: certifications were patched too
+
+
+def test_a_new_entry_tied_with_a_kept_one_reads_the_matrix_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    codes, order = _opening_panel(rng, 400)
+    options = {"judge": 0, "humans": [1, 2, 3, 4], "n_labels": 2, "tiebreak": np.zeros(400, dtype=np.int64)}
+    _, state = kept_monitoring(codes, previous=None, order=order, **options)  # every opening entry ties
+    read: list[int] = []
+    differences = sequential.differences
+    monkeypatch.setattr(sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    codes = codes.copy()
+    i = int(np.flatnonzero((codes[:100] >= 0).all(axis=1))[0])
+    codes[i, 1] = 1 - codes[i, 1]
+    kept, _ = kept_monitoring(codes, previous=state, order=order, **options)
+    assert read == [1, 400]  # the patch found a tie on rank and key, and the matrix was read afresh
+    _same(kept, monitor_judge(codes, order=order, **options))
+
+
+def test_other_tiebreak_keys_read_the_matrix_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(6)
+    codes, order = _opening_panel(rng, 400)
+    options = {"judge": 0, "humans": [1, 2, 3, 4], "n_labels": 2}
+    _, state = kept_monitoring(codes, previous=None, order=order, tiebreak=np.arange(400), **options)
+    read: list[int] = []
+    differences = sequential.differences
+    monkeypatch.setattr(sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    keys = np.arange(400)[::-1].copy()
+    kept, _ = kept_monitoring(codes, previous=state, order=order, tiebreak=keys, **options)
+    assert read == [400]
+    _same(kept, monitor_judge(codes, order=order, tiebreak=keys, **options))
 
 
 def test_kept_monitoring_needs_the_arrival_order() -> None:
     with pytest.raises(ValueError, match="arrival order"):
         kept_monitoring(np.zeros((3, 3), dtype=int), previous=None, order=None, judge=0, humans=[1, 2], n_labels=2)
+
+
+def test_corrections_before_a_certification_move_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(8)
+    n_items = 3_000
+    truth = rng.integers(0, 2, n_items)
+    p = np.array([0.97, 0.85, 0.85, 0.85])
+    codes = np.where(rng.random((n_items, 4)) < p, truth[:, None], 1 - truth[:, None])
+    order = np.repeat(np.arange(1, n_items + 1), 4).reshape(n_items, 4)  # row by row
+    options = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
+    before, state = kept_monitoring(codes, previous=None, order=order, **options)
+    read: list[int] = []
+    differences = sequential.differences
+    monkeypatch.setattr(sequential, "differences", lambda c, *a: read.append(c.shape[0]) or differences(c, *a))
+    for wrong in (20, 60):  # every other one of the judge's first labels corrected to a wrong one
+        codes = codes.copy()
+        codes[:wrong:2, 0] = 1 - truth[:wrong:2]
+        read.clear()
+        kept, state = kept_monitoring(codes, previous=state, order=order, **options)
+        assert read[0] < 30
+        _same(kept, monitor_judge(codes, order=order, **options))
+        assert [r.certified_at for r in kept.raters] != [r.certified_at for r in before.raters]
+        before = kept
+    assert [r.status for r in kept.raters] == ["lost"] * 3  # certified won later, then lost
