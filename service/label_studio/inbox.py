@@ -19,6 +19,7 @@ from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
 from service.label_studio.config import control_kinds
+from service.label_studio.issues import file_issue
 from service.label_studio.links import retract_deleted, retract_tasks, withdraw
 from service.label_studio.mapping import (
     chosen_value,
@@ -30,7 +31,7 @@ from service.label_studio.mapping import (
     several_choices,
 )
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
-from service.label_studio.reconcile import file_issue, reconcile, tasks_for_annotation
+from service.label_studio.reconcile import reconcile, tasks_for_annotation
 from service.schemas import LabelsAccepted
 
 RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
