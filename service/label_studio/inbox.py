@@ -54,6 +54,11 @@ class WebhookResult(BaseModel):
     retracted: int | None = Field(
         None, description="Current labels withdrawn by a skip, an emptied annotation or a deletion."
     )
+    restored: int | None = Field(
+        None,
+        description="Cells whose label went back to what the rater's newest remaining annotation of the task "
+        "gave (a deletion of the newer of two annotations).",
+    )
     unknown_annotations: list[int] | None = Field(
         None, description="Deleted annotation ids this project never recorded."
     )
@@ -136,17 +141,25 @@ def record_delivery(
     if action == DELETED_ACTION:
         deleted = _validated_event(LSAnnotationsDeleted, payload)
         ids = [a.id for a in deleted.annotations]
-        retracted, unknown, seq = retract_deleted(session, project, ids)
+        forgotten, unknown = retract_deleted(session, project, principal, ids)
         _supersede(session, project, [str(i) for i in ids], before=issue)
-        return WebhookResult(action=action, retracted=retracted, unknown_annotations=unknown, label_seq=seq)
+        return WebhookResult(
+            action=action,
+            retracted=forgotten.retracted,
+            restored=forgotten.restored,
+            unknown_annotations=unknown,
+            label_seq=forgotten.label_seq,
+        )
     if action == TASKS_DELETED_ACTION:
         gone = _validated_event(LSTasksDeleted, payload)
         task_ids = [t.id for t in gone.tasks]
-        retracted, unknown, seq = retract_tasks(
-            session, project, task_ids, gone.project.id if gone.project is not None else None
+        forgotten, unknown = retract_tasks(
+            session, project, principal, task_ids, gone.project.id if gone.project is not None else None
         )
         _supersede(session, project, [str(i) for i in task_ids], before=issue, tasks=True)
-        return WebhookResult(action=action, retracted=retracted, unknown_tasks=unknown, label_seq=seq)
+        return WebhookResult(
+            action=action, retracted=forgotten.retracted, unknown_tasks=unknown, label_seq=forgotten.label_seq
+        )
     if action not in RECORDED_ACTIONS:
         return WebhookResult(ignored=action)
     event: LSAnnotationEvent = _validated_event(LSAnnotationEvent, payload)

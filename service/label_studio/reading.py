@@ -72,6 +72,8 @@ class ExportReading:
     cells: dict[Cell, tuple[LabelIn | None, dict[str, Any]]] = field(default_factory=dict)
     links: dict[tuple[str, int], Cell] = field(default_factory=dict)
     link_tasks: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    link_values: dict[tuple[str, int], str | None] = field(default_factory=dict)
+    """The label each linked annotation or prediction gave (``None``: none); absent where not known (unmapped)."""
     seen: dict[str, set[int]] = field(default_factory=lambda: {"annotation": set(), "prediction": set()})
     unmapped: list[Unmapped] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
@@ -140,6 +142,8 @@ def read_export(
             if label is None:
                 reading.unmapped.append(Unmapped(**where, value=choice))
                 return
+        if number is not None:
+            reading.link_values[(source, number)] = label
         prior = reading.cells.get(cell)
         if prior is not None:
             reading.skipped.append(Skipped(**prior[1], reason="superseded by a later label of this rater"))

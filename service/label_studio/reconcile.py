@@ -178,7 +178,7 @@ def reconcile(
         for source, ls_id, item_id, rater_id in session.execute(query):
             if ls_id not in reading.seen[source]:
                 gone.append((source, ls_id, crit, item_id, rater_id))
-    retracted_links = retract_links(session, project, gone, keep=linked)
+    retracted_links = retract_links(session, project, principal, gone, keep=linked)
     retracted = retract_labels(session, project, [(i, r, crit) for i, r in sorted(retract)])
     insert_many(
         session,
@@ -194,6 +194,8 @@ def reconcile(
                 crit,
                 reading.link_tasks[(source, ls_id)],
                 ls_project,
+                reading.link_values.get((source, ls_id)),
+                (source, ls_id) in reading.link_values,
             )
             for (source, ls_id), (i, r) in reading.links.items()
         ],
@@ -232,7 +234,7 @@ def reconcile(
         ),
         changes=LabelChanges(
             added=sum(old is None for old, _ in values),
-            updated=sum(old is not None and old != new for old, new in values),
+            updated=sum(old is not None and old != new for old, new in values) + retracted_links.restored,
             unchanged=sum(old == new for old, new in values),
             retracted=retracted.retracted + retracted_links.retracted,
         ),
