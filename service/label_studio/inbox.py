@@ -146,7 +146,7 @@ def record_delivery(
         return WebhookResult(
             action=action,
             retracted=forgotten.retracted,
-            restored=forgotten.restored,
+            restored=forgotten.restored or None,
             unknown_annotations=unknown,
             label_seq=forgotten.label_seq,
         )

@@ -56,7 +56,7 @@ def test_deleting_the_newer_annotation_makes_the_older_current_at_once(client: T
     assert current(client, pid) == {CELL: "Positive"}
     assert r["label_seq"] == label_seq(client, pid) == 3  # a correction event: the label_seq moves
     r = deliver(client, pid, delete_first)
-    assert (r["retracted"], r["restored"]) == (1, 0)
+    assert (r["retracted"], r.get("restored")) == (1, None)
     assert current(client, pid) == {}
     assert history(client, pid) == [
         (*CELL, "Positive", False),
@@ -73,7 +73,7 @@ def test_deleting_the_older_annotation_leaves_the_newer_label(client: TestClient
     deliver(client, pid, second)
     seq = label_seq(client, pid)
     r = deliver(client, pid, delete_second)
-    assert (r["retracted"], r["restored"]) == (0, 0)
+    assert (r["retracted"], r.get("restored")) == (0, None)
     assert current(client, pid) == {CELL: "Negative"} and label_seq(client, pid) == seq
 
 
@@ -88,7 +88,7 @@ def test_the_older_annotation_skipped_leaves_no_label_once_the_newer_is_deleted(
     deliver(client, pid, second)
     assert current(client, pid) == {CELL: "Negative"}
     r = deliver(client, pid, delete_second)
-    assert (r["retracted"], r["restored"]) == (1, 0)
+    assert (r["retracted"], r.get("restored")) == (1, None)
     assert current(client, pid) == {}
 
 
@@ -132,5 +132,5 @@ def test_a_link_whose_value_was_not_kept_leaves_the_cell_until_a_sync(client: Te
     with engine.begin() as conn:
         conn.execute(text("UPDATE label_studio_links SET value = NULL, value_known = false WHERE ls_id = 1"))
     r = deliver(client, pid, delete_second)
-    assert (r["retracted"], r["restored"]) == (0, 0)
+    assert (r["retracted"], r.get("restored")) == (0, None)
     assert current(client, pid) == {CELL: "Negative"}
