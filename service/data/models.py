@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.engine.default import DefaultExecutionContext
@@ -403,7 +404,11 @@ class LabelStudioLink(Base):
     """The cell a Label Studio annotation or prediction labels, per criterion (a rubric labels one
     annotation under several), with its task and Label Studio project, so a deletion of the
     annotation or of its task can retract every label it gave, and a sync reconciles only the
-    links of the Label Studio project it reads (``NULL``: not known, links made before 0013)."""
+    links of the Label Studio project it reads (``NULL``: not known, links made before 0013).
+    ``value`` is the label the annotation gave (``NULL``: none, it was skipped or emptied), so
+    deleting the newer of one rater's two annotations gives the cell the older one's label at
+    once; ``value_known`` is false where it was not kept (links made before 0024, a choice no
+    label maps to)."""
 
     __tablename__ = "label_studio_links"
     __table_args__ = (Index("ix_label_studio_links_project_task", "project_id", "ls_task"),)
@@ -416,6 +421,8 @@ class LabelStudioLink(Base):
     criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
     ls_task: Mapped[int | None] = mapped_column(BigInteger)
     ls_project: Mapped[int | None] = mapped_column(BigInteger)
+    value: Mapped[str | None] = mapped_column(String(200))
+    value_known: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class LabelStudioIssue(Base):

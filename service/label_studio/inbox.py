@@ -19,6 +19,7 @@ from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
 from service.label_studio.config import control_kinds
+from service.label_studio.issues import file_issue
 from service.label_studio.links import retract_deleted, retract_tasks, withdraw
 from service.label_studio.mapping import (
     chosen_value,
@@ -30,7 +31,7 @@ from service.label_studio.mapping import (
     several_choices,
 )
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
-from service.label_studio.reconcile import file_issue, reconcile, tasks_for_annotation
+from service.label_studio.reconcile import reconcile, tasks_for_annotation
 from service.schemas import LabelsAccepted
 
 RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
@@ -52,6 +53,11 @@ class WebhookResult(BaseModel):
     )
     retracted: int | None = Field(
         None, description="Current labels withdrawn by a skip, an emptied annotation or a deletion."
+    )
+    restored: int | None = Field(
+        None,
+        description="Cells whose label went back to what the rater's newest remaining annotation of the task "
+        "gave (a deletion of the newer of two annotations).",
     )
     unknown_annotations: list[int] | None = Field(
         None, description="Deleted annotation ids this project never recorded."
@@ -135,17 +141,25 @@ def record_delivery(
     if action == DELETED_ACTION:
         deleted = _validated_event(LSAnnotationsDeleted, payload)
         ids = [a.id for a in deleted.annotations]
-        retracted, unknown, seq = retract_deleted(session, project, ids)
+        forgotten, unknown = retract_deleted(session, project, principal, ids)
         _supersede(session, project, [str(i) for i in ids], before=issue)
-        return WebhookResult(action=action, retracted=retracted, unknown_annotations=unknown, label_seq=seq)
+        return WebhookResult(
+            action=action,
+            retracted=forgotten.retracted,
+            restored=forgotten.restored or None,
+            unknown_annotations=unknown,
+            label_seq=forgotten.label_seq,
+        )
     if action == TASKS_DELETED_ACTION:
         gone = _validated_event(LSTasksDeleted, payload)
         task_ids = [t.id for t in gone.tasks]
-        retracted, unknown, seq = retract_tasks(
-            session, project, task_ids, gone.project.id if gone.project is not None else None
+        forgotten, unknown = retract_tasks(
+            session, project, principal, task_ids, gone.project.id if gone.project is not None else None
         )
         _supersede(session, project, [str(i) for i in task_ids], before=issue, tasks=True)
-        return WebhookResult(action=action, retracted=retracted, unknown_tasks=unknown, label_seq=seq)
+        return WebhookResult(
+            action=action, retracted=forgotten.retracted, unknown_tasks=unknown, label_seq=forgotten.label_seq
+        )
     if action not in RECORDED_ACTIONS:
         return WebhookResult(ignored=action)
     event: LSAnnotationEvent = _validated_event(LSAnnotationEvent, payload)

@@ -33,6 +33,7 @@ from service.deps import (
     scoped_project,
     written,
 )
+from service.label_studio.batches import ExportedTask, batch_tasks
 from service.label_studio.connect import (
     ConnectRequest,
     ConnectResult,
@@ -50,7 +51,7 @@ from service.label_studio.inbox import (
     replay_issues,
 )
 from service.label_studio.payloads import EXPORT_HINT
-from service.label_studio.reconcile import ExportedTask, ImportResult, batch_tasks, import_rows
+from service.label_studio.reconcile import ImportResult, import_rows
 from service.label_studio.sync import SyncRequest, SyncResult, fetch_snapshot
 from service.planning.batches import visible_batch
 from service.schemas.keys import Role

@@ -295,3 +295,94 @@ def test_two_projects_deleted_tasks_and_copied_predictions(database_url: str, ls
         finally:
             for lsp in made:
                 ls.delete(f"/api/projects/{lsp}")
+
+
+RUBRIC_CONFIG = (
+    '<View><Text name="text" value="$text"/>'
+    '<Choices name="tone" toName="text" choice="single"><Choice value="Positive"/><Choice value="Negative"/></Choices>'
+    '<Choices name="truth" toName="text" choice="single"><Choice value="Positive"/><Choice value="Negative"/></Choices>'
+    "</View>"
+)
+
+
+def test_rubric_and_two_annotations_of_one_annotator_deleted(database_url: str, ls: httpx.Client) -> None:
+    """Issue 36 against the real Label Studio: a rubric, one webhook per criterion. One annotator annotates a
+    task twice; deleting the newer annotation makes the older one's labels current at once under every
+    criterion; deleting the older then retracts every criterion (each webhook delivers the deletion)."""
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        criteria = ["tone", "truth"]
+        pid = ok(annoplan.post("/projects", json={"name": "rubric", "labels": LABELS, "criteria": criteria}))["id"]
+        pm = ok(annoplan.post(f"/projects/{pid}/keys", json={"role": "pm"}))["key"]
+        me = f"ls-user-{ok(ls.get('/api/current-user/whoami'))['id']}"
+        # Label Studio gives a delivery 1 s: warm the webhook path (imports, connections) first
+        for criterion in criteria:
+            ok(
+                annoplan.post(
+                    f"/projects/{pid}/webhooks/label-studio",
+                    params={"criterion": criterion, "from_name": criterion},
+                    json={"action": "PROJECT_UPDATED"},
+                    headers={"X-Annoplan-Secret": pm},
+                )
+            )
+
+        def labels() -> dict[str, str | None]:
+            got = {}
+            for criterion in criteria:
+                rows = ok(annoplan.get(f"/projects/{pid}/labels", params={"criterion": criterion}))["items"]
+                got[criterion] = next((r["value"] for r in rows if r["rater"] == me), None)
+            return got
+
+        lsp = ok(ls.post("/api/projects", json={"title": f"annoplan rubric {pid}", "label_config": RUBRIC_CONFIG}))[
+            "id"
+        ]
+        try:
+            for criterion in criteria:
+                ok(
+                    ls.post(
+                        "/api/webhooks",
+                        json={
+                            "project": lsp,
+                            "url": f"{server.base_url}/projects/{pid}/webhooks/label-studio"
+                            f"?criterion={criterion}&from_name={criterion}",
+                            "headers": {"X-Annoplan-Secret": pm},
+                            "send_payload": True,
+                            "send_for_all_actions": False,
+                            "actions": ["ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED"],
+                            "is_active": True,
+                        },
+                    )
+                )
+            ok(ls.post(f"/api/projects/{lsp}/import", json=[{"text": "rubric task"}]))
+            (task,) = (t["id"] for t in ok(ls.get("/api/tasks", params={"project": lsp}))["tasks"])
+
+            def rubric(tone: str, truth: str) -> dict:
+                return {
+                    "result": [
+                        {"from_name": "tone", "to_name": "text", "type": "choices", "value": {"choices": [tone]}},
+                        {"from_name": "truth", "to_name": "text", "type": "choices", "value": {"choices": [truth]}},
+                    ]
+                }
+
+            older = ok(ls.post(f"/api/tasks/{task}/annotations", json=rubric("Positive", "Negative")))
+            eventually(lambda: labels() == {"tone": "Positive", "truth": "Negative"}, "the first annotation")
+            newer = ok(ls.post(f"/api/tasks/{task}/annotations", json=rubric("Negative", "Positive")))
+            eventually(lambda: labels() == {"tone": "Negative", "truth": "Positive"}, "the second annotation")
+            ls.delete(f"/api/annotations/{newer['id']}").raise_for_status()
+            eventually(
+                lambda: labels() == {"tone": "Positive", "truth": "Negative"}, "the older annotation current again"
+            )
+            ls.delete(f"/api/annotations/{older['id']}").raise_for_status()
+            eventually(lambda: labels() == {"tone": None, "truth": None}, "every criterion retracted")
+            # a sync of what is left in Label Studio (no annotation) agrees and changes nothing
+            body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN}
+            for criterion in criteria:
+                synced = ok(
+                    annoplan.post(
+                        f"/projects/{pid}/integrations/label-studio/sync",
+                        json={**body, "criterion": criterion, "from_name": criterion},
+                    )
+                )
+                assert synced["changes"] == {"added": 0, "updated": 0, "unchanged": 0, "retracted": 0}, synced
+            assert ok(annoplan.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"] == []
+        finally:
+            ls.delete(f"/api/projects/{lsp}")
