@@ -179,7 +179,7 @@ def test_annoplan_import_writes_a_tools_file_as_the_client_does(server: LiveServ
         first = runner.invoke(cli, [*args, "--primary", "promptfoo-human"], env=env)
         assert first.exit_code == 0, first.output
         assert first.output.startswith("5 labels written, 0 unchanged (label_seq 5); 3 items and 2 raters created")
-        assert "(promptfoo-human, promptfoo-llm-rubric)" in first.output and "contains (2 scores)" in first.output
+        assert "(promptfoo-llm-rubric, promptfoo-human)" in first.output and "contains (2 scores)" in first.output
         c.import_file(by_client, "promptfoo", fixture.read_bytes(), primary="promptfoo-human")
 
         def state(pid: str) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
@@ -197,3 +197,25 @@ def test_annoplan_import_writes_a_tools_file_as_the_client_does(server: LiveServ
         assert c.labels(empty).rows == [] and c.raters(empty) == []
         unknown = runner.invoke(cli, ["import", "csv", str(fixture), "--project", empty], env=env)
         assert unknown.exit_code == 2 and "generic, promptfoo" in unknown.output
+
+
+def test_the_documented_example_runs_and_prints_what_it_says(server: LiveServer, tmp_path: Path) -> None:
+    """docs/integrations.md's client example, run as it stands against the live server: each ``# ->`` line
+    is what the ``print`` before it printed."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    (code,) = re.findall(r"runs as it stands.*?```python\n(.*?)```", page, flags=re.S)
+    code = code.replace("http://127.0.0.1:8000", server.base_url).replace('"my-admin-key"', repr(ADMIN_KEY))
+    promised = [line.strip().removeprefix("# -> ") for line in code.splitlines() if line.strip().startswith("# -> ")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's client, wherever the venv points
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == promised and len(promised) >= 5
