@@ -139,10 +139,16 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
         "project": 7,
         "token": "<Label Studio token>",
     },
+    ("post", "/projects/{pid}/integrations/label-studio/connect"): {
+        "url": "https://label-studio.example.org",
+        "project": 3,
+        "token": "<Label Studio token>",
+        "webhook_url": "https://annoplan.example.org",
+    },
     ("post", "/certificates/verify"): json.loads(Path(__file__).with_name("verify_example.json").read_text()),
 }
 """Per operation (lower-case method, path template), its example JSON request body. The Label Studio sync's
-`url` and `token` stand for a Label Studio of yours (the story posts them pointed at a stand-in); the
+and connect's `url`, `project` and `token` stand for a Label Studio of yours (the story posts them pointed at a stand-in); the
 certificate check's body is a certificate and its label export recorded by the story (verify_example.json)."""
 
 

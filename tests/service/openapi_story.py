@@ -215,13 +215,8 @@ def _label_studio_sync_and_connect(s: Story) -> None:
             s.client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
         s.client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(40)])
         s.client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "n_raters": 3})
-        body = {
-            "url": stand_in.url,
-            "project": 5,
-            "token": CONNECT_TOKEN,
-            "webhook_url": "https://annoplan.example.org/",
-        }
-        s.call("post", "/projects/{pid}/integrations/label-studio/connect", p, json=body)
+        stand_in_connect = {"url": stand_in.url, "project": 5, "token": CONNECT_TOKEN}
+        s.call("post", "/projects/{pid}/integrations/label-studio/connect", p, stand_in=stand_in_connect)
 
 
 def story_settings(database_url: str, admin_key: str) -> Any:
