@@ -148,8 +148,9 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
     ("post", "/certificates/verify"): json.loads(Path(__file__).with_name("verify_example.json").read_text()),
 }
 """Per operation (lower-case method, path template), its example JSON request body. The Label Studio sync's
-and connect's `url`, `project` and `token` stand for a Label Studio of yours (the story posts them pointed at a stand-in); the
-certificate check's body is a certificate and its label export recorded by the story (verify_example.json)."""
+and connect's `url`, `project` and `token` stand for a Label Studio of yours (the story posts them pointed
+at a stand-in); the certificate check's body is a certificate and its label export recorded by the story
+(verify_example.json)."""
 
 
 RESPONSE_EXAMPLES_PATH = Path(__file__).with_name("response_examples.json")
