@@ -1,5 +1,6 @@
 """``python -m service``: start the API with uvicorn on the configured host and port;
-``python -m service worker``: run a job worker instead (service.worker)."""
+``python -m service worker``: run a job worker instead (service.worker); ``python -m service worker --check``:
+exit 0 when a job worker of this host is live (the worker container's healthcheck)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,11 @@ if __name__ == "__main__":
     command = sys.argv[1:]
     if command == ["worker"]:
         worker()
+    elif command == ["worker", "--check"]:
+        from service.worker import check_worker
+
+        sys.exit(check_worker())
     elif not command:
         main()
     else:
-        sys.exit(f"usage: python -m service [worker] (got {' '.join(command)})")
+        sys.exit(f"usage: python -m service [worker [--check]] (got {' '.join(command)})")

@@ -180,7 +180,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount(docs.DOCS_ASSETS, docs.docs_assets(), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(RefusedAgain, refusals=refusals)
+    app.add_middleware(RefusedAgain, refusals=refusals, delay=settings.refusal_delay_seconds)
     app.add_middleware(SecurityHeaders)
 
     def openapi() -> dict[str, Any]:

@@ -1,16 +1,18 @@
 """A job worker process (``annoplan worker``, ``python -m service worker``): runs the job queue's
 simulations and webhook deliveries (with the decision watcher before each round of them) until
-SIGTERM or SIGINT; it serves no requests (docs/operations.md)."""
+SIGTERM or SIGINT; it serves no requests (docs/operations.md). ``--check`` is its container's healthcheck."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import threading
+from pathlib import Path
 from types import FrameType
 
-from service.core.db import make_engine
+from service.core.db import make_engine, make_sessionmaker, session_scope
 from service.core.settings import Settings, get_settings
-from service.data.jobs import worker_name
+from service.data.jobs import live_on_host, worker_name
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
 from service.matrices.snapshots import snapshot_directory
@@ -50,3 +52,28 @@ def run_worker(settings: Settings | None = None, *, stop: threading.Event | None
         runner.stop()
         matrices.flush()
         engine.dispose()
+
+
+def check_worker(settings: Settings | None = None) -> int:
+    """Exit status of the worker's healthcheck: 0 when a job worker of this host has a heartbeat within its
+    lease (it renews it every third of ``ANNOPLAN_JOB_LEASE_SECONDS``), 1 when none has or the database
+    does not answer."""
+    settings = settings or get_settings()
+    host = socket.gethostname()
+    if settings.database_url.startswith("sqlite:///") and not Path(settings.database_url[10:]).exists():
+        print(f"annoplan: no database at {settings.database_url[10:]}", flush=True)  # and none created
+        return 1
+    engine = make_engine(settings.database_url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            live = live_on_host(session, host)
+    except Exception as error:  # any database failure is an unhealthy worker, said in one line
+        print(f"annoplan: cannot read the job queue: {type(error).__name__}", flush=True)
+        return 1
+    finally:
+        engine.dispose()
+    if not live:
+        print(f"annoplan: no live job worker on {host}", flush=True)
+        return 1
+    print(f"annoplan: job worker {', '.join(live)} live", flush=True)
+    return 0

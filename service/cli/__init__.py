@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from service.cli import annotation_tools, demo, keys, offline, server, verify
+from service.cli import annotation_tools, demo, imports, keys, offline, server, verify
 from service.cli.common import CliError
 
 app = typer.Typer(
@@ -18,6 +18,7 @@ app = typer.Typer(
 
 for command in (server.serve, server.worker, server.migrate, offline.plan, offline.simulate, demo.demo, verify.verify):
     app.command()(command)
+app.command("import")(imports.import_file)
 app.add_typer(keys.keys, name="keys")
 app.add_typer(annotation_tools.sync, name="sync")
 app.add_typer(annotation_tools.connect, name="connect")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import typer
 
 if TYPE_CHECKING:
     pass
@@ -47,12 +49,21 @@ def serve() -> None:
                 beside.wait()
 
 
-def worker() -> None:
+def worker(
+    check: Annotated[
+        bool, typer.Option("--check", help="Run nothing: exit 0 when a job worker of this host is live, else 1.")
+    ] = False,
+) -> None:
     """Run a job worker on the configured database: it claims and runs queued simulations, serves nothing.
 
-    Run one or more beside api processes that leave the queue to workers (docs/operations.md).
+    Run one or more beside api processes that leave the queue to workers (docs/operations.md);
+    `--check` is a worker container's healthcheck (its heartbeat in the database, within its lease).
     Example: ANNOPLAN_DATABASE_URL=postgresql+psycopg://u:p@db/annoplan annoplan worker
     """
+    if check:
+        from service.worker import check_worker
+
+        raise typer.Exit(check_worker())
     migrated_engine().dispose()
     from service.worker import run_worker
 

@@ -6,10 +6,13 @@ A client that asks again at once, ignoring ``Retry-After``, is answered 429 agai
 :class:`RefusedAgain` before any routing, key lookup or database work while the project is still
 at its share: a refused request cost as much of the worker as any authenticated request (about
 4 ms of CPU), so a loop of them from one project slowed every other project's requests
-(bench/fairness.py)."""
+(bench/fairness.py). That answer comes only after a pause (``ANNOPLAN_REFUSAL_DELAY_SECONDS``) that
+costs the worker no CPU: a loop on 429s then sends at most one request per pause and connection,
+where it sent hundreds a second, each still parsed and answered by the worker the others share."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import threading
@@ -124,11 +127,13 @@ class Refusals:
 
 class RefusedAgain:
     """ASGI middleware: a request refused with :class:`Busy` and sent again by the same key while its project
-    is still at its share is answered 429 here, before routing, the key's lookup or the database."""
+    is still at its share is answered 429 here, before routing, the key's lookup or the database, after
+    ``delay`` seconds (an asleep request costs no CPU); if a slot freed meanwhile, it takes the usual way."""
 
-    def __init__(self, app: ASGIApp, refusals: Refusals):
+    def __init__(self, app: ASGIApp, refusals: Refusals, delay: float = 0.0):
         self.app = app
         self.refusals = refusals
+        self.delay = delay
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.refusals:
@@ -136,6 +141,9 @@ class RefusedAgain:
             slots = None
             if authorization is not None:
                 slots = self.refusals.still_refused(refusal_of(authorization, scope["method"], scope["path"]))
+            if slots is not None and self.delay > 0:
+                await asyncio.sleep(self.delay)
+                slots = self.refusals.still_refused(refusal_of(authorization or b"", scope["method"], scope["path"]))
             if slots is not None:
                 await _busy_again(send, slots)
                 return

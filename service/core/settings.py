@@ -82,6 +82,13 @@ class Settings(BaseSettings):
         description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
         "its imports take seconds, which the worker's first such request would otherwise wait for.",
     )
+    refusal_delay_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=30,
+        description="How long a key's repeat of a request refused for its project's share, sent before a slot "
+        "freed, waits for its 429 (no CPU while it waits; 0: at once).",
+    )
     plans_per_project: int = Field(
         2, ge=1, description="Plan computations one project may have in flight per worker process (429 past it)."
     )

@@ -325,6 +325,19 @@ def retire(sessions: sessionmaker[Session], owner: str) -> None:
         )
 
 
+def live_on_host(session: Session, host: str, role: str = "worker") -> list[str]:
+    """The job workers of ``role`` on ``host`` whose heartbeat is within its lease (their names)."""
+    names = session.scalars(
+        select(Job.key).where(
+            Job.kind == WORKER,
+            Job.key.startswith(f"{host}:", autoescape=True),
+            Job.key.endswith(f":{role}", autoescape=True),
+            Job.lease_until > utcnow(),
+        )
+    )
+    return sorted(names)
+
+
 @dataclass(frozen=True)
 class QueueState:
     """How many job workers are live, and how long the oldest waiting work has waited."""

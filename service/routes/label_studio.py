@@ -399,25 +399,6 @@ async def sync_label_studio(
     "/integrations/label-studio/connect",
     response_model=ConnectResult,
     responses=error_responses(401, 403, 404, 409, 422, 502),
-    openapi_extra={
-        "requestBody": {
-            "content": {
-                "application/json": {
-                    "examples": {
-                        "connect": {
-                            "summary": "Set up Label Studio project 3 for this project",
-                            "value": {
-                                "url": "https://label-studio.example.org",
-                                "project": 3,
-                                "token": "<Label Studio token>",
-                                "webhook_url": "https://annoplan.example.org",
-                            },
-                        }
-                    }
-                }
-            }
-        }
-    },
 )
 async def connect_label_studio(
     pid: ProjectId,

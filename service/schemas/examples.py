@@ -70,8 +70,87 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
         "reference": [{"item": "q1", "verdict": "A"}, {"item": "q2", "verdict": "B"}],
         "seed": 1,
     },
+    ("post", "/projects/{pid}/import/label-studio"): [
+        {
+            "id": 101,
+            "data": {"text": "User: How do I reset my password?\nAssistant: Open Settings > Security."},
+            "annotations": [
+                {
+                    "id": 502,
+                    "completed_by": 8,
+                    "was_cancelled": False,
+                    "result": [
+                        {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["Pass"]}}
+                    ],
+                }
+            ],
+            "predictions": [
+                {
+                    "id": 9001,
+                    "model_version": "gpt-4o-judge-v2",
+                    "result": [
+                        {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["Pass"]}}
+                    ],
+                }
+            ],
+        },
+        {
+            "id": 102,
+            "data": {"text": "User: Cancel my order.\nAssistant: I can't help with that."},
+            "annotations": [
+                {
+                    "id": 503,
+                    "completed_by": 8,
+                    "was_cancelled": False,
+                    "result": [
+                        {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["Fail"]}}
+                    ],
+                }
+            ],
+            "predictions": [
+                {
+                    "id": 9002,
+                    "model_version": "gpt-4o-judge-v2",
+                    "result": [
+                        {"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["Pass"]}}
+                    ],
+                }
+            ],
+        },
+    ],
+    ("post", "/projects/{pid}/webhooks/label-studio"): {
+        "action": "ANNOTATION_CREATED",
+        "annotation": {
+            "id": 611,
+            "completed_by": 12,
+            "was_cancelled": False,
+            "task": 201,
+            "result": [{"from_name": "verdict", "to_name": "text", "type": "choices", "value": {"choices": ["Fail"]}}],
+        },
+        "task": {"id": 201, "data": {"text": "User: The app logs me out.\nAssistant: Clear your cookies."}},
+        "project": {
+            "id": 12,
+            "label_config": '<View><Text name="text" value="$text"/><Choices name="verdict" toName="text">'
+            '<Choice value="Pass"/><Choice value="Fail"/></Choices></View>',
+        },
+    },
+    ("post", "/projects/{pid}/integrations/label-studio/sync"): {
+        "url": "https://label-studio.example.org",
+        "project": 7,
+        "token": "<Label Studio token>",
+    },
+    ("post", "/projects/{pid}/integrations/label-studio/connect"): {
+        "url": "https://label-studio.example.org",
+        "project": 3,
+        "token": "<Label Studio token>",
+        "webhook_url": "https://annoplan.example.org",
+    },
+    ("post", "/certificates/verify"): json.loads(Path(__file__).with_name("verify_example.json").read_text()),
 }
-"""Per operation (lower-case method, path template), its example JSON request body."""
+"""Per operation (lower-case method, path template), its example JSON request body. The Label Studio sync's
+and connect's `url`, `project` and `token` stand for a Label Studio of yours (the story posts them pointed
+at a stand-in); the certificate check's body is a certificate and its label export recorded by the story
+(verify_example.json)."""
 
 
 RESPONSE_EXAMPLES_PATH = Path(__file__).with_name("response_examples.json")

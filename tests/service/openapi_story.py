@@ -28,6 +28,9 @@ JUDGE, PRIMARY, SECONDARY, THIRD = "gpt-judge", "ann-1", "ann-2", "ann-3"
 ITEMS = [f"q{i}" for i in range(1, 41)]
 PUBLIC_ADDRESS = "93.184.215.14"
 """Where hooks.example.org resolves during the story (there is no DNS in tests)."""
+VERIFY_FIELDS = ("item", "rater", "criterion", "value", "seq")
+"""The label export's fields a certificate check reads (the verify example keeps only these)."""
+VERIFY_EXAMPLE_PATH = RESPONSE_EXAMPLES_PATH.with_name("verify_example.json")
 
 
 def _label(item: int, rater: int) -> str:
@@ -50,16 +53,27 @@ def hooks_resolve_publicly() -> Iterator[None]:
 
 class Story:
     """Calls the API as admin and keeps each operation's first JSON answer per status; a call without a body
-    posts the operation's request example."""
+    posts the operation's request example (with `stand_in`, the example with those fields replaced: the
+    address and token of a stand-in for a service of the user's)."""
 
     def __init__(self, client: TestClient) -> None:
         self.client = client
         self.answers: dict[ExampleKey, Any] = {}
         self.examples_posted: set[tuple[str, str]] = set()
+        self.verify_body: dict[str, Any] = {}
+        """The certificate check's body built from this story's certificate (recorded as its example)."""
 
-    def call(self, method: str, template: str, path: dict[str, str] | None = None, **kw: Any) -> Any:
+    def call(
+        self,
+        method: str,
+        template: str,
+        path: dict[str, str] | None = None,
+        stand_in: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> Any:
         if "json" not in kw and "content" not in kw and (method, template) in REQUEST_EXAMPLES:
-            kw["json"] = REQUEST_EXAMPLES[(method, template)]
+            example = REQUEST_EXAMPLES[(method, template)]
+            kw["json"] = {**example, **stand_in} if stand_in else example
             self.examples_posted.add((method, template))
         r = self.client.request(method.upper(), template.format(**(path or {})), **kw)
         assert r.status_code < 300, (method, template, r.status_code, r.text[:500])
@@ -67,9 +81,10 @@ class Story:
         return r.json()
 
 
-def tell(client: TestClient) -> Story:
+def tell(client: TestClient, recording: bool = False) -> Story:
     """The story told: every JSON answer, the Label Studio sync and connect against stand-ins on loopback
-    (the app runs with :func:`story_settings`)."""
+    (the app runs with :func:`story_settings`); unless `recording`, the recorded certificate check's example
+    is posted too and must match."""
     s = Story(client)
     s.call("get", "/livez")
     s.call("get", "/readyz")
@@ -87,7 +102,8 @@ def tell(client: TestClient) -> Story:
     s.call("patch", "/projects/{pid}/raters/{rid}", {**p, "rid": SECONDARY})
     s.call("get", "/projects/{pid}/raters", p)
     s.call("post", "/projects/{pid}/items", p)
-    s.call("post", "/projects/{pid}/items", p, json=[{"external_id": i} for i in ITEMS[2:]])
+    more = [{"external_id": i, "text": f"reply {i}", "features": {"domain": "chat"}} for i in ITEMS[2:]]
+    s.call("post", "/projects/{pid}/items", p, json=more)
     s.call("get", "/projects/{pid}/items", p, params={"limit": 2})
     rows = [
         {"item": item, "rater": rater, "value": _label(k, r)}
@@ -131,7 +147,10 @@ def tell(client: TestClient) -> Story:
     s.call("get", "/projects/{pid}/certificates", p)
     s.call("get", "/projects/{pid}/certificates/{cid}", {**p, "cid": cid})
     labels = client.get(f"/projects/{pid}/labels", params={"limit": 1000}).json()["items"]
-    s.call("post", "/certificates/verify", json={"certificate": certificate, "labels": labels})
+    s.verify_body = {"certificate": certificate, "labels": [{k: row[k] for k in VERIFY_FIELDS} for row in labels]}
+    assert s.call("post", "/certificates/verify", json=s.verify_body)["match"]
+    if not recording:
+        assert s.call("post", "/certificates/verify")["match"], "record the examples again (module docstring)"
     version = s.call("post", "/projects/{pid}/raters/{rid}/versions", {**p, "rid": JUDGE})
     new = version["rater"]
     relabel = [{"item": i, "rater": new, "value": _label(k + 1, 0)} for k, i in enumerate(ITEMS)]
@@ -154,10 +173,12 @@ def tell(client: TestClient) -> Story:
 def _label_studio(s: Story) -> None:
     pid = s.call("post", "/projects", json={"name": "ls", "labels": ["pass", "fail"]})["id"]
     p = {"pid": pid}
+    s.call("post", "/projects/{pid}/import/label-studio", p)
     export = json.loads((FIXTURES / "label_studio" / "export.json").read_text())
     s.call("post", "/projects/{pid}/import/label-studio", p, json=export)
     s.call("get", "/projects/{pid}/integrations/label-studio/issues", p)
     s.call("post", "/projects/{pid}/integrations/label-studio/issues/replay", p)
+    s.call("post", "/projects/{pid}/webhooks/label-studio", p)
     created = json.loads((FIXTURES / "label_studio" / "webhook_annotation_created.json").read_text())
     s.call("post", "/projects/{pid}/webhooks/label-studio", p, json=created)
 
@@ -185,8 +206,8 @@ def _label_studio_sync_and_connect(s: Story) -> None:
 
     with FakeLabelStudio() as ls:
         pid = s.call("post", "/projects", json={"name": "synced", "labels": LABELS})["id"]
-        body = {"url": ls.url, "project": 7, "token": TOKEN}
-        s.call("post", "/projects/{pid}/integrations/label-studio/sync", {"pid": pid}, json=body)
+        stand_in = {"url": ls.url, "token": TOKEN}
+        s.call("post", "/projects/{pid}/integrations/label-studio/sync", {"pid": pid}, stand_in=stand_in)
     with StandIn() as stand_in:
         pid = s.call("post", "/projects", json={"name": "connected", "labels": ["pass", "fail"]})["id"]
         p = {"pid": pid}
@@ -194,13 +215,8 @@ def _label_studio_sync_and_connect(s: Story) -> None:
             s.client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
         s.client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(40)])
         s.client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "n_raters": 3})
-        body = {
-            "url": stand_in.url,
-            "project": 5,
-            "token": CONNECT_TOKEN,
-            "webhook_url": "https://annoplan.example.org/",
-        }
-        s.call("post", "/projects/{pid}/integrations/label-studio/connect", p, json=body)
+        stand_in_connect = {"url": stand_in.url, "project": 5, "token": CONNECT_TOKEN}
+        s.call("post", "/projects/{pid}/integrations/label-studio/connect", p, stand_in=stand_in_connect)
 
 
 def story_settings(database_url: str, admin_key: str) -> Any:
@@ -231,7 +247,9 @@ def record() -> None:
         client = stack.enter_context(TestClient(create_app(settings), raise_server_exceptions=False))
         client.headers["Authorization"] = f"Bearer {settings.admin_key}"
         stack.enter_context(hooks_resolve_publicly())
-        answers = tell(client).answers
+        story = tell(client, recording=True)
+    VERIFY_EXAMPLE_PATH.write_text(json.dumps(story.verify_body, indent=1, ensure_ascii=False) + "\n")
+    answers = story.answers
     table: dict[str, dict[str, Any]] = {}
     for (method, template, status), body in sorted(answers.items()):
         table.setdefault(f"{method} {template}", {})[status] = body

@@ -161,3 +161,61 @@ def test_labels_to_polars_and_to_pandas_hold_the_same_rows() -> None:
     pandas_rows = Labels(rows).to_pandas().astype(object).where(lambda d: d.notna(), None).to_dict("records")
     assert frame.to_dicts() == pandas_rows
     assert Labels([]).to_polars().columns == list(LabelRow.model_fields)
+
+
+def test_annoplan_import_writes_a_tools_file_as_the_client_does(server: LiveServer) -> None:
+    """`annoplan import <source> FILE` goes through Client.import_file: the raters and labels of the
+    endpoint, nothing again on a rerun, and a bad file's 422 printed with nothing written."""
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "integrations" / "promptfoo_results.json"
+    runner = CliRunner()
+    env = {"ANNOPLAN_KEY": ADMIN_KEY}
+    with Client(server.base_url, ADMIN_KEY) as c:
+        by_cli, by_client = (c.create_project(name, ["pass", "fail"]).id for name in ("cli", "client"))
+        args = ["import", "promptfoo", str(fixture), "--project", by_cli, "--url", server.base_url]
+        first = runner.invoke(cli, [*args, "--primary", "promptfoo-human"], env=env)
+        assert first.exit_code == 0, first.output
+        assert first.output.startswith("5 labels written, 0 unchanged (label_seq 5); 3 items and 2 raters created")
+        assert "(promptfoo-llm-rubric, promptfoo-human)" in first.output and "contains (2 scores)" in first.output
+        c.import_file(by_client, "promptfoo", fixture.read_bytes(), primary="promptfoo-human")
+
+        def state(pid: str) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+            raters = sorted((r.external_id, r.kind) for r in c.raters(pid))
+            return raters, sorted((r.item, r.rater, r.value) for r in c.labels(pid).rows)
+
+        assert state(by_cli) == state(by_client) and len(state(by_cli)[1]) == 5
+        again = runner.invoke(cli, [*args, "--primary", "promptfoo-human"], env=env)
+        assert again.exit_code == 0 and again.output.startswith("0 labels written, 5 unchanged"), again.output
+        empty = c.create_project("bad", ["pass", "fail"]).id
+        bad = runner.invoke(
+            cli, ["import", "inspect", str(fixture), "--project", empty, "--url", server.base_url], env=env
+        )
+        assert bad.exit_code == 1 and ": 422 " in bad.output, bad.output
+        assert c.labels(empty).rows == [] and c.raters(empty) == []
+        unknown = runner.invoke(cli, ["import", "csv", str(fixture), "--project", empty], env=env)
+        assert unknown.exit_code == 2 and "generic, promptfoo" in unknown.output
+
+
+def test_the_documented_example_runs_and_prints_what_it_says(server: LiveServer, tmp_path: Path) -> None:
+    """docs/integrations.md's client example, run as it stands against the live server: each ``# ->`` line
+    is what the ``print`` before it printed."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    (code,) = re.findall(r"runs as it stands.*?```python\n(.*?)```", page, flags=re.S)
+    code = code.replace("http://127.0.0.1:8000", server.base_url).replace('"my-admin-key"', repr(ADMIN_KEY))
+    promised = [line.strip().removeprefix("# -> ") for line in code.splitlines() if line.strip().startswith("# -> ")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's client, wherever the venv points
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == promised and len(promised) >= 5

@@ -1,10 +1,12 @@
 """Fair sharing (issue 30 item 4): a key that repeats a request refused for its project's share before the
 project has a slot free is answered 429 by ``RefusedAgain`` without its key being looked up, so a loop of
-refused requests no longer costs the worker what any authenticated request does (bench/fairness.py)."""
+refused requests no longer costs the worker what any authenticated request does (bench/fairness.py); and
+answered only after a pause that costs no CPU (``refusal_delay_seconds``), so such a loop sends one request
+per pause where it sent hundreds a second. The pause is recorded here, not waited for."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service import deps
+from service.core import fairness
 from service.core.fairness import MAX_REFUSALS, Busy, ProjectSlots, Refusals, refusal_of
 
 PLAN = {"p_h": 0.85, "p_j": 0.9, "design": "strat", "m": 6, "seed": 1}
@@ -29,6 +32,25 @@ def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
 
     monkeypatch.setattr(deps, "principal_for", counted)
     return seen
+
+
+class Pauses:
+    """Stands for ``asyncio`` in service.core.fairness: each pause is recorded (and ``then`` run) at once."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.then: Callable[[], None] = lambda: None
+
+    async def sleep(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+        self.then()
+
+
+@pytest.fixture(autouse=True)
+def pauses(monkeypatch: pytest.MonkeyPatch) -> Pauses:
+    recorded = Pauses()
+    monkeypatch.setattr(fairness, "asyncio", recorded)
+    return recorded
 
 
 @contextmanager
@@ -64,6 +86,31 @@ def test_a_repeat_before_a_slot_frees_is_429_without_a_key_lookup(
     freed = client.post(path, json=PLAN)
     assert freed.status_code != 429, freed.text
     assert len(lookups) == 5
+
+
+def test_a_too_early_repeat_is_answered_after_the_pause(client: TestClient, project: dict, pauses: Pauses) -> None:
+    pid = project["id"]
+    delay = client.app.state.settings.refusal_delay_seconds
+    assert delay > 0
+    with full(client, pid):
+        assert client.post(f"/projects/{pid}/plan", json=PLAN).status_code == 429
+        assert pauses.seconds == []  # the first refusal is answered at once
+        again = [client.post(f"/projects/{pid}/plan", json=PLAN) for _ in range(2)]
+        assert [r.status_code for r in again] == [429, 429]
+        assert pauses.seconds == [delay, delay]
+
+
+def test_a_repeat_whose_slot_frees_during_the_pause_is_served(
+    client: TestClient, project: dict, pauses: Pauses, lookups: list[str | None]
+) -> None:
+    pid = project["id"]
+    with ExitStack() as held:
+        held.enter_context(full(client, pid))
+        assert client.post(f"/projects/{pid}/plan", json=PLAN).status_code == 429
+        pauses.then = held.close  # the plans in flight end while the repeat waits
+        served = client.post(f"/projects/{pid}/plan", json=PLAN)
+    assert served.status_code != 429, served.text
+    assert len(pauses.seconds) == 1 and len(lookups) == 2  # it took the usual way after its pause
 
 
 def test_a_refusal_is_never_remembered_for_a_request_without_a_key(client: TestClient, project: dict) -> None:

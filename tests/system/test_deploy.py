@@ -1,8 +1,8 @@
 """The deployment files say what docs/operations.md promises, checked without Docker (no image can be
 pulled here): the Dockerfile builds a wheel and installs it as a non-root user with a healthcheck,
 the build context is an allowlist, compose runs PostgreSQL, a one-shot migration that refuses a
-placeholder admin key, and several API workers with healthchecks; the healthcheck commands and the
-key check run here as they would in the containers."""
+placeholder admin key, several API workers and a job worker, each with a healthcheck; the healthcheck
+commands and the key check run here as they would in the containers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,7 @@ def test_compose_runs_postgres_a_migration_and_several_workers_with_healthchecks
     worker = services["worker"]
     assert worker["command"] == ["python", "-m", "service", "worker"] and worker["depends_on"] == api["depends_on"]
     assert "ANNOPLAN_API_RUNS_JOBS" not in api["environment"] and worker["restart"] == "unless-stopped"
+    assert worker["healthcheck"]["test"] == ["CMD", "python", "-m", "service", "worker", "--check"]
     # unset or empty: `docker compose` itself refuses (${VAR:?message}), for every service that reads it
     for name in ("migrate", "api", "worker"):
         assert services[name]["environment"]["ANNOPLAN_ADMIN_KEY"].startswith("${ANNOPLAN_ADMIN_KEY:?")
@@ -172,3 +174,42 @@ def test_make_label_studio_listens_on_loopback_only(tmp_path: Path) -> None:
     (command,) = [line for line in start.splitlines() if "label-studio start" in line]
     assert "--internal-host 127.0.0.1" in command
     assert not re.search(r"--host (?!http)", command), "--host takes a URL, and binds nothing"
+
+
+def _worker_check(database_url: str) -> int:
+    """compose's worker healthcheck, run here as the worker's container would run it."""
+    command = compose()["services"]["worker"]["healthcheck"]["test"]
+    assert command[:2] == ["CMD", "python"]
+    env = {**os.environ, "ANNOPLAN_DATABASE_URL": database_url}
+    return subprocess.run([sys.executable, *command[2:]], env=env, capture_output=True, timeout=120).returncode
+
+
+def test_the_worker_healthcheck_passes_while_a_worker_of_its_host_beats(database_url: str) -> None:
+    """Not the image's HTTP check (the worker serves nothing): its heartbeat row, live only while it runs,
+    and only a worker on this host counts."""
+    import threading
+
+    from service.core.db import make_engine, make_sessionmaker
+    from service.core.settings import Settings
+    from service.data import jobs
+    from service.worker import check_worker, run_worker
+
+    settings = Settings(database_url=database_url, admin_key=ADMIN_KEY, webhook_sender=False)
+    engine = make_engine(database_url)
+    try:
+        jobs.beat(make_sessionmaker(engine), "another-host:1:worker", lease_seconds=600)
+    finally:
+        engine.dispose()
+    assert _worker_check(database_url) == 1, "another host's worker is not this container's"
+    stop = threading.Event()
+    running = threading.Thread(target=run_worker, args=(settings,), kwargs={"stop": stop})
+    running.start()
+    try:
+        deadline = time.monotonic() + 60
+        while check_worker(settings) != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _worker_check(database_url) == 0
+    finally:
+        stop.set()
+        running.join(timeout=60)
+    assert check_worker(settings) == 1, "a stopped worker removes its heartbeat"

@@ -1,7 +1,7 @@
 """The README's shell blocks (and the user guide's, which continue its walkthrough) run as written against a
 live server, so they cannot rot.
 
-Every fenced ``sh`` block after the quick start is run, in order, in one bash session
+Every fenced shell block (``sh``, ``bash``, ...) after the quick start is run, in order, in one bash session
 (``set -eo pipefail``) whose working directory holds a ``.venv/bin/annoplan`` that runs this
 checkout's command line; the README's server address is replaced by the live server's. Each
 ``# -> output`` comment must appear in what the block printed. Blocks that start a server or
@@ -27,8 +27,9 @@ README_KEY = "my-admin-key"
 
 
 def shell_blocks(text: str) -> list[str]:
-    """The README's ``sh`` blocks, without those that start a server or the suite."""
-    blocks = re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M)
+    """The README's shell blocks (``sh``, ``bash``, ``shell``, ``console``), without those that start a server
+    or the suite."""
+    blocks = re.findall(r"^```(?:sh|bash|shell|console)\n(.*?)^```", text, flags=re.S | re.M)
     return [b for b in blocks if "make serve" not in b and "make test" not in b]
 
 
@@ -40,6 +41,7 @@ def expected_outputs(block: str) -> list[str]:
 def test_readme_blocks_are_found() -> None:
     blocks = shell_blocks(README.read_text())
     assert len(blocks) >= 3 and any("annoplan simulate" in b for b in blocks)
+    assert shell_blocks("```bash\necho a\n```\n```sh\necho b\n```\n```text\nc\n```\n") == ["echo a\n", "echo b\n"]
 
 
 def test_readme_shell_blocks_run_as_written(template_url: str, tmp_path: Path) -> None:
