@@ -1,5 +1,6 @@
 """``/reliability`` of a numeric project: the decision on the numbers and their agreement (docs/method.md
-§2b, §3d), with each judge's anytime-monitored decision in anytime mode (§8b); no plan progress yet."""
+§2b, §3d), with each judge's anytime-monitored decision in anytime mode (§8b) and the progress through the plan
+in force."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from planner.scores import (
 )
 from service.data.models import Project
 from service.matrices.ratings import RatingsMatrix, load_ratings
+from service.planning.plans import current_plan, plan_progress
 from service.schemas.documents import (
     IccRead,
     Interval,
+    PlanProgress,
     ScoreJudgeRead,
     ScoreMonitoringRead,
     ScorePair,
@@ -116,6 +119,7 @@ def score_reliability_document(session: Session, project: Project, criterion: st
     iccs = intraclass_correlations(by_humans) if humans else {}
     alpha = interval_alpha(by_humans) if len(humans) >= 2 else None
     first = validations[0] if validations else None
+    progress = plan_progress(session, project, current_plan(session, project.id))
     no_decision = "the project has no judge" if not judges else "the project has no human rater"
     return ScoreReliabilityDocument(
         scale="numeric",
@@ -150,6 +154,7 @@ def score_reliability_document(session: Session, project: Project, criterion: st
         interval_alpha=None if alpha is None else optional_float(alpha.statistic),
         interval_alpha_reason="fewer than two humans" if alpha is None else alpha.reason,
         pairs=[_pair(matrix, j, h) for j in judges for h in humans],
+        plan=None if progress is None else PlanProgress.model_validate(progress),
         monitoring=[_monitoring_read(matrix, j, humans, project) for j in judges]
         if settings.resolved_monitoring() == "anytime"
         else None,

@@ -514,6 +514,12 @@ class ScoreReliabilityDocument(_Document):
     interval_alpha: float | None = Field(description="Krippendorff's interval alpha of the humans' ratings.")
     interval_alpha_reason: str = Field(description="Why interval_alpha is null; empty when it is defined.")
     pairs: list[ScorePair] = Field(description="Each judge against each human.")
+    plan: PlanProgress | None = Field(
+        None,
+        description="Progress through the plan in force, as label projects show it: each secondary's items "
+        "labeled against its list (the plan's m, more once the list grew past m while the monitored decision was "
+        "open), and the labels still owed; null without a plan.",
+    )
     monitoring: list[ScoreMonitoringRead] | None = Field(
         None,
         description="Each judge's anytime-monitored decision when decision.monitoring is anytime (null when "
