@@ -479,7 +479,10 @@ class ScoreMonitoringRead(_Document):
     """One judge's anytime-monitored decision on numeric labels (docs/method.md §8b): valid at every look."""
 
     judge: str = Field(description="The judge rater's external id.")
-    decision: str = Field(description="pass, reject, continue or insufficient_data.")
+    decision: str = Field(
+        description="pass, reject, continue, inconclusive (every human reached the plan's monitoring budget "
+        "with the decision open) or insufficient_data."
+    )
     reason: str = Field(description="Why the decision is what it is, in one sentence.")
     omega: float | None = Field(description="Share of humans certified won.")
     alpha: float = Field(description="The error bound over every look (split over the K humans).")

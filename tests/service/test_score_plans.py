@@ -91,7 +91,6 @@ def test_secondaries_get_disjoint_lists(client: TestClient) -> None:
         ({"source": "prior", "p_h": 0.8, "p_j": 0.8}, "planned from the pilot"),
         ({"source": "pilot", "purpose": "rank", "delta_min": 0.1}, "ranking score judges"),
         ({"source": "pilot", "design": "strat"}, "disjoint secondaries"),
-        ({"source": "pilot", "budget": 500}, "monitoring budget"),
     ],
 )
 def test_plans_outside_the_method_are_409_and_write_nothing(client: TestClient, body: dict, says: str) -> None:
