@@ -21,6 +21,7 @@ import rfc8785
 import scipy
 
 from planner.decision import Validation, validate_judge
+from planner.score_decision import ScoreValidation, validate_scores
 from planner.slices import validate_judge_by_slice
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -127,6 +128,67 @@ def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any
     }
 
 
+def _rating(value: str) -> float:
+    """A numeric project's label as a number; NaN for CANNOT_ASSESS, INVALID or any text that is not one."""
+    try:
+        x = float(value)
+    except ValueError:
+        return math.nan
+    return x if math.isfinite(x) else math.nan
+
+
+def _score_judge_result(v: ScoreValidation, judge: str, humans: list[str]) -> dict[str, Any]:
+    return {
+        "judge": judge,
+        "decision": v.decision,
+        "reason": v.reason,
+        "omega": _number(v.omega),
+        "rho": _number(v.rho),
+        "n_items": v.n_items,
+        "raters": [
+            {
+                "rater": humans[k],
+                "m": r.m,
+                "d": _number(r.d),
+                "rho_f": _number(r.rho_f),
+                "rho_h": _number(r.rho_h),
+                "p_value": _number(r.p_value),
+                "won": r.won,
+                "reason": r.reason,
+            }
+            for k, r in enumerate(v.raters)
+        ],
+    }
+
+
+def _score_verdicts(
+    rows: list[dict[str, Any]], items: list[str], raters: list[str], settings: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Every judge's fixed-sample decision on a numeric project's ratings (docs/method.md §3d, §10):
+    ``protocol.value_range`` bounds them, ``decision.rule`` is ``alt-test`` (negative-RMSE alignment) or
+    ``margin``; CANNOT_ASSESS, INVALID and text that is not a number are missing."""
+    kinds, decision, bounds = settings["raters"], settings["decision"], settings["protocol"]["value_range"]
+    values = np.full((len(items), len(raters)), np.nan)
+    item_of, rater_of = {x: i for i, x in enumerate(items)}, {x: k for k, x in enumerate(raters)}
+    for r in rows:
+        values[item_of[r["item"]], rater_of[r["rater"]]] = _rating(r["value"])
+    humans = [k for k, x in enumerate(raters) if kinds[x] in HUMAN_KINDS]
+    judges = [k for k, x in enumerate(raters) if kinds[x] == "judge"]
+    if not judges or len(humans) < 2:
+        return []
+    validations = validate_scores(
+        values,
+        judges,
+        humans,
+        rule="alt-test" if decision["rule"] == "alt-test" else "margin",
+        epsilon=decision["epsilon"],
+        value_range=(bounds["min"], bounds["max"]),
+        q=decision["q"],
+        omega_threshold=decision["omega_threshold"],
+    )
+    return [_score_judge_result(v, raters[v.judge], [raters[k] for k in humans]) for v in validations]
+
+
 def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
     """The validation decision (docs/method.md §3) of every judge on ``snapshot``, echoing its settings.
 
@@ -136,7 +198,8 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     and ``weights.inclusion`` (item -> probability of entering the overlap, 1 where absent)
     weights every estimate by its inverse (docs/method.md §9).
     Items are the snapshot's, in sorted order; CANNOT_ASSESS, INVALID and values outside
-    the label set are missing (exclusion).
+    the label set are missing (exclusion). A ``protocol.scale`` of ``"numeric"`` decides on the numbers
+    instead (``_score_verdicts``).
     """
     criterion, kinds = settings["criterion"], settings["raters"]
     decision, seeds = settings["decision"], settings["seeds"]
@@ -144,6 +207,8 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     raters = sorted(kinds)
     rows = [r for r in snapshot if r["criterion"] == criterion and r["rater"] in kinds]
     items = sorted({r["item"] for r in rows})
+    if settings["protocol"].get("scale") == "numeric":
+        return _result(_score_verdicts(rows, items, raters, settings), items, rows, settings)
     codes = np.full((len(items), len(raters)), -1, dtype=np.int64)
     code_of, item_of, rater_of = (
         {v: c for c, v in enumerate(labels)},
@@ -186,8 +251,18 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
         if len(humans) >= 2
         else []
     )
+    result = _result(verdicts, items, rows, settings)
+    if settings.get("slices") is not None:
+        result["slices"] = _slices_result(codes, items, settings, judges, humans, n_labels=len(labels))
+    return result
+
+
+def _result(
+    verdicts: list[dict[str, Any]], items: list[str], rows: list[dict[str, Any]], settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The result block: the first judge's decision and omega at the top, every judge's, counts, echoes."""
     first = verdicts[0] if verdicts else {"decision": "insufficient_data", "omega": None}
-    result = {
+    return {
         "decision": first["decision"],
         "omega": first["omega"],
         "judges": verdicts,
@@ -195,9 +270,6 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
         "n_labels": len(rows),
         "computed_with": {f"{section}.{key}": settings[section][key] for section, key in ECHOED},
     }
-    if settings.get("slices") is not None:
-        result["slices"] = _slices_result(codes, items, settings, judges, humans, n_labels=len(labels))
-    return result
 
 
 def _slices_result(
