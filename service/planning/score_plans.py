@@ -131,6 +131,16 @@ def _monitoring_block(
             code="budget_below_m",
         )
     horizon = max(m, min(n_items, MAX_SIZING_CELLS // (SIZING_TRIALS * n_humans)))
+    if SIZING_TRIALS * n_humans * horizon > MAX_SIZING_CELLS:  # the work bound: the budget is the request's or m
+        return {
+            "mode": mode,
+            "simulated": False,
+            "m": m,
+            "budget": body.budget or m,
+            "budget_extends_lists": True,
+            "reason": f"{SIZING_TRIALS} runs x {n_humans} humans x m = {m} items exceed the {MAX_SIZING_CELLS:,} "
+            "differences a sizing draws: the budget is the request's, else m",
+        }
     sized = score_monitor_budget(
         xi,
         n_humans=n_humans,

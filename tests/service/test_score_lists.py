@@ -10,6 +10,9 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 
+from service.planning.score_plans import _monitoring_block
+from service.schemas import DecisionSettings, PlanCreate
+
 N_ITEMS = 1000
 HUMAN_SD = 0.8
 
@@ -121,3 +124,15 @@ def test_a_budget_below_m_is_422_and_fixed_mode_has_none(client: TestClient) -> 
         "simulated": False,
         "reason": plan["recipe"]["monitoring"]["reason"],
     }
+
+
+def test_a_plan_past_the_sizing_work_bound_keeps_the_requested_budget_unsimulated() -> None:
+    """200 runs x 3 humans x m = 40,000 items is past the 2e7 differences a sizing draws: the block says so and
+    the budget is the request's (else m), without simulating."""
+    decision = DecisionSettings(rule="margin")
+    for budget, expected in ((None, 40_000), (50_000, 50_000)):
+        body = PlanCreate(source="pilot", budget=budget)
+        block = _monitoring_block(body, decision, np.zeros(10), 40_000, 100_000, 3, 0)
+        assert (
+            not block["simulated"] and block["budget"] == expected and "differences a sizing draws" in block["reason"]
+        )
