@@ -21,6 +21,7 @@ import rfc8785
 import scipy
 
 from planner.decision import Validation, validate_judge
+from planner.score_decision import ScoreValidation, validate_scores
 from planner.sequential import Monitoring, monitor_judge
 from planner.slices import validate_judge_by_slice
 
@@ -175,6 +176,67 @@ def _monitored_result(m: Monitoring, verdict: Mapping[str, Any], humans: list[st
     }
 
 
+def _rating(value: str) -> float:
+    """A numeric project's label as a number; NaN for CANNOT_ASSESS, INVALID or any text that is not one."""
+    try:
+        x = float(value)
+    except ValueError:
+        return math.nan
+    return x if math.isfinite(x) else math.nan
+
+
+def _score_judge_result(v: ScoreValidation, judge: str, humans: list[str]) -> dict[str, Any]:
+    return {
+        "judge": judge,
+        "decision": v.decision,
+        "reason": v.reason,
+        "omega": _number(v.omega),
+        "rho": _number(v.rho),
+        "n_items": v.n_items,
+        "raters": [
+            {
+                "rater": humans[k],
+                "m": r.m,
+                "d": _number(r.d),
+                "rho_f": _number(r.rho_f),
+                "rho_h": _number(r.rho_h),
+                "p_value": _number(r.p_value),
+                "won": r.won,
+                "reason": r.reason,
+            }
+            for k, r in enumerate(v.raters)
+        ],
+    }
+
+
+def _score_verdicts(
+    rows: list[dict[str, Any]], items: list[str], raters: list[str], settings: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Every judge's fixed-sample decision on a numeric project's ratings (docs/method.md §3d, §10):
+    ``protocol.value_range`` bounds them, ``decision.rule`` is ``alt-test`` (negative-RMSE alignment) or
+    ``margin``; CANNOT_ASSESS, INVALID and text that is not a number are missing."""
+    kinds, decision, bounds = settings["raters"], settings["decision"], settings["protocol"]["value_range"]
+    values = np.full((len(items), len(raters)), np.nan)
+    item_of, rater_of = {x: i for i, x in enumerate(items)}, {x: k for k, x in enumerate(raters)}
+    for r in rows:
+        values[item_of[r["item"]], rater_of[r["rater"]]] = _rating(r["value"])
+    humans = [k for k, x in enumerate(raters) if kinds[x] in HUMAN_KINDS]
+    judges = [k for k, x in enumerate(raters) if kinds[x] == "judge"]
+    if not judges or len(humans) < 2:
+        return []
+    validations = validate_scores(
+        values,
+        judges,
+        humans,
+        rule="alt-test" if decision["rule"] == "alt-test" else "margin",
+        epsilon=decision["epsilon"],
+        value_range=(bounds["min"], bounds["max"]),
+        q=decision["q"],
+        omega_threshold=decision["omega_threshold"],
+    )
+    return [_score_judge_result(v, raters[v.judge], [raters[k] for k in humans]) for v in validations]
+
+
 def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
     """The validation decision (docs/method.md §3) of every judge on ``snapshot``, echoing its settings.
 
@@ -187,6 +249,7 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     the label set are missing (exclusion). With ``monitoring`` (an anytime-mode project, docs/method.md §8,
     §10) each judge's decision is the monitored one, read in the arrival order it lists (``opening``,
     ``ranks``, ``tiebreak``), and the fixed-sample decision is ``fixed_decision``.
+    A ``protocol.scale`` of ``"numeric"`` decides on the numbers instead (``_score_verdicts``).
     """
     criterion, kinds = settings["criterion"], settings["raters"]
     decision, seeds = settings["decision"], settings["seeds"]
@@ -194,6 +257,8 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     raters = sorted(kinds)
     rows = [r for r in snapshot if r["criterion"] == criterion and r["rater"] in kinds]
     items = sorted({r["item"] for r in rows})
+    if settings["protocol"].get("scale") == "numeric":
+        return _result(_score_verdicts(rows, items, raters, settings), items, rows, settings)
     codes = np.full((len(items), len(raters)), -1, dtype=np.int64)
     code_of, item_of, rater_of = (
         {v: c for c, v in enumerate(labels)},
@@ -256,8 +321,18 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
                 inclusion=inclusion,
             )
             verdict.update(_monitored_result(monitored, verdict, [raters[k] for k in humans]))
+    result = _result(verdicts, items, rows, settings)
+    if settings.get("slices") is not None:
+        result["slices"] = _slices_result(codes, items, settings, judges, humans, n_labels=len(labels))
+    return result
+
+
+def _result(
+    verdicts: list[dict[str, Any]], items: list[str], rows: list[dict[str, Any]], settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The result block: the first judge's decision and omega at the top, every judge's, counts, echoes."""
     first = verdicts[0] if verdicts else {"decision": "insufficient_data", "omega": None}
-    result = {
+    return {
         "decision": first["decision"],
         "omega": first["omega"],
         "judges": verdicts,
@@ -265,9 +340,6 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
         "n_labels": len(rows),
         "computed_with": {f"{section}.{key}": settings[section][key] for section, key in ECHOED},
     }
-    if settings.get("slices") is not None:
-        result["slices"] = _slices_result(codes, items, settings, judges, humans, n_labels=len(labels))
-    return result
 
 
 def _slices_result(

@@ -78,6 +78,36 @@ def _ratings_iv(
     return array, high - low
 
 
+def _pairwise_differences(
+    array: np.ndarray, judge: int, humans: list[int], rule: str, span: float
+) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+    """Per ordered pair ``(r_k, h)`` of humans: the rows the judge, ``r_k`` and ``h`` rated, ``xi`` of
+    ``r_k`` against the pool ``{h}`` on them, and ``r_k``."""
+    rows, xi, held_out = [], [], []
+    for h in humans:
+        for other in humans:
+            if other != h:
+                on, advantage = item_differences(array, judge, h, [other], rule=rule, span=span)
+                rows.append(on)
+                xi.append(advantage)
+                held_out.append(h)
+    return rows, xi, held_out
+
+
+def pilot_differences(
+    ratings: object, judge: int, humans: list[int], *, rule: str, value_range: tuple[float, float] | None
+) -> np.ndarray:
+    """The pooled per-item alignment differences ``xi`` whose moments :func:`score_pilot` estimates: for every
+    ordered pair ``(r_k, h)`` of humans, ``xi`` of ``r_k`` against the pool ``{h}`` (docs/method.md §4b).
+
+    >>> r = np.array([[1.0, 1, 2, 1], [3, 2, 3, 3], [5, 4, 5, 5], [2, 2, 1, 2]])
+    >>> pilot_differences(r, 0, [1, 2], rule="margin", value_range=(1, 5)).tolist()  # (|h - o| - |j - o|)/4
+    [0.0, 0.25, 0.25, 0.0, 0.25, 0.0, 0.0, 0.25]
+    """
+    array, span = _ratings_iv(ratings, judge, humans, rule, value_range)
+    return np.concatenate(_pairwise_differences(array, judge, humans, rule, span)[1])
+
+
 def score_pilot(
     ratings: object,
     judge: int,
@@ -104,14 +134,7 @@ def score_pilot(
     (0.083333, 0.013889, 24)
     """
     array, span = _ratings_iv(ratings, judge, humans, rule, value_range)
-    rows, xi, held_out = [], [], []
-    for h in humans:
-        for other in humans:
-            if other != h:
-                on, advantage = item_differences(array, judge, h, [other], rule=rule, span=span)
-                rows.append(on)
-                xi.append(advantage)
-                held_out.append(h)
+    rows, xi, held_out = _pairwise_differences(array, judge, humans, rule, span)
     row, value = np.concatenate(rows), np.concatenate(xi)
     n_items = array.shape[0]
     features = np.column_stack(

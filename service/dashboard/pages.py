@@ -4,6 +4,7 @@ last label), one project's page (a panel per judge), and the login form."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from html import escape
 from typing import Any
 
@@ -15,7 +16,9 @@ from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.data.queries import last_label_times
 from service.documents.history import HistoryReplay, shown_reliability
-from service.documents.reliability import DocumentCache
+from service.documents.reliability import DocumentCache, document_key
+from service.documents.scores import score_reliability_document
+from service.planning.plans import current_plan
 from service.schemas.versions import DriftRead
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;color:#222}
@@ -327,13 +330,23 @@ def index_rows(
     last = last_label_times(session, [p.id for p in projects])
     rows = []
     for project in projects:
-        doc, _ = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
+        if project.scale == "numeric":  # its score document, cached as /reliability caches it
+            criterion = project.criteria[0]
+            key = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
+            doc = documents.get_or_build(key, partial(_score_status_document, session, project, criterion))
+        else:
+            doc, _ = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
         when = last[project.id].strftime("%Y-%m-%d %H:%M") if project.id in last else "no label yet"
         row = {"id": project.id, "name": project.name, **_status(doc), "last_label": when}
         if doc["label_seq"] < project.label_seq:
             row["decision"] += f" (at label_seq {doc['label_seq']}; refreshing)"
         rows.append(row)
     return rows
+
+
+def _score_status_document(session: Session, project: Project, criterion: str) -> dict[str, Any]:
+    """A numeric project's ``/reliability`` document as JSON, as the route caches it."""
+    return score_reliability_document(session, project, criterion).model_dump(mode="json")
 
 
 def _status(doc: dict[str, Any]) -> dict[str, str]:

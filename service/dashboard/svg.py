@@ -22,7 +22,8 @@ PLANE = (240, 60, 44)  # height, left margin, bottom margin of x-y charts
 class Chart:
     """One chart's data: ``rows`` are ``(label, estimate, low, high, ..., reason)`` (interval; the reason
     is shown where the estimate is undefined),
-    ``(x, y)`` (line) or ``(label, done, target)`` (bars); ``columns`` name them in the CSV."""
+    ``(x, y)`` (line), ``(label, done, target)`` (bars) or ``(x, y, ...)`` (scatter: points, with ``marks`` as
+    horizontal lines); ``columns`` name them in the CSV."""
 
     id: str
     kind: str
@@ -55,6 +56,8 @@ def chart_svg(chart: Chart) -> str:
         return _line_svg(chart)
     if chart.kind == "band":
         return _band_svg(chart)
+    if chart.kind == "scatter":
+        return _scatter_svg(chart)
     return _bars_svg(chart)
 
 
@@ -279,6 +282,37 @@ def _band_svg(chart: Chart) -> str:
             f'<g class="legend"><rect x="{x:.0f}" y="{y:.0f}" width="18" height="10" fill="{colour}" '
             f'fill-opacity="0.05" stroke="{colour}" stroke-width="1.8"{dashed}/><text x="{x + 22:.0f}" '
             f'y="{y + 9:.0f}" font-size="11">{escape(str(name))[:18]}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _scatter_svg(chart: Chart) -> str:
+    """Points ``(x, y)`` and each mark as a labelled horizontal line across the plane (a Bland-Altman plot: the
+    bias and the limits of agreement); the y range covers the points and the marks."""
+    left = PLANE[1]
+    if not chart.rows:
+        return "".join(_open(chart, 30)) + '<text x="4" y="20" font-size="12">no data yet</text></svg>'
+    xs, ys = [row[0] for row in chart.rows], [row[1] for row in chart.rows] + [m for m, _ in chart.marks]
+    x0, x1 = min(xs), max(xs)
+    if x1 <= x0:
+        x0, x1 = x0 - 1, x1 + 1
+    y0, y1 = min(ys), max(ys)
+    if y1 <= y0:
+        y0, y1 = y0 - 1, y1 + 1
+    pad_x, pad_y = 0.04 * (x1 - x0), 0.08 * (y1 - y0)
+    parts, px, py = _plane(chart, (x0 - pad_x, x1 + pad_x), (y0 - pad_y, y1 + pad_y), integer_x=False)
+    parts.extend(
+        f'<circle class="point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="#204a87" fill-opacity="0.45"/>'
+        for x, y, *_ in chart.rows
+    )
+    for value, label in chart.marks:
+        bias = label.startswith("bias")
+        colour, dash = ("#cc0000", "") if bias else ("#75507b", ' stroke-dasharray="6 3"')
+        parts.append(
+            f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
+            f'stroke="{colour}" stroke-width="1.5"{dash}/><text x="{WIDTH - 22}" y="{py(value) - 4:.1f}" '
+            f'font-size="10" fill="{colour}" text-anchor="end">{escape(label)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -1,5 +1,6 @@
 """``/reliability`` of a numeric project: the decision on the numbers and their agreement (docs/method.md
-§2b, §3d), with each judge's anytime-monitored decision in anytime mode (§8b); no plan progress yet."""
+§2b, §3d), with each judge's anytime-monitored decision in anytime mode (§8b) and the progress through the plan
+in force."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from planner import optional_float
 from planner.icc import intraclass_correlations
 from planner.intervals import ConfidenceInterval
 from planner.score_decision import ScoreRule, ScoreValidation, validate_scores
-from planner.score_monitor import monitor_scores
+from planner.score_monitor import ScoreMonitoring
 from planner.scores import (
     bland_altman,
     concordance_correlation,
@@ -20,9 +21,13 @@ from planner.scores import (
 )
 from service.data.models import Project
 from service.matrices.ratings import RatingsMatrix, load_ratings
+from service.planning.lists import monitoring_budget
+from service.planning.plans import current_plan, plan_progress
+from service.planning.score_plans import monitored_scores
 from service.schemas.documents import (
     IccRead,
     Interval,
+    PlanProgress,
     ScoreJudgeRead,
     ScoreMonitoringRead,
     ScorePair,
@@ -116,6 +121,8 @@ def score_reliability_document(session: Session, project: Project, criterion: st
     iccs = intraclass_correlations(by_humans) if humans else {}
     alpha = interval_alpha(by_humans) if len(humans) >= 2 else None
     first = validations[0] if validations else None
+    plan = current_plan(session, project.id)
+    progress = plan_progress(session, project, plan)
     no_decision = "the project has no judge" if not judges else "the project has no human rater"
     return ScoreReliabilityDocument(
         scale="numeric",
@@ -150,31 +157,18 @@ def score_reliability_document(session: Session, project: Project, criterion: st
         interval_alpha=None if alpha is None else optional_float(alpha.statistic),
         interval_alpha_reason="fewer than two humans" if alpha is None else alpha.reason,
         pairs=[_pair(matrix, j, h) for j in judges for h in humans],
-        monitoring=[_monitoring_read(matrix, j, humans, project) for j in judges]
+        plan=None if progress is None else PlanProgress.model_validate(progress),
+        monitoring=[_monitoring_read(matrix, m) for m in monitored_scores(matrix, project, monitoring_budget(plan))]
         if settings.resolved_monitoring() == "anytime"
         else None,
         note=SCORE_NOTE,
     )
 
 
-def _monitoring_read(matrix: RatingsMatrix, judge: int, humans: list[int], project: Project) -> ScoreMonitoringRead:
-    """The judge's anytime-monitored decision on the numbers in their arrival order (docs/method.md §8b)."""
-    settings = project.decision_settings
-    value_range = project.value_range or {}
-    rule: ScoreRule = "alt-test" if settings.rule == "alt-test" else "margin"
-    m = monitor_scores(
-        matrix.values,
-        matrix.order,
-        judge,
-        humans,
-        rule=rule,
-        value_range=(value_range["min"], value_range["max"]),
-        epsilon=settings.resolved_epsilon(),
-        alpha=settings.alpha_sig,
-        omega_threshold=settings.omega_threshold,
-    )
+def _monitoring_read(matrix: RatingsMatrix, m: ScoreMonitoring) -> ScoreMonitoringRead:
+    """A judge's anytime-monitored decision on the numbers (docs/method.md §8b), as the document shows it."""
     return ScoreMonitoringRead(
-        judge=matrix.raters[judge].external_id,
+        judge=matrix.raters[m.judge].external_id,
         decision=m.decision,
         reason=m.reason,
         omega=optional_float(m.omega),

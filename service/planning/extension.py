@@ -17,9 +17,11 @@ from sqlalchemy.orm import Session
 from planner.sequential import monitor_judge
 from service.data.models import Assignment, Plan, Project, Rater
 from service.matrices.arrival import arrival_order, monitored_ranks, seeded_item_keys
+from service.matrices.ratings import load_ratings
 from service.matrices.store import current_matrix
 from service.planning.lists import ensure_assignments, inclusion_by_item, list_target, monitoring_budget
 from service.planning.monitoring_costs import LIST_DESIGNS
+from service.planning.score_plans import monitored_scores
 from service.schemas.projects import DecisionSettings
 
 
@@ -40,6 +42,8 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
     arrival order (docs/method.md §8.2: ranks, the opening, seeded ties), so a batch's reason and the
     document agree."""
     decision = DecisionSettings(**project.decision)
+    if project.scale == "numeric" and decision.resolved_monitoring() == "anytime":
+        return _monitored_scores(session, project, plan)
     if decision.resolved_monitoring() != "anytime" or decision.coefficient != "po":
         return None, "the decision is read fixed-sample, at the planned overlap"
     matrix = current_matrix(session, project, project.criteria[0])
@@ -66,6 +70,16 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
             inclusion=inclusion_by_item(session, plan, matrix),
         )
         outcomes.append((result.decision, result.reason))
+    return next((o for o in outcomes if o[0] == "continue"), outcomes[0])
+
+
+def _monitored_scores(session: Session, project: Project, plan: Plan) -> tuple[str | None, str]:
+    """The monitored decision of a numeric project's ``/reliability`` (docs/method.md §8b): ``continue`` when
+    any judge's is, else the first judge's."""
+    matrix = load_ratings(session, project, project.criteria[0])
+    if not matrix.columns("judge") or len(matrix.columns("primary", "human")) < 2:
+        return "insufficient_data", "no judge or fewer than two humans yet"
+    outcomes = [(m.decision, m.reason) for m in monitored_scores(matrix, project, monitoring_budget(plan))]
     return next((o for o in outcomes if o[0] == "continue"), outcomes[0])
 
 

@@ -1,5 +1,6 @@
 """A numeric project's plan: the recipe from the pilot's per-item alignment differences, disjoint secondaries
-stratified on the primary's score bin, and the check that decides resampled pilot items (docs/method.md §4b)."""
+stratified on the primary's score bin, the check that decides resampled pilot items (docs/method.md §4b), and in
+anytime mode the monitoring budget the lists grow to while the monitored decision is open (§8b)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,21 @@ from sqlalchemy.orm import Session
 
 from planner.intervals import optional_float
 from planner.score_decision import ScoreRule
-from planner.score_recipes import ScorePlanCheck, raised_score_check, score_pilot, score_plan_check, score_recipe
+from planner.score_monitor import MAX_SIZING_CELLS, SIZING_TRIALS, ScoreMonitoring, monitor_scores, score_monitor_budget
+from planner.score_recipes import (
+    ScorePlanCheck,
+    pilot_differences,
+    raised_score_check,
+    score_pilot,
+    score_plan_check,
+    score_recipe,
+)
 from planner.xi_moments import PilotMoments
-from service.core.errors import Conflict
+from service.core.errors import Conflict, Invalid
 from service.core.offload import off_worker
 from service.data.models import Project
 from service.matrices.matrix import LabelMatrix
-from service.matrices.ratings import load_ratings
+from service.matrices.ratings import RatingsMatrix, load_ratings
 from service.matrices.score_bins import score_bins
 from service.planning.sizing import CHECK_TRIALS, recipe_dict
 from service.schemas.plans import PlanCreate
@@ -25,7 +34,7 @@ from service.schemas.projects import DecisionSettings
 SCORE_DESIGN = "disjoint"
 
 
-def _refused(body: PlanCreate) -> str | None:
+def _refused(body: PlanCreate, decision: DecisionSettings) -> str | None:
     """Why a numeric project cannot have the plan ``body`` asks for (None: it can)."""
     if body.source != "pilot":
         return (
@@ -36,8 +45,8 @@ def _refused(body: PlanCreate) -> str | None:
         return "ranking score judges is not planned yet: a numeric plan certifies (purpose 'certify')"
     if body.design not in ("auto", SCORE_DESIGN):
         return f"a numeric plan has disjoint secondaries (design 'auto' or 'disjoint'), not {body.design!r}"
-    if body.budget is not None:
-        return "a numeric plan is decided fixed-sample at m: it has no monitoring budget"
+    if body.budget is not None and decision.resolved_monitoring() != "anytime":
+        return "in fixed mode a numeric plan is decided once, at m: it has no monitoring budget"
     return None
 
 
@@ -97,6 +106,78 @@ def _check_block(
             "keeps_promise": check.keeps_promise,
             "note": "the judge of the pilot: no mirror judge is simulated for scores, so fa and wrong are null",
         },
+    }
+
+
+def _monitoring_block(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    xi: np.ndarray,
+    m: int | None,
+    n_items: int,
+    n_humans: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The plan's ``monitoring``: in anytime mode the budget the disjoint lists grow to while the monitored
+    decision is open, the request's or the simulated one (docs/method.md §8b); in fixed mode the lists end at m."""
+    mode = decision.resolved_monitoring()
+    if mode != "anytime":
+        return {"mode": mode, "simulated": False, "reason": "fixed mode: the decision is read once, at m"}
+    if m is None or m == 0:
+        return {"mode": mode, "simulated": False, "reason": "no overlap to monitor: the plan has no m"}
+    if body.budget is not None and body.budget < m:
+        raise Invalid(
+            f"budget {body.budget} is below the plan's overlap m = {m} per secondary: the monitoring budget is where "
+            "an open decision becomes inconclusive, at or after m",
+            code="budget_below_m",
+        )
+    horizon = max(m, min(n_items, MAX_SIZING_CELLS // (SIZING_TRIALS * n_humans)))
+    if SIZING_TRIALS * n_humans * horizon > MAX_SIZING_CELLS:  # the work bound: the budget is the request's or m
+        return {
+            "mode": mode,
+            "simulated": False,
+            "m": m,
+            "budget": body.budget or m,
+            "budget_extends_lists": True,
+            "reason": f"{SIZING_TRIALS} runs x {n_humans} humans x m = {m} items exceed the {MAX_SIZING_CELLS:,} "
+            "differences a sizing draws: the budget is the request's, else m",
+        }
+    sized = score_monitor_budget(
+        xi,
+        n_humans=n_humans,
+        start=m,
+        horizon=horizon,
+        epsilon=decision.resolved_epsilon(),
+        alpha=decision.alpha_sig,
+        omega_threshold=decision.omega_threshold,
+        power=decision.power,
+        rng=np.random.default_rng([seed, 2]),
+    )
+    warnings = []
+    budget = body.budget if body.budget is not None else sized.budget
+    if budget is None:
+        budget = horizon
+        warnings.append(
+            f"the simulated monitor decides fewer than {sized.level:g} of the runs by {horizon} items per secondary "
+            f"(the corpus, or the simulation's work bound): the budget is {horizon}, where {sized.decided:.2f} decide"
+        )
+    return {
+        "mode": mode,
+        "simulated": True,
+        "m": m,
+        "budget": int(budget),
+        "budget_extends_lists": True,
+        "budget_level": sized.level,
+        "sized_budget": sized.budget,
+        "decided_by_budget": sized.decided,
+        "passed_by_budget": sized.passed,
+        "horizon": sized.horizon,
+        "n_trials": sized.n_trials,
+        "mc_se_max": sized.mc_se,
+        "reason": "the pilot's pairwise differences resampled for every held-out human, the humans advancing "
+        "together, each read under the monitor's confidence sequence; the budget is the overlap by which "
+        "(1 + power)/2 of the runs decide, at least m (docs/method.md §8b)",
+        "warnings": warnings,
     }
 
 
@@ -168,6 +249,9 @@ def score_plan_document(
             m = check.m
         if check is not None and not check.reason and not check.keeps_promise:
             warnings.append(f"the simulated per-human FR at m={check.m} is still above the promise")
+    xi = pilot_differences(values, judge, humans, rule=rule, value_range=bounds)
+    monitoring = _monitoring_block(body, decision, xi, m, n_items, n_humans, seed)
+    warnings.extend(monitoring.get("warnings", []))
     note = "plug-in moments of xi against one other human at a time (the disjoint design's pool of one label)"
     if steps is not None and rule == "margin":
         note += f"; ratings in {steps} steps of the range: the lattice-corrected FR"
@@ -184,6 +268,7 @@ def score_plan_document(
         "warnings": warnings,
         "purpose": body.purpose,
         "check": _check_block(check, why_unchecked, decision.alpha_sig, raised_from),
+        "monitoring": monitoring,
     }
     return m, document
 
@@ -193,7 +278,7 @@ def score_plan(
 ) -> tuple[LabelMatrix, str, int | None, dict[str, Any]]:
     """A numeric project's plan from the ratings ``session`` sees: the score bins its lists are drawn from,
     the design, the overlap and the document (docs/method.md §4b); writes nothing."""
-    refused = _refused(body)
+    refused = _refused(body, project.decision_settings)
     if refused is not None:
         raise Conflict(refused, code="numeric_scale")
     ratings = load_ratings(session, project, project.criteria[0])
@@ -217,3 +302,27 @@ def score_plan(
         n_resamples=n_resamples,
     )
     return score_bins(ratings, value_range), SCORE_DESIGN, m, document
+
+
+def monitored_scores(matrix: RatingsMatrix, project: Project, budget: int | None) -> list[ScoreMonitoring]:
+    """Each judge's anytime-monitored decision on the numbers in their arrival order, read up to the plan's
+    monitoring ``budget`` (docs/method.md §8b): what ``/reliability`` shows and what the lists follow."""
+    settings = project.decision_settings
+    value_range = project.value_range or {}
+    rule: ScoreRule = "alt-test" if settings.rule == "alt-test" else "margin"
+    humans = matrix.columns("primary", "human")
+    return [
+        monitor_scores(
+            matrix.values,
+            matrix.order,
+            judge,
+            humans,
+            rule=rule,
+            value_range=(value_range["min"], value_range["max"]),
+            epsilon=settings.resolved_epsilon(),
+            alpha=settings.alpha_sig,
+            omega_threshold=settings.omega_threshold,
+            budget=budget,
+        )
+        for judge in matrix.columns("judge")
+    ]

@@ -29,6 +29,7 @@ from service.dashboard.annotator import annotator_page, annotator_work, own_rate
 from service.dashboard.charts import project_charts
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
 from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
+from service.dashboard.scores import score_dashboard, score_dashboard_page
 from service.dashboard.svg import Chart, chart_csv, chart_svg
 from service.data.keys import Principal, principal_for
 from service.data.logins import close_login, open_login
@@ -57,7 +58,8 @@ ChartId = Annotated[
     Path(
         max_length=40,
         description="A chart's id, as in the page: `margins-1`, `sequences-1` "
-        "(one each per judge), `pool-history`, `progress`, `overlap-curve`.",
+        "(one each per judge), `pool-history`, `progress`, `overlap-curve`; a numeric project's: `bland-altman-1` "
+        "(one per judge), `progress`.",
     ),
 ]
 
@@ -263,6 +265,10 @@ def get_dashboard(
     """
     if isinstance(access, Response):
         return access
+    if access.scale == "numeric":
+        score_doc, score_charts = score_dashboard(session, access)
+        page = score_dashboard_page(access, score_doc, score_charts, logout=_logout(request))
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
     doc, etag, charts, replay = project_charts(
         session,
         access,
@@ -344,13 +350,16 @@ def get_annotator_page(
 
 
 def _chart(project: Project, chart_id: str, request: Request, session: ReadSession, settings: SettingsDep) -> Chart:
-    _, _, charts, _ = project_charts(
-        session,
-        project,
-        request.app.state.documents,
-        n_resamples=settings.bootstrap_resamples,
-        wait=settings.dashboard_wait_seconds,
-    )
+    if project.scale == "numeric":
+        charts = score_dashboard(session, project)[1]
+    else:
+        charts = project_charts(
+            session,
+            project,
+            request.app.state.documents,
+            n_resamples=settings.bootstrap_resamples,
+            wait=settings.dashboard_wait_seconds,
+        )[2]
     chart = next((c for c in charts if c.id == chart_id), None)
     if chart is None:
         raise NotFound(f"no chart {echo(chart_id)}; the dashboard has {', '.join(c.id for c in charts)}")

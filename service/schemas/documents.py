@@ -479,7 +479,10 @@ class ScoreMonitoringRead(_Document):
     """One judge's anytime-monitored decision on numeric labels (docs/method.md §8b): valid at every look."""
 
     judge: str = Field(description="The judge rater's external id.")
-    decision: str = Field(description="pass, reject, continue or insufficient_data.")
+    decision: str = Field(
+        description="pass, reject, continue, inconclusive (every human reached the plan's monitoring budget "
+        "with the decision open) or insufficient_data."
+    )
     reason: str = Field(description="Why the decision is what it is, in one sentence.")
     omega: float | None = Field(description="Share of humans certified won.")
     alpha: float = Field(description="The error bound over every look (split over the K humans).")
@@ -514,6 +517,12 @@ class ScoreReliabilityDocument(_Document):
     interval_alpha: float | None = Field(description="Krippendorff's interval alpha of the humans' ratings.")
     interval_alpha_reason: str = Field(description="Why interval_alpha is null; empty when it is defined.")
     pairs: list[ScorePair] = Field(description="Each judge against each human.")
+    plan: PlanProgress | None = Field(
+        None,
+        description="Progress through the plan in force, as label projects show it: each secondary's items "
+        "labeled against its list (the plan's m, more once the list grew past m while the monitored decision was "
+        "open), and the labels still owed; null without a plan.",
+    )
     monitoring: list[ScoreMonitoringRead] | None = Field(
         None,
         description="Each judge's anytime-monitored decision when decision.monitoring is anytime (null when "

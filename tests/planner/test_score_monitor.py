@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from planner.confidence_sequences import confidence_sequence
-from planner.score_monitor import monitor_scores
+from planner.score_monitor import monitor_scores, score_monitor_budget
+from planner.score_recipes import pilot_differences
 
 
 def test_pool_present_at_entry_and_arrival_order_by_hand() -> None:
@@ -76,3 +77,67 @@ def test_a_judge_within_the_margin_is_rarely_rejected_at_any_look() -> None:
     assert naive / trials > alpha + 2 * math.sqrt(alpha * (1 - alpha) / trials)
     bad = [monitor_scores(_panel(rng, n, 2.0, 1.5), order, 0, [1, 2, 3], value_range=(1, 5)) for _ in range(5)]
     assert all(m.decision == "reject" for m in bad)
+
+
+def test_a_budget_reached_open_is_inconclusive() -> None:
+    """xi = 0 on every item certifies both humans at item 351 (the doctest): a budget of 300 stops the
+    sequences there, still open, so the decision is inconclusive; a budget of 400 lets them pass."""
+    r, order = np.array([[3.0, 3, 3]] * 400), np.tile([0.0, 1, 2], (400, 1))
+    short = monitor_scores(r, order, 0, [1, 2], value_range=(1, 5), budget=300)
+    assert short.decision == "inconclusive" and [h.m for h in short.raters] == [300, 300]
+    assert "budget of 300" in short.reason and all(h.status == "open" for h in short.raters)
+    assert monitor_scores(r, order, 0, [1, 2], value_range=(1, 5), budget=400).decision == "pass"
+    with pytest.raises(ValueError, match="budget"):
+        monitor_scores(r, order, 0, [1, 2], value_range=(1, 5), budget=0)
+
+
+def _disjoint_run(rng: np.random.Generator, block: int, judge_sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """The service's disjoint design, own generator: judge and primary on every item, secondary ``b`` on
+    block ``b`` of ``block`` items, each secondary's ratings arriving in its list's order."""
+    truth = rng.uniform(1.0, 5.0, 2 * block)
+    ratings = np.column_stack(
+        [np.clip(np.round(truth + rng.normal(0.0, sd, truth.size)), 1, 5) for sd in (judge_sd, 0.8, 0.8, 0.8)]
+    )
+    ratings[block:, 2] = np.nan
+    ratings[:block, 3] = np.nan
+    position = np.arange(2 * block, dtype=float) % block
+    order = np.column_stack([np.zeros(2 * block), np.ones(2 * block), 2 + position, 2 + position])
+    return ratings, np.where(np.isnan(ratings), np.nan, order)
+
+
+def test_the_sized_budget_decides_its_level_of_independent_runs() -> None:
+    """The budget sized from a pilot's pairwise differences (pool of one) decides at least (1 + power)/2 of
+    runs drawn by an independent generator in the service's disjoint design, within 2 MC SE; at half the
+    budget far fewer runs have decided, so the check can fail. The pilot is large (20,000 items) so that the
+    check is of the sizing, not of the pilot's noise: the budget is a plug-in (a 300-item pilot of this judge
+    gives 321 items where 20,000 give 369, and 321 decides .56 of the runs)."""
+    rng = np.random.default_rng(7)
+    truth = rng.uniform(1.0, 5.0, 20_000)
+    pilot = np.column_stack(
+        [np.clip(np.round(truth + rng.normal(0.0, sd, truth.size)), 1, 5) for sd in (0.6, 0.8, 0.8, 0.8)]
+    )
+    xi = pilot_differences(pilot, 0, [1, 2, 3], rule="margin", value_range=(1, 5))
+    sized = score_monitor_budget(xi, n_humans=3, start=50, horizon=3000, epsilon=0.05, power=0.8, rng=1)
+    assert sized.budget is not None and sized.level == 0.9 and sized.decided >= 0.9
+    trials = 100
+
+    def decided(budget: int) -> float:
+        runs = [_disjoint_run(rng, sized.budget or 0, 0.6) for _ in range(trials)]
+        outcomes = [
+            monitor_scores(x, order, 0, [1, 2, 3], value_range=(1, 5), budget=budget).decision for x, order in runs
+        ]
+        assert "continue" not in outcomes  # at the budget every human has its items: open means inconclusive
+        return sum(d in ("pass", "reject") for d in outcomes) / trials
+
+    se = math.sqrt(0.9 * 0.1 / trials) + sized.mc_se
+    assert decided(sized.budget) >= 0.9 - 2 * se
+    assert decided(sized.budget // 2) < 0.9 - 2 * se
+
+
+def test_budget_sizing_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        score_monitor_budget([2.0], n_humans=2, start=1, horizon=10, epsilon=0.05)
+    with pytest.raises(ValueError, match="start and horizon"):
+        score_monitor_budget([0.0], n_humans=2, start=20, horizon=10, epsilon=0.05)
+    with pytest.raises(ValueError, match="differences a sizing draws"):
+        score_monitor_budget([0.0], n_humans=3, start=1, horizon=10**6, epsilon=0.05)

@@ -91,7 +91,6 @@ def test_secondaries_get_disjoint_lists(client: TestClient) -> None:
         ({"source": "prior", "p_h": 0.8, "p_j": 0.8}, "planned from the pilot"),
         ({"source": "pilot", "purpose": "rank", "delta_min": 0.1}, "ranking score judges"),
         ({"source": "pilot", "design": "strat"}, "disjoint secondaries"),
-        ({"source": "pilot", "budget": 500}, "monitoring budget"),
     ],
 )
 def test_plans_outside_the_method_are_409_and_write_nothing(client: TestClient, body: dict, says: str) -> None:
@@ -126,3 +125,23 @@ def test_score_bins_by_hand() -> None:
     assert free.n_labels == MAX_BINS and free.codes.tolist() == [[0, 9], [3, 9]]
     fine = score_bins(_ratings([[0.0, 100.0]]), {"min": 0, "max": 100, "step": 1})
     assert fine.n_labels == MAX_BINS and fine.codes.tolist() == [[0, 9]]
+
+
+def test_reliability_shows_each_secondarys_progress_through_the_plan(client: TestClient) -> None:
+    """As a label project's: per secondary the list's items labeled against its length m, and the labels owed."""
+    pid, _ = _pilot_project(client, n_items=600, n_pilot=150)
+    assert ok(client.get(f"/projects/{pid}/reliability"))["plan"] is None
+    plan = ok(client.post(f"/projects/{pid}/plan", json={"source": "pilot", "seed": 1, "m": 40}), 201)
+    batch = ok(client.post(f"/projects/{pid}/batches", json={"rater": "h1", "size": 1000}))
+    owed = len(batch["items"])
+    rows = [{"item": item, "rater": "h1", "value": 3, "batch": batch["id"]} for item in batch["items"][:10]]
+    ok(client.post(f"/projects/{pid}/labels", json=rows))
+    progress = ok(client.get(f"/projects/{pid}/reliability"))["plan"]
+    h2_done = progress["raters"][1]["done"]  # pilot items on h2's list count as labeled, as they do for labels
+    assert progress["plan"] == plan["id"] and progress["m_target"] == 40 and progress["design"] == "disjoint"
+    assert progress["raters"] == [
+        {"rater": "h1", "done": 40 - owed + 10, "listed": 40},
+        {"rater": "h2", "done": h2_done, "listed": 40},
+    ]
+    assert progress["m_done_min"] == min(40 - owed + 10, h2_done)
+    assert progress["remaining_labels"] == owed - 10 + 40 - h2_done
