@@ -159,9 +159,11 @@ from planner.score_monitor import (
     ScoreMonitoring,
     ScoreRaterMonitoring,
     monitor_scores,
+    score_monitor_budget,
 )
 from planner.score_recipes import (
     ScorePlanCheck,
+    pilot_differences,
     raised_score_check,
     score_pilot,
     score_plan_check,
@@ -222,6 +224,8 @@ from planner.xi_moments import (
 )
 
 __all__ = [
+    "pilot_differences",
+    "score_monitor_budget",
     "SelectiveCalibration",
     "SelectiveStage",
     "calibrate_selective",
