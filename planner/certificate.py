@@ -20,8 +20,8 @@ import numpy as np
 import rfc8785
 import scipy
 
-from planner.decision import Validation, validate_judge
-from planner.score_decision import ScoreValidation, validate_scores
+from planner.decision import RaterOutcome, Validation, validate_judge
+from planner.score_decision import ScoreRaterOutcome, ScoreValidation, validate_scores
 from planner.sequential import Monitoring, monitor_judge
 from planner.slices import validate_judge_by_slice
 
@@ -99,6 +99,20 @@ def _interval(ci: Any) -> list[float | None]:
     return [_number(ci.low), _number(ci.high)]
 
 
+def _rater_result(r: RaterOutcome | ScoreRaterOutcome, rater: str) -> dict[str, Any]:
+    """A held-out human's certified test, as labels and scores both record it (docs/method.md §3, §3d)."""
+    return {
+        "rater": rater,
+        "m": r.m,
+        "d": _number(r.d),
+        "rho_f": _number(r.rho_f),
+        "rho_h": _number(r.rho_h),
+        "p_value": _number(r.p_value),
+        "won": r.won,
+        "reason": r.reason,
+    }
+
+
 def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any]:
     return {
         "judge": judge,
@@ -107,20 +121,7 @@ def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any
         "omega": _number(v.omega),
         "p_opposite": _number(v.p_opposite),
         "n_items": v.n_items,
-        "raters": [
-            {
-                "rater": humans[k],
-                "m": r.m,
-                "d": _number(r.d),
-                "ci": _interval(r.ci),
-                "rho_f": _number(r.rho_f),
-                "rho_h": _number(r.rho_h),
-                "p_value": _number(r.p_value),
-                "won": r.won,
-                "reason": r.reason,
-            }
-            for k, r in enumerate(v.raters)
-        ],
+        "raters": [{**_rater_result(r, humans[k]), "ci": _interval(r.ci)} for k, r in enumerate(v.raters)],
         "human_pool": {
             "estimate": _number(v.human_pool.estimate),
             "ci": _interval(v.human_pool.ci),
@@ -193,19 +194,7 @@ def _score_judge_result(v: ScoreValidation, judge: str, humans: list[str]) -> di
         "omega": _number(v.omega),
         "rho": _number(v.rho),
         "n_items": v.n_items,
-        "raters": [
-            {
-                "rater": humans[k],
-                "m": r.m,
-                "d": _number(r.d),
-                "rho_f": _number(r.rho_f),
-                "rho_h": _number(r.rho_h),
-                "p_value": _number(r.p_value),
-                "won": r.won,
-                "reason": r.reason,
-            }
-            for k, r in enumerate(v.raters)
-        ],
+        "raters": [_rater_result(r, humans[k]) for k, r in enumerate(v.raters)],
     }
 
 
