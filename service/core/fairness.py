@@ -138,12 +138,11 @@ class RefusedAgain:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.refusals:
             authorization = dict(scope["headers"]).get(b"authorization")
-            slots = None
-            if authorization is not None:
-                slots = self.refusals.still_refused(refusal_of(authorization, scope["method"], scope["path"]))
-            if slots is not None and self.delay > 0:
+            refusal = None if authorization is None else refusal_of(authorization, scope["method"], scope["path"])
+            slots = None if refusal is None else self.refusals.still_refused(refusal)
+            if refusal is not None and slots is not None and self.delay > 0:
                 await asyncio.sleep(self.delay)
-                slots = self.refusals.still_refused(refusal_of(authorization or b"", scope["method"], scope["path"]))
+                slots = self.refusals.still_refused(refusal)
             if slots is not None:
                 await _busy_again(send, slots)
                 return
