@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -62,6 +63,14 @@ def items_page(session: Session, project_id: str, page: PageParams) -> list[Item
     if page.after is not None:
         stmt = stmt.where(Item.id > page.after)
     return list(session.scalars(stmt))
+
+
+def external_ids(session: Session, table: type[Item] | type[Rater], ids: Iterable[int]) -> dict[int, str]:
+    """The external id of each of ``ids`` (rows of ``table``: items or raters), by row id."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    return dict(session.execute(select(table.id, table.external_id).where(table.id.in_(wanted))).tuples().all())
 
 
 def rater_id(session: Session, project_id: str, external_id: str) -> int:

@@ -27,6 +27,7 @@ from service.data.models import (
     table_of,
 )
 from service.data.projects import lock_project
+from service.data.queries import external_ids
 from service.label_studio.payloads import (
     TaskId,
 )
@@ -128,21 +129,14 @@ def retract_links(
     restored = 0
     label_seq = done.label_seq
     if back:
-        items = _external_ids(session, Item, {i for i, _, _ in back})
-        raters = _external_ids(session, Rater, {r for _, r, _ in back})
+        items = external_ids(session, Item, (i for i, _, _ in back))
+        raters = external_ids(session, Rater, (r for _, r, _ in back))
         rows: list[LabelIn] = [
             {"item": items[i], "rater": raters[r], "criterion": c, "value": v} for (i, r, c), v in back.items()
         ]
         written = write_labels(session, project, principal, rows)
         restored, label_seq = written.accepted, max(label_seq, written.label_seq or 0)
     return LinksGone(retracted=done.retracted, restored=restored, label_seq=label_seq)
-
-
-def _external_ids(session: Session, table: type[Item] | type[Rater], ids: set[int]) -> dict[int, str]:
-    return {
-        row_id: external
-        for row_id, external in session.execute(select(table.id, table.external_id).where(table.id.in_(sorted(ids))))
-    }
 
 
 def _link_rows(session: Session, *where: Any) -> list[LinkRow]:

@@ -13,6 +13,7 @@ from planner.versions import anchor_panel_size, independent_discordance
 from service.core.errors import Conflict, Invalid, NotFound, echo
 from service.data.models import AnchorPanel, Item, JudgeVersion, Project, Rater
 from service.data.projects import lock_project
+from service.data.queries import external_ids
 from service.data.versions import current_cells, primary_rater, versioned_judge
 from service.schemas.versions import AnchorPanelCreate, AnchorPanelRead
 
@@ -90,7 +91,7 @@ def anchor_panel(session: Session, judge: Rater) -> AnchorPanel:
 
 def anchor_panel_read(session: Session, judge: Rater, panel: AnchorPanel) -> AnchorPanelRead:
     """The panel with its items' external ids and each version's progress through it."""
-    found = dict(session.execute(select(Item.id, Item.external_id).where(Item.id.in_(panel.items))).all())
+    found = external_ids(session, Item, panel.items)
     versions = session.execute(
         select(JudgeVersion.name, JudgeVersion.rater_id).where(JudgeVersion.judge_id == judge.id)
     ).all()

@@ -13,6 +13,7 @@ from service.core.errors import Conflict, Invalid, echo
 from service.core.sql import driver_rows, insert_many
 from service.data.models import Assignment, Item, Project, Rater, table_of
 from service.data.projects import lock_project
+from service.data.queries import external_ids
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.lists import PANELS
@@ -152,9 +153,7 @@ def selective_evaluation(session: Session, project: Project, body: SelectiveCrea
 def _external_ids(session: Session, item_ids: np.ndarray) -> list[str]:
     """The items' external ids, in the order given."""
     wanted = [int(i) for i in item_ids]
-    if not wanted:
-        return []
-    found = dict(session.execute(select(Item.id, Item.external_id).where(Item.id.in_(wanted))).all())
+    found = external_ids(session, Item, wanted)
     return [found[i] for i in wanted]
 
 
