@@ -33,7 +33,7 @@ from service.label_studio.sync import (
     label_studio_calls,
 )
 from service.planning.plans import current_plan
-from service.schemas import Role
+from service.schemas.keys import Role
 
 VIEW_PREFIX = "annoplan: "
 """The title of a tab this service manages starts with this, then the rater's external id."""

@@ -32,7 +32,7 @@ from service.label_studio.mapping import (
 )
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
 from service.label_studio.reconcile import reconcile, tasks_for_annotation
-from service.schemas import LabelsAccepted
+from service.schemas.labels import LabelsAccepted
 
 RECORDED_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED")
 DELETED_ACTION = "ANNOTATIONS_DELETED"

@@ -31,7 +31,7 @@ from service.data.queries import external_ids
 from service.label_studio.payloads import (
     TaskId,
 )
-from service.schemas import LabelIn, LabelsRetracted
+from service.schemas.labels import LabelIn, LabelsRetracted
 
 Cell = tuple[str, str]  # (item external id, rater external id)
 LinkRow = tuple[str, int, str, int, int]  # (source, ls_id, criterion, item id, rater id)

@@ -31,7 +31,8 @@ from service.label_studio.payloads import (
     LSTask,
     LSUser,
 )
-from service.schemas import ItemIn, LabelIn
+from service.schemas.items import ItemIn
+from service.schemas.labels import LabelIn
 
 ITEM_KEY = "annoplan_item"
 RATER_KEY = "annoplan_rater"

@@ -39,7 +39,9 @@ from service.label_studio.mapping import (
     several_choices,
 )
 from service.label_studio.payloads import EXPORT_HINT, LSAnnotation, LSResult, LSTask, TaskId
-from service.schemas import ItemIn, LabelIn, RaterCreate
+from service.schemas.items import ItemIn
+from service.schemas.labels import LabelIn
+from service.schemas.raters import RaterCreate
 
 
 class Unmapped(BaseModel):

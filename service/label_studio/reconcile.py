@@ -49,7 +49,9 @@ from service.label_studio.payloads import (
     tasks_from_json_min,
 )
 from service.label_studio.reading import ExportReading, Skipped, Unmapped, read_export
-from service.schemas import ItemsUpserted, LabelsAccepted, RaterCreate
+from service.schemas.items import ItemsUpserted
+from service.schemas.labels import LabelsAccepted
+from service.schemas.raters import RaterCreate
 
 
 class LabelChanges(BaseModel):

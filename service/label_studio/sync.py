@@ -19,7 +19,7 @@ from pydantic import Field, SecretStr, field_validator
 from service.core.errors import AppError
 from service.core.outbound import OutboundPolicy, OutboundRefused, client
 from service.label_studio.reconcile import ImportResult
-from service.schemas import Strict
+from service.schemas.base import Strict
 
 SNAPSHOT_OPTIONS = {"predictions": {"only_id": False}, "annotations__completed_by": {"only_id": False}}
 

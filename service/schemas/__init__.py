@@ -6,14 +6,4 @@ resources have one each (``projects``, ``keys``, ``items``, ``raters``, ``labels
 ``/ranking``), ``report``, ``simulations`` (and ``/agreement``), ``plan_checks`` (a plan's simulated
 check), ``certificates``, ``versions``, ``pairwise``, ``selective``, ``webhooks``. Import a name from
 the module that holds it. Label Studio's objects stay with their adapter in ``service.label_studio``.
-
-The names re-exported here are the ones ``service.label_studio`` still imports from this package.
 """
-
-from service.schemas.base import Strict
-from service.schemas.items import ItemIn, ItemsUpserted
-from service.schemas.keys import Role
-from service.schemas.labels import LabelIn, LabelsAccepted, LabelsRetracted
-from service.schemas.raters import RaterCreate
-
-__all__ = ["ItemIn", "ItemsUpserted", "LabelIn", "LabelsAccepted", "LabelsRetracted", "RaterCreate", "Role", "Strict"]
