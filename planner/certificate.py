@@ -130,21 +130,31 @@ def _judge_result(v: Validation, judge: str, humans: list[str]) -> dict[str, Any
     }
 
 
+def _by_item(listed: Any, items: list[str]) -> dict[str, Any]:
+    """Item id -> value from a certificate's per-item block: ``[place, value]`` pairs naming an item by its
+    place in ``items`` (out-of-range places ignored), or an id-keyed mapping as earlier certificates wrote it."""
+    if isinstance(listed, Mapping):
+        return dict(listed)
+    return {items[int(place)]: value for place, value in listed or () if 0 <= int(place) < len(items)}
+
+
 def _arrival(
     rows: list[dict[str, Any]], items: list[str], raters: list[str], monitoring: Mapping[str, Any]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each snapshot cell's arrival rank as the monitor reads it (the opening's, or the rank a certificate lists
     for a label after it; -1 without a label) and each item's tiebreak key (its place in the certificate's
-    seeded order; items after every listed one, in sorted order)."""
+    seeded order; items after every listed one, in sorted order). The certificate names an item by its place
+    in ``items`` (the sorted certified items), so a statement carries no item id; places out of range are
+    ignored."""
     item_of, rater_of = {x: i for i, x in enumerate(items)}, {x: k for k, x in enumerate(raters)}
     order = np.full((len(items), len(raters)), -1, dtype=np.int64)
     for r in rows:
         order[item_of[r["item"]], rater_of[r["rater"]]] = int(monitoring["opening"])
-    for item, rater, rank in monitoring["ranks"]:
-        if item in item_of and rater in rater_of:
-            order[item_of[item], rater_of[rater]] = int(rank)
-    listed = {x: n for n, x in enumerate(monitoring["tiebreak"])}
-    tiebreak = np.array([listed.get(x, len(listed) + i) for i, x in enumerate(items)], dtype=np.int64)
+    for place, rater, rank in monitoring["ranks"]:
+        if 0 <= int(place) < len(items) and rater in rater_of:
+            order[int(place), rater_of[rater]] = int(rank)
+    listed = {int(place): n for n, place in enumerate(monitoring["tiebreak"])}
+    tiebreak = np.array([listed.get(i, len(listed) + i) for i in range(len(items))], dtype=np.int64)
     return order, tiebreak
 
 
@@ -232,7 +242,8 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     ``settings`` holds ``criterion``, ``raters`` (external id -> kind), ``protocol``
     (``labels`` in order), ``decision`` and ``seeds`` as in a certificate's predicate; a
     ``decision.estimator`` of ``"ppi"`` estimates the secondaries' margins prediction-powered
-    and ``weights.inclusion`` (item -> probability of entering the overlap, 1 where absent)
+    and ``weights.inclusion`` (``[place, probability of entering the overlap]`` pairs, or item id ->
+    probability in earlier certificates; 1 where absent)
     weights every estimate by its inverse (docs/method.md §9).
     Items are the snapshot's, in sorted order; CANNOT_ASSESS, INVALID and values outside
     the label set are missing (exclusion). With ``monitoring`` (an anytime-mode project, docs/method.md §8,
@@ -260,7 +271,7 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     judges = [k for k, x in enumerate(raters) if kinds[x] == "judge"]
     primary = next((k for k, x in enumerate(raters) if kinds[x] == "primary"), None)
     estimator = decision.get("estimator", "paired") if primary is not None else "paired"
-    inclusion_of = (settings.get("weights") or {}).get("inclusion") or {}
+    inclusion_of = _by_item((settings.get("weights") or {}).get("inclusion"), items)
     inclusion = np.array([inclusion_of.get(x, 1.0) for x in items], dtype=float) if inclusion_of else None
     verdicts = (
         [
@@ -342,12 +353,13 @@ def _slices_result(
 ) -> dict[str, Any]:
     """The first judge's fixed-sample decision per slice (docs/method.md §3b, §10), failing slices first.
 
-    ``settings.slices`` holds ``by``, ``values`` (external item id -> slice value; items not
-    listed are left out) and ``slice_epsilon`` (value -> epsilon; values no certified item has
-    are ignored). Unweighted and paired, as ``/reliability?by=`` computes it.
+    ``settings.slices`` holds ``by``, ``values`` (``[place, slice value]`` pairs, or in earlier
+    certificates external item id -> slice value; items not listed are left out) and ``slice_epsilon``
+    (value -> epsilon; values no certified item has are ignored). Unweighted and paired, as
+    ``/reliability?by=`` computes it.
     """
     block, decision, seeds = settings["slices"], settings["decision"], settings["seeds"]
-    value_of = block["values"]
+    value_of = _by_item(block["values"], items)
     rows = np.array([i for i, x in enumerate(items) if x in value_of], dtype=np.int64)
     out: dict[str, Any] = {"by": block["by"], "n_items_without": len(items) - int(rows.size)}
     if not judges or len(humans) < 2 or rows.size == 0:

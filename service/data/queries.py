@@ -70,7 +70,8 @@ def external_ids(session: Session, table: type[Item] | type[Rater], ids: Iterabl
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    return dict(session.execute(select(table.id, table.external_id).where(table.id.in_(wanted))).tuples().all())
+    rows = session.execute(select(table.id, table.external_id).where(table.id.in_(wanted)))
+    return {row_id: external for row_id, external in rows}
 
 
 def rater_id(session: Session, project_id: str, external_id: str) -> int:

@@ -50,7 +50,10 @@ def decision_count(predicate: dict[str, Any]) -> int:
     judges = sum(kind == "judge" for kind in raters.values()) if isinstance(raters, dict) else 1
     slices = predicate.get("slices")
     values = slices.get("values") if isinstance(slices, dict) else None
-    n_slices = len({str(v) for v in values.values()}) if isinstance(values, dict) else 0
+    if isinstance(values, dict):  # earlier certificates: item id -> value
+        values = [[item, value] for item, value in values.items()]
+    named = values if isinstance(values, list) else []
+    n_slices = len({str(pair[-1]) for pair in named if isinstance(pair, list) and pair})
     return max(judges, 1) + n_slices
 
 
@@ -131,26 +134,28 @@ def certificate_settings(
     # As /reliability computes it (docs/method.md §9); absent when default, so earlier certificates still verify.
     if decision.estimator != "paired":
         settings["decision"]["estimator"] = decision.estimator
-    inclusion = panel_inclusion(session, plan)
+    latest = latest_cells(session, project, criterion, label_seq)
+    # The statement names an item by its place among the certified items (those with a label of the
+    # criterion, sorted: the result's own order), never by its id: viewers read certificates.
+    external = dict(session.execute(select(Item.id, Item.external_id).where(Item.project_id == project.id)).all())
+    labeled = sorted({item for (item, _), (_, _, present) in latest.items() if present}, key=external.__getitem__)
+    place = {item: n for n, item in enumerate(labeled)}
+    inclusion = panel_inclusion(session, plan, place)
     if inclusion:
         settings["weights"] = {"inclusion": inclusion}
     if decision.slices:  # absent when the project does not slice, so earlier certificates still verify
-        settings["slices"] = slice_settings(session, project, decision.slices, decision.slice_epsilon)
+        settings["slices"] = slice_settings(session, project, decision.slices, decision.slice_epsilon, place)
     if decision.coefficient == "po" and decision.resolved_monitoring() == "anytime":  # the decision in force
-        settings["monitoring"] = monitoring_settings(session, project, criterion, label_seq, plan)
+        settings["monitoring"] = monitoring_settings(session, project, label_seq, plan, latest, place)
     return settings
 
 
-def monitoring_settings(
-    session: Session, project: Project, criterion: str, label_seq: int, plan: Plan | None
-) -> dict[str, Any]:
-    """What the monitored decision at ``label_seq`` reads beyond the labels (docs/method.md §8.2, §10): the
-    opening (the first look, or ``label_seq`` when no look came before it), the arrival rank of every label
-    of an overlap item ranked after the opening, the overlap items in the seeded order that breaks ties, the
-    monitor's level, multiplicity and budget."""
-    decision = project.decision_settings
-    opening = min(arrival_order(project, label_seq).opening, label_seq)
-    latest: dict[tuple[int, int], tuple[int, int, bool]] = {}  # cell -> (seq, rank, has a value) as of label_seq
+def latest_cells(
+    session: Session, project: Project, criterion: str, label_seq: int
+) -> dict[tuple[int, int], tuple[int, int, bool]]:
+    """Each (item, rater) cell of ``criterion`` as of ``label_seq``: its last event's seq, arrival rank, and
+    whether it holds a value."""
+    latest: dict[tuple[int, int], tuple[int, int, bool]] = {}
     events = session.execute(
         select(LabelEvent.item_id, LabelEvent.rater_id, LabelEvent.seq, LabelEvent.rank, LabelEvent.value).where(
             LabelEvent.project_id == project.id, LabelEvent.criterion == criterion, LabelEvent.seq <= label_seq
@@ -159,19 +164,35 @@ def monitoring_settings(
     for item, rater, seq, rank, value in events:
         if (item, rater) not in latest or seq > latest[(item, rater)][0]:
             latest[(item, rater)] = (seq, seq if rank is None else rank, value not in (None, ""))
+    return latest
+
+
+def monitoring_settings(
+    session: Session,
+    project: Project,
+    label_seq: int,
+    plan: Plan | None,
+    latest: dict[tuple[int, int], tuple[int, int, bool]],
+    place: dict[int, int],
+) -> dict[str, Any]:
+    """What the monitored decision at ``label_seq`` reads beyond the labels (docs/method.md §8.2, §10): the
+    opening (the first look, or ``label_seq`` when no look came before it), the arrival rank of every label
+    of an overlap item ranked after the opening, the overlap items in the seeded order that breaks ties, the
+    monitor's level, multiplicity and budget; items by their ``place`` among the certified items."""
+    decision = project.decision_settings
+    opening = min(arrival_order(project, label_seq).opening, label_seq)
     kinds = dict(session.execute(select(Rater.id, Rater.kind).where(Rater.project_id == project.id)).all())
     labeled: dict[int, set[str]] = {}
     for (item, rater), (_, _, present) in latest.items():
         if present:
             labeled.setdefault(item, set()).add("judge" if kinds[rater] == "judge" else f"h{rater}")
     overlap = {item for item, who in labeled.items() if "judge" in who and len(who) >= 3}
-    external = dict(session.execute(select(Item.id, Item.external_id).where(Item.project_id == project.id)).all())
     raters = dict(session.execute(select(Rater.id, Rater.external_id).where(Rater.project_id == project.id)).all())
     item_ids = corpus(session, project)[0]
     keys = seeded_item_keys(item_ids.size, arrival_order(project, label_seq).seed)
-    tiebreak = [external[int(i)] for i in item_ids[np.argsort(keys, kind="stable")] if int(i) in overlap]
+    tiebreak = [place[int(i)] for i in item_ids[np.argsort(keys, kind="stable")] if int(i) in overlap]
     ranks = sorted(
-        [external[item], raters[rater], rank]
+        [place[item], raters[rater], rank]
         for (item, rater), (_, rank, present) in latest.items()
         if present and item in overlap and rank > opening
     )
@@ -187,31 +208,31 @@ def monitoring_settings(
 
 
 def slice_settings(
-    session: Session, project: Project, by: str, slice_epsilon: dict[str, float] | None
+    session: Session, project: Project, by: str, slice_epsilon: dict[str, float] | None, place: dict[int, int]
 ) -> dict[str, Any]:
-    """The project's slices as a certificate freezes them (§3b, §10): ``by``, each item's value, the epsilons.
+    """The project's slices as a certificate freezes them (§3b, §10): ``by``, ``[place, value]`` for each certified
+    item with a value, the epsilons.
 
     A value is named as ``/reliability?by=`` names it: a string as itself, any other JSON value as its JSON text.
     """
     name = feature_name(by)
     assert name, by  # DecisionSettings accepts only "feature:<name>"
-    features = session.execute(select(Item.external_id, Item.features).where(Item.project_id == project.id))
-    values = {
-        ext: value if isinstance(value, str) else orjson.dumps(value).decode()
-        for ext, found in features
-        if (value := (found or {}).get(name)) is not None
-    }
+    features = session.execute(select(Item.id, Item.features).where(Item.project_id == project.id))
+    values = sorted(
+        [place[item], value if isinstance(value, str) else orjson.dumps(value).decode()]
+        for item, found in features
+        if item in place and (value := (found or {}).get(name)) is not None
+    )
     epsilons = dict(sorted((slice_epsilon or {}).items()))
-    return {"by": by, "values": dict(sorted(values.items())), "slice_epsilon": epsilons}
+    return {"by": by, "values": values, "slice_epsilon": epsilons}
 
 
-def panel_inclusion(session: Session, plan: Plan | None) -> dict[str, float] | None:
-    """External item id -> inclusion probability under a Neyman plan (what /reliability weights by)."""
+def panel_inclusion(session: Session, plan: Plan | None, place: dict[int, int]) -> list[list[float]] | None:
+    """``[place, inclusion probability]`` of each certified item under a Neyman plan (what /reliability weights by)."""
     by_item = plan_inclusion(session, plan)
     if not by_item or plan is None:
         return None
-    external = session.execute(select(Item.id, Item.external_id).where(Item.project_id == plan.project_id))
-    return {ext: by_item[int(iid)] for iid, ext in sorted(external, key=lambda row: row[1]) if int(iid) in by_item}
+    return sorted([place[int(item)], probability] for item, probability in by_item.items() if int(item) in place)
 
 
 def existing_certificate(session: Session, project_id: str, settings: dict[str, Any]) -> Certificate | None:

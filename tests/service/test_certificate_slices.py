@@ -6,7 +6,7 @@ import json
 
 from fastapi.testclient import TestClient
 
-from planner.certificate import verify_certificate
+from planner.certificate import certified_result, label_snapshot, verify_certificate
 from tests.service.test_certificates import history
 from tests.service.test_reliability_slices import _project
 
@@ -16,7 +16,11 @@ def test_the_certificate_leads_with_the_failing_slice_as_the_document_does(clien
     s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 100}).json()
     frozen = s["predicate"]["slices"]
     assert frozen["by"] == "feature:language" and frozen["slice_epsilon"] == {"en": 0.1}
-    assert len(frozen["values"]) == 120 and frozen["values"]["i0"] == "en" and frozen["values"]["i90"] == "de"
+    rows = history(client, pid)
+    items = sorted({r["item"] for r in rows if r["value"] not in (None, "")})  # the certified items, by place
+    by_item = {items[place]: value for place, value in frozen["values"]}
+    assert len(by_item) == 120 and by_item["i0"] == "en" and by_item["i90"] == "de"
+    assert not any(f'"{item}"' in json.dumps(s) for item in items)  # places, no item id: viewers read it
     result = s["predicate"]["result"]["slices"]
     doc = client.get(f"/projects/{pid}/reliability", params={"by": "feature:language"}).json()["slices"]
     assert result["headline"] == doc["headline"] == "passes overall; fails on slice de (omega 0.00, d -0.17)"
@@ -26,12 +30,16 @@ def test_the_certificate_leads_with_the_failing_slice_as_the_document_does(clien
         ("en", 90, 0.1, "pass"),
     ]
     assert [x["omega"] for x in result["slices"]] == [x["omega"] for x in doc["slices"]]
-    rows = history(client, pid)
     assert verify_certificate(s, rows).match
     moved = json.loads(json.dumps(s))
-    moved["predicate"]["slices"]["values"]["i0"] = "de"  # one item moved to the failing slice
+    assert moved["predicate"]["slices"]["values"][0] == [items.index("i0"), "en"]
+    moved["predicate"]["slices"]["values"][0][1] = "de"  # one item moved to the failing slice
     found = {m.field for m in verify_certificate(moved, rows).mismatches}
     assert "report" in found and "result.slices.slices[0].n_items" in found
+    earlier = json.loads(json.dumps(s["predicate"]))  # certificates before places named items by id
+    earlier["slices"]["values"] = by_item
+    snapshot = label_snapshot(rows, label_seq=s["predicate"]["label_seq"])
+    assert certified_result(snapshot, earlier)["slices"] == result
 
 
 def test_a_project_without_slices_certifies_as_before(client: TestClient) -> None:

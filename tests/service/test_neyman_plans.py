@@ -263,7 +263,8 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
     statement = r.json()
     predicate = statement["predicate"]
     stored = stored_inclusion(engine, pid, "h2")
-    assert predicate["weights"]["inclusion"] == pytest.approx(stored)
+    items = sorted(f"i{k}" for k in range(N_ITEMS))  # every item is labelled: the certified items, by place
+    assert {items[place]: p for place, p in predicate["weights"]["inclusion"]} == pytest.approx(stored)
     doc = client.get(f"/projects/{pid}/reliability").json()
     certified = {x["rater"]: x["d"] for x in predicate["result"]["judges"][0]["raters"]}
     assert certified == pytest.approx({x["rater"]: x["d"] for x in doc["raters"]}, abs=1e-9)
@@ -283,8 +284,7 @@ def test_certificate_of_a_neyman_project_is_weighted_like_reliability(client, en
     ok = client.post("/certificates/verify", json={"certificate": statement, "labels": rows}).json()
     assert ok["match"] is True, ok
     edited = json.loads(json.dumps(statement))
-    first = next(iter(edited["predicate"]["weights"]["inclusion"]))
-    edited["predicate"]["weights"]["inclusion"][first] = 1.0
+    edited["predicate"]["weights"]["inclusion"][0][1] = 1.0
     assert client.post("/certificates/verify", json={"certificate": edited, "labels": rows}).json()["match"] is False
 
 
