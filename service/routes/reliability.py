@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from service.core.errors import Invalid, echo, error_responses
 from service.data.models import Project
@@ -40,7 +41,10 @@ def _cached(
     if_none_match: str | None,
     kind: str,
     build: Callable[[str, str], dict[str, Any]],
+    model: type[BaseModel],
 ) -> Response:
+    """The document ``build`` makes, checked against ``model`` (its ``response_model``, which a JSONResponse
+    would not enforce), or a 304 when the client's ETag is current."""
     name = criterion or project.criteria[0]
     if name not in project.criteria:
         raise Invalid(f"unknown criterion {echo(name)}; the project has {project.criteria}")
@@ -48,7 +52,9 @@ def _cached(
     headers = {**CACHE_HEADERS, "ETag": etag}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    return JSONResponse(build(name, etag), headers=headers)
+    document = build(name, etag)
+    model.model_validate(document)
+    return JSONResponse(document, headers=headers)
 
 
 @router.get(
@@ -94,6 +100,7 @@ def get_reliability(
             lambda name, etag: documents.get_or_build(
                 etag, lambda: score_reliability_document(session, project, name).model_dump(mode="json")
             ),
+            ScoreReliabilityDocument,
         )
     if by is None:
         return _cached(
@@ -104,6 +111,7 @@ def get_reliability(
             if_none_match,
             "reliability",
             lambda name, etag: cached_reliability(session, project, documents, name, etag, n_resamples=n_resamples),
+            ReliabilityDocument,
         )
     checked_by(by)
 
@@ -121,6 +129,7 @@ def get_reliability(
         if_none_match,
         f"reliability|by={by}",
         lambda name, etag: documents.get_or_build(etag, lambda: with_slices(name, etag)),
+        ReliabilityDocument,
     )
 
 
@@ -149,4 +158,5 @@ def get_ranking(
         lambda name, etag: request.app.state.documents.get_or_build(
             etag, lambda: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples)
         ),
+        RankingDocument,
     )

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from service.routes import reliability as route
+
 LABELS = ["pass", "fail"]
 
 
@@ -370,3 +372,14 @@ def test_served_documents_match_their_openapi_models(client, raters, decision):
         schema = paths[f"/projects/{{pid}}/{path}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         refs = [{"$ref": f"#/components/schemas/{model}"} for model in models]
         assert (schema.get("anyOf") if len(refs) > 1 else [schema]) == refs
+
+
+def test_a_document_that_breaks_its_response_model_is_not_served(client, monkeypatch):
+    """The route returns a JSONResponse (fast), so it checks the document against its response_model itself."""
+    pid, _ = setup_dense(client, THREE_HUMANS, n_items=40)
+    served = get(client, f"/projects/{pid}/reliability").json()
+    route.ReliabilityDocument.model_validate(served)
+    built = route.cached_reliability
+    monkeypatch.setattr(route, "cached_reliability", lambda *a, **k: {**built(*a, **k), "stray": 1})
+    r = client.get(f"/projects/{pid}/reliability")
+    assert r.status_code == 500 and "stray" not in r.text  # a bug, reported as one, never the broken document
