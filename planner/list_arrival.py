@@ -52,3 +52,19 @@ def listed_arrival(codes: np.ndarray, ranks: np.ndarray, lists: Sequence[Planned
         ranks[rows[known], column] = np.where(held, -1, np.where(later, dated, own))[known]
         codes[rows[held], column] = MISSING
     return codes, ranks
+
+
+def lists_within(lists: Sequence[PlannedList], rows: np.ndarray, n_items: int) -> tuple[PlannedList, ...]:
+    """``lists`` (on ``n_items`` rows) restricted to ``rows`` (indices), renumbered as rows of the subset
+    ``rows`` picks: each list keeps its order and ``since`` (the monitor of a slice, docs/method.md §3b).
+
+    >>> lists_within([(2, np.array([4, 1, 3, 0]), 5)], np.array([0, 3, 4]), 5)[0][1].tolist()
+    [2, 1, 0]
+    """
+    local = np.full(n_items, -1, dtype=np.int64)
+    local[rows] = np.arange(rows.size)
+    out = []
+    for column, listed, since in lists:
+        at = local[listed[listed >= 0]]
+        out.append((column, at[at >= 0], since))
+    return tuple(out)

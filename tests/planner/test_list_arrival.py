@@ -5,6 +5,8 @@ whatever order the labels were uploaded in, at every moment of the upload."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +14,8 @@ from hypothesis import strategies as st
 from planner.codes import MISSING
 from planner.list_arrival import listed_arrival
 from planner.monitor_paths import differences, list_positions
-from planner.sequential import monitor_judge
+from planner.sequential import Monitoring, monitor_judge
+from planner.slices import monitor_judge_by_slice
 
 
 def test_held_back_dated_and_before_the_list_by_hand() -> None:
@@ -64,7 +67,7 @@ def test_the_monitor_reads_the_lists_it_is_given() -> None:
     codes = np.where(rng.random((n, 4)) < [0.9, 0.8, 0.8, 0.8], truth[:, None], 1 - truth[:, None])
     ranks = np.column_stack([np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)] + [2 + np.arange(n)] * 2)
     lists = [(2, rng.permutation(n), 1), (3, rng.permutation(n), 1)]
-    options = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
+    options: dict[str, Any] = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
     with_lists = monitor_judge(codes, order=ranks, lists=lists, **options)
     by_writes = monitor_judge(codes, order=ranks, **options)
     assert [r.n for r in with_lists.raters] == [r.n for r in by_writes.raters] == [n] * 3  # nothing held at the end
@@ -72,3 +75,36 @@ def test_the_monitor_reads_the_lists_it_is_given() -> None:
     half = np.where(ranks < 2 + n // 2, ranks, -1), np.where(ranks < 2 + n // 2, codes, -1)
     held = monitor_judge(half[1], order=half[0], lists=lists, **options)
     assert held.raters[1].n < n // 2 and held.raters[2].n < n // 2  # half uploaded: listed labels wait
+
+
+def _same(a: Monitoring, b: Monitoring) -> bool:
+    """The same decision, looks and per-human path (n, e-values, arrival ranks)."""
+    return (a.decision, a.looks, a.decided_at) == (b.decision, b.looks, b.decided_at) and all(
+        (x.n, x.e_value, x.e_value_lost, x.status) == (y.n, y.e_value, y.e_value_lost, y.status)
+        and np.array_equal(x.arrival, y.arrival)
+        for x, y in zip(a.raters, b.raters, strict=True)
+    )
+
+
+def test_a_slice_reads_its_part_of_each_list_in_list_order() -> None:
+    """monitor_judge_by_slice with lists: overall the monitor of the whole matrix with them, and each slice the
+    monitor of its rows with each list's items in that slice, in list order (restricted here by hand)."""
+    rng = np.random.default_rng(9)
+    n = 240
+    truth = rng.integers(0, 2, n)
+    codes = np.where(rng.random((n, 4)) < [0.9, 0.8, 0.8, 0.8], truth[:, None], 1 - truth[:, None])
+    ranks = np.column_stack([np.ones(n, dtype=np.int64)] * 2 + [2 + rng.permutation(n), 2 + rng.permutation(n)])
+    ranks[rng.random((n, 4)) < 0.1] = -1
+    codes = np.where(ranks >= 0, codes, -1)
+    lists = [(2, rng.permutation(n), 1), (3, rng.permutation(n), 1)]
+    sliced = np.array(["a", "b"])[rng.integers(0, 2, n)]
+    options: dict[str, Any] = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
+    got = monitor_judge_by_slice(codes, sliced, order=ranks, lists=lists, min_slice_items=1, **options)
+    assert _same(got.overall, monitor_judge(codes, order=ranks, lists=lists, **options))
+    for value, _, fit in got.slices:
+        rows = np.flatnonzero(sliced == value)
+        local = {int(r): k for k, r in enumerate(rows)}
+        own = [(c, np.array([local[int(r)] for r in listed if int(r) in local]), s) for c, listed, s in lists]
+        alone = monitor_judge(codes[rows], order=ranks[rows], lists=own, alpha=got.slice_alpha, **options)
+        assert fit is not None and _same(fit, alone)
+    assert not _same(got.overall, monitor_judge(codes, order=ranks, **options))  # the lists change the path
