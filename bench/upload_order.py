@@ -7,9 +7,11 @@ label every item; every label is in one bulk write sorted by the feature, read a
 order dates each label by its ``label_seq`` (the order before ranks); the service reads the write as one
 arrival in the project's seeded item order (``service.documents.monitoring.judge_monitorings``). Printed:
 the share of runs passed at some prefix (a false pass: at most alpha = .05 is promised), with its Monte
-Carlo SE. The last column is not covered by §8.2's rule and is printed to say so: the same file uploaded
-item by item (each item's labels one write) while someone looks after the first 20 items, so the opening
-holds those and every later item is its own arrival, in the file's order.
+Carlo SE. The last two columns: the same file uploaded item by item (each item's labels one write) while
+someone looks after the first 20 items, so the opening holds those and every later item is its own arrival,
+in the file's order; read by its writes alone (``looked at 20``: what the service did before planned lists
+were read in list order), and with every secondary holding a planned list of all items in a random order
+drawn before any label, read in list order (``lists``: the service's rule, ``planner.list_arrival``).
 
 Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/upload_order.py [runs]`` (default 1000).
 """
@@ -50,10 +52,12 @@ def sorted_file(rng: np.random.Generator, n: int, k: int, spread: float) -> Labe
 
 def main(runs: int) -> None:
     print(f"false pass of a margin judge, file sorted by a feature ({runs} runs per cell, alpha {ALPHA})")
-    print(f"{'K':>2} {'n':>5} {'spread':>6} {'file order':>16} {'service order':>16} {'looked at 20':>16}")
+    print(
+        f"{'K':>2} {'n':>5} {'spread':>6} {'file order':>16} {'service order':>16} {'looked at 20':>16} {'lists':>16}"
+    )
     rng = np.random.default_rng(2026)
     for k, n, spread in ((3, 200, 0.25), (3, 400, 0.15), (5, 400, 0.25)):
-        passed = {"file": 0, "service": 0, "looked": 0}
+        passed = {"file": 0, "service": 0, "looked": 0, "lists": 0}
         for run in range(runs):
             matrix = sorted_file(rng, n, k, spread)
             humans = list(range(1, k + 1))
@@ -68,11 +72,15 @@ def main(runs: int) -> None:
             looked = ArrivalOrder(opening=(k + 1) * 20, seed=run)  # a look after the first 20 items' writes
             [block] = judge_monitorings(by_item, [0], humans, DecisionSettings(), None, None, looked)
             passed["looked"] += block is not None and block["decision"] == "pass"
+            lists = tuple((h, rng.permutation(n), -1) for h in humans[1:])  # the secondaries' lists, before any label
+            listed = ArrivalOrder(opening=(k + 1) * 20, seed=run, lists=lists)
+            [block] = judge_monitorings(by_item, [0], humans, DecisionSettings(), None, None, listed)
+            passed["lists"] += block is not None and block["decision"] == "pass"
         cells = []
-        for kind in ("file", "service", "looked"):
+        for kind in ("file", "service", "looked", "lists"):
             rate = passed[kind] / runs
             cells.append(f"{rate:.3f} +- {math.sqrt(max(rate * (1 - rate), 1e-9) / runs):.3f}")
-        print(f"{k:>2} {n:>5} {spread:>6} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16}")
+        print(f"{k:>2} {n:>5} {spread:>6} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} {cells[3]:>16}")
 
 
 if __name__ == "__main__":

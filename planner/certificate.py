@@ -21,6 +21,7 @@ import rfc8785
 import scipy
 
 from planner.decision import RaterOutcome, Validation, validate_judge
+from planner.list_arrival import PlannedList
 from planner.score_decision import ScoreRaterOutcome, ScoreValidation, validate_scores
 from planner.sequential import Monitoring, monitor_judge
 from planner.slices import validate_judge_by_slice
@@ -158,6 +159,23 @@ def _arrival(
     return order, tiebreak
 
 
+def _planned_lists(items: list[str], raters: list[str], monitoring: Mapping[str, Any]) -> list[PlannedList]:
+    """The secondaries' planned lists a certificate lists (docs/method.md §8.2) as the monitor reads them: each
+    one's column, its items' places in list order (-1 for an item without a label in the snapshot: a gap), and
+    the rank after which its labels are read in list order (its ``since``, at least the opening)."""
+    rater_of = {x: k for k, x in enumerate(raters)}
+    opening = int(monitoring["opening"])
+    return [
+        (
+            rater_of[rater],
+            np.array([int(x) if 0 <= int(x) < len(items) else -1 for x in planned["items"]], dtype=np.int64),
+            max(int(planned["since"]), opening),
+        )
+        for rater, planned in (monitoring.get("lists") or {}).items()
+        if rater in rater_of
+    ]
+
+
 def _monitored_result(m: Monitoring, verdict: Mapping[str, Any], humans: list[str]) -> dict[str, Any]:
     """A judge's certified result in anytime mode: the monitored decision in force (docs/method.md §8), the
     fixed-sample one beside it."""
@@ -248,7 +266,8 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     Items are the snapshot's, in sorted order; CANNOT_ASSESS, INVALID and values outside
     the label set are missing (exclusion). With ``monitoring`` (an anytime-mode project, docs/method.md §8,
     §10) each judge's decision is the monitored one, read in the arrival order it lists (``opening``,
-    ``ranks``, ``tiebreak``), and the fixed-sample decision is ``fixed_decision``.
+    ``ranks``, ``tiebreak``, and the planned ``lists`` read in list order), and the fixed-sample decision is
+    ``fixed_decision``.
     A ``protocol.scale`` of ``"numeric"`` decides on the numbers instead (``_score_verdicts``).
     """
     criterion, kinds = settings["criterion"], settings["raters"]
@@ -304,6 +323,7 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     monitoring = settings.get("monitoring")
     if monitoring is not None and verdicts:
         order, tiebreak = _arrival(rows, items, raters, monitoring)
+        lists = _planned_lists(items, raters, monitoring)
         for j, verdict in zip(judges, verdicts, strict=True):
             monitored = monitor_judge(
                 codes,
@@ -312,6 +332,7 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
                 n_labels=len(labels),
                 order=order,
                 tiebreak=tiebreak,
+                lists=lists,
                 rule=decision["rule"],
                 epsilon=decision["epsilon"],
                 alpha=monitoring["alpha"],

@@ -8,6 +8,7 @@ decision those ranks give. Shared with the monitor's simulation (``planner.monit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from planner.codes import MISSING
 from planner.confidence_sequences import (
     log_e_processes,
 )
+from planner.list_arrival import PlannedList
 
 _POOL_CHUNK_CELLS = 4_000_000  # item x human x human cells of pool membership held at once
 NEVER = np.iinfo(np.int64).max  # arrival rank of a label that has not arrived
@@ -70,12 +72,15 @@ def differences(
     humans: list[int],
     rule: str,
     tiebreak: np.ndarray | None = None,
+    positions: tuple[np.ndarray | None, ...] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per held-out human: arrival ranks, ``xi`` and rows of its usable items, in arrival order.
 
     Only rows with the judge and at least two humans carry a difference. They are grouped by
     their number ``c`` of humans, so each group is a dense ``(rows, c)`` block whose pools
-    cost ``c^2`` cells a row, not ``K^2`` (docs/method.md §8).
+    cost ``c^2`` cells a row, not ``K^2`` (docs/method.md §8). Entries of equal rank are read by
+    the human's ``positions`` (its planned list's order, :func:`list_positions`) first, then by
+    ``tiebreak`` (None: the row).
     """
     n_humans = len(humans)
     present = (codes != MISSING)[:, humans]
@@ -107,11 +112,33 @@ def differences(
         own = by_human[ends[k] : ends[k + 1]]
         ranks = entry[own]
         arrival = distinct_rank_order(ranks)
-        if arrival is None:  # equal ranks: the row with the smaller tie-break key (default: the earlier row) first
-            arrival = np.lexsort((item[own] if tiebreak is None else tiebreak[item[own]], ranks))
+        if arrival is None:  # equal ranks: the earlier on the human's list, then the smaller tie-break key first
+            base = item[own] if tiebreak is None else tiebreak[item[own]]
+            listed = positions[k] if positions else None
+            arrival = np.lexsort((base, ranks) if listed is None else (base, listed[item[own]], ranks))
         own = own[arrival]
         paths.append((ranks[arrival], xi[own], item[own]))
     return paths
+
+
+UNLISTED = np.iinfo(np.int32).max  # list position of a row not on a human's planned list
+
+
+def list_positions(lists: Sequence[PlannedList], humans: list[int], n_items: int) -> tuple[np.ndarray | None, ...]:
+    """Per held-out human, each row's position on its planned list (``UNLISTED`` off it; None: no list), the
+    first key of entries of equal arrival rank (docs/method.md §8.2)."""
+    by_column = {column: rows[rows >= 0] for column, rows, _ in lists}
+    out: list[np.ndarray | None] = []
+    for h in humans:
+        rows = by_column.get(h)
+        if rows is None or rows.size == 0:
+            out.append(None)
+            continue
+        position = np.full(n_items, UNLISTED, dtype=np.int32)
+        position[rows] = np.arange(rows.size, dtype=np.int32)
+        position.flags.writeable = False
+        out.append(position)
+    return tuple(out)
 
 
 def distinct_rank_order(ranks: np.ndarray) -> np.ndarray | None:

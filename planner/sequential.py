@@ -13,6 +13,7 @@ Codes follow ``planner.codes``: an int matrix ``(n_items, n_raters)``, ``-1`` fo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,10 +27,12 @@ from planner.confidence_sequences import (
     running_eb_bounds,
 )
 from planner.intervals import ConfidenceInterval
+from planner.list_arrival import PlannedList, listed_arrival
 from planner.monitor_paths import (
     NEVER,
     differences,
     first_certified,
+    list_positions,
     monitor_decision,
     n_distinct,
     needed_ranks,
@@ -178,6 +181,7 @@ def monitor_judge(
     budget: int | None = None,
     inclusion: object = None,
     tiebreak: object = None,
+    lists: Sequence[PlannedList] = (),
 ) -> Monitoring:
     """Anytime-valid validation decision of a judge against humans (docs/method.md §8).
 
@@ -207,6 +211,10 @@ def monitor_judge(
     key first (None: the earlier row). A key drawn independently of the labels (the service's seeded
     item order, docs/method.md §8.2) reads the items of one write in a random order.
 
+    ``lists`` (``planner.list_arrival``: per planned list its column, rows in list order and ``since``
+    rank) reads each listed human's labels in its list's order: a label behind an unlabeled item of its
+    list waits, and entries of equal rank on a list are read in list order (docs/method.md §8.2).
+
     Examples
     --------
     >>> import numpy as np
@@ -233,6 +241,7 @@ def monitor_judge(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
+    codes, ranks = listed_arrival(codes, ranks, lists)
     return _monitoring(
         codes,
         ranks,
@@ -249,6 +258,7 @@ def monitor_judge(
         None,
         keep=False,
         tiebreak=_monitor_tiebreak(tiebreak, codes.shape[0]),
+        positions=list_positions(lists, humans, codes.shape[0]),
     )[0]
 
 
@@ -275,6 +285,7 @@ class MonitorState:
     settings: tuple[object, ...]
     weights: np.ndarray | None
     tiebreak: np.ndarray | None
+    positions: tuple[np.ndarray | None, ...]
     codes: np.ndarray
     last_rank: int
     paths: tuple[_HumanPath, ...]
@@ -300,6 +311,7 @@ def kept_monitoring(
     budget: int | None = None,
     inclusion: object = None,
     tiebreak: object = None,
+    lists: Sequence[PlannedList] = (),
 ) -> tuple[Monitoring, MonitorState]:
     """:func:`monitor_judge` and what it keeps to be brought up to date (docs/method.md §8).
 
@@ -329,6 +341,7 @@ def kept_monitoring(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
+    codes, ranks = listed_arrival(codes, ranks, lists)
     monitoring, state = _monitoring(
         codes,
         ranks,
@@ -345,6 +358,7 @@ def kept_monitoring(
         previous,
         keep=True,
         tiebreak=_monitor_tiebreak(tiebreak, codes.shape[0]),
+        positions=list_positions(lists, humans, codes.shape[0]),
     )
     assert state is not None
     return monitoring, state
@@ -365,16 +379,17 @@ def _changed_rows(
     settings: tuple[object, ...],
     weights: np.ndarray | None,
     tiebreak: np.ndarray | None,
+    positions: tuple[np.ndarray | None, ...],
     codes: np.ndarray,
     ranks: np.ndarray,
     columns: list[int],
 ) -> tuple[np.ndarray, bool] | None:
     """Rows where the judge or a human has a label added, changed or retracted since ``previous``, and
     whether labels were only added (each ranked above every rank it saw); None when the settings, the
-    shape, the weights or the tie-break keys changed. Rows where nothing changed are found by one pass
-    over the matrix; only the others are looked at column by column. A cell labeled in ``previous`` with
-    its label unchanged and no rank above the ones it saw keeps its rank (a correction keeps a cell's
-    ``label_seq``, a new label takes a larger one)."""
+    shape, the weights, the tie-break keys or the list positions changed. Rows where nothing changed are
+    found by one pass over the matrix; only the others are looked at column by column. A cell labeled in
+    ``previous`` with its label unchanged and no rank above the ones it saw keeps its rank (a correction
+    keeps a cell's ``label_seq``, a new label takes a larger one)."""
     same_weights = (
         previous.weights is None
         if weights is None
@@ -385,7 +400,11 @@ def _changed_rows(
         if tiebreak is None
         else previous.tiebreak is not None and np.array_equal(previous.tiebreak, tiebreak)
     )
-    if previous.settings != settings or not same_weights or not same_keys:
+    same_positions = len(previous.positions) == len(positions) and all(
+        (a is None) == (b is None) and (a is None or b is None or np.array_equal(a, b))
+        for a, b in zip(previous.positions, positions, strict=True)
+    )
+    if previous.settings != settings or not same_weights or not same_keys or not same_positions:
         return None
     cells = np.flatnonzero((codes != previous.codes) | (ranks > previous.last_rank))  # few: a write's
     moved = np.unique(cells // codes.shape[1])
@@ -399,26 +418,36 @@ def _changed_rows(
 
 
 def _insertion_points(
-    times: np.ndarray, rows: np.ndarray, new_times: np.ndarray, new_rows: np.ndarray, tiebreak: np.ndarray | None
+    times: np.ndarray,
+    rows: np.ndarray,
+    new_times: np.ndarray,
+    new_rows: np.ndarray,
+    tiebreak: np.ndarray | None,
+    position: np.ndarray | None,
 ) -> np.ndarray | None:
-    """Where each new entry goes in a path sorted by ``(arrival rank, tie-break key)`` (the key: the row
-    without ``tiebreak``), by a bisection of all new entries at once (``log2`` of the path's length steps,
-    each touching one kept entry per new one); None when a new entry ties a kept one on both."""
+    """Where each new entry goes in a path sorted by ``(arrival rank, list position, tie-break key)`` (no
+    position without ``position``; the key: the row without ``tiebreak``), by a bisection of all new entries
+    at once (``log2`` of the path's length steps, each touching one kept entry per new one); None when a new
+    entry ties a kept one on all three."""
     low = np.zeros(new_times.size, dtype=np.int64)
     if times.size == 0:
         return low
     key = (lambda r: r) if tiebreak is None else (lambda r: tiebreak[r])
-    new_keys = key(new_rows)
+    place = (lambda r: np.zeros(r.shape, dtype=np.int32)) if position is None else (lambda r: position[r])
+    new_keys, new_places = key(new_rows), place(new_rows)
     high = np.full(new_times.size, times.size, dtype=np.int64)
     for _ in range(int(times.size).bit_length()):
         mid = np.minimum((low + high) // 2, times.size - 1)
-        at_t, at_key = times[mid], key(rows[mid])
-        before = (at_t < new_times) | ((at_t == new_times) & (at_key < new_keys))
+        at_t, at_place, at_key = times[mid], place(rows[mid]), key(rows[mid])
+        before = (at_t < new_times) | (
+            (at_t == new_times) & ((at_place < new_places) | ((at_place == new_places) & (at_key < new_keys)))
+        )
         open_ = low < high
         low = np.where(open_ & before, mid + 1, low)
         high = np.where(open_ & ~before, mid, high)
     at = np.minimum(low, times.size - 1)
-    if np.any((low < times.size) & (times[at] == new_times) & (key(rows[at]) == new_keys)):
+    tied = (times[at] == new_times) & (place(rows[at]) == new_places) & (key(rows[at]) == new_keys)
+    if np.any((low < times.size) & tied):
         return None
     return low
 
@@ -432,21 +461,22 @@ def _patched_paths(
     humans: list[int],
     rule: str,
     tiebreak: np.ndarray | None,
+    positions: tuple[np.ndarray | None, ...],
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
     """Each human's path (:func:`differences`) with the entries of rows ``redo`` read again: the kept
     entries of the other rows, which are unchanged, merged with the new entries of ``redo`` by arrival
-    rank and tie-break key (docs/method.md §8). None when a new entry ties a kept one on both (their
-    order would depend on the rows' blocks): read afresh."""
+    rank, list position and tie-break key (docs/method.md §8). None when a new entry ties a kept one on
+    all three (their order would depend on the rows' blocks): read afresh."""
     keys = None if tiebreak is None else tiebreak[redo]
-    part = differences(codes[redo], ranks[redo], judge, humans, rule, keys)
+    part = differences(codes[redo], ranks[redo], judge, humans, rule, keys, _rows_of(positions, redo))
     redone = np.zeros(codes.shape[0], dtype=bool)
     redone[redo] = True
     paths = []
-    for path, (times, xi, local) in zip(previous.paths, part, strict=True):
+    for path, (times, xi, local), position in zip(previous.paths, part, positions, strict=True):
         stays = ~redone[path.rows]
         kept_times, kept_rows = path.times[stays], path.rows[stays]
         rows = redo[local]
-        at = _insertion_points(kept_times, kept_rows, times, rows, tiebreak)
+        at = _insertion_points(kept_times, kept_rows, times, rows, tiebreak, position)
         if at is None:
             return None
         paths.append(
@@ -457,6 +487,11 @@ def _patched_paths(
             )
         )
     return paths
+
+
+def _rows_of(positions: tuple[np.ndarray | None, ...], rows: np.ndarray) -> tuple[np.ndarray | None, ...]:
+    """Each human's list positions of ``rows`` alone."""
+    return tuple(None if p is None else p[rows] for p in positions)
 
 
 def _last_rank(codes: np.ndarray, ranks: np.ndarray, below: int) -> int:
@@ -486,6 +521,7 @@ def _monitoring(
     *,
     keep: bool,
     tiebreak: np.ndarray | None = None,
+    positions: tuple[np.ndarray | None, ...] = (),
 ) -> tuple[Monitoring, MonitorState | None]:
     """The monitoring of checked inputs, continued from ``previous`` when only labels were added since,
     its paths patched from it when fewer than half the rows changed; with ``keep``, the state to continue
@@ -506,16 +542,16 @@ def _monitoring(
     )
     since, found = None, None
     if previous is not None and keep and n_humans >= 2:
-        changed = _changed_rows(previous, settings, weights, tiebreak, codes, ranks, [judge, *humans])
+        changed = _changed_rows(previous, settings, weights, tiebreak, positions, codes, ranks, [judge, *humans])
         if changed is not None and changed[1]:
             since = changed[0]
         elif changed is not None and 2 * changed[0].size <= codes.shape[0]:
             since = changed[0]
-            found = _patched_paths(previous, since, codes, ranks, judge, humans, rule, tiebreak)
+            found = _patched_paths(previous, since, codes, ranks, judge, humans, rule, tiebreak, positions)
             since = None if found is None else since
     if since is None or previous is None or found is not None:
         if found is None:
-            found = differences(codes, ranks, judge, humans, rule, tiebreak) if n_humans >= 2 else []
+            found = differences(codes, ranks, judge, humans, rule, tiebreak, positions) if n_humans >= 2 else []
         empty = np.zeros(0, dtype=np.int64)
         before = [
             _HumanPath(empty, np.zeros(0), empty, np.zeros(0), np.zeros(0), Running(), (n_humans + 1, n_humans + 1))
@@ -526,7 +562,7 @@ def _monitoring(
     else:
         last_rank = previous.last_rank
         keys = None if tiebreak is None else tiebreak[since]
-        part = differences(codes[since], ranks[since], judge, humans, rule, keys)
+        part = differences(codes[since], ranks[since], judge, humans, rule, keys, _rows_of(positions, since))
         found = [(t[t > last_rank], xi[t > last_rank], since[rows[t > last_rank]]) for t, xi, rows in part]
         before, first_before, looks_before = (
             list(previous.paths),
@@ -607,7 +643,9 @@ def _monitoring(
     kept = codes.astype(code_type(n_labels))  # a copy in the compact type (int64 codes would be 8x the bytes)
     kept.flags.writeable = False
     keys = tiebreak if tiebreak is None or not tiebreak.flags.writeable else tiebreak.copy()  # read-only: shared
-    state = MonitorState(settings, weights, keys, kept, last_rank, tuple(paths), first_won, first_lost, n_looks)
+    state = MonitorState(
+        settings, weights, keys, positions, kept, last_rank, tuple(paths), first_won, first_lost, n_looks
+    )
     return monitoring, state
 
 

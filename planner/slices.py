@@ -7,13 +7,14 @@ labeled; ``slices`` gives each item's feature value, shape ``(n_items,)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from planner.codes import MISSING
 from planner.decision import RaterOutcome, Validation, validate_judge
+from planner.list_arrival import PlannedList, lists_within
 from planner.rules import DEFAULT_EPSILON, passes
 from planner.sequential import Monitoring, monitor_judge
 from planner.significance import by_rejections
@@ -293,6 +294,7 @@ def monitor_judge_by_slice(
     min_slice_items: int = DEFAULT_MIN_SLICE_ITEMS,
     budget: int | None = None,
     tiebreak: object = None,
+    lists: Sequence[PlannedList] = (),
 ) -> SliceMonitoring:
     """The §8 decision overall and per slice, each slice at ``alpha / n_slices`` (docs/method.md §3b).
 
@@ -302,6 +304,8 @@ def monitor_judge_by_slice(
     at most ``alpha``. A slice with fewer than ``min_slice_items`` usable items is reported with no monitoring.
     ``tiebreak`` (shape ``(n_items,)``, integers) orders entries of equal arrival rank, overall and in every
     slice, as in ``monitor_judge`` (the service's seeded item order, docs/method.md §8.2; None: row order).
+    ``lists`` (``planner.list_arrival``) reads planned lists in list order, overall and, restricted to its
+    rows, in every slice.
     """
     if not isinstance(judge, (int, np.integer)):
         raise ValueError(f"judge must be a single column index, got {judge!r}")
@@ -316,7 +320,12 @@ def monitor_judge_by_slice(
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
 
     def monitored(
-        rows: np.ndarray, part: np.ndarray | None, ties: np.ndarray | None, eps: float | None, level: float
+        rows: np.ndarray,
+        part: np.ndarray | None,
+        ties: np.ndarray | None,
+        eps: float | None,
+        level: float,
+        listed: Sequence[PlannedList],
     ) -> Monitoring:
         return monitor_judge(
             rows,
@@ -331,9 +340,10 @@ def monitor_judge_by_slice(
             multiplicity=multiplicity,
             budget=budget,
             tiebreak=ties,
+            lists=listed,
         )
 
-    overall = monitored(matrix, ranks, keys, epsilon, alpha)
+    overall = monitored(matrix, ranks, keys, epsilon, alpha, lists)
     values = sorted(set(labels.tolist()))
     epsilons = _slice_epsilons(values, rule, epsilon, slice_epsilon)
     slice_alpha = alpha / len(values)
@@ -344,7 +354,12 @@ def monitor_judge_by_slice(
         n_usable = int(np.count_nonzero(rows & usable))
         part = None if ranks is None else ranks[rows]
         ties = None if keys is None else keys[rows]
-        fit = monitored(matrix[rows], part, ties, epsilons[value], slice_alpha) if n_usable >= min_slice_items else None
+        within = lists_within(lists, np.flatnonzero(rows), matrix.shape[0])
+        fit = (
+            monitored(matrix[rows], part, ties, epsilons[value], slice_alpha, within)
+            if n_usable >= min_slice_items
+            else None
+        )
         out.append((value, n_usable, fit))
     failing = [(v, fit) for v, _, fit in out if fit is not None and fit.decision == "reject"]
     named = [(v, _monitored_omega(fit), _monitored_gap(fit)) for v, fit in failing]

@@ -15,7 +15,7 @@ from service.core.errors import Conflict, Invalid, NotFound, echo
 from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Rater, new_public_id, utcnow
 from service.data.outbox import emit
 from service.documents.monitoring import planned_budget
-from service.matrices.arrival import arrival_order, seeded_item_keys
+from service.matrices.arrival import arrival_order, listed_items, seeded_item_keys
 from service.matrices.matrix import corpus
 from service.planning.lists import plan_inclusion
 from service.planning.plans import current_plan
@@ -177,8 +177,9 @@ def monitoring_settings(
 ) -> dict[str, Any]:
     """What the monitored decision at ``label_seq`` reads beyond the labels (docs/method.md §8.2, §10): the
     opening (the first look, or ``label_seq`` when no look came before it), the arrival rank of every label
-    of an overlap item ranked after the opening, the overlap items in the seeded order that breaks ties, the
-    monitor's level, multiplicity and budget; items by their ``place`` among the certified items."""
+    of an overlap item or a planned list's item ranked after the opening, the secondaries' planned lists (when
+    any; -1 for a list item without a label: a gap), the overlap items in the seeded order that breaks ties,
+    the monitor's level, multiplicity and budget; items by their ``place`` among the certified items."""
     decision = project.decision_settings
     opening = min(arrival_order(project, label_seq).opening, label_seq)
     kinds = dict(session.execute(select(Rater.id, Rater.kind).where(Rater.project_id == project.id)).all())
@@ -191,12 +192,14 @@ def monitoring_settings(
     item_ids = corpus(session, project)[0]
     keys = seeded_item_keys(item_ids.size, arrival_order(project, label_seq).seed)
     tiebreak = [place[int(i)] for i in item_ids[np.argsort(keys, kind="stable")] if int(i) in overlap]
+    lists = listed_items(session, project)
+    listed = {(int(item), rater) for rater, items, _ in lists for item in items}
     ranks = sorted(
         [place[item], raters[rater], rank]
         for (item, rater), (_, rank, present) in latest.items()
-        if present and item in overlap and rank > opening
+        if present and (item in overlap or (item, rater) in listed) and rank > opening
     )
-    return {
+    settings = {
         "mode": "anytime",
         "alpha": decision.alpha_sig,
         "multiplicity": decision.multiplicity,
@@ -205,6 +208,12 @@ def monitoring_settings(
         "ranks": ranks,
         "tiebreak": tiebreak,
     }
+    if lists:  # absent without planned lists, so earlier certificates still verify
+        settings["lists"] = {
+            raters[rater]: {"since": since, "items": [place.get(int(i), -1) for i in items]}
+            for rater, items, since in lists
+        }
+    return settings
 
 
 def slice_settings(

@@ -2,7 +2,8 @@
 
 Arrival order is each current label's arrival rank (docs/method.md §8.2): the ``label_seq`` of the
 write that gave its cell a first label (a correction keeps it), every label of the opening (in hand at
-the first look) at one rank, ties read in the project's seeded item order. The label that completes an
+the first look) at one rank, a secondary's listed labels in its list's order, ties read in the project's
+seeded item order. The label that completes an
 item for a held-out human dates that item.
 """
 
@@ -16,7 +17,7 @@ from planner import optional_float
 from planner.sequential import Monitoring, MonitorState, kept_monitoring, monitor_judge
 from service.core.caches import RecentlyUsed
 from service.data.models import Plan
-from service.matrices.arrival import ArrivalOrder, monitored_ranks, seeded_item_keys
+from service.matrices.arrival import ArrivalOrder, monitored_lists, monitored_ranks, seeded_item_keys
 from service.matrices.matrix import LabelMatrix
 from service.planning.lists import monitoring_budget
 from service.schemas.projects import DecisionSettings
@@ -121,11 +122,12 @@ def judge_monitorings(
     without ``kept``.
 
     ``inclusion`` (a Neyman panel's per-item probabilities) weights the monitor (docs §9); ``arrival``
-    orders the labels (:func:`monitored_ranks`, ties by :func:`seeded_item_keys`; docs §8.2). The
-    document computes this in a child process of its own, beside its other statistics, or, with
-    ``kept`` (a worker's kept monitorings and the document's lineage), in the worker: each brought up
-    to date from the kept one when only labels were added since (``planner.sequential.kept_monitoring``:
-    the same block, its cost growing with the rows labeled since), computed afresh and kept otherwise.
+    orders the labels (:func:`monitored_ranks`, :func:`monitored_lists`, ties by :func:`seeded_item_keys`;
+    docs §8.2). The document computes this in a child process of its own, beside its other statistics,
+    or, with ``kept`` (a worker's kept monitorings and the document's lineage), in the worker: each
+    brought up to date from the kept one when only labels were added since
+    (``planner.sequential.kept_monitoring``: the same block, its cost growing with the rows labeled
+    since), computed afresh and kept otherwise.
     """
     if len(humans) < 2:  # no validation either
         return []
@@ -135,6 +137,7 @@ def judge_monitorings(
         "humans": humans,
         "n_labels": matrix.n_labels,
         "order": monitored_ranks(matrix, arrival),
+        "lists": monitored_lists(arrival),
         "tiebreak": seeded_item_keys(matrix.raw.shape[0], arrival.seed),
         "rule": decision.rule,
         "epsilon": decision.resolved_epsilon(),

@@ -28,7 +28,7 @@ from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
 from service.documents.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
 from service.documents.shown import mark_rewrites
-from service.matrices.arrival import arrival_order
+from service.matrices.arrival import arrival_order, planned_lists
 from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
 from service.matrices.store import current_matrix
@@ -313,7 +313,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     cells = matrix.raw.size
     humans = matrix.columns("primary", "human")
     states = session.info.get(MONITOR_KEY)
-    arrival = arrival_order(project, matrix.label_seq)
+    arrival = arrival_order(project, matrix.label_seq, planned_lists(session, project, matrix))
     with _handed_over(matrix, cells) as handed:
         statistics = (
             document_statistics,

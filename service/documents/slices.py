@@ -9,13 +9,14 @@ import orjson
 from sqlalchemy.orm import Session
 
 from planner import optional_float
+from planner.list_arrival import lists_within
 from planner.sequential import Monitoring
 from planner.slices import SliceMonitoring, SliceValidation, monitor_judge_by_slice, validate_judge_by_slice
 from service.core.errors import Invalid, echo
 from service.data.models import Project
 from service.documents.monitoring import planned_budget
 from service.documents.reliability import DocumentCache, document_key
-from service.matrices.arrival import arrival_order, monitored_ranks, seeded_item_keys
+from service.matrices.arrival import arrival_order, monitored_labels, monitored_lists, planned_lists, seeded_item_keys
 from service.matrices.matrix import LabelMatrix
 from service.matrices.store import current_matrix
 from service.planning.plans import current_plan
@@ -71,15 +72,18 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
     epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
     codes = matrix.codes[rows]
     if mode == "anytime":
-        arrival = arrival_order(project, matrix.label_seq)  # the main monitor's order (docs/method.md §8.2)
+        # the main monitor's order (docs/method.md §8.2)
+        arrival = arrival_order(project, matrix.label_seq, planned_lists(session, project, matrix))
+        listed, ranks = monitored_labels(matrix, arrival)
         monitored = monitor_judge_by_slice(
-            codes,
+            listed[rows],
             shown,
             judge=judges[0],
             humans=humans,
             n_labels=matrix.n_labels,
-            order=monitored_ranks(matrix, arrival)[rows],
+            order=ranks[rows],
             tiebreak=seeded_item_keys(matrix.raw.shape[0], arrival.seed)[rows],
+            lists=lists_within(monitored_lists(arrival), rows, matrix.raw.shape[0]),  # list order within ties
             rule=decision.rule,
             epsilon=decision.resolved_epsilon(),
             slice_epsilon=epsilons,

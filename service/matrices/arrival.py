@@ -1,9 +1,10 @@
 """The arrival order the anytime monitor reads a project's labels in (docs/method.md §8.2).
 
 Each current label's arrival rank is the ``label_seq`` of the write that gave its cell a first label (a
-correction keeps it); every label of the opening (in hand at the first look) shares one rank; ties are read
-in the project's seeded item order. /reliability, its slices and the batches' list extension read this one
-order, so they show one monitored decision.
+correction keeps it); every label of the opening (in hand at the first look) shares one rank; a secondary's
+labels of its planned list are read in the list's order (``planner.list_arrival``); ties are read in the
+project's seeded item order. /reliability, its slices and the batches' list extension read this one order,
+so they show one monitored decision.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+from sqlalchemy.orm import Session
 
+from planner.list_arrival import PlannedList, listed_arrival
 from service.core.caches import RecentlyUsed
+from service.core.sql import integer_rows
 from service.data.models import Project
 from service.matrices.matrix import LabelMatrix
 
@@ -27,18 +31,60 @@ labels in hand at that look as the opening, and the next document retries the wr
 @dataclass(frozen=True)
 class ArrivalOrder:
     """How the monitor orders a project's labels (docs/method.md §8.2): the labels ranked at or before
-    ``opening`` (the first look) share that rank, and ties are read in the item order ``seed`` draws."""
+    ``opening`` (the first look) share that rank, the secondaries' labels of their planned ``lists`` are read
+    in list order (``planner.list_arrival``), and ties are read in the item order ``seed`` draws."""
 
     opening: int
     seed: int
+    lists: tuple[PlannedList, ...] = ()
 
 
-def arrival_order(project: Project, label_seq: int) -> ArrivalOrder:
-    """The project's :class:`ArrivalOrder` for a document at ``label_seq``: the stored opening, else this
-    worker's first look not stored yet (``FIRST_LOOKS``); before any look, every label in hand is the opening
-    (this document is the first look)."""
+def arrival_order(project: Project, label_seq: int, lists: tuple[PlannedList, ...] = ()) -> ArrivalOrder:
+    """The project's :class:`ArrivalOrder` for a document at ``label_seq`` with the secondaries' planned
+    ``lists`` (:func:`planned_lists`): the stored opening, else this worker's first look not stored yet
+    (``FIRST_LOOKS``); before any look, every label in hand is the opening (this document is the first look)."""
     opening = project.opening_seq if project.opening_seq is not None else FIRST_LOOKS.get(project.id)
-    return ArrivalOrder(opening=label_seq if opening is None else opening, seed=order_seed(project))
+    return ArrivalOrder(opening=label_seq if opening is None else opening, seed=order_seed(project), lists=lists)
+
+
+RANDOM_ORDER_DESIGNS = ("random", "disjoint")
+"""Designs that give each secondary a list in an order drawn at random, independently of every label."""
+
+
+def listed_items(session: Session, project: Project) -> list[tuple[int, np.ndarray, int]]:
+    """Each secondary's planned list (docs/method.md §8.2): its rater id, its item ids in list order, and the
+    ``label_seq`` of the plan that first gave it items (labels ranked at or before it were in hand before the
+    list was drawn). Only items a design of ``RANDOM_ORDER_DESIGNS`` listed."""
+    designs = ", ".join(f"'{d}'" for d in RANDOM_ORDER_DESIGNS)
+    rows = integer_rows(
+        session,
+        ("a.rater_id", "a.item_id", "p.label_seq", "a.position"),
+        "assignments a JOIN raters r ON r.id = a.rater_id JOIN plans p ON p.id = a.plan_id "
+        f"WHERE a.project_id = ? AND r.kind = 'human' AND p.design IN ({designs})",
+        (project.id,),
+    )
+    if rows.size == 0:
+        return []
+    rows = rows[np.lexsort((rows[:, 3], rows[:, 0]))]  # by rater, then list position
+    raters, starts = np.unique(rows[:, 0], return_index=True)
+    ends = np.append(starts[1:], rows.shape[0])
+    return [(int(r), rows[a:b, 1], int(rows[a:b, 2].min())) for r, a, b in zip(raters, starts, ends, strict=True)]
+
+
+def planned_lists(session: Session, project: Project, matrix: LabelMatrix) -> tuple[PlannedList, ...]:
+    """:func:`listed_items` as the monitor reads them: each list's column in ``matrix`` and the rows of its
+    items in list order; items no longer in the corpus are left out."""
+    lists = listed_items(session, project)
+    if not lists or matrix.item_ids.size == 0:
+        return ()
+    column_of = {r.id: k for k, r in enumerate(matrix.raters)}
+    sorter = np.argsort(matrix.item_ids)
+    planned = []
+    for rater, items, since in lists:
+        at = sorter[np.minimum(np.searchsorted(matrix.item_ids, items, sorter=sorter), matrix.item_ids.size - 1)]
+        if rater in column_of:
+            planned.append((column_of[rater], at[matrix.item_ids[at] == items], since))
+    return tuple(planned)
 
 
 def first_look(project_id: str, label_seq: int) -> int:
@@ -72,8 +118,21 @@ def seeded_item_keys(n_items: int, seed: int) -> np.ndarray:
 
 
 def monitored_ranks(matrix: LabelMatrix, arrival: ArrivalOrder) -> np.ndarray:
-    """The arrival ranks the monitor reads (docs/method.md §8.2): every label ranked at or before the opening
-    at the opening's rank, the others at their own (-1 where no label)."""
+    """The arrival ranks the monitor reads before its planned lists (docs/method.md §8.2): every label ranked
+    at or before the opening at the opening's rank, the others at their own (-1 where no label)."""
     ranks: np.ndarray = np.maximum(matrix.order, arrival.opening)
     np.putmask(ranks, matrix.order < 0, -1)  # a masked maximum (``where=``) costs twice these two passes
     return ranks
+
+
+def monitored_lists(arrival: ArrivalOrder) -> tuple[PlannedList, ...]:
+    """The planned lists as the monitor reads them (``monitor_judge``'s ``lists``): a label in the opening is
+    read as the opening, not in list order (each list's ``since`` at least the opening)."""
+    return tuple((column, rows, max(since, arrival.opening)) for column, rows, since in arrival.lists)
+
+
+def monitored_labels(matrix: LabelMatrix, arrival: ArrivalOrder) -> tuple[np.ndarray, np.ndarray]:
+    """The codes and arrival ranks the monitor reads (docs/method.md §8.2): :func:`monitored_ranks`, with the
+    secondaries' listed labels in list order (held back behind a listed item without a label: code missing,
+    rank -1). For a monitor of some rows alone (the slices); the whole matrix's passes ``monitored_lists``."""
+    return listed_arrival(matrix.codes, monitored_ranks(matrix, arrival), monitored_lists(arrival))

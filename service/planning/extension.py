@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from planner.sequential import monitor_judge
 from service.data.models import Assignment, Plan, Project, Rater
-from service.matrices.arrival import arrival_order, monitored_ranks, seeded_item_keys
+from service.matrices.arrival import arrival_order, monitored_lists, monitored_ranks, planned_lists, seeded_item_keys
 from service.matrices.ratings import load_ratings
 from service.matrices.store import current_matrix
 from service.planning.lists import ensure_assignments, inclusion_by_item, list_target, monitoring_budget
@@ -39,7 +39,7 @@ class ListState:
 def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[str | None, str]:
     """The monitored decision of ``/reliability`` on the project's first criterion: ``continue`` when
     any judge's is, else the first judge's; None outside anytime ``p_o`` monitoring. Read in the document's
-    arrival order (docs/method.md §8.2: ranks, the opening, seeded ties), so a batch's reason and the
+    arrival order (docs/method.md §8.2: ranks, the opening, planned lists, seeded ties), so a batch's reason and the
     document agree."""
     decision = DecisionSettings(**project.decision)
     if project.scale == "numeric" and decision.resolved_monitoring() == "anytime":
@@ -50,7 +50,7 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         return "insufficient_data", "no judge or fewer than two humans yet"
-    arrival = arrival_order(project, matrix.label_seq)
+    arrival = arrival_order(project, matrix.label_seq, planned_lists(session, project, matrix))
     order, tiebreak = monitored_ranks(matrix, arrival), seeded_item_keys(matrix.raw.shape[0], arrival.seed)
     outcomes = []
     for judge in judges:
@@ -61,6 +61,7 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
             n_labels=matrix.n_labels,
             order=order,
             tiebreak=tiebreak,
+            lists=monitored_lists(arrival),
             rule=decision.rule,
             epsilon=decision.resolved_epsilon(),
             alpha=decision.alpha_sig,

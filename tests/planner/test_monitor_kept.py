@@ -1,6 +1,7 @@
 """planner.sequential.kept_monitoring: a monitoring brought up to date from the labels written since
 equals monitor_judge on the whole matrix, bit for bit, whatever the writes in between (labels added,
-changed, retracted; weighted or not; with a budget or not; ties read by row or by keys), and reads only
+changed, retracted; weighted or not; with a budget or not; ties read by row or by keys; planned lists or
+not), and reads only
 the rows written since: continued when labels were only added, its paths patched otherwise."""
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ writes = st.lists(
     weighted=st.booleans(),
     budget=st.sampled_from([None, 5, 40]),
     seed=st.integers(0, 2**16),
+    listed=st.booleans(),
 )
 def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
     n_items: int,
@@ -59,6 +61,7 @@ def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
     weighted: bool,
     budget: int | None,
     seed: int,
+    listed: bool,
 ) -> None:
     rng = np.random.default_rng(seed)
     n_cols = n_humans + 1
@@ -75,6 +78,10 @@ def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
         "epsilon": 0.1,
         "budget": budget,
         "inclusion": inclusion,
+        # two humans' planned lists (docs/method.md §8.2), one of them over half the items
+        "lists": [(h, rng.permutation(n_items)[: n_items // (1 + k)], k) for k, h in enumerate(humans[:2])]
+        if listed
+        else [],
     }
     for added_only, round_ in rounds:  # rounds of additions only are continued, others computed afresh
         codes, order = codes.copy(), order.copy()

@@ -40,9 +40,9 @@ def _dense_pool_differences(labels, times, judge_labels, judge_times, rule):
     return usable, entry, xi
 
 
-def _dense_differences(codes, order, judge, humans, rule, tiebreak=None):
-    """Per held-out human: arrival ranks, ``xi`` and rows in arrival order, ties by ``tiebreak`` keys (dense
-    reference)."""
+def _dense_differences(codes, order, judge, humans, rule, tiebreak=None, positions=None):
+    """Per held-out human: arrival ranks, ``xi`` and rows in arrival order, ties by the human's list
+    ``positions`` (when it has a list), then ``tiebreak`` keys (dense reference)."""
     labels = codes[:, humans]
     times = np.where(labels != -1, order[:, humans], NEVER)
     judge_times = np.where(codes[:, judge] != -1, order[:, judge], NEVER)
@@ -51,7 +51,9 @@ def _dense_differences(codes, order, judge, humans, rule, tiebreak=None):
     for k in range(len(humans)):
         rows = np.flatnonzero(usable[:, k])
         keys = rows if tiebreak is None else tiebreak[rows]
-        arrival = rows[np.lexsort((keys, entry[rows, k]))]
+        listed = positions[k] if positions else None
+        by = (keys, entry[rows, k]) if listed is None else (keys, listed[rows], entry[rows, k])
+        arrival = rows[np.lexsort(by)]
         paths.append((entry[arrival, k], xi[arrival, k], arrival))
     return paths
 

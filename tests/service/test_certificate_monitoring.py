@@ -81,3 +81,49 @@ def test_a_fixed_mode_certificate_has_no_monitoring(client: TestClient) -> None:
     assert client.post(f"/projects/{pid}/labels", json=_rows(rng, range(60), 0.9)).status_code == 200
     predicate = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()["predicate"]
     assert "monitoring" not in predicate and "fixed_decision" not in predicate["result"]["judges"][0]
+
+
+def test_a_certificate_reads_the_planned_lists_in_list_order_as_the_document_does(client: TestClient) -> None:
+    """Secondaries holding planned lists (random design, drawn before any label) whose labels arrive in file
+    order, not list order: the document holds back each listed label behind an unlabeled item of its list
+    (docs/method.md §8.2), and the certificate lists the lists so the verifier reads the same path."""
+    rng = np.random.default_rng(45)
+    pid = create_project(client, raters=RATERS, items=[f"i{k:03d}" for k in range(N_ITEMS)], order_seed=12)
+    body = {"p_h": 0.85, "p_j": 0.95, "design": "random", "seed": 4, "m": N_ITEMS, "budget": N_ITEMS}
+    assert client.post(f"/projects/{pid}/plan", json=body).status_code == 201
+    for rater in ("h2", "h3"):  # each secondary's list is drawn at its first batch
+        assert client.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 1}).status_code == 200
+    rows = _rows(rng, range(N_ITEMS), 0.95)
+    first = [r for r in rows if r["rater"] in ("judge", "prim")]
+    assert client.post(f"/projects/{pid}/labels", json=first).status_code == 200
+    assert client.get(f"/projects/{pid}/reliability").status_code == 200  # the first look: the opening
+    client.app.state.documents.settle()  # type: ignore[attr-defined]
+    later = [r for r in rows if r["rater"] in ("h2", "h3")][: 2 * 200]  # the secondaries' first 200 items
+    for start in range(0, len(later), 40):  # in file order, 20 items a write
+        assert client.post(f"/projects/{pid}/labels", json=later[start : start + 40]).status_code == 200
+    shown = client.get(f"/projects/{pid}/reliability").json()
+    [judge] = shown["judges"]
+    block = judge["monitoring"]
+    n_of = {x["rater"]: x["n"] for x in block["raters"]}
+    assert 0 < n_of["h2"] < 200 and 0 < n_of["h3"] < 200  # some of their labels wait behind a gap of their lists
+    statement = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    predicate = statement["predicate"]
+    [certified] = predicate["result"]["judges"]
+    assert sorted(predicate["monitoring"]["lists"]) == ["h2", "h3"]
+    assert all(len(x["items"]) == N_ITEMS for x in predicate["monitoring"]["lists"].values())
+    text = json.dumps(statement)  # items by place, never by id: viewers read certificates
+    assert not any(f'"i{k:03d}"' in text for k in range(N_ITEMS))
+    assert certified["decision"] == judge["decision"]
+    assert certified["monitoring"]["looks"] == block["looks"]
+    assert certified["monitoring"]["decided_at_label_seq"] == block["decided_at_label_seq"]
+    assert [(x["rater"], x["status"], x["n"]) for x in certified["monitoring"]["raters"]] == sorted(
+        (x["rater"], x["status"], x["n"]) for x in block["raters"]
+    )
+    labels = _labels(client, pid)
+    ok = client.post("/certificates/verify", json={"certificate": statement, "labels": labels}).json()
+    assert ok["match"], ok
+    # Not vacuous: without the lists the verifier reads every label by its write, another path.
+    edited = copy.deepcopy(statement)
+    del edited["predicate"]["monitoring"]["lists"]
+    mismatches = client.post("/certificates/verify", json={"certificate": edited, "labels": labels}).json()
+    assert any(m["field"].startswith("result.judges") for m in mismatches["mismatches"]), mismatches

@@ -3,7 +3,8 @@
 The same labels uploaded as one bulk write, item by item in file order and reversed and grouped by rater
 give the same monitoring block; a file sorted by a feature the judge's accuracy depends on (good on one
 end, bad on the other, on the margin overall) is passed by the monitor in file order far more often than
-alpha, and in the service's arrival order no more than alpha (within 2 Monte Carlo SE).
+alpha, and in the service's arrival order no more than alpha (within 2 Monte Carlo SE), also uploaded item
+by item while a dashboard polls after every write (the secondaries' planned lists read in list order).
 """
 
 from __future__ import annotations
@@ -202,3 +203,63 @@ def test_a_file_sorted_by_difficulty_uploaded_through_rest_shows_no_excess_false
     se = np.sqrt(alpha * (1 - alpha) / SORTED_RUNS)
     assert passed["monitored"] / SORTED_RUNS <= alpha + 2 * se, passed
     assert passed["upload order"] / SORTED_RUNS > alpha + 2 * se, passed  # 0 and 78 of 80 runs here
+
+
+LISTED_RUNS, LISTED_ITEMS, POLLED_RUNS = 20, 100, 1
+
+
+def _listed_project(client: TestClient, rng: np.random.Generator, seed: int) -> tuple[str, list[list[dict[str, str]]]]:
+    """A project whose secondaries hold planned lists of every item (random design, drawn before any label),
+    and the labels of a margin judge and three humans in a file sorted by difficulty (easy items first): the
+    judge is right .9967 of the time on the easier half and .4367 on the harder one (on the margin overall,
+    ``E[xi] = (2 p_h - 1)(p_j - p_h) = -.05`` at ``p_j = .7167``, ``p_h = .8``)."""
+    difficulty = np.sort(rng.random(LISTED_ITEMS))
+    truth = rng.integers(0, 2, LISTED_ITEMS)
+    pid = create_project(client, raters=RATERS, order_seed=seed)
+    items = [{"external_id": f"i{k}", "features": {"difficulty": float(d)}} for k, d in enumerate(difficulty)]
+    assert client.post(f"/projects/{pid}/items", json=items).status_code == 200
+    body = {"p_h": 0.8, "p_j": 0.9, "design": "random", "seed": seed, "m": LISTED_ITEMS, "budget": LISTED_ITEMS}
+    assert client.post(f"/projects/{pid}/plan", json=body).status_code == 201
+    for rater in ("h2", "h3"):  # the lists are drawn at each secondary's first batch
+        assert client.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 1}).status_code == 200
+    rows = []
+    for k, d in enumerate(difficulty):
+        p_right = {"judge": 0.7167 + (0.28 if d < 0.5 else -0.28), **dict.fromkeys(HUMANS, 0.8)}
+        rows.append(
+            [
+                {"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[truth[k] ^ int(rng.random() >= p)]}
+                for rater, p in p_right.items()
+            ]
+        )
+    return pid, rows
+
+
+@pytest.mark.slow
+def test_item_by_item_writes_watched_from_the_first_item_follow_the_lists_not_the_file(client: TestClient) -> None:
+    """A margin judge in a file sorted easy items first, uploaded through REST item by item in file order (each
+    item's four labels one write) while a dashboard polls /reliability after every write: every write is its own
+    arrival, so read by its writes the path is the file's order. The monitor reads the secondaries' labels in
+    their planned lists' random order, and passes the judge in at most alpha + 2 MC SE of the runs. Not vacuous:
+    the same labels read by their writes (no list order, today's rule before lists) pass it far more often."""
+    rng, alpha = np.random.default_rng(2029), 0.05
+    passed = {"monitored": 0, "by writes": 0}
+    for run in range(LISTED_RUNS):
+        pid, rows = _listed_project(client, rng, SEED + 1000 + run)
+        for k, item in enumerate(rows):  # item by item, in file order
+            assert client.post(f"/projects/{pid}/labels", json=item).status_code == 200
+            if k == 0 or run < POLLED_RUNS:  # the dashboard's first look is after the first write
+                block = _monitoring(client, pid)
+        polled = _monitoring(client, pid)
+        if run < POLLED_RUNS:  # a look after every write gives the decision the first and last looks give
+            assert polled["decision"] == block["decision"]
+        passed["monitored"] += polled["decision"] == "pass"
+        matrix = _matrix(client, pid)
+        opening = matrix.order.min()  # the first write's rank: the first look's opening
+        humans = [k for k, r in enumerate(matrix.raters) if r.kind != "judge"]
+        [judge] = [k for k, r in enumerate(matrix.raters) if r.kind == "judge"]
+        by_writes = np.where(matrix.order >= 0, np.maximum(matrix.order, opening), -1)
+        raw = monitor_judge(matrix.codes, judge=judge, humans=humans, n_labels=2, order=by_writes, alpha=alpha)
+        passed["by writes"] += raw.decision == "pass"
+    se = np.sqrt(alpha * (1 - alpha) / LISTED_RUNS)
+    assert passed["monitored"] / LISTED_RUNS <= alpha + 2 * se, passed
+    assert passed["by writes"] / LISTED_RUNS > alpha + 2 * se, passed
