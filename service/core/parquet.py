@@ -64,9 +64,22 @@ def parquet_records(
     ``required`` column missing, a column that is not scalar, or a string longer than ``max_value_bytes``."""
     pq = importlib.import_module("pyarrow.parquet")
     try:
-        file = pq.ParquetFile(io.BytesIO(body))
-    except (pa.ArrowException, OSError) as exc:
-        raise Invalid(f"body is not a Parquet file: {exc}", code="malformed_body") from None
+        return _records(pa, pq, body, columns, required, max_rows, max_bytes, max_value_bytes)
+    except (pa.ArrowException, OSError, ValueError, OverflowError) as exc:  # UnicodeDecodeError is a ValueError
+        raise Invalid(f"body is not a readable Parquet file: {exc}", code="malformed_body") from None
+
+
+def _records(
+    pa: Any,
+    pq: Any,
+    body: bytes,
+    columns: Sequence[str],
+    required: Collection[str],
+    max_rows: int,
+    max_bytes: int,
+    max_value_bytes: int,
+) -> list[dict[str, Any]]:
+    file = pq.ParquetFile(io.BytesIO(body))
     meta = file.metadata
     if meta.num_rows > max_rows:
         raise TooLarge(f"{meta.num_rows} rows in one request; the limit is {max_rows}", code="too_many_rows")
@@ -90,22 +103,16 @@ def parquet_records(
             raise Invalid(
                 f"Parquet column {echo(c)} is {kind}; it must hold one value per row", code="validation_error"
             )
-    # A column's leaves are the file's columns that make it up (one each, as none of these is nested).
-    leaves = {meta.schema.column(j).path.split(".")[0]: j for j in range(meta.num_columns)}
-    unpacked = sum(
-        meta.row_group(g).column(leaves[c]).total_uncompressed_size
-        for g in range(meta.num_row_groups)
-        for c in read
-        if c in leaves
-    )
+    # The row groups' own totals: pyarrow 26's per-column metadata aborts the process on some corrupt footers.
+    unpacked = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
     if unpacked > max_bytes:
-        raise TooLarge(f"the Parquet columns hold {unpacked} bytes uncompressed; the limit is {max_bytes}")
+        raise TooLarge(f"the Parquet file holds {unpacked} bytes uncompressed; the limit is {max_bytes}")
     texts = [c for c in read if _is_text(pa, schema.field(c).type)]
-    try:
-        # strings kept dictionary-encoded: each distinct value is held (and decoded) once
-        table = pq.read_table(io.BytesIO(body), columns=read, read_dictionary=texts, use_threads=False)
-    except (pa.ArrowException, OSError) as exc:
-        raise Invalid(f"body is not a readable Parquet file: {exc}", code="malformed_body") from None
+    # strings kept dictionary-encoded: each distinct value is held (and decoded) once
+    table = pq.read_table(io.BytesIO(body), columns=read, read_dictionary=texts, use_threads=False)
+    table.validate(
+        full=True
+    )  # a corrupt page can decode to indices past its dictionary, or to bytes that are not UTF-8
     values = {c: _values(pa, c, table.column(c), max_value_bytes) for c in read}
     return [dict(zip(read, row, strict=True)) for row in zip(*(values[c] for c in read), strict=True)]
 
