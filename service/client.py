@@ -185,6 +185,10 @@ def _text(r: httpx.Response) -> str:
     return r.text
 
 
+def _content(r: httpx.Response) -> bytes:
+    return r.content
+
+
 def _sum_items(parts: Sequence[ItemsUpserted]) -> ItemsUpserted:
     return ItemsUpserted(
         created=sum(p.created for p in parts),
@@ -373,7 +377,8 @@ def _verify_certificate(**body: Any) -> Flow[VerifyResult]:
 def _import_file(
     pid: str, source: str, content: bytes, content_type: str = "application/json", **params: Any
 ) -> Flow[ImportSummary]:
-    """Import a file (``source``: ``generic``, ``promptfoo``, ``inspect``, ``langfuse``, ``langsmith``)."""
+    """Import a file (``source``: ``generic``, ``promptfoo``, ``inspect``, ``langfuse``, ``langsmith``); a generic
+    file's ``content_type`` is ``text/csv``, ``application/x-ndjson``, ``application/vnd.apache.parquet`` or JSON."""
     headers = {"content-type": content_type, "Idempotency-Key": uuid.uuid4().hex}
     call = _Call(
         "POST",
@@ -389,6 +394,12 @@ def _import_file(
 def _export_generic(pid: str) -> Flow[str]:
     """The current labels in the generic long format, as CSV text."""
     return (yield from _ask(_Call("GET", f"/projects/{pid}/export/generic", _text)))
+
+
+def _export_generic_parquet(pid: str) -> Flow[bytes]:
+    """The current labels in the generic long format, as a Parquet file (a server with the ``dataframes`` extra)."""
+    params = {"format": "parquet"}
+    return (yield from _ask(_Call("GET", f"/projects/{pid}/export/generic", _content, params=params)))
 
 
 def _sync_label_studio(pid: str, **body: Any) -> Flow[SyncResult]:
@@ -459,6 +470,7 @@ class _Methods:
     verify_certificate = _Method(_verify_certificate)
     import_file = _Method(_import_file)
     export_generic = _Method(_export_generic)
+    export_generic_parquet = _Method(_export_generic_parquet)
     sync_label_studio = _Method(_sync_label_studio)
     connect_label_studio = _Method(_connect_label_studio)
 

@@ -11,7 +11,12 @@ from service.cli.common import api_client
 
 IMPORT_SOURCES = ("generic", "promptfoo", "inspect", "langfuse", "langsmith")
 """The files ``annoplan import`` reads, as ``POST /projects/{pid}/import/<source>`` does (docs/integrations.md)."""
-IMPORT_TYPES = {".csv": "text/csv", ".ndjson": "application/x-ndjson", ".jsonl": "application/x-ndjson"}
+IMPORT_TYPES = {
+    ".csv": "text/csv",
+    ".ndjson": "application/x-ndjson",
+    ".jsonl": "application/x-ndjson",
+    ".parquet": "application/vnd.apache.parquet",
+}
 """A generic file's content type by its suffix (otherwise JSON)."""
 
 

@@ -109,6 +109,11 @@ def parse_rows(
             {**{k: v for k, v in r.items() if k in known}, csv_extra: {k: v for k, v in r.items() if k not in known}}
             for r in records
         ]
+    return validated_rows(records, model)
+
+
+def validated_rows(records: list[Any], model: type[M]) -> list[M]:
+    """``records`` validated as rows of ``model``; 422 naming the first bad row (counted from 1)."""
     adapter = _rows_adapter(cast(type, model))  # mypy cannot see that a TypeVar's class is hashable
     rows: list[M] = []
     # Validated a slice at a time: one call holds the GIL throughout, and a whole 100k-row

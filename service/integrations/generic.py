@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from pydantic import Field
 from typing_extensions import TypedDict
 
 from service.core.csv_safety import restored_cell
+from service.core.errors import UnsupportedMediaType
 from service.core.identifiers import ExternalId
-from service.core.uploads import CSV_TYPES, parse_rows
-from service.integrations.scores import Score
+from service.core.parquet import PARQUET, parquet_records, pyarrow
+from service.core.uploads import CSV_TYPES, parse_rows, validated_rows
+from service.integrations.scores import GENERIC_COLUMNS, Score, value_text
 from service.schemas.base import Text
 from service.schemas.raters import RaterKind
 
@@ -35,11 +37,23 @@ class GenericRow(TypedDict):
     ]
 
 
-def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> list[Score]:
-    """The scores of a generic-format body (JSON array, NDJSON or CSV); 422 naming the first bad row."""
-    rows = parse_rows(body, content_type, GenericRow, max_rows=max_rows)
-    is_csv = content_type is not None and content_type.split(";")[0].strip().lower() in CSV_TYPES
-    cell = restored_cell if is_csv else str  # an exported CSV guards formula-like cells with an apostrophe
+GENERIC_TEXT = ("item", "rater", "kind", "value", "criterion")
+"""The generic format's text columns (a Parquet file's numbers and booleans in them read as text)."""
+MAX_VALUE_BYTES = 1_000
+"""The longest text a Parquet cell may hold (ids and values are at most 200 characters)."""
+
+
+def generic_scores(body: bytes, content_type: str | None, *, max_rows: int, max_bytes: int) -> list[Score]:
+    """The scores of a generic-format body (JSON array, NDJSON, CSV or Parquet); 422 naming the first bad row.
+
+    ``max_bytes`` bounds a Parquet body's columns uncompressed (a CSV body of the same rows is bounded so).
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media == PARQUET:
+        rows = validated_rows(_parquet_records(body, max_rows=max_rows, max_bytes=max_bytes), GenericRow)
+    else:
+        rows = parse_rows(body, content_type, GenericRow, max_rows=max_rows)
+    cell = restored_cell if media in CSV_TYPES else str  # an exported CSV guards formula-like cells with an apostrophe
     return [
         Score(
             item=cell(r["item"]),
@@ -53,3 +67,29 @@ def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> l
         )
         for n, r in enumerate(rows, start=1)
     ]
+
+
+def _parquet_records(body: bytes, *, max_rows: int, max_bytes: int) -> list[dict[str, Any]]:
+    """A Parquet body's rows of the generic columns, numbers and booleans in text columns as text
+    (``1.0`` -> ``1``, as a tool's numeric score); 415 when the server has no pyarrow."""
+    pa = pyarrow()
+    if pa is None:
+        raise UnsupportedMediaType(
+            f"{PARQUET} needs pyarrow on the server (install annoplan[dataframes]); send text/csv, "
+            "application/json or application/x-ndjson"
+        )
+    records = parquet_records(
+        pa,
+        body,
+        columns=GENERIC_COLUMNS,
+        required=("item", "rater", "kind", "value"),
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        max_value_bytes=MAX_VALUE_BYTES,
+    )
+    for r in records:
+        for c in GENERIC_TEXT:
+            v = r.get(c)
+            if isinstance(v, bool | int | float):
+                r[c] = value_text(v)[0]
+    return records

@@ -212,7 +212,9 @@ GENERIC_COLUMNS = ("item", "rater", "kind", "value", "criterion", "confidence")
 
 
 def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str, str, str, float | None]]:
-    """The project's current labels in the generic long format (:data:`GENERIC_COLUMNS`), by ``seq``."""
+    """The project's current labels in the generic long format (:data:`GENERIC_COLUMNS`), by rater (in the
+    order they were added) and then ``seq``: an import adds raters in the order the file names them, and
+    the reliability's resamples read the raters in the order they were added."""
     stmt = (
         select(
             Item.external_id,
@@ -225,6 +227,6 @@ def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str
         .join(Item, Item.id == CurrentLabel.item_id)
         .join(Rater, Rater.id == CurrentLabel.rater_id)
         .where(CurrentLabel.project_id == project.id)
-        .order_by(CurrentLabel.seq)
+        .order_by(Rater.id, CurrentLabel.seq)
     )
     return [tuple(r) for r in session.execute(stmt)]  # type: ignore[misc]

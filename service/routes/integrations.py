@@ -5,14 +5,15 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from service.core.csv_safety import SafeWriter
-from service.core.errors import TooLarge, error_responses
+from service.core.errors import Invalid, TooLarge, error_responses
+from service.core.parquet import PARQUET, ColumnType, parquet_file, pyarrow
 from service.core.uploads import ContentType, RawBody, bulk_body_doc
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.deps import (
@@ -32,10 +33,25 @@ from service.schemas.raters import RaterKind
 router = APIRouter(prefix="/projects/{pid}", tags=["integrations"])
 
 
+GENERIC_PARQUET: list[tuple[str, ColumnType]] = [(c, "string") for c in GENERIC_COLUMNS[:-1]] + [
+    ("confidence", "double")
+]
+"""The generic export's Parquet columns."""
+
+
+def _generic_body_doc() -> dict[str, Any]:
+    """The generic import's OpenAPI body: the bulk types, and a Parquet file."""
+    doc = bulk_body_doc(GenericRow)
+    doc["requestBody"]["content"][PARQUET] = {
+        "schema": {"type": "string", "format": "binary", "description": "a Parquet file with the columns of the rows"}
+    }
+    return doc
+
+
 @router.post(
     "/import/generic",
     response_model=ImportSummary,
-    openapi_extra=bulk_body_doc(GenericRow),
+    openapi_extra=_generic_body_doc(),
     responses=error_responses(401, 403, 404, 409, 413, 415, 422),
 )
 def import_generic(
@@ -49,15 +65,19 @@ def import_generic(
     content_type: ContentType = None,
     idem: IdempotencyKey = None,
 ) -> JSONResponse:
-    """Import labels in the generic long format (admin, pm): CSV, JSON array or NDJSON rows of
+    """Import labels in the generic long format (admin, pm): CSV, JSON array, NDJSON or Parquet rows of
     `item, rater, kind, value[, criterion, confidence]`; all-or-nothing.
 
     Items and raters the project lacks are created (`kind`: `judge`, `primary` or `human`); a
     rater's kind must agree across its rows and with the project. Values map as in the Label
     Studio import (`label_map`, the equal label, the label equal ignoring case). `confidence`
     (0 to 1) is a judge label's confidence. A row equal to its cell's current label writes nothing.
+
+    A Parquet file (`application/vnd.apache.parquet`; a server with the `dataframes` extra, else 415) is
+    read by column name (other columns are ignored); numbers and booleans in its text columns read as
+    text (`1.0` as `1`), and its uncompressed columns are bounded as a body is.
     """
-    scores = generic_scores(body, content_type, max_rows=settings.max_rows)
+    scores = generic_scores(body, content_type, max_rows=settings.max_rows, max_bytes=settings.max_body_bytes)
     return idempotent_write(
         session,
         principal,
@@ -71,7 +91,10 @@ def import_generic(
     "/export/generic",
     responses={
         **error_responses(401, 403, 404, 422),
-        200: {"content": {"text/csv": {}, "application/x-ndjson": {}}, "description": "Current labels"},
+        200: {
+            "content": {"text/csv": {}, "application/x-ndjson": {}, PARQUET: {}},
+            "description": "Current labels",
+        },
     },
     response_class=StreamingResponse,
 )
@@ -79,11 +102,24 @@ def export_generic(
     pid: ProjectId,
     project: ProjectForPM,
     session: ReadSession,
-    format: Annotated[Literal["csv", "ndjson"], Query(description="CSV (the default) or NDJSON rows.")] = "csv",
-) -> StreamingResponse:
+    format: Annotated[
+        Literal["csv", "ndjson", "parquet"],
+        Query(
+            description="CSV (the default), NDJSON rows, or one Parquet file (a server with the `dataframes` extra)."
+        ),
+    ] = "csv",
+) -> Response:
     """The project's current labels in the generic long format (admin, pm): `item, rater, kind,
-    value, criterion, confidence`, in label order; `POST .../import/generic` reads it back."""
+    value, criterion, confidence`, in label order; `POST .../import/generic` reads it back.
+
+    In Parquet the columns are strings but `confidence`, a double; without pyarrow on the server it is a 422.
+    """
+    pa = pyarrow() if format == "parquet" else None
+    if format == "parquet" and pa is None:
+        raise Invalid("format 'parquet' needs pyarrow on the server (install annoplan[dataframes])")
     rows = generic_rows(session, project)
+    if pa is not None:
+        return Response(parquet_file(pa, GENERIC_PARQUET, rows), media_type=PARQUET)
     if format == "ndjson":
         return StreamingResponse(_ndjson(rows), media_type="application/x-ndjson")
     return StreamingResponse(_csv(rows), media_type="text/csv")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import io
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Literal
@@ -14,6 +13,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from service.core.csv_safety import SafeWriter
 from service.core.errors import Invalid, echo, error_responses
 from service.core.pagination import Page, PageDep, page_of
+from service.core.parquet import PARQUET, ColumnType, parquet_file, pyarrow
 from service.core.uploads import ContentType, RawBody, bulk_body_doc, parse_rows
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.labels import as_seen_by, retract_rows, write_labels
@@ -29,8 +29,6 @@ from service.deps import (
 )
 from service.schemas.labels import LabelIn, LabelRow, LabelsAccepted, RetractionIn, RetractionsRead
 
-PARQUET = "application/vnd.apache.parquet"
-"""The media type of `?format=parquet`."""
 router = APIRouter(prefix="/projects/{pid}/labels", tags=["labels"])
 
 
@@ -134,7 +132,9 @@ def export_labels(
     A retracted label (`POST ./retractions`, a Label Studio deletion or skip) is no longer current; in the history
     its retraction is an event with `retracted` true and `value` null (empty in CSV).
     """
-    arrow = _arrow() if format == "parquet" else None
+    arrow = pyarrow() if format == "parquet" else None
+    if format == "parquet" and arrow is None:
+        raise Invalid("format 'parquet' needs pyarrow on the server (install annoplan[dataframes])")
     only_rater = None if rater is None else rater_id(session, project.id, rater)
     if criterion is not None and criterion not in project.criteria:
         raise Invalid(f"unknown criterion {echo(criterion)}; the project has {project.criteria}")
@@ -151,29 +151,19 @@ def export_labels(
     if json:
         return page_of(rows, page, key=lambda r: r.seq, read=lambda r: LabelRow(**r._asdict()))
     if arrow is not None:
-        return Response(_parquet(arrow, rows), media_type=PARQUET)
+        return Response(parquet_file(arrow, LABELS_PARQUET, rows), media_type=PARQUET)
     media = "application/x-ndjson" if format == "ndjson" else "text/csv"
     return StreamingResponse(_ndjson(rows) if format == "ndjson" else _csv(rows), media_type=media)
 
 
-def _arrow() -> Any:
-    """pyarrow, or a 422 when the server was installed without it (the optional `dataframes` extra)."""
-    try:
-        return importlib.import_module("pyarrow")
-    except ImportError:
-        raise Invalid("format 'parquet' needs pyarrow on the server (install annoplan[dataframes])") from None
-
-
-def _parquet(pa: Any, rows: Sequence[Sequence[Any]]) -> bytes:
-    """The rows as one Parquet file: LABEL_COLUMNS, strings, an int64 seq, a UTC timestamp and a boolean."""
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(LABEL_COLUMNS)
-    types = [pa.string()] * 4 + [pa.int64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.bool_()]
-    table = pa.table(
-        [pa.array(list(c), type=t) for c, t in zip(columns, types, strict=True)], names=list(LABEL_COLUMNS)
-    )
-    out = pa.BufferOutputStream()
-    importlib.import_module("pyarrow.parquet").write_table(table, out)
-    return bytes(out.getvalue().to_pybytes())
+LABELS_PARQUET: list[tuple[str, ColumnType]] = [
+    *((c, "string") for c in LABEL_COLUMNS[:4]),
+    (LABEL_COLUMNS[4], "int64"),
+    (LABEL_COLUMNS[5], "string"),
+    (LABEL_COLUMNS[6], "timestamp"),
+    (LABEL_COLUMNS[7], "bool"),
+]
+"""The label export's Parquet columns: strings, an int64 seq, a UTC timestamp and a boolean."""
 
 
 def _ndjson(rows: Sequence[Sequence[Any]]) -> Iterator[bytes]:

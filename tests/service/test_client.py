@@ -199,6 +199,50 @@ def test_annoplan_import_writes_a_tools_file_as_the_client_does(server: LiveServ
         assert unknown.exit_code == 2 and "generic, promptfoo" in unknown.output
 
 
+@pytest.mark.parametrize("form", ["csv", "parquet"])
+def test_an_export_imported_by_the_cli_into_a_new_project_gives_the_same_reliability(
+    server: LiveServer, tmp_path: Path, form: str
+) -> None:
+    """The round trip as a user runs it: the generic export saved to a file, `annoplan import generic FILE`
+    into a new project, then the same /reliability; the labels' Parquet export is Labels.to_polars()."""
+    polars = pytest.importorskip("polars")
+    from typer.testing import CliRunner
+
+    from service.cli import app as cli
+    from tests.service.test_import_generic import comparable
+
+    with Client(server.base_url, ADMIN_KEY) as c:
+        src = c.create_project(f"src-{form}", ["pass", "fail"]).id
+        c.upsert_items(src, [{"external_id": i} for i in ITEMS])
+        for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+            c.add_rater(src, ext, kind)
+        c.upload_labels(src, panel_labels(4))
+        file = tmp_path / f"labels.{form}"
+        if form == "csv":
+            file.write_text(c.export_generic(src))
+        else:
+            file.write_bytes(c.export_generic_parquet(src))
+        dst = c.create_project(f"dst-{form}", ["pass", "fail"]).id
+        args = ["import", "generic", str(file), "--project", dst, "--url", server.base_url]
+        done = CliRunner().invoke(cli, args, env={"ANNOPLAN_KEY": ADMIN_KEY})
+        assert done.exit_code == 0, done.output
+        assert done.output.startswith("120 labels written, 0 unchanged (label_seq 120); 30 items and 4 raters")
+
+        def reliability(pid: str) -> object:
+            document = c.reliability(pid).document
+            assert document is not None
+            return comparable(document.model_dump(mode="json"))
+
+        assert reliability(dst) == reliability(src)
+        exported = httpx.get(
+            f"{server.base_url}/projects/{dst}/labels",
+            params={"format": "parquet"},
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        )
+        assert exported.status_code == 200, exported.text
+        assert polars.read_parquet(exported.content).to_dicts() == c.labels(dst).to_polars().to_dicts()
+
+
 def test_the_documented_example_runs_and_prints_what_it_says(server: LiveServer, tmp_path: Path) -> None:
     """docs/integrations.md's client example, run as it stands against the live server: each ``# ->`` line
     is what the ``print`` before it printed."""

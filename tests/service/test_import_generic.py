@@ -22,13 +22,15 @@ def ok(r: Any, status: int = 200) -> Any:
 
 
 def labelled_project(c: TestClient, n_items: int = 40, seed: int = 3) -> str:
-    """A binary project (abstention allowed) whose panel labels a seeded, partly overlapping subset."""
+    """A binary project (abstention allowed) whose panel labels a seeded, partly overlapping subset; the
+    raters are added in one order and label in the reverse one (the export's order is not the labels')."""
     pid = ok(c.post("/projects", json={"name": "src", "labels": LABELS, "allow_abstain": True}), 201).json()["id"]
     ok(c.post(f"/projects/{pid}/items", json=[{"external_id": f"it-{i}"} for i in range(n_items)]))
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, 2, n_items)
     for ext, kind in PANEL.items():
         ok(c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}), 201)
+    for ext, kind in reversed(PANEL.items()):
         flips = rng.random(n_items) < 0.2
         seen = rng.random(n_items) < (1.0 if kind != "human" else 0.6)
         values = [LABELS[int(t ^ f)] for t, f in zip(truth, flips, strict=True)]
