@@ -137,21 +137,25 @@ def _user_of(rater: str) -> int | None:
 
 
 def wanted_annotators(annotators: Mapping[str, str], emails: Mapping[str, int]) -> list[Wanted]:
-    """The mappings asked for, each user resolved to its id: a key of digits is a Label Studio user id, a key
-    with ``@`` an email looked up in ``emails`` (casefolded -> id); 422 for any other key or an unknown email.
+    """The mappings asked for, each user resolved to its id: a key of digits is a Label Studio user id (its
+    email filled from ``emails`` when known), a key with ``@`` an email looked up in ``emails`` (casefolded ->
+    id); 422 for any other key or an unknown email.
 
     >>> [(w.ls_user, w.email, w.rater) for w in wanted_annotators({"7": "ann-1", "Ana@X.org": "ann-2"},
     ...                                                          {"ana@x.org": 9})]
     [(7, None, 'ann-1'), (9, 'Ana@X.org', 'ann-2')]
+    >>> [(w.ls_user, w.email) for w in wanted_annotators({"9": "ann-2"}, {"ana@x.org": 9})]
+    [(9, 'ana@x.org')]
     >>> wanted_annotators({"ana": "ann-1"}, {})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     service.core.errors.Invalid: annotators: 'ana' is neither a Label Studio user id nor an email; ...
     """
     wanted: list[Wanted] = []
+    email_of = {user: email for email, user in emails.items() if "@" in email}
     for user, rater in annotators.items():
         key = user.strip()
         if key.isdigit() and int(key) > 0:
-            wanted.append(Wanted(int(key), None, rater))
+            wanted.append(Wanted(int(key), email_of.get(int(key)), rater))
         elif "@" in key:
             if key.casefold() not in emails:
                 raise Invalid(
@@ -335,5 +339,7 @@ def map_annotators(
         )
         moved += len(theirs)
         if theirs:
-            changed.append(f"{len(theirs)} labels of {USER_PREFIX}{want.ls_user} moved to {want.rater}")
+            changed.append(
+                f"{len(theirs)} label{'s' * (len(theirs) != 1)} of {USER_PREFIX}{want.ls_user} moved to {want.rater}"
+            )
     return AnnotatorsMapped(**annotators_read(session, project.id).model_dump(), changed=changed, moved=moved)
