@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from tests.service.test_label_studio_real import (
     LABEL_CONFIG,
@@ -125,12 +128,13 @@ def test_labels_given_before_the_mapping_move_to_the_rater_and_deletions_follow(
     moved_away = [h for h in history(client, pid, rater="ls-user-1") if h[3]]
     assert len(moved_away) == len(retracted) + len(mine)
 
-    created = next(p for p in sequence if p["action"] == "ANNOTATION_CREATED" and not p["annotation"]["was_cancelled"])
-    item = str(created["annotation"]["task"])
-    if (item, "ann-1") not in current(client, pid):  # this annotation was later deleted in the sequence: redo it
-        deliver(client, pid, created)
-    assert (item, "ann-1") in current(client, pid)
-    gone = deliver(client, pid, {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": created["annotation"]["id"]}]})
+    item = sorted(mine)[0][0]  # a label moved: its annotation, linked to ls-user-1 until the mapping
+    annotation = [
+        p["annotation"]["id"]
+        for p in sequence
+        if p["action"] in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED") and str(p["annotation"]["task"]) == item
+    ][-1]
+    gone = deliver(client, pid, {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": annotation}]})
     assert gone["retracted"] == 1 and (item, "ann-1") not in current(client, pid)
 
     again = ok(map_users(client, pid, {"1": "ann-1"}))
@@ -256,3 +260,33 @@ def test_mapping_roles_and_a_body_that_is_no_mapping(client: TestClient) -> None
     too_many = {str(n): "ann-1" for n in range(1, 202)}
     assert map_users(client, pid, too_many).status_code == 422
     assert client.post(f"/projects/{pid}/integrations/label-studio/annotators", json={"7": "ann-1"}).status_code == 422
+
+
+# --- invariant: when the mapping is made does not matter -------------------------------------
+
+
+@examples(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(split=st.integers(0, len(deliveries())))
+def test_mapping_at_any_point_of_the_real_sequence_ends_as_mapping_first(client: TestClient, split: int) -> None:
+    """The real deliveries, the mapping 1 -> ann-1 made after any number of them: the current labels and the
+    replay of the history end as when the mapping came first."""
+    sequence = deliveries()
+    first = project_with(client, [("ann-1", "primary")])
+    ok(map_users(client, first, {"1": "ann-1"}))
+    for payload in sequence:
+        deliver(client, first, payload)
+    late = project_with(client, [("ann-1", "primary")])
+    for n, payload in enumerate(sequence):
+        if n == split:
+            ok(map_users(client, late, {"1": "ann-1"}))
+        deliver(client, late, payload)
+    if split == len(sequence):
+        ok(map_users(client, late, {"1": "ann-1"}))
+    assert current(client, late) == current(client, first)
+    replayed: dict[tuple[str, str], str] = {}
+    for item, rater, value, retracted in history(client, late):
+        if retracted:
+            del replayed[(item, rater)]
+        else:
+            replayed[(item, rater)] = str(value)
+    assert replayed == current(client, first)
