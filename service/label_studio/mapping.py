@@ -1,8 +1,8 @@
 """What a Label Studio task, user, annotation and prediction are in annoplan: an item, a rater and a label.
 
 A task is the item ``data["annoplan_item"]`` (a batch export) or ``str(task id)``; a user is the rater
-``ls-user-<id>``; a prediction is the judge ``<judge_prefix><model_version>``; a label is the value of the
-project's choices, rating or number control, mapped onto the project's labels.
+it is mapped to, else ``ls-user-<id>``; a prediction is the judge ``<judge_prefix><model_version>``; a
+label is the value of the project's choices, rating or number control, mapped onto the project's labels.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Identities (documented in the endpoints too):
 
 - a task is the item ``data["annoplan_item"]`` when the task came from this service's batch
   export, else the item ``str(task id)``;
-- a Label Studio user is the rater ``ls-user-<user id>`` (the email only when Label Studio
-  gives no id); webhooks carry only the id, so the id is what ties both paths together;
+- a Label Studio user is the rater a pm mapped it to (``service.label_studio.annotators``), else
+  the rater ``ls-user-<user id>`` (the email only when Label Studio gives no id); webhooks carry
+  only the id, so the id is what ties both paths together;
 - a prediction is the judge ``<judge_prefix><model_version>``;
 - each annotation and prediction id is linked to the cell it labels, so a deletion (or an
   annotation gone from a later export) retracts that cell's label.
