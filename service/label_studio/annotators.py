@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.orm import Session, aliased
 
 from service.core.errors import Conflict, Invalid, TooLarge, echo
 from service.data.keys import Principal
@@ -174,16 +174,19 @@ def wanted_annotators(annotators: Mapping[str, str], emails: Mapping[str, int]) 
     return wanted
 
 
-def _cells(session: Session, rater_id: int) -> dict[tuple[int, str], str]:
-    """A rater's current labels, by (item id, criterion)."""
-    return {
-        (item, criterion): value
-        for item, criterion, value in session.execute(
-            select(CurrentLabel.item_id, CurrentLabel.criterion, CurrentLabel.value).where(
-                CurrentLabel.rater_id == rater_id
-            )
+def _moves(session: Session, source: int, target: int) -> list[tuple[int, str, str, str | None]]:
+    """Each current label of ``source`` as (item id, criterion, value, ``target``'s current value of that cell
+    or ``None``): one pass over ``source``'s key range, ``target``'s cells looked up by key."""
+    theirs, ours = aliased(CurrentLabel), aliased(CurrentLabel)
+    rows = session.execute(
+        select(theirs.item_id, theirs.criterion, theirs.value, ours.value)
+        .outerjoin(
+            ours, and_(ours.rater_id == target, ours.item_id == theirs.item_id, ours.criterion == theirs.criterion)
         )
-    }
+        .where(theirs.rater_id == source)
+        .order_by(theirs.item_id, theirs.criterion)
+    )
+    return [(item, criterion, value, held) for item, criterion, value, held in rows]
 
 
 @dataclass(frozen=True)
@@ -275,13 +278,22 @@ def checked_annotators(session: Session, project: Project, wanted: list[Wanted],
                 )
         source = raters.get(f"{USER_PREFIX}{want.ls_user}", (None, ""))[0]
         checked.append(Checked(want, target, source if source != target else None, current[0] if current else None))
-    moving = 0
+    givers = [one.source for one in checked if one.source is not None]
+    moving = (
+        session.scalar(select(func.count()).select_from(CurrentLabel).where(CurrentLabel.rater_id.in_(givers)))
+        if givers
+        else 0
+    ) or 0
+    if moving > max_rows:  # before the cells are read
+        raise TooLarge(f"{moving} labels to move in one request; the limit is {max_rows}", code="too_many_rows")
     for one in checked:
         if one.source is None:
             continue
-        theirs, ours = _cells(session, one.source), _cells(session, one.target)
-        moving += len(theirs)
-        clash = sorted(cell for cell, value in theirs.items() if ours.get(cell, value) != value)
+        clash = [
+            (item, crit)
+            for item, crit, value, held in _moves(session, one.source, one.target)
+            if held not in (None, value)
+        ]
         if clash:
             items = external_ids(session, Item, (i for i, _ in clash[:10]))
             raise Conflict(
@@ -291,8 +303,6 @@ def checked_annotators(session: Session, project: Project, wanted: list[Wanted],
                 code="labels_conflict",
                 fields=[{"item": items[i], "criterion": c} for i, c in clash[:10]],
             )
-    if moving > max_rows:
-        raise TooLarge(f"{moving} labels to move in one request; the limit is {max_rows}", code="too_many_rows")
     return checked
 
 
@@ -322,13 +332,13 @@ def map_annotators(
         changed.append(f"Label Studio user {want.ls_user} is rater {want.rater}")
         if one.source is None:
             continue
-        theirs, ours = _cells(session, one.source), _cells(session, one.target)
-        retract_labels(session, project, [(item, one.source, crit) for item, crit in sorted(theirs)])
-        new = sorted(cell for cell in theirs if cell not in ours)
+        theirs = _moves(session, one.source, one.target)
+        retract_labels(session, project, [(item, one.source, crit) for item, crit, _, _ in theirs])
+        new = [(item, crit, value) for item, crit, value, held in theirs if held is None]
         if new:
-            items = external_ids(session, Item, (i for i, _ in new))
+            items = external_ids(session, Item, (i for i, _, _ in new))
             rows: list[LabelIn] = [
-                {"item": items[i], "rater": want.rater, "criterion": c, "value": theirs[(i, c)]} for i, c in new
+                {"item": items[i], "rater": want.rater, "criterion": c, "value": v} for i, c, v in new
             ]
             write_labels(session, project, principal, rows)
         session.execute(

@@ -290,3 +290,22 @@ def test_mapping_at_any_point_of_the_real_sequence_ends_as_mapping_first(client:
         else:
             replayed[(item, rater)] = str(value)
     assert replayed == current(client, first)
+
+
+def test_more_labels_to_move_than_one_request_writes_is_413_before_reading_them(database_url: str) -> None:
+    """The move is bounded by max_rows, checked by a count before the cells are read; at the bound it passes."""
+    from tests.service.test_bad_input import small_client
+
+    with small_client(database_url, max_rows=4) as small:
+        pid = project_with(small, [("ann-1", "primary")])
+        for payload in deliveries():
+            deliver(small, pid, payload)
+        mine = [cell for cell in current(small, pid) if cell[1] == "ls-user-1"]
+        assert len(mine) == 4
+    with small_client(database_url, max_rows=3) as smaller:
+        seq = label_seq(smaller, pid)
+        r = map_users(smaller, pid, {"1": "ann-1"})
+        assert r.status_code == 413 and r.json()["error"] == "too_many_rows", r.text
+        assert label_seq(smaller, pid) == seq and map_users(smaller, pid, {}).json()["annotators"] == []
+    with small_client(database_url, max_rows=4) as small:
+        assert ok(map_users(small, pid, {"1": "ann-1"}))["moved"] == 4
