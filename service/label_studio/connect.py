@@ -23,9 +23,19 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, echo
 from service.core.outbound import OutboundPolicy
-from service.data.keys import create_key, revoke_key
-from service.data.models import ApiKey, Assignment, Rater
-from service.label_studio.annotators import Annotator, AnnotatorMap, Wanted, annotators_read
+from service.data.keys import Principal, create_key, revoke_key
+from service.data.models import ApiKey, Assignment, Project, Rater
+from service.label_studio.annotators import (
+    Annotator,
+    AnnotatorMap,
+    AnnotatorsMapped,
+    Wanted,
+    annotators_read,
+    checked_annotators,
+    known_emails,
+    map_annotators,
+    wanted_annotators,
+)
 from service.label_studio.config import choice_controls, label_controls
 from service.label_studio.mapping import RATER_KEY
 from service.label_studio.sync import (
@@ -108,6 +118,25 @@ def webhook_key(session: Session, project_id: str, req: ConnectRequest) -> Webho
     secondaries = sorted(session.scalars(humans))
     row, secret = create_key(session, role=Role.PM, project_id=project_id, name=name)
     return WebhookKey(row.id, secret, replaces, 1 + len(secondaries), secondaries)
+
+
+def connect_key(
+    session: Session, project: Project, req: ConnectRequest, ls_emails: dict[str, int], *, max_rows: int
+) -> tuple[WebhookKey, list[Wanted], list[str]]:
+    """Before Label Studio is changed: the annotators to map (checked: 422, 409, 413 here), the webhook's new
+    key, and the raters that get a tab."""
+    wanted = wanted_annotators(req.annotators, {**known_emails(session, project.id), **ls_emails})
+    checked_annotators(session, project, wanted, max_rows=max_rows)
+    key = webhook_key(session, project.id, req)
+    return key, wanted, tab_raters(session, project.id, key.secondaries, wanted)
+
+
+def connect_finish(
+    session: Session, project: Project, principal: Principal, key: WebhookKey, wanted: list[Wanted], *, max_rows: int
+) -> AnnotatorsMapped:
+    """Once Label Studio holds the new key: the keys it replaces revoked, the annotators mapped."""
+    revoke_keys(session, key.replaces)
+    return map_annotators(session, project, principal, wanted, max_rows=max_rows)
 
 
 def revoke_keys(session: Session, key_ids: list[str]) -> None:

@@ -10,7 +10,6 @@ from fastapi import Body, Depends, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRouter
-from sqlalchemy.orm import Session
 
 from service.core.errors import Invalid, TooLarge, Unauthorized, UnsupportedMediaType, echo, error_responses
 from service.core.outbound import checked, label_studio_policy
@@ -38,9 +37,7 @@ from service.label_studio.annotators import (
     AnnotatorsMapped,
     AnnotatorsRead,
     AnnotatorsRequest,
-    Wanted,
     annotators_read,
-    checked_annotators,
     known_emails,
     map_annotators,
     wanted_annotators,
@@ -49,12 +46,11 @@ from service.label_studio.batches import ExportedTask, batch_tasks
 from service.label_studio.connect import (
     ConnectRequest,
     ConnectResult,
-    WebhookKey,
     checked_project,
+    connect_finish,
+    connect_key,
     connected,
     revoke_keys,
-    tab_raters,
-    webhook_key,
 )
 from service.label_studio.inbox import (
     IssueRead,
@@ -448,13 +444,9 @@ async def connect_label_studio(
             partial(checked_project, numeric=project.scale == "numeric"), body, policy
         )
 
-        def key_and_tabs(writer: Session) -> tuple[WebhookKey, list[Wanted], list[str]]:
-            wanted = wanted_annotators(body.annotators, {**known_emails(writer, project.id), **ls_emails})
-            checked_annotators(writer, project, wanted, max_rows=settings.max_rows)  # refusals before any change
-            key = webhook_key(writer, project.id, body)
-            return key, wanted, tab_raters(writer, project.id, key.secondaries, wanted)
-
-        key, wanted, tabs = await written(request, key_and_tabs)
+        key, wanted, tabs = await written(
+            request, lambda writer: connect_key(writer, project, body, ls_emails, max_rows=settings.max_rows)
+        )
         hook_url = f"{body.webhook_url.rstrip('/')}/projects/{project.id}/webhooks/label-studio"
         try:
             changed, hook_id, maximum, views = await run_in_threadpool(
@@ -466,13 +458,17 @@ async def connect_label_studio(
             await written(request, lambda writer: revoke_keys(writer, [key.key_id]))
             raise
 
-    def finish(writer: Session) -> AnnotatorsMapped:
-        revoke_keys(writer, key.replaces)
-        return map_annotators(
-            writer, scoped_project(writer, principal, project.id, PM), principal, wanted, max_rows=settings.max_rows
-        )
-
-    mapped = await written(request, finish)
+    mapped = await written(
+        request,
+        lambda writer: connect_finish(
+            writer,
+            scoped_project(writer, principal, project.id, PM),
+            principal,
+            key,
+            wanted,
+            max_rows=settings.max_rows,
+        ),
+    )
     return ConnectResult(
         changed=[*changed, *mapped.changed],
         webhook_id=hook_id,
