@@ -94,6 +94,13 @@ def connect_label_studio(
             "while annotators would see the judge's predictions."
         ),
     ] = True,
+    annotator: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="USER=RATER: the Label Studio user (its id or email) whose annotations are labels of the rater "
+            "(e.g. 7=ann-1, the rater its batches are issued to); repeat for each annotator."
+        ),
+    ] = None,
     url: Annotated[str, typer.Option(envvar="ANNOPLAN_URL", help="The annoplan server.")] = "http://127.0.0.1:8000",
     key: Annotated[str, typer.Option(envvar="ANNOPLAN_KEY", help="An admin key or a pm key of the project.")] = "",
 ) -> None:
@@ -102,9 +109,13 @@ def connect_label_studio(
     a rerun changes only what drifted, and rotates the webhook's secret.
 
     Example: annoplan connect label-studio --project p_... --ls-project 3 --webhook-url http://127.0.0.1:8000
+    --annotator 7=ann-1 --annotator ana@example.com=ann-2
     (with ANNOPLAN_KEY, LABEL_STUDIO_URL and LABEL_STUDIO_TOKEN set)
     """
     _require_credentials(key, ls_url, ls_token)
+    pairs = [a.partition("=") for a in annotator or []]
+    if any(not user or not sep or not rater for user, sep, rater in pairs):
+        raise typer.BadParameter("--annotator takes USER=RATER, e.g. 7=ann-1 or ana@example.com=ann-2")
     body = {
         "url": ls_url,
         "project": ls_project,
@@ -112,6 +123,7 @@ def connect_label_studio(
         "token_type": token_type,
         "webhook_url": webhook_url,
         "hide_predictions": hide_predictions,
+        "annotators": {user.strip(): rater.strip() for user, _, rater in pairs},
     }
     with api_client(url, key, timeout=600) as c:
         done = c.connect_label_studio(project, **body).model_dump(mode="json")
@@ -120,8 +132,11 @@ def connect_label_studio(
     typer.echo(
         f"webhook {done['webhook_id']} (pm key {done['key_id']}), maximum_annotations {done['maximum_annotations']}"
     )
+    users = {a["rater"]: a for a in done["annotators"]}
     for rater, view in sorted(done["views"].items()):
-        typer.echo(f"  Data Manager tab {view} 'annoplan: {rater}' lists {rater}'s batches")
+        who = users.get(rater)
+        by = f" (Label Studio user {who['ls_user']}{', ' + who['email'] if who['email'] else ''})" if who else ""
+        typer.echo(f"  Data Manager tab {view} 'annoplan: {rater}'{by} lists {rater}'s batches")
 
 
 def _require_credentials(key: str, ls_url: str, ls_token: str) -> None:

@@ -425,6 +425,22 @@ class LabelStudioLink(Base):
     value_known: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
+class LabelStudioUser(Base):
+    """The rater a Label Studio user's annotations are labels of, as a pm mapped it (an unmapped user is the
+    rater ``ls-user-<id>``): LS user 7 -> ``ann-1`` makes the annotations of user 7 labels of ``ann-1``, the
+    rater its batches were issued to. One rater stands for at most one Label Studio user; ``email`` is the
+    user's email when the mapping named it (or Label Studio told it)."""
+
+    __tablename__ = "label_studio_users"
+    __table_args__ = (UniqueConstraint("project_id", "rater_id"),)
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    ls_user: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    rater_id: Mapped[int] = mapped_column(ForeignKey("raters.id", ondelete="CASCADE"))
+    email: Mapped[str | None] = mapped_column(String(254))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class LabelStudioIssue(Base):
     """A webhook delivery that could not be recorded, kept with its body to be replayed."""
 

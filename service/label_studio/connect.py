@@ -7,6 +7,8 @@ prediction is no independent human), ``maximum_annotations`` at least the plan's
 primary and every secondary), the webhook to this project with its secret header, and one Data
 Manager tab per secondary showing the tasks of that annotator's batches (a filter on the
 ``annoplan_rater`` field batch exports carry, so tasks imported later appear without a refresh).
+Label Studio users named in ``annotators`` are mapped to raters (:mod:`service.label_studio.annotators`;
+an email is looked up in Label Studio's user list), and each mapped rater gets its tab too.
 Running it again changes only what drifted. The Label Studio token is used for these calls only.
 """
 
@@ -19,10 +21,21 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.core.errors import Conflict
+from service.core.errors import Conflict, Invalid, echo
 from service.core.outbound import OutboundPolicy
-from service.data.keys import create_key, revoke_key
-from service.data.models import ApiKey, Assignment, Rater
+from service.data.keys import Principal, create_key, revoke_key
+from service.data.models import ApiKey, Assignment, Project, Rater
+from service.label_studio.annotators import (
+    Annotator,
+    AnnotatorMap,
+    AnnotatorsMapped,
+    Wanted,
+    annotators_read,
+    checked_annotators,
+    known_emails,
+    map_annotators,
+    wanted_annotators,
+)
 from service.label_studio.config import choice_controls, label_controls
 from service.label_studio.mapping import RATER_KEY
 from service.label_studio.sync import (
@@ -53,6 +66,12 @@ class ConnectRequest(LabelStudioTarget):
         description="Turn `show_collab_predictions` off in Label Studio (annotators would see the judge's "
         "predictions). `false`: leave it, and refuse to connect while Label Studio shows them.",
     )
+    annotators: AnnotatorMap = Field(
+        default_factory=dict,
+        description="Label Studio user (id or email, which Label Studio is asked for) -> the rater its annotations "
+        "are labels of, as `POST .../integrations/label-studio/annotators` takes it; checked before anything "
+        "changes, made once Label Studio is set up.",
+    )
 
 
 class ConnectResult(BaseModel):
@@ -61,8 +80,13 @@ class ConnectResult(BaseModel):
     changed: list[str] = Field(description="Each change made, in words, in the order made.")
     webhook_id: int = Field(description="The Label Studio webhook posting to this project.")
     maximum_annotations: int = Field(description="Label Studio's annotations per task now.")
-    views: dict[str, int] = Field(description="Per secondary annotator (external id), its Data Manager tab's id.")
+    views: dict[str, int] = Field(
+        description="Per secondary annotator, and per rater a Label Studio user is mapped to (external id), its "
+        "Data Manager tab's id."
+    )
     key_id: str = Field(description="The pm key the webhook authenticates with (a new one when it was rotated).")
+    annotators: list[Annotator] = Field(description="Every Label Studio user mapped to a rater, after this connect.")
+    moved: int = Field(description="Labels moved onto mapped raters (given before their users were mapped).")
 
 
 @dataclass(frozen=True)
@@ -96,6 +120,25 @@ def webhook_key(session: Session, project_id: str, req: ConnectRequest) -> Webho
     return WebhookKey(row.id, secret, replaces, 1 + len(secondaries), secondaries)
 
 
+def connect_key(
+    session: Session, project: Project, req: ConnectRequest, ls_emails: dict[str, int], *, max_rows: int
+) -> tuple[WebhookKey, list[Wanted], list[str]]:
+    """Before Label Studio is changed: the annotators to map (checked: 422, 409, 413 here), the webhook's new
+    key, and the raters that get a tab."""
+    wanted = wanted_annotators(req.annotators, {**known_emails(session, project.id), **ls_emails})
+    checked_annotators(session, project, wanted, max_rows=max_rows)
+    key = webhook_key(session, project.id, req)
+    return key, wanted, tab_raters(session, project.id, key.secondaries, wanted)
+
+
+def connect_finish(
+    session: Session, project: Project, principal: Principal, key: WebhookKey, wanted: list[Wanted], *, max_rows: int
+) -> AnnotatorsMapped:
+    """Once Label Studio holds the new key: the keys it replaces revoked, the annotators mapped."""
+    revoke_keys(session, key.replaces)
+    return map_annotators(session, project, principal, wanted, max_rows=max_rows)
+
+
 def revoke_keys(session: Session, key_ids: list[str]) -> None:
     """Revoke the webhook keys given (replaced ones after a connect, or the new one when it failed)."""
     for key_id in key_ids:
@@ -110,12 +153,27 @@ def _view_body(ls_project: int, rater: str) -> dict[str, Any]:
     }
 
 
-def checked_project(req: ConnectRequest, policy: OutboundPolicy, *, numeric: bool = False) -> dict[str, Any]:
-    """The Label Studio project, read before anything changes: 422 for a config this service cannot read (no
-    Rating or Number control for a ``numeric`` project, no Choices control for another), 409 when predictions
-    are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
+def checked_project(
+    req: ConnectRequest, policy: OutboundPolicy, *, numeric: bool = False
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """The Label Studio project, read before anything changes, and (when ``annotators`` are to be mapped) Label
+    Studio's users' emails (casefolded) to their ids: 422 for a config this service cannot read (no Rating or
+    Number control for a ``numeric`` project, no Choices control for another) or a user id Label Studio does not
+    list, 409 when predictions are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
+    emails: dict[str, int] = {}
     with label_studio_calls(req, policy, max_calls=40) as http:
         found = answer_object(http.get(f"/api/projects/{req.project}"), "the project")
+        if req.annotators:
+            emails = _users(answer_json(http.get("/api/users/", params={"page_size": 1000}), "the users"))
+    unknown = sorted(
+        user for user in req.annotators if user.strip().isdigit() and int(user.strip()) not in emails.values()
+    )
+    if unknown:
+        raise Invalid(
+            f"annotators: Label Studio lists no user {echo(unknown[0])} ({len(emails)} users listed); "
+            "its users' ids are in Label Studio under Organization > People",
+            code="unknown_ls_user",
+        )
     config = found.get("label_config")
     label_controls(choice_controls(config if isinstance(config, str) else ""), numeric=numeric)  # 422: TextArea-only
     if found.get("show_collab_predictions") is not False and not req.hide_predictions:
@@ -125,7 +183,28 @@ def checked_project(req: ConnectRequest, policy: OutboundPolicy, *, numeric: boo
             "project's settings",
             code="predictions_shown",
         )
-    return found
+    return found, emails
+
+
+def _users(listed: Any) -> dict[str, int]:
+    """Label Studio's user list (a list, or a page of ``results``) as emails (casefolded) -> ids; a user
+    without an email is listed under ``#<id>``."""
+    rows = listed.get("results") if isinstance(listed, dict) else listed
+    if not isinstance(rows, list):
+        raise LabelStudioUnavailable("Label Studio's user list is not a list")
+    users: dict[str, int] = {}
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("id"), int):
+            email = row.get("email")
+            users[email.casefold() if isinstance(email, str) and email else f"#{row['id']}"] = row["id"]
+    return users
+
+
+def tab_raters(session: Session, project_id: str, secondaries: list[str], wanted: list[Wanted]) -> list[str]:
+    """The raters that get a Data Manager tab: each secondary, and each rater a Label Studio user is (or is
+    about to be) mapped to, the primary included (its batches then have a tab too)."""
+    mapped = [a.rater for a in annotators_read(session, project_id).annotators]
+    return sorted({*secondaries, *mapped, *(w.rater for w in wanted)})
 
 
 def connected(
@@ -136,7 +215,7 @@ def connected(
     hook_url: str,
     secret: str,
     panel: int,
-    secondaries: list[str],
+    tab_for: list[str],
 ) -> tuple[list[str], int, int, dict[str, int]]:
     """Set the project up as the module says; the changes in words, the webhook id, the annotations per task
     and the tabs. 502 when Label Studio fails part way (what was changed before stays changed: connect again)."""
@@ -175,7 +254,7 @@ def connected(
             and str(v["data"].get("title", "")).startswith(VIEW_PREFIX)
         }
         views: dict[str, int] = {}
-        for rater in secondaries:
+        for rater in tab_for:
             body = _view_body(req.project, rater)
             tab = tabs.get(rater)
             if tab is None:

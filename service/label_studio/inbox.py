@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
+from service.label_studio.annotators import user_raters
 from service.label_studio.config import control_kinds
 from service.label_studio.issues import file_issue
 from service.label_studio.links import retract_deleted, retract_tasks, withdraw
@@ -178,7 +179,7 @@ def record_delivery(
     )
     tasks = tasks_for_annotation(task_id, event.task, ann)
     item = item_from_task(tasks[0], control.data_key if control else None).external_id
-    rater = human_rater(ann.completed_by)[0]
+    rater = human_rater(ann.completed_by, user_raters(session, project.id))[0]
     done = WebhookResult(action=action, task=task_id, item=item, rater=rater)
     if not ann.was_cancelled and (why := several_choices(ann.result, control.name if control else None)) is not None:
         raise Invalid(why, code="several_choices")

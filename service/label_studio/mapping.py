@@ -1,13 +1,14 @@
 """What a Label Studio task, user, annotation and prediction are in annoplan: an item, a rater and a label.
 
 A task is the item ``data["annoplan_item"]`` (a batch export) or ``str(task id)``; a user is the rater
-``ls-user-<id>``; a prediction is the judge ``<judge_prefix><model_version>``; a label is the value of the
-project's choices, rating or number control, mapped onto the project's labels.
+it is mapped to, else ``ls-user-<id>``; a prediction is the judge ``<judge_prefix><model_version>``; a
+label is the value of the project's choices, rating or number control, mapped onto the project's labels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -82,19 +83,34 @@ def item_from_task(task: LSTask, data_key: str | None = None) -> ItemIn:
         raise Invalid(f"task {task.id}: {exc.errors()[0]['msg']}", code="validation_error") from None
 
 
-def human_rater(user: int | LSUser) -> tuple[str, str | None]:
-    """The rater external id of a Label Studio user, and its name (the email when known).
+@dataclass(frozen=True)
+class UserRaters:
+    """The raters a pm mapped Label Studio users to (:mod:`service.label_studio.annotators`): by user id, and
+    by email (casefolded) for exports that name a user by its email alone."""
+
+    by_id: Mapping[int, str] = field(default_factory=dict)
+    by_email: Mapping[str, str] = field(default_factory=dict)
+
+
+def human_rater(user: int | LSUser, mapped: UserRaters | None = None) -> tuple[str, str | None]:
+    """The rater external id of a Label Studio user (the rater it is mapped to, else ``ls-user-<id>``), and
+    its name (the email when known).
 
     >>> human_rater(7)
     ('ls-user-7', None)
     >>> human_rater(LSUser(id=7, email="ana@example.com"))
     ('ls-user-7', 'ana@example.com')
+    >>> mapped = UserRaters(by_id={7: "ann-1"}, by_email={"ana@example.com": "ann-1"})
+    >>> human_rater(7, mapped), human_rater(LSUser(email="Ana@example.com"), mapped), human_rater(8, mapped)
+    (('ann-1', None), ('ann-1', 'Ana@example.com'), ('ls-user-8', None))
     """
+    mapped = mapped or UserRaters()
     if isinstance(user, int):
-        return f"{USER_PREFIX}{user}", None
+        return mapped.by_id.get(user, f"{USER_PREFIX}{user}"), None
     if user.id is not None:
-        return f"{USER_PREFIX}{user.id}", user.email
-    return str(user.email), user.email
+        return mapped.by_id.get(user.id, f"{USER_PREFIX}{user.id}"), user.email
+    email = str(user.email)
+    return mapped.by_email.get(email.casefold(), email), user.email
 
 
 def is_user(user: int | LSUser, who: str) -> bool:

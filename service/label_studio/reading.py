@@ -5,8 +5,9 @@ Identities (documented in the endpoints too):
 
 - a task is the item ``data["annoplan_item"]`` when the task came from this service's batch
   export, else the item ``str(task id)``;
-- a Label Studio user is the rater ``ls-user-<user id>`` (the email only when Label Studio
-  gives no id); webhooks carry only the id, so the id is what ties both paths together;
+- a Label Studio user is the rater a pm mapped it to (``service.label_studio.annotators``), else
+  the rater ``ls-user-<user id>`` (the email only when Label Studio gives no id); webhooks carry
+  only the id, so the id is what ties both paths together;
 - a prediction is the judge ``<judge_prefix><model_version>``;
 - each annotation and prediction id is linked to the cell it labels, so a deletion (or an
   annotation gone from a later export) retracts that cell's label.
@@ -30,6 +31,7 @@ from service.label_studio.config import ChoiceControl, control_kinds
 from service.label_studio.links import Cell, ls_id_of
 from service.label_studio.mapping import (
     LABEL_ROW,
+    UserRaters,
     chosen_value,
     from_prediction,
     human_rater,
@@ -108,11 +110,12 @@ def read_export(
     primary: str | None = None,
     judge_prefix: str = "",
     criterion: str | None = None,
+    users: UserRaters | None = None,
 ) -> ExportReading:
     """Items, raters and label rows of Label Studio tasks; what does not map is reported.
 
-    Annotators become ``human`` raters (``primary`` names the one to make ``primary``: its
-    Label Studio id or email); predictions become ``judge`` raters. A cancelled annotation,
+    Annotators become ``human`` raters, or the raters ``users`` maps them to (``primary`` names the one to
+    make ``primary``: its Label Studio id or email); predictions become ``judge`` raters. A cancelled annotation,
     or one without a choice of the control, withdraws its rater's label of the task;
     when one rater labels a task twice, the later annotation wins and the earlier one is
     reported as superseded. An annotation made from a prediction, or with several choices, is
@@ -160,7 +163,7 @@ def read_export(
 
     for task, item in zip(tasks, reading.items, strict=True):
         for ann in task.annotations:
-            rater, name = human_rater(ann.completed_by)
+            rater, name = human_rater(ann.completed_by, users)
             where = {"task": task.id, "annotation": ann.id, "rater": rater}
             if (why := from_prediction(ann)) is not None:
                 reading.hold(Skipped(**where, reason=why), task, ann)

@@ -29,6 +29,7 @@ from service.data.models import (
 )
 from service.data.projects import lock_project
 from service.data.raters import ensure_raters
+from service.label_studio.annotators import user_raters
 from service.label_studio.config import ChoiceControl, choice_controls
 from service.label_studio.issues import keep_in_inbox
 from service.label_studio.links import (
@@ -136,7 +137,15 @@ def reconcile(
     """
     crit = project_criterion(project, criterion)
     reading: ExportReading = _validated(
-        lambda: read_export(tasks, project, control, primary=primary, judge_prefix=judge_prefix, criterion=criterion)
+        lambda: read_export(
+            tasks,
+            project,
+            control,
+            primary=primary,
+            judge_prefix=judge_prefix,
+            criterion=criterion,
+            users=user_raters(session, project.id),
+        )
     )
     if strict and reading.unmapped:
         raise Invalid(

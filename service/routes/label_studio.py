@@ -33,14 +33,24 @@ from service.deps import (
     scoped_project,
     written,
 )
+from service.label_studio.annotators import (
+    AnnotatorsMapped,
+    AnnotatorsRead,
+    AnnotatorsRequest,
+    annotators_read,
+    known_emails,
+    map_annotators,
+    wanted_annotators,
+)
 from service.label_studio.batches import ExportedTask, batch_tasks
 from service.label_studio.connect import (
     ConnectRequest,
     ConnectResult,
     checked_project,
+    connect_finish,
+    connect_key,
     connected,
     revoke_keys,
-    webhook_key,
 )
 from service.label_studio.inbox import (
     IssueRead,
@@ -405,6 +415,7 @@ async def connect_label_studio(
     project: ProjectForPM,
     body: ConnectRequest,
     request: Request,
+    principal: PrincipalDep,
     settings: SettingsDep,
 ) -> ConnectResult:
     """Set a Label Studio project up for this project and say what changed (admin, pm).
@@ -419,35 +430,94 @@ async def connect_label_studio(
     pm key of this project as its `X-Annoplan-Secret` (a re-run rotates it: the earlier key is
     revoked once Label Studio holds the new one); and one Data Manager tab per secondary,
     `annoplan: <rater>`, showing the tasks of that annotator's batches (imported from
-    `GET .../batches/{bid}/label-studio`, whose tasks carry `annoplan_rater`). Idempotent: run
+    `GET .../batches/{bid}/label-studio`, whose tasks carry `annoplan_rater`). `annotators` maps
+    Label Studio users (by id or email: Label Studio's user list is read) to raters as `POST
+    .../integrations/label-studio/annotators` does, checked before anything changes (422, 409) and
+    made once Label Studio is set up; each mapped rater (the primary too) gets its tab. Idempotent: run
     it again after planning to add tabs for new secondaries. 502 when Label Studio cannot be
     reached or refuses; the same outbound rules as the sync apply to `url`.
     """
     policy = label_studio_policy(settings)
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     with request.app.state.sync_slots.slot(project.id):
-        found = await run_in_threadpool(partial(checked_project, numeric=project.scale == "numeric"), body, policy)
-        key = await written(request, lambda writer: webhook_key(writer, project.id, body))
+        found, ls_emails = await run_in_threadpool(
+            partial(checked_project, numeric=project.scale == "numeric"), body, policy
+        )
+
+        key, wanted, tabs = await written(
+            request, lambda writer: connect_key(writer, project, body, ls_emails, max_rows=settings.max_rows)
+        )
         hook_url = f"{body.webhook_url.rstrip('/')}/projects/{project.id}/webhooks/label-studio"
         try:
             changed, hook_id, maximum, views = await run_in_threadpool(
                 lambda: connected(
-                    body,
-                    policy,
-                    found,
-                    hook_url=hook_url,
-                    secret=key.secret,
-                    panel=key.panel,
-                    secondaries=key.secondaries,
+                    body, policy, found, hook_url=hook_url, secret=key.secret, panel=key.panel, tab_for=tabs
                 )
             )
         except Exception:
             await written(request, lambda writer: revoke_keys(writer, [key.key_id]))
             raise
-    await written(request, lambda writer: revoke_keys(writer, key.replaces))
-    return ConnectResult(
-        changed=changed, webhook_id=hook_id, maximum_annotations=maximum, views=views, key_id=key.key_id
+
+    mapped = await written(
+        request,
+        lambda writer: connect_finish(
+            writer,
+            scoped_project(writer, principal, project.id, PM),
+            principal,
+            key,
+            wanted,
+            max_rows=settings.max_rows,
+        ),
     )
+    return ConnectResult(
+        changed=[*changed, *mapped.changed],
+        webhook_id=hook_id,
+        maximum_annotations=maximum,
+        views=views,
+        key_id=key.key_id,
+        annotators=mapped.annotators,
+        moved=mapped.moved,
+    )
+
+
+@router.get(
+    "/integrations/label-studio/annotators",
+    response_model=AnnotatorsRead,
+    responses=error_responses(401, 403, 404),
+)
+def list_annotators(pid: ProjectId, project: ProjectForPM, session: ReadSession) -> AnnotatorsRead:
+    """The Label Studio users mapped to raters (admin, pm); an unmapped user is the rater `ls-user-<id>`."""
+    return annotators_read(session, project.id)
+
+
+@router.post(
+    "/integrations/label-studio/annotators",
+    response_model=AnnotatorsMapped,
+    responses=error_responses(401, 403, 404, 409, 413, 422),
+)
+def map_label_studio_annotators(
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    body: AnnotatorsRequest,
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+) -> AnnotatorsMapped:
+    """Map Label Studio users to the project's raters (admin, pm): user 7's annotations become labels of
+    the rater named (e.g. `ann-1`, the rater its batches are issued to) on every path: webhook, import,
+    sync and inbox replay.
+
+    A user is named by its Label Studio id, or by an email an import or sync has shown (a snapshot's
+    `completed_by`; `connect` asks Label Studio itself). The rater must exist and be `human` or `primary`
+    (an unknown rater or a judge is a 422); a rater is one person (mapped to one user; 409 for a second), and a
+    user that took labels through a rater stays mapped to it (409). Labels the user gave before the mapping, as
+    the rater `ls-user-<id>`, are moved at once: each current label retracted there and written for the mapped
+    rater (the history keeps both; `moved` counts them), and the Label Studio links follow, so later deletions
+    and syncs reach them; a cell the two raters label differently is a 409 (`labels_conflict`, naming the
+    cells) and nothing is written. Mapping again what is already mapped changes nothing.
+    """
+    wanted = wanted_annotators(body.annotators, known_emails(session, project.id))
+    return map_annotators(session, project, principal, wanted, max_rows=settings.max_rows)
 
 
 @router.get(

@@ -144,7 +144,9 @@ REQUEST_EXAMPLES: dict[tuple[str, str], Any] = {
         "project": 3,
         "token": "<Label Studio token>",
         "webhook_url": "https://annoplan.example.org",
+        "annotators": {"7": "ann-1", "ana@example.com": "ann-2"},
     },
+    ("post", "/projects/{pid}/integrations/label-studio/annotators"): {"annotators": {"12": "ann-1"}},
     ("post", "/certificates/verify"): json.loads(Path(__file__).with_name("verify_example.json").read_text()),
 }
 """Per operation (lower-case method, path template), its example JSON request body. The Label Studio sync's

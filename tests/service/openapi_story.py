@@ -181,6 +181,9 @@ def _label_studio(s: Story) -> None:
     s.call("post", "/projects/{pid}/webhooks/label-studio", p)
     created = json.loads((FIXTURES / "label_studio" / "webhook_annotation_created.json").read_text())
     s.call("post", "/projects/{pid}/webhooks/label-studio", p, json=created)
+    s.client.post(f"/projects/{pid}/raters", json={"external_id": PRIMARY, "kind": "human"})
+    s.call("post", "/projects/{pid}/integrations/label-studio/annotators", p)  # 12 -> ann-1: its label moves
+    s.call("get", "/projects/{pid}/integrations/label-studio/annotators", p)
 
 
 def _tool_imports(s: Story) -> None:
@@ -211,7 +214,7 @@ def _label_studio_sync_and_connect(s: Story) -> None:
     with StandIn() as stand_in:
         pid = s.call("post", "/projects", json={"name": "connected", "labels": ["pass", "fail"]})["id"]
         p = {"pid": pid}
-        for ext, kind in [("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+        for ext, kind in [(PRIMARY, "primary"), (SECONDARY, "human"), (THIRD, "human")]:
             s.client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
         s.client.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(40)])
         s.client.post(f"/projects/{pid}/plan", json={"source": "prior", "p_h": 0.85, "p_j": 0.9, "n_raters": 3})

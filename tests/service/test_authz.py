@@ -128,6 +128,8 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     # the role is checked before Label Studio is called: at an unreachable address, admin and pm get the 502
     ("POST", "/projects/{pid}/integrations/label-studio/sync", 502, 502, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/integrations/label-studio/connect", 502, 502, 403, 403, 401, 401, 404),
+    ("GET", "/projects/{pid}/integrations/label-studio/annotators", 200, 200, 403, 403, 401, 401, 404),
+    ("POST", "/projects/{pid}/integrations/label-studio/annotators", 200, 200, 403, 403, 401, 401, 404),
     # the dashboard page: HTML, a redirect to /login without a (valid) key
     ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
     ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
@@ -398,6 +400,10 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
     ("POST", "/projects/{pid}/integrations/label-studio/connect"): lambda w, c: (
         {},
         {"json": {"url": "http://127.0.0.1:9", "project": 1, "token": "t", "webhook_url": "http://annoplan.test"}},
+    ),
+    ("POST", "/projects/{pid}/integrations/label-studio/annotators"): lambda w, c: (
+        {},
+        {"json": {"annotators": {"41": OTHER_HUMAN}}},  # the same mapping every time: changes nothing after the first
     ),
     ("POST", "/login"): _login_form,
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv"): lambda w, c: ({"chart_id": "margins-1"}, {}),

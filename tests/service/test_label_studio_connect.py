@@ -25,7 +25,7 @@ TEXTAREA = '<View><Text name="text" value="$text"/><TextArea name="why" toName="
 
 
 class StandIn(InThreadApp):
-    """Label Studio's project, webhook and Data Manager view endpoints for project 5."""
+    """Label Studio's project, user list, webhook and Data Manager view endpoints for project 5."""
 
     def __init__(self) -> None:
         self.project: dict[str, Any] = {
@@ -36,6 +36,7 @@ class StandIn(InThreadApp):
         }
         self.hooks: dict[int, dict[str, Any]] = {}
         self.views: dict[int, dict[str, Any]] = {}
+        self.users = [{"id": 7, "email": "prim@example.com"}, {"id": 8, "email": "Ana@example.com"}, {"id": 9}]
         self.fail_views = False
         api = FastAPI()
 
@@ -59,6 +60,11 @@ class StandIn(InThreadApp):
             auth(authorization)
             self.project.update(body)
             return self.project
+
+        @api.get("/api/users/")
+        def users(authorization: str | None = Header(None)) -> list[dict[str, Any]]:
+            auth(authorization)
+            return self.users
 
         @api.get("/api/webhooks")
         def hooks(project: int, authorization: str | None = Header(None)) -> list[dict[str, Any]]:
@@ -193,6 +199,69 @@ def test_a_label_studio_failing_part_way_leaves_no_working_key(client: TestClien
     assert [k["revoked_at"] is not None for k in webhook_keys(client)] == [True]
 
 
+def mapped(client: TestClient, pid: str) -> list[dict[str, Any]]:
+    annotators: list[dict[str, Any]] = client.get(f"/projects/{pid}/integrations/label-studio/annotators").json()[
+        "annotators"
+    ]
+    return annotators
+
+
+def test_connect_maps_annotators_by_id_and_email_and_gives_each_mapped_rater_a_tab(
+    client: TestClient, ls: StandIn
+) -> None:
+    """LS user 7 -> the primary (by id), ana@ (user 8, by the email Label Studio lists) -> h2: both mapped, the
+    primary gets a tab of its batches beside the secondaries'; a webhook from user 8 then labels as h2."""
+    pid = create_project(client, items=[f"i{i}" for i in range(40)])
+    r = connect(client, pid, ls, annotators={"7": "prim", "ana@EXAMPLE.com": "h2"})
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert [(a["ls_user"], a["rater"]) for a in done["annotators"]] == [(7, "prim"), (8, "h2")]
+    assert mapped(client, pid) == done["annotators"] and done["moved"] == 0
+    assert sorted(done["views"]) == ["h2", "h3", "prim"] and ls.project["maximum_annotations"] == 3
+    assert {v["data"]["title"] for v in ls.views.values()} == {"annoplan: h2", "annoplan: h3", "annoplan: prim"}
+    assert sum("Label Studio user" in c for c in done["changed"]) == 2
+    (hook,) = ls.hooks.values()
+    body = {
+        "action": "ANNOTATION_CREATED",
+        "annotation": {
+            "id": 1,
+            "completed_by": 8,
+            "task": 3,
+            "result": [{"from_name": "s", "type": "choices", "value": {"choices": ["pass"]}}],
+        },
+        "task": {"id": 3, "data": {"text": "x", "annoplan_item": "i3"}},
+        "project": {"id": 5, "label_config": CHOICES},
+    }
+    got = client.post(
+        f"/projects/{pid}/webhooks/label-studio",
+        json=body,
+        headers={"X-Annoplan-Secret": hook["headers"]["X-Annoplan-Secret"]},
+    )
+    assert got.status_code == 200 and got.json()["rater"] == "h2", got.text
+    again = connect(client, pid, ls, annotators={"7": "prim"}).json()
+    assert len(again["changed"]) == 1 and again["views"] == done["views"]  # the secret only; mappings stay
+
+
+@pytest.mark.parametrize(
+    ("annotators", "code"),
+    [
+        ({"99": "h2"}, "unknown_ls_user"),  # Label Studio lists no user 99
+        ({"nobody@example.com": "h2"}, "unknown_ls_user"),
+        ({"7": "judge"}, "judge_rater"),
+        ({"7": "ann-9"}, "unknown_rater"),
+    ],
+)
+def test_connect_refuses_an_unknown_user_or_rater_before_changing_anything(
+    client: TestClient, ls: StandIn, annotators: dict[str, str], code: str
+) -> None:
+    pid = create_project(client, items=["a", "b"])
+    before = dict(ls.project)
+    r = connect(client, pid, ls, annotators=annotators)
+    assert r.status_code == 422 and r.json()["error"] == code, r.text
+    assert ls.project == before and not ls.hooks and not ls.views and webhook_keys(client) == []
+    assert mapped(client, pid) == []
+
+
 def test_cli_connect_prints_what_it_changed(database_url: str, ls: StandIn) -> None:
     """`annoplan connect label-studio` against a live server: the first run lists each change and the
     secondaries' tabs; a rerun says only that the secret was rotated; a missing token is a usage error."""
@@ -221,6 +290,12 @@ def test_cli_connect_prints_what_it_changed(database_url: str, ls: StandIn) -> N
         assert refused.exit_code == 1 and "409" in refused.output
         missing = runner.invoke(cli, args, env={"ANNOPLAN_KEY": admin, "LABEL_STUDIO_TOKEN": ""})
         assert missing.exit_code != 0 and "--ls-token" in missing.output
+        named = runner.invoke(cli, [*args, "--annotator", "7=prim", "--annotator", "ana@example.com=h2"], env=env)
+        assert named.exit_code == 0, named.output
+        assert "Label Studio user 7 is rater prim" in named.output and "'annoplan: prim'" in named.output
+        assert "(Label Studio user 8, ana@example.com)" in named.output
+        bad = runner.invoke(cli, [*args, "--annotator", "7"], env=env)
+        assert bad.exit_code != 0 and "USER=RATER" in bad.output
 
 
 def test_a_personal_access_token_is_exchanged_and_a_misused_one_says_which_type(

@@ -386,3 +386,55 @@ def test_rubric_and_two_annotations_of_one_annotator_deleted(database_url: str, 
             assert ok(annoplan.get(f"/projects/{pid}/integrations/label-studio/issues"))["items"] == []
         finally:
             ls.delete(f"/api/projects/{lsp}")
+
+
+def test_a_mapped_annotator_labels_count_for_the_batches_of_its_rater(database_url: str, ls: httpx.Client) -> None:
+    """Issue 36 against the real Label Studio: connect maps this Label Studio user to the planned secondary
+    h2 (by id, then again by the email Label Studio lists: no change); its annotation of a task of h2's batch
+    arrives as h2's label and the batch counts it; h2's tab lists the batch."""
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "mapped", "labels": LABELS}))["id"]
+        for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
+            ok(annoplan.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}))
+        ok(annoplan.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}", "text": f"t{i}"} for i in range(60)]))
+        plan = {"source": "prior", "p_h": 0.85, "p_j": 0.9, "m": 20, "seed": 1}
+        ok(annoplan.post(f"/projects/{pid}/plan", json=plan))
+        me = ok(ls.get("/api/current-user/whoami"))
+        project = ok(ls.post("/api/projects", json={"title": f"annoplan mapped {pid}", "label_config": LABEL_CONFIG}))
+        lsp = project["id"]
+        try:
+            batch = ok(annoplan.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 3}))
+            ok(
+                ls.post(
+                    f"/api/projects/{lsp}/import",
+                    json=ok(annoplan.get(f"/projects/{pid}/batches/{batch['id']}/label-studio")),
+                )
+            )
+            body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN, "webhook_url": server.base_url}
+            first = ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/connect",
+                    json={**body, "annotators": {str(me["id"]): "h2"}},
+                )
+            )
+            (mapped,) = first["annotators"]
+            assert (mapped["ls_user"], mapped["rater"]) == (me["id"], "h2")
+            assert (mapped["email"] or "").casefold() == me["email"].casefold()
+            again = ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/connect",
+                    json={**body, "annotators": {me["email"]: "h2"}},
+                )
+            )
+            assert len(again["changed"]) == 1 and again["annotators"] == first["annotators"]
+            shown = ok(ls.get("/api/tasks", params={"project": lsp, "view": first["views"]["h2"]}))["tasks"]
+            assert sorted(t["data"]["annoplan_item"] for t in shown) == sorted(batch["items"])
+            ok(ls.post(f"/api/tasks/{shown[0]['id']}/annotations", json={"result": sentiment("Negative")}))
+            eventually(
+                lambda: ok(annoplan.get(f"/projects/{pid}/batches/{batch['id']}"))["labeled"] == 1,
+                "h2's batch counting the mapped annotator's label",
+            )
+            labels = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
+            assert [(r["item"], r["rater"]) for r in labels] == [(shown[0]["data"]["annoplan_item"], "h2")]
+        finally:
+            ls.delete(f"/api/projects/{lsp}")
