@@ -3,7 +3,8 @@
 
 Ratings as in ``planner.score_decision``: floats of shape ``(n_items, n_raters)``, NaN where a rating
 was not given. A judge's score is a mean of per-(human, item) quantities, so every bootstrap replicate
-is one weighted sum: item counts drawn once, shared by every judge.
+is one weighted sum: item counts drawn once, shared by every judge, over the groups of items with the same
+quantities.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import numpy as np
 
 from planner.intervals import percentile_interval
 from planner.ranking import JudgeScore, PairwiseMargin
+from planner.resampling import bootstrap_sums
 from planner.rules import check_confidence_level
 from planner.score_decision import ScoreRule, item_differences, validate_scores, validate_scores_iv
 
 MAX_RANKING_WORK = 4_000_000_000
-"""The largest ``n_resamples x n_items x n_judges x n_humans`` accepted (multiply-adds of the replicates)."""
-CHUNK_CELLS = 4_000_000
-"""Replicate weights held at once (replicates x items)."""
+"""The largest ``n_resamples x n_groups x n_judges x n_humans`` accepted (multiply-adds of the replicates; a
+group is the items with the same per-item quantities, at most the items)."""
 TIE = 1e-12
 """Score differences within this are ties (the scores are means of bounded quantities)."""
 
@@ -118,12 +119,6 @@ def rank_score_judges(
     common = observed[:, judge_columns].all(axis=1) & (observed[:, human_columns].sum(axis=1) >= 2)
     array = array[common]
     n_items, n_pairs = array.shape[0], len(judge_columns) * len(human_columns)
-    work = int(n_resamples) * n_items * n_pairs
-    if work > MAX_RANKING_WORK:
-        raise ValueError(
-            f"ranking {len(judge_columns)} judges against {len(human_columns)} humans on {n_items:,} items with "
-            f"{n_resamples} resamples is {work:,} multiply-adds, more than the {MAX_RANKING_WORK:,} accepted"
-        )
     validations = validate_scores(
         array,
         judge_columns,
@@ -138,14 +133,26 @@ def rank_score_judges(
     value, inside = _per_item(array, judge_columns, human_columns, rule, span)
     n_judges = len(judge_columns)
     score = _scores(value.sum(axis=0)[None], inside.sum(axis=0)[None], n_judges, min_items)[0]
+    # items with the same per-item quantities are interchangeable: a multinomial draw of the items merged
+    # into such groups is the multinomial of the groups' counts (docs/method.md §3, "Ranking judges")
     generator = np.random.default_rng(rng)
-    chunk = max(1, CHUNK_CELLS // max(n_items, 1))
-    parts = []
-    for start in range(0, int(n_resamples) if n_items else 0, chunk):
-        size = min(chunk, int(n_resamples) - start)
-        weights = generator.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=size).astype(float)
-        parts.append(_scores(weights @ value, weights @ inside, n_judges, min_items))
-    replicated = np.concatenate(parts) if n_items else np.full((int(n_resamples), n_judges), np.nan)
+    groups, counts = np.unique(np.column_stack([value, inside]), axis=0, return_counts=True)
+    work = int(n_resamples) * counts.size * n_pairs
+    if work > MAX_RANKING_WORK:
+        raise ValueError(
+            f"ranking {n_judges} judges against {len(human_columns)} humans on {n_items:,} items ({counts.size:,} "
+            f"groups of items with the same quantities) with {n_resamples} resamples is {work:,} multiply-adds, "
+            f"more than the {MAX_RANKING_WORK:,} accepted"
+        )
+    replicated = (
+        _scores(
+            *np.split(bootstrap_sums(groups, counts, n_items, int(n_resamples), generator), 2, axis=1),
+            n_judges,
+            min_items,
+        )
+        if n_items
+        else np.full((int(n_resamples), n_judges), np.nan)
+    )
     best = np.max(np.where(np.isfinite(replicated), replicated, -np.inf), axis=1, keepdims=True)
     top = (replicated >= best - TIE) & np.isfinite(replicated)
     p_top1 = np.mean(top / np.maximum(top.sum(axis=1, keepdims=True), 1), axis=0)
