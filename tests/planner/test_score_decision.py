@@ -196,3 +196,46 @@ def test_reproduces_the_published_numeric_alt_tests(dataset: str, epsilon: float
     assert {name: v.decision for name, v in zip(judges, results, strict=True)} == {
         name: "pass" if omega >= 0.5 else "reject" for name, (omega, _) in PUBLISHED[(dataset, epsilon)].items()
     }
+
+
+@pytest.mark.skipif(not ALT_TEST_MIRROR.exists() or shutil.which("git") is None, reason="no AltTest mirror here")
+def test_read_as_categories_the_numeric_datasets_change_four_published_verdicts() -> None:
+    """Why numeric projects exist (#33): the same ratings read as ordered categories (the alt-test on label
+    agreement) move the winning rate across .5 for four of the 22 published judge x dataset results, while
+    the negative-RMSE decision keeps all 22."""
+    from planner.decision import validate_judge
+
+    changed = []
+    for (dataset, epsilon), published in PUBLISHED.items():
+        humans = _mirrored_json(dataset, "human_annotations.json")
+        judges = _mirrored_json(dataset, "llm_annotations.json")
+        columns = [*judges.values(), *humans.values()]
+        items = sorted({i for column in columns for i in column})
+        row = {item: n for n, item in enumerate(items)}
+        x = np.full((len(items), len(columns)), np.nan)
+        for c, column in enumerate(columns):
+            x[[row[i] for i in column], c] = list(column.values())
+        values = np.unique(x[~np.isnan(x)])
+        codes = np.where(np.isnan(x), -1, np.searchsorted(values, np.nan_to_num(x))).astype(np.int64)
+        human_columns = list(range(len(judges), len(columns)))
+        for j, name in enumerate(judges):
+            as_labels = validate_judge(
+                codes,
+                judge=j,
+                humans=human_columns,
+                n_labels=values.size,
+                rule="alt-test",
+                epsilon=epsilon,
+                n_resamples=1,
+            )
+            (as_numbers,) = validate_scores(x, [j], human_columns, epsilon=epsilon)
+            authors = published[name][0] >= 0.5
+            assert (as_numbers.omega >= 0.5) == authors
+            if (as_labels.omega >= 0.5) != authors:
+                changed.append((dataset, name))
+    assert sorted(changed) == [
+        ("10k_prompts", "llama-31"),
+        ("10k_prompts", "mistral-v03"),
+        ("cebab_stars", "gemini_flash"),
+        ("cebab_stars", "mistral-v03"),
+    ]
