@@ -144,15 +144,10 @@ def rank_score_judges(
             f"groups of items with the same quantities) with {n_resamples} resamples is {work:,} multiply-adds, "
             f"more than the {MAX_RANKING_WORK:,} accepted"
         )
-    replicated = (
-        _scores(
-            *np.split(bootstrap_sums(groups, counts, n_items, int(n_resamples), generator), 2, axis=1),
-            n_judges,
-            min_items,
-        )
-        if n_items
-        else np.full((int(n_resamples), n_judges), np.nan)
-    )
+    replicated = np.full((int(n_resamples), n_judges), np.nan)
+    if n_items:
+        sums = bootstrap_sums(groups, counts, n_items, int(n_resamples), generator)  # (B, 2 P): values, then counts
+        replicated = _scores(sums[:, :n_pairs], sums[:, n_pairs:], n_judges, min_items)
     best = np.max(np.where(np.isfinite(replicated), replicated, -np.inf), axis=1, keepdims=True)
     top = (replicated >= best - TIE) & np.isfinite(replicated)
     p_top1 = np.mean(top / np.maximum(top.sum(axis=1, keepdims=True), 1), axis=0)
