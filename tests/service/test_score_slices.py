@@ -120,3 +120,15 @@ def test_too_many_slice_values_are_422(client: TestClient) -> None:
     pid = _project(client, np.tile(EXCERPT, (26, 1))[:101], [f"t{n}" for n in range(101)])
     r = client.get(f"/projects/{pid}/reliability", params={"by": "feature:topic"})
     assert r.status_code == 422 and "distinct values" in r.json()["detail"], r.text
+
+
+def test_the_dashboard_and_the_report_show_the_projects_slices(client: TestClient) -> None:
+    pid = _project(client, PANEL, TOPIC, monitoring="fixed", slices="feature:topic")
+    page = client.get(f"/projects/{pid}/dashboard").text
+    assert 'id="slices"' in page and "fails on slice b (omega 0.00, d -0.60)" in page
+    assert page.index("<td>b</td>") < page.index("<td>a</td>")
+    notes = ok(client.get(f"/projects/{pid}/report"))["notes"]
+    assert "slices (feature:topic, default, none): fails overall; fails on slice b (omega 0.00, d -0.60)" in notes
+    other = _project(client, PANEL, TOPIC, slices="feature:colour")
+    assert "no item has the feature" in client.get(f"/projects/{other}/dashboard").text
+    assert any("no item has the feature" in n for n in ok(client.get(f"/projects/{other}/report"))["notes"])
