@@ -161,6 +161,7 @@ from planner.score_monitor import (
     monitor_scores,
     score_monitor_budget,
 )
+from planner.score_ranking import ScoreRanking, rank_score_judges
 from planner.score_recipes import (
     ScorePlanCheck,
     pilot_differences,
@@ -168,6 +169,13 @@ from planner.score_recipes import (
     score_pilot,
     score_plan_check,
     score_recipe,
+)
+from planner.score_slices import (
+    ScoreSliceMonitoring,
+    ScoreSliceOutcome,
+    ScoreSliceValidation,
+    monitor_scores_by_slice,
+    validate_scores_by_slice,
 )
 from planner.scores import (
     BlandAltmanResult,
@@ -393,6 +401,13 @@ __all__ = [
     "true_prevalence",
     "validate_judge",
     "validate_scores",
+    "validate_scores_by_slice",
+    "monitor_scores_by_slice",
+    "rank_score_judges",
+    "ScoreRanking",
+    "ScoreSliceMonitoring",
+    "ScoreSliceOutcome",
+    "ScoreSliceValidation",
     "ScorePlanCheck",
     "ScoreMonitoring",
     "ScoreRaterMonitoring",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, cast
@@ -23,8 +23,9 @@ import scipy
 from planner.decision import RaterOutcome, Validation, validate_judge
 from planner.list_arrival import PlannedList
 from planner.score_decision import ScoreRaterOutcome, ScoreValidation, validate_scores
+from planner.score_slices import ScoreSliceValidation, validate_scores_by_slice
 from planner.sequential import Monitoring, monitor_judge
-from planner.slices import validate_judge_by_slice
+from planner.slices import SliceValidation, validate_judge_by_slice
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://annoplan.dev/validation-certificate/v1"
@@ -228,10 +229,11 @@ def _score_judge_result(v: ScoreValidation, judge: str, humans: list[str]) -> di
 
 def _score_verdicts(
     rows: list[dict[str, Any]], items: list[str], raters: list[str], settings: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """Every judge's fixed-sample decision on a numeric project's ratings (docs/method.md §3d, §10):
-    ``protocol.value_range`` bounds them, ``decision.rule`` is ``alt-test`` (negative-RMSE alignment) or
-    ``margin``; CANNOT_ASSESS, INVALID and text that is not a number are missing."""
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Every judge's fixed-sample decision on a numeric project's ratings (docs/method.md §3d, §10), and the
+    first judge's per slice when ``settings.slices`` is set (else None): ``protocol.value_range`` bounds them,
+    ``decision.rule`` is ``alt-test`` (negative-RMSE alignment) or ``margin``; CANNOT_ASSESS, INVALID and text
+    that is not a number are missing."""
     kinds, decision, bounds = settings["raters"], settings["decision"], settings["protocol"]["value_range"]
     values = np.full((len(items), len(raters)), np.nan)
     item_of, rater_of = {x: i for i, x in enumerate(items)}, {x: k for k, x in enumerate(raters)}
@@ -239,19 +241,28 @@ def _score_verdicts(
         values[item_of[r["item"]], rater_of[r["rater"]]] = _rating(r["value"])
     humans = [k for k, x in enumerate(raters) if kinds[x] in HUMAN_KINDS]
     judges = [k for k, x in enumerate(raters) if kinds[x] == "judge"]
+    options: dict[str, Any] = {
+        "rule": "alt-test" if decision["rule"] == "alt-test" else "margin",
+        "epsilon": decision["epsilon"],
+        "value_range": (bounds["min"], bounds["max"]),
+        "q": decision["q"],
+        "omega_threshold": decision["omega_threshold"],
+    }
+    slices = None
+    if settings.get("slices") is not None:
+        slices = _slices_result(
+            settings,
+            items,
+            judges,
+            humans,
+            lambda rows, by, eps: validate_scores_by_slice(
+                values[rows], by, judge=judges[0], humans=humans, slice_epsilon=eps, **options
+            ),
+        )
     if not judges or len(humans) < 2:
-        return []
-    validations = validate_scores(
-        values,
-        judges,
-        humans,
-        rule="alt-test" if decision["rule"] == "alt-test" else "margin",
-        epsilon=decision["epsilon"],
-        value_range=(bounds["min"], bounds["max"]),
-        q=decision["q"],
-        omega_threshold=decision["omega_threshold"],
-    )
-    return [_score_judge_result(v, raters[v.judge], [raters[k] for k in humans]) for v in validations]
+        return [], slices
+    validations = validate_scores(values, judges, humans, **options)
+    return [_score_judge_result(v, raters[v.judge], [raters[k] for k in humans]) for v in validations], slices
 
 
 def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -277,7 +288,11 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
     rows = [r for r in snapshot if r["criterion"] == criterion and r["rater"] in kinds]
     items = sorted({r["item"] for r in rows})
     if settings["protocol"].get("scale") == "numeric":
-        return _result(_score_verdicts(rows, items, raters, settings), items, rows, settings)
+        verdicts, slices = _score_verdicts(rows, items, raters, settings)
+        result = _result(verdicts, items, rows, settings)
+        if slices is not None:
+            result["slices"] = slices
+        return result
     codes = np.full((len(items), len(raters)), -1, dtype=np.int64)
     code_of, item_of, rater_of = (
         {v: c for c, v in enumerate(labels)},
@@ -344,7 +359,28 @@ def certified_result(snapshot: list[dict[str, Any]], settings: Mapping[str, Any]
             verdict.update(_monitored_result(monitored, verdict, [raters[k] for k in humans]))
     result = _result(verdicts, items, rows, settings)
     if settings.get("slices") is not None:
-        result["slices"] = _slices_result(codes, items, settings, judges, humans, n_labels=len(labels))
+        result["slices"] = _slices_result(
+            settings,
+            items,
+            judges,
+            humans,
+            lambda rows, by, eps: validate_judge_by_slice(
+                codes[rows],
+                by,
+                judge=judges[0],
+                humans=humans,
+                n_labels=len(labels),
+                rule=decision["rule"],
+                coefficient=decision["coefficient"],
+                epsilon=decision["epsilon"],
+                slice_epsilon=eps,
+                omega_threshold=decision["omega_threshold"],
+                q=decision["q"],
+                inconclusive_level=decision["inconclusive_level"],
+                n_resamples=seeds["n_resamples"],
+                rng=seeds["seed"],
+            ),
+        )
     return result
 
 
@@ -364,22 +400,21 @@ def _result(
 
 
 def _slices_result(
-    codes: np.ndarray,
-    items: list[str],
     settings: Mapping[str, Any],
+    items: list[str],
     judges: list[int],
     humans: list[int],
-    *,
-    n_labels: int,
+    decide: Callable[[np.ndarray, np.ndarray, dict[str, float]], SliceValidation | ScoreSliceValidation],
 ) -> dict[str, Any]:
-    """The first judge's fixed-sample decision per slice (docs/method.md §3b, §10), failing slices first.
+    """The first judge's fixed-sample decision per slice (docs/method.md §3b, §3d, §10), failing slices first.
 
     ``settings.slices`` holds ``by``, ``values`` (``[place, slice value]`` pairs, or in earlier
     certificates external item id -> slice value; items not listed are left out) and ``slice_epsilon``
-    (value -> epsilon; values no certified item has are ignored). Unweighted and paired, as
-    ``/reliability?by=`` computes it.
+    (value -> epsilon; values no certified item has are ignored). ``decide(rows, values, slice_epsilon)`` is
+    the per-slice decision on those rows, on labels (unweighted and paired, as ``/reliability?by=`` computes
+    it) or on numbers.
     """
-    block, decision, seeds = settings["slices"], settings["decision"], settings["seeds"]
+    block = settings["slices"]
     value_of = _by_item(block["values"], items)
     rows = np.array([i for i, x in enumerate(items) if x in value_of], dtype=np.int64)
     out: dict[str, Any] = {"by": block["by"], "n_items_without": len(items) - int(rows.size)}
@@ -388,22 +423,7 @@ def _slices_result(
         return {**out, "headline": why, "failing": [], "slices": []}
     values = np.array([str(value_of[items[i]]) for i in rows], dtype=object)
     present = set(values.tolist())
-    s = validate_judge_by_slice(
-        codes[rows],
-        values,
-        judge=judges[0],
-        humans=humans,
-        n_labels=n_labels,
-        rule=decision["rule"],
-        coefficient=decision["coefficient"],
-        epsilon=decision["epsilon"],
-        slice_epsilon={k: v for k, v in (block.get("slice_epsilon") or {}).items() if k in present},
-        omega_threshold=decision["omega_threshold"],
-        q=decision["q"],
-        inconclusive_level=decision["inconclusive_level"],
-        n_resamples=seeds["n_resamples"],
-        rng=seeds["seed"],
-    )
+    s = decide(rows, values, {k: v for k, v in (block.get("slice_epsilon") or {}).items() if k in present})
     return {
         **out,
         "correction": s.correction,

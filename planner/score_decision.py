@@ -82,7 +82,7 @@ def _columns(columns: object, name: str, n_columns: int) -> list[int]:
     return [int(v) for v in values]
 
 
-def _validate_scores_iv(
+def validate_scores_iv(
     ratings: object,
     judges: object,
     humans: object,
@@ -207,7 +207,7 @@ def validate_scores(
     >>> v.decision, round(v.omega, 4), [round(h.d, 4) for h in v.raters]
     ('pass', 1.0, [0.125, 0.125, 0.0])
     """
-    array, judge_columns, human_columns, epsilon, min_items, span = _validate_scores_iv(
+    array, judge_columns, human_columns, epsilon, min_items, span = validate_scores_iv(
         ratings, judges, humans, rule, epsilon, value_range, min_items, q, omega_threshold
     )
     results = []

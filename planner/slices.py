@@ -101,7 +101,8 @@ def usable_items(codes: np.ndarray, judge: int, humans: list[int]) -> np.ndarray
     return np.asarray(observed[:, judge] & (observed[:, humans].sum(axis=1) >= 2))
 
 
-def _slice_epsilons(values: list[str], rule: str, epsilon: float | None, slice_epsilon: object) -> dict[str, float]:
+def slice_epsilons(values: list[str], rule: str, epsilon: float | None, slice_epsilon: object) -> dict[str, float]:
+    """Each slice value's margin: ``slice_epsilon[value]`` when given, else ``epsilon`` (else the rule's default)."""
     base = DEFAULT_EPSILON[rule] if epsilon is None else float(epsilon)
     given = {} if slice_epsilon is None else slice_epsilon
     if not isinstance(given, Mapping):
@@ -123,7 +124,7 @@ def _mean_gap(raters: tuple[RaterOutcome, ...], rule: str) -> float:
     return float(gaps.mean()) if gaps.size else float("nan")
 
 
-def _headline(overall: str, failing: list[tuple[str, float, float]], undecided: int) -> str:
+def slice_headline(overall: str, failing: list[tuple[str, float, float]], undecided: int) -> str:
     """``passes overall; fails on slice X (omega .., d ..)``: what the document leads with."""
     words = {"pass": "passes", "reject": "fails", "inconclusive": "is inconclusive", "insufficient_data": "lacks data"}
     head = f"{words.get(overall, overall)} overall"
@@ -211,7 +212,7 @@ def validate_judge_by_slice(
 
     overall = fit(matrix, epsilon)
     values = sorted(set(labels.tolist()))
-    epsilons = _slice_epsilons(values, rule, epsilon, slice_epsilon)
+    epsilons = slice_epsilons(values, rule, epsilon, slice_epsilon)
     usable = usable_items(matrix, judge, humans)
     results: list[tuple[str, int, Validation | None]] = []
     for value in values:  # one validation per slice: a handful, not a loop over items
@@ -239,7 +240,7 @@ def validate_judge_by_slice(
         q=float(q),
         n_tested=n_tested,
         failing=tuple(v for v, _, _ in failing),
-        headline=_headline(overall.decision, failing, undecided),
+        headline=slice_headline(overall.decision, failing, undecided),
     )
 
 
@@ -345,7 +346,7 @@ def monitor_judge_by_slice(
 
     overall = monitored(matrix, ranks, keys, epsilon, alpha, lists)
     values = sorted(set(labels.tolist()))
-    epsilons = _slice_epsilons(values, rule, epsilon, slice_epsilon)
+    epsilons = slice_epsilons(values, rule, epsilon, slice_epsilon)
     slice_alpha = alpha / len(values)
     usable = usable_items(matrix, judge, humans)
     out: list[tuple[str, int, Monitoring | None]] = []
@@ -370,7 +371,7 @@ def monitor_judge_by_slice(
         alpha=float(alpha),
         slice_alpha=float(slice_alpha),
         failing=tuple(v for v, _ in failing),
-        headline=_headline(overall.decision, named, undecided),
+        headline=slice_headline(overall.decision, named, undecided),
     )
 
 

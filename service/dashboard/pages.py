@@ -106,7 +106,7 @@ def dashboard_page(
  {escape(str(doc.get("coefficient")))}, pass when omega &ge; {doc.get("omega_threshold")}</p>
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
-{_slice_table(slices)}{_selective(project, by_id["selective-coverage"])}{panels}
+{slice_table(slices)}{_selective(project, by_id["selective-coverage"])}{panels}
 {_drift_panel(drift or [])}<h2>Plan and overlap</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
@@ -236,7 +236,7 @@ def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> st
     )
 
 
-def _slice_table(slices: dict[str, Any] | None) -> str:
+def slice_table(slices: dict[str, Any] | None) -> str:
     """The slices as a table, failing ones first (the block's order), under its headline."""
     if slices is None:
         return ""

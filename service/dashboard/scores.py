@@ -4,12 +4,13 @@ Bland-Altman plot per judge against the human pool, and the progress through the
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.scores import BlandAltmanResult, bland_altman
-from service.dashboard.pages import logout_form
+from service.dashboard.pages import logout_form, slice_table
 from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.documents.scores import score_reliability_document
@@ -104,9 +105,15 @@ def _figure(project: Project, chart: Chart) -> str:
 
 
 def score_dashboard_page(
-    project: Project, doc: ScoreReliabilityDocument, charts: tuple[Chart, ...], *, logout: str | None = None
+    project: Project,
+    doc: ScoreReliabilityDocument,
+    charts: tuple[Chart, ...],
+    *,
+    slices: dict[str, Any] | None = None,
+    logout: str | None = None,
 ) -> str:
-    """A numeric project's dashboard page: the decisions, a Bland-Altman panel per judge, the plan's progress;
+    """A numeric project's dashboard page: the decisions, the first judge's per slice of ``decision.slices``
+    (docs/method.md §3d; None: the project does not slice), a Bland-Altman panel per judge, the plan's progress;
     ``logout``: the logout form's CSRF token when the page was opened by a login."""
     by_id = {c.id: c for c in charts}
     decisions = (
@@ -150,7 +157,7 @@ def score_dashboard_page(
  {escape(doc.rule)}, epsilon {doc.epsilon:g}, pass when omega &ge; {doc.omega_threshold:g}</p>
 <h2>Decision (fixed-sample, at the planned overlap)</h2>
 <div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th><th>why</th></tr>
-{decisions}</table></div>{monitoring}{panels}
+{decisions}</table></div>{monitoring}{slice_table(slices)}{panels}
 <h2>Progress of each secondary annotator through the plan</h2>{progress}
 <script src="/static/chart_png.js"></script>
 </body></html>"""

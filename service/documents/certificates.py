@@ -86,10 +86,6 @@ def certificate_settings(
     if sum(kind in ("primary", "human") for kind in kinds.values()) < 2:
         raise Conflict("a certificate needs at least two human raters (primary or human)", code="too_few_humans")
     decision = project.decision_settings
-    if project.scale == "numeric" and decision.slices:
-        raise Conflict(
-            "a numeric project is not decided by slice yet: certify it without decision.slices", code="numeric_scale"
-        )
     plan = current_plan(session, project.id)  # its seed may pass 2^53: a decimal string in canonical JSON
     settings: dict[str, Any] = {
         "project": {"id": project.id, "name": project.name},

@@ -1,8 +1,10 @@
 """``/reliability`` of a numeric project: the decision on the numbers and their agreement (docs/method.md
 §2b, §3d), with each judge's anytime-monitored decision in anytime mode (§8b) and the progress through the plan
-in force."""
+in force; and its ``/ranking``, the judges ranked by the decision's alignment score (§3d)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -12,6 +14,7 @@ from planner.icc import intraclass_correlations
 from planner.intervals import ConfidenceInterval
 from planner.score_decision import ScoreRule, ScoreValidation, validate_scores
 from planner.score_monitor import ScoreMonitoring
+from planner.score_ranking import rank_score_judges
 from planner.scores import (
     bland_altman,
     concordance_correlation,
@@ -19,6 +22,8 @@ from planner.scores import (
     mean_absolute_error,
     root_mean_squared_error,
 )
+from service.core.errors import Invalid
+from service.core.offload import off_worker
 from service.data.models import Project
 from service.matrices.ratings import RatingsMatrix, load_ratings
 from service.planning.lists import monitoring_budget
@@ -31,6 +36,7 @@ from service.schemas.documents import (
     ScoreJudgeRead,
     ScoreMonitoringRead,
     ScorePair,
+    ScoreRankingDocument,
     ScoreRaterMonitoringRead,
     ScoreRaterRead,
     ScoreReliabilityDocument,
@@ -186,3 +192,82 @@ def _monitoring_read(matrix: RatingsMatrix, m: ScoreMonitoring) -> ScoreMonitori
             for h in m.raters
         ],
     )
+
+
+def score_ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
+    """The numeric project's judges ranked by the alignment score of its decision (docs/method.md §3d, "Ranking
+    score judges"): the project's rule, ``epsilon``, ``q`` and ``omega_threshold``; 422 past the work bound."""
+    matrix = load_ratings(session, project, criterion)
+    settings = project.decision_settings
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    rule: ScoreRule = "alt-test" if settings.rule == "alt-test" else "margin"
+    base: dict[str, Any] = {
+        "scale": "numeric",
+        "label_seq": matrix.label_seq,
+        "criterion": criterion,
+        "rule": rule,
+        "epsilon": settings.resolved_epsilon(),
+    }
+    if not judges or len(humans) < 2:
+        empty: dict[str, Any] = {"judges": [], "order": [], "margins": [], "flip_share": None}
+        return {**base, **empty, "reason": "ranking needs at least one judge and two human raters"}
+    value_range = project.value_range or {}
+    names = [r.external_id for r in matrix.raters]
+    try:
+        ranked = off_worker(
+            matrix.values.size,
+            score_judge_ranking,
+            matrix.values,
+            names,
+            judges,
+            humans,
+            rule=rule,
+            epsilon=settings.resolved_epsilon(),
+            value_range=(value_range["min"], value_range["max"]),
+            q=settings.q,
+            omega_threshold=settings.omega_threshold,
+            n_resamples=n_resamples,
+            rng=project.label_seq,
+        )
+    except ValueError as refused:  # the work bound, checked before the replicates are drawn
+        raise Invalid(str(refused)) from refused
+    doc = {**base, **ranked, "reason": None}
+    ScoreRankingDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
+    return doc
+
+
+def score_judge_ranking(
+    values: np.ndarray, names: list[str], judges: list[int], humans: list[int], **options: Any
+) -> dict[str, Any]:
+    """The ranking block of the numeric document (``names``: the raters' external ids; docs/method.md §3d); pure."""
+    r = rank_score_judges(values, judges, humans, **options)
+    by_column = {s.judge: s for s in r.judges}
+    return {
+        "judges": [
+            {
+                "judge": names[k],
+                "score": optional_float(s.score),
+                "ci": s.ci.as_list(),
+                "omega": optional_float(s.omega),
+                "p_top1": optional_float(s.p_top1),
+                "n_raters": s.n_raters,
+                "defined": s.defined,
+                "reason": s.reason,
+            }
+            for k in r.order
+            for s in [by_column[k]]
+        ],
+        "order": [names[k] for k in r.order],
+        "margins": [
+            {
+                "better": names[m.better],
+                "worse": names[m.worse],
+                "margin": optional_float(m.margin),
+                "ci": m.ci.as_list(),
+                "p_flip": optional_float(m.p_flip),
+            }
+            for m in r.margins
+        ],
+        "flip_share": optional_float(r.flip_share),
+        "n_items": r.n_items,
+    }

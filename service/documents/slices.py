@@ -1,4 +1,5 @@
-"""The reliability document's slices: the decision per value of an item feature (docs/method.md §3b)."""
+"""The reliability document's slices: the decision per value of an item feature, on labels (docs/method.md §3b) or
+on a numeric project's numbers (§3d)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from planner import optional_float
 from planner.list_arrival import lists_within
+from planner.score_monitor import ScoreMonitoring
+from planner.score_slices import ScoreSliceOutcome, monitor_scores_by_slice, validate_scores_by_slice
 from planner.sequential import Monitoring
 from planner.slices import SliceMonitoring, SliceValidation, monitor_judge_by_slice, validate_judge_by_slice
 from service.core.errors import Invalid, echo
@@ -18,7 +21,9 @@ from service.documents.monitoring import planned_budget
 from service.documents.reliability import DocumentCache, document_key
 from service.matrices.arrival import arrival_order, monitored_labels, monitored_lists, planned_lists, seeded_item_keys
 from service.matrices.matrix import LabelMatrix
+from service.matrices.ratings import RatingsMatrix, load_ratings
 from service.matrices.store import current_matrix
+from service.planning.lists import monitoring_budget
 from service.planning.plans import current_plan
 from service.planning.strata import MAX_FEATURE_STRATA, feature_name, feature_values
 from service.schemas.documents import Slices
@@ -39,11 +44,13 @@ def _shown(value: str) -> str:
     return parsed if isinstance(parsed, str) else value
 
 
-def slices_block(session: Session, project: Project, criterion: str, by: str, *, n_resamples: int) -> dict[str, Any]:
-    """The first judge's decision per slice of ``by`` in the project's mode, as the document shows it (§3b)."""
+def _feature_slices(
+    session: Session, project: Project, matrix: LabelMatrix | RatingsMatrix, by: str
+) -> tuple[np.ndarray, np.ndarray, list[str], dict[str, Any]]:
+    """The rows with a value of ``by``'s feature, each one's slice name, the ``slice_epsilon`` values no item
+    has, and the block's head; 422 when no item has the feature or it has too many values."""
     name = checked_by(by)
     decision = project.decision_settings
-    matrix = current_matrix(session, project, criterion)
     values, _ = feature_values(session, matrix, name)
     rows = np.array([i for i, v in enumerate(values) if v is not None], dtype=np.int64)
     if rows.size == 0:
@@ -64,6 +71,15 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
         "q": decision.q if mode == "fixed" else None,
         "alpha": decision.alpha_sig if mode == "anytime" else None,
     }
+    return rows, shown, unknown, block
+
+
+def slices_block(session: Session, project: Project, criterion: str, by: str, *, n_resamples: int) -> dict[str, Any]:
+    """The first judge's decision per slice of ``by`` in the project's mode, as the document shows it (§3b)."""
+    decision = project.decision_settings
+    matrix = current_matrix(session, project, criterion)
+    rows, shown, unknown, block = _feature_slices(session, project, matrix, by)
+    mode = block["mode"]
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
@@ -209,4 +225,117 @@ def _monitored(
         "headline": s.headline,
         "failing": list(s.failing),
         "slices": [_monitored_row(v, n, m, matrix, epsilons.get(v, base)) for v, n, m in s.slices],
+    }
+
+
+def score_slices_block(session: Session, project: Project, criterion: str, by: str) -> dict[str, Any]:
+    """A numeric project's first judge's decision per slice of ``by`` in the project's mode (docs/method.md §3d,
+    "Slices of score judges"): §3b's block with the numbers' decision in each slice."""
+    decision = project.decision_settings
+    matrix = load_ratings(session, project, criterion)
+    rows, shown, unknown, block = _feature_slices(session, project, matrix, by)
+    mode = block["mode"]
+    judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
+    if not judges or len(humans) < 2:
+        why = "no judge rater yet" if not judges else "fewer than two human raters"
+        correction = "bonferroni-slices" if mode == "anytime" else "none"
+        return {**block, "correction": correction, "headline": why, "failing": [], "slices": []}
+    epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
+    value_range = project.value_range or {}
+    common: dict[str, Any] = {
+        "judge": judges[0],
+        "humans": humans,
+        "rule": "alt-test" if decision.rule == "alt-test" else "margin",
+        "value_range": (value_range["min"], value_range["max"]),
+        "epsilon": decision.resolved_epsilon(),
+        "slice_epsilon": epsilons,
+        "omega_threshold": decision.omega_threshold,
+    }
+    if mode == "anytime":
+        monitored = monitor_scores_by_slice(
+            matrix.values[rows],
+            matrix.order[rows],
+            shown,
+            alpha=decision.alpha_sig,
+            budget=monitoring_budget(current_plan(session, project.id)),
+            **common,
+        )
+        base = decision.resolved_epsilon()
+        out = {
+            **block,
+            "correction": "bonferroni-slices",
+            "headline": monitored.headline,
+            "failing": list(monitored.failing),
+            "slices": [_score_monitored_row(v, n, m, matrix, epsilons.get(v, base)) for v, n, m in monitored.slices],
+        }
+    else:
+        fixed = validate_scores_by_slice(matrix.values[rows], shown, q=decision.q, **common)
+        out = {
+            **block,
+            "correction": fixed.correction,
+            "headline": fixed.headline,
+            "failing": list(fixed.failing),
+            "slices": [_score_fixed_row(o, matrix, fixed.overall.rule) for o in fixed.slices],
+        }
+    if unknown:
+        out["headline"] += f" (slice_epsilon names values no item has: {', '.join(echo(v) for v in unknown)})"
+    Slices.model_validate(out)
+    return out
+
+
+def _score_fixed_row(o: ScoreSliceOutcome, matrix: RatingsMatrix, rule: str) -> dict[str, Any]:
+    return {
+        "value": o.value,
+        "n_items": o.n_items,
+        "epsilon": o.epsilon,
+        "decision": o.decision,
+        "reason": o.reason,
+        "omega": optional_float(o.omega),
+        "d": optional_float(o.d),
+        "raters": [
+            {
+                "rater": matrix.raters[r.rater].external_id,
+                "n": r.m,
+                "d": optional_float(r.d if rule == "margin" else r.rho_f - r.rho_h),
+                "p_value": optional_float(r.p_value),
+                "status": _status(r.won),
+            }
+            for r in o.raters
+        ],
+    }
+
+
+def _score_monitored_row(
+    value: str, n_items: int, m: ScoreMonitoring | None, matrix: RatingsMatrix, epsilon: float
+) -> dict[str, Any]:
+    if m is None:
+        return {
+            "value": value,
+            "n_items": n_items,
+            "epsilon": epsilon,
+            "decision": "insufficient_data",
+            "reason": f"{n_items} usable items < the minimum slice size",
+            "omega": None,
+            "d": None,
+            "raters": [],
+        }
+    estimates = np.array([r.estimate for r in m.raters], dtype=float)
+    return {
+        "value": value,
+        "n_items": n_items,
+        "epsilon": m.epsilon,
+        "decision": m.decision,
+        "reason": m.reason,
+        "omega": optional_float(m.omega),
+        "d": optional_float(float(np.nanmean(estimates))) if np.isfinite(estimates).any() else None,
+        "raters": [
+            {
+                "rater": matrix.raters[r.rater].external_id,
+                "n": r.m,
+                "d": optional_float(r.estimate),
+                "p_value": None,
+                "status": r.status,
+            }
+            for r in m.raters
+        ],
     }

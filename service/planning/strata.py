@@ -17,6 +17,7 @@ from planner.neyman import pilot_stratum_sds, prior_stratum_sds
 from service.core.errors import Conflict, Invalid, echo
 from service.data.models import Item
 from service.matrices.matrix import LabelMatrix
+from service.matrices.ratings import RatingsMatrix
 from service.schemas.plans import PlanCreate
 
 FEATURE_PREFIX = "feature:"
@@ -29,7 +30,9 @@ def feature_name(strata: str) -> str | None:
     return strata[len(FEATURE_PREFIX) :] if strata.startswith(FEATURE_PREFIX) else None
 
 
-def feature_values(session: Session, matrix: LabelMatrix, name: str) -> tuple[list[str | None], list[str]]:
+def feature_values(
+    session: Session, matrix: LabelMatrix | RatingsMatrix, name: str
+) -> tuple[list[str | None], list[str]]:
     """Per item (matrix order) its value of ``name`` as canonical JSON (None: absent or null), and its external id."""
     rows = {
         int(iid): (ext, features)

@@ -9,8 +9,10 @@ from html import escape
 from sqlalchemy.orm import Session
 
 from service.core.csv_safety import SafeWriter
+from service.core.errors import Invalid
 from service.data.models import Project
 from service.documents.scores import score_reliability_document
+from service.documents.slices import score_slices_block
 from service.schemas.scores import ScoreCriterionReport, ScoreProtocol, ScoreReport
 
 SCORE_CSV_COLUMNS = (
@@ -54,6 +56,13 @@ def score_report(session: Session, project: Project, criteria: list[str]) -> Sco
         if not doc.judges:
             notes.append(f"{criterion}: {doc.reason}")
     assert first is not None  # a project has at least one criterion
+    by = project.decision_settings.slices
+    if by is not None:
+        try:
+            block = score_slices_block(session, project, criteria[0], by)
+            notes.append(f"slices ({by}, {criteria[0]}, {block['correction']}): {block['headline']}")
+        except Invalid as exc:
+            notes.append(f"slices ({by}): {exc.detail}")
     notes.append(
         "the decisions are fixed-sample (valid once, at the planned overlap); the anytime-monitored ones are in "
         "/reliability's monitoring"

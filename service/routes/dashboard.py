@@ -46,7 +46,7 @@ from service.deps import (
     request_principal,
     scoped_project,
 )
-from service.documents.slices import cached_slices
+from service.documents.slices import cached_slices, score_slices_block
 from service.documents.versions import project_drift
 from service.planning.plans import current_plan
 from service.schemas.keys import Role
@@ -267,7 +267,14 @@ def get_dashboard(
         return access
     if access.scale == "numeric":
         score_doc, score_charts = score_dashboard(session, access)
-        page = score_dashboard_page(access, score_doc, score_charts, logout=_logout(request))
+        by = access.decision_settings.slices
+        score_slices = None
+        if by is not None:
+            try:
+                score_slices = score_slices_block(session, access, score_doc.criterion, by)
+            except Invalid as exc:  # a feature no item has yet: the page says so instead of failing
+                score_slices = {"headline": exc.detail, "slices": []}
+        page = score_dashboard_page(access, score_doc, score_charts, slices=score_slices, logout=_logout(request))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
     doc, etag, charts, replay = project_charts(
         session,

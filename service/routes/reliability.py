@@ -14,10 +14,15 @@ from service.data.models import Project
 from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
 from service.documents.history import cached_reliability
 from service.documents.reliability import document_key, ranking_document
-from service.documents.scores import score_reliability_document
-from service.documents.slices import checked_by, slices_block
+from service.documents.scores import score_ranking_document, score_reliability_document
+from service.documents.slices import checked_by, score_slices_block, slices_block
 from service.planning.plans import current_plan
-from service.schemas.documents import RankingDocument, ReliabilityDocument, ScoreReliabilityDocument
+from service.schemas.documents import (
+    RankingDocument,
+    ReliabilityDocument,
+    ScoreRankingDocument,
+    ScoreReliabilityDocument,
+)
 
 router = APIRouter(prefix="/projects/{pid}", tags=["reliability"])
 Criterion = Annotated[str | None, Query(description="Criterion (default: the project's first).")]
@@ -81,10 +86,11 @@ def get_reliability(
     `feature:<name>`, is a 422.
 
     Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`. A numeric
-    project (`scale: "numeric"`) gets the score document instead (no slices yet: `by` is a 409 there): the
-    decision on the numbers (alt-test with the negative-RMSE alignment, or the margin rule on range-scaled
-    differences), the humans' ICCs and interval alpha, and each judge-human pair's CCC, Bland-Altman
-    limits, MAE and RMSE (docs/method.md §2b, §3d).
+    project (`scale: "numeric"`) gets the score document instead: the decision on the numbers (alt-test
+    with the negative-RMSE alignment, or the margin rule on range-scaled differences), the humans' ICCs
+    and interval alpha, and each judge-human pair's CCC, Bland-Altman limits, MAE and RMSE (docs/method.md
+    §2b, §3d); with `by`, its `slices` hold the first judge's numeric decision per slice, corrected across
+    slices as above.
     """
     by = by or project.decision_settings.slices
     documents = request.app.state.documents
@@ -114,6 +120,22 @@ def get_reliability(
             ReliabilityDocument,
         )
     checked_by(by)
+    if project.scale == "numeric":
+
+        def with_score_slices(name: str) -> dict[str, Any]:
+            base = score_reliability_document(session, project, name).model_dump(mode="json")
+            return {**base, "slices": score_slices_block(session, project, name, by)}
+
+        return _cached(
+            request,
+            session,
+            project,
+            criterion,
+            if_none_match,
+            f"reliability|by={by}",
+            lambda name, etag: documents.get_or_build(etag, lambda: with_score_slices(name)),
+            ScoreReliabilityDocument,
+        )
 
     def with_slices(name: str, etag: str) -> dict[str, Any]:
         key = document_key(session, project, current_plan(session, project.id), name, "reliability")
@@ -135,7 +157,7 @@ def get_reliability(
 
 @router.get(
     "/ranking",
-    response_model=RankingDocument,
+    response_model=RankingDocument | ScoreRankingDocument,
     responses={**error_responses(401, 403, 404, 409, 422), 304: {"description": "Unchanged"}},
 )
 def get_ranking(
@@ -147,7 +169,27 @@ def get_ranking(
     criterion: Criterion = None,
     if_none_match: IfNoneMatch = None,
 ) -> Response:
-    """Judges ranked by score, with pairwise margins, top-1 probabilities and the flip rate."""
+    """Judges ranked by score, with pairwise margins, top-1 probabilities and the flip rate.
+
+    A numeric project (`scale: "numeric"`) ranks its judges by the alignment score its decision uses: the
+    advantage probability `rho` under the alt-test (negative-RMSE alignment), the mean `d_k` of the
+    range-scaled absolute differences under the margin rule, on the items every judge and two humans rated
+    (docs/method.md §3d). A ranking past the work bound (resamples x items x judges x humans) is a 422.
+    """
+    if project.scale == "numeric":
+        return _cached(
+            request,
+            session,
+            project,
+            criterion,
+            if_none_match,
+            "ranking",
+            lambda name, etag: request.app.state.documents.get_or_build(
+                etag,
+                lambda: score_ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples),
+            ),
+            ScoreRankingDocument,
+        )
     return _cached(
         request,
         session,

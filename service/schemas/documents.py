@@ -550,4 +550,32 @@ class ScoreReliabilityDocument(_Document):
             ]
         ],
     )
+    slices: Slices | None = Field(
+        None,
+        description="The first judge's numeric decision per slice of an item feature (?by=feature:<name>, or the "
+        "project's decision.slices; docs/method.md §3d); null without one.",
+    )
     note: str = Field(description="What the numbers are computed over, in one sentence.")
+
+
+class ScoreRankingDocument(_Document):
+    """``/ranking`` of a numeric project: score judges ranked by the alignment score their decision uses (rho
+    under the alt-test, the mean d_k under the margin rule; docs/method.md §3d), on the items every judge and
+    two humans rated; empty with a ``reason`` without a judge and two humans."""
+
+    scale: Literal["numeric"] = Field(description="Always numeric.")
+    label_seq: int = Field(
+        description="The project's label_seq the document was computed at (the last label event it reads)."
+    )
+    criterion: str = Field(description="The criterion ranked on.")
+    rule: str = Field(
+        description="The decision rule whose score ranks: alt-test (rho, the negative-RMSE advantage "
+        "probability) or margin (mean d_k of the range-scaled absolute differences)."
+    )
+    epsilon: float = Field(description="The margin in force (each judge's omega is read at it).")
+    judges: list[JudgeRank] = Field(description="The judges, best first.")
+    order: list[str] = Field(description="External ids of the judges, best first.")
+    margins: list[RankMargin] = Field(description="Every pair of judges, with the margin between them.")
+    flip_share: float | None = Field(description="Share of pairwise orders that flip under resampling.")
+    n_items: int | None = Field(None, description="Items the judges are compared on.")
+    reason: str | None = Field(None, description="Why there is no ranking; null when there is one.")

@@ -49,6 +49,36 @@ def test_alt_test_on_the_excerpt_by_hand() -> None:
     assert v.omega == pytest.approx(1 / 3) and v.decision == "reject"
 
 
+# A six-item excerpt of the authors' cebab_stars (their repository, data/cebab_stars: gpt-4o and the crowd
+# workers who rated each item; NaN where a worker did not), committed as a small excerpt since the repository
+# states no licence. Columns: gpt-4o, w40, w44, w198, then the pool-only workers w2, w65, w152, w162, w168, w197.
+CEBAB_EXCERPT = np.array(
+    [
+        # gpt-4o  w40     w44     w198    w2      w65     w152    w162    w168    w197
+        [2.0, 1.0, np.nan, np.nan, np.nan, np.nan, np.nan, 3.0, 3.0, np.nan],  # 100000003__stars
+        [2.0, 5.0, 2.0, 1.0, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan],  # 1011000004__stars
+        [2.0, np.nan, np.nan, 3.0, 2.0, np.nan, 2.0, np.nan, np.nan, np.nan],  # 1017000002__stars
+        [2.0, np.nan, np.nan, 3.0, np.nan, 2.0, np.nan, np.nan, np.nan, 3.0],  # 1020000001__stars
+        [1.0, np.nan, 2.0, np.nan, np.nan, 1.0, np.nan, 1.0, np.nan, np.nan],  # 1020000005__stars
+        [2.0, np.nan, np.nan, 2.0, 2.0, np.nan, np.nan, np.nan, 2.0, np.nan],  # 1022000006__stars
+    ]
+)
+
+
+def test_alt_test_on_an_excerpt_of_the_authors_cebab_stars_by_hand() -> None:
+    """Held out w198 (items 2-4, 6): gpt-4o's -RMSE against the two others is -sqrt(4.5) against w198's
+    -sqrt(8.5), 0 against -1, then two ties (-sqrt(.5) both; 0 both): W_h - W_f = [-1, -1, 0, 0], the §3d
+    check's vector, so p = t_3((-.5 - .1) / (sqrt(1/3)/2)). w40 (items 1, 2): -1 against -2, -sqrt(.5)
+    against -sqrt(12.5): rho_f 1, rho_h 0. w44 (items 2, 5): a tie (w44 rates as gpt-4o), then 0 against -1."""
+    results = validate_scores(CEBAB_EXCERPT, [0], list(range(1, 10)), epsilon=0.1, min_items=2)[0].raters
+    by_worker = {name: r for name, r in zip(["w40", "w44", "w198"], results[:3], strict=True)}
+    assert [(r.m, r.rho_f, r.rho_h) for r in by_worker.values()] == [(2, 1.0, 0.0), (2, 1.0, 0.5), (4, 1.0, 0.5)]
+    p = float(t_distribution.cdf(-0.6 / (math.sqrt(1 / 3) / 2), 3))
+    assert by_worker["w198"].p_value == pytest.approx(p, rel=1e-12)
+    assert [r.m for r in results[3:]] == [2, 2, 1, 2, 2, 1]  # the pool-only workers: too few items, skipped
+    assert all(r.won is None for r in results[3:] if r.m < 2)
+
+
 def _per_item_reference(x: np.ndarray, judge: int, humans: list[int], epsilon: float, q: float) -> tuple[float, float]:
     """The alt-test written item by item from its definition (docs/method.md §3d): omega and rho."""
     p_values, advantages = [], []
@@ -196,3 +226,46 @@ def test_reproduces_the_published_numeric_alt_tests(dataset: str, epsilon: float
     assert {name: v.decision for name, v in zip(judges, results, strict=True)} == {
         name: "pass" if omega >= 0.5 else "reject" for name, (omega, _) in PUBLISHED[(dataset, epsilon)].items()
     }
+
+
+@pytest.mark.skipif(not ALT_TEST_MIRROR.exists() or shutil.which("git") is None, reason="no AltTest mirror here")
+def test_read_as_categories_the_numeric_datasets_change_four_published_verdicts() -> None:
+    """Why numeric projects exist (#33): the same ratings read as ordered categories (the alt-test on label
+    agreement) move the winning rate across .5 for four of the 22 published judge x dataset results, while
+    the negative-RMSE decision keeps all 22."""
+    from planner.decision import validate_judge
+
+    changed = []
+    for (dataset, epsilon), published in PUBLISHED.items():
+        humans = _mirrored_json(dataset, "human_annotations.json")
+        judges = _mirrored_json(dataset, "llm_annotations.json")
+        columns = [*judges.values(), *humans.values()]
+        items = sorted({i for column in columns for i in column})
+        row = {item: n for n, item in enumerate(items)}
+        x = np.full((len(items), len(columns)), np.nan)
+        for c, column in enumerate(columns):
+            x[[row[i] for i in column], c] = list(column.values())
+        values = np.unique(x[~np.isnan(x)])
+        codes = np.where(np.isnan(x), -1, np.searchsorted(values, np.nan_to_num(x))).astype(np.int64)
+        human_columns = list(range(len(judges), len(columns)))
+        for j, name in enumerate(judges):
+            as_labels = validate_judge(
+                codes,
+                judge=j,
+                humans=human_columns,
+                n_labels=values.size,
+                rule="alt-test",
+                epsilon=epsilon,
+                n_resamples=1,
+            )
+            (as_numbers,) = validate_scores(x, [j], human_columns, epsilon=epsilon)
+            authors = published[name][0] >= 0.5
+            assert (as_numbers.omega >= 0.5) == authors
+            if (as_labels.omega >= 0.5) != authors:
+                changed.append((dataset, name))
+    assert sorted(changed) == [
+        ("10k_prompts", "llama-31"),
+        ("10k_prompts", "mistral-v03"),
+        ("cebab_stars", "gemini_flash"),
+        ("cebab_stars", "mistral-v03"),
+    ]

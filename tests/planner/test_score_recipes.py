@@ -173,6 +173,41 @@ def test_numeric_plan_keeps_its_false_rejection_promise_and_breaks_at_half() -> 
     assert half > 0.025 + 2 * half_se
 
 
+def _alt_test_population_moments(rng: np.random.Generator, n: int) -> tuple[float, float]:
+    """``xi = W_f - W_h`` of a judge and a held-out human against one pool member (the negative RMSE of one
+    rating is minus the absolute difference), drawn directly."""
+    truth = rng.uniform(1.0, 5.0, n)
+    j, h, p = _rater(rng, truth, JUDGE_SD), _rater(rng, truth, HUMAN_SD), _rater(rng, truth, HUMAN_SD)
+    xi = np.sign(np.abs(h - p) - np.abs(j - p))
+    return float(xi.mean()), float(xi.var())
+
+
+def _secondary_alt_test_fr(m: int, trials: int, rng: np.random.Generator, epsilon: float) -> tuple[float, float]:
+    """Share of held-out secondaries the alt-test does not win (BY over the three humans) at ``m`` items each."""
+    lost = used = 0
+    for _ in range(trials):
+        (v,) = validate_scores(_disjoint_trial(rng, m, 2), [0], [1, 2, 3], epsilon=epsilon)
+        for outcome in v.raters[1:]:
+            used += 1
+            lost += outcome.won is False
+    rate = lost / used
+    return rate, math.sqrt(rate * (1 - rate) / used)
+
+
+def test_alt_test_numeric_plan_keeps_its_false_rejection_promise_and_breaks_at_half() -> None:
+    """The alt-test recipe from the population's moments of ``W_f - W_h`` (mu ~ +.03, epsilon .15, K = 3: BY's
+    quantile and power 1 - alpha_sig/2) promises each held-out human an FR of at most .025. Fresh data decided
+    by ``validate_scores`` (negative-RMSE alignment, Benjamini–Yekutieli): within .025 + 2 SE at m (measured
+    .021), far above it at m/2 (.21)."""
+    mu_d, sigma0_sq = _alt_test_population_moments(np.random.default_rng(7), 400_000)
+    recipe = score_recipe(mu_d, sigma0_sq, n_items=10_000, n_humans=3, rule="alt-test", epsilon=0.15)
+    assert recipe.m is not None and 200 <= recipe.m <= 400
+    rate, se = _secondary_alt_test_fr(recipe.m, 1000, np.random.default_rng(11), 0.15)
+    assert rate <= 0.025 + 2 * se
+    half, half_se = _secondary_alt_test_fr(recipe.m // 2, 1000, np.random.default_rng(12), 0.15)
+    assert half > 0.025 + 2 * half_se
+
+
 def test_plan_check_agrees_with_the_independent_simulation() -> None:
     """The check resamples a large pilot's items; its per-human rate at m matches fresh data's within
     their Monte Carlo error, and the judge-level rate is below the per-human one (two humans must be lost)."""

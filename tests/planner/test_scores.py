@@ -438,3 +438,36 @@ def test_bland_altman_interval_coverage_at_50_items() -> None:
     coverage = covered / trials
     assert np.all(coverage >= 0.93) and np.all(coverage >= 0.95 - 2 * _coverage_se(trials)), coverage
     assert np.all(narrow_covered / trials < 0.93)
+
+
+@pytest.mark.parametrize(
+    ("forms", "offsets", "rater_var"),
+    [(("1,1", "1,k"), None, 0.0), (("3,1", "3,k"), [0.0, 0.5, -0.3], 0.0), (("2,k",), None, 0.05)],
+)
+def test_the_other_icc_intervals_cover_at_50_items(
+    forms: tuple[str, ...], offsets: list[float] | None, rater_var: float
+) -> None:
+    """Item variance 1, error .6, 3 raters: the single-rater ICC is 1/1.6 (1/1.65 with rater variance .05 for
+    model 2) and the k-rater one 3 x ICC / (1 + 2 ICC) (k item variance over k item + rater + error for
+    (2,k)). Model 1 with no rater effect, model 3 with fixed rater offsets, model 2 with small random ones:
+    each F interval covers >= .93 (within 2 MC SE of .95) and its 80% interval does not reach .93."""
+    rng = np.random.default_rng(20261203)
+    k, trials = 3, 1000
+    single = 1.0 / (1.0 + rater_var + 0.6)
+    truth = {"1,1": single, "3,1": single, "1,k": k * single / (1 + (k - 1) * single), "2,k": k / (k + rater_var + 0.6)}
+    truth["3,k"] = truth["1,k"]
+    covered, narrow_covered = dict.fromkeys(forms, 0), dict.fromkeys(forms, 0)
+    for _ in range(trials):
+        raters = np.array(offsets) if offsets is not None else rng.normal(scale=np.sqrt(rater_var), size=k)
+        ratings = (
+            rng.normal(size=(N_COVERAGE, 1)) + raters[None, :] + rng.normal(scale=np.sqrt(0.6), size=(N_COVERAGE, k))
+        )
+        results = intraclass_correlations(ratings)
+        for form in forms:
+            wide, narrow = results[form].confidence_interval(), results[form].confidence_interval(0.8)
+            covered[form] += wide.low <= truth[form] <= wide.high
+            narrow_covered[form] += narrow.low <= truth[form] <= narrow.high
+    for form in forms:
+        coverage = covered[form] / trials
+        assert coverage >= 0.93 and coverage >= 0.95 - 2 * _coverage_se(trials), (form, coverage)
+        assert narrow_covered[form] / trials < 0.93

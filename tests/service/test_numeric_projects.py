@@ -123,11 +123,11 @@ def test_a_label_project_refuses_numbers(client: TestClient) -> None:
     assert ok(client.post(f"/projects/{pid}/labels", json=[{"item": "i1", "rater": "h", "value": "1"}]))["accepted"]
 
 
-def test_categorical_documents_answer_409_for_a_numeric_project(client: TestClient) -> None:
+def test_documents_of_a_numeric_project_are_the_score_ones(client: TestClient) -> None:
     pid = numeric_project(client)
     ok(client.post(f"/projects/{pid}/labels", json=[{"item": "i1", "rater": "h1", "value": 3}]))
-    r = client.get(f"/projects/{pid}/ranking")
-    assert r.status_code == 409 and r.json()["error"] == "numeric_scale", r.text
+    ranking = ok(client.get(f"/projects/{pid}/ranking"))  # by hand: tests/service/test_score_ranking.py
+    assert ranking["scale"] == "numeric" and ranking["judges"][0]["defined"] is False
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200  # the score dashboard: test_score_dashboard
 
 

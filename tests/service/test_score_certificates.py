@@ -121,9 +121,29 @@ def test_a_tampered_numeric_certificate_is_named(client: TestClient) -> None:
     assert any(m["field"] == "result" and "cannot be recomputed" in m["reason"] for m in bad["mismatches"])
 
 
-def test_a_sliced_numeric_project_is_refused_and_writes_nothing(client: TestClient) -> None:
-    pid = _project(client, CHECK, rule="margin")
-    ok(client.patch(f"/projects/{pid}", json={"decision": {"rule": "margin", "slices": "feature:lang"}}))
-    r = client.post(f"/projects/{pid}/certificates", json={})
-    assert r.status_code == 409 and r.json()["error"] == "numeric_scale", r.text
-    assert ok(client.get(f"/projects/{pid}/certificates"))["items"] == []
+def test_a_sliced_numeric_project_certifies_reliabilitys_slices_and_verifies(client: TestClient) -> None:
+    """The two-slice panel of tests/service/test_score_slices.py (slice b: d = -.625, -.5625, -.625, rejects; a
+    passes): the certificate freezes each item's slice and the fixed-mode slices /reliability?by= shows; moving
+    an item to the other slice is named."""
+    from tests.service.test_score_slices import PANEL, TOPIC
+    from tests.service.test_score_slices import _project as sliced_project
+
+    pid = sliced_project(client, PANEL, TOPIC, monitoring="fixed", slices="feature:topic")
+    shown = ok(client.get(f"/projects/{pid}/reliability"))["slices"]
+    statement = ok(client.post(f"/projects/{pid}/certificates", json={}), 201)
+    certified = statement["predicate"]["result"]["slices"]
+    assert certified["headline"] == shown["headline"] == "fails overall; fails on slice b (omega 0.00, d -0.60)"
+    assert certified["correction"] == shown["correction"] == "none" and certified["failing"] == ["b"]
+    assert [(o["value"], o["n_items"], o["decision"], o["omega"]) for o in certified["slices"]] == [
+        (o["value"], o["n_items"], o["decision"], o["omega"]) for o in shown["slices"]
+    ]
+    assert certified["slices"][0]["d"] == pytest.approx(-1.8125 / 3, abs=1e-12)
+    rows = _history(client, pid)
+    assert _verify(client, statement, rows)["match"]
+    edited = json.loads(json.dumps(statement))
+    items = sorted({r["item"] for r in rows if r["value"] not in (None, "")})  # certified items, by place
+    values = edited["predicate"]["slices"]["values"]
+    assert [items.index("i0"), "a"] in values
+    values[values.index([items.index("i0"), "a"])][1] = "b"  # an item of slice a moved to b
+    bad = _verify(client, edited, rows)
+    assert not bad["match"] and any(m["field"].startswith("result.slices") for m in bad["mismatches"]), bad
