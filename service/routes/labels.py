@@ -165,9 +165,9 @@ def _arrow() -> Any:
 
 
 def _parquet(pa: Any, rows: Sequence[Sequence[Any]]) -> bytes:
-    """The rows as one Parquet file: LABEL_COLUMNS, strings, an int64 seq, a UTC timestamp and a boolean."""
+    """The rows as one Parquet file: LABEL_COLUMNS, strings, an int64 seq, a UTC timestamp, a boolean, a string."""
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(LABEL_COLUMNS)
-    types = [pa.string()] * 4 + [pa.int64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.bool_()]
+    types = [pa.string()] * 4 + [pa.int64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.bool_(), pa.string()]
     table = pa.table(
         [pa.array(list(c), type=t) for c, t in zip(columns, types, strict=True)], names=list(LABEL_COLUMNS)
     )
@@ -187,7 +187,8 @@ def _csv(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
     writer.writerow(LABEL_COLUMNS)
     for start in range(0, len(rows), 1000):
         writer.writerows(
-            [*r[:6], r[6].isoformat() if r[6] else "", "true" if r[7] else "false"] for r in rows[start : start + 1000]
+            [*r[:6], r[6].isoformat() if r[6] else "", "true" if r[7] else "false", r[8] or ""]
+            for r in rows[start : start + 1000]
         )
         yield buf.getvalue()
         buf.seek(0)
