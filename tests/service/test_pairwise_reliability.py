@@ -118,3 +118,28 @@ def test_a_pairwise_project_without_judge_or_humans_reports_undefined(client: Te
     [judge] = client.get(f"/projects/{pid}/reliability").json()["pairwise"]["judges"]
     assert judge["position"]["consistency"] is None and judge["position"]["reason"]
     assert judge["accuracy"]["right_both"] is None and judge["accuracy"]["reason"]
+
+
+def test_a_pairwise_certificate_verifies_against_the_label_export(client: TestClient) -> None:
+    """The certificate freezes the labels the decision reads (the AB order); the export, BA rows and all, verifies."""
+    pid = client.post("/projects", json={"name": "ab", "kind": "pairwise"}).json()["id"]
+    client.post(f"/projects/{pid}/items", json=[{"external_id": f"q{k}"} for k in range(30)])
+    for ext, kind in (("judge", "judge"), ("prim", "primary"), ("h2", "human")):
+        client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
+    rng = np.random.default_rng(2)
+    truth = rng.integers(0, 2, 30)
+    for rater in ("prim", "h2"):
+        _labels(client, pid, [{"item": f"q{k}", "rater": rater, "value": "AB"[v]} for k, v in enumerate(truth)])
+    _labels(
+        client, pid, [{"item": f"q{k}", "rater": "judge", "value": "AB"[v], "order": "AB"} for k, v in enumerate(truth)]
+    )
+    # written last, the BA labels all disagree: a snapshot that read them would change the decision
+    _labels(
+        client, pid, [{"item": f"q{k}", "rater": "judge", "value": "BA"[v], "order": "BA"} for k, v in enumerate(truth)]
+    )
+    cert = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
+    assert cert["predicate"]["snapshot"]["n_rows"] == 90
+    rows = client.get(f"/projects/{pid}/labels", params={"history": "true", "limit": 1000}).json()["items"]
+    assert sum(r["order"] == "BA" for r in rows) == 30
+    ok = client.post("/certificates/verify", json={"certificate": cert, "labels": rows}).json()
+    assert ok["match"], ok
