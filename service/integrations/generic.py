@@ -1,8 +1,8 @@
-"""The generic long format: one row per label, ``item, rater, kind, value[, criterion, confidence]``."""
+"""The generic long format: one row per label, ``item, rater, kind, value[, criterion, confidence, order]``."""
 
 from __future__ import annotations
 
-from typing import Annotated, NotRequired
+from typing import Annotated, Literal, NotRequired
 
 from pydantic import Field
 from typing_extensions import TypedDict
@@ -33,6 +33,12 @@ class GenericRow(TypedDict):
             Annotated[float, Field(ge=0, le=1)] | None, Field(description="A judge's confidence in its label, 0 to 1.")
         ]
     ]
+    order: NotRequired[
+        Annotated[
+            Literal["AB", "BA"] | None,
+            Field(description="A pairwise project's judge: the order it was shown the answers, AB or BA."),
+        ]
+    ]
 
 
 def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> list[Score]:
@@ -50,6 +56,7 @@ def generic_scores(body: bytes, content_type: str | None, *, max_rows: int) -> l
             scale=None,
             where=f"row {n}",
             confidence=r.get("confidence"),
+            order=r.get("order"),
         )
         for n, r in enumerate(rows, start=1)
     ]

@@ -140,3 +140,24 @@ def test_a_pairwise_item_names_two_different_systems_or_none(client: TestClient,
     r = client.post(f"/projects/{pid}/items", json=[good, {"external_id": "q1", "features": features}])
     assert r.status_code == 422, r.text
     assert client.get(f"/projects/{pid}").json()["n_items"] == 0
+
+
+def test_the_generic_format_round_trips_both_orders(client: TestClient) -> None:
+    src = pairwise_project(client)
+    rows = [
+        {"item": "q0", "rater": "judge", "value": "A", "order": "AB"},
+        {"item": "q0", "rater": "judge", "value": "B", "order": "BA"},
+        {"item": "q0", "rater": "prim", "value": "A"},
+    ]
+    client.post(f"/projects/{src}/labels", json=rows)
+    exported = client.get(f"/projects/{src}/export/generic")
+    assert exported.text.splitlines()[0].split(",")[-1] == "order"
+    dst = client.post("/projects", json={"name": "copy", "kind": "pairwise"}).json()["id"]
+    r = client.post(f"/projects/{dst}/import/generic", content=exported.content, headers={"content-type": "text/csv"})
+    assert r.status_code == 200, r.text
+    assert r.json()["labels"]["accepted"] == 3
+    assert _current(client, dst) == _current(client, src)
+    again = client.post(
+        f"/projects/{dst}/import/generic", content=exported.content, headers={"content-type": "text/csv"}
+    )
+    assert again.json()["labels"]["duplicates"] == 3
