@@ -56,7 +56,9 @@ def post_labels(
     A row equal to its cell's current label counts as a duplicate and writes nothing; a
     different value for a labelled cell is a correction (a new event). Values are the
     project's labels, `CANNOT_ASSESS` (when the project allows abstention) or `INVALID`
-    (judges only). An annotator key may only write its own rater, and gets `label_seq` null.
+    (judges only). An annotator key may only write its own rater, and gets `label_seq` null. In a pairwise
+    project a judge's label names the `order` it was shown the answers (`AB` or `BA`, a column of a CSV),
+    and the item holds its label in each order; an order anywhere else, or a judge's label without one: 422.
     """
     rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
     return idempotent_write(
@@ -89,7 +91,8 @@ def post_retractions(
 
     Each cell with a current label gets a retraction event: the label leaves the current labels and
     every statistic, the history keeps both, and `label_seq` advances. A cell with no current label
-    writes nothing (a repeat is a no-op). An annotator key may only retract its own rater's labels.
+    writes nothing (a repeat is a no-op). An annotator key may only retract its own rater's labels. A pairwise
+    judge's row with `order` withdraws that order's label, without it both orders'.
     """
     rows = parse_rows(body, content_type, RetractionIn, max_rows=settings.max_rows)
     return idempotent_write(
