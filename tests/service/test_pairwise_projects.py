@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
 
 
 def pairwise_project(c: TestClient, n_items: int = 4, **fields: object) -> str:
@@ -161,3 +162,21 @@ def test_the_generic_format_round_trips_both_orders(client: TestClient) -> None:
         f"/projects/{dst}/import/generic", content=exported.content, headers={"content-type": "text/csv"}
     )
     assert again.json()["labels"]["duplicates"] == 3
+
+
+def test_a_judges_two_orders_count_one_labelled_item(client: TestClient, engine: Engine) -> None:
+    """The rater's progress (what batches read for what is left) counts items, not orders, in one write or two."""
+    pid = pairwise_project(client)
+    both = [{"item": "q0", "rater": "judge", "value": "A", "order": o} for o in ("AB", "BA")]
+    client.post(f"/projects/{pid}/labels", json=both)
+    client.post(f"/projects/{pid}/labels", json=[{"item": "q1", "rater": "judge", "value": "B", "order": "AB"}])
+    client.post(f"/projects/{pid}/labels", json=[{"item": "q1", "rater": "judge", "value": "B", "order": "BA"}])
+    sql = (
+        "SELECT labeled_items FROM rater_progress JOIN raters ON raters.id = rater_progress.rater_id "
+        "WHERE raters.project_id = :p AND raters.external_id = 'judge'"
+    )
+    with engine.connect() as conn:
+        assert conn.execute(text(sql), {"p": pid}).scalar_one() == 2
+    client.post(f"/projects/{pid}/labels/retractions", json=[{"item": "q1", "rater": "judge", "order": "BA"}])
+    with engine.connect() as conn:
+        assert conn.execute(text(sql), {"p": pid}).scalar_one() == 2  # q1 keeps its AB label
