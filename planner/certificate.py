@@ -67,10 +67,14 @@ def label_snapshot(rows: Iterable[Mapping[str, Any]], *, label_seq: int) -> list
     ``rows`` is a label export, current labels or the full history (fields ``item``,
     ``rater``, ``criterion``, ``value``, ``seq``; others are ignored). Per cell the event
     with the highest ``seq`` not above ``label_seq`` counts; a cell whose latest event has
-    no value (a retraction) is absent. Raises ``ValueError`` naming a row without a field.
+    no value (a retraction) is absent. A row with ``order`` ``BA`` (a pairwise judge's label with
+    answer B shown first) is left out: the decision reads the AB order (docs/method.md §13).
+    Raises ``ValueError`` naming a row without a field.
     """
     latest: dict[tuple[str, str, str], tuple[int, str | None]] = {}
     for n, row in enumerate(rows, start=1):
+        if row.get("order") == "BA":
+            continue
         try:
             cell = (str(row["item"]), str(row["rater"]), str(row["criterion"]))
             seq, value = int(row["seq"]), row["value"]

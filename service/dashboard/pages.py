@@ -107,7 +107,7 @@ def dashboard_page(
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
 {slice_table(slices)}{_selective(project, by_id["selective-coverage"])}{panels}
-{_drift_panel(drift or [])}<h2>Plan and overlap</h2>
+{_pairwise_panel(doc.get("pairwise"))}{_drift_panel(drift or [])}<h2>Plan and overlap</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
 <h3>Progress of each secondary annotator through the plan</h3>{progress}
@@ -258,6 +258,61 @@ def _selective(project: Project, chart: Chart) -> str:
     if not chart.rows:
         return ""
     return f'<h2>Selective evaluation</h2><div id="selective">{_figure(project, chart)}</div>'
+
+
+def _interval(ci: list[float | None]) -> str:
+    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+
+
+def _pairwise_panel(block: dict[str, Any] | None) -> str:
+    """A pairwise project's judges (docs/method.md §13): position consistency and bias, accuracy against the
+    human majority in both orders, and the systems' Bradley-Terry strengths; aggregates only."""
+    if block is None:
+        return ""
+    if not block["judges"]:
+        return f'<h2>Pairwise judges</h2><p id="pairwise" class="note">{escape(block["reason"] or "")}</p>'
+    judges, rankings = [], []
+    for j in block["judges"]:
+        pos, acc = j["position"], j["accuracy"] or {}
+        bias = (
+            f"{pos['first_favoured']} first / {pos['second_favoured']} second"
+            + (f", favours the {pos['bias_direction']} (p {pos['bias_p']:.3g})" if pos["bias_direction"] else "")
+            if pos["consistency"] is not None
+            else escape(pos["reason"] or "")
+        )
+        judges.append(
+            f"<tr><td>{escape(j['judge'])}</td><td>{pos['n_items']}</td><td>{_fmt(pos['consistency'])}</td>"
+            f"<td>{bias}</td><td>{_fmt(acc.get('right_ab'))}</td><td>{_fmt(acc.get('right_ba'))}</td>"
+            f"<td>{_fmt(acc.get('right_both'))}</td></tr>"
+        )
+        for r in j["rankings"]:
+            if r["source"] == "humans" and j is not block["judges"][0]:
+                continue  # the humans' ranking is every judge's: shown once
+            name = escape(j["judge"])
+            whose = {"judge": name, "humans": "the humans' majority", "humans+judge": f"the humans and {name} (PPI)"}[
+                r["source"]
+            ]
+            rows = (
+                "".join(
+                    f"<tr><td>{escape(s['system'])}</td><td>{_fmt(s['win_rate'])}</td><td>{_fmt(s['strength'])}</td>"
+                    f"<td>{_interval(s['ci'])}</td></tr>"
+                    for s in r["systems"]
+                )
+                or f'<tr><td colspan="4">{escape(r["reason"] or "")}</td></tr>'
+            )
+            rankings.append(
+                f"<h3>Systems ranked by {whose} ({r['n_comparisons']} comparisons)</h3><table><tr><th>system</th>"
+                f"<th>win rate</th><th>strength</th><th>95% interval</th></tr>{rows}</table>"
+            )
+    return f"""<h2>Pairwise judges</h2>
+<p class="note">Each judge shown an item's answers in both orders (AB, BA): the share with the same verdict in
+ both, the flips that kept the answer shown first or second (exact binomial p), and its accuracy against the
+ human majority of {block["n_reference"]} items with A first, B first and in both orders; the decision above reads
+ the AB order (docs/method.md &sect;13).</p>
+<table id="pairwise"><tr><th>judge</th><th>items in both orders</th><th>consistency</th><th>flips</th>
+<th>right AB</th><th>right BA</th><th>right both</th></tr>{"".join(judges)}</table>
+<div id="pairwise-systems">{"".join(rankings)}</div>
+"""
 
 
 def _drift_panel(drift: list[DriftRead]) -> str:

@@ -117,10 +117,24 @@ def _canonical(features: dict[str, Any]) -> bytes:
     return orjson.dumps(features, option=orjson.OPT_SORT_KEYS)
 
 
+def _check_systems(row: ItemIn, n: int) -> None:
+    """A pairwise item names the systems behind its answers in features ``system_a`` and ``system_b``, both
+    or neither, two different strings (docs/method.md §13); 422 naming row ``n``."""
+    a, b = row.features.get("system_a"), row.features.get("system_b")
+    if a is None and b is None:
+        return
+    if not (isinstance(a, str) and isinstance(b, str)):
+        raise Invalid(f"row {n}: a pairwise item names both systems, system_a and system_b, as strings, or neither")
+    if a == b:
+        raise Invalid(f"row {n}: item {echo(row.external_id)} compares system {echo(a)} with itself")
+
+
 def upsert_items(session: Session, project: Project, rows: list[ItemIn]) -> ItemsUpserted:
     """Create new items, update changed ones, count the unchanged; positions follow upload order."""
     wanted: dict[str, ItemIn] = {}
     for n, row in enumerate(rows, start=1):
+        if project.kind == "pairwise":
+            _check_systems(row, n)
         prior = wanted.get(row.external_id)
         if prior is not None and prior != row:
             raise Invalid(f"row {n}: item {echo(row.external_id)} appears twice with different content")

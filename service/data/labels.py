@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,9 @@ from service.schemas.labels import LabelIn, LabelsAccepted, LabelsRetracted, Ret
 
 CANNOT_ASSESS = "CANNOT_ASSESS"
 INVALID = "INVALID"
+ONE_ORDER = "shown_order <> 'BA'"
+"""The labels every label-set statistic reads (SQL): a pairwise judge's label of an item in the AB order
+stands for its label; the BA order enters only the pairwise statistics (docs/method.md §13)."""
 
 
 EVENT_COLUMNS = (
@@ -38,6 +42,7 @@ EVENT_COLUMNS = (
     "created_at",
     "rank",
     "confidence",
+    "shown_order",
 )
 """The columns a label write inserts into ``label_events``."""
 
@@ -46,7 +51,9 @@ SPAN = 4
 
 Cell = tuple[int, int, str]
 """(item id, rater id, criterion)."""
-Cells = dict[Cell, tuple[str, str | None, int]]
+OrderedCell = tuple[int, int, str, str]
+"""(item id, rater id, criterion, shown order): a pairwise judge's cell per order (``''``: any other label)."""
+Cells = dict[OrderedCell, tuple[str, str | None, int]]
 """Per cell of a write: its value, batch and row number."""
 
 
@@ -80,6 +87,8 @@ def _allowed_values(project: Project, kind: str) -> frozenset[str]:
 
 
 def _value_error(project: Project, value: str, kind: str, n: int) -> Invalid:
+    if project.kind == "pairwise" and value == "tie":
+        return Invalid(f"row {n}: this pairwise project disallows ties; its verdicts are {project.labels}")
     if value == CANNOT_ASSESS:
         return Invalid(f"row {n}: CANNOT_ASSESS is not allowed in this project (allow_abstain is false)")
     if value == INVALID:
@@ -123,6 +132,23 @@ def numeric_label(value_range: dict[str, Any], value: str | float, n: int) -> st
     return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
 
 
+def _checked_order(project: Project, row: LabelIn, kind: str, n: int) -> str:
+    """The shown order row ``n`` stores: ``AB`` or ``BA`` for a pairwise project's judge (required there), ``''``
+    for every other label; 422 naming the row for an order anywhere else or a judge's label without one."""
+    order = row.get("order")
+    if project.kind != "pairwise":
+        if order is not None:
+            raise Invalid(f"row {n}: order applies to a pairwise project's judge labels; this project is pointwise")
+        return ""
+    if kind != "judge":
+        if order is not None:
+            raise Invalid(f"row {n}: only a judge's label carries an order; {echo(row['rater'])} is a {kind}")
+        return ""
+    if order is None:
+        raise Invalid(f"row {n}: a judge's label in a pairwise project names the order it was shown: AB or BA")
+    return order
+
+
 def _criterion_error(project: Project, criterion: str | None, n: int) -> Invalid:
     if criterion is None:
         return Invalid(f"row {n}: 'criterion' is required; this project has criteria {project.criteria}")
@@ -145,7 +171,7 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
     criteria = set(project.criteria)
     default_criterion = project.criteria[0] if len(criteria) == 1 else None
     cells: Cells = {}
-    confidence: dict[Cell, float] = {}
+    confidence: dict[OrderedCell, float] = {}
     duplicates = 0
     for n, row in enumerate(rows, start=1):
         rater = raters.get(row["rater"])
@@ -161,12 +187,13 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
         criterion = row.get("criterion") or default_criterion
         if criterion not in criteria:
             raise _criterion_error(project, row.get("criterion"), n)
-        cell = (item, rater[0], criterion)
+        cell = (item, rater[0], criterion, _checked_order(project, row, rater[1], n))
         prior = cells.get(cell)
         if prior is not None:
             if prior[0] != value:
+                shown = f" shown {cell[3]}" if cell[3] else ""
                 raise Invalid(
-                    f"rows {prior[2]} and {n} give different values for item {echo(row['item'])}, "
+                    f"rows {prior[2]} and {n} give different values for item {echo(row['item'])}{shown}, "
                     f"rater {echo(row['rater'])}: {echo(prior[0])} and {echo(value)}"
                 )
             duplicates += 1
@@ -189,7 +216,8 @@ def write_labels(session: Session, project: Project, principal: Principal, rows:
         first_seq = reserve(session, project.id, "label_seq", len(fresh))
         last_seq = first_seq + len(fresh) - 1
         _append(session, project.id, fresh, first_seq, utcnow(), current, ranks, confidence)
-        _count_labeled_items(session, _items_gained(fresh, current, one_criterion=len(criteria) == 1))
+        one_cell_per_item = len(criteria) == 1 and project.kind == "pointwise"
+        _count_labeled_items(session, _items_gained(fresh, current, one_cell_per_item=one_cell_per_item))
     return LabelsAccepted(accepted=len(fresh), duplicates=duplicates, label_seq=last_seq)
 
 
@@ -200,13 +228,13 @@ def as_seen_by(principal: Principal, written: LabelsAccepted | LabelsRetracted) 
 
 
 def _items_gained(
-    fresh: list[tuple[Cell, str, str | None]], current: dict[Cell, str], *, one_criterion: bool
+    fresh: list[tuple[OrderedCell, str, str | None]], current: dict[OrderedCell, str], *, one_cell_per_item: bool
 ) -> Counter[int]:
-    """Per rater, the items of ``fresh`` cells it had no current label on (any criterion) before."""
-    labeled = {(i, r) for i, r, _ in current}
-    if one_criterion and not labeled:  # each cell is its own (item, rater) pair, none labeled before
-        return Counter(r for (_, r, _), _, _ in fresh)
-    return Counter(r for _, r in {(i, r) for (i, r, _), _, _ in fresh} - labeled)
+    """Per rater, the items of ``fresh`` cells it had no current label on (any criterion or order) before."""
+    labeled = {(i, r) for i, r, _, _ in current}
+    if one_cell_per_item and not labeled:  # each cell is its own (item, rater) pair, none labeled before
+        return Counter(r for (_, r, _, _), _, _ in fresh)
+    return Counter(r for _, r in {(i, r) for (i, r, _, _), _, _ in fresh} - labeled)
 
 
 def _check_batches(session: Session, project: Project, cells: Cells) -> None:
@@ -217,19 +245,24 @@ def _check_batches(session: Session, project: Project, cells: Cells) -> None:
             select(Batch.id, Batch.rater_id).where(Batch.project_id == project.id, Batch.id.in_(named))
         ).all()
     )
-    for (_, rater_id, _), (_, batch, n) in cells.items():
+    for (_, rater_id, _, _), (_, batch, n) in cells.items():
         if batch is not None and owners.get(batch) != rater_id:
             raise Invalid(f"row {n}: batch {echo(batch)} is not a batch of this rater in this project")
 
 
-def _current_values(session: Session, project_id: str, cells: Cells) -> tuple[dict[Cell, str], dict[Cell, int]]:
-    """The current labels of the cells' raters on the cells' items (every criterion; read as a range of
-    item ids, it may hold other items too), and their arrival ranks (docs/method.md §8.2)."""
+def _current_values(
+    session: Session, project_id: str, cells: Cells
+) -> tuple[dict[OrderedCell, str], dict[OrderedCell, int]]:
+    """The current labels of the cells' raters on the cells' items (every criterion and order; read as a range
+    of item ids, it may hold other items too), and their arrival ranks (docs/method.md §8.2)."""
     if not cells:
         return {}, {}
-    raters, rater_ids = in_values(session, "rater_id", sorted({r for _, r, _ in cells}))
-    item_ids = sorted({i for i, _, _ in cells})
-    sql = f"SELECT item_id, rater_id, criterion, value, COALESCE(rank, seq) FROM current_labels WHERE {raters}"
+    raters, rater_ids = in_values(session, "rater_id", sorted({r for _, r, _, _ in cells}))
+    item_ids = sorted({i for i, _, _, _ in cells})
+    sql = (
+        "SELECT item_id, rater_id, criterion, shown_order, value, COALESCE(rank, seq) FROM current_labels "
+        f"WHERE {raters}"
+    )
     params: tuple[Any, ...]
     if item_ids[-1] - item_ids[0] < SPAN * len(item_ids):
         # a run of the corpus (a bulk upload in item order): one range of the primary key, not a
@@ -245,18 +278,18 @@ def _current_values(session: Session, project_id: str, cells: Cells) -> tuple[di
         params = (rater_ids, project_id)
         sql = f"{sql} AND project_id = ?"
     rows = driver_rows(session, sql, params)
-    return {(i, r, c): v for i, r, c, v, _ in rows}, {(i, r, c): rank for i, r, c, _, rank in rows}
+    return {(i, r, c, o): v for i, r, c, o, v, _ in rows}, {(i, r, c, o): rank for i, r, c, o, _, rank in rows}
 
 
 def _append(
     session: Session,
     project_id: str,
-    fresh: list[tuple[Cell, str, str | None]],
+    fresh: list[tuple[OrderedCell, str, str | None]],
     first_seq: int,
     now: datetime,
-    current: dict[Cell, str],
-    ranks: dict[Cell, int],
-    confidence: dict[Cell, float] | None = None,
+    current: dict[OrderedCell, str],
+    ranks: dict[OrderedCell, int],
+    confidence: dict[OrderedCell, float] | None = None,
 ) -> None:
     """Insert the events, then bring ``current_labels`` up to date from them in one statement: a plain
     insert when no cell has a current label in ``current`` (read under the project's lock, so exact),
@@ -274,19 +307,30 @@ def _append(
         table_of(LabelEvent),
         EVENT_COLUMNS,
         [
-            (project_id, first_seq + k, *cell, value, batch, stamp, ranks.get(cell, write_rank), given.get(cell))
+            (
+                project_id,
+                first_seq + k,
+                *cell[:3],
+                value,
+                batch,
+                stamp,
+                ranks.get(cell, write_rank),
+                given.get(cell),
+                cell[3],
+            )
             for k, (cell, value, batch) in enumerate(fresh)
         ],
     )
     corrections = any(cell in current for cell, _, _ in fresh) if current else False
     upsert = (
-        " ON CONFLICT (item_id, rater_id, criterion) DO UPDATE SET value = excluded.value, seq = excluded.seq,"
-        " rank = excluded.rank, confidence = excluded.confidence"
+        " ON CONFLICT (item_id, rater_id, criterion, shown_order) DO UPDATE SET value = excluded.value,"
+        " seq = excluded.seq, rank = excluded.rank, confidence = excluded.confidence"
     )
     session.execute(
         text(
-            "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq, rank, confidence) "
-            "SELECT item_id, rater_id, criterion, project_id, value, seq, rank, confidence FROM label_events "
+            "INSERT INTO current_labels (item_id, rater_id, criterion, shown_order, project_id, value, seq, rank, "
+            "confidence) SELECT item_id, rater_id, criterion, shown_order, project_id, value, seq, rank, confidence "
+            "FROM label_events "
             f"WHERE project_id = :project AND seq BETWEEN :first AND :last{upsert if corrections else ''}"
         ),
         {"project": project_id, "first": first_seq, "last": first_seq + len(fresh) - 1},
@@ -307,23 +351,30 @@ def _count_labeled_items(session: Session, change: Counter[int]) -> None:
         )
 
 
-def retract_labels(session: Session, project: Project, cells: list[Cell]) -> LabelsRetracted:
+def retract_labels(session: Session, project: Project, cells: Sequence[Cell | OrderedCell]) -> LabelsRetracted:
     """Append a retraction event for each cell that has a current label, and drop that label.
 
-    Cells without a current label (never labeled, or already retracted) write nothing.
+    A cell without a shown order, ``(item, rater, criterion)``, retracts the label of every order (a pairwise
+    judge's two); with one, that order's. Cells without a current label (never labeled, or already
+    retracted) write nothing.
     """
     lock_project(session, project.id)
-    wanted = sorted(set(cells))
+    ordered = {cell for cell in cells if len(cell) == 4}
+    every_order = {cell for cell in cells if len(cell) == 3}
+    wanted = sorted({cell[:3] for cell in cells})
     labeled = sorted(
         {
-            (i, r, c)
+            (i, r, c, o)
             for part in chunks(wanted, 1_000)
-            for i, r, c in session.execute(
-                select(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).where(
+            for i, r, c, o in session.execute(
+                select(
+                    CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion, CurrentLabel.shown_order
+                ).where(
                     CurrentLabel.project_id == project.id,
                     tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
                 )
             )
+            if (i, r, c) in every_order or (i, r, c, o) in ordered
         }
     )
     if not labeled:
@@ -333,17 +384,13 @@ def retract_labels(session: Session, project: Project, cells: list[Cell]) -> Lab
     insert_many(
         session,
         table_of(LabelEvent),
-        ("project_id", "seq", "item_id", "rater_id", "criterion", "kind", "created_at"),
-        [(project.id, first_seq + k, i, r, c, "retraction", stamp) for k, (i, r, c) in enumerate(labeled)],
+        ("project_id", "seq", "item_id", "rater_id", "criterion", "shown_order", "kind", "created_at"),
+        [(project.id, first_seq + k, *cell, "retraction", stamp) for k, cell in enumerate(labeled)],
     )
+    key = (CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion, CurrentLabel.shown_order)
     for part in chunks(labeled, 1_000):
-        session.execute(
-            delete(CurrentLabel).where(
-                CurrentLabel.project_id == project.id,
-                tuple_(CurrentLabel.item_id, CurrentLabel.rater_id, CurrentLabel.criterion).in_(list(part)),
-            )
-        )
-    _forget_items(session, project, sorted({(i, r) for i, r, _ in labeled}))
+        session.execute(delete(CurrentLabel).where(CurrentLabel.project_id == project.id, tuple_(*key).in_(list(part))))
+    _forget_items(session, project, sorted({(i, r) for i, r, _, _ in labeled}))
     return LabelsRetracted(retracted=len(labeled), label_seq=first_seq + len(labeled) - 1)
 
 
@@ -357,7 +404,7 @@ def retract_rows(session: Session, project: Project, principal: Principal, rows:
     item_ids = ids_by_external(session, Item, project.id, sorted({r["item"] for r in rows}))
     rater_ids = ids_by_external(session, Rater, project.id, sorted({r["rater"] for r in rows}))
     default_criterion = project.criteria[0] if len(project.criteria) == 1 else None
-    cells: list[Cell] = []
+    cells: list[Cell | OrderedCell] = []
     for n, row in enumerate(rows, start=1):
         rater = rater_ids.get(row["rater"])
         if principal.role == Role.ANNOTATOR and (rater is None or rater != principal.rater_id):
@@ -370,7 +417,10 @@ def retract_rows(session: Session, project: Project, principal: Principal, rows:
         criterion = row.get("criterion") or default_criterion
         if criterion not in project.criteria:
             raise _criterion_error(project, row.get("criterion"), n)
-        cells.append((item, rater, str(criterion)))
+        order = row.get("order")
+        if order is not None and project.kind != "pairwise":
+            raise Invalid(f"row {n}: order applies to a pairwise project's judge labels; this project is pointwise")
+        cells.append((item, rater, str(criterion)) if order is None else (item, rater, str(criterion), order))
     return retract_labels(session, project, cells)
 
 
@@ -378,7 +428,7 @@ def _forget_items(session: Session, project: Project, pairs: list[tuple[int, int
     """After a retraction: the (item, rater) pairs left with no current label leave the raters'
     counts, and the primary's cursor steps back to the first such item so it is issued again."""
     still: set[tuple[int, int]] = set()
-    if len(project.criteria) > 1:
+    if len(project.criteria) > 1 or project.kind == "pairwise":
         for part in chunks(pairs, 1_000):
             still.update(
                 (i, r)

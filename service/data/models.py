@@ -31,7 +31,7 @@ from sqlalchemy.types import TypeDecorator
 
 from service.core.identifiers import collision_key
 from service.schemas.keys import Role
-from service.schemas.projects import DecisionSettings, ProjectScale
+from service.schemas.projects import DecisionSettings, ProjectKind, ProjectScale
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -114,6 +114,11 @@ class Project(Base):
     opening_seq: Mapped[int | None] = mapped_column(BigInteger)
     # A numeric project's range {min, max, step}: its labels are numbers in it (null: a label scale).
     value_range: Mapped[dict[str, Any] | None]
+    # pointwise (a label per item) or pairwise (answers A and B of a prompt compared; docs/method.md §13)
+    kind: Mapped[ProjectKind] = mapped_column(
+        Enum(*get_args(ProjectKind), native_enum=False, length=16, create_constraint=True, name="kind"),
+        server_default="pointwise",
+    )
 
     @property
     def decision_settings(self) -> DecisionSettings:
@@ -214,10 +219,13 @@ class LabelEvent(Base):
     # Arrival rank (docs/method.md §8.2): the label_seq of the write that gave the cell its first label,
     # kept by corrections (null: written before ranks, read as ``seq``).
     rank: Mapped[int | None] = mapped_column(BigInteger)
+    # The order a pairwise judge was shown the item's answers, AB or BA (docs/method.md §13); '' for any
+    # other label. Part of the cell: a judge holds a label of an item in each order.
+    shown_order: Mapped[str] = mapped_column(String(2), server_default=text("''"))
 
 
 class CurrentLabel(Base):
-    """The latest event of each (item, rater, criterion) cell, kept in step with the events.
+    """The latest event of each (item, rater, criterion, shown order) cell, kept in step with the events.
 
     Keyed rater first, its only index: a project's labels are its raters' key ranges, and a label
     written costs one index entry here (a second index, by project and ``seq``, cost ~0.3 s of
@@ -225,7 +233,10 @@ class CurrentLabel(Base):
     """
 
     __tablename__ = "current_labels"
-    __table_args__ = (PrimaryKeyConstraint("rater_id", "item_id", "criterion"), {"sqlite_with_rowid": False})
+    __table_args__ = (
+        PrimaryKeyConstraint("rater_id", "item_id", "criterion", "shown_order"),
+        {"sqlite_with_rowid": False},
+    )
 
     item_id: Mapped[int] = mapped_column(BigId, autoincrement=False)  # no foreign keys:
     rater_id: Mapped[int] = mapped_column(BigId, autoincrement=False)  # see LabelEvent
@@ -235,6 +246,7 @@ class CurrentLabel(Base):
     seq: Mapped[int] = mapped_column(BigInteger)
     confidence: Mapped[float | None] = mapped_column(Float)  # the current event's (see LabelEvent)
     rank: Mapped[int | None] = mapped_column(BigInteger)  # the arrival rank of its event (see LabelEvent)
+    shown_order: Mapped[str] = mapped_column(String(2), server_default=text("''"))  # see LabelEvent
 
 
 class PoolScore(Base):

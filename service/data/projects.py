@@ -15,7 +15,7 @@ from service.data.keys import create_key
 from service.data.models import ApiKey, Project, new_public_id, utcnow
 from service.data.queries import has_labels, project_key, rater_id
 from service.schemas.keys import KeyCreate, Role
-from service.schemas.projects import ProjectCreate, decision_label_problem, scale_problem
+from service.schemas.projects import ProjectCreate, decision_label_problem, kind_problem, scale_problem
 
 
 def lock_project(session: Session, project_id: str) -> None:
@@ -65,8 +65,10 @@ def change_project(session: Session, project: Project, changes: dict[str, Any]) 
         if value is None:
             raise Invalid(f"{key} cannot be null")
         setattr(project, key, value)
-    problem = scale_problem(project.scale, project.labels, project.value_range) or decision_label_problem(
-        project.decision, project.labels
+    problem = (
+        kind_problem(project.kind, project.scale, project.labels)
+        or scale_problem(project.scale, project.labels, project.value_range)
+        or decision_label_problem(project.decision, project.labels)
     )
     if problem:
         raise Invalid(problem)

@@ -23,7 +23,7 @@ from service.data.models import (
     Simulation,
 )
 
-LABEL_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted")
+LABEL_COLUMNS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted", "order")
 """The columns of :func:`label_rows`, in order."""
 
 
@@ -193,6 +193,7 @@ def label_rows(
             LabelEvent.batch_id.label("batch"),
             LabelEvent.created_at.label("created_at"),
             (LabelEvent.kind == "retraction").label("retracted"),
+            func.nullif(LabelEvent.shown_order, "").label("order"),
         )
         .join(Item, Item.id == LabelEvent.item_id)
         .join(Rater, Rater.id == LabelEvent.rater_id)
@@ -204,6 +205,7 @@ def label_rows(
             (CurrentLabel.rater_id == LabelEvent.rater_id)
             & (CurrentLabel.item_id == LabelEvent.item_id)
             & (CurrentLabel.criterion == LabelEvent.criterion)
+            & (CurrentLabel.shown_order == LabelEvent.shown_order)
         )
         stmt = stmt.where(LabelEvent.seq == select(CurrentLabel.seq).where(cell).scalar_subquery())
         if session.get_bind().dialect.name == "postgresql":

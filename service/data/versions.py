@@ -120,7 +120,7 @@ def current_cells(session: Session, rater_id: int, criterion: str) -> tuple[np.n
     """A rater's current labels on ``criterion`` as arrays ``(item ids, values, seqs)``, by item id."""
     stmt = (
         select(CurrentLabel.item_id, CurrentLabel.value, CurrentLabel.seq)
-        .where(CurrentLabel.rater_id == rater_id, CurrentLabel.criterion == criterion)
+        .where(CurrentLabel.rater_id == rater_id, CurrentLabel.criterion == criterion, CurrentLabel.shown_order != "BA")
         .order_by(CurrentLabel.item_id)
     )
     rows = session.execute(stmt).all()

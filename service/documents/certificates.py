@@ -63,7 +63,7 @@ def snapshot_at(session: Session, project_id: str, label_seq: int) -> list[dict[
         select(Item.external_id, Rater.external_id, LabelEvent.criterion, LabelEvent.value, LabelEvent.seq)
         .join(Item, Item.id == LabelEvent.item_id)
         .join(Rater, Rater.id == LabelEvent.rater_id)
-        .where(LabelEvent.project_id == project_id, LabelEvent.seq <= label_seq)
+        .where(LabelEvent.project_id == project_id, LabelEvent.seq <= label_seq, LabelEvent.shown_order != "BA")
     )
     return label_snapshot(
         ({"item": i, "rater": r, "criterion": c, "value": v, "seq": s} for i, r, c, v, s in events), label_seq=label_seq

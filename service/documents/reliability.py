@@ -27,6 +27,7 @@ from service.core.caches import RecentlyUsed
 from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
 from service.documents.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
+from service.documents.pairwise import pairwise_block
 from service.documents.shown import mark_rewrites
 from service.matrices.arrival import arrival_order, planned_lists
 from service.matrices.matrix import LabelMatrix
@@ -376,6 +377,8 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     doc["plan"] = plan_progress(session, project, plan)
     doc["recipe_now"] = stats["recipe_now"] or {"source": "pilot", "m_cert": None, "reason": doc.get("reason", "")}
     doc["judges"] = validations
+    if project.kind == "pairwise":
+        doc["pairwise"] = pairwise_block(session, project, matrix, n_resamples=n_resamples, seed=seed)
     ReliabilityDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
     return doc
 

@@ -1,8 +1,8 @@
-"""The generic long format: one row per label, ``item, rater, kind, value[, criterion, confidence]``."""
+"""The generic long format: one row per label, ``item, rater, kind, value[, criterion, confidence, order]``."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import Field
 from typing_extensions import TypedDict
@@ -35,9 +35,15 @@ class GenericRow(TypedDict):
             Annotated[float, Field(ge=0, le=1)] | None, Field(description="A judge's confidence in its label, 0 to 1.")
         ]
     ]
+    order: NotRequired[
+        Annotated[
+            Literal["AB", "BA"] | None,
+            Field(description="A pairwise project's judge: the order it was shown the answers, AB or BA."),
+        ]
+    ]
 
 
-GENERIC_TEXT = ("item", "rater", "kind", "value", "criterion")
+GENERIC_TEXT = ("item", "rater", "kind", "value", "criterion", "order")
 """The generic format's text columns (a Parquet file's numbers and booleans in them read as text)."""
 MAX_VALUE_BYTES = 1_000
 """The longest text a Parquet cell may hold (ids and values are at most 200 characters)."""
@@ -64,6 +70,7 @@ def generic_scores(body: bytes, content_type: str | None, *, max_rows: int, max_
             scale=None,
             where=f"row {n}",
             confidence=r.get("confidence"),
+            order=r.get("order"),
         )
         for n, r in enumerate(rows, start=1)
     ]

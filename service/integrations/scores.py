@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from service.core.errors import Invalid, echo
@@ -36,7 +36,7 @@ _IDS = TypeAdapter(list[ExternalId])
 class Score:
     """One score of a file: the item and rater (external ids), the rater's kind, the value as text,
     the name it was given (a criterion, or the tool's score name), its scale, where it was read, and
-    (a judge's) confidence."""
+    (a judge's) confidence and shown order."""
 
     item: str
     rater: str
@@ -46,6 +46,7 @@ class Score:
     scale: Scale | None
     where: str
     confidence: float | None = None
+    order: Literal["AB", "BA"] | None = None  # a pairwise judge's shown order (docs/method.md §13)
 
 
 class Skipped(BaseModel):
@@ -123,7 +124,7 @@ def _labels(project: Project, scores: list[Score], criteria: list[str]) -> list[
     differs from the rater's other scores, a value that maps to no label, or a cell given two values."""
     kinds: dict[str, tuple[str, str]] = {}
     scales: dict[tuple[str, str], tuple[Scale, str]] = {}
-    cells: dict[tuple[str, str, str], tuple[str, str]] = {}
+    cells: dict[tuple[str, str, str, str], tuple[str, str]] = {}
     rows: list[LabelIn] = []
     # ids and values repeat across a file's rows: each distinct one is checked and mapped once
     ids = _checked_ids(scores)
@@ -154,7 +155,7 @@ def _labels(project: Project, scores: list[Score], criteria: list[str]) -> list[
                 "(nor its label_map; set one with PATCH /projects/{pid}); nothing was written",
                 code="unmapped_values",
             )
-        prior, first = cells.setdefault((item, rater, crit), (value, s.where))
+        prior, first = cells.setdefault((item, rater, crit, s.order or ""), (value, s.where))
         if prior != value:
             raise Invalid(
                 f"{s.where}: item {echo(item)}, rater {echo(rater)} has {echo(value)} here and {echo(prior)} at {first}"
@@ -162,6 +163,8 @@ def _labels(project: Project, scores: list[Score], criteria: list[str]) -> list[
         row: LabelIn = {"item": item, "rater": rater, "criterion": crit, "value": value}
         if s.confidence is not None:
             row["confidence"] = s.confidence
+        if s.order is not None:
+            row["order"] = s.order
         rows.append(row)
     return rows
 
@@ -208,10 +211,10 @@ def write_scores(
     )
 
 
-GENERIC_COLUMNS = ("item", "rater", "kind", "value", "criterion", "confidence")
+GENERIC_COLUMNS = ("item", "rater", "kind", "value", "criterion", "confidence", "order")
 
 
-def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str, str, str, float | None]]:
+def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str, str, str, float | None, str | None]]:
     """The project's current labels in the generic long format (:data:`GENERIC_COLUMNS`), by rater (in the
     order they were added) and then ``seq``: an import adds raters in the order the file names them, and
     the reliability's resamples read the raters in the order they were added."""
@@ -223,10 +226,11 @@ def generic_rows(session: Session, project: Project) -> list[tuple[str, str, str
             CurrentLabel.value,
             CurrentLabel.criterion,
             CurrentLabel.confidence,
+            func.nullif(CurrentLabel.shown_order, ""),
         )
         .join(Item, Item.id == CurrentLabel.item_id)
         .join(Rater, Rater.id == CurrentLabel.rater_id)
         .where(CurrentLabel.project_id == project.id)
         .order_by(Rater.id, CurrentLabel.seq)
     )
-    return [tuple(r) for r in session.execute(stmt)]  # type: ignore[misc]
+    return [tuple(r) for r in session.execute(stmt)]

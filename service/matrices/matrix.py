@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from planner.codes import code_type
 from service.core.errors import Conflict
 from service.core.sql import integer_rows
-from service.data.labels import CANNOT_ASSESS, INVALID
+from service.data.labels import CANNOT_ASSESS, INVALID, ONE_ORDER
 from service.data.models import Project, Rater
 
 SEQ_CHUNK = 1_000_000
@@ -84,7 +84,7 @@ def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatr
         cells = integer_rows(
             session,
             ["item_id", code, "COALESCE(rank, seq)"],
-            "current_labels WHERE rater_id = ? AND criterion = ?",
+            f"current_labels WHERE rater_id = ? AND criterion = ? AND {ONE_ORDER}",
             (*(x for pair in code_of.items() for x in pair), rater.id, criterion),
         )
         if (cells[:, 1] == -2).any():

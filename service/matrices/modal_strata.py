@@ -21,6 +21,7 @@ from planner.seq_designs import modal_strata
 from service.core.background import PollingThread
 from service.core.caches import RecentlyUsed
 from service.core.sql import driver_rows, in_values
+from service.data.labels import ONE_ORDER
 from service.data.models import Plan, Project, Rater
 from service.matrices.matrix import value_codes
 from service.matrices.store import current_matrix
@@ -173,7 +174,7 @@ def _modes(
     rows = driver_rows(
         session,
         # Item and rater ids are the project's own: read by the primary key, no project_id.
-        f"SELECT item_id, rater_id, value FROM current_labels WHERE criterion = ? AND {among} "
+        f"SELECT item_id, rater_id, value FROM current_labels WHERE criterion = ? AND {ONE_ORDER} AND {among} "
         f"AND rater_id IN ({marks})",
         (criterion, values, *raters),
     )

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from service.core.caches import RecentlyUsed
 from service.core.sql import driver_rows
+from service.data.labels import ONE_ORDER
 from service.data.models import Project, Rater
 from service.matrices.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix, rank_type
 from service.matrices.snapshots import history_mark, read_snapshot, write_snapshot
@@ -151,7 +152,7 @@ def _updated(session: Session, project: Project, criterion: str, kept: _Kept | N
     events = driver_rows(
         session,
         "SELECT item_id, rater_id, value, COALESCE(rank, seq) FROM label_events "  # rank: docs/method.md §8.2
-        "WHERE project_id = ? AND seq > ? AND seq <= ? AND criterion = ? ORDER BY seq",
+        f"WHERE project_id = ? AND seq > ? AND seq <= ? AND criterion = ? AND {ONE_ORDER} ORDER BY seq",
         (project.id, old.label_seq, project.label_seq, criterion),
     )
     item_ids, sorter = old.item_ids, kept.sorter

@@ -11,6 +11,7 @@ from planner import optional_float
 from planner.selective import calibrate_selective, majority_labels, selective_assignment
 from service.core.errors import Conflict, Invalid, echo
 from service.core.sql import driver_rows, insert_many
+from service.data.labels import ONE_ORDER
 from service.data.models import Assignment, Item, Project, Rater, table_of
 from service.data.projects import lock_project
 from service.data.queries import external_ids
@@ -32,7 +33,7 @@ def judge_confidences(session: Session, matrix: LabelMatrix, columns: list[int])
         rows = driver_rows(
             session,
             "SELECT item_id, confidence FROM current_labels "
-            "WHERE rater_id = ? AND criterion = ? AND confidence IS NOT NULL",
+            f"WHERE rater_id = ? AND criterion = ? AND confidence IS NOT NULL AND {ONE_ORDER}",
             (matrix.raters[column].id, matrix.criterion),
         )
         if not rows:

@@ -33,10 +33,10 @@ from service.schemas.raters import RaterKind
 router = APIRouter(prefix="/projects/{pid}", tags=["integrations"])
 
 
-GENERIC_PARQUET: list[tuple[str, ColumnType]] = [(c, "string") for c in GENERIC_COLUMNS[:-1]] + [
-    ("confidence", "double")
+GENERIC_PARQUET: list[tuple[str, ColumnType]] = [
+    (c, "double" if c == "confidence" else "string") for c in GENERIC_COLUMNS
 ]
-"""The generic export's Parquet columns."""
+"""The generic export's Parquet columns: text, and the confidence as a number."""
 
 
 def _generic_body_doc() -> dict[str, Any]:

@@ -54,7 +54,9 @@ def post_labels(
     A row equal to its cell's current label counts as a duplicate and writes nothing; a
     different value for a labelled cell is a correction (a new event). Values are the
     project's labels, `CANNOT_ASSESS` (when the project allows abstention) or `INVALID`
-    (judges only). An annotator key may only write its own rater, and gets `label_seq` null.
+    (judges only). An annotator key may only write its own rater, and gets `label_seq` null. In a pairwise
+    project a judge's label names the `order` it was shown the answers (`AB` or `BA`, a column of a CSV),
+    and the item holds its label in each order; an order anywhere else, or a judge's label without one: 422.
     """
     rows = parse_rows(body, content_type, LabelIn, max_rows=settings.max_rows)
     return idempotent_write(
@@ -87,7 +89,8 @@ def post_retractions(
 
     Each cell with a current label gets a retraction event: the label leaves the current labels and
     every statistic, the history keeps both, and `label_seq` advances. A cell with no current label
-    writes nothing (a repeat is a no-op). An annotator key may only retract its own rater's labels.
+    writes nothing (a repeat is a no-op). An annotator key may only retract its own rater's labels. A pairwise
+    judge's row with `order` withdraws that order's label, without it both orders'.
     """
     rows = parse_rows(body, content_type, RetractionIn, max_rows=settings.max_rows)
     return idempotent_write(
@@ -162,8 +165,9 @@ LABELS_PARQUET: list[tuple[str, ColumnType]] = [
     (LABEL_COLUMNS[5], "string"),
     (LABEL_COLUMNS[6], "timestamp"),
     (LABEL_COLUMNS[7], "bool"),
+    (LABEL_COLUMNS[8], "string"),
 ]
-"""The label export's Parquet columns: strings, an int64 seq, a UTC timestamp and a boolean."""
+"""The label export's Parquet columns: strings, an int64 seq, a UTC timestamp, a boolean and the order."""
 
 
 def _ndjson(rows: Sequence[Sequence[Any]]) -> Iterator[bytes]:
@@ -177,7 +181,8 @@ def _csv(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
     writer.writerow(LABEL_COLUMNS)
     for start in range(0, len(rows), 1000):
         writer.writerows(
-            [*r[:6], r[6].isoformat() if r[6] else "", "true" if r[7] else "false"] for r in rows[start : start + 1000]
+            [*r[:6], r[6].isoformat() if r[6] else "", "true" if r[7] else "false", r[8] or ""]
+            for r in rows[start : start + 1000]
         )
         yield buf.getvalue()
         buf.seek(0)

@@ -39,6 +39,7 @@ def project_read(p: Project) -> ProjectRead:
     return ProjectRead(
         id=p.id,
         name=p.name,
+        kind=p.kind,
         labels=p.labels,
         scale=p.scale,
         value_range=p.value_range,

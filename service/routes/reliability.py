@@ -85,6 +85,11 @@ def get_reliability(
     multiplicity across slices (docs/method.md §3b). A feature no item has, or `by` not of the form
     `feature:<name>`, is a 422.
 
+    A pairwise project (`kind: "pairwise"`) adds `pairwise`: per judge its position consistency and bias, its
+    accuracy against the human majority in both answer orders, and the systems named by the items' features
+    `system_a`, `system_b` ranked by Bradley-Terry from the judge, the humans and both; the decision reads each
+    judge's AB-order labels (docs/method.md §13).
+
     Cached by the project's `label_seq`; send the `ETag` back in `If-None-Match` for a `304`. A numeric
     project (`scale: "numeric"`) gets the score document instead: the decision on the numbers (alt-test
     with the negative-RMSE alignment, or the margin rule on range-scaled differences), the humans' ICCs

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.schemas.pairwise import PairwiseBlock
 from service.schemas.simulations import Approximate, EstimateRead
 
 Interval = list[float | None]
@@ -353,6 +354,12 @@ class ReliabilityDocument(_Document):
     fixed_decision: str = Field(description="The first judge's fixed-sample decision, in both modes.")
     monitoring: Monitoring | None = Field(
         description="The anytime-valid decision and its evidence; null in fixed mode."
+    )
+    pairwise: PairwiseBlock | None = Field(
+        None,
+        description="A pairwise project's judges (docs/method.md §13): position consistency and bias, accuracy "
+        "against the human majority in both orders, the systems' Bradley-Terry strengths; the decision above "
+        "reads each judge's AB-order verdicts.",
     )
     slices: Slices | None = Field(
         None, description="Per slice of an item feature (?by=feature:<name>, or the project's decision.slices)."

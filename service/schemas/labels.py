@@ -4,7 +4,7 @@ read."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, NotRequired
+from typing import Annotated, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, with_config
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
@@ -19,7 +19,8 @@ from service.schemas.base import Text
 class LabelIn(TypedDict):
     """One label: the item's and the rater's external ids, the value, and optionally the criterion
     (required when the project has several), the batch it answers and, for a judge, its ``confidence``
-    in [0, 1] (selective evaluation, docs/method.md §3c)."""
+    in [0, 1] (selective evaluation, docs/method.md §3c) and, in a pairwise project, the ``order`` it was
+    shown the answers (docs/method.md §13)."""
 
     item: Annotated[ExternalId, Field(description="External id of the item labeled.")]
     rater: Annotated[ExternalId, Field(description="External id of the rater who gave the label.")]
@@ -42,6 +43,15 @@ class LabelIn(TypedDict):
             Field(description="A judge's confidence in its label, 0 to 1 (selective evaluation)."),
         ]
     ]
+    order: NotRequired[
+        Annotated[
+            Literal["AB", "BA"] | None,
+            Field(
+                description="A pairwise project's judge only (and required there): the order it was shown the "
+                "item's answers, AB (A first) or BA; the item holds the judge's label in each order."
+            ),
+        ]
+    ]
 
 
 class RetractionIn(TypedDict):
@@ -52,6 +62,12 @@ class RetractionIn(TypedDict):
     rater: Annotated[ExternalId, Field(description="External id of the rater whose label is withdrawn.")]
     criterion: NotRequired[
         Annotated[Text | None, Field(description="The criterion; required when the project has several.")]
+    ]
+    order: NotRequired[
+        Annotated[
+            Literal["AB", "BA"] | None,
+            Field(description="A pairwise judge's label: the order whose label is withdrawn; absent: both orders."),
+        ]
     ]
 
 
@@ -87,3 +103,4 @@ class LabelRow(BaseModel):
     batch: str | None = Field(description="The batch the label answered; null when it answered none.")
     created_at: datetime | None = Field(None, description="When the label was written (UTC).")
     retracted: bool = Field(False, description="Whether this event withdraws the cell's label (`history=true` only).")
+    order: str | None = Field(None, description="A pairwise judge's label: the order it was shown, AB or BA.")

@@ -114,8 +114,9 @@ class SystemStrength(BaseModel):
 
 
 class RankingRead(BaseModel):
-    source: Literal["judge", "humans"] = Field(
-        description="Whose verdicts ranked the systems: the judge's or the humans' (reference)."
+    source: Literal["judge", "humans", "humans+judge"] = Field(
+        description="Whose verdicts ranked the systems: the judge's, the humans' (reference), or both "
+        "(humans+judge: prediction-powered over the judge's AB verdicts where no human majority is in hand)."
     )
     n_comparisons: int = Field(description="Verdicts between two systems used.")
     systems: list[SystemStrength] = Field(description="The systems, strongest first.")
@@ -126,3 +127,20 @@ class PairwiseRead(BaseModel):
     position: PositionRead = Field(description="Position bias: how often the verdict follows the order shown.")
     accuracy: AccuracyRead | None = Field(description="Against the reference verdicts (null without them).")
     rankings: list[RankingRead] = Field(description="Bradley-Terry from the judge's and the humans' verdicts.")
+
+
+class PairwiseJudgeRead(PairwiseRead):
+    """One judge of a pairwise project: its position statistics, accuracy against the human majority in both
+    orders, and the systems ranked by its verdicts, the humans' and both."""
+
+    judge: str = Field(description="External id of the judge.")
+
+
+class PairwiseBlock(BaseModel):
+    """The pairwise statistics of a pairwise project's ``/reliability`` (docs/method.md §13)."""
+
+    n_items: int = Field(description="Items with a verdict of a judge or a human majority.")
+    n_reference: int = Field(description="Items with a human majority verdict (the reference; a tied majority: none).")
+    n_systems: int = Field(description="Systems named by the items' features system_a and system_b.")
+    judges: list[PairwiseJudgeRead] = Field(description="Every judge, in rater order.")
+    reason: str | None = Field(description="Why no judge is reported; null when the block is computed.")

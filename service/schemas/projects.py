@@ -124,6 +124,9 @@ class DecisionSettings(Strict):
         return 0.2 if self.rule == "alt-test" else 0.05
 
 
+ProjectKind = Literal["pointwise", "pairwise"]
+"""A project's kind: a label per item (``pointwise``), or a verdict on an item's two answers (``pairwise``,
+docs/method.md §13)."""
 ProjectScale = Literal["nominal", "ordinal", "interval", "numeric"]
 """A project's scale: a label scale (``planner.Scale``), or ``numeric`` (numbers in a declared range)."""
 MAX_RANGE_STEPS = 1_000_000
@@ -155,9 +158,22 @@ class TargetSettings(Strict):
     delta: float = Field(0.05, gt=0, lt=1, description="Precision target of the human-pool score.")
 
 
+PAIRWISE_LABELS = ["A", "B", "tie"]
+"""A pairwise project's verdicts (docs/method.md §13): answer A, answer B, a tie (left out: ties disallowed)."""
+
+
 class ProjectCreate(Strict):
     name: str = Field(min_length=1, max_length=200, description="A name for people; need not be unique.")
-    labels: Labels | None = Field(None, description="Ordered label set; required unless the scale is numeric.")
+    kind: ProjectKind = Field(
+        "pointwise",
+        description="pointwise: a label per item; pairwise: a verdict on an item's answers A and B (labels A, B "
+        "and, unless ties are disallowed, tie; a judge's label names the order it was shown them, AB or BA).",
+    )
+    labels: Labels | None = Field(
+        None,
+        description="Ordered label set; required unless the scale is numeric. A pairwise project's are "
+        "['A', 'B', 'tie'] (the default) or ['A', 'B'] (no ties).",
+    )
     scale: ProjectScale = Field(
         "nominal",
         description="How labels relate: unordered (nominal), ordered (ordinal), equally spaced (interval), or "
@@ -185,12 +201,28 @@ class ProjectCreate(Strict):
 
     @model_validator(mode="after")
     def _decision_labels_are_labels(self) -> ProjectCreate:
-        problem = scale_problem(self.scale, self.labels, self.value_range) or decision_label_problem(
-            self.decision.model_dump(), self.labels or []
+        if self.kind == "pairwise" and self.labels is None:
+            self.labels = list(PAIRWISE_LABELS)
+        problem = (
+            kind_problem(self.kind, self.scale, self.labels)
+            or scale_problem(self.scale, self.labels, self.value_range)
+            or decision_label_problem(self.decision.model_dump(), self.labels or [])
         )
         if problem:
             raise ValueError(problem)
         return self
+
+
+def kind_problem(kind: str, scale: str, labels: list[str] | None) -> str | None:
+    """Why the scale and labels do not fit a pairwise project (nominal, labels A, B and maybe tie); None
+    when they do or the project is pointwise."""
+    if kind != "pairwise":
+        return None
+    if scale != "nominal":
+        return f"a pairwise project's verdicts are nominal, not {scale}"
+    if labels not in (PAIRWISE_LABELS, PAIRWISE_LABELS[:2]):
+        return f"a pairwise project's labels are ['A', 'B', 'tie'] or, without ties, ['A', 'B'], not {labels}"
+    return None
 
 
 def scale_problem(scale: str, labels: list[str] | None, value_range: object) -> str | None:
@@ -252,6 +284,7 @@ class ProjectPatch(Strict):
 class ProjectRead(BaseModel):
     id: str = Field(description="The project's id, used in every path under /projects/{pid}.")
     name: str = Field(description="The project's name.")
+    kind: ProjectKind = Field("pointwise", description="pointwise (a label per item) or pairwise (A/B verdicts).")
     labels: list[str] = Field(description="Ordered label set; empty for a numeric project.")
     scale: ProjectScale = Field(description="How labels relate (nominal, ordinal, interval or numeric).")
     value_range: ValueRange | None = Field(None, description="A numeric project's range; null for the others.")

@@ -53,7 +53,7 @@ def test_the_sync_client_walks_a_project_end_to_end(server: LiveServer) -> None:
         again = c.upload_labels(pid, rows, chunk=50)
         assert (again.accepted, again.duplicates, again.label_seq) == (0, 120, 120)
         labels = c.labels(pid)
-        assert len(labels.rows) == 120 and labels.to_pandas().shape == (120, 8)
+        assert len(labels.rows) == 120 and labels.to_pandas().shape == (120, 9)
         assert len(c.labels(pid, rater="judge").rows) == 30
         polled = c.reliability(pid)
         assert polled.modified and polled.document is not None and polled.document.label_seq == 120

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 from fastapi.testclient import TestClient
 
-ROW_KEYS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted")
+ROW_KEYS = ("item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted", "order")
 
 
 def ok(r, status: int = 200):

@@ -58,7 +58,7 @@ def test_round_trip_gives_the_same_reliability(client: TestClient) -> None:
     exported = ok(client.get(f"/projects/{src}/export/generic"))
     assert exported.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(exported.text)))
-    assert set(rows[0]) == {"item", "rater", "kind", "value", "criterion", "confidence"}
+    assert set(rows[0]) == {"item", "rater", "kind", "value", "criterion", "confidence", "order"}
     assert {r["confidence"] for r in rows if r["rater"] == "judge"} == {"0.25", "0.75"}
     assert {r["confidence"] for r in rows if r["rater"] != "judge"} == {""}
     assert {r["rater"]: r["kind"] for r in rows} == PANEL

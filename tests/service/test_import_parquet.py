@@ -59,7 +59,7 @@ def test_parquet_round_trip_gives_the_same_reliability(client: TestClient) -> No
     exported = ok(client.get(f"/projects/{src}/export/generic", params={"format": "parquet"}))
     assert exported.headers["content-type"] == "application/vnd.apache.parquet"
     frame = polars.read_parquet(io.BytesIO(exported.content))
-    assert frame.columns == ["item", "rater", "kind", "value", "criterion", "confidence"]
+    assert frame.columns == ["item", "rater", "kind", "value", "criterion", "confidence", "order"]
     assert frame.schema["confidence"] == polars.Float64 and frame.schema["item"] == polars.String
     as_csv = list(csv.DictReader(io.StringIO(ok(client.get(f"/projects/{src}/export/generic")).text)))
     assert [{k: "" if v is None else str(v) for k, v in r.items()} for r in frame.to_dicts()] == as_csv
@@ -126,9 +126,9 @@ def test_a_dataframe_written_by_polars_or_pandas_imports(client: TestClient, wri
         [("ann", "primary"), ("gpt", "judge")],
         sorted(
             [
-                ("1", "gpt", "judge", "pass", "default", 0.9),
-                ("2", "gpt", "judge", "fail", "default", None),
-                ("1", "ann", "primary", "fail", "default", None),
+                ("1", "gpt", "judge", "pass", "default", 0.9, None),
+                ("2", "gpt", "judge", "fail", "default", None, None),
+                ("1", "ann", "primary", "fail", "default", None, None),
             ],
             key=str,
         ),

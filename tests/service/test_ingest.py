@@ -260,7 +260,7 @@ def test_labels_as_json_ndjson_and_csv(client, pid):
     }
     assert [r["seq"] for r in rows] == list(range(1, 8))  # export order is seq order
     assert all(r["batch"] is None and r["created_at"] for r in rows)
-    assert set(rows[0]) == {"item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted"}
+    assert set(rows[0]) == {"item", "rater", "criterion", "value", "seq", "batch", "created_at", "retracted", "order"}
     assert label_seq(client, pid) == 7
     counts = {r["external_id"]: r["n_labels"] for r in ok(client.get(f"/projects/{pid}/raters"))["items"]}
     assert counts == {"j": 3, "p": 2, "h": 2}

@@ -436,9 +436,9 @@ def test_label_storage_migration_keeps_every_event_and_current_label(fresh_url, 
 
 
 def _before_0015(model) -> list:
-    """A label table's columns but those added since 0015 (``confidence``, the arrival ``rank``): what the
-    tables of earlier revisions hold."""
-    return [c for c in model.__table__.c if c.name not in ("confidence", "rank")]
+    """A label table's columns but those added since 0015 (``confidence``, the arrival ``rank``, the pairwise
+    ``shown_order``): what the tables of earlier revisions hold."""
+    return [c for c in model.__table__.c if c.name not in ("confidence", "rank", "shown_order")]
 
 
 def _store_labels(engine, events: list[dict], current: list[tuple]) -> None:
@@ -767,3 +767,59 @@ def test_numeric_scale_migration_admits_numeric_projects_and_downgrades_them_to_
         conn.execute(text("DELETE FROM label_events"))
         conn.execute(text("DELETE FROM projects"))
     command.upgrade(alembic_config(fresh_url), "head")
+
+
+def test_pairwise_order_migration_keys_current_labels_by_order_and_downgrades_to_the_ab_label(fresh_url, engine):
+    """0026 on data: every label keeps its row with order '' and every project is pointwise; a judge then holds
+    a label per order, and the downgrade keeps the AB one current (the events all stay)."""
+    cfg = alembic_config(fresh_url)
+    command.upgrade(cfg, "0025_ls_user_raters")
+    with engine.begin() as conn:
+        _two_projects(conn)
+        conn.execute(
+            text(
+                "INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, created_at, kind) "
+                "VALUES ('p1', 1, 1, 1, 'x', 'a', CURRENT_TIMESTAMP, 'label')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq) "
+                "VALUES (1, 1, 'x', 'p1', 'a', 1)"
+            )
+        )
+    command.upgrade(cfg, "0026_pairwise_order")
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT DISTINCT kind FROM projects")).scalars().all() == ["pointwise"]
+        assert conn.execute(text("SELECT item_id, value, shown_order FROM current_labels")).all() == [(1, "a", "")]
+        assert conn.execute(text("SELECT shown_order FROM label_events")).scalars().all() == [""]
+        conn.execute(text("UPDATE projects SET kind = 'pairwise' WHERE id = 'p2'"))
+        for seq, order, value in ((2, "AB", "a"), (3, "BA", "b")):
+            conn.execute(
+                text(
+                    "INSERT INTO label_events (project_id, seq, item_id, rater_id, criterion, value, created_at, "
+                    "kind, shown_order) VALUES ('p2', :s, 3, 2, 'x', :v, CURRENT_TIMESTAMP, 'label', :o)"
+                ),
+                {"s": seq, "o": order, "v": value},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq, shown_order) "
+                    "VALUES (3, 2, 'x', 'p2', :v, :s, :o)"
+                ),
+                {"s": seq, "o": order, "v": value},
+            )
+    with pytest.raises(IntegrityError), engine.begin() as conn:  # one label per (cell, order)
+        conn.execute(
+            text(
+                "INSERT INTO current_labels (item_id, rater_id, criterion, project_id, value, seq, shown_order) "
+                "VALUES (3, 2, 'x', 'p2', 'a', 4, 'BA')"
+            )
+        )
+    command.downgrade(cfg, "0025_ls_user_raters")
+    with engine.connect() as conn:
+        got = conn.execute(text("SELECT item_id, value, seq FROM current_labels ORDER BY item_id")).all()
+        assert [tuple(r) for r in got] == [(1, "a", 1), (3, "a", 2)]
+        assert conn.execute(text("SELECT count(*) FROM label_events")).scalar_one() == 3
+    assert "kind" not in {c["name"] for c in inspect(engine).get_columns("projects")}
+    command.upgrade(cfg, "head")
