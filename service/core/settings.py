@@ -96,7 +96,24 @@ class Settings(BaseSettings):
         1, ge=1, description="Label Studio syncs one project may have in flight per worker process (429 past it)."
     )
     simulations_per_project: int = Field(
-        2, ge=1, description="Simulation jobs one project may have queued or running, service-wide (429 past it)."
+        2,
+        ge=1,
+        description="Simulation jobs one project may have queued or running, service-wide, and synchronous "
+        "simulations in flight per worker process (429 past either).",
+    )
+    plans_per_key: int = Field(
+        2, ge=1, description="Plan computations one API key may have in flight per worker process, in all its projects."
+    )
+    syncs_per_key: int = Field(
+        2,
+        ge=1,
+        description="Label Studio syncs one API key may have in flight per worker process, in all its projects.",
+    )
+    simulations_per_key: int = Field(
+        2,
+        ge=1,
+        description="Simulation jobs one API key may have queued or running, service-wide, and synchronous "
+        "simulations in flight per worker process, in all its projects (429 past either).",
     )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs), at any address; empty: any
