@@ -120,7 +120,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.plan_slots = Slots("plan computations", settings.plans_per_project, settings.plans_per_key)
             app.state.sync_slots = Slots("Label Studio syncs", settings.syncs_per_project, settings.syncs_per_key)
             app.state.simulation_slots = Slots(
-                "synchronous simulations", settings.simulations_per_project, settings.simulations_per_key
+                "synchronous simulations",
+                settings.simulations_per_project,
+                settings.simulations_per_key,
+                every_request=False,  # only those small enough to be answered at once
+            )
+            # the computations of no project (agreement, verification, pairwise) in child processes: per key
+            app.state.computation_slots = Slots(
+                "large computations", None, settings.computations_per_key, every_request=False
             )
             documents = app.state.documents = DocumentCache()
             # webhook deliveries are queue work: here only when this process runs the queue

@@ -39,11 +39,18 @@ WHOSE = {"project": "this project", "key": "this key"}
 
 class Slots:
     """At most ``per_project`` holders per project and ``per_key`` per API key at once, in this process: a
-    key's share counts its requests in every project it reaches (an admin key's across all of them)."""
+    key's share counts its requests in every project it reaches (an admin key's across all of them).
+    Computations outside any project (``per_project`` None) are bounded per key only.
 
-    def __init__(self, what: str, per_project: int, per_key: int):
+    ``every_request``: every request of the routes using these slots takes one (plans, syncs), so that a
+    repeat of a refused request would be refused again and :class:`RefusedAgain` may answer it early; not
+    so for slots only some requests take (simulations answered at once, large computations): a repeat
+    with a smaller or larger body may not need a slot."""
+
+    def __init__(self, what: str, per_project: int | None, per_key: int, *, every_request: bool = True):
         self.what = what
-        self.limits = {"project": per_project, "key": per_key}
+        self.every_request = every_request
+        self.limits = {"key": per_key} if per_project is None else {"project": per_project, "key": per_key}
         self._lock = threading.Lock()
         self._held: dict[Holder, int] = {}
 
@@ -55,8 +62,11 @@ class Slots:
     @contextmanager
     def slot(self, project_id: str | None, key_id: str) -> Iterator[None]:
         """Hold one of the project's and one of the key's slots for the block (a request outside any
-        project holds the key's only); 429 :class:`Busy` at once, naming which is full, when either is."""
-        holders: list[Holder] = [("key", key_id)] if project_id is None else [("project", project_id), ("key", key_id)]
+        project, or of slots bounded per key only, holds the key's only); 429 :class:`Busy` at once, naming
+        which is full, when either is."""
+        holders: list[Holder] = [("key", key_id)]
+        if project_id is not None and "project" in self.limits:
+            holders.insert(0, ("project", project_id))
         with self._lock:
             for holder in holders:
                 held, most = self._held.get(holder, 0), self.limits[holder[0]]
@@ -115,8 +125,8 @@ class Refusals:
 
     def remember(self, authorization: str | None, method: str, path: str, busy: Busy) -> None:
         """Note that this caller's request was refused for ``busy``'s project or key slots (a refusal for
-        another reason, or of a request without a key, is not remembered)."""
-        if authorization is None or busy.slots is None or busy.holder is None:
+        another reason, for slots only some requests take, or of a request without a key, is not remembered)."""
+        if authorization is None or busy.slots is None or busy.holder is None or not busy.slots.every_request:
             return
         with self._lock:
             if len(self._refused) >= MAX_REFUSALS:

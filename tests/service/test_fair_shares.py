@@ -56,6 +56,13 @@ def test_slots_bound_each_project_and_each_key_and_are_freed() -> None:
         raise RuntimeError("the computation failed")
     with slots.slot("a", "k"), slots.slot("a", "k"), slots.slot("b", "k"):  # all freed, the failed one too
         pass
+    per_key_only = Slots("large computations", None, 1)
+    with per_key_only.slot("a", "k"):  # a project named to slots bounded per key only is not counted
+        with pytest.raises(Busy, match="this key"):
+            with per_key_only.slot("b", "k"):
+                pass
+        with per_key_only.slot("a", "other"):
+            pass
 
 
 Step = tuple[bool, str, str, int]
@@ -262,3 +269,33 @@ def test_one_key_cannot_hold_more_simulation_jobs_than_its_share(settings: Setti
         assert c.post(f"/projects/{b}/simulate", json=SIMULATION, headers=pm_key(c, b)).status_code == 202
         assert c.delete(jobs[0].json()["poll"]).status_code == 200
         assert c.post(f"/projects/{b}/simulate", json=SIMULATION).status_code == 202
+
+
+AGREEMENT = {"labels": ["a", "b"], "matrix": [["a", "b"], ["a", "a"], ["b", "b"], ["b", "a"]], "n_resamples": 20}
+
+
+@pytest.mark.parametrize("route", ["/agreement", "/pairwise"])
+def test_one_key_has_at_most_its_share_of_large_computations(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    """The computations of no project (any key may ask) ran in as many child processes as a key sent requests:
+    past its share of them a key's large one is refused, while its small ones (in a thread) and another
+    key's large one are computed."""
+    from service.core import offload
+    from tests.service.test_pairwise_api import _ranked_body
+
+    body = AGREEMENT if route == "/agreement" else _ranked_body()[0]
+    (pid,) = projects(client, 1)
+    made = client.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()
+    viewer = {"Authorization": f"Bearer {made['key']}"}
+    slots: Slots = client.app.state.computation_slots
+    assert client.post(route, json=body, headers=viewer).status_code == 200  # small: in a thread, no slot
+    monkeypatch.setattr(offload, "INLINE_WORK", 0)  # from here on every one is large: a child process each
+    with slots.slot(None, made["id"]), slots.slot(None, made["id"]):  # the viewer's two in flight
+        for _ in range(2):  # a repeat is refused again, by the route (a smaller body might not need a slot)
+            refused(client.post(route, json=body, headers=viewer), "this key already has 2 large computations")
+        assert client.post(route, json=body).status_code == 200  # the admin key's
+        monkeypatch.setattr(offload, "INLINE_WORK", 10**12)
+        assert client.post(route, json=body, headers=viewer).status_code == 200  # the viewer's small one
+        monkeypatch.setattr(offload, "INLINE_WORK", 0)
+    assert client.post(route, json=body, headers=viewer).status_code == 200  # its share free again
