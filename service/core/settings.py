@@ -161,6 +161,11 @@ class Settings(BaseSettings):
         "lease): a slow target then waits behind the others.",
     )
     webhook_targets_at_once: int = Field(4, ge=1, description="Webhook targets one sender takes turns at at once.")
+    webhook_targets_per_project: int = Field(
+        2,
+        ge=1,
+        description="Turns at webhook targets of one project at once, in all senders (at most targets_at_once).",
+    )
     webhook_retry_base_seconds: float = Field(5.0, gt=0)
     webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
     webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)
