@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from service.core.allocator import returned_large_frees
 from service.core.db import make_engine, session_scope, writer_turn
 from service.core.errors import ErrorBody, install_error_handlers
-from service.core.fairness import ProjectSlots, Refusals, RefusedAgain, install_refusal_memory
+from service.core.fairness import Refusals, RefusedAgain, Slots, install_refusal_memory
 from service.core.middleware import BodySizeLimit, SecurityHeaders
 from service.core.offload import prestart
 from service.core.settings import Settings, api_runs_jobs, get_settings
@@ -115,9 +115,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # Plans are drafted on threads of their own: a drafted plan waiting for its turn to be
             # stored then holds none of the pool's threads, which the turn's holder may need.
             app.state.plan_drafts = anyio.CapacityLimiter(PLAN_DRAFTS)
-            # one project may hold only part of them (and of the syncs), so it cannot starve the others
-            app.state.plan_slots = ProjectSlots("plan computations", settings.plans_per_project)
-            app.state.sync_slots = ProjectSlots("Label Studio syncs", settings.syncs_per_project)
+            # one project, or one key, may hold only part of them (and of the syncs and synchronous
+            # simulations), so it cannot starve the others
+            app.state.plan_slots = Slots("plan computations", settings.plans_per_project, settings.plans_per_key)
+            app.state.sync_slots = Slots("Label Studio syncs", settings.syncs_per_project, settings.syncs_per_key)
+            app.state.simulation_slots = Slots(
+                "synchronous simulations",
+                settings.simulations_per_project,
+                settings.simulations_per_key,
+                every_request=False,  # only those small enough to be answered at once
+            )
+            # the computations of no project (agreement, verification, pairwise) in child processes: per key
+            app.state.computation_slots = Slots(
+                "large computations", None, settings.computations_per_key, every_request=False
+            )
             documents = app.state.documents = DocumentCache()
             # webhook deliveries are queue work: here only when this process runs the queue
             sender = WebhookSender(app.state.sessions, settings, documents)

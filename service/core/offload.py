@@ -11,7 +11,9 @@ service's computing modules imported, so a start costs milliseconds):
   :func:`off_worker_each` runs independent computations in one child each, at once (a
   document's monitoring beside its other statistics: the request waits for the slowest).
 - :func:`run_while_connected` for an async route whose client may leave (``/agreement``): the
-  child is killed when the client disconnects, so its work stops at once.
+  child is killed when the client disconnects, so its work stops at once. :func:`computed` chooses
+  for such a route by its work (:data:`service.core.limits.INLINE_WORK`) and holds one of the key's
+  slots for large computations while the child runs.
 
 Either child ends the moment its web worker ends, even by ``SIGKILL`` (:mod:`service.core.parent_watch`).
 """
@@ -32,6 +34,7 @@ from starlette.requests import Request
 from threadpoolctl import threadpool_limits
 
 from service.core.errors import AppError
+from service.core.limits import INLINE_WORK
 from service.core.parent_watch import computing_child
 
 T = TypeVar("T")
@@ -173,3 +176,13 @@ async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any
         await asyncio.to_thread(child.join)
     result: T = _outcome(ok, value)
     return result
+
+
+async def computed(request: Request, key_id: str, work: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``: in a thread up to :data:`INLINE_WORK` units of ``work``; past it in a child process that
+    holds one of the key's large-computation slots while it runs (429 ``Busy`` past the key's share,
+    ``ANNOPLAN_COMPUTATIONS_PER_KEY``) and is killed when the client leaves (:class:`ClientGone`)."""
+    if work <= INLINE_WORK:
+        return await asyncio.to_thread(fn, *args)
+    with request.app.state.computation_slots.slot(None, key_id):
+        return await run_while_connected(request, fn, *args)

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     job_retry_base_seconds: float = Field(5.0, gt=0, description="Backoff after a job's first failed attempt.")
     job_retry_cap_seconds: float = Field(300.0, gt=0, description="The longest backoff between two attempts.")
     agreement_max_work: int = Field(50_000_000, ge=1)
+    pairwise_max_work: int = Field(
+        5_000_000_000,
+        ge=1,
+        description="Most work of POST /pairwise: rankings x resamples x comparison cells x systems squared.",
+    )
     certificate_max_work: int = Field(
         200_000_000, ge=1, description="Most label rows x resamples x judges one certificate computes or verifies."
     )
@@ -96,7 +101,30 @@ class Settings(BaseSettings):
         1, ge=1, description="Label Studio syncs one project may have in flight per worker process (429 past it)."
     )
     simulations_per_project: int = Field(
-        2, ge=1, description="Simulation jobs one project may have queued or running, service-wide (429 past it)."
+        2,
+        ge=1,
+        description="Simulation jobs one project may have queued or running, service-wide, and synchronous "
+        "simulations in flight per worker process (429 past either).",
+    )
+    plans_per_key: int = Field(
+        2, ge=1, description="Plan computations one API key may have in flight per worker process, in all its projects."
+    )
+    syncs_per_key: int = Field(
+        2,
+        ge=1,
+        description="Label Studio syncs one API key may have in flight per worker process, in all its projects.",
+    )
+    simulations_per_key: int = Field(
+        2,
+        ge=1,
+        description="Simulation jobs one API key may have queued or running, service-wide, and synchronous "
+        "simulations in flight per worker process, in all its projects (429 past either).",
+    )
+    computations_per_key: int = Field(
+        2,
+        ge=1,
+        description="Large computations outside a project (agreement, certificate verification, pairwise: those "
+        "past the inline size, in a child process) one API key may have at once per worker process (429 past it).",
     )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs), at any address; empty: any
@@ -133,6 +161,11 @@ class Settings(BaseSettings):
         "lease): a slow target then waits behind the others.",
     )
     webhook_targets_at_once: int = Field(4, ge=1, description="Webhook targets one sender takes turns at at once.")
+    webhook_targets_per_project: int = Field(
+        2,
+        ge=1,
+        description="Turns at webhook targets of one project at once, in all senders (at most targets_at_once).",
+    )
     webhook_retry_base_seconds: float = Field(5.0, gt=0)
     webhook_retry_cap_seconds: float = Field(2 * 3600.0, gt=0)
     webhook_retry_window_seconds: float = Field(24 * 3600.0, ge=0)

@@ -385,6 +385,8 @@ class Simulation(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+    key_id: Mapped[str | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
+    """The API key that asked for it (its share of the jobs in flight); null for jobs from before 0025."""
 
 
 class Job(Base):

@@ -165,6 +165,20 @@ def verdicts_read(
     )
 
 
+def pairwise_work(body: PairwiseBody) -> dict[str, int]:
+    """The work of ``body``'s Bradley-Terry rankings as factors (service.core.limits.bounded_work): per ranking
+    (the judge's, and the humans' with a reference), each resample's product of its comparison cells, at most
+    one per (first, second, outcome), with their systems-squared tables; 0 rankings without ``systems``."""
+    systems = len({s.a for s in body.systems} | {s.b for s in body.systems}) if body.systems is not None else 0
+    rankings = 0 if body.systems is None else 1 + (body.reference is not None)
+    return {
+        "rankings": rankings,
+        "resamples": body.n_resamples,
+        "comparison cells": min(len(body.verdicts), 3 * systems * systems),
+        "systems squared": systems * systems,
+    }
+
+
 def pairwise_document(body: PairwiseBody) -> PairwiseRead:
     """The document of a pairwise judge's verdicts; 422 for a repeated (item, order), an item's systems
     given twice or equal, a verdict on an item without systems, or more than 50 systems."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,7 @@ from planner.rater_pairs import summary_table
 from service.core.errors import Invalid, TooLarge, echo, error_responses
 from service.core.limits import bounded_work
 from service.core.middleware import mark_deprecated
-from service.core.offload import ClientGone, run_while_connected
+from service.core.offload import ClientGone, computed
 from service.deps import PrincipalDep, SettingsDep
 from service.schemas.simulations import AgreementBody, AgreementRead, EstimateRead
 
@@ -21,8 +20,6 @@ router = APIRouter(tags=["agreement"])
 
 MAX_CELLS = 1_000_000
 """Largest matrix accepted, in cells (rows x columns)."""
-INLINE_WORK = 2_000_000
-"""Work (cells x resamples) computed in a thread of the server; more runs in a child process."""
 
 
 def matrix_codes(body: AgreementBody) -> np.ndarray:
@@ -69,9 +66,9 @@ def agreement_table(codes: np.ndarray, body: AgreementBody) -> dict[str, dict[st
     return {key: estimate.as_dict() for key, estimate in table.items()}
 
 
-@router.post("/agreement", response_model=AgreementRead, responses=error_responses(401, 413, 422))
+@router.post("/agreement", response_model=AgreementRead, responses=error_responses(401, 413, 422, 429))
 async def post_agreement(
-    body: AgreementBody, request: Request, response: Response, _principal: PrincipalDep, settings: SettingsDep
+    body: AgreementBody, request: Request, response: Response, principal: PrincipalDep, settings: SettingsDep
 ) -> AgreementRead | Response:
     """Agreement of a posted matrix (any key; nothing is stored).
 
@@ -85,7 +82,8 @@ async def post_agreement(
     a null statistic. `seed` makes the intervals reproducible.
 
     The work, cells x `n_resamples`, is bounded by `ANNOPLAN_AGREEMENT_MAX_WORK` (413 past
-    it). A large computation runs in a child process and stops if the client disconnects.
+    it). A large computation runs in a child process and stops if the client disconnects; a key may
+    have `ANNOPLAN_COMPUTATIONS_PER_KEY` such at once (429 with `Retry-After` past it).
     """
     if body.values is not None and body.scale != "interval":
         raise Invalid("values apply to the interval scale only")
@@ -101,13 +99,10 @@ async def post_agreement(
         advice=f"send at most {most:,} resamples for this matrix, or fewer cells",
     )
     codes = await asyncio.to_thread(matrix_codes, body)
-    if work <= INLINE_WORK:
-        table = await asyncio.to_thread(partial(agreement_table, codes, body))
-    else:
-        try:
-            table = await run_while_connected(request, agreement_table, codes, body)
-        except ClientGone:
-            return Response(status_code=499)  # nobody reads it: the client closed the connection
+    try:
+        table = await computed(request, principal.key_id, work, agreement_table, codes, body)
+    except ClientGone:
+        return Response(status_code=499)  # nobody reads it: the client closed the connection
     mark_deprecated(response.headers, ["level"] if body.level is not None else [])
     return AgreementRead(
         n_items=codes.shape[0],

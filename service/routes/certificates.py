@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
@@ -11,8 +10,8 @@ from fastapi.responses import JSONResponse
 
 from planner.certificate import verify_certificate
 from service.core.errors import Invalid, error_responses
-from service.core.limits import INLINE_WORK, bounded_work
-from service.core.offload import ClientGone, run_while_connected
+from service.core.limits import bounded_work
+from service.core.offload import ClientGone, computed
 from service.core.pagination import Page, PageDep, encode_cursor
 from service.data.models import Certificate
 from service.deps import (
@@ -134,7 +133,7 @@ def get_certificate(
     return _statement_response(project_certificate(session, project.id, cid), 200)
 
 
-@router.post("/certificates/verify", response_model=VerifyResult, responses=error_responses(401, 413, 422))
+@router.post("/certificates/verify", response_model=VerifyResult, responses=error_responses(401, 413, 422, 429))
 async def post_verify(
     body: VerifyRequest, request: Request, principal: PrincipalDep, settings: SettingsDep
 ) -> VerifyResult | Response:
@@ -145,7 +144,8 @@ async def post_verify(
     `decision.epsilon` or `seeds.seed` was edited, or the result does not recompute —
     each mismatch names its field. The work, label rows x `seeds.n_resamples` x judges, is
     bounded by `ANNOPLAN_CERTIFICATE_MAX_WORK` (413 past it, checked before it starts); a
-    large one runs in a child process and stops if the client disconnects.
+    large one runs in a child process and stops if the client disconnects, and a key may have
+    `ANNOPLAN_COMPUTATIONS_PER_KEY` such at once (429 with `Retry-After` past it).
     """
     work = bounded_work(
         certificate_work(body.certificate, len(body.labels)),
@@ -155,10 +155,7 @@ async def post_verify(
         advice="verify against fewer label rows, or a certificate with fewer resamples",
     )
     try:
-        if work <= INLINE_WORK:
-            check = await asyncio.to_thread(verify_certificate, body.certificate, body.labels)
-        else:
-            check = await run_while_connected(request, verify_certificate, body.certificate, body.labels)
+        check = await computed(request, principal.key_id, work, verify_certificate, body.certificate, body.labels)
     except ClientGone:
         return Response(status_code=499)  # nobody reads it: the client closed the connection
     except ValueError as error:

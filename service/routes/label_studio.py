@@ -351,7 +351,7 @@ def replay_label_studio_issues(
 @router.post(
     "/integrations/label-studio/sync",
     response_model=SyncResult,
-    responses=error_responses(401, 403, 404, 409, 422, 502),
+    responses=error_responses(401, 403, 404, 409, 422, 429, 502),
 )
 async def sync_label_studio(
     pid: ProjectId,
@@ -373,12 +373,15 @@ async def sync_label_studio(
     Studio reports no change. This recovers any webhook delivery that was missed. 502 when
     Label Studio cannot be reached, refuses the token, or fails the export; nothing is written.
     A `url` outside `ANNOPLAN_LABEL_STUDIO_URLS` (when set), or at a loopback, private or
-    reserved address (unless listed there), is a 422 and is not called (docs/operations.md).
+    reserved address (unless listed there), is a 422 and is not called (docs/operations.md). 429
+    with `Retry-After` while this project's sync or connect, or this key's share of them, is in
+    flight.
     """
     policy = label_studio_policy(settings)
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     # no write transaction open while Label Studio works, and the writer's turn waited for in the event loop
-    with request.app.state.sync_slots.slot(project.id):  # 429 when this project's sync is already running
+    # 429 when this project's sync, or this key's share of syncs, is already running
+    with request.app.state.sync_slots.slot(project.id, principal.key_id):
         label_config, rows = await run_in_threadpool(
             fetch_snapshot,
             body,
@@ -408,7 +411,7 @@ async def sync_label_studio(
 @router.post(
     "/integrations/label-studio/connect",
     response_model=ConnectResult,
-    responses=error_responses(401, 403, 404, 409, 422, 502),
+    responses=error_responses(401, 403, 404, 409, 422, 429, 502),
 )
 async def connect_label_studio(
     pid: ProjectId,
@@ -435,11 +438,12 @@ async def connect_label_studio(
     .../integrations/label-studio/annotators` does, checked before anything changes (422, 409) and
     made once Label Studio is set up; each mapped rater (the primary too) gets its tab. Idempotent: run
     it again after planning to add tabs for new secondaries. 502 when Label Studio cannot be
-    reached or refuses; the same outbound rules as the sync apply to `url`.
+    reached or refuses; the same outbound rules, and the same 429 while a sync or connect of this
+    project or this key's share is in flight, apply as to the sync.
     """
     policy = label_studio_policy(settings)
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
-    with request.app.state.sync_slots.slot(project.id):
+    with request.app.state.sync_slots.slot(project.id, principal.key_id):
         found, ls_emails = await run_in_threadpool(
             partial(checked_project, numeric=project.scale == "numeric"), body, policy
         )

@@ -48,7 +48,7 @@ def plan_read(plan: Plan, progress: dict[str, Any] | None = None) -> PlanRead:
     )
 
 
-@router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422))
+@router.post("", status_code=201, response_model=PlanRead, responses=error_responses(401, 403, 404, 409, 422, 429))
 async def post_plan(
     pid: ProjectId,
     project: ProjectForPM,
@@ -71,7 +71,8 @@ async def post_plan(
     stored; re-planning keeps labels and items already assigned. The plan is computed before
     the project's write lock is taken and stored only if the labels, items, raters and settings
     it read are still those of the project (else computed again): `label_seq` is the labels' it
-    was computed from.
+    was computed from. 429 with `Retry-After` when this project, or this key in all its projects,
+    already has its share of plan computations in flight (docs/operations.md, "Fair sharing").
 
     A numeric project (`scale: "numeric"`) is planned from its pilot only (`source=pilot`, `purpose=certify`,
     design `auto` or `disjoint`, no `budget`; else 409 `numeric_scale`): the recipe from the moments of the
@@ -103,7 +104,8 @@ async def post_plan(
         )
 
     n_resamples = min(settings.bootstrap_resamples, 500)
-    with request.app.state.plan_slots.slot(project.id):  # 429 when this project has its share in flight
+    # 429 when this project, or this key, has its share in flight
+    with request.app.state.plan_slots.slot(project.id, principal.key_id):
         response = await anyio.to_thread.run_sync(
             partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
             limiter=request.app.state.plan_drafts,

@@ -69,7 +69,8 @@ async def post_simulation(
     curve whose reliability reaches `1 - alpha_sig`. `replay: true` subsamples the
     project's own dense labels instead of synthetic ones. Runs up to the sync limit answer
     200 with the result; larger ones answer 202 with a job to poll at `poll`; over the
-    work limit 413; with too many jobs in flight 429.
+    work limit 413; with too many jobs in flight 429 (service-wide, this project's or this key's
+    share; docs/operations.md, "Fair sharing").
     """
     spec, resolved = await run_in_threadpool(resolve, session, project, body)
     bounded_work(
@@ -81,8 +82,9 @@ async def post_simulation(
     )
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
     if spec.work <= settings.simulation_sync_limit:
-        try:
-            run = SimulationRun(settings=resolved, result=await run_in_threadpool(run_simulation, spec))
+        try:  # 429 when this project, or this key, has its share of synchronous simulations in flight
+            with request.app.state.simulation_slots.slot(project.id, principal.key_id):
+                run = SimulationRun(settings=resolved, result=await run_in_threadpool(run_simulation, spec))
         except ValueError as exc:  # a setting the checks above let through
             raise Invalid(str(exc)) from exc
         if idem is None:
@@ -94,6 +96,7 @@ async def post_simulation(
     job = Simulation(
         id=new_public_id("sim"),
         project_id=pid,
+        key_id=principal.key_id,
         status="queued",
         done=0,
         total=spec.cells,
@@ -106,7 +109,13 @@ async def post_simulation(
     inserted = []  # empty when the Idempotency-Key replays an earlier response
 
     def write(writer: WriteSession) -> tuple[int, SimulationQueued]:
-        queue_job(writer, job, settings.simulation_workers * JOBS_PER_WORKER, settings.simulations_per_project)
+        queue_job(
+            writer,
+            job,
+            limit=settings.simulation_workers * JOBS_PER_WORKER,
+            per_project=settings.simulations_per_project,
+            per_key=settings.simulations_per_key,
+        )
         enqueue_simulation(writer, job.id, spec, attempts=settings.simulation_attempts)
         inserted.append(job.id)
         return 202, queued

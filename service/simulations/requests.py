@@ -244,9 +244,9 @@ def resolve(session: Session, project: Project, body: SimulateBody) -> tuple[Sim
     return spec, SimulationSettings(**settings, seed=seed, work=spec.work)
 
 
-def queue_job(session: Session, job: Simulation, limit: int, per_project: int | None = None) -> None:
-    """Insert a queued job unless ``limit`` jobs are already queued or running service-wide, or
-    ``per_project`` of the job's project (429)."""
+def queue_job(session: Session, job: Simulation, *, limit: int, per_project: int, per_key: int) -> None:
+    """Insert a queued job unless ``limit`` jobs are already queued or running service-wide, ``per_project``
+    of the job's project, or ``per_key`` of the key that asks for it (``job.key_id``) in any project (429)."""
     if session.get_bind().dialect.name == "postgresql":  # SQLite: the write transaction already serialises
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SUBMIT_LOCK})
     in_flight = select(func.count()).select_from(Simulation).where(Simulation.status.in_(ACTIVE))
@@ -255,12 +255,17 @@ def queue_job(session: Session, job: Simulation, limit: int, per_project: int | 
         raise TooManyRequests(
             f"{active} simulations are already queued or running (the limit is {limit}); retry when one finishes"
         )
-    if per_project is not None:
-        mine = session.scalar(in_flight.where(Simulation.project_id == job.project_id)) or 0
-        if mine >= per_project:
-            raise TooManyRequests(
-                f"this project has {mine} simulations queued or running (at most {per_project} at once); "
-                "retry when one finishes, or cancel one (DELETE)"
-            )
+    mine = session.scalar(in_flight.where(Simulation.project_id == job.project_id)) or 0
+    if mine >= per_project:
+        raise TooManyRequests(
+            f"this project has {mine} simulations queued or running (at most {per_project} at once); "
+            "retry when one finishes, or cancel one (DELETE)"
+        )
+    keys = session.scalar(in_flight.where(Simulation.key_id == job.key_id)) or 0
+    if keys >= per_key:
+        raise TooManyRequests(
+            f"this key has {keys} simulations queued or running in its projects (at most {per_key} at once); "
+            "retry when one finishes, or cancel one (DELETE)"
+        )
     session.add(job)
     session.flush()

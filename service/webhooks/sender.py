@@ -9,7 +9,9 @@ so once the target's lease runs out the next claim takes the target over and sen
 again. Never two attempts at once: a turn ends within two thirds of its lease (a budget, then at
 most one request timeout), so no sender takes a target over while another's request may be open.
 The budget also keeps one slow target from starving the others: after it, the target waits
-behind those that waited longer.
+behind those that waited longer. Turns run side by side, each freeing its place when it ends, and
+one project holds at most ``webhook_targets_per_project`` of them, so its slow targets delay other
+projects' deliveries by at most a poll period.
 """
 
 from __future__ import annotations
@@ -21,15 +23,16 @@ import logging
 import random
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
-from sqlalchemy import ColumnElement, exists, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import ColumnElement, exists, func, select, update
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from service.core.background import PollingThread
 from service.core.db import session_scope
@@ -91,14 +94,52 @@ def has_due_delivery(now: datetime) -> ColumnElement[bool]:
     )
 
 
+def project_has_room(per_project: int) -> Callable[[datetime], ColumnElement[bool]]:
+    """The claim's condition that the target job's project holds fewer than ``per_project`` target turns at
+    ``now``, whichever senders hold them (a lease not run out)."""
+
+    def room(now: datetime) -> ColumnElement[bool]:
+        mine, theirs, turn = aliased(Webhook), aliased(Webhook), aliased(Job)
+        held = (
+            select(func.count())
+            .select_from(turn)
+            .join(theirs, theirs.id == turn.key)
+            .join(mine, mine.project_id == theirs.project_id)
+            .where(mine.id == Job.key, turn.kind == TARGET, turn.state == "running", turn.lease_until > now)
+            .correlate(Job)
+            .scalar_subquery()
+        )
+        return held < per_project
+
+    return room
+
+
 def claim_targets(
-    sessions: sessionmaker[Session], *, owner: str, lease_seconds: float, limit: int
+    sessions: sessionmaker[Session], *, owner: str, lease_seconds: float, limit: int, per_project: int | None = None
 ) -> list[jobs.Claimed]:
-    """Lease up to ``limit`` webhook targets that have a delivery due, those waiting longest first."""
-    claimed = jobs.claim(
-        sessions, [TARGET], owner=owner, lease_seconds=lease_seconds, limit=limit, ready=has_due_delivery
-    )
-    return [target for target in claimed if not target.exhausted]
+    """Lease up to ``limit`` webhook targets that have a delivery due, those waiting longest first; with
+    ``per_project``, one at a time and only of projects holding fewer than ``per_project`` turns, so one
+    project's slow targets cannot take every turn (docs/operations.md, "Fair sharing")."""
+    if per_project is None:
+        claimed = jobs.claim(
+            sessions, [TARGET], owner=owner, lease_seconds=lease_seconds, limit=limit, ready=has_due_delivery
+        )
+        return [target for target in claimed if not target.exhausted]
+    room = project_has_room(per_project)
+    taken: list[jobs.Claimed] = []
+    for _ in range(limit):  # one per claim: each claim counts the turns the previous ones took
+        claimed = jobs.claim(
+            sessions,
+            [TARGET],
+            owner=owner,
+            lease_seconds=lease_seconds,
+            limit=1,
+            ready=lambda now: has_due_delivery(now) & room(now),
+        )
+        if not claimed:
+            break
+        taken += [target for target in claimed if not target.exhausted]
+    return taken
 
 
 @dataclass(frozen=True)
@@ -224,6 +265,7 @@ class WebhookSender(PollingThread):
         self.documents = documents
         self.timeout = timeout
         self.at_once = settings.webhook_targets_at_once
+        self.per_project = min(settings.webhook_targets_per_project, self.at_once)
         self.rng = random.Random()
         self._seen = Seen()
         self.owner = worker_name("webhooks")
@@ -243,13 +285,29 @@ class WebhookSender(PollingThread):
         if self._turns is None:
             self._turns = ThreadPoolExecutor(self.at_once, thread_name_prefix="annoplan-webhook-turn")
         attempted = 0
+        running: set[Future[int]] = set()
         while not self.stopping:
-            targets = claim_targets(
-                self.sessions, owner=self.owner, lease_seconds=self.settings.webhook_lease_seconds, limit=self.at_once
+            # a turn that ends frees its place at once, and a target that becomes due meanwhile (another
+            # project's) is claimed within a poll period, not after the slowest turn in progress
+            free = self.at_once - len(running)
+            targets = (
+                claim_targets(
+                    self.sessions,
+                    owner=self.owner,
+                    lease_seconds=self.settings.webhook_lease_seconds,
+                    limit=free,
+                    per_project=self.per_project,
+                )
+                if free
+                else []
             )
-            if not targets:
+            running |= {self._turns.submit(self.turn, target) for target in targets}
+            if not running:
                 break
-            attempted += sum(self._turns.map(self.turn, targets))
+            done, running = wait(running, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
+            attempted += sum(turn.result() for turn in done)
+        for turn in as_completed(running):  # stopping: the turns in progress end within their budget
+            attempted += turn.result()
         return attempted
 
     def turn(self, target: jobs.Claimed) -> int:

@@ -257,6 +257,6 @@ def test_a_large_verification_in_a_child_process_matches(
 ) -> None:
     s = client.post(f"/projects/{pid}/certificates", json={"n_resamples": 50}).json()
     rows = history(client, pid)
-    monkeypatch.setattr("service.routes.certificates.INLINE_WORK", 0)
+    monkeypatch.setattr("service.core.offload.INLINE_WORK", 0)
     ok = client.post("/certificates/verify", json={"certificate": s, "labels": rows})
     assert ok.status_code == 200 and ok.json() == {"match": True, "mismatches": [], "notes": []}

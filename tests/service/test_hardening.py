@@ -585,7 +585,7 @@ def test_agreement_work_is_bounded_for_every_key(client: TestClient, project: di
 
 def test_large_agreement_in_a_child_process_equals_the_planner(client: TestClient) -> None:
     from planner.rater_pairs import summary_table
-    from service.routes.agreement import INLINE_WORK
+    from service.core.limits import INLINE_WORK
 
     matrix = _matrix(2000, 5, seed=3)
     body = {"labels": ["a", "b", "c"], "matrix": matrix, "n_resamples": 400, "seed": 11}

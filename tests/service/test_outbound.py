@@ -329,17 +329,3 @@ def test_a_second_sync_of_one_project_waits_its_turn_but_other_projects_do_not(s
             assert second.json()["error"] == "too_many_in_flight"
             other = pool.submit(sync_of, b)
             assert first.result().status_code == 502 and other.result().status_code == 502  # not 429
-
-
-def test_project_slots_are_per_project_and_freed() -> None:
-    from service.core.fairness import Busy, ProjectSlots
-
-    slots = ProjectSlots("plans", 2)
-    with slots.slot("a"), slots.slot("a"):
-        with pytest.raises(Busy, match="at most 2 at once"):
-            with slots.slot("a"):
-                pass
-        with slots.slot("b"):
-            pass
-    with slots.slot("a"), slots.slot("a"):
-        pass

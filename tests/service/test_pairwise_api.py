@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+import service.routes.pairwise as routes
 from planner.preferences import bradley_terry
+from service.core import offload
 
 NAMES = ["A", "B", "tie"]
 
@@ -33,23 +35,32 @@ def test_llmbar_figures_through_the_api(client: TestClient) -> None:
     assert body["rankings"] == []
 
 
-def test_bradley_terry_of_the_judge_and_the_humans(client: TestClient) -> None:
-    rng = np.random.default_rng(5)
-    systems = ["sys-x", "sys-y", "sys-z"]
-    pairs = [(i, (i + 1 + rng.integers(0, 2)) % 3) for i in rng.integers(0, 3, 80)]
-    judge_ab, judge_ba, human = rng.integers(0, 3, 80), rng.integers(0, 3, 80), rng.integers(0, 3, 80)
+def _ranked_body(n_items: int = 80, n_systems: int = 3, seed: int = 5) -> tuple[dict, dict[str, np.ndarray]]:
+    """Verdicts in both orders, a reference and the systems of ``n_items`` items; the codes behind them."""
+    rng = np.random.default_rng(seed)
+    systems = [f"sys-{s:02d}" for s in range(n_systems)]
+    first = rng.integers(0, n_systems, n_items)
+    second = (first + rng.integers(1, n_systems, n_items)) % n_systems
+    judge_ab, judge_ba, human = (rng.integers(0, 3, n_items) for _ in range(3))
     body = {
         "verdicts": [{"item": f"p{k}", "order": "AB", "verdict": NAMES[v]} for k, v in enumerate(judge_ab)]
         + [{"item": f"p{k}", "order": "BA", "verdict": NAMES[v]} for k, v in enumerate(judge_ba)],
         "reference": [{"item": f"p{k}", "verdict": NAMES[v]} for k, v in enumerate(human)],
-        "systems": [{"item": f"p{k}", "a": systems[a], "b": systems[b]} for k, (a, b) in enumerate(pairs)],
+        "systems": [{"item": f"p{k}", "a": systems[a], "b": systems[b]} for k, (a, b) in enumerate(zip(first, second))],
         "seed": 3,
         "n_resamples": 40,
     }
+    return body, {"first": first, "second": second, "judge_ab": judge_ab, "judge_ba": judge_ba, "human": human}
+
+
+def test_bradley_terry_of_the_judge_and_the_humans(client: TestClient) -> None:
+    body, codes = _ranked_body()
+    systems = ["sys-00", "sys-01", "sys-02"]
+    a, b = codes["first"], codes["second"]
+    judge_ab, judge_ba, human = codes["judge_ab"], codes["judge_ba"], codes["human"]
     r = client.post("/pairwise", json=body)
     assert r.status_code == 200, r.text
     judge, humans = r.json()["rankings"]
-    a, b = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     expected = bradley_terry(np.r_[a, a], np.r_[b, b], np.r_[judge_ab, judge_ba], n_systems=3, n_resamples=40, rng=3)
     assert judge["source"] == "judge" and judge["n_comparisons"] == 160
     assert [s["system"] for s in judge["systems"]] == systems
@@ -101,3 +112,60 @@ def test_openapi_documents_the_version_and_pairwise_endpoints_with_examples(clie
         assert schemas[name]["examples"], name
     for path in ("/projects/{pid}/raters/{rid}/versions/compare", "/projects/{pid}/raters/{rid}/drift"):
         assert {"401", "403", "404", "422"} <= set(paths[path]["get"]["responses"]), path
+
+
+# --- issue 30: the rankings' work is bounded before it starts, and large work leaves the worker ----
+
+
+def test_pairwise_work_is_bounded_before_it_starts(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    body, _ = _ranked_body()  # 3 systems, 160 verdicts, a reference: two rankings of 40 resamples
+    work = 2 * 40 * min(160, 3 * 3 * 3) * 3 * 3  # rankings x resamples x comparison cells x systems squared
+    assert work == 19_440
+    client.app.state.settings = client.app.state.settings.model_copy(update={"pairwise_max_work": work - 1})
+    computed: list[object] = []
+    real = routes.pairwise_document
+    monkeypatch.setattr(routes, "pairwise_document", lambda b: computed.append(b) or real(b))
+    r = client.post("/pairwise", json=body)
+    assert r.status_code == 413 and r.json()["error"] == "pairwise_too_large", r.text
+    detail = r.json()["detail"]
+    assert "2 rankings x 40 resamples x 27 comparison cells x 9 systems squared is 19,440 units" in detail
+    assert "ANNOPLAN_PAIRWISE_MAX_WORK" in detail and "at most 39 resamples" in detail
+    assert computed == []
+    client.app.state.settings = client.app.state.settings.model_copy(update={"pairwise_max_work": work})
+    assert client.post("/pairwise", json=body).status_code == 200 and len(computed) == 1
+
+
+def test_the_red_teams_ranking_of_fifty_systems_is_refused_at_once_for_any_key(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """50 systems x 2,000 resamples over 5,000 items took 12 s and 570 MB of a worker per ranking, in its
+    thread and to the end whoever had left; now 413 with the default bound, nothing computed."""
+    pid = client.post("/projects", json={"name": "p", "labels": ["a", "b"]}).json()["id"]
+    client.post(f"/projects/{pid}/raters", json={"external_id": "h", "kind": "human"})
+    made = client.post(f"/projects/{pid}/keys", json={"role": "annotator", "rater": "h"})
+    assert made.status_code == 201, made.text
+    body, _ = _ranked_body(n_items=5_000, n_systems=50)
+    body["n_resamples"] = 2_000
+    monkeypatch.setattr(routes, "pairwise_document", lambda b: pytest.fail("computed past the bound"))
+    r = client.post("/pairwise", json=body, headers={"Authorization": f"Bearer {made.json()['key']}"})
+    assert r.status_code == 413 and r.json()["error"] == "pairwise_too_large", r.text
+
+
+def test_a_large_pairwise_in_a_child_process_equals_the_one_in_place(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body, _ = _ranked_body(n_items=200, n_systems=4, seed=9)
+    in_place = client.post("/pairwise", json=body)
+    assert in_place.status_code == 200, in_place.text
+    children: list[object] = []
+    real = offload.run_while_connected
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        children.append(args[1])
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(offload, "INLINE_WORK", 0)
+    monkeypatch.setattr(offload, "run_while_connected", counted)
+    in_child = client.post("/pairwise", json=body)
+    assert in_child.status_code == 200, in_child.text
+    assert children == [routes.pairwise_document] and in_child.json() == in_place.json()

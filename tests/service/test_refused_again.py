@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from service import deps
 from service.core import fairness
-from service.core.fairness import MAX_REFUSALS, Busy, ProjectSlots, Refusals, refusal_of
+from service.core.fairness import MAX_REFUSALS, Busy, Refusals, Slots, refusal_of
 
 PLAN = {"p_h": 0.85, "p_j": 0.9, "design": "strat", "m": 6, "seed": 1}
 
@@ -55,11 +55,11 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> Pauses:
 
 @contextmanager
 def full(client: TestClient, pid: str) -> Iterator[None]:
-    """The project's plan slots all held, as by plans in flight."""
-    slots: ProjectSlots = client.app.state.plan_slots
+    """The project's plan slots all held, as by plans in flight of as many other keys."""
+    slots: Slots = client.app.state.plan_slots
     with ExitStack() as stack:
-        for _ in range(slots.per_project):
-            stack.enter_context(slots.slot(pid))
+        for k in range(slots.limits["project"]):
+            stack.enter_context(slots.slot(pid, f"key-{k}"))
         yield
 
 
@@ -122,15 +122,15 @@ def test_a_refusal_is_never_remembered_for_a_request_without_a_key(client: TestC
 
 
 def test_refusals_are_forgotten_when_the_slots_free_and_bounded() -> None:
-    slots = ProjectSlots("plans", 1)
+    slots = Slots("plans", 1, 1)
     refusals = Refusals()
     key = refusal_of(b"Bearer k", "POST", "/projects/a/plan")
-    with slots.slot("a"):
+    with slots.slot("a", "k1"):
         with pytest.raises(Busy) as caught:
-            with slots.slot("a"):
+            with slots.slot("a", "k2"):
                 pass
         refusals.remember("Bearer k", "POST", "/projects/a/plan", caught.value)
-        assert refusals.still_refused(key) is slots
+        assert refusals.still_refused(key) == (slots, ("project", "a"))
         assert refusals.still_refused(refusal_of(b"Bearer k", "POST", "/projects/b/plan")) is None
         assert refusals.still_refused(refusal_of(b"Bearer other", "POST", "/projects/a/plan")) is None
     assert refusals.still_refused(key) is None and not refusals  # forgotten once a slot is free
@@ -138,8 +138,8 @@ def test_refusals_are_forgotten_when_the_slots_free_and_bounded() -> None:
     refusals.remember("Bearer k", "POST", "/projects/a/simulate", Busy("the service is full"))
     assert not refusals
     # Bounded: past MAX_REFUSALS nothing more is kept while every remembered project stays full.
-    with slots.slot("a"):
-        busy = Busy("full", slots=slots, project_id="a")
+    with slots.slot("a", "k1"):
+        busy = Busy("full", slots=slots, holder=("project", "a"))
         for k in range(MAX_REFUSALS + 5):
             refusals.remember(f"Bearer {k}", "POST", "/projects/a/plan", busy)
         assert len(refusals._refused) == MAX_REFUSALS

@@ -110,6 +110,7 @@ def job_client(database_url: str) -> Iterator[TestClient]:
         simulation_sync_limit=0,
         simulation_workers=1,
         simulations_per_project=4,  # the service-wide bound is tested here; the per-project one on its own
+        simulations_per_key=4,  # and the per-key one in tests/service/test_fair_shares.py
     )
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"

@@ -16,6 +16,7 @@ from service.core.settings import Settings
 from service.data.models import Job, WebhookDelivery
 from service.webhooks.sender import TARGET, WebhookSender, claim_targets
 from tests.conftest import ADMIN_KEY
+from tests.factories import create_project
 from tests.service.test_webhooks import pid, plan, subscribe  # noqa: F401 (pid is a fixture)
 from tests.webhook_receiver import Receiver
 
@@ -88,3 +89,30 @@ def test_a_target_is_claimed_only_while_a_delivery_is_due_and_by_one_sender(clie
     assert client.delete(f"/projects/{pid}/webhooks/{hook['id']}").status_code == 204
     with session_scope(sessions) as session:
         assert session.scalar(select(Job).where(Job.kind == TARGET, Job.key == hook["id"])) is None
+
+
+def test_one_projects_hanging_targets_do_not_delay_another_projects_delivery(client: TestClient) -> None:
+    """Issue 30 item 4: 6 never-answering targets of project A delayed project B's plan.created by 68.8 s.
+    With A's turns in progress (each waiting out its timeout), B's delivery is sent within a poll period:
+    A holds at most its share of the turns, and B's target is claimed while A's turns still run."""
+    timeout = 2.0
+    app = client.app
+    settings = app.state.settings.model_copy(update={"webhook_timeout_seconds": timeout})
+    assert (settings.webhook_targets_at_once, settings.webhook_targets_per_project) == (4, 2)  # the defaults
+    a, b = (create_project(client, name=name, items=[f"i{i}" for i in range(20)]) for name in "ab")
+    with Receiver(lambda n: (200, timeout + 1)) as hanging, Receiver() as fast:
+        for _ in range(6):
+            subscribe(client, a, hanging.url, ["plan.created"])
+        subscribe(client, b, fast.url, ["plan.created"])
+        plan(client, a)
+        sender = WebhookSender(app.state.sessions, settings, app.state.documents)
+        sender.start()
+        try:
+            hanging.wait_for(2, timeout=10)  # A's turns are waiting on its targets
+            time.sleep(0.2)
+            assert len(hanging.received) == 2  # A's share of the turns, not all four
+            plan(client, b)
+            took = delivered_within(fast, 1, timeout=30)
+        finally:
+            sender.stop()
+    assert took < timeout / 2, f"B's delivery waited {took:.2f} s behind A's hanging targets"

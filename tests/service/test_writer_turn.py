@@ -43,9 +43,11 @@ def test_more_waiting_writers_than_threads_neither_block_reads_nor_hang(database
     certificates and simulations (computed, then stored in the turn) alike."""
     if not database_url.startswith("sqlite"):
         pytest.skip("PostgreSQL has no process-wide writer: its writers wait on row locks inside their route")
-    # every writer in one project: its share of plans in flight (issue 30) raised to all of them
+    # every writer in one project with one key: its shares of plans and simulations in flight (issue 30)
+    # raised to all of them
+    shares = {f"{what}_per_{whose}": WRITERS for what in ("plans", "simulations") for whose in ("project", "key")}
     with (
-        LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS, plans_per_project=WRITERS) as server,
+        LiveServer(database_url, ADMIN_KEY, worker_threads=THREADS, **shares) as server,
         server.client() as admin,
     ):
         # a plan in anytime mode sizes the monitor by simulation (seconds each); this test is about queueing
