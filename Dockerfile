@@ -9,6 +9,8 @@ COPY pyproject.toml README.md ./
 COPY planner planner
 COPY service service
 COPY migrations migrations
+# service/dashboard/glossary.md links to this file: the wheel ships the glossary the app serves at /glossary
+COPY docs/glossary.md docs/glossary.md
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.core.middleware import CSRF_FIELD
 from service.dashboard.charts import FIXED_ONLY, anytime
+from service.dashboard.glossary import GLOSSARY_PATH, term_link
 from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.data.queries import last_label_times
@@ -99,24 +100,25 @@ def dashboard_page(
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
 </head><body data-etag="{escape(etag)}" data-reliability-url="/projects/{escape(project.id)}/reliability"
  data-refreshing="{"true" if behind else "false"}" data-history-rebuilding="{"true" if replay else "false"}">
-<div class="note"><a href="/dashboard">all projects</a>{logout_form(logout)}</div>
+<div class="note"><a href="/dashboard">all projects</a> &middot; <a href="{GLOSSARY_PATH}">glossary</a>{logout_form(logout)}</div>
 <h1>{escape(project.name)}</h1>
-<p>label_seq <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
- criterion {escape(doc["criterion"])} &middot; rule {escape(str(doc.get("rule")))}, coefficient
- {escape(str(doc.get("coefficient")))}, pass when omega &ge; {doc.get("omega_threshold")}</p>
-{_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
-<p id="monitoring" class="note">{escape(notes["monitoring"])}</p>
+<p>{term_link("label_seq", "label_seq")} <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
+ criterion {escape(doc["criterion"])} &middot; {term_link("rule", "Rule")} {escape(str(doc.get("rule")))},
+ {term_link("coefficient", "Coefficient")} {escape(str(doc.get("coefficient")))}, pass when
+ {term_link("omega", "Omega")} &ge; {doc.get("omega_threshold")}</p>
+{_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>{term_link("decision", "The decision")}</th><th>{term_link("omega", "Omega")} (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
+<p id="monitoring" class="note">{escape(notes["monitoring"])} ({term_link("monitoring", "Monitoring")})</p>
 {slice_table(slices)}{_selective(project, by_id["selective-coverage"])}{panels}
-{_pairwise_panel(doc.get("pairwise"))}{_drift_panel(drift or [])}<h2>Plan and overlap</h2>
+{_pairwise_panel(doc.get("pairwise"))}{_drift_panel(drift or [])}<h2>{term_link("Plan", "Plan")} and {term_link("overlap", "Overlap")}</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
-<h3>Progress of each secondary annotator through the plan</h3>{progress}
-<h2>Human-pool score over label_seq</h2>
+<h3>Progress of each {term_link("secondary annotator", "Secondary annotator")} through the plan</h3>{progress}
+<h2>{term_link("Human-pool score", "Human-pool score")} over label_seq</h2>
 <p class="note">The mean over held-out humans of their agreement with the other humans
  ({escape(str(doc.get("coefficient")))}) on the labels in hand at each point of the label sequence;
  95% interval now [{_fmt((pool.get("ci") or [None, None])[0])}, {_fmt((pool.get("ci") or [None, None])[1])}].</p>
 {_rebuilding(replay)}{pool_chart}
-<h2>Reliability vs overlap</h2>
+<h2>Reliability vs {term_link("overlap", "Overlap")}</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
  within delta of the score at full overlap, against the overlap items each secondary labels; the red dashed
  line is the 0.95 target, the purple one the plan's own overlap m.</p>
@@ -140,11 +142,12 @@ def index_page(rows: list[dict[str, Any]], next_page: str | None, *, logout: str
     more = f'<p><a id="next" href="{escape(next_page)}">more projects</a></p>' if next_page else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: projects</title><style>{STYLE}</style></head><body>
-<div class="note">{logout_form(logout)}</div>
+<div class="note"><a href="{GLOSSARY_PATH}">glossary</a>{logout_form(logout)}</div>
 <h1>Projects</h1>
-<table id="projects"><tr><th>project</th><th>decision</th><th>omega</th><th>progress (least advanced secondary)</th>
+<table id="projects"><tr><th>project</th><th>{term_link("decision", "The decision")}</th><th>{term_link("omega", "Omega")}</th>
+<th>progress (least advanced {term_link("secondary", "Secondary annotator")})</th>
 <th>last label (UTC)</th></tr>{body}</table>{more}
-<p class="note"><a href="/docs">API documentation</a></p>
+<p class="note"><a href="/docs">API documentation</a> &middot; <a href="{GLOSSARY_PATH}">glossary</a></p>
 </body></html>"""
 
 
@@ -179,9 +182,9 @@ def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, s
     reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
     return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix("margins-"))}">
 <h2>Judge {escape(validation["judge"])}</h2>
-<p class="decision {escape(decision)}">decision: <b>{escape(_marked(validation))}</b>{reason} &middot; omega {_fmt(validation["omega"])}</p>
+<p class="decision {escape(decision)}">{term_link("decision", "The decision")}: <b>{escape(_marked(validation))}</b>{reason} &middot; {term_link("omega", "Omega")} {_fmt(validation["omega"])}</p>
 {_rewritten(validation)}<h3>{escape(margins.title)}</h3>
-<p class="note">{escape(_margins_note(validation))}</p>
+<p class="note">{term_link("Margins", "Margin")} of the held-out humans: {escape(_margins_note(validation))}</p>
 {_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
 
 
@@ -231,8 +234,9 @@ def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> st
     return (
         f'<h3>{escape(chart.title)}</h3><p class="note">{escape(monitoring["mode"])} monitoring: '
         f"{escape(monitoring['decision'])} after {looks} look{'s' if looks != 1 else ''} ({escape(statuses)}); a rater is "
-        "won or lost when its e-value crosses the threshold, and the band is drawn at level alpha for all "
-        f"looks at once.</p>{_figure(project, chart)}"
+        "won or lost when its e-value crosses the threshold, and the band (a "
+        f"{term_link('confidence sequence', 'Confidence sequence')}) is drawn at level alpha for all looks at once.</p>"
+        f"{_figure(project, chart)}"
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.scores import BlandAltmanResult, bland_altman
+from service.dashboard.glossary import GLOSSARY_PATH, term_link
 from service.dashboard.pages import logout_form, slice_table
 from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
@@ -150,14 +151,16 @@ def score_dashboard_page(
     value_range = doc.value_range
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>annoplan: {escape(project.name)}</title><style>{STYLE}</style>
-</head><body><div class="note"><a href="/dashboard">all projects</a>{logout_form(logout)}</div>
+</head><body><div class="note"><a href="/dashboard">all projects</a> &middot;
+ <a href="{GLOSSARY_PATH}">glossary</a>{logout_form(logout)}</div>
 <h1>{escape(project.name)}</h1>
-<p>numeric ratings in [{_fmt(value_range.get("min"))}, {_fmt(value_range.get("max"))}] &middot; label_seq
- {doc.label_seq} &middot; {doc.n_items} items &middot; criterion {escape(doc.criterion)} &middot; rule
- {escape(doc.rule)}, epsilon {doc.epsilon:g}, pass when omega &ge; {doc.omega_threshold:g}</p>
-<h2>Decision (fixed-sample, at the planned overlap)</h2>
+<p>numeric ratings in [{_fmt(value_range.get("min"))}, {_fmt(value_range.get("max"))}] &middot;
+ {term_link("label_seq", "label_seq")} {doc.label_seq} &middot; {doc.n_items} items &middot; criterion
+ {escape(doc.criterion)} &middot; {term_link("rule", "Rule")} {escape(doc.rule)}, {term_link("epsilon", "Epsilon")}
+ {doc.epsilon:g}, pass when {term_link("omega", "Omega")} &ge; {doc.omega_threshold:g}</p>
+<h2>{term_link("Decision", "The decision")} (fixed-sample, at the planned overlap)</h2>
 <div id="decision"><table><tr><th>judge</th><th>decision</th><th>omega (share of humans won)</th><th>why</th></tr>
 {decisions}</table></div>{monitoring}{slice_table(slices)}{panels}
-<h2>Progress of each secondary annotator through the plan</h2>{progress}
+<h2>Progress of each {term_link("secondary annotator", "Secondary annotator")} through the plan</h2>{progress}
 <script src="/static/chart_png.js"></script>
 </body></html>"""

@@ -252,14 +252,11 @@ def _band_svg(chart: Chart) -> str:
     series = list(dict.fromkeys(row[0] for row in chart.rows))
     legend_rows = -(-len(series) // LEGEND_PER_ROW)
     parts, px, py = _plane(chart, (x0, x1), (min(ys), max(ys)), integer_x=True, below=LEGEND_ROW * legend_rows)
-    for value, label in chart.marks:
-        # Labels of negative marks sit below their line, the others above: -epsilon and 0 never overlap.
-        label_y = py(value) + (11 if value < 0 else -3)
-        parts.append(
-            f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
-            f'stroke="#999" stroke-dasharray="4 3"/><text x="{WIDTH - 22}" y="{label_y:.1f}" '
-            f'font-size="10" fill="#555" text-anchor="end">{escape(label)}</text>'
-        )
+    parts.extend(
+        f'<line class="mark" x1="{left}" x2="{WIDTH - 20}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
+        'stroke="#999" stroke-dasharray="4 3"/>'
+        for value, _ in chart.marks
+    )
     for k, name in enumerate(series):
         band = list({row[1]: row for row in chart.rows if row[0] == name}.values())
         colour, dash = BAND_COLOURS[k % len(BAND_COLOURS)], BAND_DASHES[k % len(BAND_DASHES)]
@@ -283,6 +280,14 @@ def _band_svg(chart: Chart) -> str:
             f'fill-opacity="0.05" stroke="{colour}" stroke-width="1.8"{dashed}/><text x="{x + 22:.0f}" '
             f'y="{y + 9:.0f}" font-size="11">{escape(str(name))[:18]}</text></g>'
         )
+    # The marks' labels go at the left, where the sequences are widest (their edges converge on 0 to the right),
+    # over the bands on a white halo. Labels of negative marks sit below their line, the others above: -epsilon
+    # and 0 never overlap.
+    parts.extend(
+        f'<text class="mark-label" x="{left + 4}" y="{py(value) + (11 if value < 0 else -3):.1f}" font-size="10" '
+        f'fill="#555" stroke="#fff" stroke-width="3" paint-order="stroke">{escape(label)}</text>'
+        for value, label in chart.marks
+    )
     parts.append("</svg>")
     return "".join(parts)
 

@@ -27,6 +27,7 @@ from service.core.settings import signing_secret
 from service.core.uploads import RawBody
 from service.dashboard.annotator import annotator_page, annotator_work, own_rater
 from service.dashboard.charts import project_charts
+from service.dashboard.glossary import GLOSSARY_PATH, glossary_page
 from service.dashboard.notes import monitoring_note, plan_verdict, recipe_now_verdict
 from service.dashboard.pages import dashboard_page, error_page, index_page, index_rows, login_page
 from service.dashboard.scores import score_dashboard, score_dashboard_page
@@ -79,6 +80,13 @@ def _login_form(request: Request, message: str = "", status_code: int = 200) -> 
         secure=https,
     )
     return response
+
+
+@router.get(GLOSSARY_PATH, response_class=HTMLResponse)
+def get_glossary() -> HTMLResponse:
+    """The user glossary: the words of the dashboard and the API in plain language, one anchor per term. No key
+    is needed: it holds no project's data."""
+    return HTMLResponse(glossary_page())
 
 
 @router.get("/login", response_class=HTMLResponse)

@@ -147,6 +147,7 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("GET", "/projects/{pid}/certificates", 200, 200, 403, 200, 401, 401, 404),
     ("GET", "/projects/{pid}/certificates/{cid}", 200, 200, 403, 200, 401, 401, 404),
     ("POST", "/certificates/verify", 200, 200, 200, 200, 401, 401, 200),
+    ("GET", "/glossary", 200, 200, 200, 200, 200, 200, 200),  # public: words in plain language, no project data
     ("GET", "/login", 200, 200, 200, 200, 200, 200, 200),
     ("POST", "/login", 303, 303, 303, 303, 401, 401, 303),  # the caller's key posted in the form
     ("POST", "/logout", 303, 303, 303, 303, 303, 303, 303),  # no login cookie: nothing to end, to /login

@@ -7,6 +7,7 @@ where they are absent.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -263,6 +264,49 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
                     )
                     shutil.copy(png, shots / "margins-1.png")
                     assert console_errors(driver) == []
+        finally:
+            driver.quit()
+
+
+def test_a_5000_item_demo_in_chromium(database_url: str, tmp_path: Path) -> None:
+    """The demo a data scientist with a 5,000-item corpus would run (built through the API in bulk writes: the
+    corpus in one, the judge's and primary's labels in one, each leased batch in one), as its viewer sees it:
+    every chart drawn (the pool score as a line), every dot inside its bar, each term a glossary link."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
+    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60) as server:
+        result = CliRunner().invoke(cli, ["demo", "--url", server.base_url, "--key", ADMIN_KEY, "--n-items", "5000"])
+        assert result.exit_code == 0, result.output
+        pid = result.output.split()[1].rstrip(":")
+        with server.client() as c:
+            viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
+            doc = c.get(f"/projects/{pid}/reliability").json()
+            anchors = set(re.findall(r'<li id="([^"]+)">', c.get("/glossary").text))
+        assert doc["n_items"] == 5000
+        driver = chromium(tmp_path)
+        try:
+            driver.get(f"{server.base_url}/login")
+            driver.find_element(By.ID, "key").send_keys(viewer)
+            driver.find_element(By.ID, "login").click()
+            WebDriverWait(driver, 60).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            assert doc["decision"] in driver.find_element(By.ID, "decision").text
+            for panel in driver.find_elements(By.CSS_SELECTOR, "section.judge svg[id^='margins-']"):
+                dots = panel.find_elements(By.CSS_SELECTOR, "circle.estimate")
+                bars = panel.find_elements(By.CSS_SELECTOR, "line.ci")
+                assert len(dots) == len(bars) == 4
+                for dot, bar in zip(dots, bars, strict=True):
+                    centre = dot.rect["x"] + dot.rect["width"] / 2
+                    assert bar.rect["x"] - 1 <= centre <= bar.rect["x"] + bar.rect["width"] + 1, dot.rect
+            for chart in ("pool-history", "overlap-curve", "progress", "sequences-1"):
+                assert driver.find_elements(
+                    By.CSS_SELECTOR, f"svg#{chart} polyline, svg#{chart} rect, svg#{chart} polygon"
+                ), chart
+            links = {a.get_attribute("href").rsplit("#", 1)[1] for a in driver.find_elements(By.CSS_SELECTOR, "a.term")}
+            assert {"omega", "margin", "overlap", "the-decision"} <= links <= anchors, links - anchors
+            assert console_errors(driver) == []
+            _screenshot(driver, shots / "dashboard-5000.png")
         finally:
             driver.quit()
 

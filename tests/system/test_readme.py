@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from service.cli import app as cli
 from tests.conftest import ROOT, fresh_database
 from tests.live_server import LiveServer
 
@@ -68,3 +72,31 @@ def test_readme_shell_blocks_run_as_written(template_url: str, tmp_path: Path) -
     # No response was the service's error body (it starts {"error": ...}); nested keys named "error"
     # (a simulated error rate) are fine.
     assert not re.search(r'(^|\})\{"error":', result.stdout, flags=re.M), result.stdout[-3000:]
+
+
+def _table_rows(text: str) -> dict[str, str]:
+    """A rich table's body rows (``│ name │ value │``) as name -> value, spacing ignored."""
+    cells = (line.strip("│ ").split("│") for line in text.splitlines() if line.startswith("│"))
+    return {name.strip(): value.strip() for name, value in cells}
+
+
+def test_the_first_answer_shows_what_its_command_prints() -> None:
+    """The first answer's output block is what its command prints now, row for row, and the sentences under it
+    quote the same overlap and total: the README cannot drift from the service."""
+    section = README.read_text().split("## Your first answer", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"^```sh\n(.*?)\n```", section, flags=re.S | re.M)
+    shown = re.search(r"^```text\n(.*?)\n```", section, flags=re.S | re.M)
+    assert command and shown, "the first answer has its command and its output"
+    argv = shlex.split(command.group(1))
+    assert argv[0] == ".venv/bin/annoplan"
+    result = CliRunner().invoke(cli, argv[1:])
+    assert result.exit_code == 0, result.output
+    printed, quoted = _table_rows(result.output), _table_rows(shown.group(1))
+    assert quoted and quoted.items() <= printed.items(), (quoted, printed)
+    # "... labels `m` = 120 of them ..., so the humans label 2,000 + 2 x 120 = 2,240 items in all"
+    prose = section[shown.end() :]
+    m, total = int(printed["m (overlap per secondary)"]), printed["total human labels"]
+    n_items, n_raters = int(argv[argv.index("--n-items") + 1]), int(argv[argv.index("--n-raters") + 1])
+    assert f"`m` = {m} of them" in prose
+    assert f"{n_items:,} + {n_raters - 1} x {m} = {total} items" in prose
+    assert f"{n_items:,} items" in prose and int(total.replace(",", "")) == n_items + (n_raters - 1) * m

@@ -140,6 +140,8 @@ def test_an_installed_wheel_migrates_serves_and_plans(venv: Path, tmp_path: Path
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret.strip()}"}, timeout=60) as c:
             assert c.get("/static/dashboard.js").status_code == 200  # package data is served
             assert c.get("/docs").status_code == 200
+            glossary = c.get("/glossary")  # docs/glossary.md, shipped as package data
+            assert glossary.status_code == 200 and '<li id="omega">' in glossary.text
             pid = _created(c.post("/projects", json={"name": "wheel", "labels": ["ok", "toxic"]}))["id"]
             _created(c.post(f"/projects/{pid}/items", json=[{"external_id": f"q{i}"} for i in range(400)]))
             for name, kind in (("judge", "judge"), ("ann-1", "primary"), ("ann-2", "human"), ("ann-3", "human")):
