@@ -179,20 +179,25 @@ def _fixed(s: SliceValidation, matrix: LabelMatrix) -> dict[str, Any]:
     }
 
 
+def _too_small_row(value: str, n_items: int, epsilon: float) -> dict[str, Any]:
+    """A monitored slice with too few usable items to decide on: undefined, with the reason."""
+    return {
+        "value": value,
+        "n_items": n_items,
+        "epsilon": epsilon,
+        "decision": "insufficient_data",
+        "reason": f"{n_items} usable items < the minimum slice size",
+        "omega": None,
+        "d": None,
+        "raters": [],
+    }
+
+
 def _monitored_row(
     value: str, n_items: int, m: Monitoring | None, matrix: LabelMatrix, epsilon: float
 ) -> dict[str, Any]:
     if m is None:
-        return {
-            "value": value,
-            "n_items": n_items,
-            "epsilon": epsilon,
-            "decision": "insufficient_data",
-            "reason": f"{n_items} usable items < the minimum slice size",
-            "omega": None,
-            "d": None,
-            "raters": [],
-        }
+        return _too_small_row(value, n_items, epsilon)
     won = [r.status == "won" for r in m.raters]
     d = np.array([r.d for r in m.raters], dtype=float)
     return {
@@ -309,16 +314,7 @@ def _score_monitored_row(
     value: str, n_items: int, m: ScoreMonitoring | None, matrix: RatingsMatrix, epsilon: float
 ) -> dict[str, Any]:
     if m is None:
-        return {
-            "value": value,
-            "n_items": n_items,
-            "epsilon": epsilon,
-            "decision": "insufficient_data",
-            "reason": f"{n_items} usable items < the minimum slice size",
-            "omega": None,
-            "d": None,
-            "raters": [],
-        }
+        return _too_small_row(value, n_items, epsilon)
     estimates = np.array([r.estimate for r in m.raters], dtype=float)
     return {
         "value": value,

@@ -181,20 +181,8 @@ def get_ranking(
     range-scaled absolute differences under the margin rule, on the items every judge and two humans rated
     (docs/method.md §3d). A ranking past the work bound (resamples x items x judges x humans) is a 422.
     """
-    if project.scale == "numeric":
-        return _cached(
-            request,
-            session,
-            project,
-            criterion,
-            if_none_match,
-            "ranking",
-            lambda name, etag: request.app.state.documents.get_or_build(
-                etag,
-                lambda: score_ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples),
-            ),
-            ScoreRankingDocument,
-        )
+    numeric = project.scale == "numeric"
+    build = score_ranking_document if numeric else ranking_document
     return _cached(
         request,
         session,
@@ -203,7 +191,7 @@ def get_ranking(
         if_none_match,
         "ranking",
         lambda name, etag: request.app.state.documents.get_or_build(
-            etag, lambda: ranking_document(session, project, name, n_resamples=settings.bootstrap_resamples)
+            etag, lambda: build(session, project, name, n_resamples=settings.bootstrap_resamples)
         ),
-        RankingDocument,
+        ScoreRankingDocument if numeric else RankingDocument,
     )
