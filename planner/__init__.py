@@ -82,6 +82,7 @@ from planner.intervals import (
     optional_float,
     percentile_interval,
 )
+from planner.list_arrival import PlannedList, listed_arrival, lists_within
 from planner.monitor_simulation import simulate_monitoring
 from planner.monitor_sizing import (
     MAX_SIZING_CELLS,
@@ -403,6 +404,9 @@ __all__ = [
     "validate_scores",
     "validate_scores_by_slice",
     "monitor_scores_by_slice",
+    "PlannedList",
+    "listed_arrival",
+    "lists_within",
     "rank_score_judges",
     "ScoreRanking",
     "ScoreSliceMonitoring",

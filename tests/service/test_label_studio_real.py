@@ -291,7 +291,7 @@ def test_retractions_reach_every_reader(client: TestClient) -> None:
     after = {r["external_id"]: r["n_labels"] for r in ok(client.get(f"/projects/{pid}/raters"))["items"]}
     assert after["ls-user-2"] == counts["ls-user-2"] - 1 and after["ls-user-3"] == counts["ls-user-3"] - 1
     csv = client.get(f"/projects/{pid}/labels", params={"format": "csv", "history": "true"}).text
-    assert csv.splitlines()[0].endswith(",retracted") and csv.count(",true") == 2
+    assert csv.splitlines()[0].endswith(",retracted,order") and csv.count(",true") == 2
     assert ok(client.get(f"/projects/{pid}/reliability"))["label_seq"] == reliability["label_seq"] + 2
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200
     assert client.get(f"/projects/{pid}/report", params={"positive": "Positive"}).status_code == 200

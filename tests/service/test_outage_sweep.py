@@ -20,6 +20,7 @@ NEEDS_NO_DATABASE = {
     ("get", "/login"),
     ("post", "/login"),  # refused for its missing CSRF token before any table is read
     ("post", "/logout"),
+    ("get", "/glossary"),  # public, from the packaged docs/glossary.md
 }
 """Operations answered without reading a table (as usual during an outage): the rest, the stateless
 computations too (their key is looked up), are a 503."""

@@ -366,8 +366,10 @@ def test_served_documents_match_their_openapi_models(client, raters, decision):
     ReliabilityDocument.model_validate(get(client, f"/projects/{pid}/reliability").json())
     RankingDocument.model_validate(get(client, f"/projects/{pid}/ranking").json())
     paths = client.get("/openapi.json").json()["paths"]
-    served = {path: ["RankingDocument"] for path in ("ranking",)}
-    served["reliability"] = ["ReliabilityDocument", "ScoreReliabilityDocument"]  # a numeric project's: issue 33
+    served = {  # a numeric project's documents too: issue 33
+        "ranking": ["RankingDocument", "ScoreRankingDocument"],
+        "reliability": ["ReliabilityDocument", "ScoreReliabilityDocument"],
+    }
     for path, models in served.items():
         schema = paths[f"/projects/{{pid}}/{path}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         refs = [{"$ref": f"#/components/schemas/{model}"} for model in models]
