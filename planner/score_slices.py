@@ -17,7 +17,13 @@ from planner.rules import passes
 from planner.score_decision import ScoreRaterOutcome, ScoreRule, ScoreValidation, validate_scores
 from planner.score_monitor import ScoreMonitoring, monitor_scores
 from planner.significance import by_rejections
-from planner.slices import ACROSS_SLICES, DEFAULT_MIN_SLICE_ITEMS, slice_epsilons, slice_headline
+from planner.slices import (
+    ACROSS_SLICES,
+    DEFAULT_MIN_SLICE_ITEMS,
+    monitored_slice_summary,
+    slice_epsilons,
+    slice_headline,
+)
 
 
 @dataclass(frozen=True)
@@ -244,17 +250,20 @@ def monitor_scores_by_slice(
         out.append(
             (value, n_usable, monitored(rows, epsilons[value], slice_alpha) if n_usable >= min_slice_items else None)
         )
-    failing = [(v, fit) for v, _, fit in out if fit is not None and fit.decision == "reject"]
-    named = [(v, fit.omega, _monitored_gap(fit)) for v, fit in failing]
-    undecided = sum(fit is None or fit.decision != "pass" for _, _, fit in out) - len(failing)
+    ordered, failing, headline = monitored_slice_summary(out, overall.decision, _monitored_omega, _monitored_gap)
     return ScoreSliceMonitoring(
         overall=overall,
-        slices=tuple(sorted(out, key=lambda s: (s[2] is None or s[2].decision != "reject", s[0]))),
+        slices=ordered,
         alpha=float(alpha),
         slice_alpha=float(slice_alpha),
-        failing=tuple(v for v, _ in failing),
-        headline=slice_headline(overall.decision, named, undecided),
+        failing=failing,
+        headline=headline,
     )
+
+
+def _monitored_omega(fit: ScoreMonitoring) -> float:
+    """The slice's monitored omega."""
+    return fit.omega
 
 
 def _monitored_gap(fit: ScoreMonitoring) -> float:

@@ -7,8 +7,9 @@ labeled; ``slices`` gives each item's feature value, shape ``(n_items,)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -134,6 +135,29 @@ def slice_headline(overall: str, failing: list[tuple[str, float, float]], undeci
     if undecided:
         return f"{head}; no slice fails ({undecided} undecided)"
     return f"{head}; no slice fails"
+
+
+class _Decided(Protocol):
+    @property
+    def decision(self) -> str: ...
+
+
+MonitoredFit = TypeVar("MonitoredFit", bound=_Decided)
+
+
+def monitored_slice_summary(
+    out: list[tuple[str, int, MonitoredFit | None]],
+    overall: str,
+    omega_of: Callable[[MonitoredFit], float],
+    gap_of: Callable[[MonitoredFit], float],
+) -> tuple[tuple[tuple[str, int, MonitoredFit | None], ...], tuple[str, ...], str]:
+    """The monitored slices with the rejecting ones first, the rejecting values and the headline
+    (docs/method.md §3b); a slice with no monitoring (too small) counts as undecided."""
+    failing = [(v, fit) for v, _, fit in out if fit is not None and fit.decision == "reject"]
+    named = [(v, omega_of(fit), gap_of(fit)) for v, fit in failing]
+    undecided = sum(fit is None or fit.decision != "pass" for _, _, fit in out) - len(failing)
+    ordered = tuple(sorted(out, key=lambda s: (s[2] is None or s[2].decision != "reject", s[0])))
+    return ordered, tuple(v for v, _ in failing), slice_headline(overall, named, undecided)
 
 
 def validate_judge_by_slice(
@@ -362,16 +386,14 @@ def monitor_judge_by_slice(
             else None
         )
         out.append((value, n_usable, fit))
-    failing = [(v, fit) for v, _, fit in out if fit is not None and fit.decision == "reject"]
-    named = [(v, _monitored_omega(fit), _monitored_gap(fit)) for v, fit in failing]
-    undecided = sum(fit is None or fit.decision != "pass" for _, _, fit in out) - len(failing)
+    ordered, failing, headline = monitored_slice_summary(out, overall.decision, _monitored_omega, _monitored_gap)
     return SliceMonitoring(
         overall=overall,
-        slices=tuple(sorted(out, key=lambda s: (s[2] is None or s[2].decision != "reject", s[0]))),
+        slices=ordered,
         alpha=float(alpha),
         slice_alpha=float(slice_alpha),
-        failing=tuple(v for v, _ in failing),
-        headline=slice_headline(overall.decision, named, undecided),
+        failing=failing,
+        headline=headline,
     )
 
 
