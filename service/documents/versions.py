@@ -9,7 +9,14 @@ from planner import optional_float
 from planner.decision import validate_judge
 from planner.versions import anchor_panel_size, compare_versions, drift_detection
 from service.data.models import Project, Rater
-from service.data.versions import current_cells, drift_watches, human_raters, primary_rater, version_rater
+from service.data.versions import (
+    current_cells,
+    drift_watches,
+    human_raters,
+    primary_rater,
+    version_lines,
+    version_rater,
+)
 from service.schemas.versions import AnchorPanel, DriftRead, VersionComparisonRead
 
 
@@ -116,6 +123,29 @@ def version_comparison(
         new_decision=new_decision,
         anchor_panel=_anchor_panel(result.n_items, result.lost + result.gained),
     )
+
+
+MAX_VERSION_COMPARISONS = 20
+"""A reliability document compares at most this many pairs of versions (the newest), each a paired bootstrap
+and two decisions."""
+
+
+def version_comparisons(
+    session: Session, project: Project, criterion: str, *, n_resamples: int, seed: int
+) -> list[VersionComparisonRead] | None:
+    """Each version of each judge against the version before it (the judge itself before its first), the newest
+    ``MAX_VERSION_COMPARISONS`` pairs; ``None`` when no judge has a version or the project has no primary."""
+    pairs = [
+        (judge, old, new)
+        for judge, names in version_lines(session, project.id)
+        for old, new in zip([judge.external_id, *names], names, strict=False)
+    ]
+    if not pairs or not any(rater.kind == "primary" for rater in human_raters(session, project.id)):
+        return None
+    return [
+        version_comparison(session, project, judge, old, new, criterion, n_resamples=n_resamples, seed=seed)
+        for judge, old, new in pairs[-MAX_VERSION_COMPARISONS:]
+    ]
 
 
 def judge_drift(

@@ -84,9 +84,21 @@ def test_versions_are_judge_raters_and_compare_on_shared_items(client: TestClien
         "n_items": anchor_panel_size(0.05, psi),
     }
 
+    # /reliability holds the same comparison (its seed is the label_seq) beside each version's own decision
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    seq = doc["label_seq"]
+    pairs = [(v["old"], v["new"]) for v in doc["versions"]]
+    assert pairs == [("judge", "judge@v1"), ("judge@v1", "judge@v2")]
+    again = client.get(f"/projects/{pid}/raters/judge/versions/compare", params={"old": "v1", "new": "v2", "seed": seq})
+    assert doc["versions"][1] == again.json()
+    assert (doc["versions"][1]["lost"], doc["versions"][1]["new_decision"]) == (b, "reject")
+    assert doc["versions"][0]["n_items"] == 0 and doc["versions"][0]["reason"]  # the judge itself labelled nothing
+    assert {"judge@v1", "judge@v2"} <= {j["judge"] for j in doc["judges"]}
+
 
 def test_version_bad_input_is_422_or_409_and_writes_nothing(client: TestClient) -> None:
     pid = _project(client, 5)
+    assert "versions" not in client.get(f"/projects/{pid}/reliability").json()  # no version: no block
     for rid in ("prim", "h2"):  # a version of a non-judge rater
         r = client.post(f"/projects/{pid}/raters/{rid}/versions", json={"name": "v1"})
         assert r.status_code == 422, r.text
