@@ -28,8 +28,8 @@ from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
 from service.documents.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
 from service.documents.pairwise import pairwise_block
-from service.documents.versions import version_comparisons
 from service.documents.shown import mark_rewrites
+from service.documents.versions import version_comparisons
 from service.matrices.arrival import arrival_order, planned_lists
 from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
