@@ -127,24 +127,29 @@ def version_comparison(
 
 MAX_VERSION_COMPARISONS = 20
 """A reliability document compares at most this many pairs of versions (the newest), each a paired bootstrap
-and two decisions."""
+and two decisions ..."""
+MAX_VERSION_ITEMS = 2_000_000
+"""... and at most this many items over all its pairs (fewer pairs in a larger corpus, one at least): each pair
+reads its raters' labels and resamples its shared items, as GET /versions/compare does for one."""
 
 
 def version_comparisons(
     session: Session, project: Project, criterion: str, *, n_resamples: int, seed: int
 ) -> list[VersionComparisonRead] | None:
-    """Each version of each judge against the version before it (the judge itself before its first), the newest
-    ``MAX_VERSION_COMPARISONS`` pairs; ``None`` when no judge has a version or the project has no primary."""
-    pairs = [
-        (judge, old, new)
-        for judge, names in version_lines(session, project.id)
-        for old, new in zip([judge.external_id, *names], names, strict=False)
-    ]
+    """Each version of each judge against the version before it (the judge itself before its first), the
+    newest versions' pairs within ``MAX_VERSION_COMPARISONS`` and ``MAX_VERSION_ITEMS``, oldest first; ``None``
+    when no judge has a version or the project has no primary."""
+    pairs = sorted(
+        (rater_id, judge, old, new)
+        for judge, versions in version_lines(session, project.id)
+        for old, (new, rater_id) in zip([judge.external_id, *(name for name, _ in versions)], versions, strict=False)
+    )
     if not pairs or not any(rater.kind == "primary" for rater in human_raters(session, project.id)):
         return None
+    kept = max(1, min(MAX_VERSION_COMPARISONS, MAX_VERSION_ITEMS // max(project.item_count, 1)))
     return [
         version_comparison(session, project, judge, old, new, criterion, n_resamples=n_resamples, seed=seed)
-        for judge, old, new in pairs[-MAX_VERSION_COMPARISONS:]
+        for _, judge, old, new in pairs[-kept:]
     ]
 
 
