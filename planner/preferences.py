@@ -266,6 +266,10 @@ def _outcome_share(outcome: np.ndarray) -> np.ndarray:
     return np.select([outcome == 0, outcome == 1], [1.0, 0.0], 0.5)
 
 
+MAX_STRENGTH = 50.0
+"""A log-strength difference past this is a diverging Newton iterate, not an estimate (odds of e^50)."""
+
+
 def _ppi_newton(
     labeled: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     unlabeled: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -275,10 +279,14 @@ def _ppi_newton(
 
     ``labeled`` = ``(x, y, yhat, w)``, ``unlabeled`` = ``(x, yhat, w)``; the gradient is
     ``lam/N sum w x (s - yhat~) + 1/n sum w x ((1 - lam) s - y + lam yhat)``, ``s = sigmoid(x theta)``.
+    NaN where the loss has no finite minimum: a singular Hessian, a strength past ``MAX_STRENGTH``, or
+    no convergence in 100 steps (at ``lam = 1`` the humans enter through a linear term only, so the
+    judge's own comparisons must bound every strength).
     """
     (x, y, yhat, w), (xu, yhatu, wu) = labeled, unlabeled
     n, big_n = w.sum(), wu.sum()
     theta = np.zeros(x.shape[1])
+    undefined = np.full(theta.size + 1, np.nan)
     for _ in range(100):
         s, su = 1.0 / (1.0 + np.exp(-(x @ theta))), 1.0 / (1.0 + np.exp(-(xu @ theta)))
         grad = lam / big_n * xu.T @ (wu * (su - yhatu)) + x.T @ (w * ((1.0 - lam) * s - y + lam * yhat)) / n
@@ -287,12 +295,14 @@ def _ppi_newton(
         try:
             step = np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:  # a resample that leaves a system without a game
-            return np.full(theta.size + 1, np.nan)
+            return undefined
         theta -= step
+        if not np.all(np.isfinite(theta)) or np.max(np.abs(theta), initial=0.0) >= MAX_STRENGTH:
+            return undefined
         if np.max(np.abs(step)) < 1e-12:
-            break
-    full = np.append(theta, 0.0)
-    return np.asarray(full - full.mean(), dtype=float)
+            full = np.append(theta, 0.0)
+            return np.asarray(full - full.mean(), dtype=float)
+    return undefined
 
 
 def ppi_bradley_terry(
@@ -339,12 +349,20 @@ def ppi_bradley_terry(
     x, xu = _design(i, j, k), _design(iu, ju, k)
     labeled = (x, _outcome_share(y), _outcome_share(yhat))
     unlabeled = (xu, _outcome_share(yhatu))
-    strengths = _ppi_newton((*labeled, np.ones(i.size)), (*unlabeled, np.ones(iu.size)), lam)
+    with np.errstate(over="ignore", invalid="ignore"):
+        strengths = _ppi_newton((*labeled, np.ones(i.size)), (*unlabeled, np.ones(iu.size)), lam)
+    if not np.all(np.isfinite(strengths)):
+        none = tuple(ConfidenceInterval(np.nan, np.nan) for _ in range(k))
+        reason = (
+            "no finite estimate: the comparisons only the judge decided do not bound every strength "
+            "(too few of them, or not connecting the systems both ways)"
+        )
+        return PPIBradleyTerry(i.size, iu.size, lam, strengths, none, False, reason)
     generator = np.random.default_rng(rng)
     w = generator.multinomial(i.size, np.full(i.size, 1.0 / i.size), size=n_resamples).astype(float)
     wu = generator.multinomial(iu.size, np.full(iu.size, 1.0 / iu.size), size=n_resamples).astype(float)
     with np.errstate(over="ignore", invalid="ignore"):  # a resample without a finite estimate diverges
         replicates = np.array([_ppi_newton((*labeled, w[b]), (*unlabeled, wu[b]), lam) for b in range(n_resamples)])
-    replicates[~np.all(np.isfinite(replicates) & (np.abs(replicates) < 50), axis=1)] = np.nan
+    replicates[~np.all(np.isfinite(replicates), axis=1)] = np.nan
     intervals = tuple(percentile_interval(replicates[:, s], confidence_level) for s in range(k))
     return PPIBradleyTerry(i.size, iu.size, lam, strengths, intervals, True, None)

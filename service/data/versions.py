@@ -159,3 +159,17 @@ def drift_watches(session: Session, project_id: str, *, pending: bool = True) ->
     if pending:
         stmt = stmt.where(DriftWatch.alarm_label_seq.is_(None))
     return [(watch, rater) for watch, rater in session.execute(stmt)]
+
+
+def version_lines(session: Session, project_id: str) -> list[tuple[Rater, list[tuple[str, int]]]]:
+    """Each judge of the project that has versions, with its versions' ``(name, rater id)``, oldest first."""
+    stmt = (
+        select(Rater, JudgeVersion.name, JudgeVersion.rater_id)
+        .join(JudgeVersion, JudgeVersion.judge_id == Rater.id)
+        .where(JudgeVersion.project_id == project_id)
+        .order_by(Rater.id, JudgeVersion.rater_id)
+    )
+    lines: dict[int, tuple[Rater, list[tuple[str, int]]]] = {}
+    for judge, name, rater_id in session.execute(stmt):
+        lines.setdefault(judge.id, (judge, []))[1].append((name, rater_id))
+    return list(lines.values())

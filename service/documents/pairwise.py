@@ -16,9 +16,9 @@ from planner.intervals import ConfidenceInterval
 from planner.preferences import bradley_terry, pairwise_accuracy, position_consistency, ppi_bradley_terry
 from planner.selective import majority_labels
 from service.core.errors import Invalid, echo
-from service.core.sql import driver_rows
 from service.data.models import Item, Project
 from service.matrices.matrix import LabelMatrix
+from service.matrices.shown_orders import ba_verdicts
 from service.schemas.pairwise import (
     AccuracyRead,
     PairwiseBlock,
@@ -239,23 +239,6 @@ def _item_systems(session: Session, project: Project, item_ids: np.ndarray) -> S
     return Systems(sys_a, sys_b, names)
 
 
-def _shown_ba(session: Session, matrix: LabelMatrix, rater_id: int, codes: dict[str, int]) -> np.ndarray:
-    """A judge's current verdicts in the BA order by the matrix's rows (-1: none, or not a verdict)."""
-    column = np.full(matrix.item_ids.size, -1, np.int64)
-    rows = driver_rows(
-        session,
-        "SELECT item_id, value FROM current_labels WHERE rater_id = ? AND criterion = ? AND shown_order = 'BA'",
-        (rater_id, matrix.criterion),
-    )
-    if rows:
-        sorter = np.argsort(matrix.item_ids)
-        at = sorter[
-            np.searchsorted(matrix.item_ids, np.fromiter((r[0] for r in rows), np.int64, len(rows)), sorter=sorter)
-        ]
-        column[at] = [codes.get(r[1], -1) for r in rows]
-    return column
-
-
 def pairwise_block(
     session: Session, project: Project, matrix: LabelMatrix, *, n_resamples: int, seed: int
 ) -> dict[str, Any]:
@@ -276,9 +259,9 @@ def pairwise_block(
     for col in matrix.columns("judge"):
         rater = matrix.raters[col]
         shown_ab = matrix.codes[:, col].astype(np.int64)
-        shown_ba = _shown_ba(session, matrix, rater.id, codes)
-        seen |= (shown_ab >= 0) | (shown_ba >= 0)
-        read = verdicts_read(shown_ab, shown_ba, reference, systems, how, powered=True)
+        ba = ba_verdicts(session, matrix, rater.id, codes)
+        seen |= (shown_ab >= 0) | (ba >= 0)
+        read = verdicts_read(shown_ab, ba, reference, systems, how, powered=True)
         judges.append(PairwiseJudgeRead(judge=rater.external_id, **read.model_dump()))
     block = PairwiseBlock(
         n_items=int(seen.sum()),

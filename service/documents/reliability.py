@@ -29,6 +29,7 @@ from service.data.models import Plan, Project, Rater
 from service.documents.monitoring import MONITOR_KEY, decision_in_force, judge_monitorings
 from service.documents.pairwise import pairwise_block
 from service.documents.shown import mark_rewrites
+from service.documents.versions import version_comparisons
 from service.matrices.arrival import arrival_order, planned_lists
 from service.matrices.matrix import LabelMatrix
 from service.matrices.shared import SharedMatrix
@@ -379,6 +380,9 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     doc["judges"] = validations
     if project.kind == "pairwise":
         doc["pairwise"] = pairwise_block(session, project, matrix, n_resamples=n_resamples, seed=seed)
+    versions = version_comparisons(session, project, criterion, n_resamples=n_resamples, seed=seed)
+    if versions is not None:
+        doc["versions"] = [comparison.model_dump(mode="json") for comparison in versions]
     ReliabilityDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
     return doc
 

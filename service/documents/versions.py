@@ -9,7 +9,14 @@ from planner import optional_float
 from planner.decision import validate_judge
 from planner.versions import anchor_panel_size, compare_versions, drift_detection
 from service.data.models import Project, Rater
-from service.data.versions import current_cells, drift_watches, human_raters, primary_rater, version_rater
+from service.data.versions import (
+    current_cells,
+    drift_watches,
+    human_raters,
+    primary_rater,
+    version_lines,
+    version_rater,
+)
 from service.schemas.versions import AnchorPanel, DriftRead, VersionComparisonRead
 
 
@@ -116,6 +123,34 @@ def version_comparison(
         new_decision=new_decision,
         anchor_panel=_anchor_panel(result.n_items, result.lost + result.gained),
     )
+
+
+MAX_VERSION_COMPARISONS = 20
+"""A reliability document compares at most this many pairs of versions (the newest), each a paired bootstrap
+and two decisions ..."""
+MAX_VERSION_ITEMS = 2_000_000
+"""... and at most this many items over all its pairs (fewer pairs in a larger corpus, one at least): each pair
+reads its raters' labels and resamples its shared items, as GET /versions/compare does for one."""
+
+
+def version_comparisons(
+    session: Session, project: Project, criterion: str, *, n_resamples: int, seed: int
+) -> list[VersionComparisonRead] | None:
+    """Each version of each judge against the version before it (the judge itself before its first), the
+    newest versions' pairs within ``MAX_VERSION_COMPARISONS`` and ``MAX_VERSION_ITEMS``, oldest first; ``None``
+    when no judge has a version or the project has no primary."""
+    pairs = sorted(
+        (rater_id, judge, old, new)
+        for judge, versions in version_lines(session, project.id)
+        for old, (new, rater_id) in zip([judge.external_id, *(name for name, _ in versions)], versions, strict=False)
+    )
+    if not pairs or not any(rater.kind == "primary" for rater in human_raters(session, project.id)):
+        return None
+    kept = max(1, min(MAX_VERSION_COMPARISONS, MAX_VERSION_ITEMS // max(project.item_count, 1)))
+    return [
+        version_comparison(session, project, judge, old, new, criterion, n_resamples=n_resamples, seed=seed)
+        for _, judge, old, new in pairs[-kept:]
+    ]
 
 
 def judge_drift(

@@ -46,6 +46,7 @@ from service.planning.sizing import (
 )
 from service.planning.slice_plans import slice_strata, sliced_panel
 from service.planning.strata import feature_name, feature_strata, feature_stratum_sds
+from service.planning.verdict_strata import verdict_strata
 from service.schemas.plans import PlanCreate
 from service.schemas.projects import DecisionSettings
 
@@ -223,7 +224,15 @@ def drafted_plan(session: Session, project: Project, body: PlanCreate, seed: int
         features = slice_strata(session, matrix, body.slices)
     decision = project.decision_settings
     draft = off_worker(
-        matrix.raw.size, plan_draft, body, decision, _drafting(matrix), seed, features, n_resamples=n_resamples
+        matrix.raw.size,
+        plan_draft,
+        body,
+        decision,
+        _drafting(matrix),
+        seed,
+        features,
+        n_resamples=n_resamples,
+        panel_strata=verdict_strata(session, project, matrix),
     )
     return DraftedPlan(inputs, matrix, draft)
 
@@ -312,15 +321,20 @@ def plan_draft(
     features: tuple[np.ndarray, list[str]] | None,
     *,
     n_resamples: int,
+    panel_strata: tuple[np.ndarray, list[str]] | None = None,
 ) -> PlanDraft:
     """The plan's recipe, design, document and panel from the labels in hand (docs/method.md §4–5); pure.
 
     ``features`` are the strata of the feature the request stratifies on, if any (``feature_strata``).
+    ``panel_strata`` are the strata a Strat panel is drawn over with their names (a pairwise project's
+    ``verdict_strata``); by default the primary's label.
     The simulated checks run on ``CHECK_THREADS`` threads; the document is the same for a seed.
     """
     threads = ThreadPoolExecutor(CHECK_THREADS)
     try:
-        return _draft(body, decision, matrix, seed, features, n_resamples=n_resamples, threads=threads)
+        return _draft(
+            body, decision, matrix, seed, features, n_resamples=n_resamples, threads=threads, panel_strata=panel_strata
+        )
     finally:
         threads.shutdown(cancel_futures=True)
 
@@ -334,6 +348,7 @@ def _draft(
     *,
     n_resamples: int,
     threads: Executor,
+    panel_strata: tuple[np.ndarray, list[str]] | None = None,
 ) -> PlanDraft:
     """``plan_draft`` with its simulations on ``threads``: a prior plan's estimator check runs beside
     the design checks (it does not depend on the design)."""
@@ -435,7 +450,9 @@ def _draft(
         )
         document["m_planned"] = m
     elif m is not None and design == "strat":
-        strata = primary_strata(matrix)
+        strata = primary_strata(matrix) if panel_strata is None else panel_strata[0]
+        if panel_strata is not None:
+            document["strat_strata"] = panel_strata[1]
         index = strat(strata, m, raters=["panel"], rng=seed)["panel"]
         drawn = np.bincount(strata[index], minlength=strata.max() + 1)
         share = drawn[strata[index]] / np.bincount(strata)[strata[index]]  # strata the panel drew from only

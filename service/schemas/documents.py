@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.schemas.pairwise import PairwiseBlock
 from service.schemas.simulations import Approximate, EstimateRead
+from service.schemas.versions import VersionComparisonRead
 
 Interval = list[float | None]
 CiMethod = Annotated[
@@ -360,6 +361,15 @@ class ReliabilityDocument(_Document):
         description="A pairwise project's judges (docs/method.md §13): position consistency and bias, accuracy "
         "against the human majority in both orders, the systems' Bradley-Terry strengths; the decision above "
         "reads each judge's AB-order verdicts.",
+    )
+    versions: list[VersionComparisonRead] | None = Field(
+        None,
+        description="Each judge version against the version before it (the judge itself before its first), on the "
+        "items both and the primary labelled, as GET /raters/{rid}/versions/compare answers it (docs/method.md §12): "
+        "agreements, flip rate, McNemar, the change's paired interval, and whether the new version still passes "
+        "there; each version's decision on all its items is its entry in judges. The newest versions' pairs, at most "
+        "20 and 2,000,000 items over all (fewer past 100,000 items, one at least); null when no judge has a version "
+        "or the project has no primary.",
     )
     slices: Slices | None = Field(
         None, description="Per slice of an item feature (?by=feature:<name>, or the project's decision.slices)."

@@ -158,22 +158,50 @@ at a stand-in); the certificate check's body is a certificate and its label expo
 RESPONSE_EXAMPLES_PATH = Path(__file__).with_name("response_examples.json")
 
 
-def response_examples() -> dict[ExampleKey, Any]:
-    """Per operation's response (method, path template, status), its example JSON body."""
+def _recorded() -> dict[tuple[str, str, str, str], Any]:
+    """Per (method, path template, status, example name), a recorded body: the name is empty for an
+    operation's first answer, else what follows the status in the file (`"200 pairwise"`)."""
     table: dict[str, dict[str, Any]] = json.loads(RESPONSE_EXAMPLES_PATH.read_text())
     return {
-        (method, path, status): body
+        (method, path, status, name): body
         for operation, answers in table.items()
         for method, path in [operation.split(" ", 1)]
-        for status, body in answers.items()
+        for key, body in answers.items()
+        for status, _, name in [key.partition(" ")]
     }
 
 
+def response_examples() -> dict[ExampleKey, Any]:
+    """Per operation's response (method, path template, status), its example JSON body."""
+    return {(method, path, status): body for (method, path, status, name), body in _recorded().items() if not name}
+
+
+def response_variants() -> dict[ExampleKey, dict[str, Any]]:
+    """Per operation's response, its further named example bodies (a pairwise project's `/reliability`)."""
+    named: dict[ExampleKey, dict[str, Any]] = {}
+    for (method, path, status, name), body in _recorded().items():
+        if name:
+            named.setdefault((method, path, status), {})[name] = body
+    return named
+
+
 def add_response_examples(schema: dict[str, Any]) -> None:
-    """Put each response's example body into its JSON media type (one set by a route stays)."""
-    for (method, path, status), example in response_examples().items():
+    """Put each response's example body into its JSON media type (one set by a route stays); a response with
+    named examples besides gets them all as `examples`, the first as `default`."""
+    variants = response_variants()
+    for key, example in response_examples().items():
+        method, path, status = key
         media = schema["paths"][path][method]["responses"][status]["content"]["application/json"]
-        media.setdefault("example", example)
+        if "example" in media or "examples" in media:
+            continue
+        if key in variants:
+            named = {"default": example, **variants[key]}
+            media["examples"] = {
+                name: {"summary": "the toxicity project" if name == "default" else f"a {name} project", "value": body}
+                for name, body in named.items()
+            }
+        else:
+            media["example"] = example
 
 
 def add_request_examples(schema: dict[str, Any]) -> None:

@@ -17,7 +17,9 @@ class PlanCreate(Strict):
     """What to plan for and from what (docs/method.md §4–5)."""
 
     purpose: Literal["certify", "rank"] = Field(
-        "certify", description="certify one judge against the humans, or rank several judges."
+        "certify",
+        description="certify one judge against the humans, or rank several judges (a judge's drift plan, the "
+        "anchor items each new version re-labels, is POST /projects/{pid}/raters/{rid}/anchor-panel).",
     )
     source: Literal["prior", "pilot"] = Field(
         "prior", description="Plan from prior accuracies (p_h, p_j) or from the pilot labels in hand."

@@ -187,6 +187,14 @@ def test_ppi_bradley_terry_undefined_and_bad_input() -> None:
     # the humans never saw system 2 lose: undefined, whatever the judge says
     result = ppi_bradley_terry([0, 2], [1, 0], [0, 0], [0, 0], [0, 1], [1, 2], [1, 0], n_systems=3, n_resamples=3)
     assert not result.defined and result.reason and np.isnan(result.strengths).all()
+    # the humans connect every system both ways and agree with the judge, who alone decides one comparison:
+    # at lam = 1 the humans enter linearly and one comparison bounds no strength, so there is no finite minimum
+    i, j, y = [0, 1, 2, 0, 1, 2], [1, 2, 0, 1, 2, 0], [0, 0, 0, 1, 1, 1]
+    alone = ppi_bradley_terry(i, j, y, y, [0], [1], [0], n_systems=3, n_resamples=5, rng=0)
+    assert not alone.defined and "no finite estimate" in (alone.reason or "")
+    assert np.isnan(alone.strengths).all() and all(np.isnan(ci.low) for ci in alone.intervals)
+    tied = ppi_bradley_terry(i, j, y, y, [0], [1], [0], n_systems=3, lam=0.5, n_resamples=5, rng=0)
+    assert tied.defined and np.isfinite(tied.strengths).all()  # the humans' own loss bounds them at lam < 1
     with pytest.raises(ValueError, match="lam"):
         ppi_bradley_terry([0], [1], [0], [0], [0], [1], [0], n_systems=2, lam=1.5)
     with pytest.raises(ValueError, match="only the judge"):

@@ -25,6 +25,7 @@ from service.schemas.examples import REQUEST_EXAMPLES, RESPONSE_EXAMPLES_PATH, E
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 JUDGE, PRIMARY, SECONDARY, THIRD = "gpt-judge", "ann-1", "ann-2", "ann-3"
+SYSTEMS = ["model-x", "model-y", "model-z"]
 ITEMS = [f"q{i}" for i in range(1, 41)]
 PUBLIC_ADDRESS = "93.184.215.14"
 """Where hooks.example.org resolves during the story (there is no DNS in tests)."""
@@ -60,6 +61,8 @@ class Story:
         self.client = client
         self.answers: dict[ExampleKey, Any] = {}
         self.examples_posted: set[tuple[str, str]] = set()
+        self.variants: dict[ExampleKey, dict[str, Any]] = {}
+        """Named answers beside an operation's first (a pairwise project's /reliability: `named="pairwise"`)."""
         self.verify_body: dict[str, Any] = {}
         """The certificate check's body built from this story's certificate (recorded as its example)."""
 
@@ -69,6 +72,7 @@ class Story:
         template: str,
         path: dict[str, str] | None = None,
         stand_in: dict[str, Any] | None = None,
+        named: str | None = None,
         **kw: Any,
     ) -> Any:
         if "json" not in kw and "content" not in kw and (method, template) in REQUEST_EXAMPLES:
@@ -77,7 +81,11 @@ class Story:
             self.examples_posted.add((method, template))
         r = self.client.request(method.upper(), template.format(**(path or {})), **kw)
         assert r.status_code < 300, (method, template, r.status_code, r.text[:500])
-        self.answers.setdefault((method, template, str(r.status_code)), r.json())
+        key = (method, template, str(r.status_code))
+        if named is None:
+            self.answers.setdefault(key, r.json())
+        else:
+            self.variants.setdefault(key, {}).setdefault(named, r.json())
         return r.json()
 
 
@@ -164,10 +172,42 @@ def tell(client: TestClient, recording: bool = False) -> Story:
     s.call("get", "/projects/{pid}/raters/{rid}/drift", {**p, "rid": JUDGE}, params={"baseline": 0.88})
     s.call("post", "/agreement")
     s.call("post", "/pairwise")
+    _pairwise_project(s)
     _label_studio(s)
     _tool_imports(s)
     _label_studio_sync_and_connect(s)
     return s
+
+
+def _pairwise_project(s: Story) -> None:
+    """A pairwise project (issue 34): three systems compared in turn, the humans preferring the earlier one but
+    on every fourth item, ties on some, the last twelve items unlabelled; the judge shown both orders, keeping the
+    first-shown answer on some items shown BA. Its /reliability is the example named `pairwise`."""
+    pid = s.call("post", "/projects", json={"name": "helpfulness", "kind": "pairwise"})["id"]
+    items = [
+        {"external_id": f"p{k}", "features": {"system_a": SYSTEMS[k % 3], "system_b": SYSTEMS[(k + 1) % 3]}}
+        for k in range(30)
+    ]
+    s.client.post(f"/projects/{pid}/items", json=items)
+    for ext, kind in [(JUDGE, "judge"), (PRIMARY, "primary"), (SECONDARY, "human")]:
+        s.client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind})
+    rows = []
+    for k in range(30):
+        earlier_wins = (k % 3 < (k + 1) % 3) != (k % 4 == 3)
+        verdict = "tie" if k % 7 == 3 else "A" if earlier_wins else "B"
+        second = "tie" if k % 5 == 0 else verdict
+        shown_ba = "B" if k % 6 == 1 else verdict  # B is shown first in the BA order
+        if k < 18:  # the last twelve items are the judge's alone
+            rows += [
+                {"item": f"p{k}", "rater": PRIMARY, "value": verdict},
+                {"item": f"p{k}", "rater": SECONDARY, "value": second},
+            ]
+        rows += [
+            {"item": f"p{k}", "rater": JUDGE, "value": verdict, "order": "AB"},
+            {"item": f"p{k}", "rater": JUDGE, "value": shown_ba, "order": "BA"},
+        ]
+    assert s.client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    s.call("get", "/projects/{pid}/reliability", {"pid": pid}, named="pairwise")
 
 
 def _label_studio(s: Story) -> None:
@@ -256,6 +296,9 @@ def record() -> None:
     table: dict[str, dict[str, Any]] = {}
     for (method, template, status), body in sorted(answers.items()):
         table.setdefault(f"{method} {template}", {})[status] = body
+    for (method, template, status), named in sorted(story.variants.items()):
+        for name, body in sorted(named.items()):
+            table[f"{method} {template}"][f"{status} {name}"] = body
     RESPONSE_EXAMPLES_PATH.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
 
 

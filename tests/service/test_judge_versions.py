@@ -7,6 +7,7 @@ import math
 import time
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from standardwebhooks import Webhook as Verifier
 from statsmodels.stats.contingency_tables import mcnemar
@@ -14,6 +15,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from planner.versions import anchor_panel_size
 from service.app import create_app
 from service.core.settings import Settings
+from service.documents import versions as versions_documents
 from service.webhooks.sender import WebhookSender
 from tests.conftest import ADMIN_KEY
 from tests.webhook_receiver import Receiver
@@ -84,9 +86,36 @@ def test_versions_are_judge_raters_and_compare_on_shared_items(client: TestClien
         "n_items": anchor_panel_size(0.05, psi),
     }
 
+    # /reliability holds the same comparison (its seed is the label_seq) beside each version's own decision
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    seq = doc["label_seq"]
+    pairs = [(v["old"], v["new"]) for v in doc["versions"]]
+    assert pairs == [("judge", "judge@v1"), ("judge@v1", "judge@v2")]
+    again = client.get(f"/projects/{pid}/raters/judge/versions/compare", params={"old": "v1", "new": "v2", "seed": seq})
+    assert doc["versions"][1] == again.json()
+    assert (doc["versions"][1]["lost"], doc["versions"][1]["new_decision"]) == (b, "reject")
+    assert doc["versions"][0]["n_items"] == 0 and doc["versions"][0]["reason"]  # the judge itself labelled nothing
+    assert {"judge@v1", "judge@v2"} <= {j["judge"] for j in doc["judges"]}
+
+
+def test_reliability_compares_the_newest_versions_within_its_work_bound(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = _project(client, 40)
+    for name in ("v1", "v2", "v3"):
+        assert client.post(f"/projects/{pid}/raters/judge/versions", json={"name": name}).status_code == 201
+    monkeypatch.setattr(versions_documents, "MAX_VERSION_ITEMS", 80)  # two pairs of 40 items
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert [(v["old"], v["new"]) for v in doc["versions"]] == [("judge@v1", "judge@v2"), ("judge@v2", "judge@v3")]
+    monkeypatch.setattr(versions_documents, "MAX_VERSION_ITEMS", 10)  # not one pair: the newest still is
+    client.post(f"/projects/{pid}/raters", json={"external_id": "h3", "kind": "human"})  # a new document
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert [(v["old"], v["new"]) for v in doc["versions"]] == [("judge@v2", "judge@v3")]
+
 
 def test_version_bad_input_is_422_or_409_and_writes_nothing(client: TestClient) -> None:
     pid = _project(client, 5)
+    assert "versions" not in client.get(f"/projects/{pid}/reliability").json()  # no version: no block
     for rid in ("prim", "h2"):  # a version of a non-judge rater
         r = client.post(f"/projects/{pid}/raters/{rid}/versions", json={"name": "v1"})
         assert r.status_code == 422, r.text

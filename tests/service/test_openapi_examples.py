@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 
 from service.app import create_app
 from service.core.settings import Settings
-from service.schemas.examples import REQUEST_EXAMPLES, ExampleKey, response_examples
+from service.schemas.examples import REQUEST_EXAMPLES, ExampleKey, response_examples, response_variants
 from tests.conftest import ADMIN_KEY
 from tests.service.openapi_story import hooks_resolve_publicly, story_settings, tell
 
@@ -63,7 +63,7 @@ def test_every_json_response_has_an_example(client: TestClient) -> None:
     bare = {
         (method, path, status)
         for method, path, status in _json_responses(spec)
-        if "example" not in ops[(method, path)]["responses"][status]["content"]["application/json"]
+        if not {"example", "examples"} & set(ops[(method, path)]["responses"][status]["content"]["application/json"])
     }
     assert bare == set(), "record the response examples: .venv/bin/python -m tests.service.openapi_story"
     assert set(response_examples()) == _json_responses(spec)
@@ -102,10 +102,24 @@ def test_each_response_example_is_its_model_exactly() -> None:
     none the model does not know, every value of the field's type (a null and an absent field alike: routes
     that answer a JSONResponse of their own leave nulls out)."""
     models = _response_models()
-    for key, example in response_examples().items():
+    named = [(key, body) for key, variants in response_variants().items() for body in variants.values()]
+    for key, example in [*response_examples().items(), *named]:
         adapter = TypeAdapter(models[key])
         dumped = adapter.dump_python(adapter.validate_python(example), mode="json", by_alias=True)
         assert _without_nulls(dumped) == _without_nulls(example), key
+
+
+def test_a_pairwise_projects_reliability_is_an_example_of_its_own(client: TestClient) -> None:
+    """The pairwise block (issue 34) is shown in /docs: /reliability answers the toxicity project and, named
+    pairwise, a pairwise project with its judge's position consistency and the systems ranked."""
+    media = client.get("/openapi.json").json()["paths"]["/projects/{pid}/reliability"]["get"]["responses"]["200"]
+    examples = media["content"]["application/json"]["examples"]
+    assert set(examples) == {"default", "pairwise"} and "pairwise" not in examples["default"]["value"]
+    block = examples["pairwise"]["value"]["pairwise"]
+    [judge] = block["judges"]
+    assert judge["position"]["n_items"] == 30 and 0 < judge["position"]["consistency"] < 1
+    assert {r["source"] for r in judge["rankings"]} == {"judge", "humans", "humans+judge"}
+    assert all(r["systems"] for r in judge["rankings"] if r["reason"] is None)
 
 
 def test_a_changed_example_fails_its_model() -> None:
@@ -150,3 +164,8 @@ def test_the_story_posts_every_request_example_and_answers_as_the_response_examp
     assert set(story.answers) == set(recorded)
     for key, answer in story.answers.items():
         assert _shape(answer) == _shape(recorded[key]), key
+    named = response_variants()
+    assert {k: set(v) for k, v in story.variants.items()} == {k: set(v) for k, v in named.items()}
+    for key, variants in story.variants.items():
+        for name, answer in variants.items():
+            assert _shape(answer) == _shape(named[key][name]), (key, name)

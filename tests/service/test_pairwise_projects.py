@@ -118,7 +118,11 @@ def test_a_tie_where_ties_are_disallowed_is_422(client: TestClient) -> None:
     ]
     r = client.post(f"/projects/{pid}/labels", json=rows)
     assert r.status_code == 422 and "disallows ties" in r.json()["detail"], r.text
-    assert _current(client, pid) == []
+    assert _current(client, pid) == [] and client.get(f"/projects/{pid}").json()["label_seq"] == 0
+    csv = "item,rater,value,order\nq1,prim,A,\nq0,judge,tie,BA\n"
+    r = client.post(f"/projects/{pid}/labels", content=csv, headers={"Content-Type": "text/csv"})
+    assert r.status_code == 422 and "disallows ties" in r.json()["detail"], r.text
+    assert _current(client, pid) == [] and client.get(f"/projects/{pid}").json()["label_seq"] == 0
 
 
 def test_an_order_on_a_pointwise_project_is_422(client: TestClient) -> None:
