@@ -241,7 +241,7 @@ def monitor_judge(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
-    codes, ranks = listed_arrival(codes, ranks, lists)
+    codes, ranks = listed_arrival(codes, ranks, lists, judge=judge, humans=humans)
     return _monitoring(
         codes,
         ranks,
@@ -341,7 +341,7 @@ def kept_monitoring(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
-    codes, ranks = listed_arrival(codes, ranks, lists)
+    codes, ranks = listed_arrival(codes, ranks, lists, judge=judge, humans=humans)
     monitoring, state = _monitoring(
         codes,
         ranks,
