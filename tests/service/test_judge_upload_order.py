@@ -106,3 +106,32 @@ def test_labels_the_lists_need_uploaded_in_file_order_do_not_order_the_monitor(
     se = np.sqrt(alpha * (1 - alpha) / RUNS)
     assert passed["monitored"] / RUNS <= alpha + 2 * se, passed
     assert passed["by writes"] / RUNS > alpha + 2 * se, passed  # the file's order passes the margin judge
+
+
+def test_a_decision_waiting_for_the_judges_labels_says_so_and_gives_no_batch(client: TestClient) -> None:
+    """Every human's labels in, the judge's on a third of the items: the secondaries' listed labels of items the
+    judge has not labelled wait, and /reliability and the batches say the decision is open and why."""
+    rng = np.random.default_rng(7)
+    pid = create_project(client, raters=RATERS, items=[f"i{k}" for k in range(30)], order_seed=3)
+    body = {"p_h": P_HUMAN, "p_j": 0.9, "design": "random", "seed": 3, "m": 30, "budget": 30}
+    assert client.post(f"/projects/{pid}/plan", json=body).status_code == 201
+    for rater in SECONDARIES:
+        assert client.post(f"/projects/{pid}/batches", json={"rater": rater, "size": 1}).status_code == 200
+    values = rng.integers(0, 2, (30, 4))
+    rows = [
+        {"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[values[k, j]]}
+        for k in range(30)
+        for j, (rater, _) in enumerate(RATERS)
+        if rater != "judge" or k < 10
+    ]
+    assert client.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    doc = client.get(f"/projects/{pid}/reliability").json()
+    assert doc["monitoring"]["decision"] == "continue"
+    assert "listed labels wait" in doc["monitoring"]["reason"] and "the judge's" in doc["monitoring"]["reason"]
+    # one write read at the first look (the opening): the 10 items the judge labelled are read as they came, the
+    # secondaries' other 2 x 20 labels wait for the judge's
+    assert [r["n"] for r in doc["monitoring"]["raters"]] == [10, 10, 10]
+    assert doc["monitoring"]["reason"].startswith("not enough humans certified yet; 40 listed labels wait")
+    batch = client.post(f"/projects/{pid}/batches", json={"rater": "h2", "size": 5}).json()
+    assert batch["done"] and not batch["items"] and "still open" in batch["reason"], batch
+    assert "listed labels wait" in batch["reason"]
