@@ -125,17 +125,23 @@ UNLISTED = np.iinfo(np.int32).max  # list position of a row not on a human's pla
 
 
 def list_positions(lists: Sequence[PlannedList], humans: list[int], n_items: int) -> tuple[np.ndarray | None, ...]:
-    """Per held-out human, each row's position on its planned list (``UNLISTED`` off it; None: no list), the
-    first key of entries of equal arrival rank (docs/method.md §8.2)."""
-    by_column = {column: rows[rows >= 0] for column, rows, _ in lists}
-    out: list[np.ndarray | None] = []
-    for h in humans:
-        rows = by_column.get(h)
-        if rows is None or rows.size == 0:
-            out.append(None)
-            continue
+    """Per held-out human, each row's position on its planned list (``UNLISTED`` off it), the first key of
+    entries of equal arrival rank (docs/method.md §8.2). A human without a list (the primary) reads a row at
+    its earliest position on any list: its entries of a listed row come with a secondary's release, so a block
+    released at one rank is read in list order (with one secondary, its list's). None: no list at all."""
+    by_column = {column: rows[rows >= 0] for column, rows, _ in lists if np.any(rows >= 0)}
+    if not by_column:
+        return (None,) * len(humans)
+    earliest = np.full(n_items, UNLISTED, dtype=np.int32)
+    own = {}
+    for column, rows in by_column.items():
         position = np.full(n_items, UNLISTED, dtype=np.int32)
         position[rows] = np.arange(rows.size, dtype=np.int32)
+        np.minimum(earliest, position, out=earliest)
+        own[column] = position
+    out: list[np.ndarray | None] = []
+    for h in humans:
+        position = own.get(h, earliest)
         position.flags.writeable = False
         out.append(position)
     return tuple(out)

@@ -241,8 +241,9 @@ def monitor_judge(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
-    codes, ranks = listed_arrival(codes, ranks, lists)
-    return _monitoring(
+    given = codes
+    codes, ranks = listed_arrival(codes, ranks, lists, judge=judge, humans=humans)
+    monitoring = _monitoring(
         codes,
         ranks,
         judge,
@@ -260,6 +261,23 @@ def monitor_judge(
         tiebreak=_monitor_tiebreak(tiebreak, codes.shape[0]),
         positions=list_positions(lists, humans, codes.shape[0]),
     )[0]
+    return _with_waiting(monitoring, given, codes)
+
+
+def _with_waiting(monitoring: Monitoring, given: np.ndarray, read: np.ndarray) -> Monitoring:
+    """``monitoring``, its open decision's reason naming how many listed labels wait (the labels ``given``
+    that the lists' reading, ``read``, holds back: docs/method.md §8.2 rule 4), so a decision left open by a
+    missing judge's or human's label says what would move it."""
+    if monitoring.decision != "continue" or given is read:
+        return monitoring
+    waiting = int(np.count_nonzero((given != MISSING) & (read == MISSING)))
+    if waiting == 0:
+        return monitoring
+    why = (
+        f"{waiting} listed label{'s' if waiting != 1 else ''} wait until their item and every item before it on "
+        "the list hold the secondary's, the judge's and another human's label"
+    )
+    return replace(monitoring, reason=f"{monitoring.reason}; {why}")
 
 
 @dataclass(frozen=True)
@@ -341,7 +359,8 @@ def kept_monitoring(
         budget,
     )
     weights = _monitor_weights(inclusion, codes.shape[0])
-    codes, ranks = listed_arrival(codes, ranks, lists)
+    given = codes
+    codes, ranks = listed_arrival(codes, ranks, lists, judge=judge, humans=humans)
     monitoring, state = _monitoring(
         codes,
         ranks,
@@ -361,7 +380,7 @@ def kept_monitoring(
         positions=list_positions(lists, humans, codes.shape[0]),
     )
     assert state is not None
-    return monitoring, state
+    return _with_waiting(monitoring, given, codes), state
 
 
 def _monitor_tiebreak(tiebreak: object, n_items: int) -> np.ndarray | None:

@@ -90,7 +90,7 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
     if mode == "anytime":
         # the main monitor's order (docs/method.md §8.2)
         arrival = arrival_order(project, matrix.label_seq, planned_lists(session, project, matrix))
-        listed, ranks = monitored_labels(matrix, arrival)
+        listed, ranks = monitored_labels(matrix, arrival, judges[0], humans)
         monitored = monitor_judge_by_slice(
             listed[rows],
             shown,

@@ -2,7 +2,8 @@
 
 Each current label's arrival rank is the ``label_seq`` of the write that gave its cell a first label (a
 correction keeps it); every label of the opening (in hand at the first look) shares one rank; a secondary's
-labels of its planned list are read in the list's order (``planner.list_arrival``); ties are read in the
+labels of its planned list are read in the list's order, each once its item holds the judge's and another
+human's label (``planner.list_arrival``); ties are read in the
 project's seeded item order. /reliability, its slices and the batches' list extension read this one order,
 so they show one monitored decision.
 """
@@ -47,8 +48,9 @@ def arrival_order(project: Project, label_seq: int, lists: tuple[PlannedList, ..
     return ArrivalOrder(opening=label_seq if opening is None else opening, seed=order_seed(project), lists=lists)
 
 
-RANDOM_ORDER_DESIGNS = ("random", "disjoint")
-"""Designs that give each secondary a list in an order drawn at random, independently of every label."""
+RANDOM_ORDER_DESIGNS = ("random", "disjoint", "strat", "neyman", "seq-refined", "seq-coverage")
+"""Designs that give each secondary a list in an order drawn at random before any of its labels (within the
+list's strata, docs/method.md §5); not ``depth-first``, whose list is the corpus's own order (§8.2)."""
 
 
 def listed_items(session: Session, project: Project) -> list[tuple[int, np.ndarray, int]]:
@@ -131,8 +133,12 @@ def monitored_lists(arrival: ArrivalOrder) -> tuple[PlannedList, ...]:
     return tuple((column, rows, max(since, arrival.opening)) for column, rows, since in arrival.lists)
 
 
-def monitored_labels(matrix: LabelMatrix, arrival: ArrivalOrder) -> tuple[np.ndarray, np.ndarray]:
-    """The codes and arrival ranks the monitor reads (docs/method.md §8.2): :func:`monitored_ranks`, with the
-    secondaries' listed labels in list order (held back behind a listed item without a label: code missing,
-    rank -1). For a monitor of some rows alone (the slices); the whole matrix's passes ``monitored_lists``."""
-    return listed_arrival(matrix.codes, monitored_ranks(matrix, arrival), monitored_lists(arrival))
+def monitored_labels(
+    matrix: LabelMatrix, arrival: ArrivalOrder, judge: int, humans: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The codes and arrival ranks the monitor of ``judge`` against ``humans`` (columns) reads (docs/method.md
+    §8.2): :func:`monitored_ranks`, with the secondaries' listed labels in list order (held back behind a listed
+    item without the labels its entry needs: code missing, rank -1). For a monitor of some rows alone (the
+    slices); the whole matrix's passes ``monitored_lists``."""
+    lists = monitored_lists(arrival)
+    return listed_arrival(matrix.codes, monitored_ranks(matrix, arrival), lists, judge=judge, humans=humans)

@@ -90,14 +90,22 @@ def list_state(session: Session, project: Project, plan: Plan, held: int) -> Lis
     block = (plan.recipe or {}).get("monitoring") or {}
     if not block.get("budget_extends_lists") or plan.design not in LIST_DESIGNS or budget is None:
         return ListState(None, budget, False, "the plan's lists end at m (fixed mode or a shared panel)")
+    decision, reason = monitored_decision(session, project, plan)
     if held >= min(budget, project.item_count):
+        if decision == "continue":  # other secondaries' items, or labels the monitor waits for (§8.2 rule 4)
+            return ListState(
+                decision,
+                budget,
+                False,
+                f"the monitoring budget of {budget} items per secondary is reached here; "
+                f"the monitored decision is still open: {reason}",
+            )
         return ListState(
             "inconclusive",
             budget,
             False,
             f"the monitoring budget of {budget} items per secondary is reached: an open decision is inconclusive",
         )
-    decision, reason = monitored_decision(session, project, plan)
     if decision != "continue":
         return ListState(decision, budget, False, f"the monitored decision is {decision}: {reason}")
     return ListState(decision, budget, True, f"the monitored decision is open: the list grows up to {budget} items")

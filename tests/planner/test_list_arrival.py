@@ -18,24 +18,34 @@ from planner.sequential import Monitoring, monitor_judge
 from planner.slices import monitor_judge_by_slice
 
 
+def _with_judge_and_other(codes: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` and ``ranks`` with a judge's and another human's labels of every row at rank 1 (columns 2, 3)."""
+    n = codes.shape[0]
+    return np.column_stack([codes, np.ones((n, 2), dtype=int)]), np.column_stack([ranks, np.ones((n, 2), dtype=int)])
+
+
+JUDGE_AND_OTHER: dict[str, Any] = {"judge": 2, "humans": [0, 1, 3]}
+
+
 def test_held_back_dated_and_before_the_list_by_hand() -> None:
-    # one listed column (1), list order rows 3, 0, 2, 1, 4; since = 5
-    codes = np.array([[0, 1], [0, 0], [1, -1], [1, 1], [0, 1]])
-    ranks = np.array([[1, 9], [1, 4], [1, -1], [1, 7], [1, 3]])
-    out_codes, out_ranks = listed_arrival(codes, ranks, [(1, np.array([3, 0, 2, 1, 4]), 5)])
+    # one listed column (1), list order rows 3, 0, 2, 1, 4; since = 5; the judge's and another human's labels in hand
+    codes, ranks = _with_judge_and_other(
+        np.array([[0, 1], [0, 0], [1, -1], [1, 1], [0, 1]]), np.array([[1, 9], [1, 4], [1, -1], [1, 7], [1, 3]])
+    )
+    out_codes, out_ranks = listed_arrival(codes, ranks, [(1, np.array([3, 0, 2, 1, 4]), 5)], **JUDGE_AND_OTHER)
     # row 3 (rank 7 > since): first, no gap before it, dated 7; row 0: max(7, 9) = 9; row 2: the gap;
     # row 1 (rank 4 <= since: in hand before the list) read at 4; row 4 (rank 3 <= since) read at 3
     assert out_ranks[:, 1].tolist() == [9, 4, -1, 7, 3]
     assert out_codes[:, 1].tolist() == [1, 0, -1, 1, 1]
     # since 0: rows 1 and 4 are behind the gap and wait (code missing, rank -1)
-    out_codes, out_ranks = listed_arrival(codes, ranks, [(1, np.array([3, 0, 2, 1, 4]), 0)])
+    out_codes, out_ranks = listed_arrival(codes, ranks, [(1, np.array([3, 0, 2, 1, 4]), 0)], **JUDGE_AND_OTHER)
     assert out_ranks[:, 1].tolist() == [9, -1, -1, 7, -1]
     assert out_codes[:, 1].tolist() == [1, MISSING, -1, 1, MISSING]
-    assert np.array_equal(out_ranks[:, 0], ranks[:, 0])  # other columns untouched
+    assert np.array_equal(out_ranks[:, [0, 2, 3]], ranks[:, [0, 2, 3]])  # other columns untouched
     # a row of -1 (an item with no row) is a gap
-    _, out_ranks = listed_arrival(codes, ranks, [(1, np.array([3, -1, 0]), 0)])
+    _, out_ranks = listed_arrival(codes, ranks, [(1, np.array([3, -1, 0]), 0)], **JUDGE_AND_OTHER)
     assert out_ranks[:, 1].tolist() == [-1, 4, -1, 7, 3]
-    assert listed_arrival(codes, ranks, [])[0] is codes  # no list: the inputs themselves
+    assert listed_arrival(codes, ranks, [], **JUDGE_AND_OTHER)[0] is codes  # no list: the inputs themselves
 
 
 @settings(max_examples=80, deadline=None)
@@ -50,12 +60,70 @@ def test_a_listed_path_is_the_list_order_at_every_moment_of_any_upload(n_items: 
     positions = list_positions(lists, [1, 2], n_items)
     for write, row in enumerate(upload, start=10):
         codes[row, 2], ranks[row, 2] = rng.integers(0, 2), write
-        c, r = listed_arrival(codes, ranks, lists)
+        c, r = listed_arrival(codes, ranks, lists, judge=0, humans=[1, 2])
         path = differences(c, r, 0, [1, 2], "margin", positions=positions)[1]
         gaps = np.flatnonzero(codes[planned, 2] < 0)
         reached = planned[: gaps[0] if gaps.size else n_items]  # the list up to its first gap
         assert path[2].tolist() == reached.tolist()
         assert np.all(np.diff(path[0]) >= 0)  # dated in arrival order
+
+
+def test_an_item_waits_for_the_judge_and_another_human_by_hand() -> None:
+    # columns: the listed secondary, the judge, the primary; list order rows 0, 1, 2, 3; since 0
+    codes = np.array([[1, 1, 0], [0, 1, 1], [1, -1, 0], [0, 1, -1], [1, 0, 0]])
+    ranks = np.array([[5, 2, 1], [6, 20, 1], [7, -1, 1], [8, 3, -1], [9, 3, 1]])
+    lists = [(0, np.array([0, 1, 2, 3]), 0)]
+    out_codes, out_ranks = listed_arrival(codes, ranks, lists, judge=1, humans=[0, 2])
+    # row 0 complete at max(5, 2, 1) = 5; row 1 at 20 (the judge came last); row 2 lacks the judge: it waits,
+    # and holds row 3 (which also lacks another human); row 4 is off the list: as it came
+    assert out_ranks[:, 0].tolist() == [5, 20, -1, -1, 9]
+    assert out_codes[:, 0].tolist() == [1, 0, MISSING, MISSING, 1]
+    # the judge's label of row 2 arrives (rank 30): row 2 complete at 30; row 3 still lacks another human
+    codes[2, 1], ranks[2, 1] = 1, 30
+    out_codes, out_ranks = listed_arrival(codes, ranks, lists, judge=1, humans=[0, 2])
+    assert out_ranks[:, 0].tolist() == [5, 20, 30, -1, 9]  # row 3 itself incomplete: it waits
+    codes[3, 2], ranks[3, 2] = 0, 31  # the primary labels row 3: complete at 31
+    out_codes, out_ranks = listed_arrival(codes, ranks, lists, judge=1, humans=[0, 2])
+    assert out_ranks[:, 0].tolist() == [5, 20, 30, 31, 9] and np.array_equal(out_codes, codes)
+    # complete by since (40 here): read as it came
+    _, out_ranks = listed_arrival(codes, ranks, [(0, np.array([0, 1, 2, 3]), 40)], judge=1, humans=[0, 2])
+    assert out_ranks[:, 0].tolist() == ranks[:, 0].tolist()
+
+
+def test_a_secondary_held_back_on_its_list_is_no_other_human_for_another_list() -> None:
+    # two secondaries (columns 1, 2) share rows 0 and 1 with no primary; the judge (column 0) in hand at rank 1
+    codes = np.array([[1, 0, 1], [0, 1, 1], [1, 1, -1]])
+    ranks = np.array([[1, 5, 6], [1, 7, 4], [1, 3, -1]])
+    lists = [(1, np.array([2, 0, 1]), 0), (2, np.array([2, 1, 0]), 0)]  # column 2's gap (row 2) holds its rows 1, 0
+    out_codes, out_ranks = listed_arrival(codes, ranks, lists, judge=0, humans=[1, 2])
+    # column 1's row 2 lacks another human: it waits and holds its rows 0 and 1, so every listed label waits
+    assert out_codes[:, 1].tolist() == [MISSING] * 3 and out_codes[:, 2].tolist() == [MISSING] * 3
+    codes[2, 2], ranks[2, 2] = 0, 9  # column 2 labels row 2: every item is complete, released by that write
+    out_codes, out_ranks = listed_arrival(codes, ranks, lists, judge=0, humans=[1, 2])
+    assert out_ranks[:, 1].tolist() == [9, 9, 9] and out_ranks[:, 2].tolist() == [9, 9, 9]
+    assert np.array_equal(out_codes, codes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(n_items=st.integers(1, 30), seed=st.integers(0, 2**32 - 1))
+def test_a_listed_path_is_the_list_order_whoever_uploads_in_whatever_order(n_items: int, seed: int) -> None:
+    """Every label (the judge's, the primary's and the listed secondary's) uploaded one write each in any order:
+    at every moment the secondary's path, and the primary's, is the list up to the first item lacking one of
+    the three labels."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2, (n_items, 3))
+    codes, ranks = np.full((n_items, 3), -1), np.full((n_items, 3), -1)
+    planned = rng.permutation(n_items)
+    lists = [(2, planned, 0)]
+    positions = list_positions(lists, [1, 2], n_items)
+    for write, cell in enumerate(rng.permutation(3 * n_items), start=1):
+        row, column = divmod(int(cell), 3)
+        codes[row, column], ranks[row, column] = values[row, column], write
+        c, r = listed_arrival(codes, ranks, lists, judge=0, humans=[1, 2])
+        gaps = np.flatnonzero(np.any(codes[planned] < 0, axis=1))
+        for path in differences(c, r, 0, [1, 2], "margin", positions=positions):  # the primary's, the secondary's
+            assert path[2].tolist() == planned[: gaps[0] if gaps.size else n_items].tolist()
+            assert np.all(np.diff(path[0]) >= 0) and (path[0].size == 0 or path[0][-1] <= write)
 
 
 def test_the_monitor_reads_the_lists_it_is_given() -> None:

@@ -113,3 +113,8 @@ def test_a_budget_below_m_is_422_and_writes_nothing(client):
         r = client.patch(f"/projects/{pid}", json={"decision": {"power": power}})
         assert r.status_code == 422 and "power" in r.text
     assert client.get(f"/projects/{pid}").json()["decision"].get("power", 0.8) == 0.8
+    before = client.get("/projects").json()
+    for power in (0, 1, -0.2):  # a project made with such a power: 422, no project
+        r = client.post("/projects", json={"name": "p", "labels": LABELS, "decision": {"power": power}})
+        assert r.status_code == 422 and "power" in r.text and set(r.json()) >= {"error", "detail"}
+    assert client.get("/projects").json() == before
