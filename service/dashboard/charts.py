@@ -17,6 +17,7 @@ from service.documents import history as pool_scores
 from service.documents.reliability import DocumentCache
 from service.planning.plans import current_plan
 from service.planning.selective import selective_evaluation
+from service.schemas.documents import JudgeValidation, RaterMargin, RaterMonitoring, ReliabilityDocument
 from service.schemas.selective import SelectiveCreate, SelectiveRead
 
 CURVE_RHOS = (0.02, 0.05, 0.1, 0.15, 0.25, 0.35, 0.5)
@@ -62,55 +63,55 @@ def overlap_curve(project: Project, plan: Plan | None) -> list[tuple[float, floa
     return [(c.rho, optional_float(c.reliability)) for c in result.cells]
 
 
-def margin_estimate(rater: dict[str, Any], rule: str) -> float | None:
+def margin_estimate(rater: RaterMargin, rule: str) -> float | None:
     """The plotted quantity of one held-out rater: ``d_k``, or ``rho_f - rho_h`` under the alt-test (its interval's)."""
     if rule != "alt-test":
-        return optional_float(rater["d"])
-    if rater["rho_f"] is None or rater["rho_h"] is None:
+        return optional_float(rater.d)
+    if rater.rho_f is None or rater.rho_h is None:
         return None
-    return float(rater["rho_f"] - rater["rho_h"])
+    return float(rater.rho_f - rater.rho_h)
 
 
 FIXED_ONLY = "valid at the planned overlap only"
 """What a fixed-sample interval says wherever it is shown beside an anytime decision (docs/method.md §11)."""
 
 
-def anytime(validation: dict[str, Any]) -> bool:
+def anytime(validation: JudgeValidation) -> bool:
     """Whether the judge's decision is the monitored one (its per-rater intervals are confidence sequences)."""
-    monitoring = validation.get("monitoring") or {}
-    return monitoring.get("mode") == "anytime"
+    return validation.monitoring is not None and validation.monitoring.mode == "anytime"
 
 
-def status_text(rater: dict[str, Any]) -> str:
+def status_text(rater: RaterMonitoring) -> str:
     """A monitored human's status as the dashboard says it: won/lost/open, and when the band does not tell
     the same, that the e-values decide (docs/method.md §8)."""
-    if rater["band_agrees"]:
-        return str(rater["status"])
-    if rater["status"] == "open":
+    if rater.band_agrees:
+        return rater.status
+    if rater.status == "open":
         return "open (band clear of -epsilon, e-values not yet at their threshold)"
-    return f"{rater['status']} (by the e-values; the band still crosses -epsilon)"
+    return f"{rater.status} (by the e-values; the band still crosses -epsilon)"
 
 
-def margins_chart(validation: dict[str, Any], number: int) -> Chart:
+def margins_chart(validation: JudgeValidation, number: int) -> Chart:
     """Per held-out rater, the compared quantity and its interval, with -epsilon and 0 marked: in anytime
     mode its confidence sequence now and status, else the fixed-sample interval (valid at the planned
     overlap only)."""
-    rule = validation["rule"]
+    rule = validation.rule
     _, symbol, meaning = MARGIN_QUANTITY[rule]
-    epsilon = validation.get("epsilon") or 0.0
+    epsilon = validation.epsilon or 0.0
     marks = ((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0"))
-    if anytime(validation):
+    monitoring = validation.monitoring if anytime(validation) else None
+    if monitoring is not None:
         return Chart(
             id=f"margins-{number}",
             kind="interval",
             title=f"{symbol} per held-out rater with its confidence sequence now (valid at every look), judge "
-            f"{validation['judge']}: {meaning}",
+            f"{validation.judge}: {meaning}",
             x_label=symbol,
             y_label="held-out rater",
             columns=("rater", "estimate", "cs_low", "cs_high", "n", "status", "reason"),
             rows=tuple(
-                (r["rater"], r["d"], *r["cs"], r["n"], status_text(r), "" if r["n"] else "no usable item yet")
-                for r in validation["monitoring"]["raters"]
+                (r.rater, r.d, *r.cs, r.n, status_text(r), "" if r.n else "no usable item yet")
+                for r in monitoring.raters
             ),
             marks=marks,
         )
@@ -118,45 +119,41 @@ def margins_chart(validation: dict[str, Any], number: int) -> Chart:
         id=f"margins-{number}",
         kind="interval",
         title=f"{symbol} per held-out rater with its fixed-sample 95% interval ({FIXED_ONLY}), judge "
-        f"{validation['judge']}: {meaning}",
+        f"{validation.judge}: {meaning}",
         x_label=symbol,
         y_label="held-out rater",
         columns=("rater", "estimate", "ci_low", "ci_high", "m", "won", "reason"),
         rows=tuple(
-            (r["rater"], margin_estimate(r, rule), *(r["ci"] or [None, None]), r["m"], r["won"], r["reason"])
-            for r in validation["raters"]
+            (r.rater, margin_estimate(r, rule), *(r.ci or [None, None]), r.m, r.won, r.reason)
+            for r in validation.raters
         ),
         marks=marks,
     )
 
 
-def sequences_chart(validation: dict[str, Any], number: int) -> Chart:
+def sequences_chart(validation: JudgeValidation, number: int) -> Chart:
     """Per held-out rater, the confidence sequence of its margin against its overlap items so far (the n the
     sequence is indexed by; docs/method.md §8), with the label_seq of each look in the CSV."""
-    monitoring = validation.get("monitoring") or {}
-    epsilon = validation.get("epsilon") or 0.0
-    name = MARGIN_QUANTITY[validation["rule"]][0]
+    raters = validation.monitoring.raters if validation.monitoring else []
+    epsilon = validation.epsilon or 0.0
+    name = MARGIN_QUANTITY[validation.rule][0]
     return Chart(
         id=f"sequences-{number}",
         kind="band",
         title=f"confidence sequence of {name} per held-out rater over its overlap items, judge "
-        f"{validation['judge']}: valid at every look at once",
+        f"{validation.judge}: valid at every look at once",
         x_label="overlap items n (items the judge and the rater both labeled, with the other humans)",
         y_label=name,
         columns=("rater", "n", "label_seq", "lower", "upper"),
-        rows=tuple(
-            (r["rater"], p["n"], p["label_seq"], p["lower"], p["upper"])
-            for r in monitoring.get("raters", [])
-            for p in r["band"]
-        ),
+        rows=tuple((r.rater, p.n, p.label_seq, p.lower, p.upper) for r in raters for p in r.band),
         marks=((-epsilon, f"-epsilon = {-epsilon:g}"), (0.0, "0")),
     )
 
 
-def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) -> tuple[Chart, ...]:
+def dashboard_charts(doc: ReliabilityDocument, history: list[Any], curve: list[Any]) -> tuple[Chart, ...]:
     """Every chart of the dashboard, in page order: margins and sequences per judge, then the project's."""
-    plan = doc.get("plan") or {}
-    charts = [c for k, v in enumerate(doc["judges"]) for c in (margins_chart(v, k + 1), sequences_chart(v, k + 1))]
+    plan = doc.plan
+    charts = [c for k, v in enumerate(doc.judges) for c in (margins_chart(v, k + 1), sequences_chart(v, k + 1))]
     charts.append(
         Chart(
             id="pool-history",
@@ -177,11 +174,11 @@ def dashboard_charts(doc: dict[str, Any], history: list[Any], curve: list[Any]) 
             x_label="items labeled",
             y_label="secondary annotator",
             columns=("rater", "done", "target"),
-            rows=tuple((r["rater"], r["done"], plan.get("m_target") or 0) for r in plan.get("raters", [])),
+            rows=tuple((r.rater, r.done, plan.m_target or 0) for r in plan.raters) if plan else (),
         )
     )
-    n_items = int(doc.get("n_items") or 0)
-    m_plan = plan.get("m_target")
+    n_items = doc.n_items
+    m_plan = plan.m_target if plan else None
     charts.append(
         Chart(
             id="overlap-curve",
@@ -238,7 +235,7 @@ def selective_chart(calibrated: SelectiveRead | str) -> Chart:
 
 def project_charts(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
-) -> tuple[dict[str, Any], str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
+) -> tuple[ReliabilityDocument, str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
     """The reliability document shown (:func:`~service.documents.history.shown_reliability`), its ETag, every
     dashboard chart (history and curve cached with it) and the history's replay while it is under way."""
     doc, etag = pool_scores.shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
@@ -247,7 +244,7 @@ def project_charts(
         session,
         project,
         project.criteria[0],
-        (doc["label_seq"], doc["human_pool"]["estimate"]),
+        (doc.label_seq, doc.human_pool.estimate),
         documents,
         wait=wait,
     )

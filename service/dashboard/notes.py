@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.data.models import Plan
+from service.schemas.documents import RecipeNow, ReliabilityDocument
 from service.schemas.projects import DecisionSettings
 
 
@@ -61,22 +62,23 @@ def _monitor_sizing(recipe: dict[str, Any]) -> str:
     return text + "."
 
 
-def recipe_now_verdict(recipe_now: dict[str, Any], n_items: int, decision: DecisionSettings) -> str:
+def recipe_now_verdict(recipe_now: RecipeNow, n_items: int, decision: DecisionSettings) -> str:
     """The certification recipe re-estimated from the labels in hand, in one sentence."""
-    if recipe_now.get("m_cert") is None and "feasible" not in recipe_now:
-        return f"Recipe from the labels in hand: not yet ({recipe_now.get('reason') or 'no pilot'})."
-    if recipe_now["feasible"]:
+    if recipe_now.m_cert is None and recipe_now.feasible is None:
+        return f"Recipe from the labels in hand: not yet ({recipe_now.reason or 'no pilot'})."
+    if recipe_now.feasible:
         return (
-            f"Recipe from the labels in hand ({recipe_now['m_pilot']} held-out comparisons over "
-            f"{recipe_now['n_raters_pilot']} humans, {decision.rule} rule): "
-            f"{recipe_now['m_cert']} overlap items per secondary annotator; "
-            f"{recipe_now['more_overlap_needed']} more needed."
+            f"Recipe from the labels in hand ({recipe_now.m_pilot} held-out comparisons over "
+            f"{recipe_now.n_raters_pilot} humans, {decision.rule} rule): "
+            f"{recipe_now.m_cert} overlap items per secondary annotator; "
+            f"{recipe_now.more_overlap_needed} more needed."
         )
+    hint = recipe_now.feasible_with
     sentence = infeasible_sentence(
-        recipe_now.get("m_cert"),
+        recipe_now.m_cert,
         n_items,
-        recipe_now.get("reason", ""),
-        recipe_now.get("feasible_with"),
+        recipe_now.reason,
+        None if hint is None else hint.model_dump(),
         decision,
         prior=False,
     )
@@ -103,16 +105,15 @@ def infeasible_sentence(
     return f"infeasible: {need} — what would make it feasible: {'; '.join(fixes)}."
 
 
-def monitoring_note(doc: dict[str, Any]) -> str:
+def monitoring_note(doc: ReliabilityDocument) -> str:
     """How the decision may be read: anytime-valid, or fixed-sample (valid at the planned overlap, provisional
     before it)."""
-    if doc.get("monitoring_mode") == "anytime":
+    if doc.monitoring_mode == "anytime":
         return (
             "monitoring: anytime-valid. The decision may be read after every label and acted on at once: "
             "the chance that any look wrongly passes or rejects stays below alpha (docs/method.md §8)."
         )
-    plan = doc.get("plan") or {}
-    target, done = plan.get("m_target"), plan.get("m_done_min", 0)
+    target, done = (doc.plan.m_target, doc.plan.m_done_min) if doc.plan else (None, 0)
     if not target:
         return (
             "monitoring: fixed-sample. The decision is for one look at the labels in hand; "

@@ -20,6 +20,14 @@ from service.documents.history import HistoryReplay, shown_reliability
 from service.documents.reliability import DocumentCache, document_key
 from service.documents.scores import score_reliability_document
 from service.planning.plans import current_plan
+from service.schemas.documents import (
+    JudgeValidation,
+    ReliabilityDocument,
+    ScoreJudgeRead,
+    ScoreReliabilityDocument,
+    Slices,
+)
+from service.schemas.pairwise import PairwiseBlock
 from service.schemas.versions import DriftRead
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:720px;color:#222}
@@ -33,14 +41,14 @@ table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-b
 
 def dashboard_page(
     project: Project,
-    doc: dict[str, Any],
+    doc: ReliabilityDocument,
     charts: tuple[Chart, ...],
     notes: dict[str, str],
     etag: str,
     *,
     behind: int,
     replay: HistoryReplay | None = None,
-    slices: dict[str, Any] | None = None,
+    slices: Slices | str | None = None,
     logout: str | None = None,
     drift: list[DriftRead] | None = None,
 ) -> str:
@@ -50,20 +58,21 @@ def dashboard_page(
     ``notes`` holds the sentences of the ``plan`` and ``recipe_now`` verdicts and the ``monitoring`` mode;
     ``behind`` counts the label events the project has had since the document's label_seq (0: fresh);
     ``replay``: the pool-score history's one-time replay, while it is under way; ``slices``: the first judge's
-    decision per slice of the project's ``decision.slices`` feature (docs/method.md §3b), failing slices first;
+    decision per slice of the project's ``decision.slices`` feature (docs/method.md §3b), failing slices first,
+    or why there is none yet;
     ``logout``: the logout form's CSRF token when the page was opened by a login (no form for a Bearer key);
     ``drift``: the watched judges.
     """
     by_id = {c.id: c for c in charts}
-    judges = doc["judges"]
-    pool = doc.get("human_pool", {})
+    judges = doc.judges
+    pool = doc.human_pool
     summary = (
         "".join(
-            f'<tr><td>{escape(v["judge"])}</td><td class="{escape(v["decision"])}">{escape(_marked(v))}</td>'
-            f"<td>{_fmt(v['omega'])}</td></tr>"
+            f'<tr><td>{escape(v.judge)}</td><td class="{escape(v.decision)}">{escape(_marked(v))}</td>'
+            f"<td>{_fmt(v.omega)}</td></tr>"
             for v in judges
         )
-        or f'<tr><td colspan="3">{escape(doc["decision"])}: {escape(doc.get("reason") or "")}</td></tr>'
+        or f'<tr><td colspan="3">{escape(doc.decision)}: {escape(doc.reason or "")}</td></tr>'
     )
     panels = "".join(
         _judge_panel(project, v, by_id[f"margins-{k + 1}"], by_id[f"sequences-{k + 1}"]) for k, v in enumerate(judges)
@@ -75,10 +84,10 @@ def dashboard_page(
     else:
         at = f" at label_seq {defined[0][0]:g}" if defined else ""
         pool_chart = (
-            f'<p id="pool-history" class="note">human-pool score {_fmt(pool.get("estimate"))}{at}; '
+            f'<p id="pool-history" class="note">human-pool score {_fmt(pool.estimate)}{at}; '
             "the line is drawn from the second point of the label sequence with a defined score.</p>"
         )
-    if not doc.get("plan"):
+    if not doc.plan:
         progress = "<p>No plan yet.</p>"
     else:
         progress = (
@@ -87,7 +96,7 @@ def dashboard_page(
     curve = by_id["overlap-curve"]
     if curve.rows:
         curve_figure = _figure(project, curve)
-    elif doc.get("plan"):
+    elif doc.plan:
         curve_figure = (
             '<p id="overlap-curve" class="note">No overlap rate of the curve gives each secondary '
             "annotator an item of this corpus.</p>"
@@ -102,21 +111,21 @@ def dashboard_page(
  data-refreshing="{"true" if behind else "false"}" data-history-rebuilding="{"true" if replay else "false"}">
 <div class="note"><a href="/dashboard">all projects</a> &middot; <a href="{GLOSSARY_PATH}">glossary</a>{logout_form(logout)}</div>
 <h1>{escape(project.name)}</h1>
-<p>{term_link("label_seq", "label_seq")} <span id="label-seq">{doc["label_seq"]}</span> &middot; {doc["n_items"]} items &middot;
- criterion {escape(doc["criterion"])} &middot; {term_link("rule", "Rule")} {escape(str(doc.get("rule")))},
- {term_link("coefficient", "Coefficient")} {escape(str(doc.get("coefficient")))}, pass when
- {term_link("omega", "Omega")} &ge; {doc.get("omega_threshold")}</p>
+<p>{term_link("label_seq", "label_seq")} <span id="label-seq">{doc.label_seq}</span> &middot; {doc.n_items} items &middot;
+ criterion {escape(doc.criterion)} &middot; {term_link("rule", "Rule")} {escape(doc.rule)},
+ {term_link("coefficient", "Coefficient")} {escape(doc.coefficient)}, pass when
+ {term_link("omega", "Omega")} &ge; {doc.omega_threshold}</p>
 {_freshness(doc, behind)}<div id="decision"><table><tr><th>judge</th><th>{term_link("decision", "The decision")}</th><th>{term_link("omega", "Omega")} (share of humans won; certified won under anytime monitoring)</th></tr>{summary}</table></div>
 <p id="monitoring" class="note">{escape(notes["monitoring"])} ({term_link("monitoring", "Monitoring")})</p>
 {slice_table(slices)}{_selective(project, by_id["selective-coverage"])}{panels}
-{_pairwise_panel(doc.get("pairwise"))}{_drift_panel(drift or [])}<h2>{term_link("Plan", "Plan")} and {term_link("overlap", "Overlap")}</h2>
+{_pairwise_panel(doc.pairwise)}{_drift_panel(drift or [])}<h2>{term_link("Plan", "Plan")} and {term_link("overlap", "Overlap")}</h2>
 <p id="plan-verdict" class="{_verdict_class(notes["plan"])}">{escape(notes["plan"])}</p>
 <p id="recipe-now" class="{_verdict_class(notes["recipe_now"])}">{escape(notes["recipe_now"])}</p>
 <h3>Progress of each {term_link("secondary annotator", "Secondary annotator")} through the plan</h3>{progress}
 <h2>{term_link("Human-pool score", "Human-pool score")} over label_seq</h2>
 <p class="note">The mean over held-out humans of their agreement with the other humans
- ({escape(str(doc.get("coefficient")))}) on the labels in hand at each point of the label sequence;
- 95% interval now [{_fmt((pool.get("ci") or [None, None])[0])}, {_fmt((pool.get("ci") or [None, None])[1])}].</p>
+ ({escape(doc.coefficient)}) on the labels in hand at each point of the label sequence;
+ 95% interval now [{_fmt((pool.ci or [None, None])[0])}, {_fmt((pool.ci or [None, None])[1])}].</p>
 {_rebuilding(replay)}{pool_chart}
 <h2>Reliability vs {term_link("overlap", "Overlap")}</h2>
 <p class="note">Simulated for the plan in force: the share of simulated studies whose human-pool score lands
@@ -177,44 +186,41 @@ def error_page(status_code: int, detail: str) -> str:
 <body><h1>{status_code}</h1><p>{escape(detail)}</p></body></html>"""
 
 
-def _judge_panel(project: Project, validation: dict[str, Any], margins: Chart, sequences: Chart) -> str:
-    decision = validation["decision"]
-    reason = f" ({escape(validation['reason'])})" if validation.get("reason") else ""
+def _judge_panel(project: Project, validation: JudgeValidation, margins: Chart, sequences: Chart) -> str:
+    decision = validation.decision
+    reason = f" ({escape(validation.reason)})" if validation.reason else ""
     return f"""<section class="judge" id="judge-{escape(margins.id.removeprefix("margins-"))}">
-<h2>Judge {escape(validation["judge"])}</h2>
-<p class="decision {escape(decision)}">{term_link("decision", "The decision")}: <b>{escape(_marked(validation))}</b>{reason} &middot; {term_link("omega", "Omega")} {_fmt(validation["omega"])}</p>
+<h2>Judge {escape(validation.judge)}</h2>
+<p class="decision {escape(decision)}">{term_link("decision", "The decision")}: <b>{escape(_marked(validation))}</b>{reason} &middot; {term_link("omega", "Omega")} {_fmt(validation.omega)}</p>
 {_rewritten(validation)}<h3>{escape(margins.title)}</h3>
 <p class="note">{term_link("Margins", "Margin")} of the held-out humans: {escape(_margins_note(validation))}</p>
 {_figure(project, margins)}{_sequences(project, validation, sequences)}</section>"""
 
 
-def _rewritten(validation: dict[str, Any]) -> str:
+def _rewritten(validation: JudgeValidation) -> str:
     """The mark of a shown decision that the labels now decide otherwise (docs/method.md §8.3); empty otherwise."""
-    rewritten = validation.get("rewritten_at")
+    rewritten = validation.rewritten_at
     if not rewritten:
         return ""
     return (
-        f'<p class="rewritten" id="rewritten">rewritten since label_seq {rewritten["label_seq"]}: '
-        f"{escape(rewritten['changed'])}</p>\n"
+        f'<p class="rewritten" id="rewritten">rewritten since label_seq {rewritten.label_seq}: '
+        f"{escape(rewritten.changed)}</p>\n"
     )
 
 
-def _margins_note(validation: dict[str, Any]) -> str:
+def _margins_note(validation: JudgeValidation) -> str:
     """What the margins chart's dots and bars are, and how a rater is won: the e-values in anytime mode (with
     the fixed-sample intervals, valid at the planned overlap only, beside), else the fixed-sample rule."""
     if not anytime(validation):
         test = (
-            " (by a one-sided test at q, Benjamini-Yekutieli over the raters)"
-            if validation["rule"] == "alt-test"
-            else ""
+            " (by a one-sided test at q, Benjamini-Yekutieli over the raters)" if validation.rule == "alt-test" else ""
         )
         return (
             "Each dot is the estimate and each bar its fixed-sample 95% interval, "
             f"{FIXED_ONLY}; the judge wins a rater whose value lies above -epsilon{test}."
         )
     fixed = "; ".join(
-        f"{r['rater']} [{_fmt((r['ci'] or [None, None])[0])}, {_fmt((r['ci'] or [None, None])[1])}]"
-        for r in validation["raters"]
+        f"{r.rater} [{_fmt((r.ci or [None, None])[0])}, {_fmt((r.ci or [None, None])[1])}]" for r in validation.raters
     )
     return (
         "Each dot is the mean of the per-item differences in arrival order and each bar its confidence "
@@ -225,35 +231,39 @@ def _margins_note(validation: dict[str, Any]) -> str:
     )
 
 
-def _sequences(project: Project, validation: dict[str, Any], chart: Chart) -> str:
-    monitoring = validation.get("monitoring")
+def _sequences(project: Project, validation: JudgeValidation, chart: Chart) -> str:
+    monitoring = validation.monitoring
     if not monitoring:
         return ""
-    statuses = ", ".join(f"{r['rater']} {r['status']}" for r in monitoring["raters"])
-    looks = monitoring["looks"]
+    statuses = ", ".join(f"{r.rater} {r.status}" for r in monitoring.raters)
+    looks = monitoring.looks
     return (
-        f'<h3>{escape(chart.title)}</h3><p class="note">{escape(monitoring["mode"])} monitoring: '
-        f"{escape(monitoring['decision'])} after {looks} look{'s' if looks != 1 else ''} ({escape(statuses)}); a rater is "
+        f'<h3>{escape(chart.title)}</h3><p class="note">{escape(monitoring.mode)} monitoring: '
+        f"{escape(monitoring.decision)} after {looks} look{'s' if looks != 1 else ''} ({escape(statuses)}); a rater is "
         "won or lost when its e-value crosses the threshold, and the band (a "
         f"{term_link('confidence sequence', 'Confidence sequence')}) is drawn at level alpha for all looks at once.</p>"
         f"{_figure(project, chart)}"
     )
 
 
-def slice_table(slices: dict[str, Any] | None) -> str:
-    """The slices as a table, failing ones first (the block's order), under its headline."""
+def slice_table(slices: Slices | str | None) -> str:
+    """The slices as a table, failing ones first (the block's order), under its headline; or why there are none
+    yet (a feature no item has: the page says so instead of failing)."""
     if slices is None:
         return ""
-    rows = "".join(
-        f'<tr><td>{escape(s["value"])}</td><td class="{escape(s["decision"])}">{escape(s["decision"])}</td>'
-        f"<td>{_fmt(s['omega'])}</td><td>{_fmt(s['d'])}</td><td>{s['n_items']}</td></tr>"
-        for s in slices["slices"]
-    )
-    correction = escape(str(slices.get("correction", "")))
+    if isinstance(slices, str):
+        headline, rows, correction = slices, "", ""
+    else:
+        headline, correction = slices.headline, slices.correction
+        rows = "".join(
+            f'<tr><td>{escape(s.value)}</td><td class="{escape(s.decision)}">{escape(s.decision)}</td>'
+            f"<td>{_fmt(s.omega)}</td><td>{_fmt(s.d)}</td><td>{s.n_items}</td></tr>"
+            for s in slices.slices
+        )
     return (
-        f'<h2>Slices</h2><p id="slices-headline">{escape(slices["headline"])}</p>'
+        f'<h2>Slices</h2><p id="slices-headline">{escape(headline)}</p>'
         f'<table id="slices"><tr><th>slice</th><th>decision</th><th>omega</th><th>d</th><th>usable items</th></tr>'
-        f'{rows}</table><p class="note">Corrected across slices: {correction} (docs/method.md §3b).</p>'
+        f'{rows}</table><p class="note">Corrected across slices: {escape(correction)} (docs/method.md §3b).</p>'
     )
 
 
@@ -268,50 +278,50 @@ def _interval(ci: list[float | None]) -> str:
     return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
-def _pairwise_panel(block: dict[str, Any] | None) -> str:
+def _pairwise_panel(block: PairwiseBlock | None) -> str:
     """A pairwise project's judges (docs/method.md §13): position consistency and bias, accuracy against the
     human majority in both orders, and the systems' Bradley-Terry strengths; aggregates only."""
     if block is None:
         return ""
-    if not block["judges"]:
-        return f'<h2>Pairwise judges</h2><p id="pairwise" class="note">{escape(block["reason"] or "")}</p>'
+    if not block.judges:
+        return f'<h2>Pairwise judges</h2><p id="pairwise" class="note">{escape(block.reason or "")}</p>'
     judges, rankings = [], []
-    for j in block["judges"]:
-        pos, acc = j["position"], j["accuracy"] or {}
+    for j in block.judges:
+        pos, acc = j.position, j.accuracy
+        right = (None, None, None) if acc is None else (acc.right_ab, acc.right_ba, acc.right_both)
         bias = (
-            f"{pos['first_favoured']} first / {pos['second_favoured']} second"
-            + (f", favours the {pos['bias_direction']} (p {pos['bias_p']:.3g})" if pos["bias_direction"] else "")
-            if pos["consistency"] is not None
-            else escape(pos["reason"] or "")
+            f"{pos.first_favoured} first / {pos.second_favoured} second"
+            + (f", favours the {pos.bias_direction} (p {pos.bias_p:.3g})" if pos.bias_direction else "")
+            if pos.consistency is not None
+            else escape(pos.reason or "")
         )
         judges.append(
-            f"<tr><td>{escape(j['judge'])}</td><td>{pos['n_items']}</td><td>{_fmt(pos['consistency'])}</td>"
-            f"<td>{bias}</td><td>{_fmt(acc.get('right_ab'))}</td><td>{_fmt(acc.get('right_ba'))}</td>"
-            f"<td>{_fmt(acc.get('right_both'))}</td></tr>"
+            f"<tr><td>{escape(j.judge)}</td><td>{pos.n_items}</td><td>{_fmt(pos.consistency)}</td>"
+            f"<td>{bias}</td><td>{_fmt(right[0])}</td><td>{_fmt(right[1])}</td><td>{_fmt(right[2])}</td></tr>"
         )
-        for r in j["rankings"]:
-            if r["source"] == "humans" and j is not block["judges"][0]:
+        for r in j.rankings:
+            if r.source == "humans" and j is not block.judges[0]:
                 continue  # the humans' ranking is every judge's: shown once
-            name = escape(j["judge"])
+            name = escape(j.judge)
             whose = {"judge": name, "humans": "the humans' majority", "humans+judge": f"the humans and {name} (PPI)"}[
-                r["source"]
+                r.source
             ]
             rows = (
                 "".join(
-                    f"<tr><td>{escape(s['system'])}</td><td>{_fmt(s['win_rate'])}</td><td>{_fmt(s['strength'])}</td>"
-                    f"<td>{_interval(s['ci'])}</td></tr>"
-                    for s in r["systems"]
+                    f"<tr><td>{escape(s.system)}</td><td>{_fmt(s.win_rate)}</td><td>{_fmt(s.strength)}</td>"
+                    f"<td>{_interval(s.ci)}</td></tr>"
+                    for s in r.systems
                 )
-                or f'<tr><td colspan="4">{escape(r["reason"] or "")}</td></tr>'
+                or f'<tr><td colspan="4">{escape(r.reason or "")}</td></tr>'
             )
             rankings.append(
-                f"<h3>Systems ranked by {whose} ({r['n_comparisons']} comparisons)</h3><table><tr><th>system</th>"
+                f"<h3>Systems ranked by {whose} ({r.n_comparisons} comparisons)</h3><table><tr><th>system</th>"
                 f"<th>win rate</th><th>strength</th><th>95% interval</th></tr>{rows}</table>"
             )
     return f"""<h2>Pairwise judges</h2>
 <p class="note">Each judge shown an item's answers in both orders (AB, BA): the share with the same verdict in
  both, the flips that kept the answer shown first or second (exact binomial p), and its accuracy against the
- human majority of {block["n_reference"]} items with A first, B first and in both orders; the decision above reads
+ human majority of {block.n_reference} items with A first, B first and in both orders; the decision above reads
  the AB order (docs/method.md &sect;13).</p>
 <table id="pairwise"><tr><th>judge</th><th>items in both orders</th><th>consistency</th><th>flips</th>
 <th>right AB</th><th>right BA</th><th>right both</th></tr>{"".join(judges)}</table>
@@ -351,12 +361,12 @@ def _figure(project: Project, chart: Chart) -> str:
     )
 
 
-def _freshness(doc: dict[str, Any], behind: int) -> str:
+def _freshness(doc: ReliabilityDocument, behind: int) -> str:
     """Nothing for a fresh document; else the note that this look is older than the labels in hand."""
     if not behind:
         return ""
     return (
-        f'<p id="freshness" class="refreshing">Shown as of label_seq {doc["label_seq"]}: {behind} label '
+        f'<p id="freshness" class="refreshing">Shown as of label_seq {doc.label_seq}: {behind} label '
         f"event{'s' if behind != 1 else ''} since, refreshing. Everything on this page (decision, margins, "
         "intervals) is valid as of that label_seq; the page reloads when the fresh document is ready.</p>"
     )
@@ -392,42 +402,39 @@ def index_rows(
         if project.scale == "numeric":  # its score document, cached as /reliability caches it
             criterion = project.criteria[0]
             key = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
-            doc = documents.get_or_build(key, partial(_score_status_document, session, project, criterion))
+            doc = documents.get_or_build(key, partial(score_reliability_document, session, project, criterion))
         else:
             doc, _ = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
         when = last[project.id].strftime("%Y-%m-%d %H:%M") if project.id in last else "no label yet"
         row = {"id": project.id, "name": project.name, **_status(doc), "last_label": when}
-        if doc["label_seq"] < project.label_seq:
-            row["decision"] += f" (at label_seq {doc['label_seq']}; refreshing)"
+        if doc.label_seq < project.label_seq:
+            row["decision"] += f" (at label_seq {doc.label_seq}; refreshing)"
         rows.append(row)
     return rows
 
 
-def _score_status_document(session: Session, project: Project, criterion: str) -> dict[str, Any]:
-    """A numeric project's ``/reliability`` document as JSON, as the route caches it."""
-    return score_reliability_document(session, project, criterion).model_dump(mode="json")
-
-
-def _status(doc: dict[str, Any]) -> dict[str, str]:
-    judges = doc["judges"]
+def _status(doc: ReliabilityDocument | ScoreReliabilityDocument) -> dict[str, str]:
+    judges: list[JudgeValidation] | list[ScoreJudgeRead] = doc.judges
     if judges:
-        decision = "; ".join(f"{v['judge']}: {_marked(v)}" for v in judges)
-        omega = "; ".join("n/a" if v["omega"] is None else f"{v['omega']:.2f}" for v in judges)
+        decision = "; ".join(f"{v.judge}: {_marked(v)}" for v in judges)
+        omega = "; ".join("n/a" if v.omega is None else f"{v.omega:.2f}" for v in judges)
     else:
-        decision, omega = f"{_marked(doc)} ({doc['reason']})", "n/a"
-    plan = doc.get("plan")
-    progress = f"{plan['m_done_min']} / {plan['m_target']} items" if plan and plan.get("m_target") else "no plan"
-    if plan and (plan.get("m_budget") or 0) > (plan.get("m_target") or 0):
-        progress += f" (lists grow to {plan['m_budget']} while the decision is open)"
+        decision, omega = f"{_marked(doc)} ({doc.reason})", "n/a"
+    plan = doc.plan
+    progress = f"{plan.m_done_min} / {plan.m_target} items" if plan and plan.m_target else "no plan"
+    if plan and (plan.m_budget or 0) > (plan.m_target or 0):
+        progress += f" (lists grow to {plan.m_budget} while the decision is open)"
     return {"decision": decision, "omega": omega, "progress": progress}
 
 
-def _marked(validation: dict[str, Any]) -> str:
+def _marked(validation: JudgeValidation | ReliabilityDocument | ScoreJudgeRead | ScoreReliabilityDocument) -> str:
     """A decision as every surface says it: with its provisional mark while it is provisional, and the decision
-    first shown when it differs (docs/method.md §8.3)."""
-    marked = f"{validation['decision']} (provisional)" if validation.get("provisional") else str(validation["decision"])
-    rewritten = validation.get("rewritten_at")
+    first shown when it differs (docs/method.md §8.3); a numeric decision has neither."""
+    if isinstance(validation, ScoreJudgeRead | ScoreReliabilityDocument):
+        return validation.decision
+    marked = f"{validation.decision} (provisional)" if validation.provisional else validation.decision
+    rewritten = validation.rewritten_at
     if rewritten:
-        shown = rewritten["shown"]
-        marked += f" (rewritten: {shown['decision']} shown at label_seq {shown['label_seq']})"
+        shown = rewritten.shown
+        marked += f" (rewritten: {shown.decision} shown at label_seq {shown.label_seq})"
     return marked

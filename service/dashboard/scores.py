@@ -4,7 +4,6 @@ Bland-Altman plot per judge against the human pool, and the progress through the
 from __future__ import annotations
 
 from html import escape
-from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -16,7 +15,7 @@ from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.documents.scores import score_reliability_document
 from service.matrices.ratings import RatingsMatrix, load_ratings
-from service.schemas.documents import ScoreReliabilityDocument
+from service.schemas.documents import ScoreReliabilityDocument, Slices
 
 MAX_POINTS = 2000
 """Points a Bland-Altman plot draws at most (a seeded draw of the items beyond it); its lines use every item."""
@@ -110,12 +109,13 @@ def score_dashboard_page(
     doc: ScoreReliabilityDocument,
     charts: tuple[Chart, ...],
     *,
-    slices: dict[str, Any] | None = None,
+    slices: Slices | str | None = None,
     logout: str | None = None,
 ) -> str:
     """A numeric project's dashboard page: the decisions, the first judge's per slice of ``decision.slices``
-    (docs/method.md §3d; None: the project does not slice), a Bland-Altman panel per judge, the plan's progress;
-    ``logout``: the logout form's CSRF token when the page was opened by a login."""
+    (docs/method.md §3d; None: the project does not slice; a string: why there are none yet), a Bland-Altman
+    panel per judge, the plan's progress; ``logout``: the logout form's CSRF token when the page was opened by
+    a login."""
     by_id = {c.id: c for c in charts}
     decisions = (
         "".join(

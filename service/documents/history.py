@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, select, text
@@ -27,6 +26,7 @@ from service.documents.shown import decisions_to_record, store_shown
 from service.matrices.arrival import first_look
 from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
+from service.schemas.documents import ReliabilityDocument
 
 REPLAY_POINTS = 8
 """Points of a replayed stretch of history, at quantiles of its label events."""
@@ -56,27 +56,27 @@ class PoolHistory:
 
 def cached_reliability(
     session: Session, project: Project, documents: DocumentCache, criterion: str, key: str, *, n_resamples: int
-) -> dict[str, Any]:
+) -> ReliabilityDocument:
     """The reliability document under ``key`` (its ETag) from ``documents``, built when missing; a document
     built here has its human-pool score stored at its label_seq by a background thread (a read never waits
     for the database's writer: on SQLite the one writer may be a long ingest).
     """
-    built: list[dict[str, Any]] = []
+    built: list[ReliabilityDocument] = []
 
-    def build() -> dict[str, Any]:
+    def build() -> ReliabilityDocument:
         built.append(reliability_document(session, project, criterion, n_resamples=n_resamples))
         return built[0]
 
     lineage = document_lineage(project, current_plan(session, project.id), criterion, "reliability")
-    doc: dict[str, Any] = documents.get_or_build(key, build, lineage=lineage)
+    doc: ReliabilityDocument = documents.get_or_build(key, build, lineage=lineage)
     if built:
-        bind, point = session.get_bind(), [(doc["label_seq"], doc["human_pool"]["estimate"])]
+        bind, point = session.get_bind(), [(doc.label_seq, doc.human_pool.estimate)]
         documents.in_background(f"point|{key}", lambda: store_points(bind, project.id, criterion, point))
         shown = decisions_to_record(doc)
         if shown:
             documents.in_background(f"shown|{key}", lambda: store_shown(bind, project.id, shown))
         if project.opening_seq is None:  # the first look, or a later one while its write has not landed
-            seq = first_look(project.id, doc["label_seq"])
+            seq = first_look(project.id, doc.label_seq)
             documents.in_background(f"opening|{project.id}", lambda: store_opening(bind, project.id, seq))
     return doc
 
@@ -239,7 +239,7 @@ def pool_history(
 
 def project_reliability(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int
-) -> tuple[dict[str, Any], str]:
+) -> tuple[ReliabilityDocument, str]:
     """The reliability document of the first criterion and its ETag, from the document cache."""
     criterion = project.criteria[0]
     etag = document_key(session, project, current_plan(session, project.id), criterion, "reliability")
@@ -248,7 +248,7 @@ def project_reliability(
 
 def shown_reliability(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
-) -> tuple[dict[str, Any], str]:
+) -> tuple[ReliabilityDocument, str]:
     """The reliability document of the first criterion a dashboard shows, and its ETag: the fresh one if it is
     ready within ``wait`` seconds, else the newest computed in this worker for the same settings and plan
     (valid at its own label_seq) while one background thread computes the fresh one.
@@ -276,7 +276,7 @@ def shown_reliability(
 
 def _fresh_reliability(
     session: Session, project_id: str, documents: DocumentCache, *, n_resamples: int
-) -> tuple[dict[str, Any], str]:
+) -> tuple[ReliabilityDocument, str]:
     """:func:`project_reliability` in ``session`` (closed after), for the project as it is now."""
     with session:
         project = session.get(Project, project_id)

@@ -103,7 +103,7 @@ class DocumentCache:
                 self._items.popitem(last=False)
             if lineage is not None:
                 kept = self._newest.get(lineage)
-                if kept is None or kept[1]["label_seq"] <= doc["label_seq"]:
+                if kept is None or kept[1].label_seq <= doc.label_seq:
                     self._newest[lineage] = (key, doc)
                 self._newest.move_to_end(lineage)
                 while len(self._newest) > self._size:
@@ -284,7 +284,9 @@ def _recipe_now(
     return doc
 
 
-def reliability_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
+def reliability_document(
+    session: Session, project: Project, criterion: str, *, n_resamples: int
+) -> ReliabilityDocument:
     """The live status of `GET /reliability`: decision, rater margins, pool score, coefficients, progress, recipe."""
     decision = project.decision_settings
     matrix = current_matrix(session, project, criterion)
@@ -383,8 +385,7 @@ def reliability_document(session: Session, project: Project, criterion: str, *, 
     versions = version_comparisons(session, project, criterion, n_resamples=n_resamples, seed=seed)
     if versions is not None:
         doc["versions"] = [comparison.model_dump(mode="json") for comparison in versions]
-    ReliabilityDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
-    return doc
+    return ReliabilityDocument.model_validate(doc)  # the response model is the contract: outside it is a bug
 
 
 def estimator_in_force(decision: DecisionSettings, matrix: LabelMatrix) -> str:
@@ -459,7 +460,7 @@ def document_statistics(
     return {"judges": validations, "coefficients": stats, "recipe_now": recipe}
 
 
-def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
+def ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> RankingDocument:
     """Judges ranked by score with intervals, top-1 probabilities and flip rates (docs/method.md §3)."""
     decision = project.decision_settings
     matrix = current_matrix(session, project, criterion)
@@ -471,14 +472,16 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
         "coefficient": decision.coefficient,
     }
     if not judges or len(humans) < 2:
-        return {
-            **base,
-            "judges": [],
-            "order": [],
-            "margins": [],
-            "flip_share": None,
-            "reason": "ranking needs at least one judge and two human raters",
-        }
+        return RankingDocument.model_validate(
+            {
+                **base,
+                "judges": [],
+                "order": [],
+                "margins": [],
+                "flip_share": None,
+                "reason": "ranking needs at least one judge and two human raters",
+            }
+        )
     codes = matrix.codes.astype(code_type(matrix.n_labels), copy=False)
     names = [r.external_id for r in matrix.raters]
     doc = {
@@ -496,8 +499,7 @@ def ranking_document(session: Session, project: Project, criterion: str, *, n_re
             rng=project.label_seq,
         ),
     }
-    RankingDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
-    return doc
+    return RankingDocument.model_validate(doc)  # the response model is the contract: outside it is a bug
 
 
 def judge_ranking(

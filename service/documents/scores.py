@@ -194,7 +194,9 @@ def _monitoring_read(matrix: RatingsMatrix, m: ScoreMonitoring) -> ScoreMonitori
     )
 
 
-def score_ranking_document(session: Session, project: Project, criterion: str, *, n_resamples: int) -> dict[str, Any]:
+def score_ranking_document(
+    session: Session, project: Project, criterion: str, *, n_resamples: int
+) -> ScoreRankingDocument:
     """The numeric project's judges ranked by the alignment score of its decision (docs/method.md §3d, "Ranking
     score judges"): the project's rule, ``epsilon``, ``q`` and ``omega_threshold``; 422 past the work bound."""
     matrix = load_ratings(session, project, criterion)
@@ -210,7 +212,9 @@ def score_ranking_document(session: Session, project: Project, criterion: str, *
     }
     if not judges or len(humans) < 2:
         empty: dict[str, Any] = {"judges": [], "order": [], "margins": [], "flip_share": None}
-        return {**base, **empty, "reason": "ranking needs at least one judge and two human raters"}
+        return ScoreRankingDocument.model_validate(
+            {**base, **empty, "reason": "ranking needs at least one judge and two human raters"}
+        )
     value_range = project.value_range or {}
     names = [r.external_id for r in matrix.raters]
     try:
@@ -232,8 +236,7 @@ def score_ranking_document(session: Session, project: Project, criterion: str, *
     except ValueError as refused:  # the work bound, checked before the replicates are drawn
         raise Invalid(str(refused)) from refused
     doc = {**base, **ranked, "reason": None}
-    ScoreRankingDocument.model_validate(doc)  # the response model is the contract: a document outside it is a bug
-    return doc
+    return ScoreRankingDocument.model_validate(doc)  # the response model is the contract: outside it is a bug
 
 
 def score_judge_ranking(

@@ -17,15 +17,16 @@ from sqlalchemy.orm import Session
 from service.core.db import WRITE_OPTION
 from service.core.sql import driver_rows
 from service.data.models import ShownDecision, utcnow
+from service.schemas.documents import JudgeValidation, ReliabilityDocument
 
 TERMINAL = frozenset({"pass", "reject"})
 log = logging.getLogger("annoplan")
 
 
-def _decided_at(validation: dict[str, Any]) -> int | None:
+def _decided_at(validation: JudgeValidation) -> int | None:
     """The label_seq the monitor decided at, when the decision in force is the monitored one."""
-    block = validation.get("monitoring")
-    return None if block is None or validation.get("provisional") else block.get("decided_at_label_seq")
+    block = validation.monitoring
+    return None if block is None or validation.provisional else block.decided_at_label_seq
 
 
 def mark_rewrites(
@@ -82,18 +83,18 @@ def _rewrite(session: Session, record: ShownDecision, label_seq: int, validation
     }
 
 
-def decisions_to_record(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def decisions_to_record(doc: ReliabilityDocument) -> list[dict[str, Any]]:
     """The pass or reject decisions ``doc`` shows (not provisional, not a rewrite of another): rows to keep."""
     return [
         {
-            "c": doc["criterion"],
-            "j": v["judge"],
-            "d": v["decision"],
-            "s": doc["label_seq"],
+            "c": doc.criterion,
+            "j": v.judge,
+            "d": v.decision,
+            "s": doc.label_seq,
             "at": _decided_at(v),
         }
-        for v in doc.get("judges", [])
-        if v["decision"] in TERMINAL and not v.get("provisional") and v.get("rewritten_at") is None
+        for v in doc.judges
+        if v.decision in TERMINAL and not v.provisional and v.rewritten_at is None
     ]
 
 

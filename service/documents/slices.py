@@ -74,7 +74,7 @@ def _feature_slices(
     return rows, shown, unknown, block
 
 
-def slices_block(session: Session, project: Project, criterion: str, by: str, *, n_resamples: int) -> dict[str, Any]:
+def slices_block(session: Session, project: Project, criterion: str, by: str, *, n_resamples: int) -> Slices:
     """The first judge's decision per slice of ``by`` in the project's mode, as the document shows it (§3b)."""
     decision = project.decision_settings
     matrix = current_matrix(session, project, criterion)
@@ -84,7 +84,7 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
     if not judges or len(humans) < 2:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
         correction = "bonferroni-slices" if mode == "anytime" else "none"
-        return {**block, "correction": correction, "headline": why, "failing": [], "slices": []}
+        return Slices.model_validate({**block, "correction": correction, "headline": why, "failing": [], "slices": []})
     epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
     codes = matrix.codes[rows]
     if mode == "anytime":
@@ -129,16 +129,15 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
         out = {**block, **_fixed(fixed, matrix)}
     if unknown:
         out["headline"] += f" (slice_epsilon names values no item has: {', '.join(echo(v) for v in unknown)})"
-    Slices.model_validate(out)
-    return out
+    return Slices.model_validate(out)
 
 
 def cached_slices(
     session: Session, project: Project, documents: DocumentCache, criterion: str, by: str, *, n_resamples: int
-) -> dict[str, Any]:
+) -> Slices:
     """:func:`slices_block` from ``documents`` under its own key (labels, settings, plan, criterion, ``by``)."""
     key = document_key(session, project, current_plan(session, project.id), criterion, f"slices|{by}")
-    block: dict[str, Any] = documents.get_or_build(
+    block: Slices = documents.get_or_build(
         key, lambda: slices_block(session, project, criterion, by, n_resamples=n_resamples)
     )
     return block
@@ -233,7 +232,7 @@ def _monitored(
     }
 
 
-def score_slices_block(session: Session, project: Project, criterion: str, by: str) -> dict[str, Any]:
+def score_slices_block(session: Session, project: Project, criterion: str, by: str) -> Slices:
     """A numeric project's first judge's decision per slice of ``by`` in the project's mode (docs/method.md §3d,
     "Slices of score judges"): §3b's block with the numbers' decision in each slice."""
     decision = project.decision_settings
@@ -244,7 +243,7 @@ def score_slices_block(session: Session, project: Project, criterion: str, by: s
     if not judges or len(humans) < 2:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
         correction = "bonferroni-slices" if mode == "anytime" else "none"
-        return {**block, "correction": correction, "headline": why, "failing": [], "slices": []}
+        return Slices.model_validate({**block, "correction": correction, "headline": why, "failing": [], "slices": []})
     epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
     value_range = project.value_range or {}
     common: dict[str, Any] = {
@@ -284,8 +283,7 @@ def score_slices_block(session: Session, project: Project, criterion: str, by: s
         }
     if unknown:
         out["headline"] += f" (slice_epsilon names values no item has: {', '.join(echo(v) for v in unknown)})"
-    Slices.model_validate(out)
-    return out
+    return Slices.model_validate(out)
 
 
 def _score_fixed_row(o: ScoreSliceOutcome, matrix: RatingsMatrix, rule: str) -> dict[str, Any]:

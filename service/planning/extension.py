@@ -22,7 +22,6 @@ from service.matrices.store import current_matrix
 from service.planning.lists import ensure_assignments, inclusion_by_item, list_target, monitoring_budget
 from service.planning.monitoring_costs import LIST_DESIGNS
 from service.planning.score_plans import monitored_scores
-from service.schemas.projects import DecisionSettings
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ def monitored_decision(session: Session, project: Project, plan: Plan) -> tuple[
     any judge's is, else the first judge's; None outside anytime ``p_o`` monitoring. Read in the document's
     arrival order (docs/method.md §8.2: ranks, the opening, planned lists, seeded ties), so a batch's reason and the
     document agree."""
-    decision = DecisionSettings(**project.decision)
+    decision = project.decision_settings
     if project.scale == "numeric" and decision.resolved_monitoring() == "anytime":
         return _monitored_scores(session, project, plan)
     if decision.resolved_monitoring() != "anytime" or decision.coefficient != "po":

@@ -476,7 +476,7 @@ def _slices_note(session: Session, project: Project, criterion: str, by: str) ->
         block = slices_block(session, project, criterion, by, n_resamples=SLICE_RESAMPLES)
     except Invalid as exc:
         return f"slices ({by}): {exc.detail}"
-    return f"slices ({by}, {criterion}, {block['correction']}): {block['headline']}"
+    return f"slices ({by}, {criterion}, {block.correction}): {block.headline}"
 
 
 def build_report(session: Session, project: Project, options: ReportOptions) -> Report:

@@ -60,7 +60,7 @@ def score_report(session: Session, project: Project, criteria: list[str]) -> Sco
     if by is not None:
         try:
             block = score_slices_block(session, project, criteria[0], by)
-            notes.append(f"slices ({by}, {criteria[0]}, {block['correction']}): {block['headline']}")
+            notes.append(f"slices ({by}, {criteria[0]}, {block.correction}): {block.headline}")
         except Invalid as exc:
             notes.append(f"slices ({by}): {exc.detail}")
     notes.append(

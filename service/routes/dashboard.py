@@ -50,6 +50,7 @@ from service.deps import (
 from service.documents.slices import cached_slices, score_slices_block
 from service.documents.versions import project_drift
 from service.planning.plans import current_plan
+from service.schemas.documents import Slices
 from service.schemas.keys import Role
 
 router = APIRouter(tags=["dashboard"])
@@ -276,12 +277,12 @@ def get_dashboard(
     if access.scale == "numeric":
         score_doc, score_charts = score_dashboard(session, access)
         by = access.decision_settings.slices
-        score_slices = None
+        score_slices: Slices | str | None = None
         if by is not None:
             try:
                 score_slices = score_slices_block(session, access, score_doc.criterion, by)
             except Invalid as exc:  # a feature no item has yet: the page says so instead of failing
-                score_slices = {"headline": exc.detail, "slices": []}
+                score_slices = exc.detail
         page = score_dashboard_page(access, score_doc, score_charts, slices=score_slices, logout=_logout(request))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
     doc, etag, charts, replay = project_charts(
@@ -294,23 +295,23 @@ def get_dashboard(
     decision = access.decision_settings
     notes = {
         "plan": plan_verdict(current_plan(session, pid), decision),
-        "recipe_now": recipe_now_verdict(doc["recipe_now"], doc["n_items"], decision),
+        "recipe_now": recipe_now_verdict(doc.recipe_now, doc.n_items, decision),
         "monitoring": monitoring_note(doc),
     }
-    slices = None
+    slices: Slices | str | None = None
     if decision.slices is not None:
         try:
             slices = cached_slices(
                 session,
                 access,
                 request.app.state.documents,
-                doc["criterion"],
+                doc.criterion,
                 decision.slices,
                 n_resamples=settings.bootstrap_resamples,
             )
         except Invalid as exc:  # a feature no item has yet: the page says so instead of failing
-            slices = {"headline": exc.detail, "slices": []}
-    behind = access.label_seq - doc["label_seq"]
+            slices = exc.detail
+    behind = access.label_seq - doc.label_seq
     drift = project_drift(session, access)
     page = dashboard_page(
         access,

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
 from service.core.errors import Invalid, echo, error_responses
 from service.data.models import Project
@@ -36,20 +34,20 @@ By = Annotated[
     ),
 ]
 CACHE_HEADERS = {"Cache-Control": "no-cache"}
+Document = ReliabilityDocument | ScoreReliabilityDocument | RankingDocument | ScoreRankingDocument
+"""What the routes here serve: a label or numeric project's status or ranking."""
 
 
 def _cached(
-    request: Request,
-    session: Any,
+    session: ReadSession,
     project: Project,
     criterion: str | None,
     if_none_match: str | None,
     kind: str,
-    build: Callable[[str, str], dict[str, Any]],
-    model: type[BaseModel],
+    build: Callable[[str, str], Document],
 ) -> Response:
-    """The document ``build`` makes, checked against ``model`` (its ``response_model``, which a JSONResponse
-    would not enforce), or a 304 when the client's ETag is current."""
+    """The document ``build`` makes (a model: validated where it is built), or a 304 when the client's ETag is
+    current."""
     name = criterion or project.criteria[0]
     if name not in project.criteria:
         raise Invalid(f"unknown criterion {echo(name)}; the project has {project.criteria}")
@@ -57,9 +55,14 @@ def _cached(
     headers = {**CACHE_HEADERS, "ETag": etag}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    document = build(name, etag)
-    model.model_validate(document)
-    return JSONResponse(document, headers=headers)
+    return Response(served_json(build(name, etag)), media_type="application/json", headers=headers)
+
+
+def served_json(document: Document) -> bytes:
+    """``document`` as served: a label document with the fields its builder set (an optional block such as
+    ``slices`` or ``pairwise`` is absent, not null), a numeric one with every field."""
+    sparse = isinstance(document, ReliabilityDocument | RankingDocument)
+    return document.model_dump_json(exclude_unset=sparse).encode()
 
 
 @router.get(
@@ -102,61 +105,51 @@ def get_reliability(
     n_resamples = settings.bootstrap_resamples
     if project.scale == "numeric" and by is None:
         return _cached(
-            request,
             session,
             project,
             criterion,
             if_none_match,
             "reliability",
-            lambda name, etag: documents.get_or_build(
-                etag, lambda: score_reliability_document(session, project, name).model_dump(mode="json")
-            ),
-            ScoreReliabilityDocument,
+            lambda name, etag: documents.get_or_build(etag, lambda: score_reliability_document(session, project, name)),
         )
     if by is None:
         return _cached(
-            request,
             session,
             project,
             criterion,
             if_none_match,
             "reliability",
             lambda name, etag: cached_reliability(session, project, documents, name, etag, n_resamples=n_resamples),
-            ReliabilityDocument,
         )
     checked_by(by)
     if project.scale == "numeric":
 
-        def with_score_slices(name: str) -> dict[str, Any]:
-            base = score_reliability_document(session, project, name).model_dump(mode="json")
-            return {**base, "slices": score_slices_block(session, project, name, by)}
+        def with_score_slices(name: str) -> ScoreReliabilityDocument:
+            base = score_reliability_document(session, project, name)
+            return base.model_copy(update={"slices": score_slices_block(session, project, name, by)})
 
         return _cached(
-            request,
             session,
             project,
             criterion,
             if_none_match,
             f"reliability|by={by}",
             lambda name, etag: documents.get_or_build(etag, lambda: with_score_slices(name)),
-            ScoreReliabilityDocument,
         )
 
-    def with_slices(name: str, etag: str) -> dict[str, Any]:
+    def with_slices(name: str, etag: str) -> ReliabilityDocument:
         key = document_key(session, project, current_plan(session, project.id), name, "reliability")
         base = cached_reliability(session, project, documents, name, key, n_resamples=n_resamples)
         block = slices_block(session, project, name, by, n_resamples=n_resamples)
-        return {**base, "slices": block}
+        return base.model_copy(update={"slices": block})
 
     return _cached(
-        request,
         session,
         project,
         criterion,
         if_none_match,
         f"reliability|by={by}",
         lambda name, etag: documents.get_or_build(etag, lambda: with_slices(name, etag)),
-        ReliabilityDocument,
     )
 
 
@@ -181,10 +174,8 @@ def get_ranking(
     range-scaled absolute differences under the margin rule, on the items every judge and two humans rated
     (docs/method.md §3d). A ranking past the work bound (resamples x items x judges x humans) is a 422.
     """
-    numeric = project.scale == "numeric"
-    build = score_ranking_document if numeric else ranking_document
+    build = score_ranking_document if project.scale == "numeric" else ranking_document
     return _cached(
-        request,
         session,
         project,
         criterion,
@@ -193,5 +184,4 @@ def get_ranking(
         lambda name, etag: request.app.state.documents.get_or_build(
             etag, lambda: build(session, project, name, n_resamples=settings.bootstrap_resamples)
         ),
-        ScoreRankingDocument if numeric else RankingDocument,
     )

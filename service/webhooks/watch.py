@@ -28,6 +28,7 @@ from service.documents.reliability import DocumentCache
 from service.documents.versions import judge_drift
 from service.planning.batches import batch_status
 from service.planning.plans import current_plan, plan_progress
+from service.schemas.documents import ReliabilityDocument
 
 BATCH_LOOKBACK = timedelta(days=2)
 DECISION_WATCH = "decision-watch"
@@ -38,7 +39,9 @@ FINAL = ("pass", "reject", "inconclusive")
 """Decisions that end the decision's ``continue`` (docs/method.md §10b: ``decision.finalized``)."""
 
 
-def live_decision(session: Session, project: Project, documents: DocumentCache, *, n_resamples: int) -> dict[str, Any]:
+def live_decision(
+    session: Session, project: Project, documents: DocumentCache, *, n_resamples: int
+) -> ReliabilityDocument:
     """The reliability document of the project's first criterion, from the shared cache or computed into it."""
     return project_reliability(session, project, documents, n_resamples=n_resamples)[0]
 
@@ -51,23 +54,20 @@ def record_baseline(
     if session.get(DecisionWatch, project.id) is None:
         doc = live_decision(session, project, documents, n_resamples=n_resamples)
         session.add(
-            DecisionWatch(
-                project_id=project.id, label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega")
-            )
+            DecisionWatch(project_id=project.id, label_seq=doc.label_seq, decision=doc.decision, omega=doc.omega)
         )
         session.flush()
         announce_final(session, project.id, doc, retry_window_seconds=retry_window_seconds)
 
 
-def announce_final(session: Session, pid: str, doc: dict[str, Any], *, retry_window_seconds: float) -> None:
+def announce_final(session: Session, pid: str, doc: ReliabilityDocument, *, retry_window_seconds: float) -> None:
     """Queue ``decision.finalized`` when the decision in force of ``doc`` first leaves ``continue`` (pass,
     reject or inconclusive, not provisional): once per project and criterion, however many senders, rounds or
     retries see it (its dedupe key; docs/method.md §10b). Written in the caller's transaction."""
-    if doc["decision"] not in FINAL or doc.get("provisional"):
+    if doc.decision not in FINAL or doc.provisional:
         return
-    judges = doc.get("judges") or [{}]
-    monitoring = judges[0].get("monitoring") or {}
-    decided_at = monitoring.get("decided_at_label_seq") if doc.get("monitoring_mode") == "anytime" else None
+    monitoring = doc.judges[0].monitoring if doc.judges else None
+    decided_at = monitoring.decided_at_label_seq if monitoring and doc.monitoring_mode == "anytime" else None
     try:
         with session.begin_nested():  # a twin another sender wrote meanwhile rolls back this event only
             emit(
@@ -75,17 +75,17 @@ def announce_final(session: Session, pid: str, doc: dict[str, Any], *, retry_win
                 pid,
                 "decision.finalized",
                 {
-                    "criterion": doc["criterion"],
-                    "decision": doc["decision"],
-                    "label_seq": doc["label_seq"],
+                    "criterion": doc.criterion,
+                    "decision": doc.decision,
+                    "label_seq": doc.label_seq,
                     "decided_at_label_seq": decided_at,
-                    "omega": doc.get("omega"),
-                    "provisional": bool(doc.get("provisional")),
-                    "monitoring_mode": doc.get("monitoring_mode"),
-                    "reason": doc.get("reason"),
+                    "omega": doc.omega,
+                    "provisional": doc.provisional,
+                    "monitoring_mode": doc.monitoring_mode,
+                    "reason": doc.reason,
                 },
                 retry_window_seconds=retry_window_seconds,
-                dedupe_key=f"decision.finalized:{doc['criterion']}",
+                dedupe_key=f"decision.finalized:{doc.criterion}",
             )
     except IntegrityError:
         pass
@@ -132,11 +132,8 @@ def _decision_changed(
     try:
         with session_scope(sessions, write=True) as session:
             if watch is None:
-                session.add(
-                    DecisionWatch(
-                        project_id=pid, label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega")
-                    )
-                )
+                watched = DecisionWatch(project_id=pid, label_seq=doc.label_seq, decision=doc.decision, omega=doc.omega)
+                session.add(watched)
                 session.flush()
                 reads.recorded += 1
                 announce_final(session, pid, doc, retry_window_seconds=settings.webhook_retry_window_seconds)
@@ -145,32 +142,28 @@ def _decision_changed(
                 session.execute(
                     update(DecisionWatch)
                     .where(DecisionWatch.project_id == pid, DecisionWatch.label_seq == watch.label_seq)
-                    .values(label_seq=doc["label_seq"], decision=doc["decision"], omega=doc.get("omega"))
+                    .values(label_seq=doc.label_seq, decision=doc.decision, omega=doc.omega)
                 )
             )
             reads.recorded += moved
-            if moved and doc["decision"] != watch.decision:
+            if moved and doc.decision != watch.decision:
                 emit(
                     session,
                     pid,
                     "decision.changed",
                     {
-                        "criterion": doc["criterion"],
-                        "label_seq": doc["label_seq"],
+                        "criterion": doc.criterion,
+                        "label_seq": doc.label_seq,
                         "old": {"decision": watch.decision, "omega": watch.omega, "label_seq": watch.label_seq},
-                        "new": {
-                            "decision": doc["decision"],
-                            "omega": doc.get("omega"),
-                            "provisional": bool(doc.get("provisional")),
-                        },
-                        "omega": doc.get("omega"),
-                        "provisional": bool(doc.get("provisional")),
-                        "rewritten_at": doc.get("rewritten_at"),
-                        "monitoring_mode": doc.get("monitoring_mode"),
-                        "reason": doc.get("reason"),
+                        "new": {"decision": doc.decision, "omega": doc.omega, "provisional": doc.provisional},
+                        "omega": doc.omega,
+                        "provisional": doc.provisional,
+                        "rewritten_at": None if doc.rewritten_at is None else doc.rewritten_at.model_dump(),
+                        "monitoring_mode": doc.monitoring_mode,
+                        "reason": doc.reason,
                     },
                     retry_window_seconds=settings.webhook_retry_window_seconds,
-                    dedupe_key=f"decision.changed:{doc['label_seq']}",
+                    dedupe_key=f"decision.changed:{doc.label_seq}",
                 )
             if moved:
                 announce_final(session, pid, doc, retry_window_seconds=settings.webhook_retry_window_seconds)

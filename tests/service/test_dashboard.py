@@ -249,9 +249,11 @@ def test_projects_index_rows_agree_with_each_reliability_document_and_page_on(cl
 def test_the_monitoring_note_counts_its_looks_in_words(monkeypatch: pytest.MonkeyPatch, looks: int, said: str) -> None:
     from service.dashboard import pages
     from service.dashboard.svg import Chart
+    from service.schemas.documents import JudgeValidation, Monitoring, RaterMonitoring
 
     monkeypatch.setattr(pages, "_figure", lambda project, chart: "")
-    raters = [{"rater": "h2", "status": "open"}]
-    monitoring = {"mode": "anytime", "decision": "continue", "looks": looks, "raters": raters}
+    raters = [RaterMonitoring.model_construct(rater="h2", status="open")]
+    monitoring = Monitoring.model_construct(mode="anytime", decision="continue", looks=looks, raters=raters)
     chart = Chart("sequences", "line", "Monitoring", "labels", "d", ("x", "y"), ())
-    assert said in pages._sequences(Project(name="p"), {"monitoring": monitoring}, chart)
+    validation = JudgeValidation.model_construct(monitoring=monitoring)
+    assert said in pages._sequences(Project(name="p"), validation, chart)

@@ -12,17 +12,28 @@ from fastapi.testclient import TestClient
 
 from service.dashboard.charts import dashboard_charts, sequences_chart
 from service.dashboard.svg import PLANE, WIDTH, chart_svg
+from service.schemas.documents import (
+    BandPoint,
+    JudgeValidation,
+    Monitoring,
+    PlanProgress,
+    RaterMonitoring,
+    ReliabilityDocument,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def _validation(bands: dict[str, list[tuple[int, int, float, float]]]) -> dict:
+def _validation(bands: dict[str, list[tuple[int, int, float, float]]]) -> JudgeValidation:
     """A monitored judge whose raters' bands are ``(label_seq, n, lower, upper)`` points."""
     raters = [
-        {"rater": name, "band": [{"label_seq": s, "n": n, "lower": lo, "upper": hi} for s, n, lo, hi in points]}
+        RaterMonitoring.model_construct(
+            rater=name, band=[BandPoint(label_seq=s, n=n, lower=lo, upper=hi) for s, n, lo, hi in points]
+        )
         for name, points in bands.items()
     ]
-    return {"rule": "margin", "epsilon": 0.1, "judge": "j", "monitoring": {"raters": raters}}
+    monitoring = Monitoring.model_construct(raters=raters)
+    return JudgeValidation.model_construct(rule="margin", epsilon=0.1, judge="j", monitoring=monitoring)
 
 
 def test_overlapping_bands_are_faint_tints_between_distinct_outlines() -> None:
@@ -61,9 +72,9 @@ def test_a_look_without_new_overlap_is_drawn_once() -> None:
     assert len(chart.rows) == 3  # the CSV keeps every look
 
 
-def _curve_doc(m_target: int | None, n_items: int) -> dict:
-    plan = {"m_target": m_target, "raters": []} if m_target else None
-    return {"judges": [], "plan": plan, "n_items": n_items}
+def _curve_doc(m_target: int | None, n_items: int) -> ReliabilityDocument:
+    plan = PlanProgress.model_construct(m_target=m_target, raters=[]) if m_target else None
+    return ReliabilityDocument.model_construct(judges=[], plan=plan, n_items=n_items)
 
 
 def test_the_curve_is_in_overlap_items_and_marks_the_plans_m() -> None:

@@ -53,7 +53,7 @@ def test_a_read_of_a_change_recorded_meanwhile_is_counted_apart(
             doc = real(session, project, documents, n_resamples=n_resamples)
             with session_scope(app.state.sessions, write=True) as other:
                 other.execute(
-                    update(DecisionWatch).where(DecisionWatch.project_id == pid).values(label_seq=doc["label_seq"])
+                    update(DecisionWatch).where(DecisionWatch.project_id == pid).values(label_seq=doc.label_seq)
                 )
             return doc
 

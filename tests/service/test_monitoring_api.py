@@ -189,10 +189,11 @@ def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
     from service.dashboard.charts import dashboard_charts
     from service.dashboard.notes import monitoring_note
     from service.dashboard.svg import chart_csv, chart_svg
+    from service.schemas.documents import ReliabilityDocument
 
     pid, _ = interleaved_project(client, n_items=120)
     doc = client.get(f"/projects/{pid}/reliability").json()
-    chart = {c.id: c for c in dashboard_charts(doc, [], [])}["sequences-1"]
+    chart = {c.id: c for c in dashboard_charts(ReliabilityDocument.model_validate(doc), [], [])}["sequences-1"]
     svg = chart_svg(chart)
     assert svg.count('class="band"') == 3
     # each rater's legend entry lies under the x axis, off the bands (it was drawn over them)
@@ -204,7 +205,7 @@ def test_the_dashboard_draws_a_band_per_human_and_names_the_mode(client):
     assert rows[0] == "rater,n,label_seq,lower,upper" and len(rows) == 1 + 3 * 60
     last = {r["rater"]: r for r in doc["monitoring"]["raters"]}
     assert rows[60].split(",")[:3] == ["prim", "120", str(last["prim"]["band"][-1]["label_seq"])]
-    assert "anytime-valid" in monitoring_note(doc)
+    assert "anytime-valid" in monitoring_note(ReliabilityDocument.model_validate(doc))
     client.patch(f"/projects/{pid}", json={"decision": {"monitoring": "fixed"}})
-    doc = client.get(f"/projects/{pid}/reliability").json()
-    assert "fixed-sample" in monitoring_note(doc) and "provisional" in monitoring_note(doc)
+    fixed = ReliabilityDocument.model_validate(client.get(f"/projects/{pid}/reliability").json())
+    assert "fixed-sample" in monitoring_note(fixed) and "provisional" in monitoring_note(fixed)

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from service.dashboard.charts import FIXED_ONLY, margins_chart, status_text
 from service.documents.monitoring import band_agrees, decision_in_force, monitored_reason
+from service.schemas.documents import JudgeValidation, Monitoring, RaterMargin, RaterMonitoring
 from service.schemas.projects import DecisionSettings
 from tests.service.test_monitoring_api import interleaved_project
 
@@ -69,21 +70,23 @@ def test_the_banner_counts_what_the_statuses_show_not_the_count_needed() -> None
 
 def test_a_won_human_whose_band_crosses_minus_epsilon_says_so_in_the_chart() -> None:
     block = _block("pass", [("won", -0.15, 0.2), ("won", -0.02, 0.1), ("open", -0.3, 0.1)])
-    crossing, clear, _ = block["raters"]
+    raters = [RaterMonitoring.model_construct(**r) for r in block["raters"]]
+    crossing, clear, _ = raters
     assert "by the e-values; the band still crosses -epsilon" in status_text(crossing)
     assert status_text(clear) == "won"
-    validation = {
-        "rule": "margin",
-        "epsilon": 0.1,
-        "judge": "j",
-        "monitoring": block,
-        "raters": [{"rater": "h0", "d": 0.3, "ci": [0.2, 0.4], "m": 5, "won": True, "reason": ""}],
-    }
+    monitoring = Monitoring.model_construct(**{**block, "raters": raters})
+    validation = JudgeValidation.model_construct(
+        rule="margin",
+        epsilon=0.1,
+        judge="j",
+        monitoring=monitoring,
+        raters=[RaterMargin.model_construct(rater="h0", d=0.3, ci=[0.2, 0.4], m=5, won=True, reason="")],
+    )
     chart = margins_chart(validation, 1)
     assert "confidence sequence now (valid at every look)" in chart.title
     assert [row[:4] for row in chart.rows] == [(r["rater"], r["d"], *r["cs"]) for r in block["raters"]]
     assert chart.rows[0][5] == status_text(crossing)
-    block["mode"] = "fixed"
+    monitoring.mode = "fixed"
     fixed = margins_chart(validation, 1)
     assert FIXED_ONLY in fixed.title and fixed.rows[0][:4] == ("h0", 0.3, 0.2, 0.4)
 
@@ -108,7 +111,7 @@ def test_every_surface_of_an_anytime_project_tells_one_story(client: TestClient)
     assert f"Fixed-sample 95% intervals, {FIXED_ONLY}" in panel
     rows = list(csv.DictReader(io.StringIO(client.get(f"/projects/{pid}/dashboard/charts/margins-1.csv").text)))
     for row, r in zip(rows, block["raters"], strict=True):
-        assert row["rater"] == r["rater"] and row["status"] == status_text(r)
+        assert row["rater"] == r["rater"] and row["status"] == status_text(RaterMonitoring.model_validate(r))
         assert [float(row["cs_low"]), float(row["cs_high"])] == pytest.approx(r["cs"])
     index = client.get("/dashboard").text
     line = index[index.index(f'href="/projects/{pid}/dashboard"') :].split("</tr>")[0]
