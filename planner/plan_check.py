@@ -314,7 +314,24 @@ def check_design(
         reason = "the prior's judge is not good in population (mu + epsilon <= 0): FR is undefined"
         nan = math.nan
         return DesignCheck(
-            design, m, trials, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, promised, promise, "undefined", reason
+            design,
+            m,
+            trials,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            promised,
+            promise,
+            "undefined",
+            reason,
         )
     p_bad = mirror_accuracy(
         p_h, p_j, n_labels=n_labels, rule=decision, pool_size=pool_size, coefficient=coefficient, prevalence=share

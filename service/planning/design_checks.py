@@ -261,7 +261,8 @@ def _verdict_notes(final: DesignCheck, design: str, recipe: Recipe | None) -> li
         return [f"{head}, still above the promise {final.promise} by more than 2 Monte Carlo SE"]
     if final.verdict != "unresolved":
         return []
-    head += f": within 2 Monte Carlo SE of the promise {final.promise}, so {final.trials} trials neither confirm nor refute it"
+    head += f": within 2 Monte Carlo SE of the promise {final.promise}, so {final.trials} trials neither confirm "
+    head += "nor refute it"
     if recipe is None:
         return [head]
     own = ""
