@@ -6,7 +6,7 @@ design's lists for 3 secondaries at the recommended overlap. The service's plan 
 reading the label matrix and writing the assignments. Run: ``.venv/bin/python bench/recipes.py``.
 
 ``--grid`` (issue 29) prints, per cell ``(p_h, p_j, L, K, design, coefficient or rule)``, the recipe's
-``m``, the simulated promised rate there (``check_design``) with its upper 2-SE bound and verdict, the
+``m``, the simulated promised rate there (``check_design``) with its upper 2-SE bound and promise status, the
 largest rate over ``[m, 1.3 m]``, the smallest probed ``m`` that holds and the over-sizing (``m`` over it).
 The default grid is one channel at K = 3 (minutes); ``--grid full`` runs every channel at K = 3 and 5
 with twice the trials (hours).
@@ -22,7 +22,7 @@ import numpy as np
 
 from planner.designs import disjoint, random_subsets, shared_panel, strat
 from planner.false_rejection import m_cert
-from planner.plan_check import check_design, promise_verdict
+from planner.plan_check import check_design, promise_status
 from planner.ratio_moments import RatioPrior, ratio_moments
 from planner.recipes import certify_recipe
 from planner.seq_designs import seq_coverage
@@ -127,7 +127,7 @@ GRID_STEPS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.84, 0.87, 0.9, 0.93, 0.96, 1.0, 1.15,
 
 def grid(full: bool) -> None:
     """Promised against simulated rates over the grid (issue 29): the recipe's m, the simulated rate there
-    with its upper 2-SE bound and verdict, the largest rate over [m, 1.3 m], the smallest probed m from
+    with its upper 2-SE bound and promise status, the largest rate over [m, 1.3 m], the smallest probed m from
     which every probed rate is at most the promise, and the over-sizing m / that smallest m."""
     channels = GRID_CHANNELS if full else GRID_CHANNELS[:1]
     trials = GRID_TRIALS * (2 if full else 1)
@@ -135,7 +135,7 @@ def grid(full: bool) -> None:
         f"recipe grid at n = {N_ITEMS:,}: promised vs simulated rate ({trials} trials per rate, the plan "
         f"check's simulation; promise .025; m probed at {', '.join(str(x) for x in GRID_STEPS)} x m)"
     )
-    print("  p_h  p_j  L K design       what         m  at m  +2SE  verdict     max[m,1.3m] smallest  over")
+    print("  p_h  p_j  L K design       what         m  at m  +2SE  status      max[m,1.3m] smallest  over")
     for p_h, p_j, n_labels in channels:
         for k in (3, 5) if full else (3,):
             for design in ("disjoint", "random", "seq-coverage", "strat"):
@@ -152,7 +152,7 @@ def grid(full: bool) -> None:
                     over = f"{m / smallest:5.2f}" if smallest else "  n/a"
                     print(
                         f"  {p_h:.2f} {p_j:.2f} {n_labels} {k} {design:<12} {what:<8} {m:>5}  {rate:.3f} "
-                        f"{rate + 2 * se:.3f} {promise_verdict(rate, se, 0.025):<11} {top:.3f}       "
+                        f"{rate + 2 * se:.3f} {promise_status(rate, se, 0.025):<11} {top:.3f}       "
                         f"{smallest if smallest else 'none':>5}  {over}"
                     )
 

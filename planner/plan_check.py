@@ -49,9 +49,9 @@ class DesignCheck:
     judge (accuracy ``p_j_bad``) passed; ``wrong = (fr + fa) / 2`` (the two judges equally
     likely); ``inconclusive``: share of trials whose decision the normal approximation of
     the bootstrap would flip with probability above 0.2 (margin rule, ``F = p_o``). A rate
-    that cannot be measured is NaN and ``reason`` says why. ``verdict`` on the promised rate
+    that cannot be measured is NaN and ``reason`` says why. ``promise_status`` of the promised rate
     (``promised``: ``rater_fr`` under the margin rule, ``fr`` under the alt-test), from
-    ``promise_verdict``; ``keeps_promise``: the verdict is ``"kept"`` (the Monte Carlo error inside
+    ``promise_status``; ``keeps_promise``: the status is ``"kept"`` (the Monte Carlo error inside
     the promise).
     """
 
@@ -71,24 +71,21 @@ class DesignCheck:
     p_j_bad: float
     promised: str
     promise: float
-    verdict: str
+    promise_status: str
     reason: str
 
     @property
     def keeps_promise(self) -> bool:
         """The promised rate's upper 2-SE bound is within the promise."""
-        return self.verdict == "kept"
+        return self.promise_status == "kept"
 
 
-VERDICTS = ("kept", "unresolved", "broken", "undefined")
-
-
-def promise_verdict(rate: float, rate_se: float, promise: float) -> str:
+def promise_status(rate: float, rate_se: float, promise: float) -> str:
     """Whether a simulated rate keeps ``promise`` with its Monte Carlo error inside it (docs/method.md §6,
     "The promise and raising m"): ``"kept"`` when ``rate + 2 SE <= promise``, ``"broken"`` when
     ``rate - 2 SE > promise``, ``"unresolved"`` in between (the trials cannot tell), ``"undefined"`` for NaN.
 
-    >>> [promise_verdict(r, 0.005, 0.025) for r in (0.01, 0.02, 0.04, float("nan"))]
+    >>> [promise_status(r, 0.005, 0.025) for r in (0.01, 0.02, 0.04, float("nan"))]
     ['kept', 'unresolved', 'broken', 'undefined']
     """
     if math.isnan(rate):
@@ -391,7 +388,7 @@ def check_design(
         p_bad,
         promised,
         promise,
-        promise_verdict(rate, rate_se, promise),
+        promise_status(rate, rate_se, promise),
         "; ".join(reasons),
     )
 
@@ -422,7 +419,9 @@ def needs_no_raise(check: DesignCheck, recipe_m: int) -> bool:
     not broken (the recipe's computation, exact or with its own Monte Carlo error inside the promise, is
     the evidence there). Once the check has shown the recipe's ``m`` broken it is the only evidence left,
     so a raised ``m`` must be kept."""
-    return check.verdict in ("kept", "undefined") or (check.m == recipe_m and check.verdict == "unresolved")
+    return check.promise_status in ("kept", "undefined") or (
+        check.m == recipe_m and check.promise_status == "unresolved"
+    )
 
 
 def raised_check(design: str, *, m: int, n_items: int, rng: Rng = None, **settings: object) -> DesignCheck:

@@ -16,7 +16,7 @@ from planner.plan_check import (
     check_design,
     fitted_channel,
     needs_no_raise,
-    promise_verdict,
+    promise_status,
     raised_check,
     raised_m,
     simulated_choice,
@@ -87,7 +87,7 @@ def _check_dict(check: DesignCheck) -> dict[str, Any]:
         out[f"{rate}_se"] = optional_float(getattr(check, f"{rate}_se"))
     out["p_j_bad"] = optional_float(check.p_j_bad)
     out["keeps_promise"] = check.keeps_promise
-    out["verdict"] = check.verdict
+    out["promise_status"] = check.promise_status
     out["note"] = check.reason
     return out
 
@@ -173,7 +173,7 @@ def _promised(body: PlanCreate, check: DesignCheck) -> DesignCheck:
     good judge rejected (``omega < omega_threshold``), not each held-out human's (docs/method.md §4, item 6)."""
     if body.promise != "judge":
         return check
-    return replace(check, promised="fr", verdict=promise_verdict(check.fr, check.fr_se, check.promise))
+    return replace(check, promised="fr", promise_status=promise_status(check.fr, check.fr_se, check.promise))
 
 
 def _design(
@@ -247,19 +247,19 @@ def _plan_check(
             + (", where it keeps it with the Monte Carlo error inside" if final.keeps_promise else "")
         )
     served_recipe = candidates.recipe if final.m == m and body.m is None else None
-    notes.extend(_verdict_notes(final, design, served_recipe))
+    notes.extend(_status_notes(final, design, served_recipe))
     return block, final.m, notes
 
 
-def _verdict_notes(final: DesignCheck, design: str, recipe: Recipe | None) -> list[str]:
+def _status_notes(final: DesignCheck, design: str, recipe: Recipe | None) -> list[str]:
     """What the plan says when its check does not confirm the promise (docs/method.md §6, "The promise and
     raising m"): still broken, or within 2 Monte Carlo SE of it, then with the recipe's own rate at ``m``
     when ``recipe`` is given (the plan is served at the recipe's ``m``)."""
     rate, rate_se = (final.fr, final.fr_se) if final.promised == "fr" else (final.rater_fr, final.rater_fr_se)
     head = f"the simulated {final.promised} of {design} at m={final.m} is {rate:.4f} (Monte Carlo SE {rate_se:.4f})"
-    if final.verdict == "broken":
+    if final.promise_status == "broken":
         return [f"{head}, still above the promise {final.promise} by more than 2 Monte Carlo SE"]
-    if final.verdict != "unresolved":
+    if final.promise_status != "unresolved":
         return []
     head += f": within 2 Monte Carlo SE of the promise {final.promise}, so {final.trials} trials neither confirm "
     head += "nor refute it"

@@ -34,9 +34,10 @@ class DesignCheckRead(BaseModel):
     keeps_promise: bool = Field(
         description="The promised rate keeps the promise with its Monte Carlo error inside it: rate + 2 SE <= promise."
     )
-    verdict: Literal["kept", "unresolved", "broken", "undefined"] = Field(
-        description="kept: rate + 2 SE <= promise; broken: rate - 2 SE > promise (m is raised); unresolved: in "
-        "between, the trials cannot tell (m is not raised); undefined: the promised rate is."
+    promise_status: Literal["kept", "unresolved", "broken", "undefined"] = Field(
+        description="kept: rate + 2 SE <= promise; broken: rate - 2 SE > promise (m is raised unless the request "
+        "fixed it); unresolved: in between, the trials cannot tell (the recipe's m stands, a raised m is raised "
+        "until kept); undefined: the promised rate is."
     )
     note: str = Field(description="Why a rate is undefined (empty when all are defined).")
 

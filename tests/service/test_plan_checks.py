@@ -84,10 +84,10 @@ def test_a_ratio_prior_plan_keeps_its_promise_in_the_check(client, coefficient, 
     check = plan["check"]
     assert plan["recipe"]["moments"]["coefficient"] == coefficient
     assert check["raised_from"] is None and plan["m"] == plan["recipe"]["m"]
-    verdict = check["plan"]["verdict"]  # 1,000 trials cannot confirm an FR just under .025 (docs/method.md §6)
-    assert verdict in ("kept", "unresolved") and check["plan"]["keeps_promise"] == (verdict == "kept")
+    status = check["plan"]["promise_status"]  # 1,000 trials cannot confirm an FR just under .025 (docs/method.md §6)
+    assert status in ("kept", "unresolved") and check["plan"]["keeps_promise"] == (status == "kept")
     unresolved = [w for w in plan["recipe"]["warnings"] if "neither confirm nor refute" in w]
-    assert len(unresolved) == (verdict == "unresolved")
+    assert len(unresolved) == (status == "unresolved")
     assert all("the recipe's m stands on the recipe's own computation" in w for w in unresolved)
 
 
