@@ -125,9 +125,10 @@ RATIO_DRAWS = 10_000
 """Simulated comparisons behind a ratio coefficient's small-overlap FR (MC SE ~.0016 at .025)."""
 RATIO_SIMULATED_M_MAX = 600
 """Above this normal-form overlap the delta method's normal form stands (its error there is small)."""
-RATIO_SIMULATED_CELLS = 729
+RATIO_SIMULATED_CELLS = 81
 """Largest law of one item's labels (``L^(s+2)``: judge, ``s`` pool members, held-out) that is simulated:
-``RATIO_DRAWS`` x cells counts are kept (3 labels with 4 members); beyond it the normal form stands."""
+``RATIO_DRAWS`` x cells counts are kept (3 labels with 2 members, 2 with 4: a few seconds of a plan; 3
+labels with 4 members took 30 s); beyond it the normal form stands."""
 
 
 def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float, at: object) -> np.ndarray:
