@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.ratio_moments import RatioPrior, ratio_influence, ratio_moments
+from planner.ratio_moments import (
+    RatioPrior,
+    ratio_false_rejection_rates,
+    ratio_influence,
+    ratio_moments,
+    simulated_ratio_m,
+)
 from planner.recipes import certify_recipe
 from planner.xi_moments import prior_moments
 from tests.planner.promise_bounds import broken, kept
@@ -243,3 +249,15 @@ def test_small_and_shared_panel_ratio_recipes_keep_the_promise_with_the_mc_error
     for size, seed in ((m, 1), ((m + math.ceil(1.3 * m)) // 2, 2), (math.ceil(1.3 * m), 3)):
         assert kept(rate(size, seed), trials, promise), size
     assert broken(rate(math.floor(m / 1.15), 4), trials, promise)
+
+
+def test_the_shared_panel_simulation_has_a_work_bound_checked_before_it_starts():
+    """3 labels with 4 members is 729 label cells per item, past RATIO_SIMULATED_CELLS: the simulation
+    refuses it at once and the recipe keeps the normal form's m."""
+    prior = RatioPrior(0.9, 0.95, 3, "kappa", None, 4)
+    with pytest.raises(ValueError, match="label cells"):
+        ratio_false_rejection_rates(prior, 10, epsilon=0.05, at=[5])
+    assert simulated_ratio_m(prior, 72, epsilon=0.05, alpha_sig=0.05) is None
+    mu, var = ratio_moments(0.9, 0.95, n_labels=3, coefficient="kappa", pool_size=4)
+    common = dict(n_items=5000, n_humans=5, coefficient="kappa", pool_size=4)
+    assert certify_recipe(mu, var, **common, lattice=prior).m == certify_recipe(mu, var, **common).m
