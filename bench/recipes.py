@@ -6,14 +6,14 @@ design's lists for 3 secondaries at the recommended overlap. The service's plan 
 reading the label matrix and writing the assignments. Run: ``.venv/bin/python bench/recipes.py``.
 
 ``--grid`` (issue 29) prints, per cell ``(p_h, p_j, L, K, design, coefficient or rule)``, the recipe's
-``m``, the promised rate and the simulated one (``check_design``) at ``m``, at ``m/1.15`` (a recipe within
-15% of the smallest ``m`` that holds breaks the promise there) and at ``1.3 m``. The default grid is one
-channel (a few seconds); ``--grid full`` runs every channel below (minutes).
+``m``, the simulated promised rate there (``check_design``) with its upper 2-SE bound and promise status, the
+largest rate over ``[m, 1.3 m]``, the smallest probed ``m`` that holds and the over-sizing (``m`` over it).
+The default grid is one channel at K = 3 (minutes); ``--grid full`` runs every channel at K = 3 and 5
+with twice the trials (hours).
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +22,7 @@ import numpy as np
 
 from planner.designs import disjoint, random_subsets, shared_panel, strat
 from planner.false_rejection import m_cert
-from planner.plan_check import check_design
+from planner.plan_check import check_design, promise_status
 from planner.ratio_moments import RatioPrior, ratio_moments
 from planner.recipes import certify_recipe
 from planner.seq_designs import seq_coverage
@@ -81,7 +81,7 @@ def main() -> None:
 
 
 GRID_CHANNELS = ((0.85, 0.90, 2), (0.90, 0.95, 3), (0.80, 0.85, 2))
-GRID_TRIALS = 400
+GRID_TRIALS = 2000
 
 
 def recipe_m(p_h: float, p_j: float, n_labels: int, k: int, design: str, what: str) -> int | None:
@@ -100,37 +100,60 @@ def recipe_m(p_h: float, p_j: float, n_labels: int, k: int, design: str, what: s
     return certify_recipe(mu, var, n_items=N_ITEMS, n_humans=k, coefficient=what, pool_size=s, lattice=prior).m
 
 
+def _promised_rate(
+    design: str, p_h: float, p_j: float, n_labels: int, k: int, what: str, size: int, trials: int
+) -> tuple[float, float]:
+    """The cell's promised rate at ``size`` (per held-out human under the margin rule, the judge's under the
+    alt-test) by the plan check's simulation, with its Monte Carlo SE."""
+    check = check_design(
+        design,
+        n_items=N_ITEMS,
+        n_humans=k,
+        n_labels=n_labels,
+        m=size,
+        p_h=p_h,
+        p_j=p_j,
+        coefficient="po" if what == "alt-test" else what,
+        rule="alt-test" if what == "alt-test" else "margin",
+        trials=trials,
+        rng=size,
+    )
+    return (check.rater_fr, check.rater_fr_se) if check.promised == "rater_fr" else (check.fr, check.fr_se)
+
+
+GRID_STEPS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.84, 0.87, 0.9, 0.93, 0.96, 1.0, 1.15, 1.3)
+"""Overlaps probed, as multiples of the recipe's m: the smallest m that holds is searched below m."""
+
+
 def grid(full: bool) -> None:
-    """Promised against simulated rates over the grid, with the over-sizing probe at m/1.15 (issue 29)."""
+    """Promised against simulated rates over the grid (issue 29): the recipe's m, the simulated rate there
+    with its upper 2-SE bound and promise status, the largest rate over [m, 1.3 m], the smallest probed m from
+    which every probed rate is at most the promise, and the over-sizing m / that smallest m."""
     channels = GRID_CHANNELS if full else GRID_CHANNELS[:1]
-    print(f"recipe grid: promised vs simulated FR ({GRID_TRIALS} trials per rate; +-2 SE ~ .016 at .025)")
-    print("  p_h  p_j  L K design       what       m  promise  at m   at m/1.15  at 1.3m")
+    trials = GRID_TRIALS * (2 if full else 1)
+    print(
+        f"recipe grid at n = {N_ITEMS:,}: promised vs simulated rate ({trials} trials per rate, the plan "
+        f"check's simulation; promise .025; m probed at {', '.join(str(x) for x in GRID_STEPS)} x m)"
+    )
+    print("  p_h  p_j  L K design       what         m  at m  +2SE  status      max[m,1.3m] smallest  over")
     for p_h, p_j, n_labels in channels:
         for k in (3, 5) if full else (3,):
             for design in ("disjoint", "random", "seq-coverage", "strat"):
-                for what in ("po", "kappa", "alt-test"):
+                for what in ("po", "kappa", "alpha", "ac1", "alt-test"):
                     m = recipe_m(p_h, p_j, n_labels, k, design, what)
                     if m is None:
                         continue
-                    rates = []
-                    for size in (m, math.floor(m / 1.15), math.ceil(1.3 * m)):
-                        check = check_design(
-                            design,
-                            n_items=N_ITEMS,
-                            n_humans=k,
-                            n_labels=n_labels,
-                            m=size,
-                            p_h=p_h,
-                            p_j=p_j,
-                            coefficient="po" if what == "alt-test" else what,
-                            rule="alt-test" if what == "alt-test" else "margin",
-                            trials=GRID_TRIALS,
-                            rng=size,
-                        )
-                        rates.append(check.rater_fr if check.promised == "rater_fr" else check.fr)
+                    sizes = sorted({max(1, min(N_ITEMS, round(step * m))) for step in GRID_STEPS})
+                    rates = {size: _promised_rate(design, p_h, p_j, n_labels, k, what, size, trials) for size in sizes}
+                    rate, se = rates[m]
+                    holding = [size for size in sizes if all(rates[x][0] <= 0.025 for x in sizes if x >= size)]
+                    smallest = min(holding) if holding else None
+                    top = max(r for x, (r, _) in rates.items() if x >= m)
+                    over = f"{m / smallest:5.2f}" if smallest else "  n/a"
                     print(
-                        f"  {p_h:.2f} {p_j:.2f} {n_labels} {k} {design:<12} {what:<8} {m:>5}  {0.025:.3f}   "
-                        f"{rates[0]:.3f}  {rates[1]:.3f}      {rates[2]:.3f}"
+                        f"  {p_h:.2f} {p_j:.2f} {n_labels} {k} {design:<12} {what:<8} {m:>5}  {rate:.3f} "
+                        f"{rate + 2 * se:.3f} {promise_status(rate, se, 0.025):<11} {top:.3f}       "
+                        f"{smallest if smallest else 'none':>5}  {over}"
                     )
 
 

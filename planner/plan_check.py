@@ -49,9 +49,10 @@ class DesignCheck:
     judge (accuracy ``p_j_bad``) passed; ``wrong = (fr + fa) / 2`` (the two judges equally
     likely); ``inconclusive``: share of trials whose decision the normal approximation of
     the bootstrap would flip with probability above 0.2 (margin rule, ``F = p_o``). A rate
-    that cannot be measured is NaN and ``reason`` says why. ``keeps_promise``: the promised
-    rate (``promised``: ``rater_fr`` under the margin rule, ``fr`` under the alt-test) is at
-    most ``promise`` plus 2 Monte Carlo SE.
+    that cannot be measured is NaN and ``reason`` says why. ``promise_status`` of the promised rate
+    (``promised``: ``rater_fr`` under the margin rule, ``fr`` under the alt-test), from
+    ``promise_status``; ``keeps_promise``: the status is ``"kept"`` (the Monte Carlo error inside
+    the promise).
     """
 
     design: str
@@ -70,8 +71,28 @@ class DesignCheck:
     p_j_bad: float
     promised: str
     promise: float
-    keeps_promise: bool
+    promise_status: str
     reason: str
+
+    @property
+    def keeps_promise(self) -> bool:
+        """The promised rate's upper 2-SE bound is within the promise."""
+        return self.promise_status == "kept"
+
+
+def promise_status(rate: float, rate_se: float, promise: float) -> str:
+    """Whether a simulated rate keeps ``promise`` with its Monte Carlo error inside it (docs/method.md §6,
+    "The promise and raising m"): ``"kept"`` when ``rate + 2 SE <= promise``, ``"broken"`` when
+    ``rate - 2 SE > promise``, ``"unresolved"`` in between (the trials cannot tell), ``"undefined"`` for NaN.
+
+    >>> [promise_status(r, 0.005, 0.025) for r in (0.01, 0.02, 0.04, float("nan"))]
+    ['kept', 'unresolved', 'broken', 'undefined']
+    """
+    if math.isnan(rate):
+        return "undefined"
+    if rate + 2.0 * rate_se <= promise:
+        return "kept"
+    return "broken" if rate - 2.0 * rate_se > promise else "unresolved"
 
 
 def _share(flags: np.ndarray) -> tuple[float, float]:
@@ -290,7 +311,24 @@ def check_design(
         reason = "the prior's judge is not good in population (mu + epsilon <= 0): FR is undefined"
         nan = math.nan
         return DesignCheck(
-            design, m, trials, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, promised, promise, False, reason
+            design,
+            m,
+            trials,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            promised,
+            promise,
+            "undefined",
+            reason,
         )
     p_bad = mirror_accuracy(
         p_h, p_j, n_labels=n_labels, rule=decision, pool_size=pool_size, coefficient=coefficient, prevalence=share
@@ -333,7 +371,6 @@ def check_design(
         inconclusive = inconclusive_se = math.nan
         reasons.append("inconclusive is approximated for the margin rule on p_o only")
     rate, rate_se = (rater_fr, rater_fr_se) if promised == "rater_fr" else (fr, fr_se)
-    keeps = bool(rate <= promise + 2 * rate_se)
     return DesignCheck(
         design,
         int(m),
@@ -351,7 +388,7 @@ def check_design(
         p_bad,
         promised,
         promise,
-        keeps,
+        promise_status(rate, rate_se, promise),
         "; ".join(reasons),
     )
 
@@ -376,15 +413,25 @@ def raised_m(
     return current, size
 
 
+def needs_no_raise(check: DesignCheck, recipe_m: int) -> bool:
+    """Whether ``check`` lets the plan stand at its ``m`` (docs/method.md §6, "The promise and raising m"):
+    kept, or undefined (no overlap makes a judge that is not good pass), or at the recipe's own ``m`` and
+    not broken (the recipe's computation, exact or with its own Monte Carlo error inside the promise, is
+    the evidence there). Once the check has shown the recipe's ``m`` broken it is the only evidence left,
+    so a raised ``m`` must be kept."""
+    return check.promise_status in ("kept", "undefined") or (
+        check.m == recipe_m and check.promise_status == "unresolved"
+    )
+
+
 def raised_check(design: str, *, m: int, n_items: int, rng: Rng = None, **settings: object) -> DesignCheck:
-    """``check_design`` at ``m``, raised by ``raised_m`` while the promise fails (an undefined FR is
-    not raised: no overlap makes a judge that is not good pass)."""
+    """``check_design`` at ``m``, raised by ``raised_m`` until ``needs_no_raise``."""
     gen = np.random.default_rng(rng)
 
     def at(size: int) -> DesignCheck:
         return check_design(design, m=size, n_items=n_items, rng=gen, **settings)  # type: ignore[arg-type]
 
-    check, _ = raised_m(at, m, n_items=n_items, keeps=lambda c: c.keeps_promise or math.isnan(c.fr))
+    check, _ = raised_m(at, m, n_items=n_items, keeps=lambda c: needs_no_raise(c, m))
     return check
 
 

@@ -125,14 +125,19 @@ RATIO_DRAWS = 10_000
 """Simulated comparisons behind a ratio coefficient's small-overlap FR (MC SE ~.0016 at .025)."""
 RATIO_SIMULATED_M_MAX = 600
 """Above this normal-form overlap the delta method's normal form stands (its error there is small)."""
+RATIO_SIMULATED_CELLS = 81
+"""Largest law of one item's labels (``L^(s+2)``: judge, ``s`` pool members, held-out) that is simulated:
+``RATIO_DRAWS`` x cells counts are kept (3 labels with 2 members, 2 with 4: a few seconds of a plan; 3
+labels with 4 members took 30 s); beyond it the normal form stands."""
 
 
 def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float, at: object) -> np.ndarray:
     """Per-rater FR ``Pr[d_k < -eps]`` of a ratio coefficient at the overlaps ``at`` (in ``1..m_max``; NaN
-    elsewhere), one held-in label per item: ``d_k = F(judge, P) - F(S, P)`` on ``m`` items labelled by
-    the judge, the pool member ``P`` and the held-out ``S`` (docs/method.md §4, item 4).
+    elsewhere), with ``s = pool_size`` held-in labels per item: ``d_k`` the mean over the members ``P_i`` of
+    ``F(judge, P_i) - F(S, P_i)`` on ``m`` items labelled by the judge, the members and the held-out ``S``
+    (docs/method.md §4, item 4).
 
-    Items are drawn from the prior's law of ``(judge, P, S)`` labels one at a time for ``RATIO_DRAWS``
+    Items are drawn from the prior's law of ``(judge, P_1..P_s, S)`` labels one at a time for ``RATIO_DRAWS``
     comparisons (seed 0), so successive ``m`` share their draws; ``F`` is the decision's own two-rater
     formula on the counts (``planner.tables.two_rater_coefficient``); a comparison whose ``d_k`` is
     undefined is left out, as the decision does.
@@ -143,11 +148,16 @@ def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float
         raise ValueError(f"coefficient must be one of {RATIO_COEFFICIENTS}, got {prior.coefficient!r}")
     if not isinstance(m_max, (int, np.integer)) or not 1 <= m_max <= 2 * RATIO_SIMULATED_M_MAX:
         raise ValueError(f"m_max must be an integer in 1..{2 * RATIO_SIMULATED_M_MAX}, got {m_max!r}")
-    n_labels = prior.n_labels
-    p_h, p_j = prior_iv(prior.p_h, prior.p_j, n_labels, prior.pool_size)
+    n_labels, members = prior.n_labels, prior.pool_size
+    if n_labels ** (members + 2) > RATIO_SIMULATED_CELLS:
+        raise ValueError(f"{n_labels}^{members + 2} label cells per item exceed {RATIO_SIMULATED_CELLS}")
+    p_h, p_j = prior_iv(prior.p_h, prior.p_j, n_labels, members)
     shares = np.full(n_labels, 1.0 / n_labels) if prior.prevalence is None else np.asarray(prior.prevalence, float)
     human, judge = _channel(p_h, n_labels), _channel(p_j, n_labels)
-    law = np.einsum("t,tj,tp,ts->jps", shares, judge, human, human).ravel()
+    law = shares[:, None] * judge  # [truth, judge], then one human axis per member and the held-out
+    for _ in range(members + 1):
+        law = law[..., None] * human.reshape((n_labels,) + (1,) * (law.ndim - 1) + (n_labels,))
+    law = law.sum(axis=0).ravel()
     edges = np.cumsum(law)[:-1]
     wanted = np.zeros(m_max + 1, dtype=bool)
     wanted[np.asarray(at, dtype=np.int64)] = True
@@ -155,20 +165,25 @@ def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float
     counts = np.zeros((RATIO_DRAWS, law.size), dtype=np.int32)
     rows = np.arange(RATIO_DRAWS)
     rates = np.full(m_max, np.nan)
+    diagonal = np.arange(n_labels)
+    axes = tuple(range(1, members + 3))  # judge, P_1..P_s, S
     for size in range(1, m_max + 1):
         counts[rows, np.searchsorted(edges, gen.random(RATIO_DRAWS), side="right")] += 1
         if not wanted[size]:
             continue
-        cube = counts.reshape(RATIO_DRAWS, n_labels, n_labels, n_labels).astype(float)  # [judge, P, S]
-        judge_p, s_p = cube.sum(axis=3), cube.sum(axis=1)  # [judge, P], [P, S]
-        diagonal = np.arange(n_labels)
-        f_judge = two_rater_coefficient(
-            judge_p[:, diagonal, diagonal].sum(axis=1), judge_p.sum(axis=2), judge_p.sum(axis=1), prior.coefficient
-        )
-        f_human = two_rater_coefficient(
-            s_p[:, diagonal, diagonal].sum(axis=1), s_p.sum(axis=1), s_p.sum(axis=2), prior.coefficient
-        )
-        d = f_judge - f_human
+        cube = counts.reshape((RATIO_DRAWS,) + (n_labels,) * (members + 2)).astype(float)
+        d = np.zeros(RATIO_DRAWS)
+        for i in range(members):
+            member = 2 + i
+            judge_p = cube.sum(axis=tuple(a for a in axes if a not in (1, member)))  # [judge, P_i]
+            p_s = cube.sum(axis=tuple(a for a in axes if a not in (member, members + 2)))  # [P_i, S]
+            f_judge = two_rater_coefficient(
+                judge_p[:, diagonal, diagonal].sum(axis=1), judge_p.sum(axis=2), judge_p.sum(axis=1), prior.coefficient
+            )
+            f_human = two_rater_coefficient(
+                p_s[:, diagonal, diagonal].sum(axis=1), p_s.sum(axis=1), p_s.sum(axis=2), prior.coefficient
+            )
+            d += (f_judge - f_human) / members
         defined = np.isfinite(d)
         rates[size - 1] = float(np.mean(d[defined] < -epsilon - 1e-12)) if defined.any() else math.nan
     return rates
@@ -177,10 +192,10 @@ def ratio_false_rejection_rates(prior: RatioPrior, m_max: int, *, epsilon: float
 def simulated_ratio_m(prior: RatioPrior, normal_m: int, *, epsilon: float, alpha_sig: float) -> int | None:
     """Smallest ``m`` whose simulated FR + 2 SE (``ratio_false_rejection_rates``; the draws' MC error inside
     the promise) is at most ``alpha_sig/2`` at every overlap up to ``1.6`` times the normal form's ``m``
-    (docs/method.md §4, item 4); None beyond ``RATIO_SIMULATED_M_MAX``, for a shared pool, or when it
-    misses the promise up there (the normal form then stands).
+    (docs/method.md §4, item 4); None beyond ``RATIO_SIMULATED_M_MAX`` or ``RATIO_SIMULATED_CELLS``, or when
+    it misses the promise up there (the normal form then stands).
     """
-    if prior.pool_size != 1 or normal_m > RATIO_SIMULATED_M_MAX:
+    if normal_m > RATIO_SIMULATED_M_MAX or prior.n_labels ** (prior.pool_size + 2) > RATIO_SIMULATED_CELLS:
         return None
     target, hi = alpha_sig / 2.0, max(math.ceil(1.6 * normal_m), 10)
     lo = max(2, normal_m // 3)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,6 +15,8 @@ from planner.plan_check import (
     DesignCheck,
     check_design,
     fitted_channel,
+    needs_no_raise,
+    promise_status,
     raised_check,
     raised_m,
     simulated_choice,
@@ -86,6 +87,7 @@ def _check_dict(check: DesignCheck) -> dict[str, Any]:
         out[f"{rate}_se"] = optional_float(getattr(check, f"{rate}_se"))
     out["p_j_bad"] = optional_float(check.p_j_bad)
     out["keeps_promise"] = check.keeps_promise
+    out["promise_status"] = check.promise_status
     out["note"] = check.reason
     return out
 
@@ -171,7 +173,7 @@ def _promised(body: PlanCreate, check: DesignCheck) -> DesignCheck:
     good judge rejected (``omega < omega_threshold``), not each held-out human's (docs/method.md §4, item 6)."""
     if body.promise != "judge":
         return check
-    return replace(check, promised="fr", keeps_promise=bool(check.fr <= check.promise + 2 * check.fr_se))
+    return replace(check, promised="fr", promise_status=promise_status(check.fr, check.fr_se, check.promise))
 
 
 def _design(
@@ -231,9 +233,7 @@ def _plan_check(
         def judged_at(size: int) -> DesignCheck:
             return _promised(body, check_design(design, m=size, rng=rng, **settings))
 
-        final, _ = raised_m(
-            judged_at, m, n_items=settings["n_items"], keeps=lambda c: c.keeps_promise or math.isnan(c.fr)
-        )
+        final, _ = raised_m(judged_at, m, n_items=settings["n_items"], keeps=lambda c: needs_no_raise(c, m))
     else:
         final = raised_check(design, m=m, rng=rng, **settings)
     final = _promised(body, final)
@@ -244,10 +244,31 @@ def _plan_check(
         notes.append(
             f"the simulated {final.promised} of {design} at the recipe's m={m} broke the promise "
             f"{decision.alpha_sig / 2} by more than 2 Monte Carlo SE: m raised to {final.m}"
+            + (", where it keeps it with the Monte Carlo error inside" if final.keeps_promise else "")
         )
-    if not final.keeps_promise:
-        notes.append(f"the simulated {final.promised} of {design} at m={final.m} is still above the promise")
+    served_recipe = candidates.recipe if final.m == m and body.m is None else None
+    notes.extend(_status_notes(final, design, served_recipe))
     return block, final.m, notes
+
+
+def _status_notes(final: DesignCheck, design: str, recipe: Recipe | None) -> list[str]:
+    """What the plan says when its check does not confirm the promise (docs/method.md §6, "The promise and
+    raising m"): still broken, or within 2 Monte Carlo SE of it, then with the recipe's own rate at ``m``
+    when ``recipe`` is given (the plan is served at the recipe's ``m``)."""
+    rate, rate_se = (final.fr, final.fr_se) if final.promised == "fr" else (final.rater_fr, final.rater_fr_se)
+    head = f"the simulated {final.promised} of {design} at m={final.m} is {rate:.4f} (Monte Carlo SE {rate_se:.4f})"
+    if final.promise_status == "broken":
+        return [f"{head}, still above the promise {final.promise} by more than 2 Monte Carlo SE"]
+    if final.promise_status != "unresolved":
+        return []
+    head += f": within 2 Monte Carlo SE of the promise {final.promise}, so {final.trials} trials neither confirm "
+    head += "nor refute it"
+    if recipe is None:
+        return [head]
+    own = ""
+    if final.m in recipe.m_grid and recipe.promise == "rater" and final.promised == "rater_fr":
+        own = f" (its own per-rater FR there is {recipe.fr_rate[recipe.m_grid.index(final.m)]:.4f})"
+    return [f"{head}; the recipe's m stands on the recipe's own computation{own}"]
 
 
 def _sized_for_monitoring(

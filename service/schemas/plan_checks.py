@@ -31,7 +31,14 @@ class DesignCheckRead(BaseModel):
     )
     inconclusive_se: Rate = Field(description="Monte Carlo SE of inconclusive.")
     p_j_bad: Rate = Field(description="Accuracy of the mirror judge whose FA is measured.")
-    keeps_promise: bool = Field(description="The promised rate is at most the promise plus 2 Monte Carlo SE.")
+    keeps_promise: bool = Field(
+        description="The promised rate keeps the promise with its Monte Carlo error inside it: rate + 2 SE <= promise."
+    )
+    promise_status: Literal["kept", "unresolved", "broken", "undefined"] = Field(
+        description="kept: rate + 2 SE <= promise; broken: rate - 2 SE > promise (m is raised unless the request "
+        "fixed it); unresolved: in between, the trials cannot tell (the recipe's m stands, a raised m is raised "
+        "until kept); undefined: the promised rate is."
+    )
     note: str = Field(description="Why a rate is undefined (empty when all are defined).")
 
 

@@ -29,6 +29,7 @@ from planner.xi_moments import (
     prior_moments,
     xi_lattice,
 )
+from tests.planner.promise_bounds import broken, kept
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -440,15 +441,41 @@ def misorder_rate(m: int, trials: int, seed: int) -> float:
     return float(np.mean(score[1] > score[0]) + 0.5 * np.mean(score[1] == score[0]))
 
 
+def exact_misorders(p_h: float, p_a: float, p_b: float, k: int, m: np.ndarray) -> np.ndarray:
+    """P(judge b's score beats a's) + half the ties on m shared items, exactly (binary labels): the per-item
+    score margin D = sum_k 1[a = h_k] - 1[b = h_k] enumerated over who is right, its m-fold sum by an FFT
+    power. An implementation independent of the recipe's normal form, with no Monte Carlo error."""
+    law = np.zeros(2 * k + 1)  # index D + k
+    for a_right, b_right, *right in itertools.product((0, 1), repeat=2 + k):
+        prob = (p_a if a_right else 1 - p_a) * (p_b if b_right else 1 - p_b)
+        prob *= np.prod([p_h if r else 1 - p_h for r in right])
+        law[sum(int(a_right == r) - int(b_right == r) for r in right) + k] += prob
+    size = 1 << int(np.ceil(np.log2(2 * k * int(m.max()) + 1)))
+    phi = np.fft.rfft(law, size)
+    out = np.empty(m.size)
+    for i, mi in enumerate(m):
+        pmf = np.fft.irfft(phi ** int(mi), size)  # index j: sum of D = j - k mi
+        out[i] = pmf[: k * mi].sum() + 0.5 * pmf[k * mi]
+    return out
+
+
+def test_exact_misorders_match_the_simulation():
+    rates = exact_misorders(0.85, 0.90, 0.86, 3, np.array([50, 200]))
+    trials = 4000
+    for rate, m, seed in zip(rates, (50, 200), (5, 6), strict=True):
+        assert abs(misorder_rate(m, trials, seed) - rate) <= 2 * math.sqrt(rate * (1 - rate) / trials), m
+
+
 def test_m_rank_misorder_rate_holds_at_m_and_fails_at_half():
+    """The misorder rate is exactly at most .05 at every m' in [m, 1.3 m] (no Monte Carlo error to place),
+    and an independent simulation breaks the promise at m/2 by more than its Monte Carlo error."""
     delta = (0.85 - 0.15) * (0.90 - 0.86)  # P_a - P_b = (p_h - q_h)(p_a - p_b)
     variance = paired_variance(0.85, 0.90, 0.86, n_labels=2, n_humans=3)
     m = m_rank(variance, delta, n_judges=2, alpha_sig=0.05)
+    assert exact_misorders(0.85, 0.90, 0.86, 3, np.arange(m, math.ceil(1.3 * m) + 1)).max() <= 0.05
     trials = 4000
-    at_m, at_half = misorder_rate(m, trials, 1), misorder_rate(m // 2, trials, 2)
-    se = math.sqrt(0.05 * 0.95 / trials)
-    assert at_m <= 0.05 + 2 * se
-    assert at_half > 0.05  # not over-conservative: half the overlap breaks the promise
+    at_half = misorder_rate(m // 2, trials, 2)
+    assert broken(at_half, trials, 0.05), at_half  # not over-conservative: half the overlap breaks the promise
 
 
 def alt_test_false_rejection(m: int, trials: int, seed: int, epsilon: float = 0.2, q: float = 0.05) -> float:
@@ -483,9 +510,11 @@ def test_alt_test_recipe_keeps_judge_level_false_rejection_at_half_alpha():
     m = certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", pool_size=2).m
     half = certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", power=0.5, pool_size=2).m
     trials = 2000
-    se = math.sqrt(0.025 * 0.975 / trials)
-    assert alt_test_false_rejection(m, trials, seed=1) <= 0.025 + 2 * se
-    assert alt_test_false_rejection(half, trials, seed=2) > 0.025 + 2 * se
+    # FR ~.025 at m (.0250 over 20,000 trials): the per-human normal recipe sits on the promise, which no
+    # simulation in seconds can confirm with its error inside (issue 29: open for shared panels); not broken
+    assert not broken(alt_test_false_rejection(m, trials, seed=1), trials, 0.025)
+    assert kept(alt_test_false_rejection(math.ceil(1.3 * m), trials, seed=3), trials, 0.025)
+    assert broken(alt_test_false_rejection(half, trials, seed=2), trials, 0.025)
 
 
 def ladder_misorders(accuracies, m: int, trials: int, seed: int, p_h: float = 0.85, k: int = 3) -> np.ndarray:
@@ -505,8 +534,9 @@ def ladder_misorders(accuracies, m: int, trials: int, seed: int, p_h: float = 0.
 @pytest.mark.parametrize("n_judges", [3, 5])
 def test_ranking_recipe_orders_every_adjacent_pair_of_a_ladder(n_judges):
     """docs/method.md §4, item 3 (issue 29): m_rank on the largest adjacent-pair variance keeps every
-    adjacent pair's misorder rate within alpha_sig/(J-1) (+ 2 SE); half of it breaks the promise, and so
-    does the m the top pair's variance alone gave (the lowest pair, nearest chance, varies most)."""
+    adjacent pair's misorder rate within alpha_sig/(J-1) on [m, 1.3 m], exactly (the simulation agrees at m
+    within 2 SE); half of it breaks the promise beyond the Monte Carlo error, and so does the m the top
+    pair's variance alone gave (the lowest pair, nearest chance, varies most)."""
     p_h, p_j, delta, k = 0.85, 0.90, 0.05, 3
     accuracies = ladder_accuracies(p_h, p_j, delta, n_labels=2, n_judges=n_judges)
     assert np.allclose(np.diff(accuracies), -delta / (2 * p_h - 1))
@@ -517,13 +547,16 @@ def test_ranking_recipe_orders_every_adjacent_pair_of_a_ladder(n_judges):
     m_top = m_rank(top, delta, n_judges=n_judges)
     assert m > m_top
     promise, trials = 0.05 / (n_judges - 1), 3000
-    se = math.sqrt(promise * (1 - promise) / trials)
+    sizes = np.arange(m, math.ceil(1.3 * m) + 1)
+    for a, b in itertools.pairwise(accuracies):  # exact, so the promise holds with no Monte Carlo error
+        assert exact_misorders(p_h, a, b, k, sizes).max() <= promise, (a, b)
     at_m = ladder_misorders(accuracies, m, trials, seed=n_judges)
-    assert np.all(at_m <= promise + 2 * se), at_m
+    exact_at_m = [exact_misorders(p_h, a, b, k, np.array([m]))[0] for a, b in itertools.pairwise(accuracies)]
+    assert np.all(np.abs(at_m - exact_at_m) <= 2 * np.sqrt(promise * (1 - promise) / trials)), at_m
     at_half = ladder_misorders(accuracies, m // 2, trials, seed=10 + n_judges)
-    assert at_half.max() > promise + 2 * se, at_half
+    assert broken(at_half.max(), trials, promise), at_half
     at_top = ladder_misorders(accuracies, m_top, trials, seed=20 + n_judges)
-    assert at_top[-1] > promise + 2 * se, at_top
+    assert broken(at_top[-1], trials, promise), at_top
 
 
 def test_ladder_rejects_a_ladder_below_zero_accuracy():
@@ -588,17 +621,21 @@ def disjoint_alt_test_false_rejection(
 @pytest.mark.parametrize(("k", "p_h", "p_j"), [(3, 0.85, 0.90), (5, 0.80, 0.80)])
 def test_alt_test_recipe_on_a_disjoint_design_is_the_smallest_m_that_holds(k, p_h, p_j):
     """Issue 29 item 3: the judge-level recipe's m keeps the good judge's FR within alpha_sig/2 at m and
-    over [m, 1.3 m] by an independent simulation, and m/1.15 breaks it (so m is within 15% of the
-    smallest m that holds); the per-human power recipe asked 57-77% more."""
+    over [m, 1.3 m] by an independent simulation, the Monte Carlo error inside the promise, and m/1.15
+    breaks it beyond that error (so m is within 15% of the smallest m that holds); the per-human power
+    recipe asked 57-77% more."""
     mu, var = advantage_moments(*xi_lattice(p_h, p_j, n_labels=2).advantage)
     m = certify_recipe(mu, var, n_items=10_000, n_humans=k, rule="alt-test").m
     per_human = m_alt_test(mu, var, n_humans=k)
     assert m < per_human
-    trials, promise = 4000, 0.025
-    se = math.sqrt(promise * (1 - promise) / trials)
-    for size, seed in ((m, 1), ((m + math.ceil(1.3 * m)) // 2, 2), (math.ceil(1.3 * m), 3)):
-        assert disjoint_alt_test_false_rejection(size, k, trials, seed, p_h, p_j) <= promise + 2 * se, size
-    assert disjoint_alt_test_false_rejection(math.floor(m / 1.15), k, trials, 4, p_h, p_j) > promise + 2 * se
+    promise = 0.025
+    # FR ~.020-.022 at m: 10,000-trial chunks until the upper bound can clear .025 (2 at K 3, 4 at K 5)
+    chunks = 2 if k == 3 else 4
+    at_m = np.mean([disjoint_alt_test_false_rejection(m, k, 10_000, (1, c), p_h, p_j) for c in range(chunks)])
+    assert kept(float(at_m), 10_000 * chunks, promise), at_m
+    for size, seed in (((m + math.ceil(1.3 * m)) // 2, 2), (math.ceil(1.3 * m), 3)):
+        assert kept(disjoint_alt_test_false_rejection(size, k, 4000, seed, p_h, p_j), 4000, promise), size
+    assert broken(disjoint_alt_test_false_rejection(math.floor(m / 1.15), k, 4000, 4, p_h, p_j), 4000, promise)
 
 
 def _fft_false_rejection(probabilities: np.ndarray, m: np.ndarray, epsilon: float) -> np.ndarray:
@@ -630,3 +667,17 @@ def test_recipes_past_4000_items_keep_the_promise_on_the_exact_lattice(p_h, p_j,
         looked[1:], lattice.mu_d, lattice.variance, epsilon=0.05, pool_size=pool_size
     )
     assert pool_size == 1 or corrected.max() <= 0.025  # the normal form alone would not have seen the excess
+
+
+def test_a_shared_panel_recipe_holds_on_the_exact_lattice_from_m_to_1_3_m():
+    """Issue 29 item 7: a shared panel (pool_size 2, prior_moments(..., pool_size=2)) at p_h = p_j = .9, L 2,
+    was served short on the lattice (exact FR up to .0261 over m 230 and the 40 items above). The served m
+    (240) has exact FR <= .025 at every m' in [m, 1.3 m] by the FFT enumeration (max .0216, at 259), and
+    m - 1 breaks it (.0263): m is the smallest that holds, with no Monte Carlo error to place."""
+    mu, var = prior_moments(0.9, 0.9, n_labels=2, pool_size=2)
+    lattice = xi_lattice(0.9, 0.9, n_labels=2, pool_size=2)
+    r = certify_recipe(mu, var, n_items=10_000, n_humans=3, lattice=lattice, pool_size=2)
+    looked = np.arange(r.m - 1, math.ceil(1.3 * r.m) + 1)
+    rates = _fft_false_rejection(lattice.probabilities, looked, 0.05)
+    assert r.m == 240 and rates[0] == pytest.approx(0.02634, abs=1e-5)
+    assert rates[1:].max() == pytest.approx(0.02156, abs=1e-5) and rates[1:].max() <= 0.025

@@ -83,9 +83,12 @@ def test_a_ratio_prior_plan_keeps_its_promise_in_the_check(client, coefficient, 
     plan = make_plan(client, pid, **PRIOR, design="disjoint", seed=4)
     check = plan["check"]
     assert plan["recipe"]["moments"]["coefficient"] == coefficient
-    assert check["raised_from"] is None and plan["m"] == plan["recipe"]["m"] and check["plan"]["keeps_promise"]
-    row = check["designs"]["disjoint"]
-    assert row["rater_fr"] <= 0.025 + 2 * row["rater_fr_se"]
+    assert check["raised_from"] is None and plan["m"] == plan["recipe"]["m"]
+    status = check["plan"]["promise_status"]  # 1,000 trials cannot confirm an FR just under .025 (docs/method.md §6)
+    assert status in ("kept", "unresolved") and check["plan"]["keeps_promise"] == (status == "kept")
+    unresolved = [w for w in plan["recipe"]["warnings"] if "neither confirm nor refute" in w]
+    assert len(unresolved) == (status == "unresolved")
+    assert all("the recipe's m stands on the recipe's own computation" in w for w in unresolved)
 
 
 def test_ranking_plans_are_not_simulated_and_say_why(client, project):
