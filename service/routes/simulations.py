@@ -61,7 +61,7 @@ async def post_simulation(
     principal: PrincipalDep,
     settings: SettingsDep,
     idem: IdempotencyKey = None,
-) -> JSONResponse:
+) -> Response:
     """Simulate the plan in force, or the given settings, before paying for labels (docs/method.md §6).
 
     Each grid cell (human accuracy x `rho` x design x coefficient) reports bias, std and
