@@ -60,7 +60,7 @@ async def post_plan(
     principal: PrincipalDep,
     settings: SettingsDep,
     idem: IdempotencyKey = None,
-) -> JSONResponse:
+) -> Response:
     """Compute and store the plan in force (docs/method.md §4–5): recipe, design and per-rater lists.
 
     `source=prior` plans from `p_h`, `p_j`; `source=pilot` from the overlap in hand. The
@@ -77,10 +77,11 @@ async def post_plan(
     client disconnects, the plan's computation stops (a large one's child process is killed) and nothing is
     stored (docs/operations.md, "Work limits").
 
-    A numeric project (`scale: "numeric"`) is planned from its pilot only (`source=pilot`, `purpose=certify`,
-    design `auto` or `disjoint`, no `budget`; else 409 `numeric_scale`): the recipe from the moments of the
-    per-item alignment difference, the check by resampling the pilot's items, disjoint lists stratified on
-    the primary's score bin (docs/method.md §4b).
+    A numeric project (`scale: "numeric"`) is planned from its pilot only (`source=pilot`, design `auto` or
+    `disjoint`, no `budget`; else 409 `numeric_scale`): the recipe from the moments of the per-item alignment
+    difference, the check by resampling the pilot's items, disjoint lists stratified on the primary's score
+    bin; `purpose=rank` sizes m to order the judges `delta_min` apart in their ranking score, from the
+    pilot's variance of a judge pair's margin under the disjoint design (docs/method.md §4b).
     """
 
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
