@@ -162,7 +162,7 @@ from planner.score_monitor import (
     monitor_scores,
     score_monitor_budget,
 )
-from planner.score_ranking import ScoreRanking, rank_score_judges
+from planner.score_ranking import ScoreRanking, rank_score_judges, score_rank_variance
 from planner.score_recipes import (
     ScorePlanCheck,
     pilot_differences,
@@ -408,6 +408,7 @@ __all__ = [
     "listed_arrival",
     "lists_within",
     "rank_score_judges",
+    "score_rank_variance",
     "ScoreRanking",
     "ScoreSliceMonitoring",
     "ScoreSliceOutcome",

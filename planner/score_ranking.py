@@ -192,3 +192,67 @@ def rank_score_judges(
         epsilon=epsilon,
         n_items=n_items,
     )
+
+
+def _quantity(
+    array: np.ndarray, judges: tuple[int, ...], human: int, pool: int, rule: str, span: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows where ``judges``, ``human`` and ``pool`` rated, and there ``D``: ``q_a - q_b`` for ``judges =
+    (a, b)``, ``q_a`` for ``(a,)``, ``q`` the quantity :func:`rank_score_judges` averages with ``human`` held
+    out against the pool of one ``pool``."""
+    per_judge = [item_differences(array, j, human, [pool], rule=rule, span=span) for j in judges]
+    rows = per_judge[0][0]
+    for other_rows, _ in per_judge[1:]:
+        rows = np.intersect1d(rows, other_rows)
+    quantity = [
+        (advantage >= 0).astype(float)[np.isin(r, rows)] if rule == "alt-test" else advantage[np.isin(r, rows)]
+        for r, advantage in per_judge
+    ]
+    return rows, quantity[0] - quantity[1] if len(quantity) == 2 else quantity[0]
+
+
+def score_rank_variance(
+    ratings: np.ndarray,
+    judges: object,
+    humans: object,
+    *,
+    rule: ScoreRule = "margin",
+    value_range: tuple[float, float] | None = None,
+    n_humans: int | None = None,
+) -> float:
+    """Per-item variance of a judge pair's score margin under the disjoint design, for ``m_rank``'s ``m`` per
+    secondary (docs/method.md §4b, "Ranking score judges"); ``humans[0]`` is the primary.
+
+    With ``K`` humans (``n_humans``, default ``len(humans)``), the primary ``p`` on every planned item and
+    secondary ``s`` on its own ``m``, the margin ``(1/K) sum_k`` of the held-out humans' means of ``D`` is
+    ``(1 / (K m)) sum_i Y_i`` over the ``(K - 1) m`` items, ``Y_i = D_i(s held out, pool p) + D_i(p held
+    out, pool s) / (K - 1)`` on ``s``'s items, so ``Var = (K - 1) Var(Y) / (K^2 m)``. Returned: ``(K - 1)
+    / K^2`` times the largest pilot ``Var(Y)`` (ddof 1) over the secondaries and the pairs of ``judges``.
+    With one judge in the pilot there is no pair: ``D = q_a`` and twice its value (a second judge like
+    it, its errors independent). NaN when a secondary shares fewer than two items with the primary.
+
+    >>> r = np.array([[1.0, 2, 1, 1, 2], [3, 3, 2, 3, 3], [5, 4, 4, 5, 5], [2, 1, 2, 2, 1]])
+    >>> round(score_rank_variance(r, [0, 1], [2, 3, 4], value_range=(1, 5)), 6)
+    0.014757
+    """
+    array, judge_columns, human_columns, _, _, span = validate_scores_iv(
+        ratings, judges, humans, rule, None, value_range, None, 0.05, 0.5
+    )
+    k = len(human_columns) if n_humans is None else int(n_humans)
+    if k < 2:
+        raise ValueError(f"n_humans must be at least 2, got {n_humans!r}")
+    pairs: list[tuple[int, ...]] = [(a, b) for n, a in enumerate(judge_columns) for b in judge_columns[n + 1 :]]
+    factor = 1.0
+    if len(judge_columns) == 1:
+        pairs, factor = [(judge_columns[0],)], 2.0
+    primary, largest = human_columns[0], 0.0
+    for pair in pairs:
+        for secondary in human_columns[1:]:
+            rows_s, held_s = _quantity(array, pair, secondary, primary, rule, span)
+            rows_p, held_p = _quantity(array, pair, primary, secondary, rule, span)
+            both = np.intersect1d(rows_s, rows_p)
+            if both.size < 2:
+                return float("nan")
+            y = held_s[np.isin(rows_s, both)] + held_p[np.isin(rows_p, both)] / (k - 1)
+            largest = max(largest, factor * (k - 1) / k**2 * float(np.var(y, ddof=1)))
+    return largest

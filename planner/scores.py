@@ -5,8 +5,9 @@ Ratings are floats, ``NaN`` for a rating that was not given: ``ratings`` of shap
 for two raters. Every result is frozen and carries ``n_items`` (items used), ``n_dropped``
 (items left out because a rating was missing: listwise deletion), ``defined`` and ``reason``
 (why undefined, ``""`` when defined). Undefined is ``defined=False`` with NaN, never 0.
-Intervals are analytic (F, Fisher z, t), not bootstraps; ``confidence_interval`` takes the
-confidence level like scipy's and returns a :class:`planner.intervals.ConfidenceInterval`.
+Intervals are analytic (F, Fisher z, t) or an item jackknife (interval alpha), not bootstraps;
+``confidence_interval`` takes the confidence level like scipy's and returns a
+:class:`planner.intervals.ConfidenceInterval`.
 Infinite ratings are refused (``ValueError``), and so is a matrix over :data:`MAX_CELLS`.
 """
 
@@ -19,8 +20,7 @@ import numpy as np
 from scipy.special import ndtri
 from scipy.stats import t as t_distribution
 
-from planner.intervals import APPROXIMATE_BELOW_ITEMS, ConfidenceInterval, percentile_interval
-from planner.resampling import ItemResample
+from planner.intervals import APPROXIMATE_BELOW_ITEMS, ConfidenceInterval
 
 LimitVariance = Literal["1999", "1986"]
 MAX_CELLS = 100_000_000
@@ -373,7 +373,7 @@ class IntervalAlphaResult:
     """Krippendorff's alpha with the interval metric on the rating values (docs/method.md §2b).
 
     ``n_items``: units with two or more ratings (the others carry no pair); ``n_values``: their
-    ratings. ``confidence_interval`` is a percentile item bootstrap (``planner.resampling``).
+    ratings. ``confidence_interval`` is an item jackknife on Fisher's z of an intraclass correlation.
     """
 
     statistic: float
@@ -385,19 +385,30 @@ class IntervalAlphaResult:
 
     @property
     def approximate(self) -> bool:
-        """A percentile bootstrap from fewer than 100 items is flagged approximate."""
+        """The jackknife interval is asymptotic; flagged under 100 items."""
         return self.n_items < APPROXIMATE_BELOW_ITEMS
 
-    def confidence_interval(
-        self, confidence_level: float = 0.95, *, n_resamples: int = 1000, rng: int | np.random.Generator | None = None
-    ) -> ConfidenceInterval:
-        """Percentile interval over ``n_resamples`` item resamples; both ends NaN when undefined."""
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        """Back from ``z -+ t_{n-1, 1-a/2} SE_jack(z)``, ``z = log((1 + (k - 1) alpha) /
+        (1 - alpha)) / 2`` with ``k = n_values / n_items``, ``SE_jack`` over the ``n`` items left out one at
+        a time (docs/method.md §2b; ``method="jackknife-z"``). Both ends NaN when alpha is undefined or 1,
+        there are fewer than two items, or an item left out leaves alpha outside ``(-1/(k-1), 1)``."""
         check_level(confidence_level)
-        if not self.defined:
-            return ConfidenceInterval(np.nan, np.nan, self.approximate, "percentile")
-        resample = ItemResample.draw(np.ones(self.n_items, dtype=np.int64), self.n_items, n_resamples, rng)
-        interval = percentile_interval(_alpha_from_sums(resample.sums(self._features)), confidence_level)
-        return ConfidenceInterval(interval.low, interval.high, self.approximate, "percentile")
+        n = self.n_items
+        undefined = ConfidenceInterval(np.nan, np.nan, self.approximate, "jackknife-z")
+        if not self.defined or n < 2:
+            return undefined
+        k = self.n_values / n
+        alphas = np.append(_alpha_from_sums(self._features.sum(axis=0) - self._features), self.statistic)
+        if not np.all((alphas < 1.0) & (1.0 + (k - 1.0) * alphas > 0.0)):  # NaN fails too
+            return undefined
+        z = 0.5 * np.log((1.0 + (k - 1.0) * alphas) / (1.0 - alphas))
+        left_out, centre = z[:-1], z[-1]
+        se = np.sqrt((n - 1) / n * np.sum((left_out - left_out.mean()) ** 2))
+        half = float(t_distribution.ppf(0.5 + confidence_level / 2.0, n - 1)) * se
+        ends = np.exp(2.0 * np.array([centre - half, centre + half]))
+        low, high = (ends - 1.0) / (ends + k - 1.0)
+        return ConfidenceInterval(float(low), float(high), self.approximate, "jackknife-z")
 
 
 def interval_alpha(ratings: np.ndarray) -> IntervalAlphaResult:

@@ -10,10 +10,13 @@ service's computing modules imported, so a start costs milliseconds):
   the request thread waits on a pipe without the GIL while a child computes.
   :func:`off_worker_each` runs independent computations in one child each, at once (a
   document's monitoring beside its other statistics: the request waits for the slowest).
-- :func:`run_while_connected` for an async route whose client may leave (``/agreement``): the
-  child is killed when the client disconnects, so its work stops at once. :func:`computed` chooses
-  for such a route by its work (:data:`service.core.limits.INLINE_WORK`) and holds one of the key's
+- :func:`run_while_connected` for an async route whose client may leave (``/agreement``, a synchronous
+  simulation): the child is killed when the client disconnects, so its work stops at once. :func:`computed`
+  chooses for such a route by its work (:data:`service.core.limits.INLINE_WORK`) and holds one of the key's
   slots for large computations while the child runs.
+- :func:`on_thread_while_connected` for a route whose work on a thread reads and writes the database around
+  its computations (a plan): every :func:`off_worker` child the thread starts is killed when the client
+  disconnects, and the thread's next :func:`off_worker` or :func:`ensure_connected` raises :class:`ClientGone`.
 
 Either child ends the moment its web worker ends, even by ``SIGKILL`` (:mod:`service.core.parent_watch`).
 """
@@ -23,13 +26,16 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import threading
 import traceback
 from collections.abc import Callable
+from contextvars import ContextVar
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
+import anyio
 from starlette.requests import Request
 from threadpoolctl import threadpool_limits
 
@@ -43,6 +49,8 @@ Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 POLL_SECONDS = 0.1
 OFF_WORKER_CELLS = 50_000
 """Label-matrix cells (items x raters) from which :func:`off_worker` computes in a child process."""
+_DEPARTURE: ContextVar[threading.Event | None] = ContextVar("departure", default=None)
+"""Set, in the thread :func:`on_thread_while_connected` runs, when its request's client has disconnected."""
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(
@@ -52,6 +60,7 @@ _CONTEXT.set_forkserver_preload(
         "scipy.stats",
         "planner",
         "service.planning.plans",
+        "service.simulations.jobs",
         "service.documents.reliability",
         "service.reporting.report",
     ]
@@ -129,8 +138,11 @@ def off_worker_each(cells: int, *calls: Call) -> list[Any]:
     after the other below :data:`OFF_WORKER_CELLS` ``cells``, else each in its own child process, all at once.
 
     The first exception is raised here (:class:`ComputationLost`, a 503, for a child that ended
-    without a result), and the other children are killed.
+    without a result), and the other children are killed; under :func:`on_thread_while_connected`
+    :class:`ClientGone` once the client has left (checked first, and every :data:`POLL_SECONDS` while
+    children compute).
     """
+    ensure_connected()
     if cells < OFF_WORKER_CELLS:
         return [fn(*args, **kwargs) for fn, args, kwargs in calls]
     started: list[tuple[BaseProcess, Connection]] = []
@@ -140,7 +152,10 @@ def off_worker_each(cells: int, *calls: Call) -> list[Any]:
             started.append(_started(fn, args, kwargs))
         waiting = dict(enumerate(started))
         while waiting:
-            for ready in wait([receiver for _, receiver in waiting.values()]):  # in the OS, not holding the GIL
+            # in the OS, not holding the GIL
+            ready_now = wait([receiver for _, receiver in waiting.values()], timeout=POLL_SECONDS)
+            ensure_connected()
+            for ready in ready_now:
                 k = next(k for k, (_, receiver) in waiting.items() if receiver is ready)
                 child, receiver = waiting.pop(k)
                 try:
@@ -176,6 +191,37 @@ async def run_while_connected(request: Request, fn: Callable[..., T], *args: Any
         await asyncio.to_thread(child.join)
     result: T = _outcome(ok, value)
     return result
+
+
+def ensure_connected() -> None:
+    """Nothing while the client of the request :func:`on_thread_while_connected` runs this thread for is
+    connected (or outside such a thread); :class:`ClientGone` once it has left."""
+    gone = _DEPARTURE.get()
+    if gone is not None and gone.is_set():
+        raise ClientGone
+
+
+async def on_thread_while_connected(
+    request: Request, fn: Callable[..., T], /, *args: Any, limiter: anyio.CapacityLimiter | None = None
+) -> T:
+    """``fn(*args)`` on a thread (``limiter``'s), watching ``request``'s client: once it disconnects, the
+    children of the thread's :func:`off_worker` calls are killed within :data:`POLL_SECONDS` and its next
+    :func:`off_worker` or :func:`ensure_connected` raises :class:`ClientGone`, which is raised here.
+    A computation the thread runs in place (below :data:`OFF_WORKER_CELLS`) ends before it is noticed."""
+    gone = threading.Event()
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(POLL_SECONDS)
+        gone.set()
+
+    watcher = asyncio.create_task(watch())
+    token = _DEPARTURE.set(gone)  # the thread runs in a copy of this context
+    try:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+    finally:
+        _DEPARTURE.reset(token)
+        watcher.cancel()
 
 
 async def computed(request: Request, key_id: str, work: int, fn: Callable[..., T], *args: Any) -> T:

@@ -10,8 +10,10 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from planner.intervals import optional_float
+from planner.recipes import rank_recipe
 from planner.score_decision import ScoreRule
 from planner.score_monitor import MAX_SIZING_CELLS, SIZING_TRIALS, ScoreMonitoring, monitor_scores, score_monitor_budget
+from planner.score_ranking import score_rank_variance
 from planner.score_recipes import (
     ScorePlanCheck,
     pilot_differences,
@@ -41,8 +43,6 @@ def _refused(body: PlanCreate, decision: DecisionSettings) -> str | None:
             "a numeric project is planned from the pilot (source 'pilot'): accuracies p_h, p_j do not describe "
             "scores; label a pilot overlap first"
         )
-    if body.purpose != "certify":
-        return "ranking score judges is not planned yet: a numeric plan certifies (purpose 'certify')"
     if body.design not in ("auto", SCORE_DESIGN):
         return f"a numeric plan has disjoint secondaries (design 'auto' or 'disjoint'), not {body.design!r}"
     if body.budget is not None and decision.resolved_monitoring() != "anytime":
@@ -273,6 +273,62 @@ def score_plan_document(
     return m, document
 
 
+def score_rank_document(
+    body: PlanCreate,
+    decision: DecisionSettings,
+    values: np.ndarray,
+    judges: list[int],
+    humans: list[int],
+    value_range: dict[str, Any],
+) -> tuple[int | None, dict[str, Any]]:
+    """The overlap per secondary and the plan document to rank a numeric project's judges ``delta_min`` apart
+    in their ranking score (docs/method.md §4b, "Ranking score judges"); pure, so it may run off the web worker."""
+    assert body.delta_min is not None  # PlanCreate asks for it with purpose 'rank'
+    rule: ScoreRule = "alt-test" if decision.rule == "alt-test" else "margin"
+    bounds = (value_range["min"], value_range["max"])
+    variance = score_rank_variance(values, judges, humans, rule=rule, value_range=bounds)
+    if not np.isfinite(variance) or variance <= 0:
+        raise Conflict(
+            "the pilot gives no variance of the judges' score margins: every human needs two items rated by the "
+            "judges and another human, with ratings that differ",
+            code="no_pilot",
+        )
+    n_items, n_humans = values.shape[0], body.n_raters or max(len(humans), 2)
+    n_judges = body.n_judges or max(len(judges), 2)
+    recipe = rank_recipe(
+        variance, body.delta_min, n_items=n_items, n_humans=n_humans, n_judges=n_judges, alpha_sig=decision.alpha_sig
+    )
+    m = body.m if body.m is not None else recipe.m
+    warnings = []
+    if m is not None and m > n_items:
+        warnings.append(f"the recipe asks for {m} overlap items but the corpus has {n_items}: every item is planned")
+        m = n_items
+    pairs = "the largest over the pilot's judge pairs" if len(judges) > 1 else "twice one judge's (no pair in it)"
+    moments = {
+        "source": "pilot",
+        "ranking_variance": variance,
+        "n_judges": n_judges,
+        "pool_size": 1,
+        "note": f"the disjoint design's per-item variance of a judge pair's margin (docs/method.md §4b), {pairs}",
+    }
+    document = {
+        **recipe_dict(recipe),
+        "scale": "numeric",
+        "m_planned": m,
+        "n_items": n_items,
+        "n_humans": n_humans,
+        "moments": moments,
+        "design": SCORE_DESIGN,
+        "design_reason": "numeric plans give secondaries disjoint lists stratified on the primary's score bin",
+        "stratum_entropy": None,
+        "warnings": warnings,
+        "purpose": "rank",
+        "check": {"simulated": False, "reason": "ranking plans are not simulated"},
+        "monitoring": {"mode": decision.resolved_monitoring(), "simulated": False, "reason": "a ranking plan"},
+    }
+    return m, document
+
+
 def score_plan(
     session: Session, project: Project, body: PlanCreate, seed: int, *, n_resamples: int
 ) -> tuple[LabelMatrix, str, int | None, dict[str, Any]]:
@@ -289,6 +345,18 @@ def score_plan(
     if not judges or not primary or len(humans) < 2:
         raise Conflict("a pilot plan needs a judge, the primary and another human with ratings", code="no_pilot")
     value_range = project.value_range or {}
+    if body.purpose == "rank":
+        m, document = off_worker(
+            ratings.values.size,
+            score_rank_document,
+            body,
+            project.decision_settings,
+            np.asarray(ratings.values),
+            judges,
+            humans,
+            value_range,
+        )
+        return score_bins(ratings, value_range), SCORE_DESIGN, m, document
     m, document = off_worker(
         ratings.values.size,
         score_plan_document,

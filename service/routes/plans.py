@@ -9,9 +9,10 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from service.core.errors import NotFound, error_responses
+from service.core.offload import ClientGone, ensure_connected, on_thread_while_connected
 from service.data.idempotency import IdempotencyKey, idempotent_write, replayed, request_fingerprint
 from service.data.models import Plan
 from service.data.outbox import emit
@@ -59,7 +60,7 @@ async def post_plan(
     principal: PrincipalDep,
     settings: SettingsDep,
     idem: IdempotencyKey = None,
-) -> JSONResponse:
+) -> Response:
     """Compute and store the plan in force (docs/method.md §4–5): recipe, design and per-rater lists.
 
     `source=prior` plans from `p_h`, `p_j`; `source=pilot` from the overlap in hand. The
@@ -72,12 +73,15 @@ async def post_plan(
     the project's write lock is taken and stored only if the labels, items, raters and settings
     it read are still those of the project (else computed again): `label_seq` is the labels' it
     was computed from. 429 with `Retry-After` when this project, or this key in all its projects,
-    already has its share of plan computations in flight (docs/operations.md, "Fair sharing").
+    already has its share of plan computations in flight (docs/operations.md, "Fair sharing"). When the
+    client disconnects, the plan's computation stops (a large one's child process is killed) and nothing is
+    stored (docs/operations.md, "Work limits").
 
-    A numeric project (`scale: "numeric"`) is planned from its pilot only (`source=pilot`, `purpose=certify`,
-    design `auto` or `disjoint`, no `budget`; else 409 `numeric_scale`): the recipe from the moments of the
-    per-item alignment difference, the check by resampling the pilot's items, disjoint lists stratified on
-    the primary's score bin (docs/method.md §4b).
+    A numeric project (`scale: "numeric"`) is planned from its pilot only (`source=pilot`, design `auto` or
+    `disjoint`, no `budget`; else 409 `numeric_scale`): the recipe from the moments of the per-item alignment
+    difference, the check by resampling the pilot's items, disjoint lists stratified on the primary's score
+    bin; `purpose=rank` sizes m to order the judges `delta_min` apart in their ranking score, from the
+    pilot's variance of a judge pair's margin under the disjoint design (docs/method.md §4b).
     """
 
     fingerprint = request_fingerprint(request, body.model_dump_json().encode())
@@ -86,6 +90,8 @@ async def post_plan(
         return replay
 
     def commit(store: Callable[[], Plan]) -> JSONResponse:
+        ensure_connected()  # a client that left stores nothing
+
         def write() -> tuple[int, PlanRead]:
             plan = store()
             announced = {
@@ -106,10 +112,14 @@ async def post_plan(
     n_resamples = min(settings.bootstrap_resamples, 500)
     # 429 when this project, or this key, has its share in flight
     with request.app.state.plan_slots.slot(project.id, principal.key_id):
-        response = await anyio.to_thread.run_sync(
-            partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
-            limiter=request.app.state.plan_drafts,
-        )
+        try:
+            response = await on_thread_while_connected(
+                request,
+                partial(create_plan, read, session, project.id, body, n_resamples=n_resamples, commit=commit),
+                limiter=request.app.state.plan_drafts,
+            )
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the client closed the connection
     request.app.state.strata_warmer.poke()  # the batches' modal strata, computed before the first batch asks
     return response
 

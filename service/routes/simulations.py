@@ -1,7 +1,7 @@
 """Simulations of a plan (docs/method.md §6): small runs answered at once, large ones as polled jobs.
 
 A run over ``simulation_max_work`` is refused (413), up to ``simulation_sync_limit`` it runs
-in the request (a sync route, so in the thread pool, never on the event loop), otherwise it
+in the request (in a child process killed if the client leaves, never on the event loop), otherwise it
 becomes a job on the job queue, run by a job worker (:mod:`service.simulations.jobs`).
 Defaults and sizing: :mod:`service.simulations.requests`.
 """
@@ -13,10 +13,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from service.core.errors import Conflict, Invalid, echo, error_responses
 from service.core.limits import bounded_work
+from service.core.offload import ClientGone, run_while_connected
 from service.data.idempotency import IdempotencyKey, idempotent_write, request_fingerprint
 from service.data.models import Simulation, new_public_id
 from service.data.queries import project_simulation
@@ -60,7 +61,7 @@ async def post_simulation(
     principal: PrincipalDep,
     settings: SettingsDep,
     idem: IdempotencyKey = None,
-) -> JSONResponse:
+) -> Response:
     """Simulate the plan in force, or the given settings, before paying for labels (docs/method.md §6).
 
     Each grid cell (human accuracy x `rho` x design x coefficient) reports bias, std and
@@ -70,7 +71,8 @@ async def post_simulation(
     project's own dense labels instead of synthetic ones. Runs up to the sync limit answer
     200 with the result; larger ones answer 202 with a job to poll at `poll`; over the
     work limit 413; with too many jobs in flight 429 (service-wide, this project's or this key's
-    share; docs/operations.md, "Fair sharing").
+    share; docs/operations.md, "Fair sharing"). A run answered at once computes in a child process that
+    is killed when the client disconnects.
     """
     spec, resolved = await run_in_threadpool(resolve, session, project, body)
     bounded_work(
@@ -84,9 +86,13 @@ async def post_simulation(
     if spec.work <= settings.simulation_sync_limit:
         try:  # 429 when this project, or this key, has its share of synchronous simulations in flight
             with request.app.state.simulation_slots.slot(project.id, principal.key_id):
-                run = SimulationRun(settings=resolved, result=await run_in_threadpool(run_simulation, spec))
+                # in a child process, killed if the client leaves
+                result = await run_while_connected(request, run_simulation, spec)
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the client closed the connection
         except ValueError as exc:  # a setting the checks above let through
             raise Invalid(str(exc)) from exc
+        run = SimulationRun(settings=resolved, result=result)
         if idem is None:
             return JSONResponse(jsonable_encoder(run))
         return await written(

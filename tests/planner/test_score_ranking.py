@@ -12,8 +12,9 @@ from hypothesis.extra.numpy import arrays
 
 import planner.score_ranking as score_ranking
 from planner.intervals import percentile_interval
+from planner.recipes import rank_recipe
 from planner.score_decision import validate_scores
-from planner.score_ranking import rank_score_judges
+from planner.score_ranking import rank_score_judges, score_rank_variance
 
 # judge A, judge B, h1, h2, h3 on four items; range 1..5
 PANEL = np.array([[1.0, 2, 1, 1, 2], [3, 3, 2, 3, 3], [5, 4, 4, 5, 5], [2, 1, 2, 2, 1]])
@@ -154,3 +155,81 @@ def test_bad_input_and_the_work_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="multiply-adds"):
         rank_score_judges(PANEL, [0, 1], [2, 3, 4], n_resamples=10, **kw)  # type: ignore[arg-type]
     assert rank_score_judges(PANEL, [0, 1], [2, 3, 4], n_resamples=9, **kw).n_items == 4  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- the ranking plan's variance
+
+
+def test_the_ranking_plans_variance_by_hand() -> None:
+    """PANEL, margin, span 4: ``D(pool o) = (|B - o| - |A - o|) / 4`` is .25 x (1, 0, -1, 1) for o = h1 (the
+    primary), (1, 0, 1, 1) for h2, (-1, 0, 1, -1) for h3. On h2's items ``Y = D(h1) + D(h2) / 2 = (.375, 0,
+    -.125, .375)``: mean .15625, sum of squares about the mean .19921875, Var .06640625; on h3's ``Y = (.125,
+    0, -.125, .125)``: Var .04296875 / 3. The larger times (K - 1)/K^2 = 2/9: .0147569; with K = 4, 3/16 times
+    the Var of h2's ``D(h1) + D(h2) / 3 = (1/3, 0, -1/6, 1/3)``. One judge (A): ``D = S_A - S_k``, on h2's items
+    ``D(h2 out, pool h1) = 0`` and ``D(h1 out, pool h2) = (0, .25, .25, 0)``: ``Y = (0, .125, .125, 0)``; on
+    h3's ``(.25, 0, 0, .25) + (0, .25, .25, 0) / 2``; both Var .015625 / 3, doubled, times 2/9."""
+    v = score_rank_variance(PANEL, [0, 1], [2, 3, 4], rule="margin", value_range=(1, 5))
+    assert v == pytest.approx(0.06640625 * 2 / 9, abs=1e-12)
+    four = score_rank_variance(PANEL, [0, 1], [2, 3, 4], rule="margin", value_range=(1, 5), n_humans=4)
+    assert four == pytest.approx(3 / 16 * np.var([1 / 3, 0, -1 / 6, 1 / 3], ddof=1), abs=1e-12)
+    one = score_rank_variance(PANEL, [0], [2, 3, 4], rule="margin", value_range=(1, 5))
+    assert one == pytest.approx(2 * 2 / 9 * 0.015625 / 3, abs=1e-12)
+    sparse = PANEL.copy()
+    sparse[1:, 3] = np.nan  # h2 shares one item with the primary: no variance
+    assert np.isnan(score_rank_variance(sparse, [0, 1], [2, 3, 4], value_range=(1, 5)))
+
+
+LOW, HIGH = 1.0, 5.0
+NOISE = (0.5, 0.7, 0.8, 0.8, 0.8)  # judge a, judge b, the primary, two secondaries
+
+
+def _ratings(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    truth = rng.uniform(LOW, HIGH, shape)
+    return np.clip(np.stack([truth + rng.normal(0, sd, shape) for sd in NOISE], axis=-1), LOW, HIGH)
+
+
+def _disjoint_margin(x: np.ndarray, rule: str) -> np.ndarray:
+    """The test's own score margin a - b under the disjoint design, one per leading index: items ``(..., 2m)``,
+    the primary on all, the first secondary on the first m, the second on the rest. Margin: ``D = (|b - o| -
+    |a - o|) / 4``; alt-test: ``D = [|a - o| <= |k - o|] - [|b - o| <= |k - o|]`` (k held out, o its pool)."""
+    a, b, p = x[..., 0], x[..., 1], x[..., 2]
+    m = x.shape[-2] // 2
+    s = np.concatenate([x[..., :m, 3], x[..., m:, 4]], axis=-1)
+
+    def d(k: np.ndarray, o: np.ndarray) -> np.ndarray:
+        if rule == "margin":
+            return (np.abs(b - o) - np.abs(a - o)) / (HIGH - LOW)
+        return (np.abs(a - o) <= np.abs(k - o)).astype(float) - (np.abs(b - o) <= np.abs(k - o))
+
+    held_s, held_p = d(s, p), d(p, s)
+    return (held_s[..., :m].mean(-1) + held_s[..., m:].mean(-1) + held_p.mean(-1)) / 3
+
+
+@pytest.mark.parametrize("rule", ["margin", "alt-test"])
+def test_the_ranking_plans_m_orders_two_judges_delta_min_apart_within_its_promise(rule: str) -> None:
+    """An independent generator (truth uniform on 1..5, judge noise .5 and .7, humans .8, clipped): delta_min
+    is the pair's true margin under the disjoint design (2,000,000 items of the test's own margin). As a user
+    does, each of 1,000 runs labels a 400-item pilot, plans m from it (``score_rank_variance``,
+    ``rank_recipe``) and labels a disjoint panel of m items per secondary: the worse judge comes first in at
+    most alpha_sig (.05) of the runs, within 2 Monte Carlo SE, and at m / 2 in more than .05 + 2 SE, so the
+    check can fail (measured over 3,000 runs: .053 / .113 margin, .046 / .125 alt-test). ``rank_score_judges``
+    gives the test's margin on a panel."""
+    rng = np.random.default_rng(20261203)
+    delta_min = float(_disjoint_margin(_ratings((4000, 500), rng), rule).mean())
+    trials = 1000
+    se = np.sqrt(0.05 * 0.95 / trials)
+    misordered = misordered_half = 0
+    for _ in range(trials):
+        pilot = _ratings((400,), rng)
+        variance = score_rank_variance(pilot, [0, 1], [2, 3, 4], rule=rule, value_range=(LOW, HIGH))
+        m = rank_recipe(variance, delta_min, n_items=10**6, n_humans=3, n_judges=2).m
+        assert m is not None
+        misordered += bool(_disjoint_margin(_ratings((2 * m,), rng), rule) <= 0)
+        misordered_half += bool(_disjoint_margin(_ratings((2 * (m // 2),), rng), rule) <= 0)
+    assert misordered / trials <= 0.05 + 2 * se, misordered / trials
+    assert misordered_half / trials > 0.05 + 2 * se, misordered_half / trials
+    panel = _ratings((2 * m,), rng)
+    ours = _disjoint_margin(panel, rule)
+    panel[:m, 4], panel[m:, 3] = np.nan, np.nan
+    ranked = rank_score_judges(panel, [0, 1], [2, 3, 4], rule=rule, value_range=(LOW, HIGH), n_resamples=1, rng=0)
+    assert ranked.judges[0].score - ranked.judges[1].score == pytest.approx(float(ours), abs=1e-12)

@@ -7,6 +7,7 @@ project or the key, and another key of the same project, or another project, sti
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -231,6 +232,8 @@ def test_synchronous_simulations_are_bounded_per_project_and_per_key(
 
     held = Held(routes.run_simulation, lambda spec: "all")
     monkeypatch.setattr(routes, "run_simulation", held)
+    # held in this process (its events are not a child's): on a thread instead of the child process
+    monkeypatch.setattr(routes, "run_while_connected", lambda request, fn, *args: asyncio.to_thread(fn, *args))
     with (
         app_client(settings, simulations_per_project=1, simulations_per_key=1) as c,
         ThreadPoolExecutor(1) as pool,

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from planner.recipes import rank_recipe
+from planner.score_ranking import score_rank_variance
 from planner.score_recipes import score_pilot, score_recipe
 from service.matrices.matrix import RaterColumn
 from service.matrices.ratings import RatingsMatrix
@@ -89,7 +91,6 @@ def test_secondaries_get_disjoint_lists(client: TestClient) -> None:
     "body, says",
     [
         ({"source": "prior", "p_h": 0.8, "p_j": 0.8}, "planned from the pilot"),
-        ({"source": "pilot", "purpose": "rank", "delta_min": 0.1}, "ranking score judges"),
         ({"source": "pilot", "design": "strat"}, "disjoint secondaries"),
     ],
 )
@@ -98,6 +99,25 @@ def test_plans_outside_the_method_are_409_and_write_nothing(client: TestClient, 
     r = client.post(f"/projects/{pid}/plan", json=body)
     assert r.status_code == 409 and r.json()["error"] == "numeric_scale" and says in r.text, r.text
     assert client.get(f"/projects/{pid}/plan").status_code == 404
+
+
+@pytest.mark.parametrize("rule", ["margin", "alt-test"])
+def test_a_ranking_plan_is_the_planners_ranking_recipe_on_the_numbers(client: TestClient, rule: str) -> None:
+    """Ranking score judges was a 409: the plan is now m_rank on the pilot's disjoint-design margin variance
+    (``score_rank_variance``; one judge in the pilot: twice its own), with disjoint lists of m."""
+    pid, x = _pilot_project(client, rule)
+    body = {"source": "pilot", "purpose": "rank", "delta_min": 0.05, "seed": 1}
+    plan = ok(client.post(f"/projects/{pid}/plan", json=body), 201)
+    variance = score_rank_variance(x, [0], [1, 2, 3], rule=rule, value_range=(1, 5))
+    recipe = rank_recipe(variance, 0.05, n_items=400, n_humans=3, n_judges=2)
+    document = plan["recipe"]
+    assert plan["design"] == "disjoint" and document["purpose"] == "rank" and document["goal"] == "rank"
+    assert document["moments"]["ranking_variance"] == pytest.approx(variance, abs=1e-12)
+    assert recipe.m is not None and plan["m"] == document["m"] == recipe.m and not plan["check"]["simulated"]
+    lists = [
+        set(ok(client.post(f"/projects/{pid}/batches", json={"rater": h, "size": 1000}))["items"]) for h in ("h1", "h2")
+    ]
+    assert all(len(items) <= plan["m"] for items in lists) and not lists[0] & lists[1]
 
 
 def test_no_overlap_is_no_pilot(client: TestClient) -> None:

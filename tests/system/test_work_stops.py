@@ -1,0 +1,98 @@
+"""Work stops when its client leaves (issue 30): a plan, a synchronous simulation and a certificate
+verification, each large enough to compute in a child process of a live server, whose client closes the
+connection mid-computation. Counted: every computing child is gone within 2 s of the close, and a plan whose
+client left is not stored.
+
+Before, a plan and a synchronous simulation computed on a request thread to the end (a plan then stored)
+however long the client had been gone; the verification's kill had no test of its own."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import numpy as np
+
+from tests.conftest import ADMIN_KEY
+from tests.live_server import LiveServer
+from tests.system.test_attacks import alive, computations
+
+GONE_WITHIN_S = 2.0
+
+
+def seconds_to_stop_after_leaving(server: LiveServer, path: str, body: dict[str, object]) -> float:
+    """Post ``body`` to ``path`` on a raw connection, close it once a child computes for it (and still does
+    half a second later), and return the seconds until none of those children is alive (at most 10)."""
+    assert server.proc is not None
+    before = computations(server.proc.pid)
+    data = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + data)
+        deadline = time.monotonic() + 120
+        while not (running := alive(computations(server.proc.pid) - before)):
+            assert time.monotonic() < deadline, f"{path} never computed in a child process"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert alive(running), f"{path}'s computation outlasts half a second: too small to watch"
+    left = time.monotonic()
+    while alive(running) and time.monotonic() < left + 10:
+        time.sleep(0.05)
+    return time.monotonic() - left
+
+
+def labelled_project(c: httpx.Client, n_items: int) -> str:
+    """A project of ``n_items`` items, each labelled by a judge, the primary and three humans."""
+    pid: str = c.post("/projects", json={"name": "leaving", "labels": ["pass", "fail"]}).json()["id"]
+    raters = [("judge", "judge"), ("prim", "primary"), ("h1", "human"), ("h2", "human"), ("h3", "human")]
+    for ext, kind in raters:
+        assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
+    assert c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{k}"} for k in range(n_items)]).status_code == 200
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, 2, n_items)
+    for ext, _ in raters:
+        values = np.where(rng.random(n_items) < 0.85, truth, 1 - truth)
+        rows = [{"item": f"i{k}", "rater": ext, "value": ("pass", "fail")[v]} for k, v in enumerate(values)]
+        assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
+    return pid
+
+
+def test_a_plan_stops_and_stores_nothing_when_its_client_leaves(database_url: str) -> None:
+    with LiveServer(database_url, ADMIN_KEY) as server, server.client(timeout=300) as c:
+        pid = labelled_project(c, 20_000)  # 100,000 cells: the draft computes in a child (off_worker)
+        plan = {"source": "pilot", "design": "auto", "seed": 3}
+        took = seconds_to_stop_after_leaving(server, f"/projects/{pid}/plan", plan)
+        assert took <= GONE_WITHIN_S, f"the plan computed on for {took:.1f} s after its client left"
+        time.sleep(1.0)  # the request thread sees the departure at its next poll and ends
+        assert c.get(f"/projects/{pid}/plan").status_code == 404, "a plan whose client left was stored"
+        # the project's plan share is free again: the same plan, waited for, is computed and stored
+        assert c.post(f"/projects/{pid}/plan", json={**plan, "design": "random"}).status_code == 201
+
+
+def test_a_synchronous_simulation_stops_when_its_client_leaves(database_url: str) -> None:
+    server = LiveServer(database_url, ADMIN_KEY, simulation_sync_limit=50_000_000, simulation_max_work=50_000_000)
+    with server, server.client() as c:
+        pid = c.post("/projects", json={"name": "sim", "labels": ["pass", "fail"]}).json()["id"]
+        body = {"p_h": 0.85, "p_j": 0.9, "n_items": 2_000, "n_humans": 4, "rho": [0.5], "trials": 2_000, "seed": 1}
+        took = seconds_to_stop_after_leaving(server, f"/projects/{pid}/simulate", body)
+        assert took <= GONE_WITHIN_S, f"the simulation computed on for {took:.1f} s after its client left"
+        small = c.post(f"/projects/{pid}/simulate", json={**body, "trials": 2})  # and one waited for is answered
+        assert small.status_code == 200, small.text
+
+
+def test_a_certificate_verification_stops_when_its_client_leaves(database_url: str) -> None:
+    with LiveServer(database_url, ADMIN_KEY) as server, server.client(timeout=300) as c:
+        pid = labelled_project(c, 4_000)
+        statement = c.post(f"/projects/{pid}/certificates", json={"n_resamples": 20})
+        assert statement.status_code == 201, statement.text
+        export = c.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}).text
+        labels = [json.loads(line) for line in export.splitlines()]
+        edited = statement.json()
+        edited["predicate"]["seeds"]["n_resamples"] = 10_000  # 20,000 rows x 10,000: within the bound, long
+        took = seconds_to_stop_after_leaving(server, "/certificates/verify", {"certificate": edited, "labels": labels})
+        assert took <= GONE_WITHIN_S, f"the verification computed on for {took:.1f} s after its client left"
