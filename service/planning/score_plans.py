@@ -104,6 +104,7 @@ def _check_block(
             **{f"{rate}_se": None for rate in rates},
             "p_j_bad": None,
             "keeps_promise": check.keeps_promise,
+            "promise_status": check.promise_status,
             "note": "the judge of the pilot: no mirror judge is simulated for scores, so fa and wrong are null",
         },
     }
