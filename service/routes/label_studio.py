@@ -447,7 +447,9 @@ async def connect_label_studio(
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     with request.app.state.sync_slots.slot(project.id, principal.key_id):
         found, ls_emails = await run_in_threadpool(
-            partial(checked_project, numeric=project.scale == "numeric"), body, policy
+            partial(checked_project, numeric=project.scale == "numeric", pairwise=project.kind == "pairwise"),
+            body,
+            policy,
         )
 
         key, wanted, tabs = await written(
