@@ -6,7 +6,11 @@ Label Studio with ``--enable-legacy-api-token``) are set; Label Studio must run 
 label-studio`` installs and starts one that fits. The test creates a Label Studio project
 with a webhook to annoplan, then: create, update, delete, skip an annotation (each reaching
 annoplan by webhook), a prediction (no webhook: recovered by sync), the Export button's JSON
-and JSON_MIN imported, and a sync that is then idempotent.
+and JSON_MIN imported, and a sync that is then idempotent. Issue 36's cases follow: connect (and again: only
+the secret changes), a personal access token from the command line, two Label Studio projects feeding one
+annoplan project, a deleted task, copies of the judge's prediction (by ``parent_prediction``, then by the
+results' ``origin`` once the prediction is deleted), a rubric's deletions, a mapped annotator's labels
+counting for its rater's batch in its Data Manager tab and then unmapped, and a Pairwise control.
 """
 
 from __future__ import annotations
