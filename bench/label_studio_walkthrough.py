@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,9 +60,9 @@ def run(port: int, ls_venv: Path) -> None:
         marks.append((what, time.monotonic() - t0))
         print(f"{time.monotonic() - t0:7.1f} s  {what}", flush=True)
 
-    data_dir = ROOT / ".label-studio"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    shutil.rmtree(ls_venv, ignore_errors=True)
+    data_dir = ROOT / ".label-studio"  # make label-studio's data directory: a fresh one, never someone's data
+    if data_dir.exists() or ls_venv.exists():
+        raise SystemExit(f"{data_dir} or {ls_venv} exists: the timing starts from nothing (move them away first)")
     make = subprocess.Popen(
         ["make", "label-studio", f"LS_VENV={ls_venv}", f"LS_PORT={port}", f"LABEL_STUDIO_TOKEN={TOKEN}"],
         cwd=ROOT,
