@@ -8,6 +8,11 @@ rater. What user 7 labelled before the mapping is moved onto ``ann-1`` when the 
 ``ls-user-7``'s current labels is retracted there and written for ``ann-1`` (the history keeps both), and
 the Label Studio links follow, so a later deletion or sync finds them under ``ann-1``. A cell both raters
 label with different values is a conflict (409, nothing written): the pm retracts one first.
+
+Unmapping (``DELETE``) is the reverse, and loses nothing: the labels the rater holds through Label Studio links
+move back onto ``ls-user-7`` (retracted on the rater, written for ``ls-user-7``; the history keeps both) with
+their links, so later deliveries, deletions and syncs of user 7 find them there; the rater keeps every label it
+has from anywhere else (uploads, other tools). The user can then be mapped to another rater.
 """
 
 from __future__ import annotations
@@ -20,15 +25,17 @@ from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.orm import Session, aliased
 
-from service.core.errors import Conflict, Invalid, TooLarge, echo
+from service.core.errors import Conflict, Invalid, NotFound, TooLarge, echo
 from service.data.keys import Principal
 from service.data.labels import retract_labels, write_labels
 from service.data.models import CurrentLabel, Item, LabelStudioLink, LabelStudioUser, Project, Rater
 from service.data.projects import lock_project
 from service.data.queries import external_ids
+from service.data.raters import ensure_raters
 from service.label_studio.mapping import USER_PREFIX, UserRaters
 from service.schemas.base import Strict
 from service.schemas.labels import LabelIn
+from service.schemas.raters import RaterCreate
 
 MAX_ANNOTATORS = 200
 """Mappings one request may set (a Label Studio organisation's annotators, with room)."""
@@ -353,3 +360,70 @@ def map_annotators(
                 f"{len(theirs)} label{'s' * (len(theirs) != 1)} of {USER_PREFIX}{want.ls_user} moved to {want.rater}"
             )
     return AnnotatorsMapped(**annotators_read(session, project.id).model_dump(), changed=changed, moved=moved)
+
+
+class AnnotatorUnmapped(AnnotatorsRead):
+    """What unmapping a Label Studio user did."""
+
+    changed: list[str] = Field(description="What the unmapping did, in words.")
+    moved: int = Field(
+        description="Current labels moved back from the rater onto `ls-user-<id>`: those that came from Label "
+        "Studio annotations (labels the rater has from anywhere else stay with it)."
+    )
+
+
+def unmap_annotator(
+    session: Session, project: Project, principal: Principal, ls_user: int, *, max_rows: int
+) -> AnnotatorUnmapped:
+    """Undo a user's mapping (404 when it has none): the labels the rater holds through Label Studio
+    annotations and predictions' links move back onto ``ls-user-<id>`` (created as a ``human`` rater when
+    missing), the links follow; the rater keeps every label from elsewhere. Checked before anything is
+    written: 409 when ``ls-user-<id>`` labels one of those cells differently, 413 past ``max_rows``."""
+    lock_project(session, project.id)
+    row = session.get(LabelStudioUser, (project.id, ls_user))
+    if row is None:
+        raise NotFound(f"Label Studio user {ls_user} is not mapped in this project", code="not_mapped")
+    mapped = session.get(Rater, row.rater_id)
+    assert mapped is not None  # a foreign key
+    linked = {
+        (item, criterion)
+        for item, criterion in session.execute(
+            select(LabelStudioLink.item_id, LabelStudioLink.criterion).where(
+                LabelStudioLink.project_id == project.id, LabelStudioLink.rater_id == mapped.id
+            )
+        )
+    }
+    if len(linked) > max_rows:
+        raise TooLarge(f"{len(linked)} labels to move in one request; the limit is {max_rows}", code="too_many_rows")
+    own = f"{USER_PREFIX}{ls_user}"
+    ensure_raters(session, project, [RaterCreate(external_id=own, kind="human", name=row.email)])
+    source = session.scalars(select(Rater.id).where(Rater.project_id == project.id, Rater.external_id == own)).one()
+    back = [move for move in _moves(session, mapped.id, source) if move[:2] in linked]
+    clash = [(item, crit) for item, crit, value, held in back if held not in (None, value)]
+    if clash:
+        items = external_ids(session, Item, (i for i, _ in clash[:10]))
+        raise Conflict(
+            f"rater {echo(own)} and rater {echo(mapped.external_id)} label {len(clash)} cells differently, e.g. item "
+            f"{echo(items[clash[0][0]])} ({clash[0][1]}); retract one of them (DELETE the label) and unmap again: "
+            "nothing was written",
+            code="labels_conflict",
+            fields=[{"item": items[i], "criterion": c} for i, c in clash[:10]],
+        )
+    session.delete(row)
+    retract_labels(session, project, [(item, mapped.id, crit) for item, crit, _, _ in back])
+    new = [(item, crit, value) for item, crit, value, held in back if held is None]
+    if new:
+        items = external_ids(session, Item, (i for i, _, _ in new))
+        rows: list[LabelIn] = [{"item": items[i], "rater": own, "criterion": c, "value": v} for i, c, v in new]
+        write_labels(session, project, principal, rows)
+    session.execute(
+        update(LabelStudioLink)
+        .where(LabelStudioLink.project_id == project.id, LabelStudioLink.rater_id == mapped.id)
+        .values(rater_id=source)
+        .execution_options(synchronize_session=False)
+    )
+    session.flush()
+    changed = [f"Label Studio user {ls_user} is no longer rater {mapped.external_id}: its annotations are {own}'s"]
+    if back:
+        changed.append(f"{len(back)} label{'s' * (len(back) != 1)} of {mapped.external_id} moved back to {own}")
+    return AnnotatorUnmapped(**annotators_read(session, project.id).model_dump(), changed=changed, moved=len(back))

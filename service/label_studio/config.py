@@ -4,7 +4,10 @@ A ``<Choices name="sentiment" toName="text">`` control reads the data key of the
 it points at (``<Text name="text" value="$review"/>`` -> ``review``) and offers the values of
 its ``<Choice>`` children (``alias`` when set: that is what Label Studio writes in results).
 A ``<Rating>`` or ``<Number>`` control gives a number (results ``{"rating": 4}``, ``{"number": 3}``):
-the label of a numeric project.
+the label of a numeric project. A ``<Pairwise name="pw" toName="left,right"/>`` control gives the answer
+picked of the two objects it names (results ``{"selected": "left"}`` or ``"right"``): the verdict of a
+pairwise project (a pairwise project also reads a ``<Choices>`` control whose values are its verdicts, the
+only way to a tie: Label Studio's Pairwise has none).
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ from service.core.errors import Invalid, echo
 
 NUMERIC_KINDS = ("rating", "number")
 """The controls whose result is a number (its ``type``, and its value's key)."""
+PAIRWISE_KIND = "pairwise"
+"""The control whose result names the one of its two objects picked (``value.selected``: left or right)."""
 
 
 @dataclass(frozen=True)
 class ChoiceControl:
     """One label control: its name (``from_name``), target, data key and values; ``kind`` is its tag
-    (``choices``, or ``rating`` / ``number``, whose value is a number and which have no choices)."""
+    (``choices``; ``rating`` / ``number``, whose value is a number and which have no choices; ``pairwise``,
+    whose choices are ``left`` and ``right`` and which has no data key: its objects are the two answers, not
+    the item's text)."""
 
     name: str
     to_name: str
@@ -47,9 +54,12 @@ class ChoiceControl:
         }
 
 
-def control_kinds(numeric: bool) -> tuple[str, ...]:
-    """The control kinds whose result is a label of a project: numbers for a numeric one, else choices."""
-    return NUMERIC_KINDS if numeric else ("choices",)
+def control_kinds(numeric: bool, pairwise: bool = False) -> tuple[str, ...]:
+    """The control kinds whose result is a label of a project: numbers for a numeric one, a pairwise pick or
+    choices for a pairwise one, else choices."""
+    if numeric:
+        return NUMERIC_KINDS
+    return (PAIRWISE_KIND, "choices") if pairwise else ("choices",)
 
 
 @lru_cache(maxsize=64)
@@ -64,6 +74,10 @@ def choice_controls(label_config: str) -> tuple[ChoiceControl, ...]:
     >>> cfg = '<View><Text name="t" value="$answer"/><Rating name="stars" toName="t" maxRating="5"/></View>'
     >>> [(c.name, c.data_key, c.kind) for c in choice_controls(cfg)]
     [('stars', 'answer', 'rating')]
+    >>> cfg = '''<View><Text name="a" value="$answer_a"/><Text name="b" value="$answer_b"/>
+    ...   <Pairwise name="pw" toName="a,b"/></View>'''
+    >>> [(c.name, c.data_key, c.choices, c.kind) for c in choice_controls(cfg)]
+    [('pw', None, ('left', 'right'), 'pairwise')]
     """
     try:
         root = fromstring(label_config)
@@ -80,35 +94,47 @@ def choice_controls(label_config: str) -> tuple[ChoiceControl, ...]:
         ChoiceControl(
             name=el.get("name", ""),
             to_name=el.get("toName", ""),
-            data_key=keys.get(el.get("toName", "").split(",")[0]) or None,
-            choices=tuple(c.get("alias") or c.get("value", "") for c in el.iter() if c.tag.lower() == "choice"),
+            data_key=None if el.tag.lower() == PAIRWISE_KIND else keys.get(el.get("toName", "").split(",")[0]) or None,
+            choices=("left", "right")
+            if el.tag.lower() == PAIRWISE_KIND
+            else tuple(c.get("alias") or c.get("value", "") for c in el.iter() if c.tag.lower() == "choice"),
             single=el.get("choice", "single") != "multiple",
             kind=el.tag.lower(),
         )
         for el in root.iter()
-        if el.tag.lower() in ("choices", *NUMERIC_KINDS) and el.get("name")
+        if el.tag.lower() in ("choices", PAIRWISE_KIND, *NUMERIC_KINDS) and el.get("name")
     )
     if not controls:
         raise Invalid(
-            "label_config has no <Choices>, <Rating> or <Number> control; only those give labels",
+            "label_config has no <Choices>, <Pairwise>, <Rating> or <Number> control; only those give labels",
             code="bad_label_config",
         )
     return controls
 
 
-def label_controls(controls: Iterable[ChoiceControl], *, numeric: bool) -> list[ChoiceControl]:
-    """The controls that give a project's labels: rating and number controls for a numeric project, choices
-    controls for the others; 422 when the config has none of them.
+def label_controls(controls: Iterable[ChoiceControl], *, numeric: bool, pairwise: bool = False) -> list[ChoiceControl]:
+    """The controls that give a project's labels: rating and number controls for a numeric project, pairwise
+    and choices controls for a pairwise one, choices controls for the others; 422 when the config has none.
 
     >>> a = ChoiceControl("verdict", "t", "t", ("Pass",), True)
     >>> b = ChoiceControl("stars", "t", "t", (), True, "rating")
     >>> [c.name for c in label_controls([a, b], numeric=True)], [c.name for c in label_controls([a, b], numeric=False)]
     (['stars'], ['verdict'])
+    >>> pw = ChoiceControl("pw", "a,b", "a", ("left", "right"), True, "pairwise")
+    >>> [c.name for c in label_controls([a, pw], numeric=False)], [c.name for c in label_controls([pw], numeric=False,
+    ...                                                                                            pairwise=True)]
+    (['verdict'], ['pw'])
     """
-    kinds = control_kinds(numeric)
+    kinds = control_kinds(numeric, pairwise)
     kept = [c for c in controls if c.kind in kinds]
     if not kept:
-        wanted = "a <Rating> or <Number> control (the project is numeric)" if numeric else "a <Choices> control"
+        wanted = (
+            "a <Rating> or <Number> control (the project is numeric)"
+            if numeric
+            else "a <Pairwise> or <Choices> control (the project is pairwise)"
+            if pairwise
+            else "a <Choices> control"
+        )
         raise Invalid(
             f"the labeling config has no label control for this project: it needs {wanted}", code="bad_label_config"
         )

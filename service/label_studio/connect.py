@@ -154,11 +154,12 @@ def _view_body(ls_project: int, rater: str) -> dict[str, Any]:
 
 
 def checked_project(
-    req: ConnectRequest, policy: OutboundPolicy, *, numeric: bool = False
+    req: ConnectRequest, policy: OutboundPolicy, *, numeric: bool = False, pairwise: bool = False
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """The Label Studio project, read before anything changes, and (when ``annotators`` are to be mapped) Label
     Studio's users' emails (casefolded) to their ids: 422 for a config this service cannot read (no Rating or
-    Number control for a ``numeric`` project, no Choices control for another) or a user id Label Studio does not
+    Number control for a ``numeric`` project, no Pairwise or Choices control for a ``pairwise`` one, no Choices
+    control for another) or a user id Label Studio does not
     list, 409 when predictions are shown and ``hide_predictions`` is off, 502 when Label Studio fails."""
     emails: dict[str, int] = {}
     with label_studio_calls(req, policy, max_calls=40) as http:
@@ -175,7 +176,8 @@ def checked_project(
             code="unknown_ls_user",
         )
     config = found.get("label_config")
-    label_controls(choice_controls(config if isinstance(config, str) else ""), numeric=numeric)  # 422: TextArea-only
+    controls = choice_controls(config if isinstance(config, str) else "")
+    label_controls(controls, numeric=numeric, pairwise=pairwise)  # 422: TextArea-only
     if found.get("show_collab_predictions") is not False and not req.hide_predictions:
         raise Conflict(
             "Label Studio shows collaborators' predictions to annotators (show_collab_predictions): their labels "

@@ -19,7 +19,6 @@ from service.core.errors import AppError, Invalid
 from service.data.keys import Principal
 from service.data.models import LabelStudioIssue, Project, utcnow
 from service.label_studio.annotators import user_raters
-from service.label_studio.config import control_kinds
 from service.label_studio.issues import file_issue
 from service.label_studio.links import retract_deleted, retract_tasks, withdraw
 from service.label_studio.mapping import (
@@ -27,9 +26,11 @@ from service.label_studio.mapping import (
     from_prediction,
     human_rater,
     item_from_task,
+    project_kinds,
     project_label,
     resolve_control,
     several_choices,
+    task_order,
 )
 from service.label_studio.payloads import LSAnnotationEvent, LSAnnotationsDeleted, LSTasksDeleted, TaskId
 from service.label_studio.reconcile import reconcile, tasks_for_annotation
@@ -186,7 +187,12 @@ def record_delivery(
     choice, reason = (
         (None, "cancelled")
         if ann.was_cancelled
-        else chosen_value(ann.result, control.name if control else None, control_kinds(project.scale == "numeric"))
+        else chosen_value(
+            ann.result,
+            control.name if control else None,
+            project_kinds(project),
+            task_order(tasks[0]) if project.kind == "pairwise" else "AB",
+        )
     )
     if choice is None:
         withdrawn = withdraw(session, project, item, rater, criterion, ann.id, task=task_id, ls_project=ls_project)

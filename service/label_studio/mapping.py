@@ -2,7 +2,9 @@
 
 A task is the item ``data["annoplan_item"]`` (a batch export) or ``str(task id)``; a user is the rater
 it is mapped to, else ``ls-user-<id>``; a prediction is the judge ``<judge_prefix><model_version>``; a
-label is the value of the project's choices, rating or number control, mapped onto the project's labels.
+label is the value of the project's choices, rating or number control, mapped onto the project's labels, or
+the answer a pairwise control picks: the left object shows answer A unless the task's ``annoplan_order`` is
+``BA`` (then it shows B), and a prediction's shown order is its task's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from service.data.models import (
 )
 from service.label_studio.config import (
     NUMERIC_KINDS,
+    PAIRWISE_KIND,
     ChoiceControl,
     choice_controls,
     control_kinds,
@@ -42,6 +45,10 @@ RATER_KEY = "annoplan_rater"
 LABEL_ROW = TypeAdapter(LabelIn)
 """Validates (and normalises the ids of) a label row read from an export, as an upload's rows are."""
 USER_PREFIX = "ls-user-"
+ORDER_KEY = "annoplan_order"
+"""The task data field of a pairwise task saying which answer its left object shows: ``AB`` (A, the default)
+or ``BA``; not a feature of the item."""
+ORDERS = ("AB", "BA")
 
 
 def _scalar(value: Any) -> bool:
@@ -72,7 +79,7 @@ def item_from_task(task: LSTask, data_key: str | None = None) -> ItemIn:
     else:
         text_key = next((k for k, v in data.items() if isinstance(v, str)), None)
     text = data.get(text_key) if text_key else None
-    features = {k: v for k, v in data.items() if k not in (text_key, ITEM_KEY, RATER_KEY) and _scalar(v)}
+    features = {k: v for k, v in data.items() if k not in (text_key, ITEM_KEY, RATER_KEY, ORDER_KEY) and _scalar(v)}
     try:
         return ItemIn(
             external_id=data[ITEM_KEY] if exported else str(task.id),
@@ -81,6 +88,28 @@ def item_from_task(task: LSTask, data_key: str | None = None) -> ItemIn:
         )
     except ValidationError as exc:
         raise Invalid(f"task {task.id}: {exc.errors()[0]['msg']}", code="validation_error") from None
+
+
+def task_order(task: LSTask | None) -> str:
+    """The order a pairwise task shows the answers in, left first: its data's ``annoplan_order``, else ``AB``;
+    422 for any other value.
+
+    >>> task_order(LSTask(id=1, data={"annoplan_order": "BA"})), task_order(LSTask(id=2, data={})), task_order(None)
+    ('BA', 'AB', 'AB')
+    """
+    order = task.data.get(ORDER_KEY, "AB") if task is not None else "AB"
+    if order not in ORDERS:
+        raise Invalid(
+            f"task {task.id if task else None}: {ORDER_KEY} is {echo(str(order))}; it is AB (the left object shows "
+            "answer A) or BA",
+            code="validation_error",
+        )
+    return str(order)
+
+
+def project_kinds(project: Project) -> tuple[str, ...]:
+    """The control kinds whose results are this project's labels (``control_kinds``)."""
+    return control_kinds(project.scale == "numeric", project.kind == "pairwise")
 
 
 @dataclass(frozen=True)
@@ -121,12 +150,13 @@ def is_user(user: int | LSUser, who: str) -> bool:
 
 
 def chosen_value(
-    results: list[LSResult], from_name: str | None, kinds: tuple[str, ...] = ("choices",)
+    results: list[LSResult], from_name: str | None, kinds: tuple[str, ...] = ("choices",), order: str = "AB"
 ) -> tuple[str | None, str | None]:
     """The one value of the result read, or ``None`` and why there is none.
 
     The result read is the one of control ``from_name``, or the first result of one of ``kinds``
-    (``control_kinds``): a choices result's one choice, a rating or number result's number as text.
+    (``control_kinds``): a choices result's one choice, a rating or number result's number as text, a
+    pairwise result's answer picked, ``A`` or ``B``, the left object showing ``order[0]``.
 
     >>> r = [LSResult(type="choices", from_name="tone", value={"choices": ["rude"]}),
     ...      LSResult(type="choices", from_name="verdict", value={"choices": ["Pass"]})]
@@ -137,10 +167,18 @@ def chosen_value(
     >>> stars = [LSResult(type="rating", from_name="stars", value={"rating": 4})]
     >>> chosen_value(stars, None, ("rating", "number")), chosen_value(stars, None)
     (('4', None), (None, 'no choices result'))
+    >>> left = [LSResult(type="pairwise", from_name="pw", value={"selected": "left"})]
+    >>> chosen_value(left, None, ("pairwise",)), chosen_value(left, None, ("pairwise",), "BA")
+    (('A', None), ('B', None))
     """
     result = next((r for r in results if r.type in kinds and from_name in (None, r.from_name)), None)
     if result is None:
         return None, f"no {' or '.join(kinds)} result" + (f" from {echo(from_name)}" if from_name else "")
+    if result.type == PAIRWISE_KIND:
+        side = result.value.get("selected")
+        if side not in ("left", "right"):
+            return None, "value.selected is neither left nor right"
+        return order[side == "right"], None
     if result.type in NUMERIC_KINDS:
         number = result.value.get(result.type)
         if isinstance(number, bool) or not isinstance(number, (int, float)):
@@ -195,22 +233,36 @@ def several_choices(results: list[LSResult], from_name: str | None) -> str | Non
     )
 
 
+COPIED_ORIGINS = ("prediction", "prediction-changed")
+"""The ``origin`` Label Studio's editor gives a region copied from a prediction (then edited, for the second)."""
+
+
 def from_prediction(annotation: LSAnnotation) -> str | None:
-    """Why an annotation is not an independent human label (it was created from a prediction:
-    Label Studio's ``parent_prediction``); ``None`` when it is one.
+    """Why an annotation is not an independent human label, or ``None`` when it is one: it was created from a
+    prediction, as Label Studio's ``parent_prediction`` says, or as its results say when that is gone (Label
+    Studio empties it when the prediction is deleted, e.g. replaced by a new model run): its editor marks each
+    region copied from a prediction with ``origin: "prediction"`` (``"prediction-changed"`` once edited).
 
     >>> from_prediction(LSAnnotation(completed_by=2, parent_prediction=40))  # doctest: +ELLIPSIS
     "created from prediction 40 (Label Studio's parent_prediction): a copy of a model's label, ..."
-    >>> from_prediction(LSAnnotation(completed_by=2)) is None
-    True
+    >>> copied = LSResult(type="choices", value={"choices": ["Pass"]}, origin="prediction")
+    >>> from_prediction(LSAnnotation(completed_by=2, result=[copied]))  # doctest: +ELLIPSIS
+    "created from a prediction (its result's origin is 'prediction', Label Studio's mark of a copy): ..."
+    >>> mine = LSResult(type="choices", value={"choices": ["Pass"]}, origin="manual")
+    >>> from_prediction(LSAnnotation(completed_by=2)), from_prediction(LSAnnotation(completed_by=2, result=[mine]))
+    (None, None)
     """
-    if annotation.parent_prediction is None:
-        return None
-    return (
-        f"created from prediction {annotation.parent_prediction} (Label Studio's parent_prediction): a copy of a "
-        "model's label, not an independent human label, so it is kept out of the labels; hide predictions from "
-        "annotators (Label Studio project setting show_collab_predictions: false) and have the task annotated afresh"
+    advice = (
+        "a copy of a model's label, not an independent human label, so it is kept out of the labels; hide "
+        "predictions from annotators (Label Studio project setting show_collab_predictions: false) and have the "
+        "task annotated afresh"
     )
+    if annotation.parent_prediction is not None:
+        return f"created from prediction {annotation.parent_prediction} (Label Studio's parent_prediction): {advice}"
+    origin = next((r.origin for r in annotation.result if r.origin in COPIED_ORIGINS), None)
+    if origin is None:
+        return None
+    return f"created from a prediction (its result's origin is {echo(origin)}, Label Studio's mark of a copy): {advice}"
 
 
 def _maps(project: Project) -> Callable[[str], bool]:
@@ -259,7 +311,7 @@ def resolve_control(
     """
     numeric = project.scale == "numeric"
     if label_config:
-        controls = label_controls(choice_controls(label_config), numeric=numeric)
+        controls = label_controls(choice_controls(label_config), numeric=numeric, pairwise=project.kind == "pairwise")
         control = pick_control(controls, from_name, _maps(project))
         if project.label_studio != control.as_dict():
             project.label_studio = control.as_dict()
@@ -276,4 +328,4 @@ def resolve_control(
         )
     if from_name is not None:
         return ChoiceControl(from_name, "", None, (), True, "number" if numeric else "choices")
-    return likeliest_control(results, _maps(project), control_kinds(numeric))
+    return likeliest_control(results, _maps(project), project_kinds(project))

@@ -8,8 +8,8 @@ Every JSON export Label Studio offers reads as a list of :class:`LSTask`:
 - JSON_MIN: one flat row per annotation (the task's data keys, ``id``, the control's value
   under its name, ``annotator``, ``annotation_id``), regrouped into tasks; a row whose
   ``annotator`` and ``annotation_id`` are null is a task without annotations (what
-  ``download_all_tasks=true`` adds). JSON_MIN carries no ``parent_prediction``: an annotation
-  made from a prediction cannot be told apart there (the snapshot and sync can).
+  ``download_all_tasks=true`` adds). JSON_MIN carries neither ``parent_prediction`` nor the results'
+  ``origin``: an annotation made from a prediction cannot be told apart there (the snapshot and sync can).
 
 CSV and TSV exports are not read: the import refuses them (415) and names the JSON export.
 """
@@ -60,6 +60,11 @@ class LSResult(_LabelStudio):
     to_name: str = ""
     type: str
     value: dict[str, Any] = Field(default_factory=dict)
+    origin: str | None = Field(
+        None,
+        description="Where Label Studio's editor says the region came from: `manual`, `prediction` (copied from a "
+        "prediction and unchanged) or `prediction-changed` (copied, then edited).",
+    )
 
 
 class LSAnnotation(_LabelStudio):
@@ -143,8 +148,8 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
     """JSON_MIN rows regrouped as export tasks (one annotation per row), in first-seen order.
 
     ``from_name`` is the control whose value is the label (a string, or ``{"choices": [...]}``
-    when several were picked; a number for a Rating or Number control); the keys of ``controls`` and of
-    JSON_MIN itself are not data.
+    when several were picked; a number for a Rating or Number control; ``[{"selected": "left"}]`` for a
+    Pairwise control); the keys of ``controls`` and of JSON_MIN itself are not data.
 
     >>> rows = [{"id": 1, "text": "a", "s": "Pos", "f": "x", "annotator": 2, "annotation_id": 5},
     ...         {"id": 1, "text": "a", "s": {"choices": ["Pos", "Neg"]}, "annotator": 3, "annotation_id": 6},
@@ -174,6 +179,8 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
         value = row.get(from_name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):  # a Rating's or Number's value
             result = [{"from_name": from_name, "type": "number", "value": {"number": value}}]
+        elif _is_pairwise(value):
+            result = [{"from_name": from_name, "type": "pairwise", "value": value[0]}]
         else:
             choices = value["choices"] if _is_choices(value) else [] if value is None else [value]
             result = [{"from_name": from_name, "type": "choices", "value": {"choices": choices}}] if choices else []
@@ -185,6 +192,11 @@ def tasks_from_json_min(rows: list[dict[str, Any]], from_name: str, controls: fr
             }
         )
     return list(tasks.values())
+
+
+def _is_pairwise(value: Any) -> TypeGuard[list[dict[str, Any]]]:
+    """Whether a JSON_MIN value is a Pairwise control's (``[{"selected": "left"}]``)."""
+    return isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) and "selected" in value[0]
 
 
 def _is_choices(value: Any) -> TypeGuard[dict[str, Any]]:

@@ -8,13 +8,16 @@ Identities (documented in the endpoints too):
 - a Label Studio user is the rater a pm mapped it to (``service.label_studio.annotators``), else
   the rater ``ls-user-<user id>`` (the email only when Label Studio gives no id); webhooks carry
   only the id, so the id is what ties both paths together;
-- a prediction is the judge ``<judge_prefix><model_version>``;
+- a prediction is the judge ``<judge_prefix><model_version>``; in a pairwise project its label's shown order
+  is its task's (``annoplan_order``, AB when absent), so one task per item and order: a judge's label in the
+  other order comes from another task of the item, or from another import;
 - each annotation and prediction id is linked to the cell it labels, so a deletion (or an
   annotation gone from a later export) retracts that cell's label.
 
 Annotations that need a person before they can count are written nowhere and held for the inbox
 with the reason, on every path (webhook, import, sync): one created from a prediction (Label
-Studio's ``parent_prediction``: a copy of a model's label, not an independent human label), and
+Studio's ``parent_prediction``, or results whose ``origin`` marks them copied from a prediction: a copy of a
+model's label, not an independent human label), and
 one with several choices in the control that holds the criterion's one label.
 """
 
@@ -27,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from service.core.errors import Invalid, echo
 from service.data.models import Project
-from service.label_studio.config import ChoiceControl, control_kinds
+from service.label_studio.config import ChoiceControl
 from service.label_studio.links import Cell, ls_id_of
 from service.label_studio.mapping import (
     LABEL_ROW,
@@ -37,8 +40,10 @@ from service.label_studio.mapping import (
     human_rater,
     is_user,
     item_from_task,
+    project_kinds,
     project_label,
     several_choices,
+    task_order,
 )
 from service.label_studio.payloads import EXPORT_HINT, LSAnnotation, LSResult, LSTask, TaskId
 from service.schemas.items import ItemIn
@@ -132,6 +137,7 @@ def read_export(
         where: dict[str, Any],
         results: list[LSResult] | None,
         reason: str | None = None,
+        order: str = "AB",
     ) -> None:
         cell = (item, where["rater"])
         if (number := ls_id_of(ls_id)) is not None:
@@ -140,7 +146,7 @@ def read_export(
             reading.link_tasks[(source, number)] = ls_id_of(where["task"])
         choice = None
         if results is not None:
-            choice, reason = chosen_value(results, from_name, control_kinds(project.scale == "numeric"))
+            choice, reason = chosen_value(results, from_name, project_kinds(project), order)
         label = None
         if choice is not None:
             label = project_label(choice, project)
@@ -154,14 +160,18 @@ def read_export(
             reading.skipped.append(Skipped(**prior[1], reason="superseded by a later label of this rater"))
         if label is None:
             reading.skipped.append(Skipped(**where, reason=str(reason)))
+        shown = {"order": order} if source == "prediction" and project.kind == "pairwise" else {}
         row = (
-            LABEL_ROW.validate_python({"item": item, "rater": where["rater"], "criterion": criterion, "value": label})
+            LABEL_ROW.validate_python(
+                {"item": item, "rater": where["rater"], "criterion": criterion, "value": label, **shown}
+            )
             if label
             else None
         )
         reading.cells[cell] = (row, where)
 
     for task, item in zip(tasks, reading.items, strict=True):
+        order = task_order(task) if project.kind == "pairwise" else "AB"
         for ann in task.annotations:
             rater, name = human_rater(ann.completed_by, users)
             where = {"task": task.id, "annotation": ann.id, "rater": rater}
@@ -180,7 +190,8 @@ def read_export(
                     reading.seen["annotation"].add(number)
                 reading.hold(Skipped(**where, reason=why), task, ann)
                 continue
-            read("annotation", ann.id, item.external_id, where, None if ann.was_cancelled else ann.result, "cancelled")
+            results = None if ann.was_cancelled else ann.result
+            read("annotation", ann.id, item.external_id, where, results, "cancelled", order)
         for pred in task.predictions:
             if isinstance(pred, int):
                 reading.seen["prediction"].add(pred)
@@ -205,6 +216,7 @@ def read_export(
                 item.external_id,
                 {"task": task.id, "prediction": pred.id, "rater": rater},
                 pred.result,
+                order=order,
             )
     if primary is not None and not any(r.kind == "primary" for r in reading.raters.values()):
         raise Invalid(

@@ -37,9 +37,11 @@ from service.label_studio.annotators import (
     AnnotatorsMapped,
     AnnotatorsRead,
     AnnotatorsRequest,
+    AnnotatorUnmapped,
     annotators_read,
     known_emails,
     map_annotators,
+    unmap_annotator,
     wanted_annotators,
 )
 from service.label_studio.batches import ExportedTask, batch_tasks
@@ -445,7 +447,9 @@ async def connect_label_studio(
     checked(body.url, policy, code_not_allowed="label_studio_not_allowed")
     with request.app.state.sync_slots.slot(project.id, principal.key_id):
         found, ls_emails = await run_in_threadpool(
-            partial(checked_project, numeric=project.scale == "numeric"), body, policy
+            partial(checked_project, numeric=project.scale == "numeric", pairwise=project.kind == "pairwise"),
+            body,
+            policy,
         )
 
         key, wanted, tabs = await written(
@@ -522,6 +526,31 @@ def map_label_studio_annotators(
     """
     wanted = wanted_annotators(body.annotators, known_emails(session, project.id))
     return map_annotators(session, project, principal, wanted, max_rows=settings.max_rows)
+
+
+@router.delete(
+    "/integrations/label-studio/annotators/{ls_user}",
+    response_model=AnnotatorUnmapped,
+    responses=error_responses(401, 403, 404, 409, 413, 422),
+)
+def unmap_label_studio_annotator(
+    pid: ProjectId,
+    project: ProjectForPMWrite,
+    ls_user: Annotated[int, Path(gt=0, le=2**53, description="The Label Studio user id.")],
+    session: WriteSession,
+    principal: PrincipalDep,
+    settings: SettingsDep,
+) -> AnnotatorUnmapped:
+    """Undo a Label Studio user's mapping (admin, pm; 404 when it is not mapped): its annotations are the
+    rater `ls-user-<id>`'s again, on every path.
+
+    Nothing is lost: the labels the mapped rater holds through Label Studio annotations are moved back onto
+    `ls-user-<id>` (retracted on the rater and written for `ls-user-<id>`, the history keeps both; `moved`
+    counts them) and their Label Studio links follow, so later deletions and syncs reach them; the rater keeps
+    every label it has from anywhere else. A cell `ls-user-<id>` already labels differently is a 409
+    (`labels_conflict`) and nothing changes. The user can then be mapped to another rater.
+    """
+    return unmap_annotator(session, project, principal, ls_user, max_rows=settings.max_rows)
 
 
 @router.get(

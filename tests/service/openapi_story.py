@@ -224,6 +224,7 @@ def _label_studio(s: Story) -> None:
     s.client.post(f"/projects/{pid}/raters", json={"external_id": PRIMARY, "kind": "human"})
     s.call("post", "/projects/{pid}/integrations/label-studio/annotators", p)  # 12 -> ann-1: its label moves
     s.call("get", "/projects/{pid}/integrations/label-studio/annotators", p)
+    s.call("delete", "/projects/{pid}/integrations/label-studio/annotators/{ls_user}", {**p, "ls_user": "12"})
 
 
 def _tool_imports(s: Story) -> None:

@@ -130,6 +130,8 @@ MATRIX: list[tuple[str, str, int, int, int, int, int, int, int]] = [
     ("POST", "/projects/{pid}/integrations/label-studio/connect", 502, 502, 403, 403, 401, 401, 404),
     ("GET", "/projects/{pid}/integrations/label-studio/annotators", 200, 200, 403, 403, 401, 401, 404),
     ("POST", "/projects/{pid}/integrations/label-studio/annotators", 200, 200, 403, 403, 401, 401, 404),
+    # the role is checked before the mapping is looked up: user 42 is never mapped, so admin and pm get the 404
+    ("DELETE", "/projects/{pid}/integrations/label-studio/annotators/{ls_user}", 404, 404, 403, 403, 401, 401, 404),
     # the dashboard page: HTML, a redirect to /login without a (valid) key
     ("GET", "/projects/{pid}/dashboard", 200, 200, 403, 200, 303, 303, 404),
     ("GET", "/dashboard", 200, 200, 403, 200, 303, 303, 200),  # other_project: its own project only
@@ -406,6 +408,7 @@ BUILDERS: dict[tuple[str, str], Callable[[World, str], Request]] = {
         {},
         {"json": {"annotators": {"41": OTHER_HUMAN}}},  # the same mapping every time: changes nothing after the first
     ),
+    ("DELETE", "/projects/{pid}/integrations/label-studio/annotators/{ls_user}"): lambda w, c: ({"ls_user": 42}, {}),
     ("POST", "/login"): _login_form,
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.csv"): lambda w, c: ({"chart_id": "margins-1"}, {}),
     ("GET", "/projects/{pid}/dashboard/charts/{chart_id}.svg"): lambda w, c: ({"chart_id": "margins-1"}, {}),

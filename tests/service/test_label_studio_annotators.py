@@ -309,3 +309,89 @@ def test_more_labels_to_move_than_one_request_writes_is_413_before_reading_them(
         assert label_seq(smaller, pid) == seq and map_users(smaller, pid, {}).json()["annotators"] == []
     with small_client(database_url, max_rows=4) as small:
         assert ok(map_users(small, pid, {"1": "ann-1"}))["moved"] == 4
+
+
+# --- unmapping: the labels that came from Label Studio go back, nothing is lost ----------------
+
+
+def unmap(client: TestClient, pid: str, user: int) -> Any:
+    return client.delete(f"/projects/{pid}/integrations/label-studio/annotators/{user}")
+
+
+def test_unmapping_moves_label_studio_labels_back_and_keeps_the_raters_own(client: TestClient) -> None:
+    """Mapped 1 -> ann-1, the real deliveries, and one label of ann-1 uploaded by hand. Unmapped: the labels
+    from Label Studio are `ls-user-1`'s again, exactly those of a project that was never mapped; the uploaded
+    label stays with ann-1; a later deletion reaches `ls-user-1`; mapping again ends as mapping first."""
+    sequence = deliveries()
+    plain = project_with(client, [("ann-1", "primary")])
+    for payload in sequence:
+        deliver(client, plain, payload)
+    pid = project_with(client, [("ann-1", "primary")])
+    ok(map_users(client, pid, {"1": "ann-1"}))
+    for payload in sequence:
+        deliver(client, pid, payload)
+    ok(client.post(f"/projects/{pid}/items", json=[{"external_id": "by-hand"}]))
+    ok(client.post(f"/projects/{pid}/labels", json=[{"item": "by-hand", "rater": "ann-1", "value": "Neutral"}]))
+    mapped = current(client, pid)
+    from_ls = {cell: v for cell, v in mapped.items() if cell[1] == "ann-1" and cell[0] != "by-hand"}
+    assert from_ls and "ls-user-1" not in raters(client, pid)
+    seq = label_seq(client, pid)
+
+    done = ok(unmap(client, pid, 1))
+    assert done["annotators"] == [] and done["moved"] == len(from_ls)
+    assert current(client, pid) == {**current(client, plain), ("by-hand", "ann-1"): "Neutral"}
+    assert raters(client, pid)["ls-user-1"] == "human"
+    assert label_seq(client, pid) == seq + 2 * len(from_ls)  # one retraction and one label per cell: history kept
+
+    item = sorted(from_ls)[0][0]
+    annotation = [
+        p["annotation"]["id"]
+        for p in sequence
+        if p["action"] in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED") and str(p["annotation"]["task"]) == item
+    ][-1]
+    assert deliver(client, pid, sequence[0])["rater"] == "ls-user-1"  # deliveries are the user's own rater again
+    gone = deliver(client, pid, {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": annotation}]})
+    assert gone["retracted"] == 1 and (item, "ls-user-1") not in current(client, pid)
+
+    ok(map_users(client, pid, {"1": "ann-1"}))
+    again = project_with(client, [("ann-1", "primary")])
+    ok(map_users(client, again, {"1": "ann-1"}))
+    for payload in [*sequence, sequence[0], {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": annotation}]}]:
+        deliver(client, again, payload)
+    ok(client.post(f"/projects/{again}/items", json=[{"external_id": "by-hand"}]))
+    ok(client.post(f"/projects/{again}/labels", json=[{"item": "by-hand", "rater": "ann-1", "value": "Neutral"}]))
+    assert current(client, pid) == current(client, again)
+
+
+def test_unmapping_lets_a_user_that_took_labels_be_mapped_to_another_rater(client: TestClient) -> None:
+    """A user that took labels through ann-1 cannot be remapped (409 already_mapped); unmapped, then mapped to
+    ann-2, its labels follow to ann-2."""
+    pid = project_with(client, [("ann-1", "primary"), ("ann-2", "human")])
+    ok(map_users(client, pid, {"1": "ann-1"}))
+    first = deliveries()[0]
+    deliver(client, pid, first)
+    item = str(first["annotation"]["task"])
+    assert map_users(client, pid, {"1": "ann-2"}).json()["error"] == "already_mapped"
+    assert ok(unmap(client, pid, 1))["moved"] == 1
+    done = ok(map_users(client, pid, {"1": "ann-2"}))
+    assert done["moved"] == 1 and current(client, pid) == {(item, "ann-2"): "Positive"}
+
+
+def test_unmapping_an_unmapped_user_is_404_and_a_clash_is_409_both_writing_nothing(client: TestClient) -> None:
+    pid = project_with(client, [("ann-1", "primary")])
+    missing = unmap(client, pid, 1)
+    assert missing.status_code == 404 and missing.json()["error"] == "not_mapped", missing.text
+    assert unmap(client, pid, 0).status_code == 422
+    ok(map_users(client, pid, {"1": "ann-1"}))
+    first = deliveries()[0]
+    item = str(first["annotation"]["task"])
+    deliver(client, pid, first)  # ann-1: Positive, through Label Studio
+    ok(client.post(f"/projects/{pid}/raters", json={"external_id": "ls-user-1", "kind": "human"}), 201)
+    ok(client.post(f"/projects/{pid}/labels", json=[{"item": item, "rater": "ls-user-1", "value": "Negative"}]))
+    before, seq = current(client, pid), label_seq(client, pid)
+    clash = unmap(client, pid, 1)
+    assert clash.status_code == 409 and clash.json()["error"] == "labels_conflict", clash.text
+    assert clash.json()["fields"] == [{"item": item, "criterion": "default"}]
+    assert current(client, pid) == before and label_seq(client, pid) == seq
+    listed = ok(client.get(f"/projects/{pid}/integrations/label-studio/annotators"))["annotators"]
+    assert listed == [{"ls_user": 1, "email": None, "rater": "ann-1"}]

@@ -68,7 +68,7 @@ def test_configs_with_rating_and_number_controls() -> None:
         label_controls(
             choice_controls('<View><Choices name="c" toName="t"><Choice value="a"/></Choices></View>'), numeric=True
         )
-    with pytest.raises(Invalid, match="no <Choices>, <Rating> or <Number>"):
+    with pytest.raises(Invalid, match="no <Choices>, <Pairwise>, <Rating> or <Number>"):
         choice_controls('<View><TextArea name="t" toName="x"/></View>')
 
 

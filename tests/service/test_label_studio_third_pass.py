@@ -114,6 +114,42 @@ def test_sync_keeps_annotations_made_from_a_prediction_out(client: TestClient, l
     assert len(open_issues(client, pid)) == len(done["issues"])
 
 
+def copies_webhooks() -> list[dict]:
+    return [json.loads(line) for line in (FIXTURES / "copies-webhooks.ndjson").read_text().splitlines() if line]
+
+
+def test_a_copy_whose_prediction_was_deleted_is_told_by_its_results_origin(client: TestClient) -> None:
+    """Captured from a real Label Studio: task 10's annotation is the editor's copy of the judge's prediction
+    (origin `prediction`), task 11's the copy edited (`prediction-changed`), task 12's the annotator's own
+    (`manual`, equal to the prediction by chance). Once the predictions of 10 and 11 are deleted (a model run
+    replaced), Label Studio empties `parent_prediction`; the results' origin still tells the copies: both are
+    kept out of the labels and in the inbox, the annotator's own label counts."""
+    tasks = fixture("copies-snapshot-predictions-deleted.json")
+    anns = {t["id"]: t["annotations"][0] for t in tasks}
+    assert [anns[t]["parent_prediction"] for t in (10, 11, 12)] == [None, None, None]
+    assert [anns[t]["result"][0]["origin"] for t in (10, 11, 12)] == ["prediction", "prediction-changed", "manual"]
+    pid = new_project(client)
+    done = ok(post_import(client, pid, tasks))
+    assert current(client, pid) == {("12", "ls-user-1"): "Negative", ("12", "gpt-4o-judge"): "Negative"}
+    copies = open_issues(client, pid, "Label Studio's mark of a copy")
+    assert sorted(i["annotation"] for i in copies) == ["10", "11"] and len(done["issues"]) == 2
+    with_parent = ok(post_import(client, new_project(client), fixture("copies-snapshot-with-parent.json")))
+    assert sorted(s["annotation"] for s in with_parent["skipped"] if COPY in s["reason"]) == [10, 11]
+
+
+def test_the_real_copy_webhooks_keep_the_copies_out(client: TestClient) -> None:
+    """The three ANNOTATION_CREATED deliveries of that run: the two copies to the inbox, the own label recorded;
+    the copies without their `parent_prediction` (as a replay after the prediction's deletion sees them) too."""
+    for strip in (False, True):
+        pid = new_project(client)
+        for payload in copies_webhooks():
+            if strip:
+                payload["annotation"]["parent_prediction"] = None
+            deliver(client, pid, payload)
+        assert current(client, pid) == {("12", "ls-user-1"): "Negative"}, strip
+        assert sorted(i["annotation"] for i in open_issues(client, pid)) == ["10", "11"], strip
+
+
 # --- 3. exports: JSON_MIN with every task; CSV and TSV refused ----------------------------------
 
 

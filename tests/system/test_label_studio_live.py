@@ -6,7 +6,11 @@ Label Studio with ``--enable-legacy-api-token``) are set; Label Studio must run 
 label-studio`` installs and starts one that fits. The test creates a Label Studio project
 with a webhook to annoplan, then: create, update, delete, skip an annotation (each reaching
 annoplan by webhook), a prediction (no webhook: recovered by sync), the Export button's JSON
-and JSON_MIN imported, and a sync that is then idempotent.
+and JSON_MIN imported, and a sync that is then idempotent. Issue 36's cases follow: connect (and again: only
+the secret changes), a personal access token from the command line, two Label Studio projects feeding one
+annoplan project, a deleted task, copies of the judge's prediction (by ``parent_prediction``, then by the
+results' ``origin`` once the prediction is deleted), a rubric's deletions, a mapped annotator's labels
+counting for its rater's batch in its Data Manager tab and then unmapped, and a Pairwise control.
 """
 
 from __future__ import annotations
@@ -233,6 +237,8 @@ def test_a_personal_access_token_connects_from_the_command_line(database_url: st
             assert ok(ls.get(f"/api/projects/{project['id']}"))["show_collab_predictions"] is False
         finally:
             ls.delete(f"/api/projects/{project['id']}")
+            # Label Studio gives a user one personal access token at a time: revoke it, so the test can run again
+            ls.post("/api/token/blacklist/", json={"refresh": pat})
 
 
 def test_two_projects_deleted_tasks_and_copied_predictions(database_url: str, ls: httpx.Client) -> None:
@@ -292,6 +298,28 @@ def test_two_projects_deleted_tasks_and_copied_predictions(database_url: str, ls
                 "the copied prediction kept in the inbox",
             )
             assert current()[(kept, me)] == "Positive"  # the copy changed no human label
+            # the editor's copy marks its results origin "prediction"; once the prediction is deleted (a model
+            # run replaced), Label Studio empties parent_prediction and the origin alone tells the copy
+            ls.delete(f"/api/annotations/{ok(ls.get(f'/api/tasks/{kept}'))['annotations'][-1]['id']}")
+            second = ok(
+                ls.post(
+                    "/api/predictions", json={"task": int(kept), "model_version": "j", "result": sentiment("Neutral")}
+                )
+            )
+            marked = [{**sentiment("Neutral")[0], "origin": "prediction"}]
+            copy2 = ok(
+                ls.post(f"/api/tasks/{kept}/annotations", json={"result": marked, "parent_prediction": second["id"]})
+            )
+            ls.delete(f"/api/predictions/{second['id']}").raise_for_status()
+            assert ok(ls.get(f"/api/annotations/{copy2['id']}"))["parent_prediction"] is None
+            synced = ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/sync",
+                    json={"url": LS_URL, "project": a, "token": LS_TOKEN},
+                )
+            )
+            assert any(s.get("annotation") == copy2["id"] and "origin" in s["reason"] for s in synced["skipped"])
+            assert current()[(kept, me)] == "Positive"
         finally:
             for lsp in made:
                 ls.delete(f"/api/projects/{lsp}")
@@ -435,6 +463,90 @@ def test_a_mapped_annotator_labels_count_for_the_batches_of_its_rater(database_u
                 "h2's batch counting the mapped annotator's label",
             )
             labels = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
-            assert [(r["item"], r["rater"]) for r in labels] == [(shown[0]["data"]["annoplan_item"], "h2")]
+            item = shown[0]["data"]["annoplan_item"]
+            assert [(r["item"], r["rater"]) for r in labels] == [(item, "h2")]
+            # unmapped: the label moves back to the user's own rater, and a sync agrees
+            unmapped = ok(annoplan.delete(f"/projects/{pid}/integrations/label-studio/annotators/{me['id']}"))
+            assert unmapped["moved"] == 1 and unmapped["annotators"] == []
+            labels = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 1000}))["items"]
+            assert [(r["item"], r["rater"], r["value"]) for r in labels] == [(item, f"ls-user-{me['id']}", "Negative")]
+            synced = ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/sync",
+                    json={"url": LS_URL, "project": lsp, "token": LS_TOKEN},
+                )
+            )
+            assert synced["changes"] == {"added": 0, "updated": 0, "unchanged": 1, "retracted": 0}, synced
+        finally:
+            ls.delete(f"/api/projects/{lsp}")
+
+
+PAIRWISE_CONFIG = (
+    '<View><Header value="$prompt"/><Text name="left" value="$left"/><Text name="right" value="$right"/>'
+    '<Pairwise name="pw" toName="left,right"/></View>'
+)
+
+
+def test_a_pairwise_project_reads_label_studios_pairwise_control(database_url: str, ls: httpx.Client) -> None:
+    """Issue 36 against the real Label Studio: a Pairwise project connected to a pairwise annoplan project; the
+    annotator's picks arrive by webhook as verdicts (the task shown BA swaps left and right), a judge's
+    predictions arrive by sync with the task's shown order."""
+    with LiveServer(database_url, ADMIN, outbound_allow_private=1) as server, server.client() as annoplan:
+        pid = ok(annoplan.post("/projects", json={"name": "pairwise", "kind": "pairwise"}))["id"]
+        me = f"ls-user-{ok(ls.get('/api/current-user/whoami'))['id']}"
+        lsp = ok(ls.post("/api/projects", json={"title": f"annoplan pairwise {pid}", "label_config": PAIRWISE_CONFIG}))[
+            "id"
+        ]
+        try:
+            body = {"url": LS_URL, "project": lsp, "token": LS_TOKEN, "webhook_url": server.base_url}
+            ok(annoplan.post(f"/projects/{pid}/integrations/label-studio/connect", json=body))
+            shown = [
+                {
+                    "annoplan_item": "q1",
+                    "prompt": "1 + 1?",
+                    "left": "2",
+                    "right": "3",
+                    "system_a": "x",
+                    "system_b": "y",
+                },
+                {
+                    "annoplan_item": "q2",
+                    "annoplan_order": "BA",
+                    "prompt": "Red?",
+                    "left": "blue",
+                    "right": "red",
+                    "system_a": "x",
+                    "system_b": "y",
+                },
+            ]
+            ok(ls.post(f"/api/projects/{lsp}/import", json=shown))
+            tasks = sorted(ok(ls.get("/api/tasks", params={"project": lsp}))["tasks"], key=lambda t: t["id"])
+
+            def pick(side: str) -> list[dict]:
+                return [{"from_name": "pw", "to_name": "pw", "type": "pairwise", "value": {"selected": side}}]
+
+            def labels() -> dict[tuple[str, str], tuple[str, str | None]]:
+                rows = ok(annoplan.get(f"/projects/{pid}/labels", params={"limit": 100}))["items"]
+                return {(r["item"], r["rater"]): (r["value"], r.get("order")) for r in rows}
+
+            for task in tasks:
+                ok(ls.post(f"/api/tasks/{task['id']}/annotations", json={"result": pick("left")}))
+                ok(
+                    ls.post(
+                        "/api/predictions", json={"task": task["id"], "model_version": "j1", "result": pick("right")}
+                    )
+                )
+            eventually(lambda: len(labels()) == 2, "both picks by webhook")
+            assert labels() == {("q1", me): ("A", None), ("q2", me): ("B", None)}  # q2 is shown BA: left is B
+            ok(
+                annoplan.post(
+                    f"/projects/{pid}/integrations/label-studio/sync",
+                    json={"url": LS_URL, "project": lsp, "token": LS_TOKEN},
+                )
+            )
+            assert {cell: v for cell, v in labels().items() if cell[1] == "j1"} == {
+                ("q1", "j1"): ("B", "AB"),
+                ("q2", "j1"): ("A", "BA"),
+            }
         finally:
             ls.delete(f"/api/projects/{lsp}")
