@@ -150,6 +150,12 @@ class Settings(BaseSettings):
     webhook_decision_seconds: float = Field(
         5.0, ge=0, description="Least time between two re-reads of a project's decision for decision.changed."
     )
+    webhook_watch_seconds: float = Field(
+        1.0,
+        ge=0,
+        description="Least time between two checks, for the whole deployment, of plans reached, batch leases "
+        "run out and watched judges' drift.",
+    )
     webhook_timeout_seconds: float = Field(10.0, gt=0)
     webhook_lease_seconds: float = Field(
         60.0, gt=0, description="How long a sender holds a webhook target it takes a turn at without renewing."
