@@ -317,7 +317,9 @@ class Seen:
         return cls(dict(payload.get("plan_checked", {})), dict(payload.get("drift_checked", {})))
 
 
-def announce_changes(sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, *, owner: str) -> None:
+def announce_changes(
+    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, *, owner: str
+) -> None:
     """Write the outbox events of changes no request announces.
 
     Each check is a periodic turn (:func:`service.data.jobs.claim_period`): of every sender on every
