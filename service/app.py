@@ -27,6 +27,7 @@ from service.data.database_health import DatabaseState, install_outage_handlers
 from service.data.jobs import worker_name
 from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
+from service.documents.history_replays import HistoryReplayer
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
 from service.integrations.generic import GenericRow
@@ -154,11 +155,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             if snapshots is not None and runs_jobs:
                 snapshotter.start()
+            replayer = HistoryReplayer(app.state.sessions, settings, owner=worker_name("api"))
+            if runs_jobs:
+                replayer.start()
             runner = SimulationRunner(app.state.sessions, settings, owner=worker_name("api"))
             app.state.simulations = runner if runs_jobs else None
             if app.state.simulations is not None:
                 runner.start()
             yield
+            replayer.stop()
             snapshotter.stop()
             keeper.stop()
             warmer.stop()
