@@ -9,7 +9,9 @@ Through HTTP against real servers over one PostgreSQL, on a project of ``--items
 - 1,000 judge corrections, then the **warm** figure: the same api's fresh /reliability (its kept
   matrix brought up to date by the 1,000 events; the statistics computed);
 - the **fresh** figure: a new api server's first /reliability of the project at the same label_seq
-  (the snapshot plus the 1,000 events, then the same statistics), and the same for a new server with
+  (the worker's newest snapshot plus the events since: those it is behind, at most a fiftieth of the
+  matrix's cells as the snapshot turn leaves it, and the 1,000; then the same statistics), and the same
+  for a new server with
   snapshots off (``ANNOPLAN_MATRIX_SNAPSHOT_DIR=``: every label read, as before issue 32). A new
   server first answers one /reliability of a small project of its own (15,000 items, large enough to
   be computed in a child process): a starting process's one-time costs (its child processes' imports,
@@ -19,7 +21,7 @@ Through HTTP against real servers over one PostgreSQL, on a project of ``--items
 Wall time of the request and the server's CPU (its threads and its ended child computations) for each,
 and the ratios to the warm one, all measured in the same run.
 
-    .venv/bin/python bench/fresh_worker.py --postgres URL [--items 1000000]
+    .venv/bin/python bench/fresh_worker.py --postgres URL [--items 1000000] [--reuse]
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import million  # noqa: E402
 
 from service.core.db import make_engine  # noqa: E402
-from service.data.models import MatrixSnapshot, Project  # noqa: E402
+from service.data.models import CurrentLabel, Item, MatrixSnapshot, Project, Rater  # noqa: E402
+from service.matrices.store import SNAPSHOT_EVERY  # noqa: E402
 from tests.live_server import LiveServer, LiveWorker, migrate, wipe_postgres  # noqa: E402
 
 QUIET = {"api_runs_jobs": "false", "webhook_sender": "false"}
@@ -47,21 +50,44 @@ WARM_UP_ITEMS = 15_000
 """A new server's first request is of a project this large (60,000 cells: computed in a child process)."""
 
 
-def snapshot_at(url: str, pid: str, timeout: float) -> int:
-    """Wait until the project's newest snapshot is at its label_seq; that label_seq."""
+def snapshot_caught_up(url: str, pid: str, cells: int, timeout: float) -> tuple[int, int]:
+    """Wait until the project's newest snapshot is no longer due (at most a fiftieth of its cells behind, as
+    the worker's snapshot turn leaves it); its label_seq and the project's."""
     engine = make_engine(url)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             with engine.connect() as conn:
-                seq = conn.scalar(select(Project.label_seq).where(Project.id == pid))
+                seq = int(conn.scalar(select(Project.label_seq).where(Project.id == pid)) or 0)
                 newest = conn.scalar(select(func.max(MatrixSnapshot.label_seq)).where(MatrixSnapshot.project_id == pid))
-            if newest is not None and newest == seq:
-                return int(seq)
+            if newest is not None and seq - newest <= cells // SNAPSHOT_EVERY:
+                return int(newest), seq
             time.sleep(0.5)
     finally:
         engine.dispose()
-    raise RuntimeError(f"no snapshot of {pid} at its label_seq within {timeout:.0f} s")
+    raise RuntimeError(f"no snapshot of {pid} within {timeout:.0f} s")
+
+
+def reused(url: str, n_items: int) -> tuple[str, np.ndarray, str]:
+    """The projects an earlier run built on ``url`` (by their names), and the judge's current labels."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            pid = conn.scalar(select(Project.id).where(Project.name == f"million-{n_items}"))
+            small = conn.scalar(select(Project.id).where(Project.name == f"million-{WARM_UP_ITEMS}"))
+            rows = conn.execute(
+                select(Item.external_id, CurrentLabel.value)
+                .join(Item, Item.id == CurrentLabel.item_id)
+                .join(Rater, Rater.id == CurrentLabel.rater_id)
+                .where(CurrentLabel.project_id == pid, Rater.external_id == "judge")
+            ).all()
+    finally:
+        engine.dispose()
+    judge = np.zeros(n_items, dtype=bool)
+    for external_id, value in rows:
+        judge[int(external_id[1:])] = value == "pass"
+    assert pid is not None and small is not None and len(rows) == n_items
+    return pid, judge, small
 
 
 def first_reliability(server: LiveServer, pid: str) -> tuple[float, float]:
@@ -77,9 +103,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", required=True, help="an (empty) PostgreSQL database: everything in it is dropped")
     parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--reuse", action="store_true", help="the projects an earlier run built there, not new ones")
     args = parser.parse_args()
     url = args.postgres
-    wipe_postgres(url)
+    if not args.reuse:
+        wipe_postgres(url)
     migrate(url)
     rng = np.random.default_rng(args.items)
     out: dict[str, tuple[float, float]] = {}
@@ -87,11 +115,16 @@ def main() -> None:
         with warm.client() as c:
             c.timeout = 3600
             t0 = time.perf_counter()
-            pid, judge = million.build(c, args.items, 1 / million.SECONDARIES, rng)
-            print(f"built {args.items:,} items in {time.perf_counter() - t0:.0f} s", flush=True)
-            small, _ = million.build(c, WARM_UP_ITEMS, 1 / million.SECONDARIES, rng)
+            if args.reuse:
+                pid, judge, small = reused(url, args.items)
+            else:
+                pid, judge = million.build(c, args.items, 1 / million.SECONDARIES, rng)
+                print(f"built {args.items:,} items in {time.perf_counter() - t0:.0f} s", flush=True)
+                small, _ = million.build(c, WARM_UP_ITEMS, 1 / million.SECONDARIES, rng)
             out["warm api's first read (every label)"] = first_reliability(warm, pid)
-            snapshot_at(url, pid, timeout=1800)
+            cells = args.items * (2 + million.SECONDARIES)
+            snapshot, seq = snapshot_caught_up(url, pid, cells, timeout=1800)
+            print(f"the worker's newest snapshot: label_seq {snapshot:,} of {seq:,}", flush=True)
             million.write_1000(c, pid, judge, rng)
         out["warm api, after 1,000 corrections"] = first_reliability(warm, pid)
         seq = int(warm.client().get(f"/projects/{pid}").json()["label_seq"])
@@ -102,7 +135,10 @@ def main() -> None:
             out["snapshots off: its process's first request"] = first_reliability(unsnapshotted, small)
             out["fresh api, snapshots off"] = first_reliability(unsnapshotted, pid)
     base_wall, base_cpu = out["warm api, after 1,000 corrections"]
-    print(f"[PostgreSQL] first /reliability at {args.items:,} items, label_seq {seq:,} (x = ratio to the warm api)")
+    print(
+        f"[PostgreSQL] first /reliability at {args.items:,} items, label_seq {seq:,}, newest snapshot at "
+        f"{snapshot:,} (x = ratio to the warm api)"
+    )
     for name, (wall, cpu) in out.items():
         print(f"  {name:44s} wall {wall:7.2f} s ({wall / base_wall:5.2f}x)   CPU {cpu:7.2f} s ({cpu / base_cpu:5.2f}x)")
 
