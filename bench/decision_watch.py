@@ -4,10 +4,12 @@
 PostgreSQL, each time on a new project with a ``decision.changed`` webhook: ``--labels`` labels
 (4 raters) written in writes of ``--rows``, each moving the project's label_seq (a change). Measured
 per M: the job workers' CPU (their threads and their ended child computations) from the first write
-until the watcher has recorded the last one, divided by the writes; and the decisions read and
+until the watcher has recorded the last one, divided by the writes (each worker's own polling, its
+queue claims and its sender's rounds every ``webhook_poll_seconds``, is in it whether or not labels
+arrive); and the decisions read and
 recorded (the watcher's counters on its periodic row). With the watcher a periodic turn of the
-deployment, two workers read as many decisions as one and cost the same CPU per change (a ratio near
-1x; before, each worker's sender re-read every change: 2x).
+deployment, two workers read as many decisions as one: the decision documents computed per change do
+not grow with the workers (before, each worker's sender re-read every change).
 
     .venv/bin/python bench/decision_watch.py --postgres URL [--labels 100000] [--rows 5000]
 """
@@ -42,6 +44,7 @@ QUEUE = {
     "webhook_poll_seconds": 0.2,
     "webhook_decision_seconds": 1.0,
     "bootstrap_resamples": 200,
+    "matrix_snapshot_dir": "",  # no snapshot turns: the workers' only work beyond polling is the watcher's
 }
 
 
@@ -98,7 +101,12 @@ def ingest(url: str, api: LiveServer, receiver: Receiver, n_workers: int, labels
     counters = state[0]
     read = counters.get("decisions_read", 0) - before.get("decisions_read", 0)
     recorded = counters.get("decisions_recorded", 0) - before.get("decisions_recorded", 0)
-    return {"writes": writes, "read": read, "recorded": recorded, "cpu per change": spent / writes}
+    return {
+        "writes": writes,
+        "read": read,
+        "recorded": recorded,
+        "cpu per change": spent / writes,
+    }
 
 
 def main() -> None:
