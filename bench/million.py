@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import httpx
@@ -49,7 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.live_server import LiveServer, migrate, wipe_postgres  # noqa: E402
+from tests.live_server import LiveServer, LiveWorker, migrate, wipe_postgres  # noqa: E402
 
 KEY = "ak_bench_admin"
 CHUNK = 100_000  # the default max_rows of one request
@@ -175,7 +176,7 @@ def until_fresh(c: httpx.Client, pid: str) -> float:
 
 
 def until_replayed(c: httpx.Client, pid: str) -> float:
-    """Seconds until the pool-score history before the first document is replayed (a background thread)."""
+    """Seconds until the pool-score history before the first document is replayed (job-queue work)."""
     t0 = time.perf_counter()
     while 'id="history-rebuilding"' in c.get(f"/projects/{pid}/dashboard").text:
         time.sleep(0.5)
@@ -251,7 +252,8 @@ def run(
                 shutil.copy(fixture, at.removeprefix("sqlite:///"))
             migrate(at)
             save = (at.removeprefix("sqlite:///"), save_fixture_to) if big and save_fixture_to and not fixture else None
-            with LiveServer(at, KEY) as server:
+            # on PostgreSQL the api runs no jobs: a job worker beside it replays the dashboard's history
+            with LiveServer(at, KEY) as server, LiveWorker(at) if at.startswith("postgresql") else nullcontext():
                 results.append(
                     figures(server, n, overlap, fixture=fixture if big else None, reads_only=reads_only, save=save)
                 )

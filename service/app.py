@@ -27,11 +27,13 @@ from service.data.database_health import DatabaseState, install_outage_handlers
 from service.data.jobs import worker_name
 from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
+from service.documents.history_replays import HistoryReplayer
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
 from service.integrations.generic import GenericRow
 from service.matrices.modal_strata import StrataWarmer
-from service.matrices.snapshots import remove_orphan_snapshots, snapshot_directory
+from service.matrices.snapshot_keeper import SnapshotKeeper
+from service.matrices.snapshots import SnapshotTable, remove_orphan_snapshots, snapshot_place
 from service.matrices.store import MatrixStore
 from service.routes import (
     agreement,
@@ -93,10 +95,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 prestart()  # its imports run in its own process while this one starts
             engine = make_engine(settings.database_url)
             app.state.engine = engine
-            snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
-            matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
+            snapshots = snapshot_place(settings.database_url, settings.matrix_snapshot_dir)
+            # an api process that runs no jobs only reads snapshots: the job workers save them
+            runs_jobs = api_runs_jobs(settings)
+            matrices = MatrixStore(
+                snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells, saves=runs_jobs
+            )
             app.state.sessions = worker_sessionmaker(engine, matrices)
-            if snapshots is not None:
+            if snapshots is not None and not isinstance(snapshots, SnapshotTable):
                 with session_scope(app.state.sessions) as session:
                     remove_orphan_snapshots(snapshots, session)
             app.state.writer_turn = writer_turn(engine)
@@ -132,19 +138,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             documents = app.state.documents = DocumentCache()
             # webhook deliveries are queue work: here only when this process runs the queue
             sender = WebhookSender(app.state.sessions, settings, documents)
-            if settings.webhook_sender and api_runs_jobs(settings):
+            if settings.webhook_sender and runs_jobs:
                 sender.start()
             warmer = app.state.strata_warmer = StrataWarmer(app.state.sessions)
             warmer.start()
+            # the queue's periodic work (table statistics, snapshots) and simulations, here too unless
+            # `annoplan worker` processes run them
             keeper = StatisticsKeeper(engine)
-            if engine.dialect.name == "postgresql":
+            if engine.dialect.name == "postgresql" and runs_jobs:
                 keeper.start()
-            # the job queue's simulations, here too unless `annoplan worker` processes run them
+            snapshotter = SnapshotKeeper(
+                app.state.sessions,
+                matrices,
+                poll_seconds=settings.matrix_snapshot_seconds,
+                min_cells=settings.matrix_snapshot_min_cells,
+            )
+            if snapshots is not None and runs_jobs:
+                snapshotter.start()
+            replayer = HistoryReplayer(app.state.sessions, settings, owner=worker_name("api"))
+            if runs_jobs:
+                replayer.start()
             runner = SimulationRunner(app.state.sessions, settings, owner=worker_name("api"))
-            app.state.simulations = runner if api_runs_jobs(settings) else None
+            app.state.simulations = runner if runs_jobs else None
             if app.state.simulations is not None:
                 runner.start()
             yield
+            replayer.stop()
+            snapshotter.stop()
             keeper.stop()
             warmer.stop()
             sender.stop()

@@ -1,5 +1,6 @@
 """A job worker process (``annoplan worker``, ``python -m service worker``): runs the job queue's
-simulations and webhook deliveries (with the decision watcher before each round of them) until
+simulations, webhook deliveries (with the watchers' turns before each round of them), dashboard
+history replays and periodic turns (label-matrix snapshots, on PostgreSQL table statistics) until
 SIGTERM or SIGINT; it serves no requests (docs/operations.md). ``--check`` is its container's healthcheck."""
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from types import FrameType
 from service.core.db import make_engine, make_sessionmaker, session_scope
 from service.core.settings import Settings, get_settings
 from service.data.jobs import live_on_host, worker_name
+from service.data.table_statistics import StatisticsKeeper
+from service.documents.history_replays import HistoryReplayer
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
-from service.matrices.snapshots import snapshot_directory
+from service.matrices.snapshot_keeper import SnapshotKeeper
+from service.matrices.snapshots import snapshot_place
 from service.matrices.store import MatrixStore
 from service.simulations.jobs import SimulationRunner
 from service.webhooks.sender import WebhookSender
@@ -33,21 +37,28 @@ def run_worker(settings: Settings | None = None, *, stop: threading.Event | None
         signal.signal(signal.SIGTERM, ask_to_stop)
         signal.signal(signal.SIGINT, ask_to_stop)
     engine = make_engine(settings.database_url)
-    snapshots = snapshot_directory(settings.database_url, settings.matrix_snapshot_dir)
+    snapshots = snapshot_place(settings.database_url, settings.matrix_snapshot_dir)
     matrices = MatrixStore(snapshots=snapshots, snapshot_min_cells=settings.matrix_snapshot_min_cells)
     sessions = worker_sessionmaker(engine, matrices)
     runner = SimulationRunner(sessions, settings, owner=worker_name("worker"))
     documents = DocumentCache()
     sender = WebhookSender(sessions, settings, documents) if settings.webhook_sender else None
+    statistics = StatisticsKeeper(engine) if engine.dialect.name == "postgresql" else None
+    snapshotter = SnapshotKeeper(
+        sessions, matrices, poll_seconds=settings.matrix_snapshot_seconds, min_cells=settings.matrix_snapshot_min_cells
+    )
+    replayer = HistoryReplayer(sessions, settings, owner=runner.owner)
     print(f"annoplan: job worker {runner.owner} running simulations ({runner.slots} at once)", flush=True)
     runner.start()
-    if sender is not None:
-        sender.start()
+    for thread in (sender, statistics, replayer, snapshotter if snapshots is not None else None):
+        if thread is not None:
+            thread.start()
     try:
         stop.wait()
     finally:
-        if sender is not None:
-            sender.stop()
+        for thread in (snapshotter, replayer, statistics, sender):
+            if thread is not None:
+                thread.stop()
         documents.close()
         runner.stop()
         matrices.flush()

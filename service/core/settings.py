@@ -79,9 +79,14 @@ class Settings(BaseSettings):
     matrix_snapshot_dir: str | None = Field(
         None,
         description="Directory of the label-matrix snapshots that starting workers load (docs/operations.md); "
-        "unset: beside a SQLite database file, none on PostgreSQL; empty: none.",
+        "unset: beside a SQLite database file, the database's matrix_snapshots table on PostgreSQL; empty: none.",
     )
     matrix_snapshot_min_cells: int = Field(100_000, ge=0, description="Smallest matrix (items x raters) saved.")
+    matrix_snapshot_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How often one job-running process of the deployment saves the snapshot most behind.",
+    )
     computing_prestart: bool = Field(
         True,
         description="Start the process that forks heavy computations (plans, fresh documents) at startup: "
@@ -149,6 +154,12 @@ class Settings(BaseSettings):
     webhook_poll_seconds: float = Field(1.0, gt=0)
     webhook_decision_seconds: float = Field(
         5.0, ge=0, description="Least time between two re-reads of a project's decision for decision.changed."
+    )
+    webhook_watch_seconds: float = Field(
+        1.0,
+        ge=0,
+        description="Least time between two checks, for the whole deployment, of plans reached, batch leases "
+        "run out and watched judges' drift.",
     )
     webhook_timeout_seconds: float = Field(10.0, gt=0)
     webhook_lease_seconds: float = Field(

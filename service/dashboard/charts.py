@@ -14,6 +14,7 @@ from service.core.errors import AppError
 from service.dashboard.svg import Chart
 from service.data.models import CurrentLabel, Plan, Project, Rater
 from service.documents import history as pool_scores
+from service.documents.history_replays import HistoryReplay
 from service.documents.reliability import DocumentCache
 from service.planning.plans import current_plan
 from service.planning.selective import selective_evaluation
@@ -235,7 +236,7 @@ def selective_chart(calibrated: SelectiveRead | str) -> Chart:
 
 def project_charts(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
-) -> tuple[ReliabilityDocument, str, tuple[Chart, ...], pool_scores.HistoryReplay | None]:
+) -> tuple[ReliabilityDocument, str, tuple[Chart, ...], HistoryReplay | None]:
     """The reliability document shown (:func:`~service.documents.history.shown_reliability`), its ETag, every
     dashboard chart (history and curve cached with it) and the history's replay while it is under way."""
     doc, etag = pool_scores.shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
@@ -245,7 +246,6 @@ def project_charts(
         project,
         project.criteria[0],
         (doc.label_seq, doc.human_pool.estimate),
-        documents,
         wait=wait,
     )
     curve_key = f"curve|{plan.id if plan else ''}|{sorted(project.decision.items())}|{project.target}"

@@ -16,7 +16,8 @@ from service.dashboard.glossary import GLOSSARY_PATH, term_link
 from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.data.queries import last_label_times
-from service.documents.history import HistoryReplay, shown_reliability
+from service.documents.history import shown_reliability
+from service.documents.history_replays import HistoryReplay
 from service.documents.reliability import DocumentCache, document_key
 from service.documents.scores import score_reliability_document
 from service.planning.plans import current_plan

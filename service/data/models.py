@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -262,6 +263,18 @@ class PoolScore(Base):
     criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
     label_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     score: Mapped[float | None] = mapped_column(Float)
+
+
+class MatrixSnapshot(Base):
+    """A label matrix saved as the bytes of its snapshot file (service/matrices/snapshots.py), on PostgreSQL
+    by default: every worker of every host reads it. A cache: deleting rows is always safe."""
+
+    __tablename__ = "matrix_snapshots"
+
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True)
+    criterion: Mapped[str] = mapped_column(String(100), primary_key=True)
+    label_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    body: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class ApiKey(Base):

@@ -2,7 +2,8 @@
 
 Points are written as documents are built (any worker, any request), so a dashboard view reads
 them instead of replaying the events. History from before the first stored point (projects older
-than this store, or labels written before anyone looked) is replayed from the events once.
+than this store, or labels written before anyone looked) is replayed from the events once, as job-queue
+work (:mod:`service.documents.history_replays`), not in the api process.
 """
 
 from __future__ import annotations
@@ -13,37 +14,21 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from planner import optional_float
-from planner.decision import validate_judge
 from service.core.db import WRITE_OPTION
 from service.core.errors import NotFound
-from service.core.sql import driver_rows
 from service.data.models import PoolScore, Project
+from service.documents.history_replays import HistoryReplay, awaited_replay
 from service.documents.reliability import DocumentCache, document_key, document_lineage, reliability_document
 from service.documents.shown import decisions_to_record, store_shown
 from service.matrices.arrival import first_look
-from service.matrices.matrix import cell_indices, corpus
 from service.planning.plans import current_plan
 from service.schemas.documents import ReliabilityDocument
 
-REPLAY_POINTS = 8
-"""Points of a replayed stretch of history, at quantiles of its label events."""
 SHOWN_POINTS = 200
 """At most this many points are drawn (evenly thinned, the last one kept)."""
 log = logging.getLogger("annoplan")
-
-
-@dataclass
-class HistoryReplay:
-    """How far this worker's one-time replay of a project's history has come: label events applied of
-    the events to replay (``total`` is ``None`` until they are read). Written by the replaying thread,
-    read by views; plain ints, so a view sees one value or the next."""
-
-    done: int = 0
-    total: int | None = None
-    finished: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,36 +107,27 @@ def pool_score_history(
     project: Project,
     criterion: str,
     shown: tuple[int, float | None],
-    documents: DocumentCache,
     *,
     wait: float,
 ) -> PoolHistory:
     """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), with ``shown``'s (the
     document on the page: its point may not be stored yet).
 
-    What precedes the first stored point is replayed once, by a background thread; a view that does
-    not get the replay within ``wait`` seconds draws the stored points without it, and says how far
-    the replay has come.
+    What precedes the first stored point is replayed once, by the job queue; a view that does not get
+    the replay within ``wait`` seconds draws the stored points without it, and says how far the replay
+    has come.
     """
-    points = [
-        (int(seq), score)
-        for seq, score in session.execute(
-            select(PoolScore.label_seq, PoolScore.score)
-            .where(PoolScore.project_id == project.id, PoolScore.criterion == criterion)
-            .order_by(PoolScore.label_seq)
-        )
-    ]
+    points = _stored_points(session, project.id, criterion)
     under_way = None
     if not points or points[0][0] != 0:
         until = points[0][0] if points else project.label_seq
-        name = f"replay|{project.id}|{criterion}"
-        progress: HistoryReplay = documents.get_or_build(f"progress|{name}", HistoryReplay)
-        sibling = Session(session.get_bind(), info=session.info)
-        replay = documents.in_background(name, lambda: _replayed(sibling, project.id, criterion, until, progress))
-        try:
-            points = sorted(dict(replay.result(timeout=wait) + points).items())
-        except TimeoutError:
-            points, under_way = [(0, None), *points], progress
+        replay = awaited_replay(
+            sessionmaker(session.get_bind(), expire_on_commit=False), project.id, criterion, until, wait=wait
+        )
+        if replay.finished:
+            points = _stored_points(session, project.id, criterion)
+        if not points or points[0][0] != 0:
+            points, under_way = [(0, None), *points], None if replay.finished else replay
     points = points[1:]  # label_seq 0 marks the replay; no labels, no score
     if shown[0] > 0:
         points = sorted(dict(points + [shown]).items())
@@ -161,80 +137,17 @@ def pool_score_history(
     return PoolHistory(points, under_way)
 
 
-def _replayed(
-    session: Session, project_id: str, criterion: str, until: int, progress: HistoryReplay
-) -> list[tuple[int, float | None]]:
-    """The history through ``until`` replayed from the events (:func:`pool_history`) and stored, with its mark."""
-    progress.done, progress.total, progress.finished = 0, None, False
-    try:
-        with session:
-            project = session.get(Project, project_id)
-            history = pool_history(session, project, criterion, until=until, progress=progress) if project else []
-        replayed = [(0, None), *history]
-        store_points(session.get_bind(), project_id, criterion, replayed)
-        return replayed
-    finally:
-        progress.finished = True
-
-
-def pool_history(
-    session: Session,
-    project: Project,
-    criterion: str,
-    *,
-    until: int | None = None,
-    progress: HistoryReplay | None = None,
-) -> list[tuple[int, float | None]]:
-    """The human-pool score at up to 8 points of the label sequence (through ``until``), replayed from the events,
-    at quantiles of the events from the first label of a second human; ``progress`` follows the events applied."""
-    events = driver_rows(
-        session,
-        "SELECT seq, item_id, rater_id, value FROM label_events WHERE project_id = ? AND criterion = ? AND seq <= ? "
-        "ORDER BY seq",
-        (project.id, criterion, project.label_seq if until is None else until),
-    )
-    if progress is not None:
-        progress.total = len(events)
-    item_ids, raters = corpus(session, project)
-    judges = [k for k, r in enumerate(raters) if r.kind == "judge"]
-    humans = [k for k, r in enumerate(raters) if r.kind in ("primary", "human")]
-    if not events or not judges or len(humans) < 2:
-        return []
-    decision = project.decision_settings
-    seqs = np.fromiter((e[0] for e in events), np.int64, len(events))
-    rows, cols, codes = cell_indices(project, item_ids, raters, [e[1:] for e in events])
-    flat = rows * len(raters) + cols
-    raw = np.full((item_ids.size, len(raters)), -1, dtype=np.int64)
-    # The score is undefined until a second human has labeled: the cuts are spread over the events from
-    # there (a corpus the primary labels first would otherwise leave all but the last cut undefined).
-    is_human = np.isin(cols, humans)
-    _, first = np.unique(cols[is_human], return_index=True)
-    begin = int(np.sort(np.flatnonzero(is_human)[first])[1]) if first.size >= 2 else 0
-    cuts = np.unique(np.quantile(seqs[begin:], np.linspace(0, 1, REPLAY_POINTS + 1)[1:], method="higher"))
-    points: list[tuple[int, float | None]] = []
-    start = 0
-    for cut in cuts:
-        end = int(np.searchsorted(seqs, cut, side="right"))
-        # Events in seq order: the last event of a cell in this stretch is its value at the cut.
-        _, last = np.unique(flat[start:end][::-1], return_index=True)
-        latest = start + (end - start - 1 - last)
-        raw.flat[flat[latest]] = codes[latest]
-        start = end
-        v = validate_judge(
-            np.where(raw >= len(project.labels), -1, raw),
-            judge=judges[0],
-            humans=humans,
-            n_labels=len(project.labels),
-            rule=decision.rule,
-            coefficient=decision.coefficient,
-            epsilon=decision.resolved_epsilon(),
-            n_resamples=20,
-            rng=0,
-        )
-        points.append((int(cut), optional_float(v.human_pool.estimate)))
-        if progress is not None:
-            progress.done = end
-    return points
+def _stored_points(session: Session, project_id: str, criterion: str) -> list[tuple[int, float | None]]:
+    """The stored points of ``criterion``'s pool score, in label_seq order."""
+    with Session(session.get_bind()) as reader:  # a fresh read: the replay's points may have landed meanwhile
+        return [
+            (int(seq), score)
+            for seq, score in reader.execute(
+                select(PoolScore.label_seq, PoolScore.score)
+                .where(PoolScore.project_id == project_id, PoolScore.criterion == criterion)
+                .order_by(PoolScore.label_seq)
+            )
+        ]
 
 
 def project_reliability(

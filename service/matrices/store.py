@@ -6,10 +6,12 @@ items uploaded since (appended rows) and the raters created since (appended colu
 else (the project's labels changed, an id it cannot place) rebuilds it from ``current_labels``.
 The database stays the only truth: any worker answers any request, and a restart loses nothing.
 
-With a snapshot directory (:mod:`service.matrices.snapshots`) a worker that has no matrix yet starts
-from the newest valid snapshot and applies the events after it; a worker saves a snapshot, in a
-thread of its own and outside any database transaction, when it has built a large matrix from the
-database or advanced one far past the last snapshot it knows.
+With snapshots (:mod:`service.matrices.snapshots`: a directory, or the database's table) a worker that
+has no matrix yet starts from the newest valid snapshot and applies the events after it. A store that
+``saves`` (a process that runs the job queue) saves a snapshot, in a thread of its own and outside any
+database transaction, when it has built a large matrix from the database or advanced one far past the
+last snapshot it knows; the job queue's periodic snapshot turn (:mod:`service.matrices.snapshot_turns`)
+saves those of the large projects nobody read there.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from service.core.caches import RecentlyUsed
@@ -29,7 +31,14 @@ from service.core.sql import driver_rows
 from service.data.labels import ONE_ORDER
 from service.data.models import Project, Rater
 from service.matrices.matrix import LabelMatrix, RaterColumn, cell_indices, frozen_matrix, load_matrix, rank_type
-from service.matrices.snapshots import history_mark, read_snapshot, write_snapshot
+from service.matrices.snapshots import (
+    SnapshotPlace,
+    SnapshotTable,
+    history_mark,
+    read_snapshot,
+    store_snapshot,
+    write_snapshot,
+)
 
 STORE_KEY = "matrices"
 """Where a session's :class:`MatrixStore` is kept in ``Session.info`` (set by its sessionmaker)."""
@@ -54,14 +63,26 @@ class _Kept:
 class MatrixStore:
     """The label matrices of the projects read most recently, each brought up to date on read."""
 
-    def __init__(self, size: int = 8, *, snapshots: Path | None = None, snapshot_min_cells: int = SNAPSHOT_MIN_CELLS):
+    def __init__(
+        self,
+        size: int = 8,
+        *,
+        snapshots: SnapshotPlace | None = None,
+        snapshot_min_cells: int = SNAPSHOT_MIN_CELLS,
+        saves: bool = True,
+    ):
         self._kept: RecentlyUsed[tuple[str, str], _Kept] = RecentlyUsed(size)
         self._lock = threading.Lock()
         self._updating: dict[tuple[str, str], threading.Lock] = {}
         self._snapshots = snapshots
         self._snapshot_min_cells = snapshot_min_cells
         self._snapshotted: dict[tuple[str, str], int] = {}  # label_seq of the newest snapshot known
-        self._writer = ThreadPoolExecutor(1, "matrix-snapshots") if snapshots else None
+        self._writer = ThreadPoolExecutor(1, "matrix-snapshots") if snapshots is not None and saves else None
+
+    @property
+    def snapshots(self) -> SnapshotPlace | None:
+        """Where this store reads (and, when it saves, writes) snapshots."""
+        return self._snapshots
 
     def matrix(self, session: Session, project: Project, criterion: str) -> LabelMatrix:
         """``criterion``'s labels at ``project.label_seq``: equal to :func:`~service.matrices.matrix.load_matrix`."""
@@ -81,6 +102,24 @@ class MatrixStore:
         """Wait for the snapshots being saved."""
         if self._writer is not None:
             self._writer.submit(lambda: None).result()
+
+    def save_now(self, session: Session, project: Project, criterion: str) -> int:
+        """Save a snapshot of ``criterion``'s matrix at ``project.label_seq`` (read through this store) and wait
+        for it; its label_seq."""
+        assert self._snapshots is not None
+        key = (project.id, criterion)
+        with self._lock:
+            before = self._snapshotted.get(key)
+        matrix = self.matrix(session, project, criterion)
+        self.flush()
+        with self._lock:
+            if self._snapshotted.get(key) != before and self._snapshotted.get(key) == matrix.label_seq:
+                return matrix.label_seq  # the read saved it (or loaded one taken at its label_seq)
+            self._snapshotted[key] = matrix.label_seq
+        kept = self._kept.get(key)
+        labels = kept.labels if kept is not None else tuple(project.labels)
+        self._save(session.get_bind(), project.id, matrix, labels, history_mark(session, project, matrix.label_seq))
+        return matrix.label_seq
 
     def _snapshot(self, session: Session, project: Project, criterion: str) -> _Kept | None:
         assert self._snapshots is not None
@@ -104,13 +143,18 @@ class MatrixStore:
                 return
             self._snapshotted[key] = matrix.label_seq
         mark = history_mark(session, project, matrix.label_seq)
-        self._writer.submit(self._save, project.id, matrix, kept.labels, mark)
+        self._writer.submit(self._save, session.get_bind(), project.id, matrix, kept.labels, mark)
 
-    def _save(self, project_id: str, matrix: LabelMatrix, labels: tuple[str, ...], mark: str) -> None:
+    def _save(
+        self, bind: Engine | Connection, project_id: str, matrix: LabelMatrix, labels: tuple[str, ...], mark: str
+    ) -> None:
         assert self._snapshots is not None
         try:
-            write_snapshot(self._snapshots, project_id, matrix, labels, mark)
-        except OSError as error:  # a cache: a full disk costs the next starting worker a full read
+            if isinstance(self._snapshots, SnapshotTable):
+                store_snapshot(bind, project_id, matrix, labels, mark)
+            else:
+                write_snapshot(self._snapshots, project_id, matrix, labels, mark)
+        except (OSError, SQLAlchemyError) as error:  # a cache: a full disk costs the next starting worker a full read
             log.warning("matrix snapshot of project %s not saved: %s", project_id, error)
 
 

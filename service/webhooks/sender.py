@@ -43,7 +43,7 @@ from service.data import jobs
 from service.data.jobs import worker_name
 from service.data.models import Job, Webhook, WebhookDelivery, WebhookEvent, utcnow
 from service.documents.reliability import DocumentCache
-from service.webhooks.watch import Seen, announce_changes
+from service.webhooks.watch import announce_changes
 
 log = logging.getLogger("annoplan.webhooks")
 
@@ -267,7 +267,6 @@ class WebhookSender(PollingThread):
         self.at_once = settings.webhook_targets_at_once
         self.per_project = min(settings.webhook_targets_per_project, self.at_once)
         self.rng = random.Random()
-        self._seen = Seen()
         self.owner = worker_name("webhooks")
         self._client: httpx.Client | None = None
         self._turns: ThreadPoolExecutor | None = None
@@ -281,7 +280,7 @@ class WebhookSender(PollingThread):
     def run_once(self) -> int:
         """One round: announce changes the outbox should carry, then take turns at the targets with
         deliveries due until none is left; deliveries attempted."""
-        announce_changes(self.sessions, self.settings, self.documents, self._seen, owner=self.owner)
+        announce_changes(self.sessions, self.settings, self.documents, owner=self.owner)
         if self._turns is None:
             self._turns = ThreadPoolExecutor(self.at_once, thread_name_prefix="annoplan-webhook-turn")
         attempted = 0

@@ -3,7 +3,8 @@ a watched judge drifting.
 
 The webhook sender calls :func:`announce_changes` each round, so label writes pay nothing:
 the decision is re-read (through the reliability document cache the dashboards share) only
-for projects whose ``label_seq`` moved and that have a webhook listening.
+for projects whose ``label_seq`` moved and that have a webhook listening. Each check is a
+periodic turn: one process of the deployment per period does it, not every sender.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ DECISION_WATCH = "decision-watch"
 """The periodic task re-reading the decisions of the projects listening for a decision event."""
 DECISION_EVENTS = frozenset({"decision.changed", "decision.finalized"})
 """The events the decision watcher announces (it re-reads a project's decision when one is listened for)."""
+EVENT_WATCH = "event-watch"
+"""The periodic task checking plans reached, batch leases run out and watched judges' drift."""
+WATCHED_EVENTS = ("plan.reached", "batch.expired", "judge.drifted")
+"""The events :data:`EVENT_WATCH` announces."""
 FINAL = ("pass", "reject", "inconclusive")
 """Decisions that end the decision's ``continue`` (docs/method.md §10b: ``decision.finalized``)."""
 
@@ -287,21 +292,34 @@ def _judge_drifted(sessions: sessionmaker[Session], pid: str, settings: Settings
 
 @dataclass
 class Seen:
-    """What one sender has looked at: per project, the ``label_seq`` of its last plan check and drift check."""
+    """What the deployment's watcher has looked at: per project, the ``label_seq`` of its last plan check
+    and drift check. It rides on the periodic row of :data:`EVENT_WATCH` from one turn to the next."""
 
     plan_checked: dict[str, int] = field(default_factory=dict)
     drift_checked: dict[str, int] = field(default_factory=dict)
 
+    def as_payload(self, listening: set[str]) -> dict[str, dict[str, int]]:
+        """The payload for the next turn, kept to the projects still listening (its size stays bounded)."""
+        return {
+            "plan_checked": {p: s for p, s in self.plan_checked.items() if p in listening},
+            "drift_checked": {p: s for p, s in self.drift_checked.items() if p in listening},
+        }
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> Seen:
+        return cls(dict(payload.get("plan_checked", {})), dict(payload.get("drift_checked", {})))
+
 
 def announce_changes(
-    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, seen: Seen, *, owner: str
+    sessions: sessionmaker[Session], settings: Settings, documents: DocumentCache, *, owner: str
 ) -> None:
     """Write the outbox events of changes no request announces.
 
-    The decisions are re-read by one sender of the deployment per ``webhook_decision_seconds``
-    (a periodic turn, :func:`service.data.jobs.claim_period`), not by every sender of every host:
-    while labels stream in, a changed project's decision is recomputed once per period, so
-    ingest keeps the CPU.
+    Each check is a periodic turn (:func:`service.data.jobs.claim_period`): of every sender on every
+    host, one per ``webhook_decision_seconds`` re-reads the decisions of the projects whose labels moved
+    (while labels stream in, a changed project's decision is recomputed once per period, so ingest keeps
+    the CPU), and one per ``webhook_watch_seconds`` checks plans reached, batch leases run out and
+    watched judges' drift.
     """
     listening = _subscriptions(sessions)
     decisions = {pid: t for event in sorted(DECISION_EVENTS) for pid, t in listening.get(event, {}).items()}
@@ -321,9 +339,25 @@ def announce_changes(
                 _decision_changed(sessions, pid, settings, documents, reads)
         finally:
             jobs.end_period(sessions, turn, payload=reads.as_payload())
-    for pid in listening.get("plan.reached", {}):
-        _plan_reached(sessions, pid, settings, seen.plan_checked)
-    for pid, since in listening.get("batch.expired", {}).items():
-        _batches_expired(sessions, pid, since, settings)
-    for pid in listening.get("judge.drifted", {}):
-        _judge_drifted(sessions, pid, settings, seen.drift_checked)
+    checked = {event: listening.get(event, {}) for event in WATCHED_EVENTS}
+    if not any(checked.values()):
+        return
+    turn = jobs.claim_period(
+        sessions,
+        EVENT_WATCH,
+        period_seconds=settings.webhook_watch_seconds,
+        owner=owner,
+        lease_seconds=settings.webhook_lease_seconds,
+    )
+    if turn is None:
+        return
+    seen = Seen.from_payload(turn.payload)
+    try:
+        for pid in checked["plan.reached"]:
+            _plan_reached(sessions, pid, settings, seen.plan_checked)
+        for pid, since in checked["batch.expired"].items():
+            _batches_expired(sessions, pid, since, settings)
+        for pid in checked["judge.drifted"]:
+            _judge_drifted(sessions, pid, settings, seen.drift_checked)
+    finally:
+        jobs.end_period(sessions, turn, payload=seen.as_payload({p for events in checked.values() for p in events}))

@@ -20,7 +20,7 @@ from planner.xi_moments import xi_lattice
 from service.core.db import session_scope
 from service.dashboard.svg import ticks
 from service.data.models import Project
-from service.documents.history import pool_history
+from service.documents.history_replays import pool_history
 from tests.conftest import ADMIN_KEY
 
 SVG = "{http://www.w3.org/2000/svg}"

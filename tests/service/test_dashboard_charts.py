@@ -110,7 +110,7 @@ def test_a_replayed_history_spreads_its_points_where_the_score_is_defined(client
     at quantiles of all events put 6 of 8 before any secondary label: a sentence, not a line."""
     from service.core.db import session_scope
     from service.data.models import Project
-    from service.documents.history import REPLAY_POINTS, pool_history
+    from service.documents.history_replays import REPLAY_POINTS, pool_history
 
     pid = project["id"]
     rows = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,10 +17,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 import service.documents.history as pool_scores
+import service.documents.history_replays as history_replays
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
-from service.data.models import PoolScore
+from service.data.models import Job, PoolScore
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 
@@ -68,6 +70,18 @@ def _labelled(client: TestClient) -> tuple[str, int]:
     for rater in ("judge", "prim", "h2", "h3"):
         now = _write(client, pid, rater)
     return pid, now
+
+
+def replayed(client: TestClient, pid: str, timeout: float = 30.0) -> None:
+    """Wait for the job queue's replay of the project's history to be done."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
+            key = history_replays.replay_key(pid, "default")
+            if session.scalar(select(Job.state).where(Job.kind == history_replays.KIND, Job.key == key)) == "done":
+                return
+        time.sleep(0.05)
+    raise AssertionError("the history replay did not end")
 
 
 def _shown_seq(page: str) -> int:
@@ -166,12 +180,12 @@ def test_the_history_before_the_first_stored_point_is_replayed_in_the_background
     impatient: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pid, now = _labelled(impatient)
-    gate, original = threading.Event(), pool_scores.pool_history
-    monkeypatch.setattr(pool_scores, "pool_history", lambda *a, **k: gate.wait(60) and original(*a, **k))
+    gate, original = threading.Event(), history_replays.pool_history
+    monkeypatch.setattr(history_replays, "pool_history", lambda *a, **k: gate.wait(60) and original(*a, **k))
     r = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv")
     assert r.status_code == 200 and [line.split(",")[0] for line in r.text.splitlines()[1:]] == [str(now)]
     gate.set()
-    impatient.app.state.documents.settle()  # type: ignore[attr-defined]
+    replayed(impatient, pid)
     seqs = [
         int(line.split(",")[0])
         for line in impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text.splitlines()[1:]
@@ -183,7 +197,7 @@ def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_d
     impatient: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pid, now = _labelled(impatient)
-    gate, stretches, original = threading.Event(), [], pool_scores.validate_judge
+    gate, stretches, original = threading.Event(), [], history_replays.validate_judge
 
     def second_stretch_held(*args: Any, **kwargs: Any) -> Any:
         stretches.append(1)
@@ -191,7 +205,7 @@ def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_d
             assert gate.wait(60), "never released"
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(pool_scores, "validate_judge", second_stretch_held)
+    monkeypatch.setattr(history_replays, "validate_judge", second_stretch_held)
     page = impatient.get(f"/projects/{pid}/dashboard").text
     assert 'data-history-rebuilding="true"' in page
     for _ in range(200):  # the replay thread reaches its second stretch
@@ -207,8 +221,35 @@ def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_d
     assert total == len(ITEMS) * 4 == now and 0 < done < total  # every event of the 4 raters; one stretch applied
     assert 'data-history-rebuilding="true"' in page
     gate.set()
-    impatient.app.state.documents.settle()  # type: ignore[attr-defined]
+    replayed(impatient, pid)
     page = impatient.get(f"/projects/{pid}/dashboard").text
     assert 'id="history-rebuilding"' not in page and 'data-history-rebuilding="false"' in page
     csv = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text
     assert len(csv.splitlines()[1:]) == 8  # the replayed points drawn once it is done
+
+
+def test_an_api_process_that_runs_no_jobs_leaves_the_replay_to_the_job_queue(settings: Settings) -> None:
+    """Issue 32: the replay is queue work; the api process only asks for it and shows how far it has come."""
+    quiet = settings.model_copy(update={"dashboard_wait_seconds": 0, "api_runs_jobs": False})
+    with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
+        api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        pid, now = _labelled(api)
+        csv = api.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text
+        assert [line.split(",")[0] for line in csv.splitlines()[1:]] == [str(now)]
+        page = api.get(f"/projects/{pid}/dashboard").text
+        assert "History being rebuilt: reading the events." in page  # queued: nobody has read them yet
+        sessions = api.app.state.sessions  # type: ignore[attr-defined]
+        key = history_replays.replay_key(pid, "default")
+        with session_scope(sessions) as session:
+            assert session.scalar(select(Job.state).where(Job.kind == history_replays.KIND, Job.key == key)) == (
+                "queued"
+            )
+        worker = history_replays.HistoryReplayer(sessions, quiet, owner="test-worker")
+        assert worker.run_once() == 1 and worker.run_once() == 0  # once, by the worker
+        with session_scope(sessions) as session:
+            job = session.scalar(select(Job).where(Job.kind == history_replays.KIND, Job.key == key))
+            assert job is not None and job.state == "done" and job.result == {"points": 8}
+            assert job.payload["done"] == job.payload["total"] == now
+        csv = api.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text
+        assert len(csv.splitlines()[1:]) == 8
+        assert 'id="history-rebuilding"' not in api.get(f"/projects/{pid}/dashboard").text

@@ -603,7 +603,7 @@ def test_large_agreement_in_a_child_process_equals_the_planner(client: TestClien
 def test_dashboard_history_is_replayed_once_then_stored_as_label_seq_advances(
     client: TestClient, project: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.documents.history as pool_scores
+    import service.documents.history_replays as pool_scores
 
     pid = project["id"]
     rows = [

@@ -162,7 +162,9 @@ def test_drift_alarms_on_a_judge_that_got_worse_in_arrival_order(client: TestCli
 
 
 def test_a_watched_judge_that_drifts_is_announced_once(settings: Settings) -> None:
-    quiet = settings.model_copy(update={"webhook_sender": False, "webhook_allow_private": True})
+    quiet = settings.model_copy(
+        update={"webhook_sender": False, "webhook_allow_private": True, "webhook_watch_seconds": 0}
+    )
     with TestClient(create_app(quiet), raise_server_exceptions=False) as c, Receiver() as receiver:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         n = 300

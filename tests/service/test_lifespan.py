@@ -14,7 +14,14 @@ from service.core.settings import Settings
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 
-PER_APP = ("annoplan-strata-warmer", "annoplan-webhooks", "annoplan-documents", "annoplan-table-statistics")
+PER_APP = (
+    "annoplan-strata-warmer",
+    "annoplan-webhooks",
+    "annoplan-documents",
+    "annoplan-table-statistics",
+    "annoplan-matrix-snapshots",
+    "annoplan-history-replays",
+)
 """Name prefixes of the threads one app's lifespan starts (the simulation heartbeat is per process)."""
 
 

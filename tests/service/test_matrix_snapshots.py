@@ -29,10 +29,11 @@ from service.data.models import CurrentLabel, Item, Project, Rater
 from service.matrices.matrix import LabelMatrix, load_matrix
 from service.matrices.snapshots import (
     KEPT,
+    SnapshotTable,
     _digest,
     read_snapshot,
     remove_orphan_snapshots,
-    snapshot_directory,
+    snapshot_place,
     write_snapshot,
 )
 from service.matrices.store import STORE_KEY, MatrixStore, current_matrix
@@ -333,11 +334,12 @@ def test_another_history_at_the_same_label_seq_is_ignored(workers: list[TestClie
 
 
 def test_where_snapshots_live() -> None:
-    assert snapshot_directory("sqlite:////data/a.db", None) == Path("/data/a.db.matrices")
-    assert snapshot_directory("sqlite:///:memory:", None) is None
-    assert snapshot_directory("postgresql+psycopg://u@h/db", None) is None
-    assert snapshot_directory("postgresql+psycopg://u@h/db", "/shared/m") == Path("/shared/m")
-    assert snapshot_directory("sqlite:////data/a.db", "") is None
+    assert snapshot_place("sqlite:////data/a.db", None) == Path("/data/a.db.matrices")
+    assert snapshot_place("sqlite:///:memory:", None) is None
+    assert snapshot_place("postgresql+psycopg://u@h/db", None) == SnapshotTable()
+    assert snapshot_place("postgresql+psycopg://u@h/db", "/shared/m") == Path("/shared/m")
+    assert snapshot_place("postgresql+psycopg://u@h/db", "") is None
+    assert snapshot_place("sqlite:////data/a.db", "") is None
 
 
 def test_the_full_read_equals_the_labels_row_by_row(client: TestClient) -> None:

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import service.documents.history as pool_scores
+import service.documents.history_replays as history_replays
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
@@ -52,7 +53,7 @@ def test_points_are_the_documents_scores_and_survive_a_restart(
     first = min(seen)
     assert {seq: before[seq] for seq in seen} == seen and all(seq < first for seq in set(before) - set(seen))
     replays = []
-    monkeypatch.setattr(pool_scores, "pool_history", lambda *a, **k: replays.append(1) or [])
+    monkeypatch.setattr(history_replays, "pool_history", lambda *a, **k: replays.append(1) or [])
     # A new app on the same database (a restart, or another worker): the history is read, not replayed.
     with TestClient(create_app(settings), raise_server_exceptions=False) as other:
         other.headers["Authorization"] = f"Bearer {ADMIN_KEY}"

@@ -15,14 +15,14 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import select, update
 from standardwebhooks import Webhook as Verifier
 
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
 from service.data import jobs
-from service.data.models import Job, WebhookDelivery, utcnow
+from service.data.models import Job, Project, WebhookDelivery, utcnow
 from service.webhooks.sender import WebhookSender, after_failure, claim_targets, next_delivery, retry_delay
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
@@ -40,6 +40,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
             "bootstrap_resamples": 200,
             "lease_seconds": 1,
             "webhook_decision_seconds": 0,
+            "webhook_watch_seconds": 0,
         }
     )
     with TestClient(create_app(quiet), raise_server_exceptions=False) as c:
@@ -398,6 +399,51 @@ def test_the_decision_is_re_read_once_per_period_for_the_deployment_not_once_per
             sender.run_once()
         assert sum(reads.values()) == 2, reads
         assert len(receiver.wait_for(2, timeout=5)) == 2
+
+
+def test_plans_and_leases_are_checked_once_per_period_for_the_deployment_not_once_per_sender(
+    client: TestClient, pid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: three senders' rounds check plans reached and batch leases once per
+    ``webhook_watch_seconds`` between them, and what the checks saw rides on the periodic row."""
+    import service.webhooks.watch as watch
+    from service.documents.reliability import DocumentCache
+
+    app = client.app
+    period = app.state.settings.model_copy(update={"webhook_watch_seconds": 3600})
+    senders = [WebhookSender(app.state.sessions, period, DocumentCache()) for _ in range(3)]
+    checks: Counter[str] = Counter()
+    real_plan, real_batches = watch._plan_reached, watch._batches_expired
+
+    def plan_counted(sessions, pid, settings, seen):
+        checks["plan"] += 1
+        return real_plan(sessions, pid, settings, seen)
+
+    def batches_counted(sessions, pid, since, settings):
+        checks["batches"] += 1
+        return real_batches(sessions, pid, since, settings)
+
+    monkeypatch.setattr(watch, "_plan_reached", plan_counted)
+    monkeypatch.setattr(watch, "_batches_expired", batches_counted)
+    with Receiver() as receiver:
+        subscribe(client, pid, receiver.url, ["plan.reached", "batch.expired"])
+        plan(client, pid)
+        for _ in range(3):
+            for sender in senders:
+                sender.run_once()
+        assert checks == {"plan": 1, "batches": 1}, checks  # one sender's turn, the period not over
+        with session_scope(app.state.sessions) as session:
+            turn = session.scalar(select(Job).where(Job.key == watch.EVENT_WATCH))
+            assert turn is not None and turn.state == "queued"
+            seq = session.get(Project, pid).label_seq
+            assert turn.payload == {"plan_checked": {pid: seq}, "drift_checked": {}}
+        with session_scope(app.state.sessions, write=True) as session:  # the period over, as an hour later
+            session.execute(update(Job).where(Job.key == watch.EVENT_WATCH).values(run_after=utcnow()))
+        for sender in senders:
+            sender.run_once()
+        # the next turn checked the leases again and, from the row's payload, skipped the unmoved plan
+        assert checks == {"plan": 2, "batches": 2}, checks
+        assert receiver.received == []
 
 
 def _agreeing_labels(client: TestClient, pid: str, items: range, judge_agrees: bool = True) -> None:

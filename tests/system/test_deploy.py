@@ -114,6 +114,8 @@ def test_compose_runs_postgres_a_migration_and_several_workers_with_healthchecks
     assert worker["command"] == ["python", "-m", "service", "worker"] and worker["depends_on"] == api["depends_on"]
     assert "ANNOPLAN_API_RUNS_JOBS" not in api["environment"] and worker["restart"] == "unless-stopped"
     assert worker["healthcheck"]["test"] == ["CMD", "python", "-m", "service", "worker", "--check"]
+    # the matrix snapshots are in the database (PostgreSQL's default), not in a volume every host must mount
+    assert all("ANNOPLAN_MATRIX_SNAPSHOT_DIR" not in services[name].get("environment", {}) for name in services)
     # unset or empty: `docker compose` itself refuses (${VAR:?message}), for every service that reads it
     for name in ("migrate", "api", "worker"):
         assert services[name]["environment"]["ANNOPLAN_ADMIN_KEY"].startswith("${ANNOPLAN_ADMIN_KEY:?")
