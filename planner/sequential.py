@@ -681,7 +681,13 @@ def _continued_path(
     if not won_ranks:
         empty_ranks, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
         return empty_ranks, empty_ranks, empty, empty, start
-    return (*(np.concatenate(parts) for parts in (won_ranks, lost_ranks, lows, highs)), running)  # type: ignore[return-value]
+    return (
+        np.concatenate(won_ranks),
+        np.concatenate(lost_ranks),
+        np.concatenate(lows),
+        np.concatenate(highs),
+        running,
+    )
 
 
 def _rater_monitoring(rater: int, path: _HumanPath, won_at: int, lost_at: int, threshold: float) -> RaterMonitoring:
