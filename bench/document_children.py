@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from document_transfer import compact_matrix, service_matrix, sized_figures  # noqa: E402
 
+from planner.patterns import item_patterns  # noqa: E402
 from service.core.offload import off_worker, off_worker_each  # noqa: E402
 from service.documents.monitoring import ArrivalOrder, judge_monitorings  # noqa: E402
 from service.documents.reliability import document_statistics  # noqa: E402
@@ -40,9 +41,11 @@ N_RESAMPLES = 1_000
 
 
 def statistics_cpu(matrix: LabelMatrix) -> float:
-    """CPU seconds of the document's statistics but the monitoring (in the child that computes them)."""
+    """CPU seconds of the document's statistics but the monitoring: the item patterns (the worker builds
+    them) and every statistic on them (the child that computes them)."""
     start = time.process_time()
-    document_statistics(matrix, DecisionSettings(), None, scale="nominal", n_resamples=N_RESAMPLES, seed=5)
+    patterns = item_patterns(matrix.codes, matrix.n_labels)
+    document_statistics(patterns, matrix.raters, DecisionSettings(), scale="nominal", n_resamples=N_RESAMPLES, seed=5)
     return time.process_time() - start
 
 

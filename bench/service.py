@@ -210,7 +210,7 @@ def profile_parts(url: str, pid: str) -> None:
             ),
         )
         patterns = clock("item_patterns", lambda: item_patterns(codes, m.n_labels))
-        clock("recipe_now", lambda: _recipe_now(m, patterns, judges[0], humans, decision, 0, 200))
+        clock("recipe_now", lambda: _recipe_now(patterns, judges[0], humans, decision, 0, 200))
         clock("plan_progress", lambda: plan_progress(s, project, current_plan(s, pid)))
         clock("whole document", lambda: reliability_document(s, project, project.criteria[0], n_resamples=1000))
         print("  profile, reliability document: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in parts.items()))

@@ -594,25 +594,11 @@ def _monitoring(
     paths, won_ranks, lost_ranks = [], [], []
     for (t, xi, rows), path in zip(found, before, strict=True):
         w = None if weights is None else weights[rows]
-        won, lost, running = running_e_processes((xi + 1.0) / 2.0, null_mean, log_inv_a, w, path.running)
-        won_ranks.append(needed_ranks(won, n_humans, alpha, multiplicity))
-        lost_ranks.append(needed_ranks(lost, n_humans, alpha, multiplicity))
-        mean, low, high, bounds = running_eb_bounds(xi, alpha, w, path.running)
-        low = accumulated(np.maximum, np.maximum(low, -1.0), path.running.low)
-        high = accumulated(np.minimum, np.minimum(high, 1.0), path.running.high)
-        if xi.size:
-            running = replace(
-                bounds,
-                n=running.n,
-                y_sum=running.y_sum,
-                dev_sum=running.dev_sum,
-                sigma2=running.sigma2,
-                won=running.won,
-                lost=running.lost,
-                low=float(low[-1]),
-                high=float(high[-1]),
-                mean=float(mean[-1]),
-            )
+        won_now, lost_now, low, high, running = _continued_path(
+            xi, w, path.running, null_mean, log_inv_a, alpha, n_humans, multiplicity
+        )
+        won_ranks.append(won_now)
+        lost_ranks.append(lost_now)
         paths.append(
             _HumanPath(
                 np.concatenate([path.times, t]),
@@ -666,6 +652,61 @@ def _monitoring(
         settings, weights, keys, positions, kept, last_rank, tuple(paths), first_won, first_lost, n_looks
     )
     return monitoring, state
+
+
+_PATH_CHUNK = 1 << 16
+"""Entries of a path whose e-processes and bounds are computed at once: their temporaries (512 KiB of
+float64 each) stay below the worker's mapping threshold (``service.core.allocator``) and in cache, so a
+path of a million entries costs no page faults of fresh mappings."""
+
+
+def _continued_path(
+    xi: np.ndarray,
+    w: np.ndarray | None,
+    start: Running,
+    null_mean: float,
+    log_inv_a: float,
+    alpha: float,
+    n_humans: int,
+    multiplicity: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Running]:
+    """A path's next entries ``xi`` (weights ``w``) after a prefix ending with ``start``: the needed e-BH
+    ranks won and lost, the running bounds low and high, and the sums the longer path ends with
+    (docs/method.md §8). Read ``_PATH_CHUNK`` entries at a time, each chunk continuing from the sums of
+    the one before: the numbers of one pass over the whole path, bit for bit."""
+    won_ranks, lost_ranks, lows, highs = [], [], [], []
+    running = start
+    for at in range(0, xi.size, _PATH_CHUNK):
+        x = xi[at : at + _PATH_CHUNK]
+        v = None if w is None else w[at : at + _PATH_CHUNK]
+        won, lost, sums = running_e_processes((x + 1.0) / 2.0, null_mean, log_inv_a, v, running)
+        won_ranks.append(needed_ranks(won, n_humans, alpha, multiplicity))
+        lost_ranks.append(needed_ranks(lost, n_humans, alpha, multiplicity))
+        mean, low, high, bounds = running_eb_bounds(x, alpha, v, running)
+        lows.append(accumulated(np.maximum, np.maximum(low, -1.0), running.low))
+        highs.append(accumulated(np.minimum, np.minimum(high, 1.0), running.high))
+        running = replace(
+            bounds,
+            n=sums.n,
+            y_sum=sums.y_sum,
+            dev_sum=sums.dev_sum,
+            sigma2=sums.sigma2,
+            won=sums.won,
+            lost=sums.lost,
+            low=float(lows[-1][-1]),
+            high=float(highs[-1][-1]),
+            mean=float(mean[-1]),
+        )
+    if not won_ranks:
+        empty_ranks, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return empty_ranks, empty_ranks, empty, empty, start
+    return (
+        np.concatenate(won_ranks),
+        np.concatenate(lost_ranks),
+        np.concatenate(lows),
+        np.concatenate(highs),
+        running,
+    )
 
 
 def _rater_monitoring(rater: int, path: _HumanPath, won_at: int, lost_at: int, threshold: float) -> RaterMonitoring:

@@ -31,7 +31,7 @@ from service.documents.pairwise import pairwise_block
 from service.documents.shown import mark_rewrites
 from service.documents.versions import version_comparisons
 from service.matrices.arrival import arrival_order, planned_lists
-from service.matrices.matrix import LabelMatrix
+from service.matrices.matrix import LabelMatrix, RaterColumn, rater_columns
 from service.matrices.shared import SharedMatrix
 from service.matrices.store import current_matrix
 from service.planning.lists import inclusion_by_item
@@ -175,9 +175,9 @@ class DocumentCache:
             background.shutdown(wait=True, cancel_futures=True)
 
 
-def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any]:
+def _validation(v: Validation, raters: list[RaterColumn], judge: int) -> dict[str, Any]:
     return {
-        "judge": matrix.raters[judge].external_id,
+        "judge": raters[judge].external_id,
         "decision": v.decision,
         "reason": v.reason,
         "omega": optional_float(v.omega),
@@ -188,7 +188,7 @@ def _validation(v: Validation, matrix: LabelMatrix, judge: int) -> dict[str, Any
         "epsilon": v.epsilon,
         "raters": [
             {
-                "rater": matrix.raters[r.rater].external_id,
+                "rater": raters[r.rater].external_id,
                 "m": r.m,
                 "d": optional_float(r.d),
                 "rho_f": optional_float(r.rho_f),
@@ -224,25 +224,25 @@ def _rule_options(n_labels: int, decision: DecisionSettings) -> dict[str, Any]:
 
 
 def judge_validation(
-    matrix: LabelMatrix,
+    raters: list[RaterColumn],
     patterns: ItemPatterns,
     judge: int,
     humans: list[int],
     decision: DecisionSettings,
     **options: Any,
 ) -> dict[str, Any]:
-    """The fixed-sample validation of ``judge`` on ``matrix``'s item ``patterns`` as the document shows it
-    (docs/method.md §3); pure."""
+    """The fixed-sample validation of ``judge`` on the item ``patterns`` of a matrix with columns ``raters``
+    as the document shows it (docs/method.md §3); pure."""
     v = validate_judge(
         patterns,
         judge=judge,
         humans=humans,
         omega_threshold=decision.omega_threshold,
         inconclusive_level=decision.inconclusive_level,
-        **_rule_options(matrix.n_labels, decision),
+        **_rule_options(patterns.n_labels, decision),
         **options,
     )
-    return _validation(v, matrix, judge)
+    return _validation(v, raters, judge)
 
 
 def coefficients(human_codes: np.ndarray | ItemPatterns, **options: Any) -> dict[str, Any]:
@@ -251,7 +251,6 @@ def coefficients(human_codes: np.ndarray | ItemPatterns, **options: Any) -> dict
 
 
 def _recipe_now(
-    matrix: LabelMatrix,
     patterns: ItemPatterns,
     judge: int,
     humans: list[int],
@@ -259,11 +258,11 @@ def _recipe_now(
     m_now: int,
     n_resamples: int,
 ) -> dict[str, Any]:
-    pilot = pilot_estimate(patterns, matrix.n_labels, judge, humans, decision.rule, n_resamples)
+    pilot = pilot_estimate(patterns, patterns.n_labels, judge, humans, decision.rule, n_resamples)
     if pilot is None:
         return {"source": "pilot", "m_cert": None, "reason": "no overlap in hand yet"}
     recipe = certification(
-        decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=matrix.raw.shape[0], n_humans=max(len(humans), 2)
+        decision, pilot["mu_d"], pilot["sigma0_sq"], n_items=patterns.n_items, n_humans=max(len(humans), 2)
     )
     doc = {
         **pilot,
@@ -277,7 +276,7 @@ def _recipe_now(
             decision,
             pilot["mu_d"],
             pilot["sigma0_sq"],
-            n_items=matrix.raw.shape[0],
+            n_items=patterns.n_items,
             n_humans=max(len(humans), 2),
             m=recipe.m,
         )
@@ -310,35 +309,36 @@ def reliability_document(
     plan = current_plan(session, project.id)
     inclusion = inclusion_by_item(session, plan, matrix)
     doc["weighting"] = "none" if inclusion is None else "ht"
-    doc["estimator"] = estimator_in_force(decision, matrix)
+    doc["estimator"] = estimator_in_force(decision, matrix.raters)
     # Two computations: the monitoring and every other statistic. From OFF_WORKER_CELLS on each
-    # runs in a child process of its own, at once, both reading the matrix from shared memory; a
-    # worker keeping monitorings brings its own up to date in the request beside the statistics' child.
+    # runs in a child process of its own, at once: the statistics' child reads the item patterns (a
+    # few thousand rows, built here), the monitoring's the matrix from shared memory; a worker keeping
+    # monitorings brings its own up to date in the request beside the statistics' child.
     cells = matrix.raw.size
     humans = matrix.columns("primary", "human")
     states = session.info.get(MONITOR_KEY)
     arrival = arrival_order(project, matrix.label_seq, planned_lists(session, project, matrix))
-    with _handed_over(matrix, cells) as handed:
-        statistics = (
-            document_statistics,
-            (handed, decision, inclusion),
-            {"scale": project.scale, "n_resamples": n_resamples, "seed": seed},
-        )
-        if isinstance(states, RecentlyUsed):
-            with ThreadPoolExecutor(1, thread_name_prefix="document-statistics") as beside:
-                waiting = beside.submit(off_worker_each, cells, statistics)
-                blocks = judge_monitorings(
-                    matrix,
-                    judges,
-                    humans,
-                    decision,
-                    plan,
-                    inclusion,
-                    arrival,
-                    kept=(states, document_lineage(project, plan, criterion, "monitoring")),
-                )
-                [stats] = waiting.result()
-        else:
+    statistics: Call = (
+        document_statistics,
+        (item_patterns(matrix.codes, matrix.n_labels, inclusion=inclusion), matrix.raters, decision),
+        {"scale": project.scale, "n_resamples": n_resamples, "seed": seed},
+    )
+    if isinstance(states, RecentlyUsed):
+        with ThreadPoolExecutor(1, thread_name_prefix="document-statistics") as beside:
+            waiting = beside.submit(off_worker_each, cells, statistics)
+            blocks = judge_monitorings(
+                matrix,
+                judges,
+                humans,
+                decision,
+                plan,
+                inclusion,
+                arrival,
+                kept=(states, document_lineage(project, plan, criterion, "monitoring")),
+            )
+            [stats] = waiting.result()
+    else:
+        with _handed_over(matrix, cells) as handed:
             monitorings: Call = (
                 judge_monitorings,
                 (handed, judges, humans, decision, _planned(plan), inclusion, arrival),
@@ -388,10 +388,10 @@ def reliability_document(
     return ReliabilityDocument.model_validate(doc)  # the response model is the contract: outside it is a bug
 
 
-def estimator_in_force(decision: DecisionSettings, matrix: LabelMatrix) -> str:
-    """The project's estimator, or ``"paired"`` on a matrix without a primary: PPI reads the judge-primary
-    agreement on every item (docs/method.md §9)."""
-    return decision.estimator if matrix.columns("primary") else "paired"
+def estimator_in_force(decision: DecisionSettings, raters: list[RaterColumn]) -> str:
+    """The project's estimator, or ``"paired"`` on a matrix (columns ``raters``) without a primary: PPI reads
+    the judge-primary agreement on every item (docs/method.md §9)."""
+    return decision.estimator if rater_columns(raters, "primary") else "paired"
 
 
 @contextmanager
@@ -411,36 +411,37 @@ def _planned(plan: Plan | None) -> Plan | None:
 
 
 def document_statistics(
-    matrix: LabelMatrix,
+    weighted: ItemPatterns,
+    raters: list[RaterColumn],
     decision: DecisionSettings,
-    inclusion: np.ndarray | None,
     *,
     scale: str,
     n_resamples: int,
     seed: int,
 ) -> dict[str, Any]:
     """Every statistic of the reliability document but the monitoring: per judge the fixed-sample validation,
-    the human coefficients and the recipe re-estimated from the pilot in hand (docs/method.md §2-§4); pure."""
-    judges, humans, primary = matrix.columns("judge"), matrix.columns("primary", "human"), matrix.columns("primary")
+    the human coefficients and the recipe re-estimated from the pilot in hand (docs/method.md §2-§4), from
+    the item patterns of a matrix with columns ``raters`` (``weighted``: with the panel's inclusion when the
+    plan weights; :func:`~planner.patterns.item_patterns`); pure."""
+    judges, humans = rater_columns(raters, "judge"), rater_columns(raters, "primary", "human")
+    primary = rater_columns(raters, "primary")
     if len(humans) < 2:
         return {"judges": [], "coefficients": {}, "recipe_now": None}
-    # The items grouped by their row of codes once (with the panel's inclusion when weighted): every
-    # statistic below reads these few thousand patterns, not the million rows. One resample of the
+    # Every statistic below reads these few thousand patterns, not the million rows. One resample of the
     # items serves every interval: each statistic reads it merged into its own patterns.
-    weighted = item_patterns(matrix.codes, matrix.n_labels, inclusion=inclusion)
     resample = ItemResample.draw(weighted.counts, weighted.n_items, n_resamples, seed)
-    patterns, merged = (weighted, None) if inclusion is None else weighted.grouped(list(range(len(matrix.raters))))
+    patterns, merged = (weighted, None) if weighted.inclusion is None else weighted.grouped(list(range(len(raters))))
     validations = []
     for j in judges:
         fixed = judge_validation(
-            matrix,
+            raters,
             weighted,
             j,
             humans,
             decision,
             n_resamples=n_resamples,
             resample=resample,
-            estimator=estimator_in_force(decision, matrix),
+            estimator=estimator_in_force(decision, raters),
             primary=primary[0] if primary else None,
         )
         validations.append(fixed)
@@ -449,14 +450,12 @@ def document_statistics(
         to_humans = to_humans[merged]
     stats = coefficients(
         human_patterns,
-        n_labels=matrix.n_labels,
+        n_labels=weighted.n_labels,
         scale=scale,
         resample=resample.merged(to_humans, human_patterns.counts.size),
     )
     m_now = min((r["m"] for r in validations[0]["raters"]), default=0) if validations else 0
-    recipe = (
-        _recipe_now(matrix, patterns, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None
-    )
+    recipe = _recipe_now(patterns, judges[0], humans, decision, m_now, min(n_resamples, 200)) if judges else None
     return {"judges": validations, "coefficients": stats, "recipe_now": recipe}
 
 

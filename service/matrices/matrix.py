@@ -64,7 +64,12 @@ class LabelMatrix:
 
     def columns(self, *kinds: str) -> list[int]:
         """Column indices of raters of the given kinds, in rater order."""
-        return [k for k, r in enumerate(self.raters) if r.kind in kinds]
+        return rater_columns(self.raters, *kinds)
+
+
+def rater_columns(raters: Sequence[RaterColumn], *kinds: str) -> list[int]:
+    """Column indices of the ``raters`` of the given kinds, in rater order."""
+    return [k for k, r in enumerate(raters) if r.kind in kinds]
 
 
 def load_matrix(session: Session, project: Project, criterion: str) -> LabelMatrix:

@@ -53,6 +53,7 @@ writes = st.lists(
     budget=st.sampled_from([None, 5, 40]),
     seed=st.integers(0, 2**16),
     listed=st.booleans(),
+    chunk=st.sampled_from([1, 2, 3, 7, 1 << 16]),
 )
 def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
     n_items: int,
@@ -62,7 +63,10 @@ def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
     budget: int | None,
     seed: int,
     listed: bool,
+    chunk: int,
 ) -> None:
+    """The kept monitoring reads its paths ``chunk`` entries at a time, the fresh one in one pass: a path
+    read in chunks, each continuing from the sums of the one before, has the same numbers bit for bit."""
     rng = np.random.default_rng(seed)
     n_cols = n_humans + 1
     judge = int(rng.integers(0, n_cols))
@@ -94,7 +98,11 @@ def test_kept_monitoring_equals_a_fresh_monitoring_after_any_writes(
             elif kind == 7 and codes[i, c] >= 0:
                 seq += 1  # a retraction takes a label_seq of its own
                 codes[i, c], order[i, c] = -1, -1
-        kept, state = kept_monitoring(codes, previous=state, order=order, **options)
+        default, sequential._PATH_CHUNK = sequential._PATH_CHUNK, chunk
+        try:
+            kept, state = kept_monitoring(codes, previous=state, order=order, **options)
+        finally:
+            sequential._PATH_CHUNK = default
         _same(kept, monitor_judge(codes, order=order, **options))
 
 
@@ -230,3 +238,34 @@ def test_corrections_before_a_certification_move_it(monkeypatch: pytest.MonkeyPa
         assert [r.certified_at for r in kept.raters] != [r.certified_at for r in before.raters]
         before = kept
     assert [r.status for r in kept.raters] == ["lost"] * 3  # certified won later, then lost
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_paths_read_in_chunks_have_the_numbers_of_one_pass(weighted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths of thousands of entries (bands narrower than [-1, 1]) read 97 entries at a time, fresh and
+    kept through a write of additions and corrections, equal one pass over each path, bit for bit."""
+    rng = np.random.default_rng(11)
+    n_items = 3_000
+    truth = rng.integers(0, N_LABELS, n_items)
+    codes = np.column_stack(
+        [np.where(rng.random(n_items) < p, truth, (truth + 1) % N_LABELS) for p in (0.8, 0.8, 0.8, 0.9)]
+    ).astype(np.int8)
+    order = rng.integers(0, 500, codes.shape).astype(np.int32)
+    options = {
+        "judge": 3,
+        "humans": [0, 1, 2],
+        "n_labels": N_LABELS,
+        "epsilon": 0.1,
+        "inclusion": rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None,
+    }
+    whole = monitor_judge(codes, order=order, **options)
+    assert max(r.cs.high - r.cs.low for r in whole.raters) < 0.5  # the bands carry information
+    later = codes.copy(), order.copy()
+    later[0][:40, 3] = (later[0][:40, 3] + 1) % N_LABELS  # corrections keep their cells' ranks
+    later[0][-30:, 0], later[1][-30:, 0] = 0, 600  # relabels read as later labels
+    monkeypatch.setattr(sequential, "_PATH_CHUNK", 97)
+    _same(monitor_judge(codes, order=order, **options), whole)
+    _, state = kept_monitoring(codes, previous=None, order=order, **options)
+    kept, _ = kept_monitoring(later[0], previous=state, order=later[1], **options)
+    monkeypatch.setattr(sequential, "_PATH_CHUNK", 1 << 16)
+    _same(kept, monitor_judge(later[0], order=later[1], **options))

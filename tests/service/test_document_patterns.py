@@ -40,7 +40,8 @@ def test_document_statistics_equal_the_planner_on_the_dense_matrix(seed: int) ->
     m = _matrix(rng)
     inclusion = None if seed % 2 else rng.choice([0.2, 0.5, 1.0], size=m.raw.shape[0])
     decision = DecisionSettings(**({"estimator": "ppi"} if seed % 3 == 0 else {}))
-    doc = reliability.document_statistics(m, decision, inclusion, scale="nominal", n_resamples=200, seed=7)
+    patterns = item_patterns(m.codes, m.n_labels, inclusion=inclusion)
+    doc = reliability.document_statistics(patterns, m.raters, decision, scale="nominal", n_resamples=200, seed=7)
     humans = m.columns("primary", "human")
     dense = validate_judge(
         m.codes,

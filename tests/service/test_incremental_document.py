@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import planner.sequential as sequential
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
@@ -71,16 +72,21 @@ def _document(c: TestClient, pid: str) -> dict[str, Any]:
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(history=histories)
+@given(history=histories, chunk=st.sampled_from([1, 3, 1 << 16]))
 def test_a_document_kept_up_to_date_equals_a_fresh_one(
-    client: TestClient, settings: Settings, history: list[Any]
+    client: TestClient, settings: Settings, history: list[Any], chunk: int
 ) -> None:
+    """The first worker's monitor reads its paths ``chunk`` entries at a time, the fresh worker's in one pass."""
     pid = create_project(client, items=[f"i{i}" for i in range(N_ITEMS)])
-    _base(client, pid)
-    _document(client, pid)
-    for op in history:
-        _apply(client, pid, op)
-        kept = _document(client, pid)
+    default, sequential._PATH_CHUNK = sequential._PATH_CHUNK, chunk
+    try:
+        _base(client, pid)
+        _document(client, pid)
+        for op in history:
+            _apply(client, pid, op)
+            kept = _document(client, pid)
+    finally:
+        sequential._PATH_CHUNK = default
     with TestClient(create_app(settings), raise_server_exceptions=False) as fresh_worker:
         fresh_worker.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         fresh = _document(fresh_worker, pid)

@@ -189,6 +189,26 @@ def test_plans_documents_and_reports_computed_off_the_worker_are_those_computed_
     assert in_place["report"]["judges"] and in_place["reliability"]["raters"]  # type: ignore[index]
 
 
+def test_a_worker_keeping_monitorings_hands_its_statistics_child_the_item_patterns_not_the_matrix(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The statistics' child reads the few thousand item patterns the worker built: no shared-memory copy of the
+    matrix is made (at 1M x 10 it was 58 MB written and mapped per document) unless the monitoring runs in a
+    child too; the document is the one computed in place."""
+    pid = _labelled_project(client, 60)
+    in_place = client.get(f"/projects/{pid}/reliability").json()
+    shared: list[int] = []
+    monkeypatch.setattr(reliability, "SharedMatrix", lambda m: shared.append(m.raw.size) or SharedMatrix(m))
+    monkeypatch.setattr(cancellable, "OFF_WORKER_CELLS", 0)
+    client.app.state.documents = DocumentCache()  # type: ignore[attr-defined]  # computed afresh
+    assert client.get(f"/projects/{pid}/reliability").json() == in_place
+    assert shared == []
+    client.app.state.documents = DocumentCache()  # type: ignore[attr-defined]
+    monkeypatch.setitem(client.app.state.sessions.kw["info"], MONITOR_KEY, None)  # type: ignore[attr-defined]
+    assert client.get(f"/projects/{pid}/reliability").json() == in_place
+    assert shared == [60 * len(RATERS)]  # the monitoring's child maps the matrix
+
+
 def _die_with(*_: object, **__: object) -> None:
     os._exit(9)
 
