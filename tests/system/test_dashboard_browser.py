@@ -53,6 +53,17 @@ def chromium(tmp_path: Path) -> WebDriver:
     return webdriver.Chrome(service=Service(DRIVER), options=options)
 
 
+def log_in(driver: WebDriver, url: str, key: str, lands_on: str, *, wait: float = 30) -> None:
+    """Open ``url``, log in with ``key`` on the form it shows, and wait until the page ends in ``lands_on``."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    driver.find_element(By.ID, "key").send_keys(key)
+    driver.find_element(By.ID, "login").click()
+    WebDriverWait(driver, wait).until(lambda d: d.current_url.endswith(lands_on))
+
+
 def console_errors(driver: WebDriver) -> list[str]:
     """Severe console messages so far (a blocked script or style shows up here); the
     browser's own guess at /favicon.ico is not the page's."""
@@ -213,10 +224,7 @@ def test_dashboard_scenarios_in_chromium(database_url: str, tmp_path: Path) -> N
             }
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/login")
-            driver.find_element(By.ID, "key").send_keys(ADMIN_KEY)
-            driver.find_element(By.ID, "login").click()
-            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/dashboard"))
+            log_in(driver, f"{server.base_url}/login", ADMIN_KEY, "/dashboard")
             index = driver.find_element(By.ID, "projects").text
             assert all(name in index for name in ("toxicity", "two judges, alt-test", "infeasible plan")), index
             _screenshot(driver, shots / "index.png")
@@ -273,7 +281,6 @@ def test_a_5000_item_demo_in_chromium(database_url: str, tmp_path: Path) -> None
     corpus in one, the judge's and primary's labels in one, each leased batch in one), as its viewer sees it:
     every chart drawn (the pool score as a line), every dot inside its bar, each term a glossary link."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
     with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60) as server:
@@ -287,10 +294,7 @@ def test_a_5000_item_demo_in_chromium(database_url: str, tmp_path: Path) -> None
         assert doc["n_items"] == 5000
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/login")
-            driver.find_element(By.ID, "key").send_keys(viewer)
-            driver.find_element(By.ID, "login").click()
-            WebDriverWait(driver, 60).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            log_in(driver, f"{server.base_url}/login", viewer, f"/projects/{pid}/dashboard", wait=60)
             assert doc["decision"] in driver.find_element(By.ID, "decision").text
             for panel in driver.find_elements(By.CSS_SELECTOR, "section.judge svg[id^='margins-']"):
                 dots = panel.find_elements(By.CSS_SELECTOR, "circle.estimate")
@@ -343,10 +347,8 @@ def test_a_page_showing_an_older_document_reloads_itself_when_the_fresh_one_is_r
             now = write("h3", 1)
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/login")
-            driver.find_element(By.ID, "key").send_keys(viewer)
-            driver.find_element(By.ID, "login").click()  # a project key lands on the project's page
-            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            # a project key lands on the project's page
+            log_in(driver, f"{server.base_url}/login", viewer, f"/projects/{pid}/dashboard")
             assert driver.find_element(By.ID, "label-seq").text == str(older)
             assert f"{now - older} label events since, refreshing" in driver.find_element(By.ID, "freshness").text
             WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "label-seq").text == str(now))
@@ -381,10 +383,8 @@ def test_a_page_drawn_while_the_history_is_replayed_says_so_and_reloads_into_the
             viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/login")
-            driver.find_element(By.ID, "key").send_keys(viewer)
-            driver.find_element(By.ID, "login").click()  # the first view: the replay starts, not waited for
-            WebDriverWait(driver, 60).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            # the first view: the replay starts, not waited for
+            log_in(driver, f"{server.base_url}/login", viewer, f"/projects/{pid}/dashboard", wait=60)
             note = driver.find_element(By.ID, "history-rebuilding").text
             assert note.startswith("History being rebuilt: ") and "page reloads when the replay is done" in note
             _screenshot(driver, shots / "dashboard-history-rebuilding.png")

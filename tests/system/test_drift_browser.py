@@ -10,12 +10,11 @@ import numpy as np
 
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
-from tests.system.test_dashboard_browser import chromium, console_errors, pytestmark  # noqa: F401
+from tests.system.test_dashboard_browser import chromium, console_errors, log_in, pytestmark  # noqa: F401
 
 
 def test_drift_panel_shows_the_alarm(database_url: str, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     n = 300
     rng = np.random.default_rng(3)
@@ -36,10 +35,7 @@ def test_drift_panel_shows_the_alarm(database_url: str, tmp_path: Path) -> None:
             alarm = c.get(f"/projects/{pid}/raters/judge/drift", params=watch).json()["alarm_label_seq"]
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/projects/{pid}/dashboard")
-            driver.find_element(By.ID, "key").send_keys(viewer)
-            driver.find_element(By.ID, "login").click()
-            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            log_in(driver, f"{server.base_url}/projects/{pid}/dashboard", viewer, f"/projects/{pid}/dashboard")
             table = driver.find_element(By.ID, "drift")
             assert f"drifted at label_seq {alarm}" in table.text and "judge" in table.text
             assert console_errors(driver) == []

@@ -11,14 +11,13 @@ import numpy as np
 
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
-from tests.system.test_dashboard_browser import chromium, console_errors, pytestmark  # noqa: F401
+from tests.system.test_dashboard_browser import chromium, console_errors, log_in, pytestmark  # noqa: F401
 
 VERDICTS = ["A", "B", "tie"]
 
 
 def test_pairwise_panel_shows_position_and_systems(database_url: str, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     n = 120
     rng = np.random.default_rng(5)
@@ -49,10 +48,7 @@ def test_pairwise_panel_shows_position_and_systems(database_url: str, tmp_path: 
             [judge] = c.get(f"/projects/{pid}/reliability").json()["pairwise"]["judges"]
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/projects/{pid}/dashboard")
-            driver.find_element(By.ID, "key").send_keys(viewer)
-            driver.find_element(By.ID, "login").click()
-            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            log_in(driver, f"{server.base_url}/projects/{pid}/dashboard", viewer, f"/projects/{pid}/dashboard")
             table = driver.find_element(By.ID, "pairwise")
             position = judge["position"]
             assert "gpt-judge" in table.text and f"{position['consistency']:.3f}" in table.text

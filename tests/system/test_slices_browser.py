@@ -11,7 +11,7 @@ import numpy as np
 
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
-from tests.system.test_dashboard_browser import chromium, console_errors, pytestmark  # noqa: F401
+from tests.system.test_dashboard_browser import chromium, console_errors, log_in, pytestmark  # noqa: F401
 
 N = 300
 WORDS = ("pass", "fail")
@@ -23,7 +23,6 @@ def test_the_slices_table_leads_with_the_failing_slice_and_the_coverage_curve_is
     """300 items, 240 "en" and 60 "de"; the humans agree but for every sixth item of h3; the judge is wrong on
     every third "de" item, with a confidence below .3 there and above it elsewhere."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     i = np.arange(N)
     truth = i % 2
@@ -55,10 +54,7 @@ def test_the_slices_table_leads_with_the_failing_slice_and_the_coverage_curve_is
         assert order[0] == "de", slices  # the block leads with the failing slice
         driver = chromium(tmp_path)
         try:
-            driver.get(f"{server.base_url}/projects/{pid}/dashboard")
-            driver.find_element(By.ID, "key").send_keys(viewer)
-            driver.find_element(By.ID, "login").click()
-            WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith(f"/projects/{pid}/dashboard"))
+            log_in(driver, f"{server.base_url}/projects/{pid}/dashboard", viewer, f"/projects/{pid}/dashboard")
             assert "fails on slice de" in driver.find_element(By.ID, "slices-headline").text
             shown = [cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "#slices tr td:first-child")]
             assert shown == ["de", "en"], shown
