@@ -132,7 +132,7 @@ def test_neyman_panel_weights_and_reliability(client, engine):
 
     # The anytime monitor is served under the Neyman plan, weighted (docs/method.md §9), in the arrival order of
     # §8.2: each label at its write's rank (read from the table), those of the opening at its rank, ties in the
-    # project's seeded item order.
+    # project's seeded item order, and each secondary's labels read in its panel's order (rule 4).
     assert doc["monitoring_mode"] == "anytime" and doc["provisional"] is False
     block = doc["monitoring"]
     assert block["weighting"] == "ht" and doc["decision"] == block["decision"]
@@ -157,6 +157,7 @@ def test_neyman_panel_weights_and_reliability(client, engine):
         "order": order,
         "tiebreak": tiebreak,
         "budget": block["budget"],
+        "lists": [(column, np.array(index), max(plan["label_seq"], project["opening_seq"])) for column in (1, 2)],
     }
     expected = monitor_judge(codes, **call, inclusion=np.where(order[:, 1] >= 0, prob, 1.0))
     unweighted = monitor_judge(codes, **call)
