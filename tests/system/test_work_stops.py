@@ -35,11 +35,14 @@ def seconds_to_stop_after_leaving(server: LiveServer, path: str, body: dict[str,
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(head + data)
         deadline = time.monotonic() + 120
-        while not (running := alive(computations(server.proc.pid) - before)):
-            assert time.monotonic() < deadline, f"{path} never computed in a child process"
-            time.sleep(0.05)
-        time.sleep(0.5)
-        assert alive(running), f"{path}'s computation outlasts half a second: too small to watch"
+        running: set[int] = set()
+        while not running:  # a child that ends within half a second is some other work's (a document's), not this
+            assert time.monotonic() < deadline, f"{path} never computed in a child process for half a second"
+            if new := alive(computations(server.proc.pid) - before):
+                time.sleep(0.5)
+                running = alive(new)
+            else:
+                time.sleep(0.05)
     left = time.monotonic()
     while alive(running) and time.monotonic() < left + 10:
         time.sleep(0.05)
@@ -86,13 +89,14 @@ def test_a_synchronous_simulation_stops_when_its_client_leaves(database_url: str
 
 
 def test_a_certificate_verification_stops_when_its_client_leaves(database_url: str) -> None:
-    with LiveServer(database_url, ADMIN_KEY) as server, server.client(timeout=300) as c:
+    # resamples run over item patterns, so 10,000 of them take under a second: the bound is raised for 100,000
+    with LiveServer(database_url, ADMIN_KEY, certificate_max_work=10**10) as server, server.client(timeout=300) as c:
         pid = labelled_project(c, 4_000)
         statement = c.post(f"/projects/{pid}/certificates", json={"n_resamples": 20})
         assert statement.status_code == 201, statement.text
         export = c.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}).text
         labels = [json.loads(line) for line in export.splitlines()]
         edited = statement.json()
-        edited["predicate"]["seeds"]["n_resamples"] = 10_000  # 20,000 rows x 10,000: within the bound, long
+        edited["predicate"]["seeds"]["n_resamples"] = 100_000  # 20,000 rows x 100,000: within the raised bound
         took = seconds_to_stop_after_leaving(server, "/certificates/verify", {"certificate": edited, "labels": labels})
         assert took <= GONE_WITHIN_S, f"the verification computed on for {took:.1f} s after its client left"
