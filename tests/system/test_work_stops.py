@@ -9,7 +9,6 @@ however long the client had been gone; the verification's kill had no test of it
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import httpx
@@ -17,36 +16,9 @@ import numpy as np
 
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
-from tests.system.test_attacks import alive, computations
+from tests.system.test_attacks import seconds_to_stop_after_leaving
 
 GONE_WITHIN_S = 2.0
-
-
-def seconds_to_stop_after_leaving(server: LiveServer, path: str, body: dict[str, object]) -> float:
-    """Post ``body`` to ``path`` on a raw connection, close it once a child computes for it (and still does
-    half a second later), and return the seconds until none of those children is alive (at most 10)."""
-    assert server.proc is not None
-    before = computations(server.proc.pid)
-    data = json.dumps(body).encode()
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN_KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-    ).encode()
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        sock.sendall(head + data)
-        deadline = time.monotonic() + 120
-        running: set[int] = set()
-        while not running:  # a child that ends within half a second is some other work's (a document's), not this
-            assert time.monotonic() < deadline, f"{path} never computed in a child process for half a second"
-            if new := alive(computations(server.proc.pid) - before):
-                time.sleep(0.5)
-                running = alive(new)
-            else:
-                time.sleep(0.05)
-    left = time.monotonic()
-    while alive(running) and time.monotonic() < left + 10:
-        time.sleep(0.05)
-    return time.monotonic() - left
 
 
 def labelled_project(c: httpx.Client, n_items: int) -> str:
