@@ -25,8 +25,9 @@ def interleaved_project(
     c: TestClient, n_items: int = 240, seed: int = 0, h3_items: int | None = None, look: bool = False
 ) -> tuple[str, np.ndarray]:
     """Every rater labels every item (h3 only the first ``h3_items``); labels arrive shuffled, in four writes
-    (with ``look``, the decision read after each)."""
-    pid = c.post("/projects", json={"name": "mon", "labels": LABELS}).json()["id"]
+    (with ``look``, the decision read after each). The project's item-order seed is ``seed`` too: the monitor's
+    e-values depend on the order it reads ties in, and a random seed left about 3 in 100 projects open."""
+    pid = c.post("/projects", json={"name": "mon", "labels": LABELS, "order_seed": seed}).json()["id"]
     c.post(f"/projects/{pid}/items", json=[{"external_id": f"i{i}"} for i in range(n_items)])
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, 2, n_items)
