@@ -20,6 +20,7 @@ from planner.list_arrival import PlannedList
 
 _POOL_CHUNK_CELLS = 4_000_000  # item x human x human cells of pool membership held at once
 NEVER = np.iinfo(np.int64).max  # arrival rank of a label that has not arrived
+_LOOK_CHUNK_CELLS = 1_000_000  # look x human cells of needed e-BH ranks held at once
 
 
 def _second_smallest(times: np.ndarray) -> np.ndarray:
@@ -215,15 +216,18 @@ def first_certified(
     looks = _distinct(np.concatenate([c[0] for c in changes])) if changes else np.zeros(0)
     if looks.size == 0:
         return first
-    state = np.empty((looks.size, n_humans), dtype=np.int64)
-    for k, ((t, r), before) in enumerate(zip(changes, start, strict=True)):
-        state[:, k] = np.concatenate([[before], r])[np.searchsorted(t, looks, side="right")]
     j = np.arange(1, n_humans + 1)
-    count = np.sum(state[:, :, None] <= j[None, None, :], axis=1)  # (looks, j)
-    k_star = np.max(np.where(count >= j, j, 0), axis=1)
-    certified = state <= k_star[:, None]
-    hit = certified.any(axis=0)
-    first[hit] = looks[np.argmax(certified, axis=0)[hit]]
+    step = max(1, _LOOK_CHUNK_CELLS // n_humans)
+    for at in range(0, looks.size, step):  # a chunk of looks at a time: a family of every slice's humans is long
+        these = looks[at : at + step]
+        state = np.empty((these.size, n_humans), dtype=np.int64)
+        for k, ((t, r), before) in enumerate(zip(changes, start, strict=True)):
+            state[:, k] = np.concatenate([[before], r])[np.searchsorted(t, these, side="right")]
+        # at least j humans need a rank <= j exactly when the j-th smallest needed rank is <= j
+        k_star = np.max(np.where(np.sort(state, axis=1) <= j, j, 0), axis=1)
+        certified = state <= k_star[:, None]
+        hit = certified.any(axis=0) & (first == NEVER)
+        first[hit] = these[np.argmax(certified, axis=0)[hit]]
     return first
 
 

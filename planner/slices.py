@@ -7,6 +7,7 @@ labeled; ``slices`` gives each item's feature value, shape ``(n_items,)``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
@@ -14,10 +15,12 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from planner.codes import MISSING
+from planner.confidence_sequences import log_e_processes
 from planner.decision import RaterOutcome, Validation, validate_judge
 from planner.list_arrival import PlannedList, lists_within
+from planner.monitor_paths import NEVER, first_certified, monitor_decision, needed_ranks, row_order
 from planner.rules import DEFAULT_EPSILON, passes
-from planner.sequential import Monitoring, monitor_judge
+from planner.sequential import Monitoring, MonitorState, RaterMonitoring, kept_monitoring, monitor_judge
 from planner.significance import by_rejections
 
 ACROSS_SLICES = ("joint", "per-slice")
@@ -69,16 +72,20 @@ class SliceValidation:
 
 @dataclass(frozen=True)
 class SliceMonitoring:
-    """The anytime-valid decision per slice, Bonferroni across slices (docs/method.md §3b).
+    """The anytime-valid decision per slice, corrected across slices (docs/method.md §3b).
 
-    Each slice is monitored at ``alpha / n_slices`` (e-BH over its humans inside), so the
-    chance that any slice ever decides wrongly stays within ``alpha``.
+    ``correction`` is ``"e-bh-joint"`` (``multiplicity="e-bh"``: one e-BH at ``alpha`` over every
+    slice's e-processes, ``n_tested = S K`` of them) or ``"bonferroni-slices"`` (each e-value against
+    ``S K / alpha``: each slice at ``slice_alpha = alpha / S`` with Bonferroni over its humans). Every
+    slice's e-processes are tuned at ``slice_alpha`` under both, so the e-values are the same.
     """
 
     overall: Monitoring
     slices: tuple[tuple[str, int, Monitoring | None], ...]
     alpha: float
     slice_alpha: float
+    correction: str
+    n_tested: int
     failing: tuple[str, ...]
     headline: str
 
@@ -321,12 +328,19 @@ def monitor_judge_by_slice(
     tiebreak: object = None,
     lists: Sequence[PlannedList] = (),
 ) -> SliceMonitoring:
-    """The §8 decision overall and per slice, each slice at ``alpha / n_slices`` (docs/method.md §3b).
+    """The §8 decision overall and per slice, one family of every slice's humans (docs/method.md §3b).
 
-    Every slice is monitored by ``monitor_judge`` on its rows (``order``: arrival ranks, shape
-    of ``codes``), e-BH (or Bonferroni: ``multiplicity``) over its humans at ``alpha / S`` for
-    ``S`` slices: by the union bound the chance that some look of some slice decides wrongly is
-    at most ``alpha``. A slice with fewer than ``min_slice_items`` usable items is reported with no monitoring.
+    Every slice's humans get ``monitor_judge``'s two e-processes on the slice's rows (``order``: arrival
+    ranks, shape of ``codes``), tuned at ``alpha / S`` for ``S`` slices. ``multiplicity="e-bh"``
+    certifies them by one e-BH at ``alpha`` over all ``S K`` e-processes at every look (won and lost
+    apart): the expected share of false certifications among all slices' certifications stays within
+    ``alpha`` at any look, so a judge worse than the margin against every human of every slice passes
+    some slice at some look with probability at most ``alpha`` (and one within it everywhere is rejected
+    on some slice likewise). ``"bonferroni"`` holds each e-value to ``S K / alpha``: by the union bound
+    the chance that any human of any slice is ever certified wrongly is at most ``alpha``. At every look
+    the e-BH family certifies every human Bonferroni does (and every human an e-BH per slice at
+    ``alpha / S`` does). A slice with fewer than ``min_slice_items`` usable items is reported with no
+    monitoring; its humans count in ``S K`` uncertified.
     ``tiebreak`` (shape ``(n_items,)``, integers) orders entries of equal arrival rank, overall and in every
     slice, as in ``monitor_judge`` (the service's seeded item order, docs/method.md §8.2; None: row order).
     ``lists`` (``planner.list_arrival``) reads planned lists in list order, overall and, restricted to its
@@ -346,14 +360,15 @@ def monitor_judge_by_slice(
 
     def monitored(
         rows: np.ndarray,
-        part: np.ndarray | None,
+        part: np.ndarray,
         ties: np.ndarray | None,
-        eps: float | None,
+        eps: float,
         level: float,
         listed: Sequence[PlannedList],
-    ) -> Monitoring:
-        return monitor_judge(
+    ) -> tuple[Monitoring, MonitorState]:
+        return kept_monitoring(
             rows,
+            previous=None,
             judge=judge,
             humans=humans,
             n_labels=n_labels,
@@ -368,16 +383,30 @@ def monitor_judge_by_slice(
             lists=listed,
         )
 
-    overall = monitored(matrix, ranks, keys, epsilon, alpha, lists)
+    overall = monitor_judge(
+        matrix,
+        judge=judge,
+        humans=humans,
+        n_labels=n_labels,
+        order=ranks,
+        rule=rule,
+        epsilon=epsilon,
+        alpha=alpha,
+        omega_threshold=omega_threshold,
+        multiplicity=multiplicity,
+        budget=budget,
+        tiebreak=keys,
+        lists=lists,
+    )
     values = sorted(set(labels.tolist()))
     epsilons = slice_epsilons(values, rule, epsilon, slice_epsilon)
     slice_alpha = alpha / len(values)
     usable = usable_items(matrix, judge, humans)
-    out: list[tuple[str, int, Monitoring | None]] = []
+    kept: list[tuple[str, int, tuple[Monitoring, MonitorState] | None]] = []
     for value in values:
         rows = labels == value
         n_usable = int(np.count_nonzero(rows & usable))
-        part = None if ranks is None else ranks[rows]
+        part = row_order(matrix[rows]) if ranks is None else ranks[rows]
         ties = None if keys is None else keys[rows]
         within = lists_within(lists, np.flatnonzero(rows), matrix.shape[0])
         fit = (
@@ -385,16 +414,74 @@ def monitor_judge_by_slice(
             if n_usable >= min_slice_items
             else None
         )
-        out.append((value, n_usable, fit))
+        kept.append((value, n_usable, fit))
+    n_tested = len(values) * len(humans)
+    fits = [fit for _, _, fit in kept if fit is not None]
+    decided = iter(jointly_certified(fits, alpha, n_tested) if multiplicity == "e-bh" else [m for m, _ in fits])
+    out = [(value, n, None if fit is None else next(decided)) for value, n, fit in kept]
     ordered, failing, headline = monitored_slice_summary(out, overall.decision, _monitored_omega, _monitored_gap)
     return SliceMonitoring(
         overall=overall,
         slices=ordered,
         alpha=float(alpha),
         slice_alpha=float(slice_alpha),
+        correction="e-bh-joint" if multiplicity == "e-bh" else "bonferroni-slices",
+        n_tested=n_tested,
         failing=failing,
         headline=headline,
     )
+
+
+def joint_first_certified(times: list[np.ndarray], log_e: list[np.ndarray], n_tested: int, alpha: float) -> np.ndarray:
+    """Arrival rank at which one e-BH at ``alpha`` over ``n_tested`` e-processes first certifies each of
+    those given (``NEVER``: not yet; docs/method.md §3b): ``log_e[k]`` is process ``k``'s log e-value
+    after each of its entries, at arrival ranks ``times[k]``; processes not given count as never
+    certified. At each look the certified set is e-BH's, ``k* = max{j : e_(j) >= n_tested / (alpha j)}``."""
+    if len(times) > n_tested:
+        raise ValueError(f"{len(times)} e-processes given for a family of {n_tested}")
+    ranks = [needed_ranks(e, n_tested, alpha, "e-bh") for e in log_e]
+    return first_certified(times, ranks, len(times))
+
+
+def jointly_certified(fits: list[tuple[Monitoring, MonitorState]], alpha: float, n_tested: int) -> list[Monitoring]:
+    """Each slice's monitoring with its humans certified by one e-BH at ``alpha`` over ``n_tested``
+    e-processes, every slice's (won and lost apart), and its decision read from them (docs/method.md §3b).
+    The e-values are each slice's own, tuned at its ``alpha``; a human's first certification stands."""
+    times, won, lost = [], [], []
+    for monitoring, state in fits:
+        null_mean = (1.0 - monitoring.epsilon) / 2.0
+        log_inv_a = math.log(len(state.paths) / monitoring.alpha) if state.paths else 0.0
+        for path in state.paths:
+            e_won, e_lost = log_e_processes((path.xi + 1.0) / 2.0, null_mean, log_inv_a)
+            times.append(path.times)
+            won.append(e_won)
+            lost.append(e_lost)
+    first_won = joint_first_certified(times, won, n_tested, alpha)
+    first_lost = joint_first_certified(times, lost, n_tested, alpha)
+    out, at = [], 0
+    for monitoring, state in fits:
+        k = len(state.paths)
+        won_at, lost_at = first_won[at : at + k], first_lost[at : at + k]
+        at += k
+        raters = tuple(
+            _certified(r, int(w), int(lo)) for r, w, lo in zip(monitoring.raters, won_at, lost_at, strict=True)
+        )
+        decision, reason, decided_at = monitor_decision(
+            won_at, lost_at, monitoring.needed, k, monitoring.looks, [r.n for r in raters], monitoring.budget
+        )
+        if decision == monitoring.decision:  # the slice's own reason (it may name the labels that wait)
+            reason = monitoring.reason
+        out.append(replace(monitoring, decision=decision, reason=reason, decided_at=decided_at, raters=raters))
+    return out
+
+
+def _certified(rater: RaterMonitoring, won_at: int, lost_at: int) -> RaterMonitoring:
+    """``rater`` with its status read from its first certifications won and lost (the first one stands)."""
+    status, at = "open", None
+    if min(won_at, lost_at) < NEVER and won_at != lost_at:
+        status = "won" if won_at < lost_at else "lost"
+        at = min(won_at, lost_at)
+    return replace(rater, status=status, certified_at=at)
 
 
 def _monitored_omega(fit: Monitoring) -> float:

@@ -83,7 +83,7 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
     judges, humans = matrix.columns("judge"), matrix.columns("primary", "human")
     if not judges or len(humans) < 2:
         why = "no judge rater yet" if not judges else "fewer than two human raters"
-        correction = "bonferroni-slices" if mode == "anytime" else "none"
+        correction = _anytime_correction(decision) if mode == "anytime" else "none"
         return Slices.model_validate({**block, "correction": correction, "headline": why, "failing": [], "slices": []})
     epsilons = {k: v for k, v in (decision.slice_epsilon or {}).items() if k not in unknown}
     codes = matrix.codes[rows]
@@ -130,6 +130,11 @@ def slices_block(session: Session, project: Project, criterion: str, by: str, *,
     if unknown:
         out["headline"] += f" (slice_epsilon names values no item has: {', '.join(echo(v) for v in unknown)})"
     return Slices.model_validate(out)
+
+
+def _anytime_correction(decision: DecisionSettings) -> str:
+    """How anytime slices of labels are corrected: one e-BH over every slice's humans, or Bonferroni (§3b)."""
+    return "e-bh-joint" if decision.multiplicity == "e-bh" else "bonferroni-slices"
 
 
 def cached_slices(
@@ -225,7 +230,7 @@ def _monitored(
 ) -> dict[str, Any]:
     base = decision.resolved_epsilon()
     return {
-        "correction": "bonferroni-slices",
+        "correction": s.correction,
         "headline": s.headline,
         "failing": list(s.failing),
         "slices": [_monitored_row(v, n, m, matrix, epsilons.get(v, base)) for v, n, m in s.slices],

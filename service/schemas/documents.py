@@ -269,7 +269,7 @@ class SliceRater(_Document):
     p_value: float | None = Field(description="The alt-test's p-value (fixed mode); null otherwise.")
     status: Literal["won", "lost", "open", "skipped"] = Field(
         description="Fixed mode: won or lost after the correction across slices, skipped when not used; anytime: "
-        "certified won or lost at slice level alpha / S, else open."
+        "certified won or lost by the family of every slice's humans (see Slices.correction), else open."
     )
 
 
@@ -291,13 +291,16 @@ class Slices(_Document):
 
     by: str = Field(description="'feature:<name>'.")
     mode: Literal["anytime", "fixed"] = Field(description="The monitoring mode the slices are decided in.")
-    correction: Literal["by-joint", "per-slice", "none", "bonferroni-slices"] = Field(
+    correction: Literal["by-joint", "per-slice", "none", "e-bh-joint", "bonferroni-slices"] = Field(
         description="How slices are corrected: one Benjamini-Yekutieli family over every slice's humans (alt-test, "
-        "fixed), nothing (margin rule, fixed: no test), or alpha / S per slice (anytime)."
+        "fixed), nothing (margin rule, fixed: no test), one e-BH at alpha over every slice's humans' e-processes "
+        "(anytime, multiplicity e-bh: false certifications are at most a share alpha of all slices' "
+        "certifications), or each e-value at S K / alpha (anytime, multiplicity bonferroni, and numeric projects: "
+        "alpha / S per slice)."
     )
     q: float | None = Field(description="The alt-test's BY level across slices (fixed mode); null otherwise.")
     alpha: float | None = Field(
-        description="The anytime bound shared by the slices (alpha / S each); null in fixed mode."
+        description="The anytime level of the slices' family (see correction); null in fixed mode."
     )
     n_items_without: int = Field(description="Items without a value of the feature, in no slice.")
     headline: str = Field(

@@ -80,7 +80,10 @@ class DecisionSettings(Strict):
         "planned overlap; provisional before it; the default and only mode for kappa, alpha, AC1).",
     )
     multiplicity: Literal["e-bh", "bonferroni"] = Field(
-        "e-bh", description="How anytime monitoring combines the humans' e-values (docs/method.md §8)."
+        "e-bh",
+        description="How anytime monitoring combines the humans' e-values (docs/method.md §8); with slices, every "
+        "slice's humans form one family (e-bh: false certifications at most a share alpha_sig of all; bonferroni: "
+        "no wrong certification but with probability alpha_sig; docs/method.md §3b).",
     )
     slices: str | None = Field(
         None,

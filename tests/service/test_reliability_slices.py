@@ -22,8 +22,10 @@ def _panel() -> dict[str, np.ndarray]:
     return {"prim": truth, "h2": truth, "h3": h3, "judge": judge}
 
 
-def _project(client: TestClient, **decision: Any) -> str:
+def _project(client: TestClient, order_seed: int | None = None, **decision: Any) -> str:
     body = {"name": "slices", "labels": ["pass", "fail"], "decision": {"epsilon": 0.08, **decision}}
+    if order_seed is not None:
+        body["order_seed"] = order_seed
     pid: str = client.post("/projects", json=body).json()["id"]
     for ext, kind in [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human")]:
         assert client.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
@@ -74,14 +76,30 @@ def test_the_project_setting_slices_by_default_with_a_per_slice_epsilon(client: 
     assert de["epsilon"] == 0.2 and de["omega"] == 1.0 and doc["slices"]["failing"] == []
 
 
-def test_anytime_mode_slices_run_each_slice_at_alpha_over_the_slices(client: TestClient) -> None:
-    pid = _project(client)
+def test_anytime_mode_slices_are_one_e_bh_family_or_bonferroni_by_the_multiplicity(client: TestClient) -> None:
+    """The project's multiplicity picks the family (docs/method.md §3b): e-BH over every slice's humans by
+    default, Bonferroni on request; on the same labels e-BH certifies every human Bonferroni does, and here
+    more: all three of en's (90 items where the judge is the primary) where Bonferroni certifies one, so en
+    passes under e-BH and is still open under Bonferroni. The dashboard names the correction."""
+    pid = _project(client, order_seed=35)
     doc = client.get(f"/projects/{pid}/reliability", params={"by": "feature:language"}).json()
     slices = doc["slices"]
-    assert slices["mode"] == "anytime" and slices["correction"] == "bonferroni-slices" and slices["alpha"] == 0.05
+    assert slices["mode"] == "anytime" and slices["correction"] == "e-bh-joint" and slices["alpha"] == 0.05
     assert {s["value"] for s in slices["slices"]} == {"en", "de"}
-    for s in slices["slices"]:
-        assert all(x["status"] in ("won", "lost", "open") for x in s["raters"])
+    joint = {(s["value"], x["rater"]): x["status"] for s in slices["slices"] for x in s["raters"]}
+    assert client.patch(f"/projects/{pid}", json={"decision": {"multiplicity": "bonferroni"}}).status_code == 200
+    other = client.get(f"/projects/{pid}/reliability", params={"by": "feature:language"}).json()["slices"]
+    assert other["correction"] == "bonferroni-slices"
+    bonferroni = {(s["value"], x["rater"]): x["status"] for s in other["slices"] for x in s["raters"]}
+    assert all(joint[key] == status for key, status in bonferroni.items() if status != "open")
+    assert [joint[("en", r)] for r in ("prim", "h2", "h3")] == ["won"] * 3
+    assert [bonferroni[("en", r)] for r in ("prim", "h2", "h3")] == ["open", "open", "won"]
+    decided = [{s["value"]: s["decision"] for s in block["slices"]} for block in (slices, other)]
+    assert decided == [{"en": "pass", "de": "continue"}, {"en": "continue", "de": "continue"}]
+    back = {"decision": {"multiplicity": "e-bh", "slices": "feature:language"}}
+    assert client.patch(f"/projects/{pid}", json=back).status_code == 200
+    page = client.get(f"/projects/{pid}/dashboard").text
+    assert "Corrected across slices: e-bh-joint" in page
 
 
 def test_a_feature_no_item_has_or_a_malformed_by_is_422(client: TestClient) -> None:
