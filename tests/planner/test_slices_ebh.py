@@ -138,6 +138,40 @@ def test_seeded_panels_pass_every_slice_bonferroni_passes_and_more() -> None:
     assert sooner > 0
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.sampled_from([0.6, 0.8, 0.9, 0.97]), min_size=2, max_size=4),
+    st.sampled_from([0.05, 0.2]),
+)
+def test_e_bh_decides_every_slice_bonferroni_decides_on_the_same_data(
+    seed: int, judge_accuracy: list[float], alpha: float
+) -> None:
+    """Slices whose judge ranges from far worse than the humans to far better, labels arriving in writes:
+    every human Bonferroni certifies, e-BH certifies the same way and no later, so every slice Bonferroni
+    decides e-BH decides the same way, no later, and e-BH decides at least as many slices."""
+    rng = np.random.default_rng(seed)
+    accuracy = np.column_stack([np.full((len(judge_accuracy), 3), 0.8), judge_accuracy])
+    codes, slices, ranks = _arriving_panel(rng, len(judge_accuracy), 60, accuracy)
+    joint = monitor_judge_by_slice(codes, slices, order=ranks, alpha=alpha, **OPTIONS)
+    bonferroni = monitor_judge_by_slice(codes, slices, order=ranks, alpha=alpha, multiplicity="bonferroni", **OPTIONS)
+    by_value = {v: fit for v, _, fit in joint.slices}
+    for value, _, fit in bonferroni.slices:
+        got = by_value[value]
+        assert fit is not None and got is not None
+        for mine, theirs in zip(got.raters, fit.raters, strict=True):
+            if theirs.status != "open":
+                assert mine.status == theirs.status and mine.certified_at is not None
+                assert theirs.certified_at is not None and mine.certified_at <= theirs.certified_at
+        if fit.decision in ("pass", "reject"):
+            assert got.decision == fit.decision and got.decided_at is not None and fit.decided_at is not None
+            assert got.decided_at <= fit.decided_at
+    decided = [
+        sum(f is not None and f.decision in ("pass", "reject") for _, _, f in m.slices) for m in (joint, bonferroni)
+    ]
+    assert decided[0] >= decided[1]
+
+
 def _won(monitored: Any) -> list[bool]:
     """Per (slice, human) of a slice monitoring: certified won."""
     return [r.status == "won" for _, _, fit in monitored.slices if fit is not None for r in fit.raters]
