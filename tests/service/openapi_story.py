@@ -62,7 +62,8 @@ class Story:
         self.answers: dict[ExampleKey, Any] = {}
         self.examples_posted: set[tuple[str, str]] = set()
         self.variants: dict[ExampleKey, dict[str, Any]] = {}
-        """Named answers beside an operation's first (a pairwise project's /reliability: `named="pairwise"`)."""
+        """Named answers beside an operation's first (a pairwise project's /reliability: `named="pairwise"`; the
+        first project's sliced by a feature: `named="sliced"`)."""
         self.verify_body: dict[str, Any] = {}
         """The certificate check's body built from this story's certificate (recorded as its example)."""
 
@@ -141,6 +142,7 @@ def tell(client: TestClient, recording: bool = False) -> Story:
     s.call("get", "/projects/{pid}/batches/{bid}/label-studio", b)
     s.call("post", "/projects/{pid}/batches/{bid}/release", b)
     s.call("get", "/projects/{pid}/reliability", p)
+    s.call("get", "/projects/{pid}/reliability", p, params={"by": "feature:domain"}, named="sliced")
     s.call("get", "/projects/{pid}/ranking", p)
     s.call("get", "/projects/{pid}/report", p)
     s.call("post", "/projects/{pid}/selective", p)

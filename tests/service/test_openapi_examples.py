@@ -114,12 +114,21 @@ def test_a_pairwise_projects_reliability_is_an_example_of_its_own(client: TestCl
     pairwise, a pairwise project with its judge's position consistency and the systems ranked."""
     media = client.get("/openapi.json").json()["paths"]["/projects/{pid}/reliability"]["get"]["responses"]["200"]
     examples = media["content"]["application/json"]["examples"]
-    assert set(examples) == {"default", "pairwise"} and "pairwise" not in examples["default"]["value"]
+    assert set(examples) == {"default", "pairwise", "sliced"} and "pairwise" not in examples["default"]["value"]
     block = examples["pairwise"]["value"]["pairwise"]
     [judge] = block["judges"]
     assert judge["position"]["n_items"] == 30 and 0 < judge["position"]["consistency"] < 1
     assert {r["source"] for r in judge["rankings"]} == {"judge", "humans", "humans+judge"}
     assert all(r["systems"] for r in judge["rankings"] if r["reason"] is None)
+
+
+def test_a_sliced_reliability_is_an_example_of_its_own(client: TestClient) -> None:
+    """/reliability?by=feature:<name> (issue 35) is shown in /docs, its anytime slices corrected by one e-BH over
+    every slice's humans (docs/method.md §3b)."""
+    media = client.get("/openapi.json").json()["paths"]["/projects/{pid}/reliability"]["get"]["responses"]["200"]
+    block = media["content"]["application/json"]["examples"]["sliced"]["value"]["slices"]
+    assert block["by"] == "feature:domain" and block["mode"] == "anytime" and block["correction"] == "e-bh-joint"
+    assert {s["value"] for s in block["slices"]} == {"chat", "forum"}
 
 
 def test_a_changed_example_fails_its_model() -> None:
