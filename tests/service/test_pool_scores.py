@@ -10,17 +10,19 @@ import io
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 import service.documents.history as pool_scores
+import service.documents.history_keeper as history_keeper
 import service.documents.history_replays as history_replays
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
-from service.data.models import PoolScore
+from service.data import jobs
+from service.data.models import Job, PoolScore, utcnow
 from service.documents.history_keeper import store_due_points
 from tests.conftest import ADMIN_KEY
-from tests.factories import create_project
+from tests.factories import PANEL, create_project
 from tests.service.test_reliability import loo_margins, setup_dense
 
 
@@ -164,3 +166,41 @@ def test_a_long_history_is_thinned_to_the_points_shown_keeping_the_last(client: 
     assert len(history) == pool_scores.SHOWN_POINTS
     assert history[0][0] == 1 and history[-1][0] == n - 1  # label_seq 0 is the replay's mark, not a point
     assert [seq for seq, _ in history] == sorted({seq for seq, _ in history})
+
+
+def test_the_history_turn_runs_once_a_period_and_serves_every_moved_project_in_turn(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One turn per period for the whole deployment; a turn computes at most its share of projects, resuming
+    after the last one it took (a project that keeps moving does not starve the others); a project whose point
+    fails leaves the others'."""
+    quiet = settings.model_copy(update={"api_runs_jobs": False})  # no turn of the app's own
+    monkeypatch.setattr(history_keeper, "PROJECTS_PER_TURN", 2)
+    with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
+        api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        labels = [(f"i{k}", r, "pass" if (k + n) % 3 else "fail") for k in range(6) for n, (r, _) in enumerate(PANEL)]
+        pids = sorted(create_project(api, items=[f"i{k}" for k in range(6)]) for _ in range(3))
+        seqs = {pid: _write(api, pid, labels) for pid in pids}
+        sessions = api.app.state.sessions  # type: ignore[attr-defined]
+        hourly = history_keeper.HistoryKeeper(sessions, poll_seconds=3600)
+        assert [(p, s) for p, s, _ in hourly.run_once()] == [(pids[0], seqs[pids[0]]), (pids[1], seqs[pids[1]])]
+        other = history_keeper.HistoryKeeper(sessions, poll_seconds=3600)  # another process, same period
+        assert other.run_once() == [] and hourly.run_once() == []
+        seqs[pids[0]] = _write(api, pids[0], [("i0", "h2", "fail" if labels[2][2] == "pass" else "pass")])
+        with session_scope(sessions, write=True) as session:  # the period is over
+            session.execute(
+                update(Job).where(Job.kind == jobs.PERIODIC, Job.key == history_keeper.TURN).values(run_after=utcnow())
+            )
+        # the turn resumes after pids[1]: the third project first, then the first one again
+        assert [(p, s) for p, s, _ in other.run_once()] == [(pids[2], seqs[pids[2]]), (pids[0], seqs[pids[0]])]
+        for pid in pids:
+            seqs[pid] = _write(api, pid, [("i1", "h3", "fail")])  # a changed label: a new event
+        failing, original = pids[1], history_keeper.pool_score_point
+        monkeypatch.setattr(
+            history_keeper,
+            "pool_score_point",
+            lambda s, project, c: 1 / 0 if project.id == failing else original(s, project, c),
+        )
+        monkeypatch.setattr(history_keeper, "PROJECTS_PER_TURN", 3)
+        stored, after = history_keeper.store_due_points(sessions, "")
+        assert [p for p, _, _ in stored] == [pids[0], pids[2]] and after == pids[2]
