@@ -27,6 +27,7 @@ from service.data.database_health import DatabaseState, install_outage_handlers
 from service.data.jobs import worker_name
 from service.data.keys import ensure_admin_key
 from service.data.table_statistics import StatisticsKeeper
+from service.documents.history_keeper import HistoryKeeper
 from service.documents.history_replays import HistoryReplayer
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
@@ -142,8 +143,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 sender.start()
             warmer = app.state.strata_warmer = StrataWarmer(app.state.sessions)
             warmer.start()
-            # the queue's periodic work (table statistics, snapshots) and simulations, here too unless
-            # `annoplan worker` processes run them
+            # the queue's periodic work (table statistics, snapshots, pool-score history) and simulations, here
+            # too unless `annoplan worker` processes run them
             keeper = StatisticsKeeper(engine)
             if engine.dialect.name == "postgresql" and runs_jobs:
                 keeper.start()
@@ -156,13 +157,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if snapshots is not None and runs_jobs:
                 snapshotter.start()
             replayer = HistoryReplayer(app.state.sessions, settings, owner=worker_name("api"))
+            historian = HistoryKeeper(app.state.sessions, poll_seconds=settings.history_point_seconds)
             if runs_jobs:
                 replayer.start()
+                historian.start()
             runner = SimulationRunner(app.state.sessions, settings, owner=worker_name("api"))
             app.state.simulations = runner if runs_jobs else None
             if app.state.simulations is not None:
                 runner.start()
             yield
+            historian.stop()
             replayer.stop()
             snapshotter.stop()
             keeper.stop()

@@ -1,7 +1,8 @@
 """A job worker process (``annoplan worker``, ``python -m service worker``): runs the job queue's
 simulations, webhook deliveries (with the watchers' turns before each round of them), dashboard
-history replays and periodic turns (label-matrix snapshots, on PostgreSQL table statistics) until
-SIGTERM or SIGINT; it serves no requests (docs/operations.md). ``--check`` is its container's healthcheck."""
+history replays and periodic turns (label-matrix snapshots, pool-score history points, on PostgreSQL table
+statistics) until SIGTERM or SIGINT; it serves no requests (docs/operations.md). ``--check`` is its
+container's healthcheck."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from service.core.db import make_engine, make_sessionmaker, session_scope
 from service.core.settings import Settings, get_settings
 from service.data.jobs import live_on_host, worker_name
 from service.data.table_statistics import StatisticsKeeper
+from service.documents.history_keeper import HistoryKeeper
 from service.documents.history_replays import HistoryReplayer
 from service.documents.reliability import DocumentCache
 from service.documents.sessions import worker_sessionmaker
@@ -48,15 +50,16 @@ def run_worker(settings: Settings | None = None, *, stop: threading.Event | None
         sessions, matrices, poll_seconds=settings.matrix_snapshot_seconds, min_cells=settings.matrix_snapshot_min_cells
     )
     replayer = HistoryReplayer(sessions, settings, owner=runner.owner)
+    historian = HistoryKeeper(sessions, poll_seconds=settings.history_point_seconds)
     print(f"annoplan: job worker {runner.owner} running simulations ({runner.slots} at once)", flush=True)
     runner.start()
-    for thread in (sender, statistics, replayer, snapshotter if snapshots is not None else None):
+    for thread in (sender, statistics, replayer, historian, snapshotter if snapshots is not None else None):
         if thread is not None:
             thread.start()
     try:
         stop.wait()
     finally:
-        for thread in (snapshotter, replayer, statistics, sender):
+        for thread in (snapshotter, historian, replayer, statistics, sender):
             if thread is not None:
                 thread.stop()
         documents.close()

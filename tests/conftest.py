@@ -126,8 +126,12 @@ def engine(database_url: str) -> Iterator[Engine]:
 def settings(database_url: str) -> Settings:
     from service.core.settings import Settings
 
-    # Dashboards wait for the fresh document here; showing an older one meanwhile is tested on its own.
-    return Settings(database_url=database_url, admin_key=ADMIN_KEY, dashboard_wait_seconds=60)
+    # Dashboards wait for the fresh document here; showing an older one meanwhile is tested on its own. The
+    # app's history turn waits an hour: a test that needs pool-score points takes the turn itself
+    # (tests/service/test_pool_scores.py), so no point lands at a moment the test did not choose.
+    return Settings(
+        database_url=database_url, admin_key=ADMIN_KEY, dashboard_wait_seconds=60, history_point_seconds=3600
+    )
 
 
 @pytest.fixture

@@ -87,6 +87,12 @@ class Settings(BaseSettings):
         gt=0,
         description="How often one job-running process of the deployment saves the snapshot most behind.",
     )
+    history_point_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="How often one job-running process of the deployment stores the dashboard's pool-score "
+        "point of the projects whose labels moved (reads store none).",
+    )
     computing_prestart: bool = Field(
         True,
         description="Start the process that forks heavy computations (plans, fresh documents) at startup: "

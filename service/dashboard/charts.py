@@ -15,6 +15,7 @@ from service.dashboard.svg import Chart
 from service.data.models import CurrentLabel, Plan, Project, Rater
 from service.documents import history as pool_scores
 from service.documents.history_replays import HistoryReplay
+from service.documents.looks import shown_reliability
 from service.documents.reliability import DocumentCache
 from service.planning.plans import current_plan
 from service.planning.selective import selective_evaluation
@@ -237,9 +238,9 @@ def selective_chart(calibrated: SelectiveRead | str) -> Chart:
 def project_charts(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int, wait: float
 ) -> tuple[ReliabilityDocument, str, tuple[Chart, ...], HistoryReplay | None]:
-    """The reliability document shown (:func:`~service.documents.history.shown_reliability`), its ETag, every
+    """The reliability document shown (:func:`~service.documents.looks.shown_reliability`), its ETag, every
     dashboard chart (history and curve cached with it) and the history's replay while it is under way."""
-    doc, etag = pool_scores.shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
+    doc, etag = shown_reliability(session, project, documents, n_resamples=n_resamples, wait=wait)
     plan = current_plan(session, project.id)
     history = pool_scores.pool_score_history(
         session,

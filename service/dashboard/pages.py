@@ -16,8 +16,8 @@ from service.dashboard.glossary import GLOSSARY_PATH, term_link
 from service.dashboard.svg import Chart, chart_svg
 from service.data.models import Project
 from service.data.queries import last_label_times
-from service.documents.history import shown_reliability
 from service.documents.history_replays import HistoryReplay
+from service.documents.looks import shown_reliability
 from service.documents.reliability import DocumentCache, document_key
 from service.documents.scores import score_reliability_document
 from service.planning.plans import current_plan
@@ -396,7 +396,7 @@ def index_rows(
     session: Session, projects: list[Project], documents: DocumentCache, *, n_resamples: int, wait: float
 ) -> list[dict[str, str]]:
     """Each project's name, decision per judge, omega, progress and last label time, from the document a
-    dashboard shows (:func:`~service.documents.history.shown_reliability`: maybe an older one, marked)."""
+    dashboard shows (:func:`~service.documents.looks.shown_reliability`: maybe an older one, marked)."""
     last = last_label_times(session, [p.id for p in projects])
     rows = []
     for project in projects:

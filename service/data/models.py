@@ -251,7 +251,8 @@ class CurrentLabel(Base):
 
 
 class PoolScore(Base):
-    """The human-pool score of a criterion at one ``label_seq``, stored when its document was computed.
+    """The human-pool score of a criterion at one ``label_seq``, stored by the job queue's history turn
+    (``service.documents.history_keeper``), never by a read.
 
     A point at ``label_seq`` 0 (no labels: undefined) marks that the history before the first
     stored document was replayed from the events once.

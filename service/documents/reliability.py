@@ -43,7 +43,7 @@ from service.schemas.projects import DecisionSettings
 T = TypeVar("T")
 log = logging.getLogger("annoplan")
 BACKGROUND_THREADS = 4
-"""Threads per worker for what reads hand over (fresh dashboard documents, pool-score points)."""
+"""Threads per worker for what reads hand over (fresh dashboard documents, the records of a look)."""
 PROTOCOL_NOTE = (
     "CANNOT_ASSESS and INVALID are excluded (pairs where either side abstains are dropped); "
     "intervals are item bootstraps (BCa where approximate for the coefficients, percentile otherwise)"

@@ -233,7 +233,10 @@ def get_index(
     settings: SettingsDep,
     cursor: Annotated[str | None, Query(description="The `more projects` link's cursor.")] = None,
 ) -> Response:
-    """The projects the key can see (all for admin): name, decision per judge, omega, progress, last label."""
+    """The projects the key can see (all for admin): name, decision per judge, omega, progress, last label.
+
+    A read is a look, as `/reliability` is (docs/method.md §8.3): a label project's newly computed document
+    records its opening and the pass or reject decisions it shows."""
     if isinstance(access, Response):
         return access
     page = PageParams(limit=INDEX_PAGE_SIZE, cursor=cursor)
@@ -271,6 +274,11 @@ def get_dashboard(
     When the fresh document is not ready within `dashboard_wait_seconds`, the page shows the newest
     document computed for the same settings and plan, marked with the label events since, while it is
     computed in the background (`/reliability` itself is always fresh).
+
+    A read is a look, as `/reliability` is (docs/method.md §8.3): a newly computed document records the
+    project's opening and the pass or reject decisions it shows. The pool-score history is drawn from the
+    points the job queue stores (with the shown document's own); the first view of a project whose history
+    before its first stored point was never replayed queues that replay, once.
     """
     if isinstance(access, Response):
         return access
@@ -390,7 +398,8 @@ def _chart(project: Project, chart_id: str, request: Request, session: ReadSessi
 def get_chart_csv(
     project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession, settings: SettingsDep
 ) -> Response:
-    """One dashboard chart's data as CSV (the rows it plots, intervals and reasons included)."""
+    """One dashboard chart's data as CSV (the rows it plots, intervals and reasons included); a look, as the
+    page is."""
     chart = _chart(project, chart_id, request, session, settings)
     return Response(
         chart_csv(chart),
@@ -407,7 +416,7 @@ def get_chart_csv(
 def get_chart_svg(
     project: ProjectForViewer, chart_id: ChartId, request: Request, session: ReadSession, settings: SettingsDep
 ) -> Response:
-    """One dashboard chart as a standalone SVG image, as drawn on the page."""
+    """One dashboard chart as a standalone SVG image, as drawn on the page; a look, as the page is."""
     chart = _chart(project, chart_id, request, session, settings)
     return Response(
         '<?xml version="1.0" encoding="UTF-8"?>\n' + chart_svg(chart),

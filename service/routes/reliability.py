@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from service.core.errors import Invalid, echo, error_responses
 from service.data.models import Project
 from service.deps import ProjectForViewer, ProjectId, ReadSession, SettingsDep
-from service.documents.history import cached_reliability
+from service.documents.looks import looked_reliability
 from service.documents.reliability import document_key, ranking_document
 from service.documents.scores import score_ranking_document, score_reliability_document
 from service.documents.slices import checked_by, score_slices_block, slices_block
@@ -99,6 +99,11 @@ def get_reliability(
     and interval alpha, and each judge-human pair's CCC, Bland-Altman limits, MAE and RMSE (docs/method.md
     §2b, §3d); with `by`, its `slices` hold the first judge's numeric decision per slice, corrected across
     slices as above.
+
+    A read is a look (docs/method.md §8.3): serving a newly computed label document records the project's
+    `opening_seq` when none is stored (its first look, §8.2) and the pass or reject decisions it shows (so a
+    later change is marked `rewritten_at`), both after the answer, in the background. It stores nothing else:
+    the dashboard's pool-score history is written by the job queue.
     """
     by = by or project.decision_settings.slices
     documents = request.app.state.documents
@@ -119,7 +124,7 @@ def get_reliability(
             criterion,
             if_none_match,
             "reliability",
-            lambda name, etag: cached_reliability(session, project, documents, name, etag, n_resamples=n_resamples),
+            lambda name, etag: looked_reliability(session, project, documents, name, etag, n_resamples=n_resamples),
         )
     checked_by(by)
     if project.scale == "numeric":
@@ -139,7 +144,7 @@ def get_reliability(
 
     def with_slices(name: str, etag: str) -> ReliabilityDocument:
         key = document_key(session, project, current_plan(session, project.id), name, "reliability")
-        base = cached_reliability(session, project, documents, name, key, n_resamples=n_resamples)
+        base = looked_reliability(session, project, documents, name, key, n_resamples=n_resamples)
         block = slices_block(session, project, name, by, n_resamples=n_resamples)
         return base.model_copy(update={"slices": block})
 

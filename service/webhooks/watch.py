@@ -24,7 +24,7 @@ from service.data import jobs
 from service.data.models import Batch, DecisionWatch, DriftWatch, Project, Webhook, WebhookEvent, utcnow
 from service.data.outbox import emit
 from service.data.versions import drift_watches
-from service.documents.history import project_reliability
+from service.documents.looks import project_reliability
 from service.documents.reliability import DocumentCache
 from service.documents.versions import judge_drift
 from service.planning.batches import batch_status
@@ -47,7 +47,8 @@ FINAL = ("pass", "reject", "inconclusive")
 def live_decision(
     session: Session, project: Project, documents: DocumentCache, *, n_resamples: int
 ) -> ReliabilityDocument:
-    """The reliability document of the project's first criterion, from the shared cache or computed into it."""
+    """The reliability document of the project's first criterion, from the shared cache or computed into it: a
+    look (it is announced), recorded as one (:func:`service.documents.looks.record_look`)."""
     return project_reliability(session, project, documents, n_resamples=n_resamples)[0]
 
 

@@ -1,5 +1,6 @@
 """A dashboard answers at once after a write: the newest computed document, marked, while one background
-thread computes the fresh one (stale while refresh); reads hand the pool-score point to the background.
+thread computes the fresh one (stale while refresh); reads hand what their look records to the background and
+store no pool-score point.
 
 The fresh computation is held on an event, so "at once" is shown without timing anything.
 """
@@ -12,16 +13,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-import service.documents.history as pool_scores
 import service.documents.history_replays as history_replays
+import service.documents.looks as looks
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
-from service.data.models import Job, PoolScore
+from service.data.models import Job, PoolScore, ShownDecision
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 
@@ -44,14 +46,14 @@ class Held:
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.calls = 0
         self.gate = threading.Event()
-        original = pool_scores.reliability_document
+        original = looks.reliability_document
 
         def held(*args: Any, **kwargs: Any) -> dict[str, Any]:
             self.calls += 1
             assert self.gate.wait(60), "never released"
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(pool_scores, "reliability_document", held)
+        monkeypatch.setattr(looks, "reliability_document", held)
 
     def release(self) -> None:
         self.gate.set()
@@ -153,27 +155,39 @@ def test_other_settings_or_another_worker_without_a_document_wait_for_the_fresh_
         assert _shown_seq(other.get(f"/projects/{pid}/dashboard").text) == now
 
 
-def test_a_read_hands_its_pool_score_point_to_the_background_and_does_not_wait_for_it(
+def test_a_read_hands_what_its_look_records_to_the_background_and_stores_no_pool_score_point(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid, now = _labelled(client)
+    """A read is a look: the pass or reject it shows is recorded by a background thread it does not wait for
+    (docs/method.md §8.3); the pool-score point is the history turn's, not the read's."""
+    n_items, rng = 200, np.random.default_rng(3)
+    truth = rng.integers(0, 2, n_items)
+    pid = create_project(client, items=[f"i{k}" for k in range(n_items)], order_seed=7)
+    rows = [  # a judge right .95 of the time, three humans .8: passed at the first look
+        {"item": f"i{k}", "rater": rater, "value": ("pass", "fail")[int(t if rng.random() < p else 1 - t)]}
+        for rater, p in (("judge", 0.95), ("prim", 0.8), ("h2", 0.8), ("h3", 0.8))
+        for k, t in enumerate(truth)
+    ]
+    r = client.post(f"/projects/{pid}/labels", json=rows)
+    assert r.status_code == 200, r.text
+    now = int(r.json()["label_seq"])
     gate, stored = threading.Event(), []
-    original = pool_scores.store_points
+    original = looks.store_shown
 
     def slow_store(*args: Any) -> None:  # a database whose one writer is busy
         assert gate.wait(60)
         original(*args)
         stored.append(args[-1])
 
-    monkeypatch.setattr(pool_scores, "store_points", slow_store)
-    doc = client.get(f"/projects/{pid}/reliability").json()  # answered while the point waits
-    assert doc["label_seq"] == now and stored == []
+    monkeypatch.setattr(looks, "store_shown", slow_store)
+    doc = client.get(f"/projects/{pid}/reliability").json()  # answered while the record waits
+    assert doc["label_seq"] == now and stored == [] and doc["decision"] in ("pass", "reject")
     gate.set()
     client.app.state.documents.settle()  # type: ignore[attr-defined]
-    assert stored == [[(now, doc["human_pool"]["estimate"])]]
+    assert [(r["j"], r["d"], r["s"]) for r in stored[0]] == [(doc["judge"], doc["decision"], now)]
     with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
-        rows = session.execute(select(PoolScore.label_seq, PoolScore.score).where(PoolScore.project_id == pid)).all()
-    assert (now, doc["human_pool"]["estimate"]) in [tuple(r) for r in rows]
+        assert session.scalar(select(ShownDecision.decision).where(ShownDecision.project_id == pid)) == doc["decision"]
+        assert session.execute(select(PoolScore).where(PoolScore.project_id == pid)).first() is None
 
 
 def test_the_history_before_the_first_stored_point_is_replayed_in_the_background(

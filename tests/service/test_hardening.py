@@ -604,6 +604,7 @@ def test_dashboard_history_is_replayed_once_then_stored_as_label_seq_advances(
     client: TestClient, project: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import service.documents.history_replays as pool_scores
+    from service.documents.history_keeper import store_due_points
 
     pid = project["id"]
     rows = [
@@ -622,6 +623,7 @@ def test_dashboard_history_is_replayed_once_then_stored_as_label_seq_advances(
         client.post(f"/projects/{pid}/labels", json=[{"item": "i0", "rater": "h3", "value": "pass"}]).status_code == 200
     )
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200
-    assert len(calls) == 1  # the new point was stored with its document, not replayed
+    assert len(calls) == 1  # the new point is the shown document's, not replayed
+    assert store_due_points(client.app.state.sessions, "")[0][0][1] == 61  # and the history turn stores it
     history = client.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text.splitlines()
     assert history[-2].startswith("60,") and history[-1].startswith("61,")

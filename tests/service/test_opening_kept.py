@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-import service.documents.history as history
+import service.documents.looks as looks
 from tests.factories import create_project
 
 RATERS = (("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"))
@@ -52,7 +52,7 @@ def test_a_lost_opening_write_keeps_the_first_look_as_the_opening(
     stored, stored_first, stored_monitoring = _looked_twice(client, writes)
     assert client.get(f"/projects/{stored}").json()["opening_seq"] == stored_first
     with monkeypatch.context() as patched:
-        patched.setattr(history, "store_opening", lambda *args: None)  # every write of the opening lost
+        patched.setattr(looks, "store_opening", lambda *args: None)  # every write of the opening lost
         lost, lost_first, lost_monitoring = _looked_twice(client, writes)
         assert client.get(f"/projects/{lost}").json()["opening_seq"] is None
     assert lost_monitoring == stored_monitoring  # the second look read the first look's opening from memory
