@@ -87,7 +87,8 @@ def store_due_points(
 ) -> tuple[list[tuple[str, int, float | None]], str]:
     """Store the points due (:func:`points_due` after ``after``) in one write transaction: the points stored,
     each (project, label_seq, score), and the last project taken (the next turn's ``after``). A project whose
-    point fails is logged and left out; ``stopping`` ends the turn early."""
+    point fails is logged and left out, as is an undefined first point (:func:`_has_points`); ``stopping`` ends
+    the turn early."""
     points: list[tuple[str, str, int, float | None]] = []
     with session_scope(sessions) as session:
         for pid in points_due(session, after):
@@ -98,9 +99,12 @@ def store_due_points(
                 continue
             criterion = project.criteria[0]
             try:
-                points.append((pid, criterion, *pool_score_point(session, project, criterion)))
+                seq, score = pool_score_point(session, project, criterion)
             except Exception:  # one project's failure leaves the others' points
                 log.exception("pool-score point of project %s not computed", pid)
+                continue
+            if score is not None or _has_points(session, pid, criterion):
+                points.append((pid, criterion, seq, score))
     if points:
         with session_scope(sessions, write=True) as session:
             session.execute(
@@ -111,6 +115,14 @@ def store_due_points(
                 [{"p": p, "c": c, "s": s, "v": v} for p, c, s, v in points],
             )
     return [(p, s, v) for p, _, s, v in points], after
+
+
+def _has_points(session: Session, project_id: str, criterion: str) -> bool:
+    """Whether a point of ``criterion`` is stored. The first point stored is a defined one: the replay draws what
+    precedes the first point, so an undefined first point (the judge's and the primary's labels in, no second
+    human yet) would leave the history between it and the next turn's point empty."""
+    stored = select(PoolScore.label_seq).where(PoolScore.project_id == project_id, PoolScore.criterion == criterion)
+    return session.execute(stored.limit(1)).first() is not None
 
 
 class HistoryKeeper(PollingThread):
