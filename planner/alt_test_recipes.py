@@ -68,6 +68,12 @@ def m_alt_test(
     return m_needed(z, sigma_sq, mu + epsilon)
 
 
+PANEL_FR_SHARE = 0.8
+"""A shared panel's per-human recipe at the default power plans for FR ``0.8 alpha_sig/2``: the t-test on a few
+dozen shared items zig-zags about the normal form (FR .026 at 50 items, .0245 at its ``m`` of 49, ``p_h = .85``,
+``p_j = .9``, ``K = 3``), so the normal form's ``m`` does not keep the promise over ``[m, 1.3 m]``
+(docs/method.md §4, item 5)."""
+
 ALT_TEST_DRAWS = 10_000
 """Simulated decisions behind the alt-test's judge-level FR (MC SE ~.0016 at .025; docs/method.md §4, item 5)."""
 ALT_TEST_EXACT_M_MAX = 2_000

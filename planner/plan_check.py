@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from scipy.special import ndtr
@@ -413,7 +413,17 @@ def raised_m(
     return current, size
 
 
-def needs_no_raise(check: DesignCheck, recipe_m: int) -> bool:
+class Judged(Protocol):
+    """A simulated check at an overlap ``m`` with the status of its promised rate (``promise_status``)."""
+
+    @property
+    def m(self) -> int: ...
+
+    @property
+    def promise_status(self) -> str: ...
+
+
+def needs_no_raise(check: Judged, recipe_m: int) -> bool:
     """Whether ``check`` lets the plan stand at its ``m`` (docs/method.md §6, "The promise and raising m"):
     kept, or undefined (no overlap makes a judge that is not good pass), or at the recipe's own ``m`` and
     not broken (the recipe's computation, exact or with its own Monte Carlo error inside the promise, is

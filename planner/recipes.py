@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from planner.alt_test_recipes import (
+    PANEL_FR_SHARE,
     alt_test_quantile,
     m_alt_test,
     m_alt_test_judge,
@@ -250,7 +251,9 @@ def certify_recipe(
     alt-test's 30 items per human, and ``FR(m) = Phi(z_{1-alpha*} - (mu + eps) sqrt(m)/sigma)``. With one
     held-in label per overlap item (``pool_size = 1``, disjoint secondaries) the alt-test's ``m`` is instead
     the smallest whose judge-level FR is at most ``alpha_sig/2`` (``m_alt_test_judge``, with
-    ``omega_threshold``): the per-human power target over-sized it 33-100%; the curve stays per human.
+    ``omega_threshold``): the per-human power target over-sized it 33-100%; the curve stays per human. On a
+    shared panel (``pool_size > 1``) the default power is ``1 - PANEL_FR_SHARE alpha_sig/2``, a margin for the
+    t-test's zig-zag on few items.
 
     A ratio ``coefficient`` (kappa, alpha, AC1; margin rule) takes ``mu_d``, ``sigma0_sq`` from
     ``ratio_moments`` (the delta-method variance constant) and the plain normal FR
@@ -331,7 +334,10 @@ def certify_recipe(
                 simulated = simulated_ratio_m(lattice, int(m), epsilon=epsilon, alpha_sig=alpha_sig)
                 m = m if simulated is None else simulated
         else:
-            m = m_alt_test(mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=power, alpha_sig=alpha_sig)
+            served_power = 1.0 - PANEL_FR_SHARE * alpha_sig / 2.0 if power is None and pool_size > 1 else power
+            m = m_alt_test(
+                mu_d, sigma0_sq, n_humans=n_humans, epsilon=epsilon, q=q, power=served_power, alpha_sig=alpha_sig
+            )
             m = max(m, ALT_TEST_MIN_ITEMS)
             if pool_size == 1 and power is None:
                 try:

@@ -20,6 +20,7 @@ from planner.score_recipes import (
     score_plan_check,
     score_recipe,
 )
+from tests.planner.promise_bounds import broken, kept
 
 EXCERPT = np.array([[1.0, 1, 2, 1], [3, 2, 3, 3], [5, 4, 5, 5], [2, 2, 1, 2]])  # judge, h1, h2, h3
 
@@ -162,15 +163,19 @@ def _secondary_fr(m: int, trials: int, rng: np.random.Generator) -> tuple[float,
 def test_numeric_plan_keeps_its_false_rejection_promise_and_breaks_at_half() -> None:
     """The judge is as good as a human within epsilon (mu_d ~ +.013); the recipe from the population's
     moments (K = 3, disjoint secondaries, ratings in steps of 1 on 1..5: the lattice-corrected recipe)
-    promises each held-out human an FR of at most .025. Fresh data decided by ``validate_scores``: within
-    .025 + 2 SE at m, above it at m/2. (The plain normal form's m, 53, measured .027 over 1,500 trials.)"""
+    promises each held-out human an FR of at most .025. Fresh data decided by ``validate_scores``, the Monte
+    Carlo error inside the promise (exact bounds): at m (55) FR is .021 over 3,000 comparisons, below the
+    promise but too close to confirm in seconds, so it is shown not broken there and kept 20% above it;
+    m/2 breaks it. (The plain normal form's m, 53, measured .027 over 1,500 trials.)"""
     mu_d, sigma0_sq = _population_moments(np.random.default_rng(7), 400_000)
     recipe = score_recipe(mu_d, sigma0_sq, n_items=10_000, n_humans=3, rule="margin", steps=4)
     assert recipe.m is not None and 30 <= recipe.m <= 80
-    rate, se = _secondary_fr(recipe.m, 1500, np.random.default_rng(11))
-    assert rate <= 0.025 + 2 * se
-    half, half_se = _secondary_fr(recipe.m // 2, 1500, np.random.default_rng(12))
-    assert half > 0.025 + 2 * half_se
+    rate, _ = _secondary_fr(recipe.m, 1500, np.random.default_rng(11))
+    assert rate <= 0.025 and not broken(rate, 3000, 0.025), rate
+    above, _ = _secondary_fr(math.ceil(1.2 * recipe.m), 1000, np.random.default_rng(13))
+    assert kept(above, 2000, 0.025), above
+    half, _ = _secondary_fr(recipe.m // 2, 1500, np.random.default_rng(12))
+    assert broken(half, 3000, 0.025), half
 
 
 def _alt_test_population_moments(rng: np.random.Generator, n: int) -> tuple[float, float]:
@@ -197,15 +202,15 @@ def _secondary_alt_test_fr(m: int, trials: int, rng: np.random.Generator, epsilo
 def test_alt_test_numeric_plan_keeps_its_false_rejection_promise_and_breaks_at_half() -> None:
     """The alt-test recipe from the population's moments of ``W_f - W_h`` (mu ~ +.03, epsilon .15, K = 3: BY's
     quantile and power 1 - alpha_sig/2) promises each held-out human an FR of at most .025. Fresh data decided
-    by ``validate_scores`` (negative-RMSE alignment, Benjamini–Yekutieli): within .025 + 2 SE at m (measured
-    .021), far above it at m/2 (.21)."""
+    by ``validate_scores`` (negative-RMSE alignment, Benjamini–Yekutieli): kept at m with the Monte Carlo error
+    inside the promise (.011 over 2,000 comparisons, exact upper bound .017), broken at m/2 (.21)."""
     mu_d, sigma0_sq = _alt_test_population_moments(np.random.default_rng(7), 400_000)
     recipe = score_recipe(mu_d, sigma0_sq, n_items=10_000, n_humans=3, rule="alt-test", epsilon=0.15)
     assert recipe.m is not None and 200 <= recipe.m <= 400
-    rate, se = _secondary_alt_test_fr(recipe.m, 1000, np.random.default_rng(11), 0.15)
-    assert rate <= 0.025 + 2 * se
-    half, half_se = _secondary_alt_test_fr(recipe.m // 2, 1000, np.random.default_rng(12), 0.15)
-    assert half > 0.025 + 2 * half_se
+    rate, _ = _secondary_alt_test_fr(recipe.m, 1000, np.random.default_rng(11), 0.15)
+    assert kept(rate, 2000, 0.025), rate
+    half, _ = _secondary_alt_test_fr(recipe.m // 2, 1000, np.random.default_rng(12), 0.15)
+    assert broken(half, 2000, 0.025), half
 
 
 def test_plan_check_agrees_with_the_independent_simulation() -> None:

@@ -36,8 +36,8 @@ def test_a_judge_promise_plan_serves_the_judge_level_m_and_shows_both(client):
     assert plan["m"] == recipe["m"] == 60 < recipe["m_per_rater"]  # §4, item 6: 60 items against 120
     assert plan["design"] == "disjoint" and check["promised"] == "fr" and check["raised_from"] is None
     assert check["plan"]["m"] == 60 and check["plan"]["keeps_promise"]
-    assert check["plan"]["fr"] <= 0.025 + 2 * check["plan"]["fr_se"]
-    assert check["plan"]["rater_fr"] > 0.025 + 2 * check["plan"]["rater_fr_se"]  # the per-human promise is not kept
+    assert check["plan"]["fr"] + 2 * check["plan"]["fr_se"] <= 0.025  # kept, the Monte Carlo error inside
+    assert check["plan"]["rater_fr"] - 2 * check["plan"]["rater_fr_se"] > 0.025  # the per-human promise is broken
     per_rater = make_plan(client, pid, p_h=0.85, p_j=0.9, design="disjoint", seed=2)
     assert per_rater["recipe"]["promise"] == "rater" and "m_per_rater" not in per_rater["recipe"]
     assert per_rater["m"] == 120 and per_rater["check"]["promised"] == "rater_fr"

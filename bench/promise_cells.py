@@ -1,0 +1,107 @@
+"""The recipe cells a seconds-sized test cannot confirm (issue 29; docs/method.md §4, items 4-5).
+
+Each served ``m`` is re-simulated by the tests' own generators (not the planner's) with many more
+trials, in seeded chunks, at every overlap of ``[m, 1.3 m]`` (every fifth for alpha); each rate is shown with its
+one-sided exact 2-SE bounds (``tests/planner/promise_bounds.py``) and its status: kept (upper bound within
+.025), broken (lower bound above it) or unresolved. Cells: the alt-test recipe at ``n = 300``, ``K = 3``,
+``p_h = .85``, ``p_j = .9`` on Random and on Seq-Coverage (served 42 items), Krippendorff's alpha at
+``L = 2``, ``p_h = .85``, ``p_j = .9``, two held-in labels per item (a shared panel of three humans), and the
+shared panel's alt-test recipe (``K = 3``, the same channel) at every overlap of ``[m, 1.3 m]`` and at the
+normal form's ``m`` it replaces (``--panel`` runs it alone, ``--cells`` the others alone).
+Run: ``.venv/bin/python -m bench.promise_cells [chunks] [--panel]`` (20,000 trials per alt-test rate, 40,000
+per alpha rate and 5,000 per shared-panel rate times ``chunks``, default 10; minutes of CPU per chunk count).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from planner.ratio_moments import RatioPrior, ratio_moments
+from planner.recipes import certify_recipe
+from planner.xi_moments import advantage_moments, xi_lattice
+from tests.planner.promise_bounds import broken, kept, lower_bound, upper_bound
+from tests.planner.test_alt_test_designs import alt_test_false_rejection
+from tests.planner.test_ratio_recipe import simulated_margins
+from tests.planner.test_recipes import alt_test_false_rejection as panel_false_rejection
+
+P_H, P_J, PROMISE = 0.85, 0.90, 0.025
+
+
+def status(rate: float, trials: int) -> str:
+    """Kept, broken or unresolved with the Monte Carlo error inside the promise."""
+    return "kept" if kept(rate, trials, PROMISE) else "broken" if broken(rate, trials, PROMISE) else "unresolved"
+
+
+def show(cell: str, m: int, size: int, rate: float, trials: int) -> None:
+    low, high = lower_bound(rate, trials), upper_bound(rate, trials)
+    print(f"| {cell} | {m} | {size} | {trials:,} | {rate:.4f} | {low:.4f} | {high:.4f} | {status(rate, trials)} |")
+
+
+def probes(m: int, step: int = 1) -> list[int]:
+    """Every ``step``-th overlap of ``[m, 1.3 m]``, and ``1.3 m``."""
+    top = math.ceil(1.3 * m)
+    return sorted({*range(m, top + 1, step), top})
+
+
+def alt_test_cells(chunks: int) -> None:
+    n, k = 300, 3
+    mu, var = advantage_moments(*xi_lattice(P_H, P_J, n_labels=2).advantage)
+    m = int(certify_recipe(mu, var, n_items=n, n_humans=k, rule="alt-test").m or 0)
+    for design in ("random", "seq-coverage"):
+        for size in probes(m):
+            rates = [
+                alt_test_false_rejection(design, n, k, size, 20_000, (29, size, c), P_H, P_J) for c in range(chunks)
+            ]
+            show(f"alt-test, {design}, n 300", m, size, float(np.mean(rates)), 20_000 * chunks)
+
+
+def alpha_cell(chunks: int) -> None:
+    mu, var = ratio_moments(P_H, P_J, n_labels=2, coefficient="alpha", pool_size=2)
+    prior = RatioPrior(P_H, P_J, 2, "alpha", None, 2)
+    m = int(certify_recipe(mu, var, n_items=5000, n_humans=3, coefficient="alpha", pool_size=2, lattice=prior).m or 0)
+    shares = np.full(2, 0.5)
+    for size in probes(m, 5):
+        lost = 0.0
+        for c in range(chunks):
+            d = simulated_margins(
+                10_000 * size + c, 40_000, size, p_h=P_H, p_j=P_J, prevalence=shares, pool_size=2, coefficient="alpha"
+            )
+            lost += float(np.mean(d[np.isfinite(d)] < -0.05 - 1e-12))
+        show("alpha, L 2, s 2", m, size, lost / chunks, 40_000 * chunks)
+
+
+def panel_cell(chunks: int) -> None:
+    mu, var = advantage_moments(*xi_lattice(P_H, P_J, n_labels=2, pool_size=2).advantage)
+    m = int(certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", pool_size=2).m or 0)
+    normal = int(certify_recipe(mu, var, n_items=10_000, n_humans=3, rule="alt-test", power=0.975, pool_size=2).m or 0)
+    for size in [*range(normal, m), *range(m, math.ceil(1.3 * m) + 1)]:
+        rate = np.mean([panel_false_rejection(size, 10_000, seed=1000 * size + c) for c in range(max(1, chunks // 2))])
+        show(
+            "alt-test, shared panel" + (" (normal form)" if size < m else ""),
+            m,
+            size,
+            float(rate),
+            10_000 * max(1, chunks // 2),
+        )
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    chunks = int(args[0]) if args else 10
+    start = time.process_time()
+    print("| cell | served m | overlap | trials | FR | lower 2-SE bound | upper 2-SE bound | status |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    if "--panel" not in sys.argv:
+        alt_test_cells(chunks)
+        alpha_cell(chunks)
+    if "--cells" not in sys.argv:
+        panel_cell(chunks)
+    print(f"CPU {time.process_time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
