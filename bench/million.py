@@ -14,8 +14,10 @@ items (default 10,000) in the same run, and each figure is printed next to its 1
   computations: on a loaded machine the figure to compare), then the dashboard (document
   cached), ``/ranking``;
 - after 1,000 labels added (a human registered before the first document labels 1,000 new items;
-  corrections make the monitoring start afresh, additions continue it): the fresh ``/reliability``
-  and its server CPU;
+  additions continue the kept monitoring, corrections run it again from the mark before the first rank
+  they change: the first write's corrections of labels in hand at the first look from the start): the
+  fresh ``/reliability`` and its server CPU; then those 1,000 labels corrected (late in the monitor's
+  sequences): the same;
 - after another 1,000-label write: the dashboard (the fresh document if ready within the
   dashboard's wait, else the newest computed one, marked, while the fresh one is computed in
   the background: whether it did, and how long until the page is fresh), the report as JSON
@@ -146,13 +148,22 @@ def write_1000(c: httpx.Client, pid: str, judge: np.ndarray, rng: np.random.Gene
     assert r.json()["accepted"] == 1_000, r.json()
 
 
-def add_1000(c: httpx.Client, pid: str, rng: np.random.Generator) -> None:
+def add_1000(c: httpx.Client, pid: str, rng: np.random.Generator) -> list[dict[str, str]]:
     """1,000 labels added (no correction): the rater ``late``, registered before the first document, on
-    1,000 items it has not labelled yet."""
+    1,000 items it has not labelled yet; the rows posted."""
     n_items = int(c.get(f"/projects/{pid}").json()["n_items"])
     items = rng.choice(n_items, size=1_000, replace=False)
     rows = [{"item": f"i{i}", "rater": "late", "value": "pass" if rng.random() < 0.7 else "fail"} for i in items]
     r = c.post(f"/projects/{pid}/labels", json=rows)
+    r.raise_for_status()
+    assert r.json()["accepted"] == 1_000, r.json()
+    return rows
+
+
+def correct_added(c: httpx.Client, pid: str, rows: list[dict[str, str]]) -> None:
+    """The 1,000 labels ``add_1000`` posted, each flipped: corrections late in the monitor's sequences."""
+    flipped = [row | {"value": "fail" if row["value"] == "pass" else "pass"} for row in rows]
+    r = c.post(f"/projects/{pid}/labels", json=flipped)
     r.raise_for_status()
     assert r.json()["accepted"] == 1_000, r.json()
 
@@ -215,10 +226,14 @@ def figures(
         out["  its server CPU (worker + children)"] = server_cpu(server) - cpu
         out["dashboard, document cached"] = dashboard(c, pid)[0]
         out["ranking after the write"] = timed(lambda: c.get(f"/projects/{pid}/ranking"))
-        add_1000(c, pid, rng)
+        added = add_1000(c, pid, rng)
         cpu = server_cpu(server)
         out["reliability after 1,000 added"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
         out["  its server CPU (added)"] = server_cpu(server) - cpu
+        correct_added(c, pid, added)
+        cpu = server_cpu(server)
+        out["reliability, the added corrected"] = timed(lambda: c.get(f"/projects/{pid}/reliability"))
+        out["  its server CPU (late corrections)"] = server_cpu(server) - cpu
         write_1000(c, pid, judge, rng)
         out["dashboard after 1,000 labels"], out["  it showed an older document"] = dashboard(c, pid)
         out["  then until the page is fresh"] = until_fresh(c, pid)

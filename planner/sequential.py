@@ -283,7 +283,9 @@ def _with_waiting(monitoring: Monitoring, given: np.ndarray, read: np.ndarray) -
 @dataclass(frozen=True)
 class _HumanPath:
     """A held-out human's monitored path so far: its entries' arrival ranks, ``xi`` and rows, their
-    bounds, the sums it ends with and its needed e-BH ranks now (won, lost)."""
+    bounds, the sums it ends with, its needed e-BH ranks now (won, lost) and ``marks``: the sums before
+    entries about ``_PATH_CHUNK`` apart (position, sums; the first at 0), from which a path changed
+    after a mark is computed again (the numbers of one pass: :func:`_continued_path`)."""
 
     times: np.ndarray
     xi: np.ndarray
@@ -292,6 +294,7 @@ class _HumanPath:
     upper: np.ndarray
     running: Running
     ranks: tuple[int, int]
+    marks: tuple[tuple[int, Running], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -481,11 +484,13 @@ def _patched_paths(
     rule: str,
     tiebreak: np.ndarray | None,
     positions: tuple[np.ndarray | None, ...],
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] | None:
     """Each human's path (:func:`differences`) with the entries of rows ``redo`` read again: the kept
     entries of the other rows, which are unchanged, merged with the new entries of ``redo`` by arrival
-    rank, list position and tie-break key (docs/method.md §8). None when a new entry ties a kept one on
-    all three (their order would depend on the rows' blocks): read afresh."""
+    rank, list position and tie-break key (docs/method.md §8), and the first position where it differs
+    from the kept path (an entry read again as it was is no change: a later label is in no earlier
+    entry's pool). None when a new entry ties a kept one on all three (their order would depend on the
+    rows' blocks): read afresh."""
     keys = None if tiebreak is None else tiebreak[redo]
     part = differences(codes[redo], ranks[redo], judge, humans, rule, keys, _rows_of(positions, redo))
     redone = np.zeros(codes.shape[0], dtype=bool)
@@ -498,14 +503,50 @@ def _patched_paths(
         at = _insertion_points(kept_times, kept_rows, times, rows, tiebreak, position)
         if at is None:
             return None
-        paths.append(
-            (
-                np.insert(kept_times, at, times),
-                np.insert(path.xi[stays], at, xi),
-                np.insert(kept_rows, at, rows),
-            )
-        )
+        new = np.insert(kept_times, at, times), np.insert(path.xi[stays], at, xi), np.insert(kept_rows, at, rows)
+        paths.append((*new, _first_difference((path.times, path.xi, path.rows), new)))
     return paths
+
+
+def _first_difference(old: tuple[np.ndarray, ...], new: tuple[np.ndarray, ...]) -> int:
+    """The first position where two paths (ranks, ``xi``, rows) differ in any of the three (the shorter one's
+    length when one extends the other)."""
+    n = min(old[0].size, new[0].size)
+    differs = np.zeros(n, dtype=bool)
+    for a, b in zip(old, new, strict=True):
+        differs |= a[:n] != b[:n]
+    first = np.flatnonzero(differs)
+    return int(first[0]) if first.size else n
+
+
+def _first_change(previous: MonitorState, patched: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> int:
+    """The smallest arrival rank at which a patched path (:func:`_patched_paths`) may differ from its kept
+    one: every look before it reads the kept entries alone (``NEVER``: no path changed)."""
+    cut = NEVER
+    for path, (times, _, _, same) in zip(previous.paths, patched, strict=True):
+        for at in (path.times, times):
+            if same < at.size:
+                cut = min(cut, int(at[same]))
+    return cut
+
+
+def _restarted(
+    path: _HumanPath, patched: tuple[np.ndarray, np.ndarray, np.ndarray, int], cut: int, n_humans: int
+) -> tuple[_HumanPath, tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+    """A patched path split at its last mark before its first entry ranked ``cut`` or later (at 0 when that
+    is its first entry): the kept prefix with the mark's sums, the entries to compute again, and how many of
+    those rank below ``cut``. The prefix's needed ranks are an empty path's: read only at 0, a split past 0
+    leaving entries below ``cut`` to compute."""
+    times, xi, rows, _ = patched
+    first = int(np.searchsorted(times, cut, side="left"))
+    at, running = 0, Running()
+    for position, sums in path.marks:
+        if position < first:
+            at, running = position, sums
+    marks = tuple(m for m in path.marks if m[0] < at)
+    none = (n_humans + 1, n_humans + 1)
+    prefix = _HumanPath(times[:at], xi[:at], rows[:at], path.lower[:at], path.upper[:at], running, none, marks)
+    return prefix, (times[at:], xi[at:], rows[at:]), first - at
 
 
 def _rows_of(positions: tuple[np.ndarray | None, ...], rows: np.ndarray) -> tuple[np.ndarray | None, ...]:
@@ -559,30 +600,46 @@ def _monitoring(
         budget,
         codes.shape,
     )
-    since, found = None, None
+    since, patched = None, None
     if previous is not None and keep and n_humans >= 2:
         changed = _changed_rows(previous, settings, weights, tiebreak, positions, codes, ranks, [judge, *humans])
         if changed is not None and changed[1]:
             since = changed[0]
         elif changed is not None and 2 * changed[0].size <= codes.shape[0]:
             since = changed[0]
-            found = _patched_paths(previous, since, codes, ranks, judge, humans, rule, tiebreak, positions)
-            since = None if found is None else since
-    if since is None or previous is None or found is not None:
-        if found is None:
-            found = differences(codes, ranks, judge, humans, rule, tiebreak, positions) if n_humans >= 2 else []
+            patched = _patched_paths(previous, since, codes, ranks, judge, humans, rule, tiebreak, positions)
+            since = None if patched is None else since
+    # Each path continues a prefix (``before``) with entries (``found``), of which the first ``skips`` were
+    # certified before (e-BH is run from the others on, continuing the needed ranks of the one before them);
+    # first certifications below ``cut`` stand.
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    cut, recount = NEVER, True
+    if patched is not None and previous is not None and since is not None:  # computed again from a mark
+        cut = _first_change(previous, patched)
+        restarted = [_restarted(p, q, cut, n_humans) for p, q in zip(previous.paths, patched, strict=True)]
+        before = [prefix for prefix, _, _ in restarted]
+        found = [entries for _, entries, _ in restarted]
+        skips = [skip for _, _, skip in restarted]
+        first_before = (previous.first_won, previous.first_lost)
+        looks_before = 0
+        last_rank = previous.last_rank
+    elif since is None or previous is None:
+        found = differences(codes, ranks, judge, humans, rule, tiebreak, positions) if n_humans >= 2 else []
         empty = np.zeros(0, dtype=np.int64)
         before = [
             _HumanPath(empty, np.zeros(0), empty, np.zeros(0), np.zeros(0), Running(), (n_humans + 1, n_humans + 1))
         ] * len(found)
+        skips = [0] * len(found)
         first_before = (np.full(n_humans, NEVER, dtype=np.int64),) * 2
         looks_before = 0
-        last_rank = None if since is None or previous is None else previous.last_rank
+        last_rank = None
     else:
+        recount = False
         last_rank = previous.last_rank
         keys = None if tiebreak is None else tiebreak[since]
         part = differences(codes[since], ranks[since], judge, humans, rule, keys, _rows_of(positions, since))
         found = [(t[t > last_rank], xi[t > last_rank], since[rows[t > last_rank]]) for t, xi, rows in part]
+        skips = [0] * len(found)
         before, first_before, looks_before = (
             list(previous.paths),
             (previous.first_won, previous.first_lost),
@@ -592,13 +649,20 @@ def _monitoring(
     log_inv_a = math.log(n_humans / alpha)
     row_type = _row_type(codes.shape[0])
     paths, won_ranks, lost_ranks = [], [], []
-    for (t, xi, rows), path in zip(found, before, strict=True):
+    starts: tuple[list[int], list[int]] = ([], [])
+    for (t, xi, rows), path, skip in zip(found, before, skips, strict=True):
         w = None if weights is None else weights[rows]
-        won_now, lost_now, low, high, running = _continued_path(
+        won_now, lost_now, low, high, running, marks = _continued_path(
             xi, w, path.running, null_mean, log_inv_a, alpha, n_humans, multiplicity
         )
-        won_ranks.append(won_now)
-        lost_ranks.append(lost_now)
+        won_ranks.append(won_now[skip:])
+        lost_ranks.append(lost_now[skip:])
+        starts[0].append(int(won_now[skip - 1]) if skip else path.ranks[0])
+        starts[1].append(int(lost_now[skip - 1]) if skip else path.ranks[1])
+        kept_marks = list(path.marks)
+        for at, sums in marks:
+            if not kept_marks or path.times.size + at - kept_marks[-1][0] >= _PATH_CHUNK:
+                kept_marks.append((path.times.size + at, sums))
         paths.append(
             _HumanPath(
                 np.concatenate([path.times, t]),
@@ -607,15 +671,17 @@ def _monitoring(
                 np.concatenate([path.lower, low]),
                 np.concatenate([path.upper, high]),
                 running,
-                (int(won_ranks[-1][-1]), int(lost_ranks[-1][-1])) if xi.size else path.ranks,
+                (int(won_now[-1]), int(lost_now[-1])) if xi.size else path.ranks,
+                tuple(kept_marks),
             )
         )
-    times = [t for t, _, _ in found]
+    times = [t[skip:] for (t, _, _), skip in zip(found, skips, strict=True)]
     first_won, first_lost = (
-        np.where(old < NEVER, old, first_certified(times, ranks_now, n_humans, [p.ranks[side] for p in before]))
+        np.where(old < cut, old, first_certified(times, ranks_now, n_humans, starts[side]))
         for old, ranks_now, side in ((first_before[0], won_ranks, 0), (first_before[1], lost_ranks, 1))
     )
-    n_looks = looks_before + (n_distinct(np.concatenate(times)) if times else 0)
+    looked = [p.times for p in paths] if recount else [t for t, _, _ in found]
+    n_looks = looks_before + (n_distinct(np.concatenate(looked)) if looked else 0)
     raters = tuple(
         _rater_monitoring(humans[k], path, first_won[k], first_lost[k], n_humans / alpha)
         for k, path in enumerate(paths)
@@ -654,10 +720,11 @@ def _monitoring(
     return monitoring, state
 
 
-_PATH_CHUNK = 1 << 16
-"""Entries of a path whose e-processes and bounds are computed at once: their temporaries (512 KiB of
-float64 each) stay below the worker's mapping threshold (``service.core.allocator``) and in cache, so a
-path of a million entries costs no page faults of fresh mappings."""
+_PATH_CHUNK = 1 << 13
+"""Entries of a path whose e-processes and bounds are computed at once, and the spacing of its kept marks:
+their temporaries (64 KiB of float64 each) stay below the worker's mapping threshold
+(``service.core.allocator``) and in cache, so a path of a million entries costs no page faults of fresh
+mappings, and a correction late in a path computes at most this many entries before it again."""
 
 
 def _continued_path(
@@ -669,14 +736,17 @@ def _continued_path(
     alpha: float,
     n_humans: int,
     multiplicity: str,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Running]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Running, list[tuple[int, Running]]]:
     """A path's next entries ``xi`` (weights ``w``) after a prefix ending with ``start``: the needed e-BH
-    ranks won and lost, the running bounds low and high, and the sums the longer path ends with
-    (docs/method.md §8). Read ``_PATH_CHUNK`` entries at a time, each chunk continuing from the sums of
-    the one before: the numbers of one pass over the whole path, bit for bit."""
+    ranks won and lost, the running bounds low and high, the sums the longer path ends with, and the sums
+    before each chunk (position among ``xi``, sums) (docs/method.md §8). Read ``_PATH_CHUNK`` entries at a
+    time, each chunk continuing from the sums of the one before: the numbers of one pass over the whole
+    path, bit for bit."""
     won_ranks, lost_ranks, lows, highs = [], [], [], []
+    marks: list[tuple[int, Running]] = []
     running = start
     for at in range(0, xi.size, _PATH_CHUNK):
+        marks.append((at, running))
         x = xi[at : at + _PATH_CHUNK]
         v = None if w is None else w[at : at + _PATH_CHUNK]
         won, lost, sums = running_e_processes((x + 1.0) / 2.0, null_mean, log_inv_a, v, running)
@@ -699,13 +769,14 @@ def _continued_path(
         )
     if not won_ranks:
         empty_ranks, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
-        return empty_ranks, empty_ranks, empty, empty, start
+        return empty_ranks, empty_ranks, empty, empty, start, marks
     return (
         np.concatenate(won_ranks),
         np.concatenate(lost_ranks),
         np.concatenate(lows),
         np.concatenate(highs),
         running,
+        marks,
     )
 
 

@@ -269,3 +269,44 @@ def test_paths_read_in_chunks_have_the_numbers_of_one_pass(weighted: bool, monke
     kept, _ = kept_monitoring(later[0], previous=state, order=later[1], **options)
     monkeypatch.setattr(sequential, "_PATH_CHUNK", 1 << 16)
     _same(kept, monitor_judge(later[0], order=later[1], **options))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_correction_is_computed_again_from_the_mark_before_its_rank(
+    weighted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept path keeps its sums every ``_PATH_CHUNK`` entries: after corrections of the judge's latest
+    labels only the entries from the mark before their rank are computed again, after one of an opening
+    label every entry is (a correction early in a path changes every later bet); the monitoring equals the
+    fresh one bit for bit either way, its certifications too."""
+    rng = np.random.default_rng(23 + weighted)
+    n_items = 3_000
+    codes, order = _opening_panel(rng, n_items)
+    options = {
+        "judge": 0,
+        "humans": [1, 2, 3, 4],
+        "n_labels": 2,
+        "inclusion": rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None,
+    }
+    monkeypatch.setattr(sequential, "_PATH_CHUNK", 97)
+    kept, state = kept_monitoring(codes, previous=None, order=order, **options)
+    assert any(r.status != "open" for r in kept.raters)  # not vacuous: certifications to keep
+    read: list[int] = []
+    continued = sequential._continued_path
+    monkeypatch.setattr(sequential, "_continued_path", lambda xi, *a: read.append(xi.size) or continued(xi, *a))
+    n_entries = sum(p.times.size for p in state.paths)
+    # the judge's five latest labels, a human's (its item's other entries, ranked before it, read it in no
+    # pool: they stay as they were), then one of the judge's opening labels
+    latest = [(np.argsort(np.where(codes[:, c] >= 0, order[:, c], -1))[-5:], c) for c in (0, 2)]
+    opening = (np.flatnonzero(order[:, 0] == 1)[:1], 0)
+    for (rows, column), at_most in ((latest[0], n_entries // 5), (latest[1], n_entries // 5), (opening, None)):
+        codes = codes.copy()
+        codes[rows, column] = 1 - codes[rows, column]  # corrections keep their cells' ranks
+        read.clear()
+        kept, state = kept_monitoring(codes, previous=state, order=order, **options)
+        computed = sum(read)
+        _same(kept, monitor_judge(codes, order=order, **options))
+        if at_most is None:  # an opening label: every path from its first entry
+            assert computed == n_entries
+        else:
+            assert 0 < computed <= at_most

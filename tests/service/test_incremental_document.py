@@ -1,9 +1,10 @@
 """A document brought up to date from what a worker kept equals a fresh computation (issue 37).
 
 One worker reads ``/reliability`` after every write, so its matrix, its kept monitorings and its
-document cache advance incrementally through additions, corrections and retractions in any mix
-(hypothesis); a second worker started afterwards on the same database has kept nothing and
-computes the same document from scratch.
+document cache advance incrementally through additions, corrections (of the opening's labels, early in
+every path, and of labels added later, near the paths' ends: the monitor computed again from the mark
+before them) and retractions in any mix (hypothesis); a second worker started afterwards on the same
+database has kept nothing and computes the same document from scratch.
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ histories = st.lists(write, min_size=1, max_size=4)
 
 
 def _base(c: TestClient, pid: str) -> None:
-    """Every rater labels every item, each right with probability .85 (seeded)."""
+    """Every rater labels every item but the last rater the second half, each right with probability .85
+    (seeded): a write corrects labels of the opening (early ranks) and adds the last rater's, which a later
+    write may correct (late ranks)."""
     rng = np.random.default_rng(7)
     truth = rng.integers(0, 2, N_ITEMS)
     rows = [
         {"item": f"i{i}", "rater": ext, "value": VALUES[t if rng.random() < 0.85 else 1 - t]}
         for ext in RATERS
         for i, t in enumerate(truth)
+        if ext != RATERS[-1] or i < N_ITEMS // 2
     ]
     assert c.post(f"/projects/{pid}/labels", json=rows).status_code == 200
 
@@ -82,6 +86,10 @@ def test_a_document_kept_up_to_date_equals_a_fresh_one(
     try:
         _base(client, pid)
         _document(client, pid)
+        late = [((i, len(RATERS) - 1), "pass") for i in range(N_ITEMS // 2, N_ITEMS // 2 + 4)]
+        for op in (("label", late), ("label", [(late[0][0], "fail")])):  # labels added, one corrected late
+            _apply(client, pid, op)
+            _document(client, pid)
         for op in history:
             _apply(client, pid, op)
             kept = _document(client, pid)
