@@ -69,7 +69,7 @@ async def post_certificate(
     principal: PrincipalDep,
     session: ReadSession,
     settings: SettingsDep,
-) -> JSONResponse:
+) -> Response:
     """Freeze the decision at the current (or a given) `label_seq` as an in-toto Statement v1.
 
     Subjects: `labels-snapshot` (SHA-256 of the RFC 8785 canonical label rows up to
