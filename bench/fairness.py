@@ -10,11 +10,18 @@ thread asks again in ``--retry`` s, ignoring ``Retry-After``) and ``--flood-labe
 A's labels (1,000 per request), all in a process of their own so that they do not share the measuring
 client's interpreter. The two phases alternate in ``--rounds`` rounds (the flood paused, then on): on a shared
 machine a baseline measured once, before the flood, met other load than the flood did, and its p99 (the third
-slowest of 300) moved with it, so the ratio held in one run of three. Printed: B's p50 / p99 in both phases and their
-ratios (the goal: p99 within 3x of the baseline), A's answers by status, and the load average.
+slowest of 300) moved with it, so the ratio held in one run of three. A baseline starts once none of A's plan
+requests is in flight (one begun at most 2 s after the flood paused met A's last plans still computing on a
+loaded machine: its p50 5x and its p99 2x those of a drained one); a flooded phase ``--settle`` s after the
+flood's first plan request. ``--plans-share N`` gives project A and its key N plans in flight at once
+(ANNOPLAN_PLANS_PER_PROJECT and _PER_KEY; the service's 2 when absent): at the flood's size it is the service
+without fair sharing of plans.
+Printed: B's p50 / p99 in both phases and their ratios (the goal: p99 within 3x of the baseline), A's answers
+by status, the seconds the measured phases took and the load average.
 
     .venv/bin/python bench/fairness.py [--requests 300] [--flood 12] [--retry 0.05] [--flood-labels 0]
-        [--rounds 10] [--items-a 20000] [--items-b 400] [--workers 1] [--postgres URL]
+        [--rounds 10] [--settle 0.5] [--items-a 20000] [--items-b 400] [--workers 1] [--plans-share N]
+        [--postgres URL]
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from multiprocessing.queues import Queue
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
@@ -48,7 +56,7 @@ PLAN = {"p_h": 0.85, "p_j": 0.9, "design": "strat", "m": 60}
 
 def build(c: httpx.Client, name: str, n_items: int, seed: int) -> tuple[str, str]:
     """A labelled, planned project of ``n_items``; its id and an annotator key of its human ``h2``."""
-    pid = c.post("/projects", json={"name": name, "labels": ["pass", "fail"]}).json()["id"]
+    pid = c.post("/projects", json={"name": name, "labels": ["pass", "fail"], "order_seed": seed}).json()["id"]
     for ext, kind in PANEL:
         assert c.post(f"/projects/{pid}/raters", json={"external_id": ext, "kind": kind}).status_code == 201
     items = [f"i{i}" for i in range(n_items)]
@@ -83,27 +91,52 @@ def batch_latencies(base: str, pid: str, key: str, n: int) -> list[float]:
     return out
 
 
-def flood(base: str, pid: str, on: Event, stop: Event, retry: float, seeds: Iterator[int], statuses: list[int]) -> None:
+def flood(
+    base: str,
+    pid: str,
+    on: Event,
+    stop: Event,
+    retry: float,
+    seeds: Iterator[int],
+    statuses: list[int],
+    in_flight: Synchronized[int],
+) -> None:
     """A's pm asking for fresh plans while ``on``, until ``stop``; after a 429, again in ``retry`` s (not
-    Retry-After's)."""
+    Retry-After's). ``in_flight`` counts the flood's plan requests sent and not yet answered."""
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=600) as c:
         while not stop.is_set():
             if not on.wait(0.1):
                 continue
-            r = c.post(f"/projects/{pid}/plan", json={**PLAN, "seed": next(seeds)})
+            with in_flight.get_lock():
+                in_flight.value += 1
+            try:
+                r = c.post(f"/projects/{pid}/plan", json={**PLAN, "seed": next(seeds)})
+            finally:
+                with in_flight.get_lock():
+                    in_flight.value -= 1
             statuses.append(r.status_code)
             if r.status_code == 429:
                 time.sleep(retry)
 
 
 def flood_process(
-    base: str, pid: str, n_items: int, plans: int, labels: int, retry: float, on: Event, stop: Event, answers: Queue
+    base: str,
+    pid: str,
+    n_items: int,
+    plans: int,
+    labels: int,
+    retry: float,
+    on: Event,
+    stop: Event,
+    answers: Queue,
+    in_flight: Synchronized[int],
 ) -> None:
     """The flood's threads, in a process of their own: the client measuring B keeps its own interpreter."""
     seeds = itertools.count(1000)
     statuses: tuple[list[int], list[int]] = ([], [])
     threads = [
-        threading.Thread(target=flood, args=(base, pid, on, stop, retry, seeds, statuses[0])) for _ in range(plans)
+        threading.Thread(target=flood, args=(base, pid, on, stop, retry, seeds, statuses[0], in_flight))
+        for _ in range(plans)
     ]
     threads += [
         threading.Thread(target=label_flood, args=(base, pid, n_items, on, stop, statuses[1])) for _ in range(labels)
@@ -139,6 +172,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=10, help="alternations of the two phases")
+    parser.add_argument("--settle", type=float, default=0.5, help="seconds from the flood's start to measuring")
     parser.add_argument("--flood", type=int, default=12)
     parser.add_argument("--flood-labels", type=int, default=0)
     parser.add_argument(
@@ -147,6 +181,7 @@ def main() -> None:
     parser.add_argument("--items-a", type=int, default=20_000)
     parser.add_argument("--items-b", type=int, default=400)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--plans-share", type=int, help="plans project A and its key may have in flight at once")
     parser.add_argument("--postgres", help="a PostgreSQL URL (its public schema is wiped)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,13 +189,16 @@ def main() -> None:
         if args.postgres:
             wipe_postgres(url)
         migrate(url)
-        with LiveServer(url, KEY, workers=args.workers) as server:
+        share = {} if args.plans_share is None else {"plans_per_project": args.plans_share}
+        if args.plans_share is not None:
+            share["plans_per_key"] = args.plans_share
+        with LiveServer(url, KEY, workers=args.workers, **share) as server:
             with server.client(timeout=600) as c:
                 pid_a, _ = build(c, "A", args.items_a, 1)
                 pid_b, key_b = build(c, "B", args.items_b, 2)
             batch_latencies(server.base_url, pid_b, key_b, 20)  # warm: B's matrix and lists in the worker
             spawn = multiprocessing.get_context("spawn")
-            on, stop, answers = spawn.Event(), spawn.Event(), spawn.Queue()
+            on, stop, answers, in_flight = spawn.Event(), spawn.Event(), spawn.Queue(), spawn.Value("i", 0)
             flooder = spawn.Process(
                 target=flood_process,
                 args=(
@@ -173,19 +211,25 @@ def main() -> None:
                     on,
                     stop,
                     answers,
+                    in_flight,
                 ),
             )
             flooder.start()
             alone: list[float] = []
             flooded: list[float] = []
             per_round = max(args.requests // args.rounds, 1)
+            started = time.monotonic()
             for _ in range(args.rounds):
                 on.clear()
-                time.sleep(2)  # the plans in flight done
+                while in_flight.value:  # the plans in flight done
+                    time.sleep(0.02)
                 alone += batch_latencies(server.base_url, pid_b, key_b, per_round)
                 on.set()
-                time.sleep(2)  # the flood under way
+                while not in_flight.value:  # the flood asking
+                    time.sleep(0.02)
+                time.sleep(args.settle)  # the flood under way
                 flooded += batch_latencies(server.base_url, pid_b, key_b, per_round)
+            measured = time.monotonic() - started
             load = os.getloadavg()[0]
             stop.set()
             plans, writes = answers.get()
@@ -196,7 +240,8 @@ def main() -> None:
     print(f"B POST /batches under flood: p50 {f50:7.1f} ms  p99 {f99:7.1f} ms")
     print(f"ratio under flood / alone:   p50 {f50 / a50:5.2f}x   p99 {f99 / a99:5.2f}x   (goal: p99 <= 3x)")
     print(f"A's plans: {dict(collections.Counter(plans))}; A's label writes: {dict(collections.Counter(writes))}")
-    print(f"load average (1 min) at the end of the flood: {load:.1f}")
+    print(f"plans in flight per project and key: {args.plans_share or 'the service default'}")
+    print(f"measured phases: {measured:.1f} s; load average (1 min) at the end of the flood: {load:.1f}")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 settings.simulations_per_key,
                 every_request=False,  # only those small enough to be answered at once
             )
-            # the computations of no project (agreement, verification, pairwise) in child processes: per key
+            # large computations bounded per key (agreement, certificates, pairwise) in child processes
             app.state.computation_slots = Slots(
                 "large computations", None, settings.computations_per_key, every_request=False
             )

@@ -134,8 +134,9 @@ class Settings(BaseSettings):
     computations_per_key: int = Field(
         2,
         ge=1,
-        description="Large computations outside a project (agreement, certificate verification, pairwise: those "
-        "past the inline size, in a child process) one API key may have at once per worker process (429 past it).",
+        description="Large computations bounded per key (agreement, certificate issue and verification, pairwise: "
+        "those past the inline size, in a child process) one API key may have at once per worker process "
+        "(429 past it).",
     )
     worker_threads: int = Field(256, ge=8, description="Threads for sync requests, per worker process.")
     # Label Studio servers a sync may call (JSON list of base URLs), at any address; empty: any

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -10,9 +11,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from planner.certificate import BIT_GENERATOR, certificate_statement, label_snapshot, sha256_hex
+from planner.certificate import BIT_GENERATOR, label_snapshot, sha256_hex
 from service.core.errors import Conflict, Invalid, NotFound, echo
-from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Rater, new_public_id, utcnow
+from service.data.models import Certificate, Item, LabelEvent, Plan, Project, Rater
 from service.data.outbox import emit
 from service.documents.monitoring import planned_budget
 from service.matrices.arrival import arrival_order, listed_items, seeded_item_keys
@@ -251,14 +252,18 @@ def existing_certificate(session: Session, project_id: str, settings: dict[str, 
     )
 
 
-def issue_certificate(
-    session: Session, settings: dict[str, Any], snapshot: list[dict[str, Any]], *, retry_window_seconds: float
+def stored_certificate(
+    session: Session,
+    settings: dict[str, Any],
+    statement: dict[str, Any],
+    *,
+    issued_at: datetime,
+    retry_window_seconds: float,
 ) -> tuple[Certificate, bool]:
-    """Store the statement and queue ``certificate.created``; ``(certificate, created)`` — an existing twin wins."""
-    pid, now = settings["project"]["id"], utcnow()
-    cid = new_public_id("cert")
-    statement = certificate_statement(snapshot, settings, certificate={"id": cid, "issued_at": now.isoformat()})
-    result = statement["predicate"]["result"]
+    """Store ``statement``, computed for ``settings``, and queue ``certificate.created``; ``(certificate,
+    created)`` — a twin (same label_seq and settings) stored first wins."""
+    pid, result = settings["project"]["id"], statement["predicate"]["result"]
+    cid = statement["predicate"]["certificate"]["id"]
     row = Certificate(
         id=cid,
         project_id=pid,
@@ -267,7 +272,7 @@ def issue_certificate(
         criterion=settings["criterion"],
         decision=result["decision"],
         statement=statement,
-        created_at=now,
+        created_at=issued_at,
     )
     try:
         with session.begin_nested():

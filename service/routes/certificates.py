@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from planner.certificate import verify_certificate
+from planner.certificate import certificate_statement, verify_certificate
 from service.core.errors import Invalid, error_responses
 from service.core.limits import bounded_work
 from service.core.offload import ClientGone, computed
 from service.core.pagination import Page, PageDep, encode_cursor
-from service.data.models import Certificate
+from service.data.models import Certificate, new_public_id, utcnow
 from service.deps import (
     PrincipalDep,
     ProjectForPM,
@@ -29,9 +30,9 @@ from service.documents.certificates import (
     certificates_page,
     decision_count,
     existing_certificate,
-    issue_certificate,
     project_certificate,
     snapshot_at,
+    stored_certificate,
 )
 from service.schemas.certificates import (
     CertificateCreate,
@@ -56,7 +57,7 @@ def _statement_response(row: Certificate, status: int) -> JSONResponse:
     status_code=201,
     response_model=Statement,
     responses={
-        **error_responses(401, 403, 404, 409, 413, 422),
+        **error_responses(401, 403, 404, 409, 413, 422, 429),
         200: {"model": Statement, "description": "Already issued for these labels and settings"},
     },
 )
@@ -65,16 +66,20 @@ async def post_certificate(
     project: ProjectForPM,
     body: CertificateCreate,
     request: Request,
+    principal: PrincipalDep,
     session: ReadSession,
     settings: SettingsDep,
-) -> JSONResponse:
+) -> Response:
     """Freeze the decision at the current (or a given) `label_seq` as an in-toto Statement v1.
 
     Subjects: `labels-snapshot` (SHA-256 of the RFC 8785 canonical label rows up to
     `label_seq`) and `report` (SHA-256 of the canonical predicate without its issue
     metadata). The predicate holds the protocol, decision settings, plan, seeds, software
     versions and result. Idempotent: the same `label_seq` and settings return the first
-    certificate (200). 409 `no_judge` when the project has no judge.
+    certificate (200). 409 `no_judge` when the project has no judge. The work, label rows x
+    `n_resamples` x judges, is bounded by `ANNOPLAN_CERTIFICATE_MAX_WORK` (413 past it, checked before it
+    starts); a large one runs in a child process, outside the turn to write, and stops (nothing stored) if
+    the client disconnects; a key may have `ANNOPLAN_COMPUTATIONS_PER_KEY` such at once (429 past it).
     """
     frozen = await run_in_threadpool(
         certificate_settings, session, project, body, n_resamples=settings.bootstrap_resamples
@@ -83,17 +88,26 @@ async def post_certificate(
     if twin is not None:
         return _statement_response(twin, 200)
     snapshot = await run_in_threadpool(snapshot_at, session, project.id, frozen["label_seq"])
-    bounded_work(
+    work = bounded_work(
         {"label rows": len(snapshot), "resamples": frozen["seeds"]["n_resamples"], "decisions": decision_count(frozen)},
         settings.certificate_max_work,
         setting="certificate_max_work",
         code="certificate_too_large",
         advice="ask for fewer n_resamples",
     )
+    await run_in_threadpool(session.close)  # everything is read: the computation holds no connection
+    issued_at = utcnow()
+    metadata = {"id": new_public_id("cert"), "issued_at": issued_at.isoformat()}
+    try:  # off the writer's turn, which only the insert below takes
+        statement = await computed(
+            request, principal.key_id, work, partial(certificate_statement, certificate=metadata), snapshot, frozen
+        )
+    except ClientGone:
+        return Response(status_code=499)  # nobody reads it, and nothing is stored
     row, created = await written(
         request,
-        lambda writer: issue_certificate(  # the turn waited for in the event loop
-            writer, frozen, snapshot, retry_window_seconds=settings.webhook_retry_window_seconds
+        lambda writer: stored_certificate(
+            writer, frozen, statement, issued_at=issued_at, retry_window_seconds=settings.webhook_retry_window_seconds
         ),
     )
     return _statement_response(row, 201 if created else 200)

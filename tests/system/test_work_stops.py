@@ -1,14 +1,17 @@
-"""Work stops when its client leaves (issue 30): a plan, a synchronous simulation and a certificate
-verification, each large enough to compute in a child process of a live server, whose client closes the
-connection mid-computation. Counted: every computing child is gone within 2 s of the close, and a plan whose
-client left is not stored.
+"""Work stops when its client leaves (issue 30): a plan, a synchronous simulation, a certificate and a
+certificate verification, each large enough to compute in a child process of a live server, whose client
+closes the connection mid-computation. Counted: every computing child is gone within 2 s of the close, and a
+plan or certificate whose client left is not stored.
 
-Before, a plan and a synchronous simulation computed on a request thread to the end (a plan then stored)
-however long the client had been gone; the verification's kill had no test of its own."""
+Before, a plan, a synchronous simulation and a certificate computed on a request thread to the end (a plan or
+certificate then stored) however long the client had been gone; the verification's kill had no test of its
+own. A certificate computed inside its process's turn to write, so on SQLite every other project's writes
+waited for it."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import httpx
@@ -16,7 +19,7 @@ import numpy as np
 
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
-from tests.system.test_attacks import seconds_to_stop_after_leaving
+from tests.system.test_attacks import alive, computations, seconds_to_stop_after_leaving
 
 GONE_WITHIN_S = 2.0
 
@@ -60,15 +63,45 @@ def test_a_synchronous_simulation_stops_when_its_client_leaves(database_url: str
         assert small.status_code == 200, small.text
 
 
-def test_a_certificate_verification_stops_when_its_client_leaves(database_url: str) -> None:
-    # resamples run over item patterns, so 10,000 of them take under a second: the bound is raised for 100,000
+def test_certificates_compute_off_the_writers_turn_and_stop_when_their_client_leaves(database_url: str) -> None:
+    """Issuing a certificate leaves another project's writes free, and stops storing nothing when its client
+    leaves; verifying one stops likewise. 20,000 label rows x 100,000 resamples (the most a certificate may
+    name) compute for seconds in a child; resamples run over item patterns, so 10,000 took under a second:
+    the work bound is raised for them."""
     with LiveServer(database_url, ADMIN_KEY, certificate_max_work=10**10) as server, server.client(timeout=300) as c:
+        assert server.proc is not None
         pid = labelled_project(c, 4_000)
-        statement = c.post(f"/projects/{pid}/certificates", json={"n_resamples": 20})
-        assert statement.status_code == 201, statement.text
+        other = c.post("/projects", json={"name": "other", "labels": ["pass", "fail"]}).json()["id"]
+        assert c.post(f"/projects/{other}/raters", json={"external_id": "h", "kind": "human"}).status_code == 201
+        assert c.post(f"/projects/{other}/items", json=[{"external_id": "x"}]).status_code == 200
+        body = {"n_resamples": 100_000, "seed": 1}
+        before = computations(server.proc.pid)
+        issued: list[httpx.Response] = []
+        issuing = threading.Thread(target=lambda: issued.append(c.post(f"/projects/{pid}/certificates", json=body)))
+        issuing.start()
+        deadline = time.monotonic() + 2.0  # a tree that computes in the request has no child to wait for
+        while not alive(computations(server.proc.pid) - before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with server.client() as writer:  # another project's labels, written while the certificate computes
+            written = writer.post(f"/projects/{other}/labels", json=[{"item": "x", "rater": "h", "value": "pass"}])
+        computing = issuing.is_alive()
+        issuing.join()
+        assert written.status_code == 200, written.text
+        assert computing, "another project's labels waited for the certificate's computation (the writer was held)"
+        assert issued[0].status_code == 201, issued[0].text
+        again = c.post(f"/projects/{pid}/certificates", json=body)  # idempotent: the first certificate
+        assert again.status_code == 200 and again.json() == issued[0].json()
+
+        took = seconds_to_stop_after_leaving(server, f"/projects/{pid}/certificates", {**body, "seed": 2})
+        assert took <= GONE_WITHIN_S, f"the certificate computed on for {took:.1f} s after its client left"
+        time.sleep(1.0)  # the request sees the departure at its next poll and ends
+        stored = c.get(f"/projects/{pid}/certificates").json()["items"]
+        assert [s["id"] for s in stored] == [issued[0].json()["predicate"]["certificate"]["id"]], (
+            "a certificate whose client left was stored"
+        )
+
         export = c.get(f"/projects/{pid}/labels", params={"history": "true", "format": "ndjson"}).text
         labels = [json.loads(line) for line in export.splitlines()]
-        edited = statement.json()
-        edited["predicate"]["seeds"]["n_resamples"] = 100_000  # 20,000 rows x 100,000: within the raised bound
-        took = seconds_to_stop_after_leaving(server, "/certificates/verify", {"certificate": edited, "labels": labels})
+        verify = {"certificate": issued[0].json(), "labels": labels}
+        took = seconds_to_stop_after_leaving(server, "/certificates/verify", verify)
         assert took <= GONE_WITHIN_S, f"the verification computed on for {took:.1f} s after its client left"
