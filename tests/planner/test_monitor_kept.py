@@ -7,6 +7,7 @@ the rows written since: continued when labels were only added, its paths patched
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,6 +145,18 @@ def _opening_panel(rng: np.random.Generator, n_items: int) -> tuple[np.ndarray, 
     return codes, order
 
 
+def _options(rng: np.random.Generator, n_items: int, *, keyed: bool, weighted: bool) -> dict[str, Any]:
+    """The monitor's options for :func:`_opening_panel`'s judge and four humans: item keys and inclusion
+    probabilities drawn from ``rng`` when asked for."""
+    return {
+        "judge": 0,
+        "humans": [1, 2, 3, 4],
+        "n_labels": 2,
+        "tiebreak": rng.integers(0, 2**63, n_items, dtype=np.uint64) if keyed else None,
+        "inclusion": rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None,
+    }
+
+
 @pytest.mark.parametrize(("keyed", "weighted"), [(False, False), (True, False), (False, True), (True, True)])
 def test_corrections_and_retractions_patch_the_kept_paths(
     keyed: bool, weighted: bool, monkeypatch: pytest.MonkeyPatch
@@ -151,13 +164,7 @@ def test_corrections_and_retractions_patch_the_kept_paths(
     rng = np.random.default_rng(17 + 2 * keyed + weighted)
     n_items = 3_000
     codes, order = _opening_panel(rng, n_items)
-    options = {
-        "judge": 0,
-        "humans": [1, 2, 3, 4],
-        "n_labels": 2,
-        "tiebreak": rng.integers(0, 2**63, n_items, dtype=np.uint64) if keyed else None,
-        "inclusion": rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None,
-    }
+    options = _options(rng, n_items, keyed=keyed, weighted=weighted)
     _, state = kept_monitoring(codes, previous=None, order=order, **options)
     read: list[int] = []
     differences = sequential.differences
@@ -282,12 +289,7 @@ def test_a_correction_is_computed_again_from_the_mark_before_its_rank(
     rng = np.random.default_rng(23 + weighted)
     n_items = 3_000
     codes, order = _opening_panel(rng, n_items)
-    options = {
-        "judge": 0,
-        "humans": [1, 2, 3, 4],
-        "n_labels": 2,
-        "inclusion": rng.choice([0.25, 0.5, 1.0], n_items) if weighted else None,
-    }
+    options = _options(rng, n_items, keyed=False, weighted=weighted)
     monkeypatch.setattr(sequential, "_PATH_CHUNK", 97)
     kept, state = kept_monitoring(codes, previous=None, order=order, **options)
     assert any(r.status != "open" for r in kept.raters)  # not vacuous: certifications to keep
