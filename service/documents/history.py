@@ -4,7 +4,8 @@ The points are written on purpose, by the job queue's history turn (:mod:`servic
 a point at the ``label_seq`` a project's labels moved to, at most one per project and period), never by a
 read; a view draws them with the point of the document on its page. History from before the first stored
 point (projects older than this store, or labels written before the turn first saw them) is replayed from the
-events once, as job-queue work (:mod:`service.documents.history_replays`), not in the api process.
+events once, as job-queue work the history turn queues (:mod:`service.documents.history_replays`), not in the
+api process.
 """
 
 from __future__ import annotations
@@ -41,16 +42,16 @@ def pool_score_history(
     """The stored human-pool scores over label_seq (at most :data:`SHOWN_POINTS`), with ``shown``'s (the
     document on the page: drawn, not stored; the history turn stores its own point of that label_seq).
 
-    What precedes the first stored point is replayed once, by the job queue; a view that does not get
-    the replay within ``wait`` seconds draws the stored points without it, and says how far the replay
-    has come.
+    What precedes the first stored point is replayed once, by the job queue (the history turn queues it); a
+    view only reads the replay's state, and one that does not get it finished within ``wait`` seconds draws
+    the stored points without it and says how far the replay has come (not started: the turn has yet to
+    queue it). A view writes nothing.
     """
     points = _stored_points(session, project.id, criterion)
     under_way = None
     if not points or points[0][0] != 0:
-        until = points[0][0] if points else project.label_seq
         replay = awaited_replay(
-            sessionmaker(session.get_bind(), expire_on_commit=False), project.id, criterion, until, wait=wait
+            sessionmaker(session.get_bind(), expire_on_commit=False), project.id, criterion, wait=wait
         )
         if replay.finished:
             points = _stored_points(session, project.id, criterion)

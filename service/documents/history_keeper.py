@@ -7,7 +7,10 @@ newest stored point of its first criterion (the one the dashboard draws), the hu
 :data:`PROJECTS_PER_TURN` projects a turn, taken in id order from where the last turn stopped (the cursor
 rides on the turn's row), which bounds a turn's work to that many matrix reads and serves every due project
 within a few turns. So the history holds a point per period while labels move, at the ``label_seq`` of the
-turn, and none while they do not (docs/operations.md).
+turn, and none while they do not (docs/operations.md). The turn also queues each history's one-time replay
+(:mod:`service.documents.history_replays`: what precedes the first point), when it takes a project with no
+point stored, and for histories stored before it did so (:func:`unmarked_histories`), in the same write
+transaction: a view only reads the replay's state.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from planner.patterns import item_patterns
 from service.core.background import PollingThread
 from service.core.db import session_scope
 from service.data import jobs
-from service.data.models import PoolScore, Project
+from service.data.models import Job, PoolScore, Project
+from service.documents import history_replays
 from service.documents.reliability import estimator_in_force, judge_validation
 from service.matrices.store import current_matrix
 from service.planning.lists import inclusion_by_item
@@ -85,11 +89,13 @@ def points_due(session: Session, after: str) -> list[str]:
 def store_due_points(
     sessions: sessionmaker[Session], after: str, *, stopping: Callable[[], bool] = lambda: False
 ) -> tuple[list[tuple[str, int, float | None]], str]:
-    """Store the points due (:func:`points_due` after ``after``) in one write transaction: the points stored,
-    each (project, label_seq, score), and the last project taken (the next turn's ``after``). A project whose
-    point fails is logged and left out, as is an undefined first point (:func:`_has_points`); ``stopping`` ends
-    the turn early."""
+    """Store the points due (:func:`points_due` after ``after``) and queue the replays due in one write
+    transaction: the points stored, each (project, label_seq, score), and the last project taken (the next
+    turn's ``after``). A project whose point fails is logged and left out, as is an undefined first point
+    (:func:`_has_points`); a project taken with no point stored gets the replay of its history through the
+    point's label_seq, and :func:`unmarked_histories` theirs; ``stopping`` ends the turn early."""
     points: list[tuple[str, str, int, float | None]] = []
+    replays: list[tuple[str, str, int]] = []
     with session_scope(sessions) as session:
         for pid in points_due(session, after):
             if stopping():
@@ -103,18 +109,46 @@ def store_due_points(
             except Exception:  # one project's failure leaves the others' points
                 log.exception("pool-score point of project %s not computed", pid)
                 continue
-            if score is not None or _has_points(session, pid, criterion):
+            stored = _has_points(session, pid, criterion)
+            if score is not None or stored:
                 points.append((pid, criterion, seq, score))
-    if points:
+            if not stored:  # the replay draws what precedes the first point
+                replays.append((pid, criterion, seq))
+        replays += unmarked_histories(session)
+    if points or replays:
         with session_scope(sessions, write=True) as session:
-            session.execute(
-                text(
-                    "INSERT INTO pool_scores (project_id, criterion, label_seq, score) "
-                    "VALUES (:p, :c, :s, :v) ON CONFLICT DO NOTHING"
-                ),
-                [{"p": p, "c": c, "s": s, "v": v} for p, c, s, v in points],
-            )
+            if points:
+                session.execute(
+                    text(
+                        "INSERT INTO pool_scores (project_id, criterion, label_seq, score) "
+                        "VALUES (:p, :c, :s, :v) ON CONFLICT DO NOTHING"
+                    ),
+                    [{"p": p, "c": c, "s": s, "v": v} for p, c, s, v in points],
+                )
+            for pid, criterion, until in replays:
+                history_replays.queue_replay(session, pid, criterion, until)
     return [(p, s, v) for p, _, s, v in points], after
+
+
+def unmarked_histories(session: Session) -> list[tuple[str, str, int]]:
+    """The label projects whose first criterion has stored points but no replay mark (the point at label_seq 0)
+    and no replay job (stored before the turn queued replays), each (project, criterion, first stored
+    label_seq): at most :data:`PROJECTS_PER_TURN`, in id order."""
+    queued = set(session.scalars(select(Job.key).where(Job.kind == history_replays.KIND)))
+    first = session.execute(
+        select(PoolScore.project_id, PoolScore.criterion, func.min(PoolScore.label_seq))
+        .group_by(PoolScore.project_id, PoolScore.criterion)
+        .having(func.min(PoolScore.label_seq) > 0)
+        .order_by(PoolScore.project_id)
+    ).all()
+    unqueued = [(p, c, int(s)) for p, c, s in first if history_replays.replay_key(p, c) not in queued]
+    drawn: dict[str, list[str]] = {
+        pid: criteria
+        for pid, criteria in session.execute(
+            select(Project.id, Project.criteria).where(Project.id.in_({p for p, _, _ in unqueued}))
+        )
+    }
+    return [(p, c, s) for p, c, s in unqueued if p in drawn and drawn[p][0] == c][:PROJECTS_PER_TURN]
 
 
 def _has_points(session: Session, project_id: str, criterion: str) -> bool:

@@ -1,9 +1,11 @@
 """The dashboard's one-time history replay as job-queue work, off the api processes (issue 32).
 
 A pool-score history with no replay mark (the point at ``label_seq`` 0) is replayed once from the events
-(:func:`service.documents.history.pool_history`). A view asks for it with :func:`ask_replay`: a job of
-kind ``history-replay`` per (project, criterion), which a process that runs the queue (``annoplan
-worker``, or an api process with ``api_runs_jobs``) claims with a lease and runs on a thread of its own.
+(:func:`pool_history`). The job queue's history turn queues it (:func:`queue_replay`, from
+:mod:`service.documents.history_keeper`): a job of kind ``history-replay`` per (project, criterion), which a
+process that runs the queue (``annoplan worker``, or an api process with ``api_runs_jobs``) claims with a
+lease and runs on a thread of its own. A view only reads how far it has come (:func:`replay_state`): a read
+queues nothing.
 Its progress (events applied of the events to replay) is written to the job's row after each stretch,
 with the lease renewed; the replayed points and the mark are stored in the transaction that ends the job,
 so the mark is there exactly when the job is done. A worker that dies leaves the replay to the next
@@ -120,33 +122,46 @@ def replay_key(project_id: str, criterion: str) -> str:
     return f"{project_id}|{criterion}"
 
 
-def ask_replay(sessions: sessionmaker[Session], project_id: str, criterion: str, until: int) -> HistoryReplay:
-    """The replay of the history through ``until``, queued unless it is already queued or running, and
-    how far it has come (``finished`` once done or failed)."""
+def queue_replay(session: Session, project_id: str, criterion: str, until: int) -> bool:
+    """Queue the replay of ``criterion``'s history through ``until`` in the caller's write transaction, unless
+    a replay of it is already queued, running or ended; whether this call queued it."""
     key = replay_key(project_id, criterion)
+    if session.execute(select(Job.id).where(Job.kind == KIND, Job.key == key)).first() is not None:
+        return False
+    try:
+        with session.begin_nested():  # another turn queued it meanwhile: its row stands, this one is dropped
+            jobs.enqueue(
+                session,
+                KIND,
+                key,
+                {"project": project_id, "criterion": criterion, "until": until},
+                max_attempts=ATTEMPTS,
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def replay_state(sessions: sessionmaker[Session], project_id: str, criterion: str) -> HistoryReplay:
+    """How far the replay of ``criterion``'s history has come, read from its job's row (``finished`` once done
+    or failed); not started while no replay is queued. A read: it writes nothing."""
     with session_scope(sessions) as session:
-        found = session.execute(select(Job.state, Job.payload).where(Job.kind == KIND, Job.key == key)).first()
+        found = session.execute(
+            select(Job.state, Job.payload).where(Job.kind == KIND, Job.key == replay_key(project_id, criterion))
+        ).first()
     if found is None:
-        try:
-            with session_scope(sessions, write=True) as session:
-                payload = {"project": project_id, "criterion": criterion, "until": until}
-                jobs.enqueue(session, KIND, key, payload, max_attempts=ATTEMPTS)
-        except IntegrityError:  # another view queued it first
-            pass
         return HistoryReplay()
     state, payload = found
     return HistoryReplay(int(payload.get("done", 0)), payload.get("total"), state in ("done", "failed"))
 
 
-def awaited_replay(
-    sessions: sessionmaker[Session], project_id: str, criterion: str, until: int, *, wait: float
-) -> HistoryReplay:
-    """:func:`ask_replay`, then its state polled until it is finished or ``wait`` seconds have passed."""
+def awaited_replay(sessions: sessionmaker[Session], project_id: str, criterion: str, *, wait: float) -> HistoryReplay:
+    """:func:`replay_state`, polled until the replay is finished or ``wait`` seconds have passed."""
     deadline = time.monotonic() + wait
-    replay = ask_replay(sessions, project_id, criterion, until)
+    replay = replay_state(sessions, project_id, criterion)
     while not replay.finished and time.monotonic() < deadline:
         time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
-        replay = ask_replay(sessions, project_id, criterion, until)
+        replay = replay_state(sessions, project_id, criterion)
     return replay
 
 

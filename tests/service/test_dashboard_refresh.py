@@ -16,14 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 import service.documents.history_replays as history_replays
+import service.documents.history_keeper as history_keeper
 import service.documents.looks as looks
 from service.app import create_app
 from service.core.db import session_scope
 from service.core.settings import Settings
-from service.data.models import Job, PoolScore, ShownDecision
+from service.data.models import Base, Job, PoolScore, ShownDecision
 from tests.conftest import ADMIN_KEY
 from tests.factories import create_project
 
@@ -72,6 +73,12 @@ def _labelled(client: TestClient) -> tuple[str, int]:
     for rater in ("judge", "prim", "h2", "h3"):
         now = _write(client, pid, rater)
     return pid, now
+
+
+def _turn(client: TestClient) -> list[tuple[str, int, float | None]]:
+    """The job queue's history turn, taken now: the points it stored (it queues the replays due)."""
+    points, _ = history_keeper.store_due_points(client.app.state.sessions, "")  # type: ignore[attr-defined]
+    return points
 
 
 def replayed(client: TestClient, pid: str, timeout: float = 30.0) -> None:
@@ -198,6 +205,9 @@ def test_the_history_before_the_first_stored_point_is_replayed_in_the_background
     monkeypatch.setattr(history_replays, "pool_history", lambda *a, **k: gate.wait(60) and original(*a, **k))
     r = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv")
     assert r.status_code == 200 and [line.split(",")[0] for line in r.text.splitlines()[1:]] == [str(now)]
+    assert [(p, s) for p, s, _ in _turn(impatient)] == [(pid, now)]  # the turn's first point queues the replay
+    r = impatient.get(f"/projects/{pid}/dashboard/charts/pool-history.csv")
+    assert r.status_code == 200 and [line.split(",")[0] for line in r.text.splitlines()[1:]] == [str(now)]
     gate.set()
     replayed(impatient, pid)
     seqs = [
@@ -221,7 +231,8 @@ def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_d
 
     monkeypatch.setattr(history_replays, "validate_judge", second_stretch_held)
     page = impatient.get(f"/projects/{pid}/dashboard").text
-    assert 'data-history-rebuilding="true"' in page
+    assert 'data-history-rebuilding="true"' in page and "History being rebuilt: reading the events." in page
+    _turn(impatient)
     for _ in range(200):  # the replay thread reaches its second stretch
         if len(stretches) == 2:
             break
@@ -243,7 +254,8 @@ def test_while_the_history_is_replayed_the_page_says_how_far_and_reloads_until_d
 
 
 def test_an_api_process_that_runs_no_jobs_leaves_the_replay_to_the_job_queue(settings: Settings) -> None:
-    """Issue 32: the replay is queue work; the api process only asks for it and shows how far it has come."""
+    """Issue 32: the replay is queue work, queued by the history turn; the api process only reads how far it has
+    come (issue 27: a view queues nothing)."""
     quiet = settings.model_copy(update={"dashboard_wait_seconds": 0, "api_runs_jobs": False})
     with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
         api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
@@ -251,9 +263,13 @@ def test_an_api_process_that_runs_no_jobs_leaves_the_replay_to_the_job_queue(set
         csv = api.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text
         assert [line.split(",")[0] for line in csv.splitlines()[1:]] == [str(now)]
         page = api.get(f"/projects/{pid}/dashboard").text
-        assert "History being rebuilt: reading the events." in page  # queued: nobody has read them yet
+        assert "History being rebuilt: reading the events." in page  # not queued yet: the turn queues it
         sessions = api.app.state.sessions  # type: ignore[attr-defined]
         key = history_replays.replay_key(pid, "default")
+        with session_scope(sessions) as session:
+            assert session.scalar(select(Job.state).where(Job.kind == history_replays.KIND, Job.key == key)) is None
+        _turn(api)
+        assert "History being rebuilt: reading the events." in api.get(f"/projects/{pid}/dashboard").text
         with session_scope(sessions) as session:
             assert session.scalar(select(Job.state).where(Job.kind == history_replays.KIND, Job.key == key)) == (
                 "queued"
@@ -267,3 +283,31 @@ def test_an_api_process_that_runs_no_jobs_leaves_the_replay_to_the_job_queue(set
         csv = api.get(f"/projects/{pid}/dashboard/charts/pool-history.csv").text
         assert len(csv.splitlines()[1:]) == 8
         assert 'id="history-rebuilding"' not in api.get(f"/projects/{pid}/dashboard").text
+
+
+def _rows(client: TestClient) -> dict[str, int]:
+    """Rows of every table but the looks' shown decisions, and of jobs but the periodic turns' own rows."""
+    with session_scope(client.app.state.sessions) as session:  # type: ignore[attr-defined]
+        rows = {t.name: session.scalar(select(func.count()).select_from(t)) or 0 for t in Base.metadata.sorted_tables}
+        rows["jobs"] = session.scalar(select(func.count()).select_from(Job).where(Job.kind != "periodic")) or 0
+    del rows["shown_decisions"]
+    return rows
+
+
+def test_a_dashboard_view_and_the_history_downloads_write_no_row(client: TestClient) -> None:
+    """Issue 27: views are reads. A labelled project with no stored history: its dashboard and the history's
+    CSV and SVG add no row to any table (no replay job, no pool-score point), and the turn then queues the one
+    replay and stores the point."""
+    pid, now = _labelled(client)
+    before = _rows(client)
+    page = client.get(f"/projects/{pid}/dashboard")
+    assert page.status_code == 200 and "History being rebuilt: reading the events." in page.text
+    for chart in ("pool-history.csv", "pool-history.svg"):
+        assert client.get(f"/projects/{pid}/dashboard/charts/{chart}").status_code == 200
+    client.app.state.documents.settle()  # type: ignore[attr-defined]
+    assert _rows(client) == before
+    assert [(p, s) for p, s, _ in _turn(client)] == [(pid, now)]
+    after = _rows(client)
+    assert (
+        after["jobs"] == before["jobs"] + 1 and after["pool_scores"] > before["pool_scores"]
+    )  # the replay may have run
