@@ -616,6 +616,7 @@ def test_dashboard_history_is_replayed_once_then_stored_as_label_seq_advances(
     calls = []
     replay = pool_scores.pool_history
     monkeypatch.setattr(pool_scores, "pool_history", lambda *a, **k: calls.append(1) or replay(*a, **k))
+    assert store_due_points(client.app.state.sessions, "")[0][0][1] == 60  # the turn queues the replay
     for _ in range(3):
         assert client.get(f"/projects/{pid}/dashboard").status_code == 200
     assert len(calls) == 1

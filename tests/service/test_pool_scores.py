@@ -65,12 +65,12 @@ def test_points_are_the_documents_scores_stored_by_the_history_turn_and_survive_
         doc = client.get(f"/projects/{pid}/reliability").json()
         client.app.state.documents.settle()  # type: ignore[attr-defined]
         assert seq not in _stored(client, pid)  # the read stored no point
-        if step == 0:  # one human: undefined, and not stored as the first point (the replay draws what precedes it)
+        if step == 0:  # one human: undefined, and not stored as the first point; the turn queues the replay of it
             assert doc["human_pool"]["estimate"] is None and _turn(client) == []
             continue
         assert _turn(client) == [(pid, seq, doc["human_pool"]["estimate"])] and _turn(client) == []
         seen[seq] = doc["human_pool"]["estimate"]
-    before = dict(_history(client, pid))  # the first view replays what precedes the first point, once
+    before = dict(_history(client, pid))  # the replay the turn queued drew what precedes the first point
     first = min(seen)
     assert {seq: before[seq] for seq in seen} == seen and all(seq < first for seq in set(before) - set(seen))
     replays = []
@@ -114,8 +114,9 @@ def test_reads_store_no_point_and_the_turn_fills_the_chart_as_the_batches_are_la
         )
     r = client.post(f"/projects/{pid}/plan", json={"p_h": 0.85, "p_j": 0.9, "design": "random", "m": 20, "seed": 2})
     assert r.status_code == 201, r.text
-    # The first view queues the one-time replay of the history before the first stored point (none yet: all
-    # of it), which the app's queue runs while the view waits; from then on the history is whole.
+    # The turn queues the one-time replay of the history before the first point it takes (none stored yet: all
+    # of it; undefined, so not stored), which the app's queue runs while the view waits; then the history is whole.
+    assert _turn(client) == []
     assert client.get(f"/projects/{pid}/dashboard").status_code == 200
     assert 0 in _stored(client, pid)
     shown: dict[int, float | None] = {}
@@ -148,7 +149,8 @@ def test_reads_store_no_point_and_the_turn_fills_the_chart_as_the_batches_are_la
 def test_history_before_the_first_stored_point_is_replayed_once(client: TestClient) -> None:
     pid = create_project(client, items=[f"i{k}" for k in range(10)])
     for r in ("judge", "prim", "h2", "h3"):
-        _write(client, pid, [(f"i{k}", r, "pass" if k % 3 else "fail") for k in range(10)])
+        seq = _write(client, pid, [(f"i{k}", r, "pass" if k % 3 else "fail") for k in range(10)])
+    assert [(p, s) for p, s, _ in _turn(client)] == [(pid, seq)]  # the first point queues the replay before it
     history = _history(client, pid)
     # Nobody looked before: the events from the second human's first label (h2, seq 21; with the primary
     # alone the pool score is undefined) are replayed at their 1/8 .. 8/8 quantiles ('higher': of the 20
@@ -205,3 +207,33 @@ def test_the_history_turn_runs_once_a_period_and_serves_every_moved_project_in_t
         monkeypatch.setattr(history_keeper, "PROJECTS_PER_TURN", 3)
         stored, after = history_keeper.store_due_points(sessions, "")
         assert [p for p, _, _ in stored] == [pids[0], pids[2]] and after == pids[2]
+
+
+def test_histories_stored_before_the_turn_queued_replays_get_theirs_a_few_a_turn_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deployment older than the replay mark: projects with stored points, no mark and no replay job get the
+    replay through their first stored point from the turn, at most ``PROJECTS_PER_TURN`` a turn, in id order,
+    once; a history with its mark gets none."""
+    quiet = settings.model_copy(update={"api_runs_jobs": False})  # no replay run, no turn of the app's own
+    monkeypatch.setattr(history_keeper, "PROJECTS_PER_TURN", 2)
+    with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
+        api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        labels = [(f"i{k}", r, "pass" if (k + n) % 3 else "fail") for k in range(6) for n, (r, _) in enumerate(PANEL)]
+        pids = sorted(create_project(api, items=[f"i{k}" for k in range(6)]) for _ in range(4))
+        seqs = {pid: _write(api, pid, labels) for pid in pids}
+        sessions = api.app.state.sessions  # type: ignore[attr-defined]
+        with session_scope(sessions, write=True) as session:  # points stored before the turn queued replays
+            for pid in pids:
+                session.add(PoolScore(project_id=pid, criterion="default", label_seq=seqs[pid] - 3, score=0.5))
+                session.add(PoolScore(project_id=pid, criterion="default", label_seq=seqs[pid], score=0.5))
+            session.add(PoolScore(project_id=pids[3], criterion="default", label_seq=0, score=None))  # its mark
+
+        def queued() -> dict[str, int]:
+            with session_scope(sessions) as session:
+                rows = session.execute(select(Job.payload).where(Job.kind == history_replays.KIND)).scalars()
+                return {payload["project"]: payload["until"] for payload in rows}
+
+        assert _turn(api) == [] and queued() == {pid: seqs[pid] - 3 for pid in pids[:2]}
+        assert _turn(api) == [] and queued() == {pid: seqs[pid] - 3 for pid in pids[:3]}
+        assert _turn(api) == [] and len(queued()) == 3  # each once; the marked history none
