@@ -18,8 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-import service.documents.history_replays as history_replays
 import service.documents.history_keeper as history_keeper
+import service.documents.history_replays as history_replays
 import service.documents.looks as looks
 from service.app import create_app
 from service.core.db import session_scope

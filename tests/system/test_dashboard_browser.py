@@ -19,6 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli import app as cli
+from service.core.db import make_engine, make_sessionmaker
+from service.documents.history_keeper import store_due_points
 from tests.conftest import ADMIN_KEY
 from tests.live_server import LiveServer
 
@@ -72,15 +74,29 @@ def console_errors(driver: WebDriver) -> list[str]:
     ]
 
 
+def take_history_turn(database_url: str) -> None:
+    """The job queue's history turn, taken by the test (the live server's own comes an hour apart): it queues
+    the replay of a project's history, which the server's queue then runs."""
+    engine = make_engine(database_url)
+    try:
+        store_due_points(make_sessionmaker(engine), "")
+    finally:
+        engine.dispose()
+
+
 def test_dashboard_renders_decision_and_charts(database_url: str, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    # The page waits for its document and the replayed history (an older look is tested below).
-    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60) as server:
+    # The page waits for its document and the replayed history (an older look is tested below); the test takes
+    # the history turn that queues the replay before the view, so the view does not race the server's turn.
+    with LiveServer(
+        database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60, history_point_seconds=3600
+    ) as server:
         result = CliRunner().invoke(cli, ["demo", "--url", server.base_url, "--key", ADMIN_KEY, "--n-items", "400"])
         assert result.exit_code == 0, result.output
         pid = result.output.split()[1].rstrip(":")
+        take_history_turn(database_url)
         with server.client() as c:
             viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
             decision = c.get(f"/projects/{pid}/reliability").json()["decision"]
@@ -361,14 +377,16 @@ def test_a_page_showing_an_older_document_reloads_itself_when_the_fresh_one_is_r
 def test_a_page_drawn_while_the_history_is_replayed_says_so_and_reloads_into_the_whole_history(
     database_url: str, tmp_path: Path
 ) -> None:
-    """A project whose labels were written before anyone looked: its first view does not wait for the
-    history's replay, says how far it has come, and reloads until the replayed points are drawn."""
+    """A project whose labels were written before the history turn took it: its first view does not wait for
+    the history's replay, says it is being rebuilt, and reloads until the replayed points are drawn."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
     items = [f"i{k}" for k in range(3000)]
-    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=0) as server:
+    with LiveServer(
+        database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=0, history_point_seconds=3600
+    ) as server:
         with server.client() as c:
             c.timeout = 120
             pid = c.post("/projects", json={"name": "replayed history", "labels": ["pass", "fail"]}).json()["id"]
@@ -383,11 +401,12 @@ def test_a_page_drawn_while_the_history_is_replayed_says_so_and_reloads_into_the
             viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
         driver = chromium(tmp_path)
         try:
-            # the first view: the replay starts, not waited for
+            # the first view, before the history turn has queued the replay: a view queues nothing
             log_in(driver, f"{server.base_url}/login", viewer, f"/projects/{pid}/dashboard", wait=60)
             note = driver.find_element(By.ID, "history-rebuilding").text
-            assert note.startswith("History being rebuilt: ") and "page reloads when the replay is done" in note
+            assert note.startswith("History being rebuilt: reading the events.") and "page reloads when" in note
             _screenshot(driver, shots / "dashboard-history-rebuilding.png")
+            take_history_turn(database_url)  # the turn queues the replay; the server's queue runs it
             WebDriverWait(driver, 120).until(lambda d: d.find_elements(By.ID, "history-rebuilding") == [])
             assert driver.find_elements(By.CSS_SELECTOR, "svg#pool-history"), "the replayed line is drawn"
             assert console_errors(driver) == []
