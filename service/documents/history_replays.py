@@ -142,27 +142,28 @@ def queue_replay(session: Session, project_id: str, criterion: str, until: int) 
     return True
 
 
-def replay_state(sessions: sessionmaker[Session], project_id: str, criterion: str) -> HistoryReplay:
+def replay_state(sessions: sessionmaker[Session], project_id: str, criterion: str) -> HistoryReplay | None:
     """How far the replay of ``criterion``'s history has come, read from its job's row (``finished`` once done
-    or failed); not started while no replay is queued. A read: it writes nothing."""
+    or failed); ``None`` while no replay is queued. A read: it writes nothing."""
     with session_scope(sessions) as session:
         found = session.execute(
             select(Job.state, Job.payload).where(Job.kind == KIND, Job.key == replay_key(project_id, criterion))
         ).first()
     if found is None:
-        return HistoryReplay()
+        return None
     state, payload = found
     return HistoryReplay(int(payload.get("done", 0)), payload.get("total"), state in ("done", "failed"))
 
 
 def awaited_replay(sessions: sessionmaker[Session], project_id: str, criterion: str, *, wait: float) -> HistoryReplay:
-    """:func:`replay_state`, polled until the replay is finished or ``wait`` seconds have passed."""
+    """:func:`replay_state`, polled until the replay is finished or ``wait`` seconds have passed; not started,
+    at once, while none is queued (the history turn has yet to queue it: nothing to wait for)."""
     deadline = time.monotonic() + wait
     replay = replay_state(sessions, project_id, criterion)
-    while not replay.finished and time.monotonic() < deadline:
+    while replay is not None and not replay.finished and time.monotonic() < deadline:
         time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
         replay = replay_state(sessions, project_id, criterion)
-    return replay
+    return HistoryReplay() if replay is None else replay
 
 
 def _write_progress(sessions: sessionmaker[Session], job: jobs.Claimed, done: int, total: int | None) -> None:
