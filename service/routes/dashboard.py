@@ -277,8 +277,9 @@ def get_dashboard(
 
     A read is a look, as `/reliability` is (docs/method.md §8.3): a newly computed document records the
     project's opening and the pass or reject decisions it shows. The pool-score history is drawn from the
-    points the job queue stores (with the shown document's own); the first view of a project whose history
-    before its first stored point was never replayed queues that replay, once.
+    points the job queue stores (with the shown document's own); what precedes the first stored point is
+    replayed once by the job queue (its history turn queues the replay), and a view only reads how far the
+    replay has come: a view queues nothing.
     """
     if isinstance(access, Response):
         return access
