@@ -299,10 +299,13 @@ def test_a_5000_item_demo_in_chromium(database_url: str, tmp_path: Path) -> None
     from selenium.webdriver.common.by import By
 
     shots = Path(os.environ.get("ANNOPLAN_SCREENSHOT_DIR", tmp_path))
-    with LiveServer(database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60) as server:
+    with LiveServer(
+        database_url, ADMIN_KEY, bootstrap_resamples=200, dashboard_wait_seconds=60, history_point_seconds=3600
+    ) as server:
         result = CliRunner().invoke(cli, ["demo", "--url", server.base_url, "--key", ADMIN_KEY, "--n-items", "5000"])
         assert result.exit_code == 0, result.output
         pid = result.output.split()[1].rstrip(":")
+        take_history_turn(database_url)  # the replay queued before the view, which waits for it
         with server.client() as c:
             viewer = c.post(f"/projects/{pid}/keys", json={"role": "viewer"}).json()["key"]
             doc = c.get(f"/projects/{pid}/reliability").json()
