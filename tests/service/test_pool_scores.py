@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -171,25 +173,35 @@ def test_a_long_history_is_thinned_to_the_points_shown_keeping_the_last(client: 
     assert [seq for seq, _ in history] == sorted({seq for seq, _ in history})
 
 
+SIX_ITEMS = [(f"i{k}", r, "pass" if (k + n) % 3 else "fail") for k in range(6) for n, (r, _) in enumerate(PANEL)]
+"""Every rater of the panel labels six items."""
+
+
+@contextmanager
+def _quiet_projects(settings: Settings, n_projects: int) -> Iterator[tuple[TestClient, list[str], dict[str, int]]]:
+    """An app that runs no jobs (no replay, no turn of its own) with ``n_projects`` projects labelled
+    :data:`SIX_ITEMS`: the client, the project ids in order, and each one's label_seq."""
+    quiet = settings.model_copy(update={"api_runs_jobs": False})
+    with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
+        api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
+        pids = sorted(create_project(api, items=[f"i{k}" for k in range(6)]) for _ in range(n_projects))
+        yield api, pids, {pid: _write(api, pid, SIX_ITEMS) for pid in pids}
+
+
 def test_the_history_turn_runs_once_a_period_and_serves_every_moved_project_in_turn(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One turn per period for the whole deployment; a turn computes at most its share of projects, resuming
     after the last one it took (a project that keeps moving does not starve the others); a project whose point
     fails leaves the others'."""
-    quiet = settings.model_copy(update={"api_runs_jobs": False})  # no turn of the app's own
     monkeypatch.setattr(history_keeper, "PROJECTS_PER_TURN", 2)
-    with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
-        api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
-        labels = [(f"i{k}", r, "pass" if (k + n) % 3 else "fail") for k in range(6) for n, (r, _) in enumerate(PANEL)]
-        pids = sorted(create_project(api, items=[f"i{k}" for k in range(6)]) for _ in range(3))
-        seqs = {pid: _write(api, pid, labels) for pid in pids}
+    with _quiet_projects(settings, 3) as (api, pids, seqs):
         sessions = api.app.state.sessions  # type: ignore[attr-defined]
         hourly = history_keeper.HistoryKeeper(sessions, poll_seconds=3600)
         assert [(p, s) for p, s, _ in hourly.run_once()] == [(pids[0], seqs[pids[0]]), (pids[1], seqs[pids[1]])]
         other = history_keeper.HistoryKeeper(sessions, poll_seconds=3600)  # another process, same period
         assert other.run_once() == [] and hourly.run_once() == []
-        seqs[pids[0]] = _write(api, pids[0], [("i0", "h2", "fail" if labels[2][2] == "pass" else "pass")])
+        seqs[pids[0]] = _write(api, pids[0], [("i0", "h2", "fail" if SIX_ITEMS[2][2] == "pass" else "pass")])
         with session_scope(sessions, write=True) as session:  # the period is over
             session.execute(
                 update(Job).where(Job.kind == jobs.PERIODIC, Job.key == history_keeper.TURN).values(run_after=utcnow())
@@ -215,13 +227,8 @@ def test_histories_stored_before_the_turn_queued_replays_get_theirs_a_few_a_turn
     """A deployment older than the replay mark: projects with stored points, no mark and no replay job get the
     replay through their first stored point from the turn, at most ``PROJECTS_PER_TURN`` a turn, in id order,
     once; a history with its mark gets none."""
-    quiet = settings.model_copy(update={"api_runs_jobs": False})  # no replay run, no turn of the app's own
     monkeypatch.setattr(history_keeper, "PROJECTS_PER_TURN", 2)
-    with TestClient(create_app(quiet), raise_server_exceptions=False) as api:
-        api.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
-        labels = [(f"i{k}", r, "pass" if (k + n) % 3 else "fail") for k in range(6) for n, (r, _) in enumerate(PANEL)]
-        pids = sorted(create_project(api, items=[f"i{k}" for k in range(6)]) for _ in range(4))
-        seqs = {pid: _write(api, pid, labels) for pid in pids}
+    with _quiet_projects(settings, 4) as (api, pids, seqs):
         sessions = api.app.state.sessions  # type: ignore[attr-defined]
         with session_scope(sessions, write=True) as session:  # points stored before the turn queued replays
             for pid in pids:
