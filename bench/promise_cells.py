@@ -17,8 +17,12 @@ from __future__ import annotations
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tests' generators are imported from the repository, not an installed package
 
 from planner.ratio_moments import RatioPrior, ratio_moments
 from planner.recipes import certify_recipe
