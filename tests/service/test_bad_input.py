@@ -124,7 +124,10 @@ def seeded(template_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict 
         return None
     path = tmp_path_factory.mktemp("bad_input") / "seeded.db"
     shutil.copyfile(template_url.removeprefix("sqlite:///"), path)
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{path}", admin_key=ADMIN_KEY))) as c:
+    # The tests' history turn (an hour apart, as conftest's): a turn of the default 5 s taken while the projects
+    # are built would queue a history replay that a test's app then runs, changing the jobs under the check.
+    seeding = Settings(database_url=f"sqlite:///{path}", admin_key=ADMIN_KEY, history_point_seconds=3600)
+    with TestClient(create_app(seeding)) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_KEY}"
         labelled, other = build_projects(c)
     conn = sqlite3.connect(path)
