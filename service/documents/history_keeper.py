@@ -67,10 +67,10 @@ def pool_score_point(session: Session, project: Project, criterion: str) -> tupl
     return matrix.label_seq, estimate
 
 
-def points_due(session: Session, after: str) -> list[str]:
+def points_due(session: Session, after: str) -> list[tuple[str, bool]]:
     """The label projects whose ``label_seq`` moved past the newest stored point of their first criterion (or
-    that have labels and none), at most :data:`PROJECTS_PER_TURN`, in id order from the first after ``after``
-    round to the start."""
+    that have labels and none), each with whether it has a stored point: at most :data:`PROJECTS_PER_TURN`, in
+    id order from the first after ``after`` round to the start."""
     newest = {
         (pid, criterion): seq
         for pid, criterion, seq in session.execute(
@@ -82,8 +82,12 @@ def points_due(session: Session, after: str) -> list[str]:
     projects = session.execute(
         select(Project.id, Project.label_seq, Project.criteria).where(Project.label_seq > 0, Project.scale != "numeric")
     ).all()
-    due = sorted(pid for pid, seq, criteria in projects if newest.get((pid, criteria[0]), -1) < seq)
-    return ([p for p in due if p > after] + [p for p in due if p <= after])[:PROJECTS_PER_TURN]
+    due = sorted(
+        (pid, (pid, criteria[0]) in newest)
+        for pid, seq, criteria in projects
+        if newest.get((pid, criteria[0]), -1) < seq
+    )
+    return ([d for d in due if d[0] > after] + [d for d in due if d[0] <= after])[:PROJECTS_PER_TURN]
 
 
 def store_due_points(
@@ -91,13 +95,13 @@ def store_due_points(
 ) -> tuple[list[tuple[str, int, float | None]], str]:
     """Store the points due (:func:`points_due` after ``after``) and queue the replays due in one write
     transaction: the points stored, each (project, label_seq, score), and the last project taken (the next
-    turn's ``after``). A project whose point fails is logged and left out, as is an undefined first point
-    (:func:`_has_points`); a project taken with no point stored gets the replay of its history through the
-    point's label_seq, and :func:`unmarked_histories` theirs; ``stopping`` ends the turn early."""
+    turn's ``after``). A project whose point fails is logged and left out, as is an undefined first point; a
+    project taken with no point stored gets the replay of its history through the point's label_seq, and
+    :func:`unmarked_histories` theirs; ``stopping`` ends the turn early."""
     points: list[tuple[str, str, int, float | None]] = []
     replays: list[tuple[str, str, int]] = []
     with session_scope(sessions) as session:
-        for pid in points_due(session, after):
+        for pid, stored in points_due(session, after):
             if stopping():
                 break
             after, project = pid, session.get(Project, pid)
@@ -109,7 +113,9 @@ def store_due_points(
             except Exception:  # one project's failure leaves the others' points
                 log.exception("pool-score point of project %s not computed", pid)
                 continue
-            stored = _has_points(session, pid, criterion)
+            # The first point stored is a defined one: the replay draws what precedes the first point, so an
+            # undefined first point (the judge's and the primary's labels in, no second human yet) would leave
+            # the history between it and the next turn's point empty.
             if score is not None or stored:
                 points.append((pid, criterion, seq, score))
             if not stored:  # the replay draws what precedes the first point
@@ -149,14 +155,6 @@ def unmarked_histories(session: Session) -> list[tuple[str, str, int]]:
         )
     }
     return [(p, c, s) for p, c, s in unqueued if p in drawn and drawn[p][0] == c][:PROJECTS_PER_TURN]
-
-
-def _has_points(session: Session, project_id: str, criterion: str) -> bool:
-    """Whether a point of ``criterion`` is stored. The first point stored is a defined one: the replay draws what
-    precedes the first point, so an undefined first point (the judge's and the primary's labels in, no second
-    human yet) would leave the history between it and the next turn's point empty."""
-    stored = select(PoolScore.label_seq).where(PoolScore.project_id == project_id, PoolScore.criterion == criterion)
-    return session.execute(stored.limit(1)).first() is not None
 
 
 class HistoryKeeper(PollingThread):
