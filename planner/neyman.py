@@ -20,7 +20,7 @@ _NEGLIGIBLE_SD = 1e-12  # a stratum whose S_h is below this is treated as consta
 PPI_FR_SHARE = 0.9
 """The PPI++ estimate is planned for FR ``0.9 alpha_sig/2``: its ``lam`` is tuned on the overlap itself, so its FR
 sits on the normal form's, and on the overlap's lattice above it (.026 at the normal form's 86 items, ``p_h = .85``,
-``p_j = .9``, 200,000 trials); at the 90 items of the share it is .0235 and falls on ``[m, 1.3 m]``
+``p_j = .9``, 200,000 trials); at the 90 items of the share it is .023 and falls on ``[m, 1.3 m]``
 (docs/method.md §9)."""
 
 

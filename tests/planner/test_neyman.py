@@ -273,8 +273,8 @@ def ppi_false_rejection(
 def test_ppi_recipe_keeps_its_promise_over_its_range_and_breaks_at_half():
     """PPI++'s served m (90, PPI_FR_SHARE) keeps FR <= .025 on an independent generator, the Monte Carlo
     error inside the promise (exact one-sided bounds), at m and at every third overlap of [m, 1.3 m]; it is
-    within 15% of the smallest overlap that holds, since the normal form's 86 breaks it (.026-.027; 87 is
-    .024 over 200,000 trials, bench/promise_cells.py); half of m breaks it."""
+    within 15% of the smallest overlap that holds, since the normal form's 86 breaks it (.0265; 87-88 are
+    unresolved and 89 kept over 200,000 trials, bench/promise_cells.py --advisory); half of m breaks it."""
     m = int(certify_recipe(0.035, 0.218775, n_items=50_000, n_humans=3, estimator="ppi", judge_agreement=0.78).m or 0)
     assert m == 90
     assert kept(ppi_false_rejection(m, 120_000, 29), 120_000, 0.025)
