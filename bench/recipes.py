@@ -109,10 +109,18 @@ def recipe_m(p_h: float, p_j: float, n_labels: int, k: int, design: str, what: s
 
 
 def _promised_rate(
-    design: str, p_h: float, p_j: float, n_labels: int, k: int, what: str, size: int, trials: int
+    design: str,
+    p_h: float,
+    p_j: float,
+    n_labels: int,
+    k: int,
+    what: str,
+    size: int,
+    trials: int,
+    seed: object = None,
 ) -> tuple[float, float]:
     """The cell's promised rate at ``size`` (per held-out human under the margin rule, the judge's under the
-    alt-test) by the plan check's simulation, with its Monte Carlo SE."""
+    alt-test) by the plan check's simulation (seed ``size`` unless given), with its Monte Carlo SE."""
     check = check_design(
         design,
         n_items=N_ITEMS,
@@ -124,7 +132,7 @@ def _promised_rate(
         coefficient="po" if what == "alt-test" else what,
         rule="alt-test" if what == "alt-test" else "margin",
         trials=trials,
-        rng=size,
+        rng=size if seed is None else seed,
     )
     return (check.rater_fr, check.rater_fr_se) if check.promised == "rater_fr" else (check.fr, check.fr_se)
 
@@ -189,20 +197,8 @@ def confirm() -> None:
                 return kept(rate, trials, 0.025) or broken(rate, trials, 0.025)
 
             while size == m and not settled() and len(rates) < 30:
-                check = check_design(
-                    design,
-                    n_items=N_ITEMS,
-                    n_humans=k,
-                    n_labels=n_labels,
-                    m=m,
-                    p_h=p_h,
-                    p_j=p_j,
-                    coefficient=what,
-                    rule="margin",
-                    trials=CONFIRM_TRIALS,
-                    rng=(7, len(rates)),
-                )
-                rates.append(check.rater_fr)
+                seed = (7, len(rates))
+                rates.append(_promised_rate(design, p_h, p_j, n_labels, k, what, m, CONFIRM_TRIALS, seed)[0])
             rate, trials = float(np.mean(rates)), CONFIRM_TRIALS * len(rates)
             status = "kept" if kept(rate, trials, 0.025) else "broken" if broken(rate, trials, 0.025) else "unresolved"
             print(
