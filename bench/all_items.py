@@ -2,7 +2,8 @@
 it, the bias of an unweighted Neyman panel, and what the PPI estimate costs.
 
 1. m_cert for the paired, PPI++ and Neyman estimates under the prior p_h = .85, p_j = .90,
-   L = 2, eps = .05 (check values 117 / 86 / 84) and the human labels saved with K = 3.
+   L = 2, eps = .05 (check values 117 / 90 / 84; PPI++ plans for .9 of the promise) and the human labels
+   saved with K = 3.
 2. planner.estimator_check at those m: per-rater FR (promise .025) and mirror-judge FA.
 3. A Neyman panel of 84 items on corpora of 4,000 items read by validate_judge with inverse
    inclusion weights and without: bias of d_k and FR.

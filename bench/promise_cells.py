@@ -7,9 +7,13 @@ one-sided exact 2-SE bounds (``tests/planner/promise_bounds.py``) and its status
 ``p_h = .85``, ``p_j = .9`` on Random and on Seq-Coverage (served 42 items), Krippendorff's alpha at
 ``L = 2``, ``p_h = .85``, ``p_j = .9``, two held-in labels per item (a shared panel of three humans), and the
 shared panel's alt-test recipe (``K = 3``, the same channel) at every overlap of ``[m, 1.3 m]`` and at the
-normal form's ``m`` it replaces (``--panel`` runs it alone, ``--cells`` the others alone).
-Run: ``.venv/bin/python -m bench.promise_cells [chunks] [--panel]`` (20,000 trials per alt-test rate, 40,000
-per alpha rate and 5,000 per shared-panel rate times ``chunks``, default 10; minutes of CPU per chunk count).
+normal form's ``m`` it replaces (``--panel`` runs it alone, ``--cells`` the others alone); PPI++'s advisory ``m``
+(docs/method.md §9, the same channel, ``n = 50,000``) at every overlap from the normal form's 86 to ``1.3 m``, and
+the numeric margin recipe of §4b at ``m`` by ``validate_scores`` beside the exact rate over ``[m, 1.3 m]``
+(``--advisory`` runs these two alone).
+Run: ``.venv/bin/python -m bench.promise_cells [chunks] [--panel | --cells | --advisory]`` (20,000 trials per
+alt-test and PPI++ rate, 40,000 per alpha rate, 5,000 per shared-panel rate and 1,000 per numeric rate times
+``chunks``, default 10; minutes of CPU per chunk count).
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ sys.path.insert(0, str(ROOT))  # the tests' generators are imported from the rep
 
 from planner.ratio_moments import RatioPrior, ratio_moments
 from planner.recipes import certify_recipe
+from planner.score_recipes import score_recipe
 from planner.xi_moments import advantage_moments, xi_lattice
 from tests.planner.promise_bounds import broken, kept, lower_bound, upper_bound
 from tests.planner.test_alt_test_designs import alt_test_false_rejection
+from tests.planner.test_neyman import ppi_false_rejection
 from tests.planner.test_ratio_recipe import simulated_margins
 from tests.planner.test_recipes import alt_test_false_rejection as panel_false_rejection
+from tests.planner.test_score_recipes import exact_secondary_fr, population_moments, secondary_fr, step_law
 
 P_H, P_J, PROMISE = 0.85, 0.90, 0.025
 
@@ -93,12 +100,36 @@ def panel_cell(chunks: int) -> None:
         )
 
 
+def ppi_cell(chunks: int) -> None:
+    m = int(certify_recipe(0.035, 0.218775, n_items=50_000, n_humans=3, estimator="ppi", judge_agreement=0.78).m or 0)
+    for size in range(86, math.ceil(1.3 * m) + 1):
+        rate = np.mean([ppi_false_rejection(size, 20_000, (29, size, c)) for c in range(chunks)])
+        show("PPI++ advisory" + (" (normal form)" if size < m else ""), m, size, float(rate), 20_000 * chunks)
+
+
+def score_cell(chunks: int) -> None:
+    mu_d, sigma0_sq = population_moments(np.random.default_rng(7), 400_000)
+    m = int(score_recipe(mu_d, sigma0_sq, n_items=10_000, n_humans=3, rule="margin", steps=4).m or 0)
+    law = step_law()
+    rate = np.mean([secondary_fr(m, 1000, np.random.default_rng((29, c)))[0] for c in range(chunks)])
+    show("numeric margin, validate_scores", m, m, float(rate), 2000 * chunks)  # two secondaries per trial
+    for size in range(m - 1, math.ceil(1.3 * m) + 1):
+        exact = exact_secondary_fr(law, size)
+        status = "kept" if exact <= PROMISE else "broken"
+        print(f"| numeric margin, exact | {m} | {size} | - | {exact:.4f} | - | - | {status} |")
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     chunks = int(args[0]) if args else 10
     start = time.process_time()
     print("| cell | served m | overlap | trials | FR | lower 2-SE bound | upper 2-SE bound | status |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    if "--advisory" in sys.argv:
+        ppi_cell(chunks)
+        score_cell(chunks)
+        print(f"CPU {time.process_time() - start:.0f} s")
+        return
     if "--panel" not in sys.argv:
         alt_test_cells(chunks)
         alpha_cell(chunks)

@@ -17,6 +17,12 @@ from scipy.special import ndtri
 
 _NEGLIGIBLE_SD = 1e-12  # a stratum whose S_h is below this is treated as constant
 
+PPI_FR_SHARE = 0.9
+"""The PPI++ estimate is planned for FR ``0.9 alpha_sig/2``: its ``lam`` is tuned on the overlap itself, so its FR
+sits on the normal form's, and on the overlap's lattice above it (.026 at the normal form's 86 items, ``p_h = .85``,
+``p_j = .9``, 200,000 trials); at the 90 items of the share it is .023 and falls on ``[m, 1.3 m]``
+(docs/method.md §9)."""
+
 
 @dataclass(frozen=True)
 class AllItemsVariances:
@@ -147,19 +153,20 @@ def _channel(p: float, n_labels: int) -> np.ndarray:
 def m_cert_by_estimator(
     mu_d: float, variances: AllItemsVariances, *, epsilon: float = 0.05, alpha_sig: float = 0.05
 ) -> dict[str, int | float]:
-    """``m_cert = ceil(z^2 V / (mu_d + eps)^2)`` for each estimator's constant ``V``.
+    """``m_cert = ceil(z^2 V / (mu_d + eps)^2)`` for each estimator's constant ``V``, ``z = z_{1-alpha_sig/2}``
+    (PPI++: ``z_{1-PPI_FR_SHARE alpha_sig/2}``).
 
     docs/method.md §4 item 2 and §9; ``inf`` when ``mu_d + eps <= 0``.
 
     >>> m_cert_by_estimator(0.035, prior_variances(0.85, 0.90, n_labels=2))
-    {'paired': 117, 'ppi': 86, 'neyman': 84}
+    {'paired': 117, 'ppi': 90, 'neyman': 84}
     """
     if not 0.0 < alpha_sig < 1.0:
         raise ValueError(f"alpha_sig must be in (0, 1), got {alpha_sig!r}")
     gap = mu_d + epsilon
-    z = float(ndtri(1.0 - alpha_sig / 2.0))
     out: dict[str, int | float] = {}
     for name in ("paired", "ppi", "neyman"):
+        z = float(ndtri(1.0 - (PPI_FR_SHARE if name == "ppi" else 1.0) * alpha_sig / 2.0))
         variance = getattr(variances, name)
         out[name] = max(1, math.ceil(z * z * variance / gap**2 - 1e-9)) if gap > 0 else math.inf
     return out

@@ -31,7 +31,7 @@ from planner.false_rejection import (
     m_rank,
     moments_iv,
 )
-from planner.neyman import moment_variances
+from planner.neyman import PPI_FR_SHARE, moment_variances
 from planner.ratio_moments import (
     RATIO_COEFFICIENTS,
     RatioPrior,
@@ -266,7 +266,9 @@ def certify_recipe(
     ``estimator="ppi"`` / ``"neyman"`` (margin rule; docs/method.md §9) plan for the
     estimate that also uses the judge-primary agreement on every item, ``judge_agreement``
     = ``P(judge = primary)``: the variance drops to ``(1 - rho^2) Var(B)`` (PPI++) or
-    ``(sum_h W_h S_h)^2`` (Neyman panel over the agreement strata).
+    ``(sum_h W_h S_h)^2`` (Neyman panel over the agreement strata). PPI++ plans for FR ``PPI_FR_SHARE alpha_sig/2``
+    (its tuned ``lam`` puts its FR on the normal form's; ``planner.neyman.PPI_FR_SHARE``); the curve stays the normal
+    form's at ``alpha_sig/2``.
 
     >>> from planner.xi_moments import xi_lattice
     >>> r = certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3,
@@ -275,7 +277,7 @@ def certify_recipe(
     (120, 0.12, 1240)
     >>> [certify_recipe(0.035, 0.218775, n_items=1000, n_humans=3, estimator=e,
     ...                 judge_agreement=0.78).m for e in ("ppi", "neyman")]
-    [86, 84]
+    [90, 84]
     """
     _budget_iv(n_items, n_humans)
     if rule not in RULES:
@@ -328,7 +330,8 @@ def certify_recipe(
         )
     else:
         if rule == "margin":
-            m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=alpha_sig)
+            planned = alpha_sig * (PPI_FR_SHARE if estimator == "ppi" else 1.0)
+            m = m_cert(mu_d, sigma0_sq, epsilon=epsilon, alpha_sig=planned)
             critical_z = 0.0
             if isinstance(lattice, RatioPrior) and math.isfinite(m):
                 simulated = simulated_ratio_m(lattice, int(m), epsilon=epsilon, alpha_sig=alpha_sig)

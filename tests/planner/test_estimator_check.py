@@ -18,24 +18,22 @@ def test_paired_rate_matches_the_exact_lattice_rate():
     assert abs(check.fr - 0.0285) <= 3 * check.fr_se
 
 
-@pytest.mark.parametrize(("name", "m"), [("ppi", 86), ("neyman", 84)])
+@pytest.mark.parametrize(("name", "m"), [("ppi", 90), ("neyman", 84)])
 def test_all_items_estimates_at_their_m_against_the_promise_and_broken_at_half(name, m):
     """The exact one-sided bounds (tests/planner/promise_bounds.py) put the Monte Carlo error inside the
     promise: Neyman's FR at its m (.019, under the normal form's .025, over 40,000 trials) is kept; PPI++'s
-    sits on the normal form's .025 (.0249 +- .0005 over 100,000 trials; .0240 at 88, .0217 at 92), so at its
-    m it is only shown not broken (40,000 trials), and kept 7% above it."""
+    follows the normal form, so its recipe plans for .9 of the promise (PPI_FR_SHARE: 90 items, .0225 here,
+    normal form .022) and is kept there (at the normal form's 86 it is .026, broken)."""
     v = prior_variances(0.85, 0.90, n_labels=2)
     constant = v.ppi if name == "ppi" else v.neyman
     normal = norm.cdf(-0.085 * np.sqrt(m) / np.sqrt(constant))
     trials = 40_000
     at_m = estimator_check(0.85, 0.90, n_labels=2, n_items=50_000, m={name: m}, trials=trials, rng=2)[name]
+    assert kept(at_m.fr, trials, 0.025), at_m.fr
     if name == "neyman":  # its strata's lattice keeps it below the normal form
-        assert at_m.fr < normal and kept(at_m.fr, trials, 0.025), at_m.fr
+        assert at_m.fr < normal
     else:
         assert abs(at_m.fr - normal) <= 3 * at_m.fr_se
-        assert not broken(at_m.fr, trials, 0.025), at_m.fr
-        above = estimator_check(0.85, 0.90, n_labels=2, n_items=50_000, m={name: 92}, trials=trials, rng=4)[name]
-        assert kept(above.fr, trials, 0.025), above.fr
     half = estimator_check(0.85, 0.90, n_labels=2, n_items=50_000, m={name: m // 2}, trials=6000, rng=3)[name]
     assert broken(half.fr, 6000, 0.025), half.fr
 
@@ -56,18 +54,18 @@ def test_bad_input():
 
 @pytest.mark.parametrize("name", ["ppi", "neyman"])
 def test_an_overlap_that_breaks_the_promise_is_raised_until_it_is_kept(name):
-    """Half the recipe's m (86 PPI, 84 Neyman) breaks the promise (test above): the search raises it in 20%
+    """Half the recipe's m (90 PPI, 84 Neyman) breaks the promise (test above): the search raises it in 20%
     steps until the FR is kept with its Monte Carlo error inside (``promise_status``), not merely within
     2 SE above the promise; an m the recipe served and the check does not show broken is left alone."""
     from planner.estimator_check import raised_estimator_checks
 
-    half = {"ppi": 43, "neyman": 42}[name]
+    half = {"ppi": 45, "neyman": 42}[name]
     raised = raised_estimator_checks(
         0.85, 0.90, n_labels=2, n_items=50_000, m={name: half}, promise=0.025, trials=2000, rng=5
     )[name]
     assert raised.m > half and raised.promise_status == "kept"
     assert raised.fr + 2 * raised.fr_se <= 0.025
-    assert raised.m <= 2 * 86  # 20% steps stop within a step or two of the recipe's m
+    assert raised.m <= 2 * 90  # 20% steps stop within a step or two of the recipe's m
     kept_m = raised_estimator_checks(
         0.85, 0.90, n_labels=2, n_items=50_000, m={name: 400}, promise=0.025, trials=500, rng=6
     )[name]
