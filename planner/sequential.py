@@ -711,8 +711,10 @@ def _monitoring(
         last_rank = _last_rank(codes, ranks, int(np.iinfo(np.int64).min))
     elif since.size:
         last_rank = _last_rank(codes[since], ranks[since], last_rank)
-    kept = codes.astype(code_type(n_labels))  # a copy in the compact type (int64 codes would be 8x the bytes)
-    kept.flags.writeable = False
+    kept = codes  # read-only in the compact type: shared (the worker's matrix), else a compact copy
+    if codes.flags.writeable or codes.dtype != code_type(n_labels):
+        kept = codes.astype(code_type(n_labels))  # int64 codes would be 8x the bytes
+        kept.flags.writeable = False
     keys = tiebreak if tiebreak is None or not tiebreak.flags.writeable else tiebreak.copy()  # read-only: shared
     state = MonitorState(
         settings, weights, keys, positions, kept, last_rank, tuple(paths), first_won, first_lost, n_looks

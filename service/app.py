@@ -20,7 +20,7 @@ from service.core.allocator import returned_large_frees
 from service.core.db import make_engine, session_scope, writer_turn
 from service.core.errors import ErrorBody, install_error_handlers
 from service.core.fairness import Refusals, RefusedAgain, Slots, install_refusal_memory
-from service.core.middleware import BodySizeLimit, SecurityHeaders
+from service.core.middleware import BodySizeLimit, ReturnedFreePages, SecurityHeaders
 from service.core.offload import prestart
 from service.core.settings import Settings, api_runs_jobs, get_settings
 from service.data.database_health import DatabaseState, install_outage_handlers
@@ -217,6 +217,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RefusedAgain, refusals=refusals, delay=settings.refusal_delay_seconds)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(ReturnedFreePages)  # outermost: after the whole response
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -1,5 +1,5 @@
 """ASGI middleware and browser protections: the request-body size limit (413), security headers on
-every response, and the login form's CSRF token."""
+every response, the allocator's free pages returned after long requests, and the login form's CSRF token."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.core.allocator import TRIM_AFTER_SECONDS, returned_free_pages
 from service.core.errors import error_body
 
 
@@ -156,6 +157,23 @@ def same_origin_post(origin: str | None, fetch_site: str | None, own_origin: str
 
 RETRY_AFTER_SECONDS = 5
 """``Retry-After`` of a 429 or 503 whose handler set none."""
+
+
+class ReturnedFreePages:
+    """After a request that ran :data:`~service.core.allocator.TRIM_AFTER_SECONDS` or longer, the allocator's
+    free pages go back to the system (:func:`~service.core.allocator.returned_free_pages`); its response is
+    sent by then."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and time.monotonic() - started >= TRIM_AFTER_SECONDS:
+                returned_free_pages()
 
 
 class SecurityHeaders:

@@ -26,7 +26,8 @@ BAND_POINTS = 60  # confidence-sequence points per rater sent to the dashboard
 MONITOR_KEY = "annoplan_monitor_states"
 """``Session.info`` key of the worker's kept monitorings (:data:`MonitorStates`)."""
 KEPT_MONITORINGS = 4
-"""Monitorings a worker keeps to bring up to date (about 50 MB each at a million items x 10 raters)."""
+"""Monitorings a worker keeps to bring up to date (about 57 MiB each at a million items x 11 raters: their paths; their
+codes are the matrix's)."""
 MonitorStates = RecentlyUsed[tuple[str, int], MonitorState]
 """A worker's kept monitorings by (document lineage, judge column)."""
 

@@ -23,6 +23,7 @@ from planner.ranking import rank_judges
 from planner.rater_pairs import summary_table
 from planner.resampling import ItemResample
 from service.core import offload as cancellable
+from service.core.allocator import returned_free_pages
 from service.core.caches import RecentlyUsed
 from service.core.offload import Call, off_worker, off_worker_each
 from service.data.models import Plan, Project, Rater
@@ -159,6 +160,7 @@ class DocumentCache:
                 del self._pending[name]
         if not future.cancelled() and future.exception() is not None:
             log.warning("background work %s failed: %r", name, future.exception())
+        returned_free_pages()  # what the work freed leaves the worker's resident memory (service.core.allocator)
 
     def settle(self) -> None:
         """Wait until the background work handed over so far is done (its errors were logged)."""

@@ -58,6 +58,10 @@ class LabelMatrix:
 
     @cached_property
     def codes(self) -> np.ndarray:
+        """``raw`` with CANNOT_ASSESS and INVALID missing: ``raw`` itself (no second copy of the matrix) when
+        it holds neither."""
+        if not (self.raw >= self.n_labels).any():
+            return self.raw
         codes = np.where(self.raw >= self.n_labels, -1, self.raw)
         codes.flags.writeable = False
         return codes

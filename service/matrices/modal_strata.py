@@ -24,7 +24,7 @@ from service.core.sql import driver_rows, in_values
 from service.data.labels import ONE_ORDER
 from service.data.models import Plan, Project, Rater
 from service.matrices.matrix import value_codes
-from service.matrices.store import current_matrix
+from service.matrices.store import current_matrix, item_sorter
 
 MODAL_KEY = "annoplan_modal_strata"
 """``Session.info`` key of the worker's :class:`ModalStore`."""
@@ -212,7 +212,7 @@ def _from_matrix(session: Session, project: Project, criterion: str) -> InHand:
         matrix.label_seq,
         tuple(project.labels),
         matrix.item_ids,
-        np.argsort(matrix.item_ids),
+        item_sorter(session, project, matrix),  # the worker's one sort order of the items
         modal,
         primary,
         labeled,

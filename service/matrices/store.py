@@ -98,6 +98,14 @@ class MatrixStore:
         self._save_if_due(session, project, kept)
         return kept.matrix
 
+    def item_sorter(self, project_id: str, matrix: LabelMatrix) -> np.ndarray:
+        """``np.argsort(matrix.item_ids)``: the one kept beside ``matrix`` when this store keeps its item ids,
+        so a worker holds one sort order of a project's items."""
+        kept = self._kept.get((project_id, matrix.criterion))
+        if kept is not None and kept.matrix.item_ids is matrix.item_ids:
+            return kept.sorter
+        return np.argsort(matrix.item_ids)
+
     def flush(self) -> None:
         """Wait for the snapshots being saved."""
         if self._writer is not None:
@@ -164,6 +172,14 @@ def current_matrix(session: Session, project: Project, criterion: str) -> LabelM
     if isinstance(store, MatrixStore):
         return store.matrix(session, project, criterion)
     return load_matrix(session, project, criterion)
+
+
+def item_sorter(session: Session, project: Project, matrix: LabelMatrix) -> np.ndarray:
+    """``np.argsort(matrix.item_ids)``: through the session's :class:`MatrixStore` when it has one."""
+    store = session.info.get(STORE_KEY)
+    if isinstance(store, MatrixStore):
+        return store.item_sorter(project.id, matrix)
+    return np.argsort(matrix.item_ids)
 
 
 def _fresh(session: Session, project: Project, criterion: str) -> _Kept:

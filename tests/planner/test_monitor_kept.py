@@ -312,3 +312,16 @@ def test_a_correction_is_computed_again_from_the_mark_before_its_rank(
             assert computed == n_entries
         else:
             assert 0 < computed <= at_most
+
+
+def test_the_state_shares_read_only_compact_codes_and_copies_the_others() -> None:
+    rng = np.random.default_rng(4)
+    codes = np.where(rng.random((300, 4)) < 0.6, rng.integers(0, 2, (300, 4)), -1).astype(np.int8)
+    order = np.where(codes >= 0, rng.permutation(codes.size).reshape(codes.shape) + 1, -1).astype(np.int32)
+    options = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
+    _, writable = kept_monitoring(codes, previous=None, order=order, **options)
+    assert writable.codes is not codes and not writable.codes.flags.writeable  # the caller may change its own
+    codes.flags.writeable = False  # a worker's matrix: read-only, kept anyway, so the state keeps no second copy
+    _, shared = kept_monitoring(codes, previous=None, order=order, **options)
+    assert shared.codes is codes
+    np.testing.assert_array_equal(shared.codes, writable.codes)

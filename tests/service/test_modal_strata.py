@@ -20,7 +20,7 @@ from service.data.labels import retract_labels
 from service.data.models import Item, Project, Rater
 from service.documents.sessions import worker_sessionmaker
 from service.matrices.modal_strata import MODAL_KEY, ModalStore, StrataWarmer, _from_matrix
-from service.matrices.store import MatrixStore
+from service.matrices.store import STORE_KEY, MatrixStore
 
 RATERS = [("judge", "judge"), ("prim", "primary"), ("h2", "human"), ("h3", "human"), ("h4", "human")]
 VALUES = ["a", "b", "c", "CANNOT_ASSESS"]
@@ -172,3 +172,15 @@ def test_concurrent_first_uses_compute_the_strata_once(client, engine: Engine, m
         a, b = pool.map(lambda _: first_use(), range(2))
     assert built == [1]
     np.testing.assert_array_equal(a, b)
+
+
+def test_the_strata_share_the_matrix_stores_sort_order_of_the_items(client, engine: Engine) -> None:
+    """A worker holds one argsort of a project's item ids (8 bytes an item), not one per cache."""
+    pid = planned_project(client)
+    sessions = worker_sessionmaker(engine, MatrixStore())
+    with session_scope(sessions) as s:
+        project = s.get(Project, pid)
+        strata = _from_matrix(s, project, project.criteria[0])
+        kept = sessions.kw["info"][STORE_KEY]._kept.get((pid, project.criteria[0]))
+    assert kept is not None and strata.sorter is kept.sorter
+    np.testing.assert_array_equal(strata.sorter, np.argsort(strata.item_ids))
