@@ -561,6 +561,17 @@ def _last_rank(codes: np.ndarray, ranks: np.ndarray, below: int) -> int:
     return max(below, int(np.max(ranks, where=codes != MISSING, initial=np.iinfo(ranks.dtype).min)))
 
 
+def _frozen(a: np.ndarray) -> bool:
+    """Whether no one can write ``a``'s cells: it and every array it views are read-only and the last owns
+    its memory (not a buffer of another object's, such as a mapping, that may be written through it)."""
+    base: object = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return base is None
+
+
 def _row_type(n_items: int) -> type[np.signedinteger]:
     """The smallest integer type of a path's rows (half the bytes of int64 below 2^31 items)."""
     return np.int32 if n_items < 2**31 else np.int64
@@ -713,8 +724,10 @@ def _monitoring(
         last_rank = _last_rank(codes, ranks, int(np.iinfo(np.int64).min))
     elif since.size:
         last_rank = _last_rank(codes[since], ranks[since], last_rank)
-    kept = codes.astype(code_type(n_labels))  # a copy in the compact type (int64 codes would be 8x the bytes)
-    kept.flags.writeable = False
+    kept = codes  # frozen in the compact type (a matrix's): kept as it is, else a copy in the compact type
+    if not _frozen(codes) or codes.dtype != code_type(n_labels):
+        kept = codes.astype(code_type(n_labels))  # int64 codes would be 8x the bytes
+        kept.flags.writeable = False
     keys = tiebreak if tiebreak is None or not tiebreak.flags.writeable else tiebreak.copy()  # read-only: shared
     state = MonitorState(
         settings, weights, keys, positions, kept, last_rank, tuple(paths), first_won, first_lost, n_looks

@@ -312,3 +312,23 @@ def test_a_correction_is_computed_again_from_the_mark_before_its_rank(
             assert computed == n_entries
         else:
             assert 0 < computed <= at_most
+
+
+def test_a_frozen_matrix_is_kept_as_it_is_and_one_that_may_change_is_copied() -> None:
+    """The kept state holds a read-only matrix that owns its cells as it is (no copy of the codes per
+    update); a read-only view of a writable array is copied, so a write through that array afterwards is a
+    change the next call sees (the result equals a fresh monitoring)."""
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, N_LABELS, (200, 4)).astype(np.int8)
+    order = rng.integers(0, 50, codes.shape).astype(np.int32)
+    options: dict[str, Any] = {"judge": 3, "humans": [0, 1, 2], "n_labels": N_LABELS, "epsilon": 0.1}
+    frozen = codes.copy()
+    frozen.flags.writeable = False
+    assert kept_monitoring(frozen, previous=None, order=order, **options)[1].codes is frozen
+    view = codes[:]
+    view.flags.writeable = False
+    _, state = kept_monitoring(view, previous=None, order=order, **options)
+    assert state.codes is not view
+    codes[:20, 3] = (codes[:20, 3] + 1) % N_LABELS  # corrections through the writable array
+    kept, _ = kept_monitoring(view, previous=state, order=order, **options)
+    _same(kept, monitor_judge(view, order=order, **options))
