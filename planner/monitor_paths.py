@@ -171,8 +171,13 @@ def needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: s
 
     Bonferroni certifies only at rank 1 (``e >= K / alpha``).
     """
-    ratio = n_humans / alpha * np.exp(-np.minimum(log_e, 700.0))
-    ranks: np.ndarray = np.minimum(np.ceil(ratio * (1.0 - 1e-12)), n_humans + 1).astype(np.int64)
+    ratio = np.minimum(log_e, 700.0)  # K / alpha exp(-min(log_e, 700)) (1 - 1e-12), in place
+    np.negative(ratio, out=ratio)
+    np.exp(ratio, out=ratio)
+    ratio *= n_humans / alpha
+    ratio *= 1.0 - 1e-12
+    np.ceil(ratio, out=ratio)
+    ranks: np.ndarray = np.minimum(ratio, n_humans + 1, out=ratio).astype(np.int64)
     if multiplicity == "bonferroni":
         ranks = np.where(ranks == 1, 1, n_humans + 1)
     return ranks
