@@ -215,7 +215,7 @@ def first_certified(
     start = [n_humans + 1] * n_humans if start is None else start
     changes = []
     for t, r, before in zip(times, ranks, start, strict=True):
-        moved = np.flatnonzero(np.diff(r, prepend=before) != 0)
+        moved = np.flatnonzero(r != np.concatenate([[before], r[:-1]]))  # a rank other than the one before
         changes.append((t[moved], r[moved]))
     first = np.full(n_humans, NEVER, dtype=np.int64)
     looks = _distinct(np.concatenate([c[0] for c in changes])) if changes else np.zeros(0)

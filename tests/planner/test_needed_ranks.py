@@ -1,5 +1,6 @@
 """``needed_ranks`` (docs/method.md §8) against its formula evaluated entry by entry in Python floats: the
-smallest e-BH rank ``j`` with ``e >= K / (alpha j)``, ``K + 1`` for none, Bonferroni at rank 1 alone."""
+smallest e-BH rank ``j`` with ``e >= K / (alpha j)``, ``K + 1`` for none, Bonferroni at rank 1 alone; and the
+looks ``first_certified`` takes from those ranks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.monitor_paths import needed_ranks
+from planner.monitor_paths import NEVER, first_certified, needed_ranks
 
 
 def _formula(log_e: float, n_humans: int, alpha: float, multiplicity: str) -> int:
@@ -42,3 +43,12 @@ def test_needed_ranks_are_the_formula_entry_by_entry(
     assert ranks.dtype == np.int64
     assert ranks.tolist() == [_formula(v, n_humans, alpha, multiplicity) for v in log_e]
     np.testing.assert_array_equal(values, np.asarray(log_e))  # its input is left as it was
+
+
+def test_a_needed_rank_that_changes_at_a_continued_paths_first_entry_is_a_look() -> None:
+    """``first_certified`` compares each path's first needed rank with its rank before (``start``): a human
+    whose rank drops to 1 at the first entry of a continued path is certified there, one whose rank stays as
+    it was before is not looked at again."""
+    times, ranks = [np.array([5, 6]), np.array([5, 7])], [np.array([1, 1]), np.array([3, 3])]
+    first = first_certified(times, ranks, 2, start=[3, 3])
+    assert first.tolist() == [5, NEVER]
