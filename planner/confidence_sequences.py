@@ -113,8 +113,11 @@ def accumulated(ufunc: np.ufunc, a: np.ndarray, start: float | None) -> np.ndarr
     if start is None:
         out: np.ndarray = ufunc.accumulate(a)
         return out
-    out = ufunc.accumulate(np.concatenate([[start], a]))[1:]
-    return out
+    out = np.empty(a.size + 1, dtype=np.result_type(a, start))  # accumulated in place: no copy of the result
+    out[0] = start
+    out[1:] = a
+    ufunc.accumulate(out, out=out)
+    return out[1:]
 
 
 def _plug_in_bets(y: np.ndarray, log_inv_a: float) -> np.ndarray:
@@ -238,22 +241,11 @@ def running_eb_bounds(
     sigma2_before = np.concatenate([[start.cs_sigma2], sigma2[:-1]])
     log_two = math.log(2.0 / alpha)
     bets = np.minimum(np.sqrt(2.0 * log_two / (sigma2_before * t * np.log1p(t))), _BET_CAP)
-    penalty = y - mu_before  # 4 (w (y - mu_before))^2 psi(bets), psi(l) = (-log(1 - l) - l)/4, in place
-    if w is not None:
-        penalty *= w
-    np.square(penalty, out=penalty)
-    penalty *= 4.0
-    psi = np.log1p(-bets)
-    psi += bets
-    np.negative(psi, out=psi)
-    psi /= 4.0
-    penalty *= psi
+    penalty = _band_penalty(y, mu_before, bets, w)
     lam_y = accumulated(np.add, bets * y if w is None else bets * w * y, start.lam_y_sum)
     lam_w = accumulated(np.add, bets if w is None else bets * w, start.lam_w_sum)
     pen = accumulated(np.add, penalty, start.penalty_sum)
-    centre, half = lam_y / lam_w, (log_two + pen) / lam_w
-    low = 2.0 * np.maximum(centre - half, 0.0) - 1.0
-    high = 2.0 * np.minimum(centre + half, 1.0) - 1.0
+    low, high = _band_limits(lam_y, lam_w, pen, log_two)
     mean = x_sums / w_sums
     if n == 0:
         return mean, low, high, start
@@ -270,6 +262,127 @@ def running_eb_bounds(
         penalty_sum=float(pen[-1]),
     )
     return mean, low, high, end
+
+
+def _band_penalty(y: np.ndarray, mu_before: np.ndarray, bets: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """The band's penalties ``4 (w (y - mu_before))^2 psi(bets)``, ``psi(l) = (-log(1 - l) - l)/4``, computed
+    in place (docs/method.md §8)."""
+    penalty: np.ndarray = y - mu_before
+    if w is not None:
+        penalty *= w
+    np.square(penalty, out=penalty)
+    penalty *= 4.0
+    psi = np.negative(bets)
+    np.log1p(psi, out=psi)
+    psi += bets
+    np.negative(psi, out=psi)
+    psi /= 4.0
+    penalty *= psi
+    return penalty
+
+
+def _band_limits(
+    lam_y: np.ndarray, lam_w: np.ndarray, pen: np.ndarray, log_two: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The band's bounds on the mean of ``x`` per prefix from its running sums (docs/method.md §8), each in
+    ``[-1, 1]``."""
+    centre = lam_y / lam_w
+    half = log_two + pen
+    half /= lam_w
+    low = centre - half  # 2 max(centre - half, 0) - 1, in place
+    np.maximum(low, 0.0, out=low)
+    low *= 2.0
+    low -= 1.0
+    high = np.add(centre, half, out=centre)  # 2 min(centre + half, 1) - 1
+    np.minimum(high, 1.0, out=high)
+    high *= 2.0
+    high -= 1.0
+    return low, high
+
+
+def running_monitor_path(
+    x: np.ndarray, null_mean: float, log_inv_a: float, alpha: float, start: Running
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Running]:
+    """:func:`running_e_processes` and :func:`running_eb_bounds` of an unweighted path's next ``x`` (at least
+    one) after a prefix ending with ``start``, in one pass: the log e-processes won and lost, the running
+    bounds (each intersected with the prefix's) and the sums the longer path ends with, bit for bit those of
+    the two functions (docs/method.md §8).
+
+    Unweighted, the band's ``mu``, ``sigma^2`` and their sums are the bets' (the same ``y``, the same steps,
+    counts for the sums of ``w``), so they are computed once, as is ``sigma_{i-1}^2 i log(1 + i)``, which the
+    two bets divide. ``start`` must be such a path's (:func:`shares_band_sums`)."""
+    n = x.size
+    t = np.arange(start.n + 1, start.n + n + 1, dtype=float)
+    t_next = t + 1.0
+    y = x + 1.0
+    y /= 2.0
+    sums = accumulated(np.add, y, start.y_sum)
+    y_sum = float(sums[-1])
+    mu = np.add(sums, 0.5, out=sums)  # only the last sum is kept
+    mu /= t_next
+    dev = y - mu
+    devs = accumulated(np.add, np.square(dev, out=dev), start.dev_sum)
+    dev_sum = float(devs[-1])
+    sigma2 = np.add(devs, 0.25, out=devs)
+    sigma2 /= t_next
+    scale = np.empty(n)  # sigma_{i-1}^2 i log(1 + i)
+    scale[0] = start.sigma2
+    scale[1:] = sigma2[:-1]
+    scale *= t
+    scale *= np.log1p(t)
+    bets = np.divide(2.0 * log_inv_a, scale)
+    np.sqrt(bets, out=bets)
+    excess = y - null_mean
+    up = np.minimum(bets, _BET_CAP / null_mean)
+    up *= excess
+    won = accumulated(np.add, np.log1p(up, out=up), start.won)
+    down = np.minimum(bets, _BET_CAP / (1.0 - null_mean), out=bets)
+    np.negative(down, out=down)
+    down *= excess
+    lost = accumulated(np.add, np.log1p(down, out=down), start.lost)
+    log_two = math.log(2.0 / alpha)
+    band_bets = np.divide(2.0 * log_two, scale, out=scale)
+    np.sqrt(band_bets, out=band_bets)
+    np.minimum(band_bets, _BET_CAP, out=band_bets)
+    mu_before = np.empty(n)
+    mu_before[0] = start.cs_mu
+    mu_before[1:] = mu[:-1]
+    penalty = _band_penalty(y, mu_before, band_bets, None)
+    lam_y = accumulated(np.add, np.multiply(band_bets, y, out=y), start.lam_y_sum)
+    lam_w = accumulated(np.add, band_bets, start.lam_w_sum)
+    pen = accumulated(np.add, penalty, start.penalty_sum)
+    low, high = _band_limits(lam_y, lam_w, pen, log_two)
+    lows = accumulated(np.maximum, low, start.low)
+    highs = accumulated(np.minimum, high, start.high)
+    x_sum = float(accumulated(np.add, x, start.x_sum)[-1])
+    end = replace(
+        start,
+        n=start.n + n,
+        y_sum=y_sum,
+        dev_sum=dev_sum,
+        sigma2=float(sigma2[-1]),
+        won=float(won[-1]),
+        lost=float(lost[-1]),
+        x_sum=x_sum,
+        w_sum=float(t[-1]),
+        wy_sum=y_sum,
+        cs_dev_sum=dev_sum,
+        cs_mu=float(mu[-1]),
+        cs_sigma2=float(sigma2[-1]),
+        lam_y_sum=float(lam_y[-1]),
+        lam_w_sum=float(lam_w[-1]),
+        penalty_sum=float(pen[-1]),
+        low=float(lows[-1]),
+        high=float(highs[-1]),
+        mean=x_sum / float(t[-1]),
+    )
+    return won, lost, lows, highs, end
+
+
+def shares_band_sums(start: Running) -> bool:
+    """Whether ``start``'s band sums are its bets' (an unweighted path's, :func:`running_monitor_path`)."""
+    same = (start.y_sum, start.dev_sum, start.sigma2) == (start.wy_sum, start.cs_dev_sum, start.cs_sigma2)
+    return same and (start.w_sum or 0.0) == start.n
 
 
 def _betting_bounds(x: np.ndarray, alpha: float, grid_size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -171,8 +171,13 @@ def needed_ranks(log_e: np.ndarray, n_humans: int, alpha: float, multiplicity: s
 
     Bonferroni certifies only at rank 1 (``e >= K / alpha``).
     """
-    ratio = n_humans / alpha * np.exp(-np.minimum(log_e, 700.0))
-    ranks: np.ndarray = np.minimum(np.ceil(ratio * (1.0 - 1e-12)), n_humans + 1).astype(np.int64)
+    ratio = np.minimum(log_e, 700.0)  # K / alpha exp(-min(log_e, 700)) (1 - 1e-12), in place
+    np.negative(ratio, out=ratio)
+    np.exp(ratio, out=ratio)
+    ratio *= n_humans / alpha
+    ratio *= 1.0 - 1e-12
+    np.ceil(ratio, out=ratio)
+    ranks: np.ndarray = np.minimum(ratio, n_humans + 1, out=ratio).astype(np.int64)
     if multiplicity == "bonferroni":
         ranks = np.where(ranks == 1, 1, n_humans + 1)
     return ranks
@@ -210,7 +215,7 @@ def first_certified(
     start = [n_humans + 1] * n_humans if start is None else start
     changes = []
     for t, r, before in zip(times, ranks, start, strict=True):
-        moved = np.flatnonzero(np.diff(r, prepend=before) != 0)
+        moved = np.flatnonzero(r != np.concatenate([[before], r[:-1]]))  # a rank other than the one before
         changes.append((t[moved], r[moved]))
     first = np.full(n_humans, NEVER, dtype=np.int64)
     looks = _distinct(np.concatenate([c[0] for c in changes])) if changes else np.zeros(0)

@@ -25,6 +25,8 @@ from planner.confidence_sequences import (
     alpha_iv,
     running_e_processes,
     running_eb_bounds,
+    running_monitor_path,
+    shares_band_sums,
 )
 from planner.intervals import ConfidenceInterval
 from planner.list_arrival import PlannedList, listed_arrival
@@ -559,6 +561,17 @@ def _last_rank(codes: np.ndarray, ranks: np.ndarray, below: int) -> int:
     return max(below, int(np.max(ranks, where=codes != MISSING, initial=np.iinfo(ranks.dtype).min)))
 
 
+def _frozen(a: np.ndarray) -> bool:
+    """Whether no one can write ``a``'s cells: it and every array it views are read-only and the last owns
+    its memory (not a buffer of another object's, such as a mapping, that may be written through it)."""
+    base: object = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return base is None
+
+
 def _row_type(n_items: int) -> type[np.signedinteger]:
     """The smallest integer type of a path's rows (half the bytes of int64 below 2^31 items)."""
     return np.int32 if n_items < 2**31 else np.int64
@@ -711,8 +724,8 @@ def _monitoring(
         last_rank = _last_rank(codes, ranks, int(np.iinfo(np.int64).min))
     elif since.size:
         last_rank = _last_rank(codes[since], ranks[since], last_rank)
-    kept = codes  # read-only in the compact type: shared (the worker's matrix), else a compact copy
-    if codes.flags.writeable or codes.dtype != code_type(n_labels):
+    kept = codes  # frozen in the compact type (a matrix's): kept as it is, else a copy in the compact type
+    if not _frozen(codes) or codes.dtype != code_type(n_labels):
         kept = codes.astype(code_type(n_labels))  # int64 codes would be 8x the bytes
         kept.flags.writeable = False
     keys = tiebreak if tiebreak is None or not tiebreak.flags.writeable else tiebreak.copy()  # read-only: shared
@@ -750,25 +763,15 @@ def _continued_path(
     for at in range(0, xi.size, _PATH_CHUNK):
         marks.append((at, running))
         x = xi[at : at + _PATH_CHUNK]
-        v = None if w is None else w[at : at + _PATH_CHUNK]
-        won, lost, sums = running_e_processes((x + 1.0) / 2.0, null_mean, log_inv_a, v, running)
+        if w is None and shares_band_sums(running):
+            won, lost, low, high, running = running_monitor_path(x, null_mean, log_inv_a, alpha, running)
+        else:
+            v = None if w is None else w[at : at + _PATH_CHUNK]
+            won, lost, low, high, running = _chunk_apart(x, v, null_mean, log_inv_a, alpha, running)
         won_ranks.append(needed_ranks(won, n_humans, alpha, multiplicity))
         lost_ranks.append(needed_ranks(lost, n_humans, alpha, multiplicity))
-        mean, low, high, bounds = running_eb_bounds(x, alpha, v, running)
-        lows.append(accumulated(np.maximum, np.maximum(low, -1.0), running.low))
-        highs.append(accumulated(np.minimum, np.minimum(high, 1.0), running.high))
-        running = replace(
-            bounds,
-            n=sums.n,
-            y_sum=sums.y_sum,
-            dev_sum=sums.dev_sum,
-            sigma2=sums.sigma2,
-            won=sums.won,
-            lost=sums.lost,
-            low=float(lows[-1][-1]),
-            high=float(highs[-1][-1]),
-            mean=float(mean[-1]),
-        )
+        lows.append(low)
+        highs.append(high)
     if not won_ranks:
         empty_ranks, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
         return empty_ranks, empty_ranks, empty, empty, start, marks
@@ -780,6 +783,30 @@ def _continued_path(
         running,
         marks,
     )
+
+
+def _chunk_apart(
+    x: np.ndarray, v: np.ndarray | None, null_mean: float, log_inv_a: float, alpha: float, running: Running
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Running]:
+    """:func:`running_monitor_path` of a path's chunk ``x`` whose band sums are not its bets' (weighted: ``v``
+    its weights), through the e-processes and the band computed apart (docs/method.md §8)."""
+    won, lost, sums = running_e_processes((x + 1.0) / 2.0, null_mean, log_inv_a, v, running)
+    mean, low, high, bounds = running_eb_bounds(x, alpha, v, running)
+    lows = accumulated(np.maximum, low, running.low)
+    highs = accumulated(np.minimum, high, running.high)
+    end = replace(
+        bounds,
+        n=sums.n,
+        y_sum=sums.y_sum,
+        dev_sum=sums.dev_sum,
+        sigma2=sums.sigma2,
+        won=sums.won,
+        lost=sums.lost,
+        low=float(lows[-1]),
+        high=float(highs[-1]),
+        mean=float(mean[-1]),
+    )
+    return won, lost, lows, highs, end
 
 
 def _rater_monitoring(rater: int, path: _HumanPath, won_at: int, lost_at: int, threshold: float) -> RaterMonitoring:

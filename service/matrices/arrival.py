@@ -122,8 +122,17 @@ def seeded_item_keys(n_items: int, seed: int) -> np.ndarray:
 def monitored_ranks(matrix: LabelMatrix, arrival: ArrivalOrder) -> np.ndarray:
     """The arrival ranks the monitor reads before its planned lists (docs/method.md §8.2): every label ranked
     at or before the opening at the opening's rank, the others at their own (-1 where no label)."""
-    ranks: np.ndarray = np.maximum(matrix.order, arrival.opening)
-    np.putmask(ranks, matrix.order < 0, -1)  # a masked maximum (``where=``) costs twice these two passes
+    order = matrix.order
+    if (
+        np.issubdtype(order.dtype, np.signedinteger)
+        and 0 <= arrival.opening <= np.iinfo(order.dtype).max
+        and int(order.min(initial=0)) >= -1
+    ):  # read unsigned, -1 is the largest value and stays itself: one pass, no mask
+        unsigned = np.maximum(order.view(f"u{order.dtype.itemsize}"), arrival.opening)
+        out: np.ndarray = unsigned.view(order.dtype)
+        return out
+    ranks: np.ndarray = np.maximum(order, arrival.opening)
+    np.putmask(ranks, order < 0, -1)  # a masked maximum (``where=``) costs twice these two passes
     return ranks
 
 

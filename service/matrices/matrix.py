@@ -11,7 +11,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from planner.codes import code_type
+from planner.codes import MISSING, code_type
 from service.core.errors import Conflict
 from service.core.sql import integer_rows
 from service.data.labels import CANNOT_ASSESS, INVALID, ONE_ORDER
@@ -58,10 +58,8 @@ class LabelMatrix:
 
     @cached_property
     def codes(self) -> np.ndarray:
-        """``raw`` with CANNOT_ASSESS and INVALID missing: ``raw`` itself (no second copy of the matrix) when
-        it holds neither."""
-        if not (self.raw >= self.n_labels).any():
-            return self.raw
+        if not self.raw.flags.writeable and int(self.raw.max(initial=MISSING)) < self.n_labels:
+            return self.raw  # no CANNOT_ASSESS or INVALID to set missing: one pass, no copy
         codes = np.where(self.raw >= self.n_labels, -1, self.raw)
         codes.flags.writeable = False
         return codes

@@ -314,14 +314,21 @@ def test_a_correction_is_computed_again_from_the_mark_before_its_rank(
             assert 0 < computed <= at_most
 
 
-def test_the_state_shares_read_only_compact_codes_and_copies_the_others() -> None:
-    rng = np.random.default_rng(4)
-    codes = np.where(rng.random((300, 4)) < 0.6, rng.integers(0, 2, (300, 4)), -1).astype(np.int8)
-    order = np.where(codes >= 0, rng.permutation(codes.size).reshape(codes.shape) + 1, -1).astype(np.int32)
-    options = {"judge": 0, "humans": [1, 2, 3], "n_labels": 2}
-    _, writable = kept_monitoring(codes, previous=None, order=order, **options)
-    assert writable.codes is not codes and not writable.codes.flags.writeable  # the caller may change its own
-    codes.flags.writeable = False  # a worker's matrix: read-only, kept anyway, so the state keeps no second copy
-    _, shared = kept_monitoring(codes, previous=None, order=order, **options)
-    assert shared.codes is codes
-    np.testing.assert_array_equal(shared.codes, writable.codes)
+def test_a_frozen_matrix_is_kept_as_it_is_and_one_that_may_change_is_copied() -> None:
+    """The kept state holds a read-only matrix that owns its cells as it is (no copy of the codes per
+    update); a read-only view of a writable array is copied, so a write through that array afterwards is a
+    change the next call sees (the result equals a fresh monitoring)."""
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, N_LABELS, (200, 4)).astype(np.int8)
+    order = rng.integers(0, 50, codes.shape).astype(np.int32)
+    options: dict[str, Any] = {"judge": 3, "humans": [0, 1, 2], "n_labels": N_LABELS, "epsilon": 0.1}
+    frozen = codes.copy()
+    frozen.flags.writeable = False
+    assert kept_monitoring(frozen, previous=None, order=order, **options)[1].codes is frozen
+    view = codes[:]
+    view.flags.writeable = False
+    _, state = kept_monitoring(view, previous=None, order=order, **options)
+    assert state.codes is not view
+    codes[:20, 3] = (codes[:20, 3] + 1) % N_LABELS  # corrections through the writable array
+    kept, _ = kept_monitoring(view, previous=state, order=order, **options)
+    _same(kept, monitor_judge(view, order=order, **options))
