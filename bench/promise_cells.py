@@ -10,7 +10,9 @@ shared panel's alt-test recipe (``K = 3``, the same channel) at every overlap of
 normal form's ``m`` it replaces (``--panel`` runs it alone, ``--cells`` the others alone); PPI++'s advisory ``m``
 (docs/method.md §9, the same channel, ``n = 50,000``) at every overlap from the normal form's 86 to ``1.3 m``, and
 the numeric margin recipe of §4b at ``m`` by ``validate_scores`` beside the exact rate over ``[m, 1.3 m]``
-(``--advisory`` runs these two alone).
+(``--advisory`` runs these two alone); §4b's score ranking plan from a 400-item pilot (``--ranking``: the fixed-m
+rates at the true variance, the smallest m that keeps .05 over ``[m, 1.3 m]``, and the plan over fresh pilots at the
+plain alpha and at ``SCORE_RANK_SHARE``, 5,000 trials per fixed m and 2,000 runs per plan times ``chunks``).
 Run: ``.venv/bin/python -m bench.promise_cells [chunks] [--panel | --cells | --advisory]`` (20,000 trials per
 alt-test and PPI++ rate, 40,000 per alpha rate, 5,000 per shared-panel rate and 1,000 per numeric rate times
 ``chunks``, default 10; minutes of CPU per chunk count).
@@ -29,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' generators are imported from the repository, not an installed package
 
 from planner.ratio_moments import RatioPrior, ratio_moments
-from planner.recipes import certify_recipe
+from planner.recipes import certify_recipe, rank_recipe
+from planner.score_ranking import SCORE_RANK_SHARE, score_rank_variance
 from planner.score_recipes import score_recipe
 from planner.xi_moments import advantage_moments, xi_lattice
 from tests.planner.promise_bounds import broken, kept, lower_bound, upper_bound
@@ -37,19 +40,20 @@ from tests.planner.test_alt_test_designs import alt_test_false_rejection
 from tests.planner.test_neyman import ppi_false_rejection
 from tests.planner.test_ratio_recipe import simulated_margins
 from tests.planner.test_recipes import alt_test_false_rejection as panel_false_rejection
+from tests.planner.test_score_ranking import HIGH, LOW, disjoint_margin, plug_in_misorders, score_panel, true_margin
 from tests.planner.test_score_recipes import exact_secondary_fr, population_moments, secondary_fr, step_law
 
 P_H, P_J, PROMISE = 0.85, 0.90, 0.025
 
 
-def status(rate: float, trials: int) -> str:
+def status(rate: float, trials: int, promise: float = PROMISE) -> str:
     """Kept, broken or unresolved with the Monte Carlo error inside the promise."""
-    return "kept" if kept(rate, trials, PROMISE) else "broken" if broken(rate, trials, PROMISE) else "unresolved"
+    return "kept" if kept(rate, trials, promise) else "broken" if broken(rate, trials, promise) else "unresolved"
 
 
-def show(cell: str, m: int, size: int, rate: float, trials: int) -> None:
-    low, high = lower_bound(rate, trials), upper_bound(rate, trials)
-    print(f"| {cell} | {m} | {size} | {trials:,} | {rate:.4f} | {low:.4f} | {high:.4f} | {status(rate, trials)} |")
+def show(cell: str, m: object, size: object, rate: float, trials: int, promise: float = PROMISE) -> None:
+    low, high, state = lower_bound(rate, trials), upper_bound(rate, trials), status(rate, trials, promise)
+    print(f"| {cell} | {m} | {size} | {trials:,} | {rate:.4f} | {low:.4f} | {high:.4f} | {state} |")
 
 
 def probes(m: int, step: int = 1) -> list[int]:
@@ -119,12 +123,46 @@ def score_cell(chunks: int) -> None:
         print(f"| numeric margin, exact | {m} | {size} | - | {exact:.4f} | - | - | {status} |")
 
 
+def ranking_cells(chunks: int) -> None:
+    """§4b's score ranking plan from a 400-item pilot against its promise .05 (two judges, K = 3; the test's
+    generator): the fixed-m rate at the true variance over every overlap near it (every fifth above), so the
+    smallest m that keeps .05 over [m, 1.3 m], and the plan's rate over fresh pilots at the plain alpha and at
+    ``SCORE_RANK_SHARE``, with its mean m against that smallest m."""
+    for rule in ("margin", "alt-test"):
+        delta_min = true_margin(rule)
+        variance = score_rank_variance(
+            score_panel((400_000,), np.random.default_rng(29)), [0, 1], [2, 3, 4], rule=rule, value_range=(LOW, HIGH)
+        )
+        m0 = int(rank_recipe(variance, delta_min, n_items=10**6, n_humans=3, n_judges=2).m or 0)
+        low, high = math.floor(0.9 * m0), math.ceil(1.15 * m0)
+        sizes = sorted({*range(low, high + 1), *range(high, math.ceil(1.3 * high) + 1, 5)})
+        held = {}
+        for size in sizes:
+            rng = np.random.default_rng((29, size))
+            rate = np.mean(
+                [np.mean(disjoint_margin(score_panel((5000, 2 * size), rng), rule) <= 0) for _ in range(chunks)]
+            )
+            held[size] = kept(float(rate), 5000 * chunks, 0.05)
+            show(f"ranking {rule}, true variance", m0, size, float(rate), 5000 * chunks, 0.05)
+        smallest = min(s for s in sizes if all(held[t] for t in sizes if s <= t <= 1.3 * s))
+        print(f"| ranking {rule}: smallest m keeping .05 over [m, 1.3 m] | {smallest} | | | | | | |")
+        for share in (1.0, SCORE_RANK_SHARE):
+            rate, planned = plug_in_misorders(rule, 2000 * chunks, np.random.default_rng((29, 4)), alpha_share=share)
+            served = f"{planned.mean():.1f} ({np.percentile(planned, 5):.0f}-{np.percentile(planned, 95):.0f})"
+            over = f"{planned.mean() / smallest - 1:+.1%}"
+            show(f"ranking {rule}, pilot, share {share}, {over} vs smallest", served, "m", rate, 2000 * chunks, 0.05)
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     chunks = int(args[0]) if args else 10
     start = time.process_time()
     print("| cell | served m | overlap | trials | FR | lower 2-SE bound | upper 2-SE bound | status |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    if "--ranking" in sys.argv:
+        ranking_cells(chunks)
+        print(f"CPU {time.process_time() - start:.0f} s")
+        return
     if "--advisory" in sys.argv:
         ppi_cell(chunks)
         score_cell(chunks)

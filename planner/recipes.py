@@ -381,18 +381,23 @@ def rank_recipe(
     n_humans: int,
     n_judges: int,
     alpha_sig: float = 0.05,
+    alpha_share: float = 1.0,
     m_grid: list[int] | None = None,
 ) -> Recipe:
     """Overlap and budget to rank ``n_judges`` judges, with the misorder curve (docs/method.md §4).
 
     ``variance`` is the largest per-item variance of an adjacent pair's margin
-    (``paired_variance``); ``m = m_rank``; ``fr_rate(m) = Phi(-delta_min sqrt(m / variance))``,
-    the chance that two adjacent judges ``delta_min`` apart come out in the wrong order.
+    (``paired_variance``); ``m = m_rank`` planned at ``alpha_share alpha_sig`` (a share below 1 when
+    ``variance`` is a pilot's plug-in, ``score_ranking.SCORE_RANK_SHARE``; the promise stays ``alpha_sig``);
+    ``fr_rate(m) = Phi(-delta_min sqrt(m / variance))``, the chance that two adjacent judges ``delta_min``
+    apart come out in the wrong order.
 
     >>> rank_recipe(0.2, 0.05, n_items=10_000, n_humans=4, n_judges=2).plan.total_labels
     10651
     """
-    m = m_rank(variance, delta_min, n_judges=n_judges, alpha_sig=alpha_sig)
+    if not 0.0 < alpha_share <= 1.0:
+        raise ValueError(f"alpha_share must be in (0, 1], got {alpha_share!r}")
+    m = m_rank(variance, delta_min, n_judges=n_judges, alpha_sig=alpha_share * alpha_sig)
     _budget_iv(n_items, n_humans)
     grid = _m_grid(n_items, m, m_grid)
     rates = false_rejection_rate(np.array(grid), delta_min, variance, epsilon=0.0)

@@ -24,6 +24,11 @@ MAX_RANKING_WORK = 4_000_000_000
 group is the items with the same per-item quantities, at most the items)."""
 TIE = 1e-12
 """Score differences within this are ties (the scores are means of bounded quantities)."""
+SCORE_RANK_SHARE = 0.8
+"""A ranking plan from a pilot plans ``m_rank`` at ``0.8 alpha_sig``: the pilot's variance is a plug-in, and the
+misorder rate averaged over pilots is at or above the rate at the true variance, itself on the promise: the plain
+``m`` is unresolved against .05 (.047 margin, .0505 alt-test, 400-item pilots), the share's kept (.043, .040),
+13.5% / 7.7% above the smallest ``m`` that holds (docs/method.md §4b, "Ranking score judges")."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from planner.intervals import optional_float
 from planner.recipes import rank_recipe
 from planner.score_decision import ScoreRule
 from planner.score_monitor import MAX_SIZING_CELLS, SIZING_TRIALS, ScoreMonitoring, monitor_scores, score_monitor_budget
-from planner.score_ranking import score_rank_variance
+from planner.score_ranking import SCORE_RANK_SHARE, score_rank_variance
 from planner.score_recipes import (
     ScorePlanCheck,
     pilot_differences,
@@ -297,7 +297,13 @@ def score_rank_document(
     n_items, n_humans = values.shape[0], body.n_raters or max(len(humans), 2)
     n_judges = body.n_judges or max(len(judges), 2)
     recipe = rank_recipe(
-        variance, body.delta_min, n_items=n_items, n_humans=n_humans, n_judges=n_judges, alpha_sig=decision.alpha_sig
+        variance,
+        body.delta_min,
+        n_items=n_items,
+        n_humans=n_humans,
+        n_judges=n_judges,
+        alpha_sig=decision.alpha_sig,
+        alpha_share=SCORE_RANK_SHARE,
     )
     m = body.m if body.m is not None else recipe.m
     warnings = []

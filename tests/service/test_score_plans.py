@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from planner.recipes import rank_recipe
-from planner.score_ranking import score_rank_variance
+from planner.score_ranking import SCORE_RANK_SHARE, score_rank_variance
 from planner.score_recipes import score_pilot, score_recipe
 from service.matrices.matrix import RaterColumn
 from service.matrices.ratings import RatingsMatrix
@@ -103,13 +103,15 @@ def test_plans_outside_the_method_are_409_and_write_nothing(client: TestClient, 
 
 @pytest.mark.parametrize("rule", ["margin", "alt-test"])
 def test_a_ranking_plan_is_the_planners_ranking_recipe_on_the_numbers(client: TestClient, rule: str) -> None:
-    """Ranking score judges was a 409: the plan is now m_rank on the pilot's disjoint-design margin variance
-    (``score_rank_variance``; one judge in the pilot: twice its own), with disjoint lists of m."""
-    pid, x = _pilot_project(client, rule)
+    """Ranking score judges was a 409: the plan is now m_rank at ``SCORE_RANK_SHARE`` of alpha_sig on the pilot's
+    disjoint-design margin variance (``score_rank_variance``; one judge in the pilot: twice its own), with
+    disjoint lists of m (500 items: alt-test's m of 206 per secondary does not fit two disjoint lists in 400)."""
+    pid, x = _pilot_project(client, rule, n_items=500)
     body = {"source": "pilot", "purpose": "rank", "delta_min": 0.05, "seed": 1}
     plan = ok(client.post(f"/projects/{pid}/plan", json=body), 201)
     variance = score_rank_variance(x, [0], [1, 2, 3], rule=rule, value_range=(1, 5))
-    recipe = rank_recipe(variance, 0.05, n_items=400, n_humans=3, n_judges=2)
+    recipe = rank_recipe(variance, 0.05, n_items=500, n_humans=3, n_judges=2, alpha_share=SCORE_RANK_SHARE)
+    assert recipe.m != rank_recipe(variance, 0.05, n_items=500, n_humans=3, n_judges=2).m  # the share counts
     document = plan["recipe"]
     assert plan["design"] == "disjoint" and document["purpose"] == "rank" and document["goal"] == "rank"
     assert document["moments"]["ranking_variance"] == pytest.approx(variance, abs=1e-12)
