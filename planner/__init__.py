@@ -164,7 +164,7 @@ from planner.score_monitor import (
     monitor_scores,
     score_monitor_budget,
 )
-from planner.score_ranking import ScoreRanking, rank_score_judges, score_rank_variance
+from planner.score_ranking import SCORE_RANK_SHARE, ScoreRanking, rank_score_judges, score_rank_variance
 from planner.score_recipes import (
     ScorePlanCheck,
     pilot_differences,
@@ -413,6 +413,7 @@ __all__ = [
     "lists_within",
     "rank_score_judges",
     "score_rank_variance",
+    "SCORE_RANK_SHARE",
     "ScoreRanking",
     "ScoreSliceMonitoring",
     "ScoreSliceOutcome",
